@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The README's second command: set everything up, then build and run every test:
+# the normal build (all runners), the unit and multi-rank tests under
+# AddressSanitizer + UBSan, the multi-rank tests under ThreadSanitizer, and the
+# fuzzers for their CI time budget.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh || { echo "setup failed"; exit 1; }
+J=${JOBS:-$(nproc)}
+rc=0
+make -j"$J" all || { echo "build failed"; exit 1; }
+BUILD=build scripts/test.sh || rc=1
+
+make -j"$J" SAN=address tests >/dev/null || { echo "ASan build failed"; exit 1; }
+ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 TANDEM_UNIT_ONLY=1 BUILD=build-asan scripts/test.sh || rc=1
+
+make -j"$J" SAN=thread tests >/dev/null || { echo "TSan build failed"; exit 1; }
+TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" TANDEM_UNIT_ONLY=1 BUILD=build-tsan \
+  scripts/test.sh mpitest || rc=1
+
+if [ -x scripts/fuzz.sh ]; then scripts/fuzz.sh || rc=1; fi
+exit $rc

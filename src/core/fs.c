@@ -1,0 +1,136 @@
+#include "core/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+
+char *tdm_read_file(const char *path, size_t max_bytes, size_t *len, tdm_error *err) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        tdm_errorf(err, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        tdm_errorf(err, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        tdm_errorf(err, "%s: file is %lld bytes, more than the limit of %zu", path, (long long)st.st_size,
+                   max_bytes);
+        close(fd);
+        return NULL;
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = tdm_xmalloc(n + 1);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            tdm_errorf(err, "%s: read failed after %zu of %zu bytes", path, got, n);
+            free(buf);
+            close(fd);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+int tdm_write_all(int fd, const void *data, size_t len, const char *path, tdm_error *err) {
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return tdm_errorf(err, "%s: write failed: %s", path, strerror(errno));
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+void tdm_dirname(const char *path, char *out, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(out, cap, ".");
+    } else if (slash == path) {
+        snprintf(out, cap, "/");
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n >= cap) n = cap - 1;
+        memcpy(out, path, n);
+        out[n] = 0;
+    }
+}
+
+int tdm_fsync_dir(const char *dir, tdm_error *err) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return tdm_errorf(err, "%s: cannot open directory: %s", dir, strerror(errno));
+    int rc = fsync(fd);
+    close(fd);
+    if (rc != 0) return tdm_errorf(err, "%s: fsync failed: %s", dir, strerror(errno));
+    return 0;
+}
+
+int tdm_write_file_atomic(const char *path, const void *data, size_t len, tdm_error *err) {
+    char tmp[4096], dir[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return tdm_errorf(err, "%s: cannot create: %s", tmp, strerror(errno));
+    if (tdm_write_all(fd, data, len, tmp, err) != 0) goto fail;
+    if (fsync(fd) != 0) {
+        tdm_errorf(err, "%s: fsync failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        tdm_errorf(err, "%s: close failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        tdm_errorf(err, "%s: rename failed: %s", path, strerror(errno));
+        goto fail;
+    }
+    tdm_dirname(path, dir, sizeof dir);
+    return tdm_fsync_dir(dir, err);
+fail:
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+    return -1;
+}
+
+int tdm_mkdirs(const char *path, tdm_error *err) {
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) return tdm_errorf(err, "%s: bad directory path", path);
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == 0) {
+            char c = buf[i];
+            buf[i] = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return tdm_errorf(err, "%s: cannot create directory: %s", buf, strerror(errno));
+            buf[i] = c;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return tdm_errorf(err, "%s: not a directory", path);
+    return 0;
+}
+
+int tdm_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}

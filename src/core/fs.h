@@ -1,0 +1,35 @@
+/* fs.h - whole-file reads with a size bound, and atomic writes.
+ *
+ * tdm_read_file refuses files larger than max_bytes, so an input can never make us
+ * allocate more than the caller planned for. tdm_write_file_atomic writes to
+ * "PATH.tmp.<pid>", fsyncs, renames over PATH and fsyncs the directory: a crash
+ * leaves either the old file or the new one, never a torn one.
+ */
+#ifndef TDM_FS_H
+#define TDM_FS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+/* Reads the whole file; the buffer is NUL-terminated (not counted in *len). free() it. */
+char *tdm_read_file(const char *path, size_t max_bytes, size_t *len, tdm_error *err);
+
+int tdm_write_file_atomic(const char *path, const void *data, size_t len, tdm_error *err);
+
+/* Writes `len` bytes fully, retrying short writes; names `path` in the error. */
+int tdm_write_all(int fd, const void *data, size_t len, const char *path, tdm_error *err);
+
+/* fsyncs a directory so a rename inside it is durable. */
+int tdm_fsync_dir(const char *dir, tdm_error *err);
+
+/* mkdir -p. */
+int tdm_mkdirs(const char *path, tdm_error *err);
+
+int tdm_file_exists(const char *path);
+
+/* Directory part of a path ("a/b/c.json" -> "a/b", "c.json" -> "."), into out[cap]. */
+void tdm_dirname(const char *path, char *out, size_t cap);
+
+#endif

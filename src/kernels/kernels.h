@@ -1,0 +1,101 @@
+/* kernels.h - the numerical kernels the model is made of (fp32, CPU).
+ *
+ * Conventions (every kernel):
+ * - Row-major. A "row" is one token. `n` is the number of rows.
+ * - Linear weights are stored as PyTorch does, W[out, in], and y = x W^T + b.
+ * - Backward kernels OVERWRITE input gradients (dx, dq, ...) and ACCUMULATE (+=)
+ *   parameter gradients (dw, db), so micro-batches accumulate into one gradient
+ *   buffer. Any parameter-gradient pointer may be NULL: that parameter is frozen and
+ *   no work is done for it. An input-gradient pointer may be NULL when no one needs it.
+ * - Kernels are single-threaded except the BLAS calls, whose thread count the trainer
+ *   sets once at start-up. They never allocate: scratch memory is passed in, sized by
+ *   the matching *_workspace_floats() function.
+ * - Kernels know nothing of the model: shapes come in as arguments.
+ */
+#ifndef TDM_KERNELS_H
+#define TDM_KERNELS_H
+
+#include <stdint.h>
+
+/* ---- Linear (CBLAS sgemm) ------------------------------------------------------- */
+/* y[n,out] = x[n,in] W[out,in]^T + b[out]   (b may be NULL) */
+void tdm_linear_forward(float *y, const float *x, const float *w, const float *b, int n, int in, int out);
+/* dx[n,in] = dy W  (overwrite);  dw[out,in] += dy^T x;  db[out] += sum_rows dy */
+void tdm_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int n,
+                         int in, int out);
+
+/* ---- LayerNorm (with bias, biased variance) -------------------------------------- */
+/* y = (x - mean) * rstd * w + b per row of d; saves mean[n], rstd[n] for backward. */
+void tdm_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                           int n, int d, float eps);
+void tdm_layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *mean,
+                            const float *rstd, const float *w, int n, int d);
+
+/* ---- RMSNorm (fused: one pass forward keeping rstd, one pass backward) ------------ */
+/* y = x * rstd * w per row of d. For q_norm/k_norm call with n = tokens*heads, d = head_dim. */
+void tdm_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int n, int d, float eps);
+void tdm_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *rstd, const float *w,
+                          int n, int d);
+
+/* ---- Activations (elementwise over n values) -------------------------------------- */
+void tdm_gelu_tanh_forward(float *y, const float *x, int64_t n);
+void tdm_gelu_tanh_backward(float *dx, const float *dy, const float *x, int64_t n);
+void tdm_gelu_erf_forward(float *y, const float *x, int64_t n);
+void tdm_gelu_erf_backward(float *dx, const float *dy, const float *x, int64_t n);
+/* SwiGLU fused: out = silu(gate) * up, all [n, d]. */
+void tdm_swiglu_forward(float *out, const float *gate, const float *up, int n, int d);
+/* dgate = dout * up * silu'(gate);  dup = dout * silu(gate)   (both overwrite) */
+void tdm_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int n,
+                         int d);
+
+/* ---- Rotary embedding, rotate-half form, driven by a per-token angle table --------- */
+/* x [n, heads, hd] in place. cos, sin [n, hd/2]: for pair (i, i+hd/2) of every head
+ *   y_i = x_i cos_i - x_{i+hd/2} sin_i,   y_{i+hd/2} = x_{i+hd/2} cos_i + x_i sin_i.
+ * The model builds the tables (1D text RoPE, ViT 2D RoPE, interleaved M-RoPE). */
+void tdm_rope_forward(float *x, const float *cos, const float *sin, int n, int heads, int hd);
+/* The backward is the rotation by -theta, in place on dx. */
+void tdm_rope_backward(float *dx, const float *cos, const float *sin, int n, int heads, int hd);
+
+/* ---- Attention, flash-style ------------------------------------------------------- */
+/* q [n, nh, hd], k and v [n, nkv, hd] (nh % nkv == 0, GQA: query head h reads kv head
+ * h / (nh/nkv)), out [n, nh, hd], lse [n, nh] (log-sum-exp of each row's scores, saved
+ * for backward). Tokens are packed segments: segment s is rows cu_seqlens[s] ..
+ * cu_seqlens[s+1]-1 and attends only inside itself; causal = 1 for the decoder, 0 for
+ * the vision encoder. scale is usually 1/sqrt(hd). Computed in tiles with an online
+ * softmax: no n x n score matrix ever exists. */
+int64_t tdm_attention_workspace_floats(int n, int nh, int nkv, int hd);
+void tdm_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                           const int32_t *cu_seqlens, int nseg, int nh, int nkv, int hd, int causal, float scale,
+                           float *workspace);
+/* dq, dk, dv overwrite (dk/dv summed over the query heads that share a kv head).
+ * Recomputes scores per tile from q, k and the saved lse. */
+void tdm_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *lse, const int32_t *cu_seqlens,
+                            int nseg, int nh, int nkv, int hd, int causal, float scale, float *workspace);
+
+/* ---- Embedding -------------------------------------------------------------------- */
+/* out[i] = table[ids[i]] for i < n; rows with ids[i] < 0 are left untouched (the model
+ * fills image positions from the vision merger). */
+void tdm_embedding_forward(float *out, const float *table, const int32_t *ids, int n, int d);
+/* dtable[ids[i]] += dout[i] (scatter-add), rows with ids[i] < 0 skipped. */
+void tdm_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int n, int d);
+
+/* ---- Cross-entropy fused with the output projection -------------------------------- */
+/* logits = h[n,d] W[v,d]^T computed `chunk` rows at a time into workspace[chunk, v]:
+ * the n x v matrix never exists. Rows whose target is -100 are skipped entirely.
+ * Returns the SUM of -log softmax(logits)[target] over counted rows (in double) and
+ * writes the number of counted rows to *count. When dh != NULL or dw != NULL it also
+ * does the backward of grad_scale * sum: dh[n,d] overwritten (zero on ignored rows),
+ * dw[v,d] accumulated. */
+int64_t tdm_xent_workspace_floats(int chunk, int v);
+double tdm_xent_fused(float *dh, float *dw, const float *h, const float *w, const int32_t *targets, int n, int d,
+                      int v, float grad_scale, int chunk, float *workspace, int64_t *count);
+
+/* ---- AdamW (PyTorch semantics: decoupled weight decay, bias correction) ----------- */
+/* For i < n: g = grad[i] * grad_scale; p *= 1 - lr*wd; m = b1 m + (1-b1) g;
+ * v = b2 v + (1-b2) g^2; p -= lr/(1-b1^step) * m / (sqrt(v)/sqrt(1-b2^step) + eps).
+ * step is 1-based. */
+void tdm_adamw_step(float *p, const float *grad, float *m, float *v, int64_t n, float lr, float beta1, float beta2,
+                    float eps, float weight_decay, int64_t step, float grad_scale);
+
+#endif

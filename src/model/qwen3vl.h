@@ -1,0 +1,81 @@
+/* qwen3vl.h - the Qwen3-VL model: parameters, forward, hand-written backward.
+ *
+ * Life cycle:
+ *   tdm_model *m = tdm_model_create(&cfg, &freeze, &err);   // parameter table, no storage
+ *   tdm_param_table *t = tdm_model_params(m);               // owner binds data/grad pointers
+ *   ... tdm_param_table_alloc(t, ...)  or the data-parallel layer's buffers ...
+ *   tdm_model_init_weights(m, seed);                        // or load safetensors
+ *   tdm_model_reserve(m, &limits, &err);                    // activations, allocated once
+ *   tdm_model_set_hooks(m, &hooks);                         // optional (data parallel, profiler)
+ *   tdm_model_forward_backward(m, batch, 1.0f, &res, &err); // per micro-batch; grads +=
+ *
+ * Parameters are registered in forward order with their Hugging Face names: vision
+ * (patch_embed, pos_embed, blocks.i, merger, deepstack_merger_list.j), then the
+ * language model (embed_tokens, layers.l, norm), then lm_head (absent when tied).
+ * Frozen parts (tdm_freeze) have no gradient and no backward work: with the vision
+ * tower and projector frozen, nothing of the vision backward runs.
+ */
+#ifndef TDM_QWEN3VL_H
+#define TDM_QWEN3VL_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "data/batch.h"
+#include "model/config.h"
+#include "model/params.h"
+
+typedef struct tdm_freeze {
+    int vision;    /* model.visual.patch_embed, pos_embed, blocks.* */
+    int projector; /* model.visual.merger.*, deepstack_merger_list.* */
+    int llm;       /* model.language_model.* */
+    int lm_head;   /* lm_head (when tied, the shared embedding follows `llm`) */
+} tdm_freeze;
+
+/* The largest micro-batch the activations must hold. */
+typedef struct tdm_model_limits {
+    int max_tokens;  /* tokens in one packed micro-batch */
+    int max_seqs;    /* samples in one micro-batch */
+    int max_patches; /* vision patches in one micro-batch (before merging) */
+    int max_images;
+} tdm_model_limits;
+
+typedef struct tdm_fb_result {
+    double loss_sum;      /* sum over counted tokens of -log p(target) */
+    int64_t n_tokens;     /* counted tokens (targets != -100) */
+} tdm_fb_result;
+
+typedef struct tdm_model tdm_model;
+
+tdm_model *tdm_model_create(const tdm_model_config *cfg, const tdm_freeze *freeze, tdm_error *err);
+void tdm_model_free(tdm_model *m);
+tdm_param_table *tdm_model_params(tdm_model *m);
+const tdm_model_config *tdm_model_get_config(const tdm_model *m);
+
+/* Deterministic initialisation from the seed (normal std 0.02 for matrices and
+ * embeddings, ones for norm weights, zeros for biases); a tensor's values depend only
+ * on (seed, its name), so every rank and every dp size gets the same weights. */
+void tdm_model_init_weights(tdm_model *m, uint64_t seed);
+
+/* Allocates activations and workspaces for the limits (once; reuse for every step). */
+int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *err);
+int64_t tdm_model_activation_bytes(const tdm_model *m);
+
+void tdm_model_set_hooks(tdm_model *m, const tdm_param_hooks *hooks);
+
+/* Forward and backward of one micro-batch. Parameter gradients are ACCUMULATED
+ * (+= grad_scale * d(loss_sum)/dparam), so the caller zeroes them once per step.
+ * Returns the summed loss and the token count (not divided). */
+int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scale, tdm_fb_result *res,
+                               tdm_error *err);
+
+/* Forward only. Returns the loss sum/count like above and, when logits != NULL, the
+ * logits of the rows listed in `rows` (n_rows of them) into logits[n_rows, vocab]. */
+int tdm_model_forward(tdm_model *m, const tdm_batch *b, const int32_t *rows, int n_rows, float *logits,
+                      tdm_fb_result *res, tdm_error *err);
+
+/* Model FLOPs of one forward+backward of this batch (matmuls and attention, counted
+ * from the shapes; frozen parts counted as forward only). */
+double tdm_model_flops(const tdm_model *m, const tdm_batch *b);
+
+#endif

@@ -1,0 +1,42 @@
+/* tokenizer.h - Hugging Face byte-level BPE tokenizers (Qwen2 / Qwen3 / Qwen3-VL).
+ *
+ * Loads a tokenizer.json and reproduces `tokenizers` exactly: added tokens split
+ * first (longest match), NFC normalisation, the pre-tokenizer regex, the GPT-2
+ * byte-to-unicode map, BPE merges by rank, vocabulary lookup.
+ */
+#ifndef TDM_TOKENIZER_H
+#define TDM_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+
+/* A growable array of token ids. */
+typedef struct tdm_ids {
+    int32_t *data;
+    size_t len, cap;
+} tdm_ids;
+
+void tdm_ids_push(tdm_ids *v, int32_t id);
+void tdm_ids_free(tdm_ids *v);
+
+typedef struct tdm_tokenizer tdm_tokenizer;
+
+tdm_tokenizer *tdm_tokenizer_load(const char *path, tdm_error *err);
+tdm_tokenizer *tdm_tokenizer_parse(const char *json, size_t len, const char *name, tdm_error *err);
+void tdm_tokenizer_free(tdm_tokenizer *t);
+
+/* Appends the ids of UTF-8 `text` to out. Added/special tokens written in the text
+ * are recognised. Invalid UTF-8 is handled as documented in tokenizer.c. */
+int tdm_tokenizer_encode(const tdm_tokenizer *t, const char *text, size_t len, tdm_ids *out, tdm_error *err);
+
+/* Decoded UTF-8 text (malloc'ed, NUL-terminated); invalid sequences become U+FFFD. */
+char *tdm_tokenizer_decode(const tdm_tokenizer *t, const int32_t *ids, size_t n);
+
+/* The id of a token string (vocabulary entry or added token), or -1. */
+int32_t tdm_tokenizer_token_id(const tdm_tokenizer *t, const char *token);
+/* Number of ids (vocabulary plus added tokens: max id + 1). */
+int tdm_tokenizer_vocab_size(const tdm_tokenizer *t);
+
+#endif

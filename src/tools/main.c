@@ -1,0 +1,41 @@
+/* main.c - build/tandem: one binary, several subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/commands.h"
+
+typedef struct command {
+    const char *name;
+    tdm_cmd_fn fn;
+    const char *help;
+} command;
+
+static int usage(FILE *f, const command *cmds, int n) {
+    fprintf(f, "usage: tandem <command> [flags]    (tandem <command> --help for its flags)\n\ncommands:\n");
+    for (int i = 0; i < n; i++)
+        if (cmds[i].fn) fprintf(f, "  %-16s %s\n", cmds[i].name, cmds[i].help);
+    return f == stderr ? 2 : 0;
+}
+
+int main(int argc, char **argv) {
+    const command cmds[] = {
+        {"train", cmd_train, "train a Qwen3-VL model (Megatron flags; run under mpirun -np N)"},
+        {"ab", cmd_ab, "run the A/B protocol: baseline vs candidate flags, table and report"},
+        {"inspect", cmd_inspect, "parameter counts and memory plan of a model config"},
+        {"dump-grads", cmd_dump_grads, "one forward/backward over a data file; write every gradient"},
+        {"tokenize", cmd_tokenize, "encode (or --decode) lines on stdin with a tokenizer.json"},
+        {"train-tokenizer", cmd_train_tokenizer, "train a byte-level BPE tokenizer.json on a dataset"},
+        {"gen-data", cmd_gen_data, "write the built-in synthetic image-text dataset"},
+        {"generate", cmd_generate, "greedy decoding from an image and a prompt"},
+        {"evaluate", cmd_evaluate, "answer accuracy on a held-out split"},
+        {"export-batches", cmd_export_batches, "write the pre-tokenized batches a peer can replay"},
+        {"trace-summary", cmd_trace_summary, "summarise a profiler trace directory"},
+    };
+    int n = (int)(sizeof cmds / sizeof *cmds);
+    if (argc < 2) return usage(stderr, cmds, n);
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) return usage(stdout, cmds, n);
+    for (int i = 0; i < n; i++)
+        if (cmds[i].fn && !strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "tandem: unknown command '%s' (tandem --help lists the commands)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,130 @@
+/* Unit tests for src/core: JSON reader, random generator, string buffer, files. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "core/rng.h"
+#include "core/strbuf.h"
+#include "harness.h"
+
+static tdm_json_doc *parse(const char *s, tdm_error *err) { return tdm_json_parse(s, strlen(s), "t.json", err); }
+
+static void test_json_values(void) {
+    tdm_error err;
+    tdm_json_doc *d = parse("{\"a\": 1, \"b\": [true, false, null, -2.5e3, \"x\\u00e9\\ud83d\\ude00\"], \"a\": 7,"
+                            " \"big\": 12345678901234}", &err);
+    CHECK(d != NULL, "parse failed: %s", err.msg);
+    if (!d) return;
+    const tdm_json *r = tdm_json_root(d);
+    int64_t a;
+    CHECK(tdm_json_get_int(r, "a", &a, &err) == 0 && a == 7, "duplicate key keeps the last value");
+    const tdm_json *b = tdm_json_get(r, "b");
+    CHECK(b && b->type == TDM_JSON_ARRAY && b->len == 5, "array of 5");
+    CHECK(tdm_json_at(b, 0)->type == TDM_JSON_TRUE, "true");
+    CHECK(tdm_json_at(b, 3)->num == -2500.0 && !tdm_json_at(b, 3)->is_int, "number");
+    const tdm_json *s = tdm_json_at(b, 4);
+    CHECK(s->len == 7 && memcmp(s->str, "x\xc3\xa9\xf0\x9f\x98\x80", 7) == 0, "escapes decode to UTF-8");
+    CHECK(tdm_json_at(b, 5) == NULL, "out of range is NULL");
+    int64_t big;
+    CHECK(tdm_json_get_int(r, "big", &big, &err) == 0 && big == 12345678901234LL, "int64");
+    CHECK(tdm_json_get_int(r, "missing", &big, &err) != 0 && strstr(err.msg, "missing"), "missing key");
+    tdm_json_free(d);
+}
+
+static void test_json_errors(void) {
+    const char *bad[] = {"", "{", "[1,]", "{\"a\" 1}", "\"abc", "01", "1.", "1e", "[1] x", "\"\\x\"",
+                         "\"\x80\"", "\"\xc0\xaf\"", "\"\\ud800\"", "1e400", "{\"a\":1,}", "tru", "\"\x01\""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        tdm_error err;
+        tdm_json_doc *d = parse(bad[i], &err);
+        CHECK(d == NULL, "accepted bad input #%zu", i);
+        if (d) tdm_json_free(d);
+        else CHECK(strncmp(err.msg, "t.json:", 7) == 0, "error names the file: %s", err.msg);
+    }
+    /* line and column */
+    tdm_error err;
+    CHECK(parse("{\n  \"a\": 1\n  \"b\": 2}", &err) == NULL, "missing comma");
+    CHECK(strstr(err.msg, "t.json:3:3") != NULL, "line:col in %s", err.msg);
+    /* depth bound */
+    char deep[1200];
+    memset(deep, '[', 600);
+    memset(deep + 600, ']', 600);
+    deep[1199] = 0;
+    deep[1198] = ']';
+    CHECK(tdm_json_parse(deep, 1200 - 1, "d", &err) == NULL && strstr(err.msg, "deeper"), "deep nesting: %s",
+          err.msg);
+}
+
+static void test_rng(void) {
+    /* Philox4x32-10 known-answer test (Random123 kat_vectors: ctr=0, key=0). */
+    uint32_t o[4];
+    tdm_philox4x32(0, 0, 0, o);
+    CHECK(o[0] == 0x6627e8d5u && o[1] == 0xe169c58du && o[2] == 0xbc57ac4cu && o[3] == 0x9b00dbd8u,
+          "philox kat: %08x %08x %08x %08x", o[0], o[1], o[2], o[3]);
+    /* normal samples: mean ~0, var ~1 */
+    double s = 0, s2 = 0;
+    int n = 200000;
+    for (int i = 0; i < n; i++) {
+        double x = tdm_rng_normal(42, 7, (uint64_t)i);
+        s += x;
+        s2 += x * x;
+    }
+    CHECK(fabs(s / n) < 0.01, "mean %g", s / n);
+    CHECK(fabs(s2 / n - 1.0) < 0.02, "var %g", s2 / n);
+    CHECK(tdm_rng_normal(1, 2, 3) == tdm_rng_normal(1, 2, 3), "pure function");
+    CHECK(tdm_rng_normal(1, 2, 3) != tdm_rng_normal(2, 2, 3), "seed matters");
+}
+
+static void test_strbuf(void) {
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    for (int i = 0; i < 1000; i++) tdm_sb_printf(&sb, "%d,", i);
+    CHECK(sb.len == strlen(sb.data), "length");
+    tdm_sb_clear(&sb);
+    tdm_sb_json_string(&sb, "a\"b\\\n\x01", 6);
+    CHECK(strcmp(sb.data, "\"a\\\"b\\\\\\n\\u0001\"") == 0, "json escape: %s", sb.data);
+    tdm_sb_free(&sb);
+}
+
+static void test_files(void) {
+    char dir[] = "/tmp/tdm_core_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[256];
+    snprintf(path, sizeof path, "%s/sub/dir/f.txt", dir);
+    tdm_error err;
+    char sub[256];
+    tdm_dirname(path, sub, sizeof sub);
+    CHECK(tdm_mkdirs(sub, &err) == 0, "mkdirs: %s", err.msg);
+    CHECK(tdm_write_file_atomic(path, "hello", 5, &err) == 0, "write: %s", err.msg);
+    size_t n;
+    char *s = tdm_read_file(path, 100, &n, &err);
+    CHECK(s && n == 5 && strcmp(s, "hello") == 0, "read back");
+    free(s);
+    CHECK(tdm_read_file(path, 4, &n, &err) == NULL && strstr(err.msg, "limit"), "size bound: %s", err.msg);
+    CHECK(tdm_read_file("/nonexistent/x", 4, &n, &err) == NULL && strstr(err.msg, "/nonexistent/x"),
+          "missing file named");
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
+static void test_alloc(void) {
+    tdm_error err;
+    float *p = tdm_alloc_big(1000 * sizeof(float), &err);
+    CHECK(p && ((uintptr_t)p % 64) == 0, "aligned");
+    CHECK(p[999] == 0.0f, "zeroed");
+    tdm_free_big(p);
+}
+
+int main(void) {
+    RUN(test_json_values);
+    RUN(test_json_errors);
+    RUN(test_rng);
+    RUN(test_strbuf);
+    RUN(test_files);
+    RUN(test_alloc);
+    return TEST_SUMMARY();
+}
