@@ -1,0 +1,140 @@
+/* args.h - `tandem train` flags with Megatron-LM's names, parsed into one struct.
+ *
+ *   tdm_train_args a;
+ *   tdm_train_args_defaults(&a);
+ *   if (tdm_train_args_parse(&a, argc - 1, argv + 1, &err) != 0) ...   // --config FILE, then the command line
+ *   if (tdm_train_args_validate(&a, dp, &err) != 0) ...               // cross-flag rules, needs the dp size
+ *   tdm_strbuf sb; tdm_sb_init(&sb); tdm_train_args_format_block(&a, &sb);  // Megatron's arguments block
+ *
+ * One table (args.c) describes every flag: its name, type, range, default and help.
+ * Parsing, the --config JSON file, --help, the arguments block and the (name, value)
+ * listing that the A/B driver diffs all come from that table, so they cannot disagree.
+ *
+ * Values are given as `--flag VALUE` or `--flag=VALUE`; switches take no value (or
+ * `--switch=true|false`). In a --config file the keys are the flag names without the
+ * leading dashes, with '-' or '_' ("micro_batch_size" or "micro-batch-size"); switches
+ * are JSON booleans, `data` may be a string or an array of strings. The command line
+ * wins over the file. Parsing applies flags ON TOP of the struct's current values, so
+ * a caller can parse common flags first and then one side's flags (the A/B driver).
+ */
+#ifndef TDM_TRAIN_ARGS_H
+#define TDM_TRAIN_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/strbuf.h"
+
+#define TDM_ARGS_PATH_MAX 1024
+#define TDM_ARGS_MAX_DATA 16
+
+typedef struct tdm_train_args {
+    /* model, weights, tokenizer, data */
+    char model[TDM_ARGS_PATH_MAX];       /* directory (or file) with config.json */
+    char pretrained[TDM_ARGS_PATH_MAX];  /* HF directory with *.safetensors: initial weights */
+    char hf_weights[TDM_ARGS_PATH_MAX];  /* one .safetensors file: initial weights */
+    char tokenizer[TDM_ARGS_PATH_MAX];   /* tokenizer.json */
+    char preprocessor[TDM_ARGS_PATH_MAX];/* preprocessor_config.json ("" = model dir's, else built-in) */
+    char data[TDM_ARGS_MAX_DATA][TDM_ARGS_PATH_MAX];
+    int n_data;
+    char image_root[TDM_ARGS_PATH_MAX];  /* "" = each dataset file's folder */
+    int skip_bad_samples;
+
+    /* batch and length */
+    int micro_batch_size;                /* samples per micro-batch per rank */
+    int global_batch_size;               /* samples per optimizer step, all ranks */
+    int64_t train_iters;
+    int seq_length;                      /* token cap per sample */
+
+    /* learning rate (Megatron's OptimizerParamScheduler) */
+    double lr, min_lr;
+    char lr_decay_style[24];             /* constant | linear | cosine | inverse-square-root */
+    int64_t lr_warmup_iters;
+    double lr_warmup_fraction;           /* < 0: not given */
+    double lr_warmup_init;
+    int64_t lr_decay_iters;              /* 0: = train_iters */
+
+    /* AdamW and clipping */
+    double weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad;
+    uint64_t seed;
+
+    /* logging */
+    int log_interval;
+    int timing_log_level;
+    char run_dir[TDM_ARGS_PATH_MAX];     /* metrics.jsonl goes here ("" = none) */
+    int audit_fingerprints;
+    char profile_config[TDM_ARGS_PATH_MAX];
+
+    /* checkpoints */
+    char save[TDM_ARGS_PATH_MAX];
+    int64_t save_interval;               /* 0: only at the end / on a signal */
+    char load[TDM_ARGS_PATH_MAX];
+    int no_load_optim;
+    int finetune;                        /* load weights only; start at iteration 0 */
+    int64_t exit_interval;               /* stop (saving) when iteration % exit_interval == 0 */
+
+    /* data parallel */
+    int use_distributed_optimizer;
+    int overlap_grad_reduce;
+    int overlap_param_gather;
+    int64_t ddp_bucket_size;             /* elements; 0 = Megatron's default */
+    int ddp_num_buckets;                 /* 0 = not given */
+    int check_for_nan_in_grad;
+    char comm_progress[16];              /* thread | inline */
+
+    /* freezing */
+    int freeze_vision, freeze_projector, freeze_llm, freeze_lm_head;
+
+    /* testing */
+    int64_t inject_nan_iter;             /* 0 = off */
+    int inject_nan_rank;                 /* -1 = every rank */
+} tdm_train_args;
+
+/* Every field to its default (the table in args.c; Megatron's defaults where Megatron has one). */
+void tdm_train_args_defaults(tdm_train_args *a);
+
+/* Parses argv[0..argc) (flags only, no program name). A `--config FILE` anywhere in
+ * argv is applied first, then the other flags in order. Errors name the flag and what
+ * was expected; an unknown flag suggests the closest known name. `--help` is not a
+ * flag here: the caller handles it. */
+int tdm_train_args_parse(tdm_train_args *a, int argc, char **argv, tdm_error *err);
+
+/* Splits a shell-like string ("--lr 1e-3 --overlap-grad-reduce", single and double
+ * quotes group words) and parses it like tdm_train_args_parse. */
+int tdm_train_args_parse_string(tdm_train_args *a, const char *flags, tdm_error *err);
+
+/* Applies a JSON config file (keys = flag names). */
+int tdm_train_args_load_config(tdm_train_args *a, const char *path, tdm_error *err);
+
+/* Cross-flag rules and required flags, for a job of `dp` ranks: --model, --data and
+ * --tokenizer given; global batch divisible by micro batch x dp; --overlap-param-gather
+ * only with --use-distributed-optimizer and --overlap-grad-reduce; warmup within the
+ * decay span; min-lr <= lr. */
+int tdm_train_args_validate(const tdm_train_args *a, int dp, tdm_error *err);
+
+/* The (name, value) view used by the arguments block and by the A/B driver's diff.
+ * Names are Megatron's attribute names (underscores), in table order; values are
+ * printed the way Python prints them (True/False, None for unset paths, 0.0001,
+ * 1e-08, a list for data). */
+int tdm_train_args_count(void);
+const char *tdm_train_args_name(int i);
+void tdm_train_args_value(const tdm_train_args *a, int i, char *out, size_t cap);
+
+/* The Megatron block: a header line, one "  name ..... value" line per argument sorted
+ * by name, a footer line; each line ends with '\n'. */
+void tdm_train_args_format_block(const tdm_train_args *a, tdm_strbuf *sb);
+
+/* Flag help for --help, one line per flag: "  --name VALUE   help (default: x)". */
+void tdm_train_args_format_help(tdm_strbuf *sb);
+
+/* A 64-bit hash of the arguments that change the numerics of a run (model, data,
+ * batch sizes, schedule, optimizer, seed, freezing): stored in checkpoints, so a
+ * resume with different numerics is reported. Logging, saving and overlap flags are
+ * not included (overlap does not change the numbers). */
+uint64_t tdm_train_args_fingerprint(const tdm_train_args *a);
+
+/* Levenshtein distance, exposed for tests and for other commands' flag suggestions. */
+int tdm_edit_distance(const char *a, const char *b);
+
+#endif
