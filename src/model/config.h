@@ -9,6 +9,7 @@
 #ifndef TDM_CONFIG_H
 #define TDM_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -56,9 +57,45 @@ typedef struct tdm_model_config {
     int video_token_id;
     int vision_start_token_id;
     int vision_end_token_id;
+    /* Optional in config.json (text_config first, then top level); -1 when absent.
+     * pad_token_id is what the data loader pads with; the shipped configs leave it out
+     * of text_config, so the embedding has no padding row (HF padding_idx = None). */
+    int bos_token_id;
+    int eos_token_id;
+    int pad_token_id;
 } tdm_model_config;
 
+/* Sanity bounds: a config outside them is refused before anything is allocated. */
+#define TDM_CONFIG_MAX_LAYERS 1024        /* vision depth, text layers */
+#define TDM_CONFIG_MAX_HIDDEN 65536       /* any hidden or intermediate width */
+#define TDM_CONFIG_MAX_HEADS 1024
+#define TDM_CONFIG_MAX_VOCAB (1 << 22)
+#define TDM_CONFIG_MAX_POSITIONS (1 << 24)
+#define TDM_CONFIG_MAX_PARAMS ((int64_t)1 << 38) /* 275 G parameters, ~1 TB of fp32 weights */
+#define TDM_CONFIG_MAX_BYTES (1 << 20)    /* config.json file size */
+
+/* Reads `file_or_dir` (a config.json, or a directory holding one) into *cfg.
+ * Every error names the file and the field, e.g.
+ *   "m/config.json: text_config.num_key_value_heads: 3 does not divide num_attention_heads 16".
+ * Architectural sizes are required even where HF has a default, because HF's defaults
+ * describe no shipped checkpoint; small constants default to HF's values: patch_size 16,
+ * temporal_patch_size 2, spatial_merge_size 2, in_channels 3, the activations,
+ * rms_norm_eps 1e-6, rope_theta 5e6, mrope_interleaved true, tie_word_embeddings false,
+ * the four vision token ids (151655, 151656, 151652, 151653). */
 int tdm_model_config_load(const char *file_or_dir, tdm_model_config *cfg, tdm_error *err);
+
+/* Same, from JSON text already in memory; `name` stands for the file in messages. */
 int tdm_model_config_parse(const char *json, size_t len, const char *name, tdm_model_config *cfg, tdm_error *err);
+
+/* Derived sizes, for readers of the struct. */
+static inline int tdm_vision_head_dim(const tdm_vision_config *v) { return v->hidden_size / v->num_heads; }
+/* Width of one merged token before the merger MLP: spatial_merge_size^2 * D. */
+static inline int tdm_vision_merge_dim(const tdm_vision_config *v) {
+    return v->spatial_merge_size * v->spatial_merge_size * v->hidden_size;
+}
+/* Elements of one flattened patch: in_channels * temporal * patch * patch. */
+static inline int tdm_vision_patch_dim(const tdm_vision_config *v) {
+    return v->in_channels * v->temporal_patch_size * v->patch_size * v->patch_size;
+}
 
 #endif
