@@ -20,6 +20,7 @@
 
 typedef float tdm_v8 __attribute__((vector_size(32)));
 typedef int32_t tdm_v8i __attribute__((vector_size(32)));
+typedef uint32_t tdm_v8u __attribute__((vector_size(32)));
 
 static inline tdm_v8 tdm_v8_set1(float a) { return (tdm_v8){a, a, a, a, a, a, a, a}; }
 
@@ -79,7 +80,7 @@ static inline tdm_v8 tdm_v8_exp(tdm_v8 x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    tdm_v8i bits = (tdm_v8i)p + (k << 23);
+    tdm_v8i bits = (tdm_v8i)p + (tdm_v8i)((tdm_v8u)k << 23); /* unsigned: k may be negative */
     return (tdm_v8)(bits & ~underflow);
 }
 

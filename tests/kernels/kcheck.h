@@ -16,7 +16,7 @@
 static uint64_t kc_state = 0x9e3779b97f4a7c15ull;
 
 /* uniform in [-1, 1) (splitmix64) */
-static double kc_uniform(void) {
+static inline double kc_uniform(void) {
     uint64_t z = (kc_state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -24,30 +24,30 @@ static double kc_uniform(void) {
     return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
-static float *kc_randf(int64_t n, double scale) {
+static inline float *kc_randf(int64_t n, double scale) {
     float *a = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     for (int64_t i = 0; i < n; i++) a[i] = (float)(scale * kc_uniform());
     return a;
 }
 
-static float *kc_nanf(int64_t n) {
+static inline float *kc_nanf(int64_t n) {
     float *a = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     for (int64_t i = 0; i < n; i++) a[i] = NAN;
     return a;
 }
 
-static float *kc_zerof(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+static inline float *kc_zerof(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
 
-static double *kc_todouble(const float *a, int64_t n) {
+static inline double *kc_todouble(const float *a, int64_t n) {
     double *d = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     for (int64_t i = 0; i < n; i++) d[i] = a[i];
     return d;
 }
 
-static double *kc_zerod(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
+static inline double *kc_zerod(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
 
 /* max|a - k b| / max(1, max|k b|) for a float result against k times a double reference */
-static double kc_err_scaled(const float *a, const double *b, int64_t n, double k) {
+static inline double kc_err_scaled(const float *a, const double *b, int64_t n, double k) {
     double md = 0.0, mb = 1.0;
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(a[i])) return INFINITY;
@@ -58,10 +58,10 @@ static double kc_err_scaled(const float *a, const double *b, int64_t n, double k
     return md / mb;
 }
 
-static double kc_err(const float *a, const double *b, int64_t n) { return kc_err_scaled(a, b, n, 1.0); }
+static inline double kc_err(const float *a, const double *b, int64_t n) { return kc_err_scaled(a, b, n, 1.0); }
 
 /* max|a - b| / max|b|: for small-valued arrays (optimizer moments) where the floor of 1 hides errors */
-static double kc_relerr(const float *a, const double *b, int64_t n) {
+static inline double kc_relerr(const float *a, const double *b, int64_t n) {
     double md = 0.0, mb = 1e-30;
     for (int64_t i = 0; i < n; i++) {
         if (!isfinite(a[i])) return INFINITY;
@@ -76,7 +76,7 @@ static double kc_relerr(const float *a, const double *b, int64_t n) {
 typedef double (*kc_loss_fn)(void *ctx);
 
 /* grad[i] = (L(x + h e_i) - L(x - h e_i)) / 2h for every element of x (in place, restored). */
-static void kc_fd_grad(double *grad, double *x, int64_t n, kc_loss_fn loss, void *ctx) {
+static inline void kc_fd_grad(double *grad, double *x, int64_t n, kc_loss_fn loss, void *ctx) {
     const double h = 1e-5;
     for (int64_t i = 0; i < n; i++) {
         double x0 = x[i];
