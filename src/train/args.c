@@ -1,0 +1,701 @@
+/* args.c - the flag table of `tandem train` and everything derived from it. */
+#include "train/args.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/fs.h"
+#include "core/json.h"
+
+typedef enum arg_type {
+    ARG_INT,    /* int, range-checked */
+    ARG_I64,    /* int64_t, range-checked */
+    ARG_U64,    /* uint64_t */
+    ARG_DBL,    /* double, range-checked, finite */
+    ARG_PATH,   /* char[TDM_ARGS_PATH_MAX]; "" prints as None */
+    ARG_CHOICE, /* char[] holding one of `choices` ("a|b|c") */
+    ARG_SWITCH, /* int set to 1 by the flag */
+    ARG_NSWITCH,/* int set to 0 by the flag (--no-X controls attribute X) */
+    ARG_DATA,   /* the repeatable --data list */
+    ARG_INJECT, /* ITER[:RANK] */
+} arg_type;
+
+/* Printing of "unset" values as Python's None. */
+enum { NONE_NEVER = 0, NONE_IF_ZERO = 1, NONE_IF_NEG = 2 };
+
+typedef struct arg_def {
+    const char *flag;  /* without dashes, as typed: "micro-batch-size" */
+    const char *attr;  /* Megatron's attribute name, as printed: "micro_batch_size" */
+    arg_type type;
+    size_t off;
+    size_t cap;        /* bytes, for string fields */
+    double lo, hi;     /* inclusive range for numbers */
+    int none_rule;
+    const char *def;   /* default, parsed by the same code as a flag value (NULL: zero/empty) */
+    const char *choices;
+    const char *meta;
+    const char *help;
+} arg_def;
+
+#define F(field) offsetof(tdm_train_args, field), sizeof(((tdm_train_args *)0)->field)
+#define BIG 9.0e15
+
+static const arg_def ARGS[] = {
+    /* model, weights, tokenizer, data */
+    {"model", "model", ARG_PATH, F(model), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
+     "model directory (or file) holding a Hugging Face config.json"},
+    {"pretrained", "pretrained", ARG_PATH, F(pretrained), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
+     "initial weights: a Hugging Face directory of *.safetensors"},
+    {"hf-weights", "hf_weights", ARG_PATH, F(hf_weights), 0, 0, NONE_NEVER, NULL, NULL, "FILE",
+     "initial weights: one .safetensors file"},
+    {"tokenizer", "tokenizer", ARG_PATH, F(tokenizer), 0, 0, NONE_NEVER, NULL, NULL, "FILE",
+     "tokenizer.json (Hugging Face byte-level BPE)"},
+    {"preprocessor", "preprocessor", ARG_PATH, F(preprocessor), 0, 0, NONE_NEVER, NULL, NULL, "FILE",
+     "preprocessor_config.json (default: the model directory's, else the built-in one)"},
+    {"data", "data", ARG_DATA, offsetof(tdm_train_args, data), 0, 0, 0, NONE_NEVER, NULL, NULL, "FILE",
+     "dataset JSON / JSON Lines (repeatable)"},
+    {"image-root", "image_root", ARG_PATH, F(image_root), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
+     "directory image paths resolve against (default: each dataset file's folder)"},
+    {"skip-bad-samples", "skip_bad_samples", ARG_SWITCH, F(skip_bad_samples), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "skip and count malformed samples instead of stopping"},
+
+    /* batch and length */
+    {"micro-batch-size", "micro_batch_size", ARG_INT, F(micro_batch_size), 1, 1 << 20, NONE_NEVER, "1", NULL, "N",
+     "samples per micro-batch per rank"},
+    {"global-batch-size", "global_batch_size", ARG_INT, F(global_batch_size), 1, 1 << 24, NONE_NEVER, "8", NULL,
+     "N", "samples per optimizer step over all ranks"},
+    {"train-iters", "train_iters", ARG_I64, F(train_iters), 1, BIG, NONE_NEVER, "100", NULL, "N",
+     "optimizer steps to run (total, counting a resumed checkpoint's)"},
+    {"seq-length", "seq_length", ARG_INT, F(seq_length), 8, 1 << 24, NONE_NEVER, "1024", NULL, "N",
+     "maximum tokens of one sample"},
+
+    /* learning rate */
+    {"lr", "lr", ARG_DBL, F(lr), 0, 10, NONE_NEVER, "0.0001", NULL, "LR", "peak learning rate"},
+    {"min-lr", "min_lr", ARG_DBL, F(min_lr), 0, 10, NONE_NEVER, "0.0", NULL, "LR",
+     "learning rate at the end of the decay"},
+    {"lr-decay-style", "lr_decay_style", ARG_CHOICE, F(lr_decay_style), 0, 0, NONE_NEVER, "linear",
+     "constant|linear|cosine|inverse-square-root", "STYLE", "decay after warmup"},
+    {"lr-warmup-iters", "lr_warmup_iters", ARG_I64, F(lr_warmup_iters), 0, BIG, NONE_NEVER, "0", NULL, "N",
+     "iterations of linear warmup"},
+    {"lr-warmup-fraction", "lr_warmup_fraction", ARG_DBL, F(lr_warmup_fraction), 0, 1, NONE_IF_NEG, "-1", NULL,
+     "F", "warmup as a fraction of the decay span (instead of --lr-warmup-iters)"},
+    {"lr-warmup-init", "lr_warmup_init", ARG_DBL, F(lr_warmup_init), 0, 10, NONE_NEVER, "0.0", NULL, "LR",
+     "learning rate at the start of warmup"},
+    {"lr-decay-iters", "lr_decay_iters", ARG_I64, F(lr_decay_iters), 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
+     "iterations over which to decay (default: --train-iters)"},
+
+    /* optimizer */
+    {"weight-decay", "weight_decay", ARG_DBL, F(weight_decay), 0, 10, NONE_NEVER, "0.01", NULL, "WD",
+     "AdamW decoupled weight decay (not applied to biases and norms)"},
+    {"adam-beta1", "adam_beta1", ARG_DBL, F(adam_beta1), 0, 0.999999, NONE_NEVER, "0.9", NULL, "B", "Adam beta1"},
+    {"adam-beta2", "adam_beta2", ARG_DBL, F(adam_beta2), 0, 0.999999999, NONE_NEVER, "0.999", NULL, "B",
+     "Adam beta2"},
+    {"adam-eps", "adam_eps", ARG_DBL, F(adam_eps), 1e-30, 1, NONE_NEVER, "1e-08", NULL, "EPS", "Adam epsilon"},
+    {"clip-grad", "clip_grad", ARG_DBL, F(clip_grad), 0, 1e9, NONE_NEVER, "1.0", NULL, "C",
+     "clip the global gradient norm to C (0 disables)"},
+    {"seed", "seed", ARG_U64, F(seed), 0, 0, NONE_NEVER, "1234", NULL, "S",
+     "seed of the initial weights and the sample order"},
+
+    /* logging */
+    {"log-interval", "log_interval", ARG_INT, F(log_interval), 1, 1 << 30, NONE_NEVER, "1", NULL, "N",
+     "print the iteration line every N steps"},
+    {"timing-log-level", "timing_log_level", ARG_INT, F(timing_log_level), 0, 2, NONE_NEVER, "0", NULL, "L",
+     "0: none; 1: Megatron's step timers (min, max) across ranks"},
+    {"run-dir", "run_dir", ARG_PATH, F(run_dir), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
+     "write metrics.jsonl (and fingerprints with --audit-fingerprints) here"},
+    {"audit-fingerprints", "audit_fingerprints", ARG_SWITCH, F(audit_fingerprints), 0, 0, NONE_NEVER, NULL, NULL,
+     NULL, "record each step's input fingerprint (hash of every rank's micro-batches)"},
+    {"profile-config", "profile_config", ARG_PATH, F(profile_config), 0, 0, NONE_NEVER, NULL, NULL, "FILE",
+     "profiler tool config (MindSpeed-MM tools.json 'profile' section)"},
+
+    /* checkpoints */
+    {"save", "save", ARG_PATH, F(save), 0, 0, NONE_NEVER, NULL, NULL, "DIR", "checkpoint directory to write"},
+    {"save-interval", "save_interval", ARG_I64, F(save_interval), 0, BIG, NONE_IF_ZERO, NULL, NULL, "N",
+     "save every N iterations (and at the end)"},
+    {"load", "load", ARG_PATH, F(load), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
+     "checkpoint directory to resume from (its latest_checkpointed_iteration.txt)"},
+    {"no-load-optim", "no_load_optim", ARG_SWITCH, F(no_load_optim), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "with --load: do not load the optimizer state"},
+    {"finetune", "finetune", ARG_SWITCH, F(finetune), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "with --load: load the weights only and start at iteration 0"},
+    {"exit-interval", "exit_interval", ARG_I64, F(exit_interval), 0, BIG, NONE_IF_ZERO, NULL, NULL, "N",
+     "stop (saving with --save) when the iteration is a multiple of N"},
+
+    /* data parallel */
+    {"use-distributed-optimizer", "use_distributed_optimizer", ARG_SWITCH, F(use_distributed_optimizer), 0, 0,
+     NONE_NEVER, NULL, NULL, NULL, "shard the optimizer state over the data-parallel ranks (ZeRO-1)"},
+    {"overlap-grad-reduce", "overlap_grad_reduce", ARG_SWITCH, F(overlap_grad_reduce), 0, 0, NONE_NEVER, NULL, NULL,
+     NULL, "start each bucket's gradient collective as soon as it is ready"},
+    {"overlap-param-gather", "overlap_param_gather", ARG_SWITCH, F(overlap_param_gather), 0, 0, NONE_NEVER, NULL,
+     NULL, NULL, "all-gather parameters in the background of the next forward"},
+    {"ddp-bucket-size", "ddp_bucket_size", ARG_I64, F(ddp_bucket_size), 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
+     "bucket size in elements (default max(40M, 1M x dp))"},
+    {"ddp-num-buckets", "ddp_num_buckets", ARG_INT, F(ddp_num_buckets), 1, 1 << 20, NONE_IF_ZERO, NULL, NULL, "N",
+     "split the gradient buffer into about N buckets (instead of --ddp-bucket-size)"},
+    {"no-check-for-nan-in-grad", "check_for_nan_in_grad", ARG_NSWITCH, F(check_for_nan_in_grad), 0, 0, NONE_NEVER,
+     NULL, NULL, NULL, "do not check each bucket's gradients for NaN/Inf"},
+    {"comm-progress", "comm_progress", ARG_CHOICE, F(comm_progress), 0, 0, NONE_NEVER, "thread", "thread|inline",
+     "MODE", "who progresses MPI: a communication thread, or the compute thread between layers"},
+
+    /* freezing */
+    {"freeze-vision", "freeze_vision", ARG_SWITCH, F(freeze_vision), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "freeze the vision tower (patch embedding, position table, blocks)"},
+    {"freeze-projector", "freeze_projector", ARG_SWITCH, F(freeze_projector), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "freeze the merger and the DeepStack mergers"},
+    {"freeze-llm", "freeze_llm", ARG_SWITCH, F(freeze_llm), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "freeze the language model"},
+    {"freeze-lm-head", "freeze_lm_head", ARG_SWITCH, F(freeze_lm_head), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "freeze lm_head"},
+
+    /* testing */
+    {"inject-nan-at", "inject_nan_at", ARG_INJECT, offsetof(tdm_train_args, inject_nan_iter), 0, 0, 0,
+     NONE_NEVER, NULL, NULL, "ITER[:RANK]", "testing: poison one gradient at this iteration (on RANK, or all ranks)"},
+};
+#define N_ARGS ((int)(sizeof ARGS / sizeof *ARGS))
+
+/* ------------------------------------------------------------------ lookup */
+
+/* Compares a typed name with a flag name, '-' and '_' being the same. */
+static int name_eq(const char *typed, size_t n, const char *flag) {
+    size_t i = 0;
+    for (; i < n && flag[i]; i++) {
+        char a = typed[i] == '_' ? '-' : typed[i];
+        if (a != flag[i]) return 0;
+    }
+    return i == n && flag[i] == 0;
+}
+
+static const arg_def *find_arg(const char *name, size_t n) {
+    for (int i = 0; i < N_ARGS; i++)
+        if (name_eq(name, n, ARGS[i].flag)) return &ARGS[i];
+    return NULL;
+}
+
+int tdm_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 128 || lb > 128) return (int)(la > lb ? la : lb);
+    int row[129];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            int best = diag + cost;
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* The known flag closest to `name` (NULL when nothing is reasonably close). */
+static const char *closest_flag(const char *name, size_t n) {
+    char buf[129];
+    if (n > 128) n = 128;
+    for (size_t i = 0; i < n; i++) buf[i] = name[i] == '_' ? '-' : name[i];
+    buf[n] = 0;
+    const char *best = NULL;
+    int best_d = 1 << 30;
+    for (int i = 0; i < N_ARGS; i++) {
+        int d = tdm_edit_distance(buf, ARGS[i].flag);
+        if (d < best_d) best_d = d, best = ARGS[i].flag;
+    }
+    /* "config" is handled outside the table but is a known name too */
+    if (tdm_edit_distance(buf, "config") < best_d) best_d = tdm_edit_distance(buf, "config"), best = "config";
+    int limit = (int)n / 2 > 3 ? (int)n / 2 : 3;
+    return best_d <= limit ? best : NULL;
+}
+
+static int unknown_flag(const char *name, size_t n, const char *where, tdm_error *err) {
+    const char *s = closest_flag(name, n);
+    if (s)
+        return tdm_errorf(err, "%sunknown flag '--%.*s'; did you mean '--%s'?", where, (int)n, name, s);
+    return tdm_errorf(err, "%sunknown flag '--%.*s' (tandem train --help lists the flags)", where, (int)n, name);
+}
+
+/* ------------------------------------------------------------------ setting values */
+
+static int parse_i64(const char *s, int64_t *out) {
+    if (!*s) return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) {
+        /* accept integral values in exponent form, e.g. 1e6 */
+        double d = strtod(s, &end);
+        if (*end || !isfinite(d) || d != floor(d) || fabs(d) > BIG) return -1;
+        v = (long long)d;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_bool(const char *s, int *out) {
+    if (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "1")) return *out = 1, 0;
+    if (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "0")) return *out = 0, 0;
+    return -1;
+}
+
+/* Sets one argument from its text value. `what` names the source for errors
+ * ("--lr" or "cfg.json: key 'lr'"). */
+static int set_value(tdm_train_args *a, const arg_def *d, const char *val, const char *what, tdm_error *err) {
+    char *base = (char *)a + d->off;
+    switch (d->type) {
+    case ARG_INT:
+    case ARG_I64: {
+        int64_t v;
+        if (parse_i64(val, &v) != 0) return tdm_errorf(err, "%s: expected an integer, got '%s'", what, val);
+        if ((double)v < d->lo || (double)v > d->hi)
+            return tdm_errorf(err, "%s: %lld is out of range [%.0f, %.0f]", what, (long long)v, d->lo, d->hi);
+        if (d->type == ARG_INT) *(int *)base = (int)v;
+        else *(int64_t *)base = v;
+        return 0;
+    }
+    case ARG_U64: {
+        errno = 0;
+        char *end;
+        if (!*val || *val == '-') return tdm_errorf(err, "%s: expected a non-negative integer, got '%s'", what, val);
+        unsigned long long v = strtoull(val, &end, 10);
+        if (errno || *end) return tdm_errorf(err, "%s: expected a non-negative integer, got '%s'", what, val);
+        *(uint64_t *)base = v;
+        return 0;
+    }
+    case ARG_DBL: {
+        errno = 0;
+        char *end;
+        double v = strtod(val, &end);
+        if (!*val || *end || errno == ERANGE || !isfinite(v))
+            return tdm_errorf(err, "%s: expected a number, got '%s'", what, val);
+        /* negative "unset" defaults (lr_warmup_fraction) are allowed only as defaults */
+        if (v < d->lo || v > d->hi) {
+            if (!(d->none_rule == NONE_IF_NEG && v < 0 && !strcmp(what, "default")))
+                return tdm_errorf(err, "%s: %s is out of range [%g, %g]", what, val, d->lo, d->hi);
+        }
+        *(double *)base = v;
+        return 0;
+    }
+    case ARG_PATH:
+    case ARG_CHOICE: {
+        size_t n = strlen(val);
+        if (n >= d->cap) return tdm_errorf(err, "%s: value is %zu bytes, longer than %zu", what, n, d->cap - 1);
+        if (d->type == ARG_PATH && n == 0) return tdm_errorf(err, "%s: expected a path, got an empty string", what);
+        if (d->type == ARG_CHOICE) {
+            const char *c = d->choices;
+            int ok = 0;
+            while (*c) {
+                size_t len = strcspn(c, "|");
+                if (len == n && !strncmp(c, val, n)) ok = 1;
+                c += len;
+                if (*c == '|') c++;
+            }
+            if (!ok) return tdm_errorf(err, "%s: expected one of %s, got '%s'", what, d->choices, val);
+        }
+        memcpy(base, val, n + 1);
+        return 0;
+    }
+    case ARG_SWITCH:
+    case ARG_NSWITCH: {
+        int b;
+        if (parse_bool(val, &b) != 0) return tdm_errorf(err, "%s: expected true or false, got '%s'", what, val);
+        *(int *)base = d->type == ARG_SWITCH ? b : !b;
+        return 0;
+    }
+    case ARG_DATA: {
+        size_t n = strlen(val);
+        if (n == 0) return tdm_errorf(err, "%s: expected a path, got an empty string", what);
+        if (n >= TDM_ARGS_PATH_MAX) return tdm_errorf(err, "%s: path is longer than %d bytes", what, TDM_ARGS_PATH_MAX - 1);
+        if (a->n_data >= TDM_ARGS_MAX_DATA) return tdm_errorf(err, "%s: more than %d data files", what, TDM_ARGS_MAX_DATA);
+        memcpy(a->data[a->n_data++], val, n + 1);
+        return 0;
+    }
+    case ARG_INJECT: {
+        char buf[64];
+        if (strlen(val) >= sizeof buf) return tdm_errorf(err, "%s: expected ITER[:RANK], got '%s'", what, val);
+        strcpy(buf, val);
+        char *colon = strchr(buf, ':');
+        int64_t it, rank = -1;
+        if (colon) *colon = 0;
+        if (parse_i64(buf, &it) != 0 || it < 1 || (colon && (parse_i64(colon + 1, &rank) != 0 || rank < 0 || rank > 1 << 20)))
+            return tdm_errorf(err, "%s: expected ITER[:RANK] with ITER >= 1, got '%s'", what, val);
+        a->inject_nan_iter = it;
+        a->inject_nan_rank = (int)rank;
+        return 0;
+    }
+    }
+    return tdm_errorf(err, "%s: internal error: unknown argument type", what);
+}
+
+void tdm_train_args_defaults(tdm_train_args *a) {
+    memset(a, 0, sizeof *a);
+    a->check_for_nan_in_grad = 1;
+    a->inject_nan_rank = -1;
+    for (int i = 0; i < N_ARGS; i++)
+        if (ARGS[i].def) set_value(a, &ARGS[i], ARGS[i].def, "default", NULL);
+}
+
+/* ------------------------------------------------------------------ command line */
+
+static int is_switch(const arg_def *d) { return d->type == ARG_SWITCH || d->type == ARG_NSWITCH; }
+
+/* Applies argv's flags in order; --config FILE is skipped (tdm_train_args_parse applied it first). */
+static int parse_argv(tdm_train_args *a, int argc, char **argv, tdm_error *err) {
+    int data_from_cli = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (strncmp(s, "--", 2) != 0 || s[2] == 0)
+            return tdm_errorf(err, "unexpected argument '%s' (flags start with --)", s);
+        const char *name = s + 2;
+        const char *eq = strchr(name, '=');
+        size_t n = eq ? (size_t)(eq - name) : strlen(name);
+        if (name_eq(name, n, "config")) {
+            if (!eq) i++;
+            if (!eq && i >= argc) return tdm_errorf(err, "--config: expected a file name after it");
+            continue;
+        }
+        const arg_def *d = find_arg(name, n);
+        if (!d) return unknown_flag(name, n, "", err);
+        char what[96];
+        snprintf(what, sizeof what, "--%s", d->flag);
+        const char *val;
+        if (eq) {
+            val = eq + 1;
+        } else if (is_switch(d)) {
+            val = "true";
+        } else {
+            if (i + 1 >= argc) return tdm_errorf(err, "%s: expected a value (%s) after it", what, d->meta);
+            val = argv[++i];
+            if (strncmp(val, "--", 2) == 0)
+                return tdm_errorf(err, "%s: expected a value (%s), got the flag '%s'", what, d->meta, val);
+        }
+        if (d->type == ARG_DATA && !data_from_cli) {
+            a->n_data = 0; /* the command line replaces a config file's list */
+            data_from_cli = 1;
+        }
+        if (set_value(a, d, val, what, err) != 0) return -1;
+    }
+    return 0;
+}
+
+int tdm_train_args_parse(tdm_train_args *a, int argc, char **argv, tdm_error *err) {
+    /* the config file first, so the command line wins */
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (strncmp(s, "--", 2) != 0) continue;
+        const char *name = s + 2;
+        const char *eq = strchr(name, '=');
+        size_t n = eq ? (size_t)(eq - name) : strlen(name);
+        if (!name_eq(name, n, "config")) continue;
+        const char *path = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+        if (!path) return tdm_errorf(err, "--config: expected a file name after it");
+        if (tdm_train_args_load_config(a, path, err) != 0) return -1;
+    }
+    return parse_argv(a, argc, argv, err);
+}
+
+int tdm_train_args_parse_string(tdm_train_args *a, const char *flags, tdm_error *err) {
+    size_t n = strlen(flags);
+    if (n > 65536) return tdm_errorf(err, "flags string: %zu bytes, more than 65536", n);
+    char *buf = tdm_xmalloc(n + 1);
+    char **words = tdm_xmalloc(sizeof(char *) * (n / 2 + 2));
+    int nw = 0;
+    size_t o = 0;
+    const char *p = flags;
+    while (*p) {
+        while (*p && isspace((unsigned char)*p)) p++;
+        if (!*p) break;
+        words[nw++] = buf + o;
+        char quote = 0;
+        while (*p && (quote || !isspace((unsigned char)*p))) {
+            if (!quote && (*p == '\'' || *p == '"')) quote = *p;
+            else if (quote && *p == quote) quote = 0;
+            else buf[o++] = *p;
+            p++;
+        }
+        buf[o++] = 0;
+        if (quote) {
+            free(buf);
+            free(words);
+            return tdm_errorf(err, "flags string '%s': unterminated quote", flags);
+        }
+    }
+    int rc = tdm_train_args_parse(a, nw, words, err);
+    free(buf);
+    free(words);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ config file */
+
+int tdm_train_args_load_config(tdm_train_args *a, const char *path, tdm_error *err) {
+    size_t len;
+    char *text = tdm_read_file(path, 1 << 20, &len, err);
+    if (!text) return -1;
+    tdm_json_doc *doc = tdm_json_parse(text, len, path, err);
+    free(text);
+    if (!doc) return -1;
+    int rc = -1;
+    const tdm_json *root = tdm_json_root(doc);
+    if (root->type != TDM_JSON_OBJECT) {
+        tdm_errorf(err, "%s: expected a JSON object of flag names and values", path);
+        goto out;
+    }
+    for (size_t k = 0; k < root->len; k++) {
+        const char *key = root->keys[k];
+        const tdm_json *v = root->items[k];
+        char what[1200];
+        snprintf(what, sizeof what, "%s: key '%s'", path, key);
+        const char *name = key;
+        while (*name == '-') name++;
+        const arg_def *d = find_arg(name, strlen(name));
+        if (!d) {
+            char where[1100];
+            snprintf(where, sizeof where, "%s: ", path);
+            unknown_flag(name, strlen(name), where, err);
+            goto out;
+        }
+        char num[64];
+        const char *val = NULL;
+        if (d->type == ARG_DATA) {
+            a->n_data = 0;
+            if (v->type == TDM_JSON_STRING) {
+                if (set_value(a, d, v->str, what, err) != 0) goto out;
+                continue;
+            }
+            if (v->type != TDM_JSON_ARRAY) {
+                tdm_errorf(err, "%s: expected a string or an array of strings", what);
+                goto out;
+            }
+            for (size_t j = 0; j < v->len; j++) {
+                if (v->items[j]->type != TDM_JSON_STRING) {
+                    tdm_errorf(err, "%s: item %zu: expected a string", what, j);
+                    goto out;
+                }
+                if (set_value(a, d, v->items[j]->str, what, err) != 0) goto out;
+            }
+            continue;
+        }
+        switch (v->type) {
+        case TDM_JSON_TRUE: val = "true"; break;
+        case TDM_JSON_FALSE: val = "false"; break;
+        case TDM_JSON_STRING: val = v->str; break;
+        case TDM_JSON_NUMBER:
+            if (v->is_int) snprintf(num, sizeof num, "%lld", (long long)v->i64);
+            else snprintf(num, sizeof num, "%.17g", v->num);
+            val = num;
+            break;
+        case TDM_JSON_NULL: continue; /* null = leave the default */
+        default:
+            tdm_errorf(err, "%s: expected a number, string or boolean, got %s", what, tdm_json_type_name(v->type));
+            goto out;
+        }
+        if (is_switch(d) && v->type != TDM_JSON_TRUE && v->type != TDM_JSON_FALSE) {
+            tdm_errorf(err, "%s: expected true or false", what);
+            goto out;
+        }
+        if (set_value(a, d, val, what, err) != 0) goto out;
+    }
+    rc = 0;
+out:
+    tdm_json_free(doc);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ validation */
+
+int tdm_train_args_validate(const tdm_train_args *a, int dp, tdm_error *err) {
+    if (!a->model[0]) return tdm_errorf(err, "--model: required (a directory holding config.json)");
+    if (!a->tokenizer[0]) return tdm_errorf(err, "--tokenizer: required (a tokenizer.json)");
+    if (a->n_data == 0) return tdm_errorf(err, "--data: required (a dataset JSON file)");
+    if (dp < 1) return tdm_errorf(err, "data-parallel size %d: expected at least 1", dp);
+    int64_t per_step = (int64_t)a->micro_batch_size * dp;
+    if (a->global_batch_size % per_step != 0)
+        return tdm_errorf(err,
+                          "--global-batch-size %d: must be divisible by --micro-batch-size x data-parallel size = "
+                          "%d x %d = %lld",
+                          a->global_batch_size, a->micro_batch_size, dp, (long long)per_step);
+    if (a->overlap_param_gather && !a->use_distributed_optimizer)
+        return tdm_errorf(err, "--overlap-param-gather: requires --use-distributed-optimizer");
+    if (a->overlap_param_gather && !a->overlap_grad_reduce)
+        return tdm_errorf(err, "--overlap-param-gather: requires --overlap-grad-reduce (as in Megatron)");
+    if (a->ddp_bucket_size > 0 && a->ddp_num_buckets > 0)
+        return tdm_errorf(err, "--ddp-bucket-size and --ddp-num-buckets: give at most one of them");
+    if (a->min_lr > a->lr) return tdm_errorf(err, "--min-lr %g: must not exceed --lr %g", a->min_lr, a->lr);
+    if (a->lr_warmup_fraction >= 0 && a->lr_warmup_iters > 0)
+        return tdm_errorf(err, "--lr-warmup-fraction and --lr-warmup-iters: give at most one of them");
+    int64_t decay = a->lr_decay_iters > 0 ? a->lr_decay_iters : a->train_iters;
+    if (a->lr_warmup_iters > decay)
+        return tdm_errorf(err, "--lr-warmup-iters %lld: must not exceed the decay span of %lld iterations",
+                          (long long)a->lr_warmup_iters, (long long)decay);
+    if (a->save_interval > 0 && !a->save[0]) return tdm_errorf(err, "--save-interval: requires --save DIR");
+    if ((a->finetune || a->no_load_optim) && !a->load[0])
+        return tdm_errorf(err, "--finetune / --no-load-optim: require --load DIR");
+    if (a->pretrained[0] && a->hf_weights[0])
+        return tdm_errorf(err, "--pretrained and --hf-weights: give at most one of them");
+    if (a->inject_nan_rank >= dp)
+        return tdm_errorf(err, "--inject-nan-at: rank %d does not exist in a job of %d ranks", a->inject_nan_rank, dp);
+    if (a->freeze_vision && a->freeze_projector && a->freeze_llm && a->freeze_lm_head)
+        return tdm_errorf(err, "freeze flags: every part is frozen, nothing would train");
+    return 0;
+}
+
+/* ------------------------------------------------------------------ printing */
+
+/* A double the way Python's repr() prints it: the shortest digits that read back to
+ * the same value; fixed notation for exponents in [-4, 16) with at least one decimal,
+ * else "1e-08" style. */
+static void py_float(double v, char *out, size_t cap) {
+    if (v == 0) {
+        snprintf(out, cap, signbit(v) ? "-0.0" : "0.0");
+        return;
+    }
+    char tmp[64];
+    int p = 1;
+    for (; p <= 17; p++) {
+        snprintf(tmp, sizeof tmp, "%.*e", p - 1, v);
+        if (strtod(tmp, NULL) == v) break;
+    }
+    int exp10 = atoi(strchr(tmp, 'e') + 1);
+    if (exp10 >= -4 && exp10 < 16) {
+        int dec = p - 1 - exp10;
+        if (dec < 1) dec = 1;
+        snprintf(out, cap, "%.*f", dec, v);
+        /* trim zeros beyond the shortest digits, keeping one decimal */
+        char *dot = strchr(out, '.');
+        char *e = out + strlen(out) - 1;
+        while (e > dot + 1 && *e == '0') *e-- = 0;
+    } else {
+        snprintf(out, cap, "%.*e", p - 1, v);
+    }
+}
+
+int tdm_train_args_count(void) { return N_ARGS; }
+
+const char *tdm_train_args_name(int i) { return i >= 0 && i < N_ARGS ? ARGS[i].attr : NULL; }
+
+void tdm_train_args_value(const tdm_train_args *a, int i, char *out, size_t cap) {
+    if (cap == 0) return;
+    out[0] = 0;
+    if (i < 0 || i >= N_ARGS) return;
+    const arg_def *d = &ARGS[i];
+    const char *base = (const char *)a + d->off;
+    switch (d->type) {
+    case ARG_INT: {
+        int v = *(const int *)base;
+        if ((d->none_rule == NONE_IF_ZERO && v == 0) || (d->none_rule == NONE_IF_NEG && v < 0)) snprintf(out, cap, "None");
+        else snprintf(out, cap, "%d", v);
+        break;
+    }
+    case ARG_I64: {
+        int64_t v = *(const int64_t *)base;
+        if ((d->none_rule == NONE_IF_ZERO && v == 0) || (d->none_rule == NONE_IF_NEG && v < 0)) snprintf(out, cap, "None");
+        else snprintf(out, cap, "%lld", (long long)v);
+        break;
+    }
+    case ARG_U64: snprintf(out, cap, "%llu", (unsigned long long)*(const uint64_t *)base); break;
+    case ARG_DBL: {
+        double v = *(const double *)base;
+        if ((d->none_rule == NONE_IF_ZERO && v == 0) || (d->none_rule == NONE_IF_NEG && v < 0)) snprintf(out, cap, "None");
+        else py_float(v, out, cap);
+        break;
+    }
+    case ARG_PATH: snprintf(out, cap, "%s", base[0] ? base : "None"); break;
+    case ARG_CHOICE: snprintf(out, cap, "%s", base); break;
+    case ARG_SWITCH:
+    case ARG_NSWITCH: snprintf(out, cap, "%s", *(const int *)base ? "True" : "False"); break;
+    case ARG_DATA: {
+        if (a->n_data == 0) {
+            snprintf(out, cap, "None");
+            break;
+        }
+        size_t o = 0;
+        o += (size_t)snprintf(out + o, cap - o, "[");
+        for (int k = 0; k < a->n_data && o < cap; k++)
+            o += (size_t)snprintf(out + o, cap - o, "%s'%s'", k ? ", " : "", a->data[k]);
+        if (o < cap) snprintf(out + o, cap - o, "]");
+        break;
+    }
+    case ARG_INJECT:
+        if (a->inject_nan_iter <= 0) snprintf(out, cap, "None");
+        else if (a->inject_nan_rank < 0) snprintf(out, cap, "%lld", (long long)a->inject_nan_iter);
+        else snprintf(out, cap, "%lld:%d", (long long)a->inject_nan_iter, a->inject_nan_rank);
+        break;
+    }
+}
+
+static int cmp_attr(const void *x, const void *y) {
+    const arg_def *a = *(const arg_def *const *)x, *b = *(const arg_def *const *)y;
+    return strcasecmp(a->attr, b->attr);
+}
+
+void tdm_train_args_format_block(const tdm_train_args *a, tdm_strbuf *sb) {
+    const arg_def *sorted[N_ARGS];
+    for (int i = 0; i < N_ARGS; i++) sorted[i] = &ARGS[i];
+    qsort(sorted, N_ARGS, sizeof *sorted, cmp_attr);
+    tdm_sb_puts(sb, "------------------------ arguments ------------------------\n");
+    char value[TDM_ARGS_PATH_MAX * TDM_ARGS_MAX_DATA + 64];
+    for (int i = 0; i < N_ARGS; i++) {
+        int idx = (int)(sorted[i] - ARGS);
+        tdm_train_args_value(a, idx, value, sizeof value);
+        /* Megatron: '.' * (48 - len(name)) */
+        int dots = 48 - (int)strlen(sorted[i]->attr);
+        tdm_sb_printf(sb, "  %s ", sorted[i]->attr);
+        for (int k = 0; k < dots; k++) tdm_sb_putc(sb, '.');
+        tdm_sb_printf(sb, " %s\n", value);
+    }
+    tdm_sb_puts(sb, "-------------------- end of arguments ---------------------\n");
+}
+
+void tdm_train_args_format_help(tdm_strbuf *sb) {
+    tdm_sb_puts(sb, "  --config FILE                        JSON file of flags (keys = flag names); the command line wins\n");
+    for (int i = 0; i < N_ARGS; i++) {
+        const arg_def *d = &ARGS[i];
+        char left[96];
+        snprintf(left, sizeof left, "--%s%s%s", d->flag, d->meta ? " " : "", d->meta ? d->meta : "");
+        tdm_sb_printf(sb, "  %-36s %s", left, d->help);
+        if (d->def && !is_switch(d) && !(d->none_rule == NONE_IF_NEG && d->def[0] == '-'))
+            tdm_sb_printf(sb, " (default %s)", d->def);
+        tdm_sb_putc(sb, '\n');
+    }
+}
+
+/* ------------------------------------------------------------------ fingerprint */
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
+    /* attributes that change the numbers of a run; paths are compared by name only */
+    static const char *const numeric[] = {
+        "micro_batch_size", "global_batch_size", "seq_length", "lr", "min_lr", "lr_decay_style",
+        "lr_warmup_iters", "lr_warmup_fraction", "lr_warmup_init", "lr_decay_iters", "weight_decay",
+        "adam_beta1", "adam_beta2", "adam_eps", "clip_grad", "seed", "freeze_vision", "freeze_projector",
+        "freeze_llm", "freeze_lm_head", "data", "skip_bad_samples",
+    };
+    uint64_t h = 1469598103934665603ull;
+    char value[TDM_ARGS_PATH_MAX * TDM_ARGS_MAX_DATA + 64];
+    for (size_t k = 0; k < sizeof numeric / sizeof *numeric; k++) {
+        for (int i = 0; i < N_ARGS; i++) {
+            if (strcmp(ARGS[i].attr, numeric[k]) != 0) continue;
+            tdm_train_args_value(a, i, value, sizeof value);
+            h = fnv1a(h, ARGS[i].attr, strlen(ARGS[i].attr) + 1);
+            h = fnv1a(h, value, strlen(value) + 1);
+        }
+    }
+    return h;
+}

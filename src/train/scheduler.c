@@ -1,0 +1,59 @@
+/* scheduler.c - Megatron's learning-rate schedule (see scheduler.h for the formulas). */
+#include "train/scheduler.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const STYLE_NAMES[] = {"constant", "linear", "cosine", "inverse-square-root"};
+
+int tdm_lr_style_parse(const char *name, tdm_lr_style *out) {
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, STYLE_NAMES[i])) return *out = (tdm_lr_style)i, 0;
+    return -1;
+}
+
+const char *tdm_lr_style_name(tdm_lr_style s) { return (unsigned)s < 4 ? STYLE_NAMES[s] : "?"; }
+
+int tdm_lr_scheduler_init(tdm_lr_scheduler *s, double max_lr, double min_lr, double init_lr, tdm_lr_style style,
+                          int64_t warmup_iters, double warmup_fraction, int64_t decay_iters, int64_t train_iters,
+                          int64_t global_batch, tdm_error *err) {
+    memset(s, 0, sizeof *s);
+    if (global_batch <= 0) return tdm_errorf(err, "lr schedule: global batch %lld must be positive", (long long)global_batch);
+    if (decay_iters <= 0) decay_iters = train_iters;
+    if (decay_iters <= 0) return tdm_errorf(err, "lr schedule: --lr-decay-iters / --train-iters must be positive");
+    if (min_lr > max_lr) return tdm_errorf(err, "lr schedule: --min-lr %g exceeds --lr %g", min_lr, max_lr);
+    s->max_lr = max_lr;
+    s->min_lr = min_lr;
+    s->init_lr = init_lr;
+    s->style = style;
+    s->decay_steps = decay_iters * global_batch;
+    if (warmup_fraction >= 0) s->warmup_steps = (int64_t)(warmup_fraction * (double)s->decay_steps);
+    else s->warmup_steps = warmup_iters * global_batch;
+    if (s->warmup_steps > s->decay_steps)
+        return tdm_errorf(err, "lr schedule: warmup (%lld samples) is longer than the decay span (%lld samples)",
+                          (long long)s->warmup_steps, (long long)s->decay_steps);
+    return 0;
+}
+
+double tdm_lr_scheduler_lr_at(const tdm_lr_scheduler *s, int64_t n) {
+    if (s->warmup_steps > 0 && n <= s->warmup_steps)
+        return s->init_lr + (s->max_lr - s->init_lr) * (double)n / (double)s->warmup_steps;
+    if (s->style == TDM_LR_CONSTANT) return s->max_lr;
+    if (n > s->decay_steps) return s->min_lr;
+    if (s->style == TDM_LR_INVERSE_SQRT) {
+        double w = (double)(s->warmup_steps > 1 ? s->warmup_steps : 1);
+        double k = (double)(n > 1 ? n : 1);
+        double lr = s->max_lr * sqrt(w) / sqrt(k);
+        return lr > s->min_lr ? lr : s->min_lr;
+    }
+    double span = (double)(s->decay_steps - s->warmup_steps);
+    /* warmup == decay leaves nothing to decay over: Megatron would divide by zero; we hold min */
+    if (span <= 0) return s->min_lr;
+    double r = (double)(n - s->warmup_steps) / span;
+    double coeff = s->style == TDM_LR_LINEAR ? 1.0 - r : 0.5 * (cos(M_PI * r) + 1.0);
+    return s->min_lr + coeff * (s->max_lr - s->min_lr);
+}
+
+double tdm_lr_scheduler_lr(const tdm_lr_scheduler *s) { return tdm_lr_scheduler_lr_at(s, s->num_steps); }
+
+void tdm_lr_scheduler_step(tdm_lr_scheduler *s, int64_t samples) { s->num_steps += samples; }

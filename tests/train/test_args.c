@@ -1,0 +1,207 @@
+/* test_args.c - tandem train's flag parser: values, errors, suggestions, config file precedence, validation,
+ * the Megatron arguments block. */
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+#include "harness.h"
+#include "train/args.h"
+
+static int parse(tdm_train_args *a, const char *flags, tdm_error *err) {
+    tdm_train_args_defaults(a);
+    return tdm_train_args_parse_string(a, flags, err);
+}
+
+static void test_defaults_are_megatrons(void) {
+    tdm_train_args a;
+    tdm_train_args_defaults(&a);
+    CHECK(a.adam_beta1 == 0.9 && a.adam_beta2 == 0.999 && a.adam_eps == 1e-8, "adam %g %g %g", a.adam_beta1,
+          a.adam_beta2, a.adam_eps);
+    CHECK(a.weight_decay == 0.01, "wd %g", a.weight_decay);
+    CHECK(a.clip_grad == 1.0, "clip %g", a.clip_grad);
+    CHECK(!strcmp(a.lr_decay_style, "linear"), "%s", a.lr_decay_style);
+    CHECK(a.check_for_nan_in_grad == 1, "nan check on by default");
+    CHECK(a.lr_warmup_fraction < 0, "warmup fraction unset");
+    CHECK(!strcmp(a.comm_progress, "thread"), "%s", a.comm_progress);
+}
+
+static void test_values_both_spellings(void) {
+    tdm_train_args a;
+    tdm_error err = {{0}};
+    int rc = parse(&a,
+                   "--model m --tokenizer t.json --data a.json --data=b.json --micro-batch-size 2 "
+                   "--global-batch-size=16 --lr 1e-3 --min-lr=1e-5 --lr-decay-style cosine --train-iters 1e3 "
+                   "--overlap-grad-reduce --use-distributed-optimizer=true --no-check-for-nan-in-grad "
+                   "--inject-nan-at 7:1 --seed 42 --ddp-bucket-size 1000",
+                   &err);
+    CHECK(rc == 0, "%s", err.msg);
+    CHECK(a.n_data == 2 && !strcmp(a.data[1], "b.json"), "n_data %d", a.n_data);
+    CHECK(a.micro_batch_size == 2 && a.global_batch_size == 16, "%d %d", a.micro_batch_size, a.global_batch_size);
+    CHECK(a.lr == 1e-3 && a.min_lr == 1e-5, "%g %g", a.lr, a.min_lr);
+    CHECK(a.train_iters == 1000, "%lld", (long long)a.train_iters);
+    CHECK(a.overlap_grad_reduce == 1 && a.use_distributed_optimizer == 1, "switches");
+    CHECK(a.check_for_nan_in_grad == 0, "negative switch");
+    CHECK(a.inject_nan_iter == 7 && a.inject_nan_rank == 1, "%lld %d", (long long)a.inject_nan_iter,
+          a.inject_nan_rank);
+    CHECK(a.seed == 42 && a.ddp_bucket_size == 1000, "seed");
+    CHECK(tdm_train_args_validate(&a, 2, &err) == 0, "%s", err.msg);
+}
+
+static void test_errors_are_one_clear_sentence(void) {
+    tdm_train_args a;
+    tdm_error err = {{0}};
+    CHECK(parse(&a, "--micro-batch-sise 2", &err) != 0, "unknown flag accepted");
+    CHECK(strstr(err.msg, "did you mean '--micro-batch-size'") != NULL, "%s", err.msg);
+    CHECK(parse(&a, "--overlap_grad_reduse", &err) != 0, "unknown flag accepted");
+    CHECK(strstr(err.msg, "'--overlap-grad-reduce'") != NULL, "%s", err.msg);
+    CHECK(parse(&a, "--zzzzzzzzzzzzzzzzz", &err) != 0 && strstr(err.msg, "did you mean") == NULL, "%s", err.msg);
+    CHECK(parse(&a, "--lr", &err) != 0 && strstr(err.msg, "--lr: expected a value") != NULL, "%s", err.msg);
+    CHECK(parse(&a, "--lr abc", &err) != 0 && strstr(err.msg, "expected a number, got 'abc'") != NULL, "%s",
+          err.msg);
+    CHECK(parse(&a, "--micro-batch-size 0", &err) != 0 && strstr(err.msg, "out of range") != NULL, "%s", err.msg);
+    CHECK(parse(&a, "--micro-batch-size 2.5", &err) != 0 && strstr(err.msg, "expected an integer") != NULL, "%s",
+          err.msg);
+    CHECK(parse(&a, "--lr-decay-style cosin", &err) != 0 && strstr(err.msg, "expected one of") != NULL, "%s",
+          err.msg);
+    CHECK(parse(&a, "--save --lr 1", &err) != 0 && strstr(err.msg, "got the flag '--lr'") != NULL, "%s", err.msg);
+    CHECK(parse(&a, "--lr nan", &err) != 0, "nan accepted");
+    CHECK(parse(&a, "--inject-nan-at x", &err) != 0, "bad inject accepted");
+    CHECK(parse(&a, "lr 1", &err) != 0 && strstr(err.msg, "flags start with --") != NULL, "%s", err.msg);
+    CHECK(parse(&a, "--lr '1e-3", &err) != 0 && strstr(err.msg, "unterminated quote") != NULL, "%s", err.msg);
+}
+
+static void test_validation(void) {
+    tdm_train_args a;
+    tdm_error err = {{0}};
+    const char *base = "--model m --tokenizer t --data d ";
+    char flags[512];
+    snprintf(flags, sizeof flags, "%s--micro-batch-size 2 --global-batch-size 6", base);
+    CHECK(parse(&a, flags, &err) == 0, "%s", err.msg);
+    CHECK(tdm_train_args_validate(&a, 1, &err) == 0, "%s", err.msg);
+    CHECK(tdm_train_args_validate(&a, 2, &err) != 0, "6 %% (2 x 2) accepted");
+    CHECK(strstr(err.msg, "divisible by --micro-batch-size x data-parallel size = 2 x 2 = 4") != NULL, "%s", err.msg);
+
+    snprintf(flags, sizeof flags, "%s--overlap-param-gather --overlap-grad-reduce", base);
+    parse(&a, flags, &err);
+    CHECK(tdm_train_args_validate(&a, 1, &err) != 0 && strstr(err.msg, "--use-distributed-optimizer"), "%s", err.msg);
+    snprintf(flags, sizeof flags, "%s--overlap-param-gather --use-distributed-optimizer", base);
+    parse(&a, flags, &err);
+    CHECK(tdm_train_args_validate(&a, 1, &err) != 0 && strstr(err.msg, "--overlap-grad-reduce"), "%s", err.msg);
+    snprintf(flags, sizeof flags, "%s--overlap-param-gather --use-distributed-optimizer --overlap-grad-reduce", base);
+    parse(&a, flags, &err);
+    CHECK(tdm_train_args_validate(&a, 1, &err) == 0, "%s", err.msg);
+
+    parse(&a, "--tokenizer t --data d", &err);
+    CHECK(tdm_train_args_validate(&a, 1, &err) != 0 && strstr(err.msg, "--model"), "%s", err.msg);
+    snprintf(flags, sizeof flags, "%s--lr 1e-4 --min-lr 1e-3", base);
+    parse(&a, flags, &err);
+    CHECK(tdm_train_args_validate(&a, 1, &err) != 0 && strstr(err.msg, "--min-lr"), "%s", err.msg);
+    snprintf(flags, sizeof flags, "%s--train-iters 10 --lr-warmup-iters 11", base);
+    parse(&a, flags, &err);
+    CHECK(tdm_train_args_validate(&a, 1, &err) != 0 && strstr(err.msg, "--lr-warmup-iters"), "%s", err.msg);
+    snprintf(flags, sizeof flags, "%s--inject-nan-at 3:2", base);
+    parse(&a, flags, &err);
+    CHECK(tdm_train_args_validate(&a, 2, &err) != 0 && strstr(err.msg, "rank 2"), "%s", err.msg);
+}
+
+static void test_config_file_and_precedence(void) {
+    char path[] = "/tmp/tdm_test_args_XXXXXX";
+    int fd = mkstemp(path);
+    const char *json = "{\"micro_batch_size\": 4, \"global-batch-size\": 32, \"lr\": 0.002, "
+                       "\"overlap_grad_reduce\": true, \"data\": [\"x.json\", \"y.json\"], \"model\": \"cfgmodel\"}";
+    CHECK(write(fd, json, strlen(json)) == (ssize_t)strlen(json), "write");
+    close(fd);
+    tdm_train_args a;
+    tdm_error err = {{0}};
+    char flags[512];
+    snprintf(flags, sizeof flags, "--lr 0.003 --config %s --data z.json", path);
+    CHECK(parse(&a, flags, &err) == 0, "%s", err.msg);
+    CHECK(a.micro_batch_size == 4 && a.global_batch_size == 32, "from the file: %d %d", a.micro_batch_size,
+          a.global_batch_size);
+    CHECK(a.lr == 0.003, "the command line wins: lr %g", a.lr);
+    CHECK(a.overlap_grad_reduce == 1, "switch from the file");
+    CHECK(a.n_data == 1 && !strcmp(a.data[0], "z.json"), "command line --data replaces the file's list: %d",
+          a.n_data);
+    CHECK(!strcmp(a.model, "cfgmodel"), "%s", a.model);
+
+    fd = open(path, O_WRONLY | O_TRUNC);
+    const char *bad = "{\"micro_batch_sizes\": 4}";
+    CHECK(write(fd, bad, strlen(bad)) == (ssize_t)strlen(bad), "write");
+    close(fd);
+    snprintf(flags, sizeof flags, "--config=%s", path);
+    CHECK(parse(&a, flags, &err) != 0, "unknown key accepted");
+    CHECK(strstr(err.msg, path) && strstr(err.msg, "did you mean '--micro-batch-size'"), "%s", err.msg);
+    fd = open(path, O_WRONLY | O_TRUNC);
+    const char *badtype = "{\"overlap_grad_reduce\": 1}";
+    CHECK(write(fd, badtype, strlen(badtype)) == (ssize_t)strlen(badtype), "write");
+    close(fd);
+    CHECK(parse(&a, flags, &err) != 0 && strstr(err.msg, "expected true or false"), "%s", err.msg);
+    unlink(path);
+    CHECK(parse(&a, flags, &err) != 0 && strstr(err.msg, "cannot open"), "%s", err.msg);
+}
+
+static void test_arguments_block(void) {
+    tdm_train_args a;
+    tdm_error err = {{0}};
+    CHECK(parse(&a, "--model m --data d.json --lr 0.0003 --adam-eps 1e-8 --seed 7", &err) == 0, "%s", err.msg);
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_train_args_format_block(&a, &sb);
+    CHECK(!strncmp(sb.data, "------------------------ arguments ------------------------\n", 60), "header: %.60s",
+          sb.data);
+    CHECK(strstr(sb.data, "\n  lr .............................................. 0.0003\n"), "lr line");
+    CHECK(strstr(sb.data, "\n  adam_eps ........................................ 1e-08\n"), "adam_eps line");
+    CHECK(strstr(sb.data, "\n  data ............................................ ['d.json']\n"), "data line");
+    CHECK(strstr(sb.data, "\n  save ............................................ None\n"), "None for unset");
+    CHECK(strstr(sb.data, "\n  overlap_grad_reduce ............................. False\n"), "False");
+    CHECK(strstr(sb.data, "\n  check_for_nan_in_grad ........................... True\n"), "True");
+    CHECK(strstr(sb.data, "\n  weight_decay .................................... 0.01\n"), "0.01");
+    CHECK(strstr(sb.data, "\n  lr_warmup_fraction .............................. None\n"), "None fraction");
+    CHECK(strstr(sb.data, "-------------------- end of arguments ---------------------\n"), "footer");
+    /* sorted by name */
+    const char *p1 = strstr(sb.data, "  adam_beta1 "), *p2 = strstr(sb.data, "  adam_beta2 "),
+               *p3 = strstr(sb.data, "  weight_decay ");
+    CHECK(p1 && p2 && p3 && p1 < p2 && p2 < p3, "sorted");
+    tdm_sb_free(&sb);
+}
+
+static void test_listing_diffs_two_sides(void) {
+    tdm_train_args x, y;
+    tdm_error err = {{0}};
+    parse(&x, "--model m --data d --use-distributed-optimizer", &err);
+    y = x;
+    CHECK(tdm_train_args_parse_string(&y, "--overlap-grad-reduce", &err) == 0, "%s", err.msg);
+    int ndiff = 0;
+    const char *which = NULL;
+    char vx[4096], vy[4096];
+    for (int i = 0; i < tdm_train_args_count(); i++) {
+        tdm_train_args_value(&x, i, vx, sizeof vx);
+        tdm_train_args_value(&y, i, vy, sizeof vy);
+        if (strcmp(vx, vy)) ndiff++, which = tdm_train_args_name(i);
+    }
+    CHECK(ndiff == 1 && which && !strcmp(which, "overlap_grad_reduce"), "%d differences, last %s", ndiff,
+          which ? which : "-");
+    CHECK(tdm_train_args_fingerprint(&x) == tdm_train_args_fingerprint(&y), "overlap does not change numerics");
+    tdm_train_args_parse_string(&y, "--lr 0.5", &err);
+    CHECK(tdm_train_args_fingerprint(&x) != tdm_train_args_fingerprint(&y), "lr changes the fingerprint");
+}
+
+static void test_edit_distance(void) {
+    CHECK(tdm_edit_distance("kitten", "sitting") == 3, "kitten");
+    CHECK(tdm_edit_distance("", "abc") == 3, "empty");
+    CHECK(tdm_edit_distance("flaw", "lawn") == 2, "flaw");
+}
+
+int main(void) {
+    RUN(test_defaults_are_megatrons);
+    RUN(test_values_both_spellings);
+    RUN(test_errors_are_one_clear_sentence);
+    RUN(test_validation);
+    RUN(test_config_file_and_precedence);
+    RUN(test_arguments_block);
+    RUN(test_listing_diffs_two_sides);
+    RUN(test_edit_distance);
+    return TEST_SUMMARY();
+}

@@ -1,0 +1,84 @@
+/* test_log.c - the iteration line, timers block, metrics JSON and progress text against literal strings. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+#include "train/log.h"
+
+static void test_iteration_line_is_megatrons(void) {
+    setenv("TZ", "UTC", 1);
+    tzset();
+    struct timespec now = {.tv_sec = 1795975200 /* 2026-11-29 18:00:00 UTC */, .tv_nsec = 123456789};
+    tdm_iter_line l = {.iteration = 5, .train_iters = 20, .consumed_samples = 40, .elapsed_ms_per_iter = 812.34,
+                       .lr = 1e-4, .global_batch_size = 8, .loss = 6.54321, .loss_scale = 1.0, .grad_norm = 1.23456,
+                       .skipped = 0, .nan = 0};
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_format_iter_line(&sb, &now, &l);
+    const char *want = "[2026-11-29 18:00:00.123456] iteration        5/      20 | consumed samples:           40 | "
+                       "elapsed time per iteration (ms): 812.3 | learning rate: 1.000000E-04 | global batch size:     8 | "
+                       "lm loss: 6.543210E+00 | loss scale: 1.0 | grad norm: 1.235 | number of skipped iterations:   0 | "
+                       "number of nan iterations:   0 |";
+    CHECK(!strcmp(sb.data, want), "\n got  %s\n want %s", sb.data, want);
+    tdm_sb_clear(&sb);
+    l.lr = 3.5e-123;
+    l.loss = 1e200 * 1e200; /* inf */
+    l.nan = 12;
+    tdm_format_iter_line(&sb, &now, &l);
+    CHECK(strstr(sb.data, "learning rate: 3.500000E-123 |"), "%s", sb.data);
+    CHECK(strstr(sb.data, "lm loss: INF |"), "%s", sb.data);
+    CHECK(strstr(sb.data, "number of nan iterations:  12 |"), "%s", sb.data);
+    tdm_sb_free(&sb);
+}
+
+static void test_timers_block(void) {
+    const char *names[] = {"forward-backward", "all-grads-sync"};
+    double mn[] = {100.0, 2.5}, mx[] = {110.125, 3.0};
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_format_timers(&sb, 2, names, mn, mx);
+    const char *want = "(min, max) time across ranks (ms):\n"
+                       "    forward-backward ...............................: (100.00, 110.12)\n"
+                       "    all-grads-sync .................................: (2.50, 3.00)";
+    CHECK(!strcmp(sb.data, want), "\n got  %s\n want %s", sb.data, want);
+    tdm_sb_free(&sb);
+}
+
+static void test_metrics_json(void) {
+    tdm_step_record r = {.iteration = 3, .consumed_samples = 24, .global_batch_size = 8, .tokens = 100,
+                         .lr = 0.1, .loss = 2.0 / 3.0, .grad_norm = 0.5, .step_ms = 12.5, .fingerprint = 0xabcULL};
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_format_metrics_json(&sb, &r, 1);
+    const char *want = "{\"iteration\":3,\"consumed_samples\":24,\"lr\":0.10000000000000001,\"global_batch_size\":8,"
+                       "\"tokens\":100,\"loss\":0.66666666666666663,\"grad_norm\":0.5,\"skipped\":0,\"nan\":0,"
+                       "\"step_ms\":12.500,\"data_wait_ms\":0.000,\"fwd_bwd_ms\":0.000,\"grad_sync_ms\":0.000,"
+                       "\"optimizer_ms\":0.000,\"param_gather_ms\":0.000,\"comm_thread_cpu_ms\":0.000,"
+                       "\"fingerprint\":\"0000000000000abc\"}";
+    CHECK(!strcmp(sb.data, want), "\n got  %s\n want %s", sb.data, want);
+    CHECK(strtod(strstr(sb.data, "\"loss\":") + 7, NULL) == 2.0 / 3.0, "all digits round-trip");
+    tdm_sb_clear(&sb);
+    r.loss = 0.0 / 0.0 * 0.0;
+    r.loss = r.loss != r.loss ? r.loss : __builtin_nan("");
+    tdm_format_metrics_json(&sb, &r, 0);
+    CHECK(strstr(sb.data, "\"loss\":\"NaN\"") && !strstr(sb.data, "fingerprint"), "%s", sb.data);
+    tdm_sb_free(&sb);
+}
+
+static void test_progress(void) {
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_format_progress(&sb, 50, 200, 312.4);
+    const char *want = "progress: iteration 50/200 (25.0%), 312.4 ms/iteration, ETA 0:00:47";
+    CHECK(!strcmp(sb.data, want), "\n got  %s\n want %s", sb.data, want);
+    tdm_sb_free(&sb);
+}
+
+int main(void) {
+    RUN(test_iteration_line_is_megatrons);
+    RUN(test_timers_block);
+    RUN(test_metrics_json);
+    RUN(test_progress);
+    return TEST_SUMMARY();
+}
