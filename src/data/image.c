@@ -1,0 +1,323 @@
+/* image.c - PNG (libpng) and JPEG (libjpeg-turbo) decoding to RGB8, PNG encoding.
+ *
+ * Both libraries report fatal errors through a callback that must not return; we
+ * longjmp back to the decoding function, free what it allocated and turn the library's
+ * message into a tdm_error. Pointers assigned after setjmp are `volatile` so they
+ * survive the longjmp.
+ */
+#include "data/image.h"
+
+#include <stdio.h> /* before jpeglib.h, which needs FILE */
+
+#include <jpeglib.h>
+#include <jerror.h> /* JWRN_JPEG_EOF */
+#include <png.h>
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/fs.h"
+
+static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+
+static int is_png(const uint8_t *d, size_t n) { return n >= 8 && memcmp(d, png_magic, 8) == 0; }
+static int is_jpeg(const uint8_t *d, size_t n) { return n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF; }
+
+static int check_size(const char *name, int64_t w, int64_t h, int64_t max_pixels, tdm_error *err) {
+    if (w <= 0 || h <= 0) return tdm_errorf(err, "%s: image has an empty size %lldx%lld", name, (long long)w, (long long)h);
+    if (w * h > max_pixels)
+        return tdm_errorf(err, "%s: image is %lldx%lld = %lld pixels, more than the limit of %lld", name,
+                          (long long)w, (long long)h, (long long)(w * h), (long long)max_pixels);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- PNG */
+
+typedef struct png_io {
+    const uint8_t *data;
+    size_t len, pos;
+    char msg[256];
+} png_io;
+
+static void png_on_error(png_structp png, png_const_charp msg) {
+    png_io *io = png_get_error_ptr(png);
+    snprintf(io->msg, sizeof io->msg, "%s", msg);
+    png_longjmp(png, 1);
+}
+
+static void png_on_warning(png_structp png, png_const_charp msg) {
+    (void)png;
+    (void)msg; /* ancillary-chunk problems; PIL ignores them too */
+}
+
+static void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
+    png_io *io = png_get_io_ptr(png);
+    if (n > io->len - io->pos) png_error(png, "file is truncated");
+    memcpy(out, io->data + io->pos, n);
+    io->pos += n;
+}
+
+static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
+                      tdm_error *err) {
+    png_io io = {.data = data, .len = len};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_on_error, png_on_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_read_struct(&png, NULL, NULL);
+        return tdm_errorf(err, "%s: libpng could not start", name);
+    }
+    uint8_t *volatile pixels = NULL;
+    png_bytep *volatile rows = NULL;
+    volatile int size_error = 0;
+    if (setjmp(png_jmpbuf(png))) {
+        free(pixels);
+        free(rows);
+        png_destroy_read_struct(&png, &info, NULL);
+        if (size_error) return -1;
+        return tdm_errorf(err, "%s: corrupt PNG: %s", name, io.msg);
+    }
+    png_set_read_fn(png, &io, png_read_mem);
+    png_read_info(png, info);
+    png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+    if (check_size(name, w, h, max_pixels, err) != 0) {
+        size_error = 1;
+        png_longjmp(png, 1);
+    }
+    int depth = png_get_bit_depth(png, info), ctype = png_get_color_type(png, info);
+    /* The transformations of PIL's convert("RGB"): expand, 8 bits, drop alpha, grey -> RGB.
+     * png_set_palette_to_rgb also turns a tRNS chunk into alpha, which is stripped again. */
+    if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+    if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (depth == 16) png_set_strip_16(png);
+    if ((ctype & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
+    if (ctype == PNG_COLOR_TYPE_GRAY || ctype == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_rowbytes(png, info) != (size_t)w * 3) png_error(png, "unexpected row size after conversion");
+    pixels = tdm_xmalloc((size_t)w * h * 3);
+    rows = tdm_xmalloc(sizeof(png_bytep) * h);
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = pixels + (size_t)y * w * 3;
+    png_read_image(png, rows);
+    png_read_end(png, NULL);
+    free(rows);
+    png_destroy_read_struct(&png, &info, NULL);
+    out->width = (int)w;
+    out->height = (int)h;
+    out->rgb = pixels;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- JPEG */
+
+typedef struct jpeg_err {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    char msg[JMSG_LENGTH_MAX];
+} jpeg_err;
+
+static void jpeg_on_error(j_common_ptr c) {
+    jpeg_err *e = (jpeg_err *)c->err;
+    (*c->err->format_message)(c, e->msg);
+    longjmp(e->jump, 1);
+}
+
+/* libjpeg only warns on a truncated file and pads it with grey; PIL refuses such a file
+ * ("image file is truncated"), and so do we. Other warnings are ignored, as in PIL. */
+static void jpeg_on_message(j_common_ptr c, int level) {
+    if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) jpeg_on_error(c);
+}
+
+static int decode_jpeg(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
+                       tdm_error *err) {
+    struct jpeg_decompress_struct cinfo;
+    jpeg_err jerr;
+    cinfo.err = jpeg_std_error(&jerr.pub);
+    jerr.pub.error_exit = jpeg_on_error;
+    jerr.pub.emit_message = jpeg_on_message;
+    uint8_t *volatile pixels = NULL;
+    if (setjmp(jerr.jump)) {
+        free(pixels);
+        jpeg_destroy_decompress(&cinfo);
+        return tdm_errorf(err, "%s: corrupt JPEG: %s", name, jerr.msg);
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, data, (unsigned long)len);
+    jpeg_read_header(&cinfo, TRUE);
+    if (check_size(name, cinfo.image_width, cinfo.image_height, max_pixels, err) != 0) {
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+        jpeg_destroy_decompress(&cinfo);
+        return tdm_errorf(err, "%s: CMYK JPEG files are not supported (convert it to RGB first)", name);
+    }
+    /* Library defaults (ISLOW DCT, fancy upsampling) are what PIL uses too. */
+    cinfo.out_color_space = JCS_RGB;
+    jpeg_start_decompress(&cinfo);
+    if (cinfo.output_components != 3) {
+        jpeg_destroy_decompress(&cinfo);
+        return tdm_errorf(err, "%s: JPEG decoded to %d channels, expected 3", name, cinfo.output_components);
+    }
+    size_t stride = (size_t)cinfo.output_width * 3;
+    pixels = tdm_xmalloc(stride * cinfo.output_height);
+    while (cinfo.output_scanline < cinfo.output_height) {
+        JSAMPROW row = pixels + stride * cinfo.output_scanline;
+        jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_finish_decompress(&cinfo);
+    out->width = (int)cinfo.output_width;
+    out->height = (int)cinfo.output_height;
+    out->rgb = pixels;
+    jpeg_destroy_decompress(&cinfo);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- public */
+
+int tdm_image_decode(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
+                     tdm_error *err) {
+    memset(out, 0, sizeof *out);
+    if (is_png(data, len)) return decode_png(data, len, name, max_pixels, out, err);
+    if (is_jpeg(data, len)) return decode_jpeg(data, len, name, max_pixels, out, err);
+    return tdm_errorf(err, "%s: not a PNG or JPEG file (unknown magic bytes)", name);
+}
+
+int tdm_image_load(const char *path, int64_t max_pixels, tdm_image *out, tdm_error *err) {
+    size_t len;
+    memset(out, 0, sizeof *out);
+    char *data = tdm_read_file(path, TDM_IMAGE_MAX_FILE_BYTES, &len, err);
+    if (!data) return -1;
+    int rc = tdm_image_decode((const uint8_t *)data, len, path, max_pixels, out, err);
+    free(data);
+    return rc;
+}
+
+void tdm_image_free(tdm_image *img) {
+    free(img->rgb);
+    memset(img, 0, sizeof *img);
+}
+
+static uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int probe_jpeg(FILE *f, const char *path, int *width, int *height, tdm_error *err) {
+    struct jpeg_decompress_struct cinfo;
+    jpeg_err jerr;
+    cinfo.err = jpeg_std_error(&jerr.pub);
+    jerr.pub.error_exit = jpeg_on_error;
+    jerr.pub.emit_message = jpeg_on_message;
+    if (setjmp(jerr.jump)) {
+        jpeg_destroy_decompress(&cinfo);
+        return tdm_errorf(err, "%s: corrupt JPEG header: %s", path, jerr.msg);
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_stdio_src(&cinfo, f); /* reads only up to the first scan */
+    jpeg_read_header(&cinfo, TRUE);
+    *width = (int)cinfo.image_width;
+    *height = (int)cinfo.image_height;
+    jpeg_destroy_decompress(&cinfo);
+    return 0;
+}
+
+int tdm_image_probe(const char *path, int *width, int *height, tdm_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return tdm_errorf(err, "%s: cannot open image", path);
+    uint8_t head[33];
+    size_t n = fread(head, 1, sizeof head, f);
+    int rc;
+    if (is_png(head, n)) {
+        /* signature (8), IHDR length (4), "IHDR" (4), width (4), height (4) */
+        if (n < 24 || memcmp(head + 12, "IHDR", 4) != 0) {
+            rc = tdm_errorf(err, "%s: corrupt PNG: no IHDR chunk", path);
+        } else {
+            uint32_t w = be32(head + 16), h = be32(head + 20);
+            if (w == 0 || h == 0 || w > 0x7fffffffu || h > 0x7fffffffu) {
+                rc = tdm_errorf(err, "%s: corrupt PNG: size %ux%u", path, w, h);
+            } else {
+                *width = (int)w;
+                *height = (int)h;
+                rc = 0;
+            }
+        }
+    } else if (is_jpeg(head, n)) {
+        rewind(f);
+        rc = probe_jpeg(f, path, width, height, err);
+    } else {
+        rc = tdm_errorf(err, "%s: not a PNG or JPEG file (unknown magic bytes)", path);
+    }
+    fclose(f);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- PNG writing */
+
+typedef struct png_sink {
+    uint8_t *data;
+    size_t len, cap;
+    char msg[256];
+} png_sink;
+
+static void png_write_mem(png_structp png, png_bytep in, png_size_t n) {
+    png_sink *s = png_get_io_ptr(png);
+    if (s->len + n > s->cap) {
+        s->cap = (s->len + n) * 2;
+        s->data = tdm_xrealloc(s->data, s->cap);
+    }
+    memcpy(s->data + s->len, in, n);
+    s->len += n;
+}
+
+static void png_flush_mem(png_structp png) { (void)png; }
+
+static void png_on_write_error(png_structp png, png_const_charp msg) {
+    png_sink *s = png_get_error_ptr(png);
+    snprintf(s->msg, sizeof s->msg, "%s", msg);
+    png_longjmp(png, 1);
+}
+
+int tdm_image_encode_png(const uint8_t *rgb, int width, int height, uint8_t **out, size_t *out_len,
+                         tdm_error *err) {
+    png_sink sink = {0};
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &sink, png_on_write_error, png_on_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_write_struct(&png, NULL);
+        return tdm_errorf(err, "libpng could not start");
+    }
+    png_bytep *volatile rows = NULL;
+    if (setjmp(png_jmpbuf(png))) {
+        free(rows);
+        free(sink.data);
+        png_destroy_write_struct(&png, &info);
+        return tdm_errorf(err, "PNG encoding failed: %s", sink.msg);
+    }
+    png_set_write_fn(png, &sink, png_write_mem, png_flush_mem);
+    png_set_IHDR(png, info, (png_uint_32)width, (png_uint_32)height, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    rows = tdm_xmalloc(sizeof(png_bytep) * (size_t)height);
+    for (int y = 0; y < height; y++) rows[y] = (png_bytep)(rgb + (size_t)y * width * 3);
+    png_write_image(png, rows);
+    png_write_end(png, NULL);
+    free(rows);
+    png_destroy_write_struct(&png, &info);
+    *out = sink.data;
+    *out_len = sink.len;
+    return 0;
+}
+
+int tdm_image_write_png(const char *path, const uint8_t *rgb, int width, int height, tdm_error *err) {
+    uint8_t *buf;
+    size_t len;
+    if (tdm_image_encode_png(rgb, width, height, &buf, &len, err) != 0) return tdm_error_prefix(err, "%s", path);
+    /* A plain write, not tdm_write_file_atomic: gen-data writes thousands of small files
+     * and an fsync each would dominate its run time. */
+    FILE *f = fopen(path, "wb");
+    int rc = 0;
+    if (!f || fwrite(buf, 1, len, f) != len) rc = tdm_errorf(err, "%s: cannot write", path);
+    if (f && fclose(f) != 0 && rc == 0) rc = tdm_errorf(err, "%s: cannot write", path);
+    free(buf);
+    return rc;
+}

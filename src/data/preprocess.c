@@ -1,0 +1,192 @@
+/* preprocess.c - smart_resize, normalisation and Qwen's patch order (see preprocess.h). */
+#include "data/preprocess.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "data/resize.h"
+
+void tdm_preproc_config_default(tdm_preproc_config *c) {
+    c->patch_size = 16;
+    c->temporal_patch_size = 2;
+    c->merge_size = 2;
+    c->min_pixels = 65536;
+    c->max_pixels = 16777216;
+    for (int i = 0; i < 3; i++) {
+        c->image_mean[i] = 0.5;
+        c->image_std[i] = 0.5;
+    }
+}
+
+/* An optional positive integer member; keeps *out when absent. */
+static int opt_int(const tdm_json *obj, const char *key, int64_t lo, int64_t hi, int64_t *out, const char *file,
+                   tdm_error *err) {
+    const tdm_json *v = tdm_json_get(obj, key);
+    if (!v) return 0;
+    if (v->type != TDM_JSON_NUMBER || !v->is_int || v->i64 < lo || v->i64 > hi)
+        return tdm_errorf(err, "%s: \"%s\" must be an integer in [%lld, %lld]", file, key, (long long)lo,
+                          (long long)hi);
+    *out = v->i64;
+    return 0;
+}
+
+static int opt_triple(const tdm_json *obj, const char *key, int positive, double out[3], const char *file,
+                      tdm_error *err) {
+    const tdm_json *v = tdm_json_get(obj, key);
+    if (!v) return 0;
+    if (v->type == TDM_JSON_NUMBER) { /* HF also accepts one number for all channels */
+        for (int i = 0; i < 3; i++) out[i] = v->num;
+    } else if (v->type == TDM_JSON_ARRAY && v->len == 3) {
+        for (int i = 0; i < 3; i++) {
+            if (v->items[i]->type != TDM_JSON_NUMBER)
+                return tdm_errorf(err, "%s: \"%s\" must hold 3 numbers", file, key);
+            out[i] = v->items[i]->num;
+        }
+    } else {
+        return tdm_errorf(err, "%s: \"%s\" must be a number or a list of 3 numbers", file, key);
+    }
+    for (int i = 0; i < 3; i++)
+        if (positive && !(out[i] > 0)) return tdm_errorf(err, "%s: \"%s\" must be positive", file, key);
+    return 0;
+}
+
+int tdm_preproc_config_load(const char *path, tdm_preproc_config *c, tdm_error *err) {
+    tdm_preproc_config_default(c);
+    char file[1100];
+    size_t n = strlen(path);
+    if (n >= 5 && !strcmp(path + n - 5, ".json"))
+        snprintf(file, sizeof file, "%s", path);
+    else
+        snprintf(file, sizeof file, "%s/preprocessor_config.json", path);
+    size_t len;
+    char *text = tdm_read_file(file, 1 << 20, &len, err);
+    if (!text) return -1;
+    tdm_json_doc *doc = tdm_json_parse(text, len, file, err);
+    free(text);
+    if (!doc) return -1;
+    const tdm_json *root = tdm_json_root(doc);
+    int rc = -1;
+    int64_t P = c->patch_size, T = c->temporal_patch_size, m = c->merge_size;
+    int64_t lo = c->min_pixels, hi = c->max_pixels;
+    if (root->type != TDM_JSON_OBJECT) {
+        tdm_errorf(err, "%s: expected a JSON object", file);
+        goto done;
+    }
+    if (opt_int(root, "patch_size", 1, 1024, &P, file, err) || opt_int(root, "temporal_patch_size", 1, 16, &T, file, err) ||
+        opt_int(root, "merge_size", 1, 16, &m, file, err))
+        goto done;
+    const tdm_json *size = tdm_json_get(root, "size");
+    if (size && size->type == TDM_JSON_OBJECT) {
+        if (opt_int(size, "shortest_edge", 1, INT64_C(1) << 40, &lo, file, err) ||
+            opt_int(size, "longest_edge", 1, INT64_C(1) << 40, &hi, file, err))
+            goto done;
+    }
+    if (opt_int(root, "min_pixels", 1, INT64_C(1) << 40, &lo, file, err) ||
+        opt_int(root, "max_pixels", 1, INT64_C(1) << 40, &hi, file, err))
+        goto done;
+    if (lo > hi) {
+        tdm_errorf(err, "%s: min_pixels %lld is larger than max_pixels %lld", file, (long long)lo, (long long)hi);
+        goto done;
+    }
+    if (opt_triple(root, "image_mean", 0, c->image_mean, file, err) ||
+        opt_triple(root, "image_std", 1, c->image_std, file, err))
+        goto done;
+    c->patch_size = (int)P;
+    c->temporal_patch_size = (int)T;
+    c->merge_size = (int)m;
+    c->min_pixels = lo;
+    c->max_pixels = hi;
+    rc = 0;
+done:
+    tdm_json_free(doc);
+    return rc;
+}
+
+int tdm_smart_resize(int height, int width, int factor, int64_t min_pixels, int64_t max_pixels, int *out_h,
+                     int *out_w, tdm_error *err) {
+    if (height < 1 || width < 1) return tdm_errorf(err, "image size %dx%d is empty", width, height);
+    double h = height, w = width, f = factor;
+    if ((h > w ? h : w) / (h < w ? h : w) > 200)
+        return tdm_errorf(err, "image of %dx%d pixels: aspect ratio must be at most 200, got %.1f", width, height,
+                          (h > w ? h / w : w / h));
+    /* rint: Python's round() rounds half to even */
+    double hb = rint(h / f) * f, wb = rint(w / f) * f;
+    if (hb * wb > (double)max_pixels) {
+        double beta = sqrt(h * w / (double)max_pixels);
+        hb = fmax(f, floor(h / beta / f) * f);
+        wb = fmax(f, floor(w / beta / f) * f);
+    } else if (hb * wb < (double)min_pixels) {
+        double beta = sqrt((double)min_pixels / (h * w));
+        hb = ceil(h * beta / f) * f;
+        wb = ceil(w * beta / f) * f;
+    }
+    if (hb < f || wb < f || hb > 1e6 || wb > 1e6)
+        return tdm_errorf(err, "image of %dx%d pixels: smart_resize gives an unusable size %.0fx%.0f", width, height,
+                          wb, hb);
+    *out_h = (int)hb;
+    *out_w = (int)wb;
+    return 0;
+}
+
+int tdm_preproc_patch_dim(const tdm_preproc_config *c) {
+    return 3 * c->temporal_patch_size * c->patch_size * c->patch_size;
+}
+
+int tdm_preproc_grid(const tdm_preproc_config *c, int height, int width, int32_t grid_thw[3], tdm_error *err) {
+    int rh, rw;
+    if (tdm_smart_resize(height, width, c->patch_size * c->merge_size, c->min_pixels, c->max_pixels, &rh, &rw,
+                         err) != 0)
+        return -1;
+    grid_thw[0] = 1; /* a still image is one temporal patch (T identical frames) */
+    grid_thw[1] = rh / c->patch_size;
+    grid_thw[2] = rw / c->patch_size;
+    return 0;
+}
+
+void tdm_preproc_patchify(const tdm_preproc_config *c, const uint8_t *rgb, int height, int width, float *out) {
+    const int P = c->patch_size, T = c->temporal_patch_size, m = c->merge_size;
+    const int gh = height / P, gw = width / P, D = tdm_preproc_patch_dim(c);
+    float lut[3][256]; /* (x/255 - mean)/std, computed in double and rounded once */
+    for (int ch = 0; ch < 3; ch++)
+        for (int x = 0; x < 256; x++) lut[ch][x] = (float)((x / 255.0 - c->image_mean[ch]) / c->image_std[ch]);
+    float *o = out;
+    for (int bh = 0; bh < gh / m; bh++)
+        for (int bw = 0; bw < gw / m; bw++)
+            for (int mh = 0; mh < m; mh++)
+                for (int mw = 0; mw < m; mw++) {
+                    int prow = bh * m + mh, pcol = bw * m + mw;
+                    for (int ch = 0; ch < 3; ch++)
+                        for (int py = 0; py < P; py++) {
+                            const uint8_t *src = rgb + ((size_t)(prow * P + py) * width + (size_t)pcol * P) * 3 + ch;
+                            float *dst = o + (size_t)ch * T * P * P + (size_t)py * P;
+                            for (int px = 0; px < P; px++) dst[px] = lut[ch][src[3 * px]];
+                            for (int t = 1; t < T; t++) /* temporal copies of the still frame */
+                                memcpy(dst + (size_t)t * P * P, dst, sizeof(float) * P);
+                        }
+                    o += D;
+                }
+}
+
+int tdm_preproc_image(const tdm_preproc_config *c, const tdm_image *img, float *out, int32_t grid_thw[3],
+                      tdm_error *err) {
+    if (tdm_preproc_grid(c, img->height, img->width, grid_thw, err) != 0) return -1;
+    int rh = grid_thw[1] * c->patch_size, rw = grid_thw[2] * c->patch_size;
+    const uint8_t *rgb = img->rgb;
+    uint8_t *resized = NULL;
+    if (rh != img->height || rw != img->width) {
+        resized = tdm_xmalloc((size_t)rh * rw * 3);
+        if (tdm_resize_bicubic_u8(img->rgb, img->width, img->height, 3, resized, rw, rh, err) != 0) {
+            free(resized);
+            return -1;
+        }
+        rgb = resized;
+    }
+    tdm_preproc_patchify(c, rgb, rh, rw, out);
+    free(resized);
+    return 0;
+}

@@ -1,0 +1,123 @@
+"""pil_reference.py OUTDIR - reference values from PIL and numpy for tests/data/test_preprocess.c.
+
+Writes test images in several colour types (PNG via PIL, JPEG via PIL), and for each:
+  NAME.src.(png|jpg)   the file the C decoder reads
+  NAME.rgb             PIL's Image.open(src).convert("RGB") as raw bytes [h, w, 3]
+  NAME.rs              that RGB image resized with Image.resize((W, H), Image.BICUBIC), raw bytes
+and manifest.txt with one line per case: NAME SRC W H RW RH.
+Also smart.txt: "h w min max -> rh rw" lines from a transcription of Qwen's smart_resize,
+and patches.f32 / patches.txt: Qwen's patch flattening (numpy reshape/transpose) of one image.
+Run with /usr/bin/python3 (Debian's python3-pil and numpy)."""
+import math
+import os
+import sys
+
+import numpy as np
+from PIL import Image
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(1234)
+
+
+def pattern(h, w, ch):
+    """Smooth gradients plus noise plus a hard edge: exercises both flat and sharp areas."""
+    y, x = np.mgrid[0:h, 0:w]
+    planes = []
+    for c in range(ch):
+        p = 127 + 100 * np.sin(x / (3.0 + c) + y / 5.0) + rng.normal(0, 25, (h, w))
+        p[(x > w // 2) & (y < h // 3)] = 255 * (c % 2)
+        planes.append(p)
+    a = np.stack(planes, -1) if ch > 1 else planes[0]
+    return np.clip(a, 0, 255).astype(np.uint8)
+
+
+cases = []  # (name, PIL image, format, target (w, h))
+cases.append(("rgb_down", Image.fromarray(pattern(97, 131, 3), "RGB"), "png", (64, 48)))
+cases.append(("rgb_up", Image.fromarray(pattern(37, 29, 3), "RGB"), "png", (96, 64)))
+cases.append(("rgb_odd", Image.fromarray(pattern(101, 77, 3), "RGB"), "png", (77, 160)))
+cases.append(("rgb_big_down", Image.fromarray(pattern(300, 211, 3), "RGB"), "png", (32, 64)))
+cases.append(("grey", Image.fromarray(pattern(60, 90, 1), "L"), "png", (128, 96)))
+cases.append(("grey_alpha", Image.fromarray(pattern(45, 70, 2), "LA"), "png", (64, 64)))
+cases.append(("rgba", Image.fromarray(pattern(80, 50, 4), "RGBA"), "png", (32, 96)))
+pal = Image.fromarray(pattern(70, 66, 3), "RGB").quantize(colors=40)
+cases.append(("palette", pal, "png", (64, 32)))
+palt = pal.copy()
+palt.info["transparency"] = 3
+cases.append(("palette_trns", palt, "png", (48, 48)))
+cases.append(("jpeg_rgb", Image.fromarray(pattern(90, 120, 3), "RGB"), "jpg", (64, 64)))
+cases.append(("jpeg_grey", Image.fromarray(pattern(50, 81, 1), "L"), "jpg", (96, 64)))
+cases.append(("bilevel", Image.fromarray(pattern(40, 40, 1) > 128).convert("1"), "png", (32, 32)))
+
+with open(os.path.join(out, "manifest.txt"), "w") as man:
+    for name, img, fmt, (tw, th) in cases:
+        src = os.path.join(out, f"{name}.src.{fmt}")
+        if fmt == "png":
+            img.save(src, transparency=img.info["transparency"]) if "transparency" in img.info else img.save(src)
+        else:
+            img.save(src, quality=90)
+        rgb = Image.open(src).convert("RGB")
+        open(os.path.join(out, f"{name}.rgb"), "wb").write(rgb.tobytes())
+        rs = rgb.resize((tw, th), Image.BICUBIC)
+        open(os.path.join(out, f"{name}.rs"), "wb").write(rs.tobytes())
+        man.write(f"{name} {src} {rgb.width} {rgb.height} {tw} {th}\n")
+
+    # 16-bit RGB with alpha, written by hand (PIL cannot write it): libpng keeps the high byte,
+    # as PIL's "RGBA;16B" unpacking does.
+    import struct, zlib
+    h16, w16 = 9, 13
+    v = rng.integers(0, 65536, (h16, w16, 4), dtype=np.uint16)
+    raw = b"".join(b"\0" + v[y].astype(">u2").tobytes() for y in range(h16))
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w16, h16, 16, 6, 0, 0, 0))
+    png += chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    src = os.path.join(out, "rgba16.src.png")
+    open(src, "wb").write(png)
+    rgb = Image.open(src).convert("RGB")
+    assert rgb.tobytes() == (v[:, :, :3] >> 8).astype(np.uint8).tobytes()
+    open(os.path.join(out, "rgba16.rgb"), "wb").write(rgb.tobytes())
+    open(os.path.join(out, "rgba16.rs"), "wb").write(rgb.resize((20, 7), Image.BICUBIC).tobytes())
+    man.write(f"rgba16 {src} {w16} {h16} 20 7\n")
+
+
+def smart_resize(height, width, factor, min_pixels, max_pixels):
+    if max(height, width) / min(height, width) > 200:
+        return (-1, -1)
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+with open(os.path.join(out, "smart.txt"), "w") as f:
+    sizes = [(480, 640), (224, 224), (1080, 1920), (48, 48), (16, 16), (80, 112), (1, 300), (1, 201)]
+    sizes += [(int(h), int(w)) for h, w in rng.integers(1, 3000, (200, 2))]
+    sizes += [(int(h), int(w)) for h, w in rng.integers(20, 400, (100, 2))]
+    for h, w in sizes:
+        for lo, hi in ((65536, 16777216), (4096, 16384), (3136, 12845056)):
+            rh, rw = smart_resize(h, w, 32, lo, hi)
+            f.write(f"{h} {w} {lo} {hi} {rh} {rw}\n")
+
+# Patch flattening exactly as the HF processor code does it (reshape + transpose), on an
+# image already at a multiple of 32, normalised with mean = std = 0.5.
+H, W, P, T, M = 64, 96, 16, 2, 2
+img = pattern(H, W, 3)
+open(os.path.join(out, "patch_src.rgb"), "wb").write(img.tobytes())
+x = (img.astype(np.float64) / 255.0 - 0.5) / 0.5
+x = x.astype(np.float32).transpose(2, 0, 1)[None]  # [1, C, H, W]
+x = np.concatenate([x, x], 0)  # T = 2 identical frames
+gh, gw = H // P, W // P
+x = x.reshape(1, T, 3, gh // M, M, P, gw // M, M, P)
+x = x.transpose(0, 3, 6, 4, 7, 2, 1, 5, 8)
+x = x.reshape(gh * gw, 3 * T * P * P)
+x.astype(np.float32).tofile(os.path.join(out, "patches.f32"))
+with open(os.path.join(out, "patches.txt"), "w") as f:
+    f.write(f"{H} {W} {gh * gw} {3 * T * P * P}\n")

@@ -1,0 +1,282 @@
+/* test_preprocess.c - image decoding, PIL parity of the bicubic resize, smart_resize, the
+ * patch order and preprocessor_config.json.
+ *
+ * Reference values come from PIL and numpy (tests/data/pil_reference.py, run with
+ * /usr/bin/python3 into a temporary folder). Tolerances:
+ *   - decoding: exact (PIL uses the same libpng / libjpeg-turbo and the same conversions);
+ *   - resize: max |ours - PIL| <= 1 level per channel, and >= 99% of values exact
+ *     (we implement PIL's fixed-point algorithm, so we expect and usually see 100%);
+ *   - smart_resize: exact, against a Python transcription and the spec's examples;
+ *   - patches: exact float equality with numpy's reshape/transpose of the same image.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+#include "data/image.h"
+#include "data/preprocess.h"
+#include "data/resize.h"
+#include "harness.h"
+
+static char refdir[256];
+
+static uint8_t *read_all(const char *path, size_t *n) {
+    tdm_error err;
+    char *d = tdm_read_file(path, 1 << 28, n, &err);
+    if (!d) fprintf(stderr, "  %s\n", err.msg);
+    return (uint8_t *)d;
+}
+
+static void test_reference_generated(void) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/data/pil_reference.py %s", refdir);
+    CHECK(system(cmd) == 0, "%s failed", cmd);
+}
+
+static void test_decode_and_resize_match_pil(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/manifest.txt", refdir);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "no manifest");
+    if (!f) return;
+    char name[64], src[400];
+    int w, h, tw, th, cases = 0;
+    long total = 0, exact = 0;
+    int worst = 0;
+    while (fscanf(f, "%63s %399s %d %d %d %d", name, src, &w, &h, &tw, &th) == 6) {
+        cases++;
+        tdm_image img;
+        tdm_error err;
+        int rc = tdm_image_load(src, TDM_IMAGE_MAX_PIXELS, &img, &err);
+        CHECK(rc == 0, "%s: %s", name, err.msg);
+        if (rc) continue;
+        CHECK(img.width == w && img.height == h, "%s: %dx%d, PIL %dx%d", name, img.width, img.height, w, h);
+        int pw, ph;
+        CHECK(tdm_image_probe(src, &pw, &ph, &err) == 0 && pw == w && ph == h, "%s: probe", name);
+        size_t n;
+        snprintf(path, sizeof path, "%s/%s.rgb", refdir, name);
+        uint8_t *ref = read_all(path, &n);
+        CHECK(ref && n == (size_t)w * h * 3 && !memcmp(ref, img.rgb, n), "%s: decoded pixels differ from PIL", name);
+        free(ref);
+        uint8_t *out = malloc((size_t)tw * th * 3);
+        CHECK(tdm_resize_bicubic_u8(img.rgb, w, h, 3, out, tw, th, &err) == 0, "%s", err.msg);
+        snprintf(path, sizeof path, "%s/%s.rs", refdir, name);
+        ref = read_all(path, &n);
+        CHECK(ref && n == (size_t)tw * th * 3, "%s: resized reference size", name);
+        if (ref && n == (size_t)tw * th * 3) {
+            int case_worst = 0;
+            for (size_t i = 0; i < n; i++) {
+                int d = abs((int)out[i] - (int)ref[i]);
+                if (d > case_worst) case_worst = d;
+                exact += d == 0;
+            }
+            total += (long)n;
+            CHECK(case_worst <= 1, "%s: %dx%d -> %dx%d: max diff %d levels", name, w, h, tw, th, case_worst);
+            if (case_worst > worst) worst = case_worst;
+        }
+        free(ref);
+        free(out);
+        tdm_image_free(&img);
+    }
+    fclose(f);
+    CHECK(cases >= 12, "only %d cases", cases);
+    CHECK(exact >= total * 99 / 100, "%ld of %ld exact", exact, total);
+    printf("  PIL parity: %d images, %ld values, %.4f%% exact, max diff %d\n", cases, total,
+           100.0 * (double)exact / (double)(total ? total : 1), worst);
+}
+
+static void test_smart_resize_matches_python(void) {
+    int rh, rw;
+    tdm_error err;
+    /* spec examples */
+    CHECK(tdm_smart_resize(480, 640, 32, 65536, 16777216, &rh, &rw, &err) == 0 && rh == 480 && rw == 640, "480x640");
+    CHECK(tdm_smart_resize(224, 224, 32, 65536, 16777216, &rh, &rw, &err) == 0 && rh == 256 && rw == 256, "224");
+    CHECK(tdm_smart_resize(1080, 1920, 32, 65536, 16777216, &rh, &rw, &err) == 0 && rh == 1088 && rw == 1920,
+          "1080p: %dx%d", rh, rw);
+    CHECK(tdm_smart_resize(1, 300, 32, 65536, 16777216, &rh, &rw, &err) != 0 && strstr(err.msg, "200"),
+          "aspect ratio");
+    char path[300];
+    snprintf(path, sizeof path, "%s/smart.txt", refdir);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "no smart.txt");
+    if (!f) return;
+    int h, w, eh, ew, n = 0, bad = 0;
+    long long lo, hi;
+    while (fscanf(f, "%d %d %lld %lld %d %d", &h, &w, &lo, &hi, &eh, &ew) == 6) {
+        n++;
+        int rc = tdm_smart_resize(h, w, 32, lo, hi, &rh, &rw, &err);
+        int ok = eh < 0 ? rc != 0 : (rc == 0 && rh == eh && rw == ew);
+        if (!ok && bad++ < 5) CHECK(0, "%dx%d [%lld,%lld]: ours %dx%d, python %dx%d", h, w, lo, hi, rh, rw, eh, ew);
+    }
+    fclose(f);
+    CHECK(n > 900 && bad == 0, "%d cases, %d differ", n, bad);
+}
+
+/* A synthetic image whose pixel values encode (y, x, c) checks the row/column mapping
+ * of every patch element exactly, independently of numpy. */
+static void test_patch_order_synthetic(void) {
+    tdm_preproc_config c;
+    tdm_preproc_config_default(&c);
+    c.patch_size = 4; /* small patches: P=4, T=2, m=2 */
+    const int H = 16, W = 24, P = 4, T = 2, m = 2, gh = H / P, gw = W / P, D = 3 * T * P * P;
+    uint8_t *rgb = malloc((size_t)H * W * 3);
+    for (int y = 0; y < H; y++)
+        for (int x = 0; x < W; x++)
+            for (int ch = 0; ch < 3; ch++) rgb[(y * W + x) * 3 + ch] = (uint8_t)((y * 7 + x * 3 + ch * 101) % 256);
+    /* identity normalisation: mean 0, std 1/255 gives back the byte value */
+    for (int i = 0; i < 3; i++) {
+        c.image_mean[i] = 0;
+        c.image_std[i] = 1.0 / 255.0;
+    }
+    float *out = malloc(sizeof(float) * gh * gw * D);
+    tdm_preproc_patchify(&c, rgb, H, W, out);
+    int bad = 0;
+    for (int r = 0; r < gh * gw; r++) {
+        int blk = r / (m * m), in = r % (m * m);
+        int row = (blk / (gw / m)) * m + in / m, col = (blk % (gw / m)) * m + in % m;
+        for (int ch = 0; ch < 3; ch++)
+            for (int t = 0; t < T; t++)
+                for (int py = 0; py < P; py++)
+                    for (int px = 0; px < P; px++) {
+                        int y = row * P + py, x = col * P + px;
+                        float want = (float)((y * 7 + x * 3 + ch * 101) % 256);
+                        float got = out[(size_t)r * D + ch * T * P * P + t * P * P + py * P + px];
+                        if (fabsf(got - want) > 1e-3f) bad++;
+                    }
+    }
+    CHECK(bad == 0, "%d patch elements in the wrong place", bad);
+    free(rgb);
+    free(out);
+}
+
+static void test_patches_match_numpy(void) {
+    char path[300];
+    size_t n;
+    snprintf(path, sizeof path, "%s/patch_src.rgb", refdir);
+    uint8_t *rgb = read_all(path, &n);
+    snprintf(path, sizeof path, "%s/patches.f32", refdir);
+    size_t nref;
+    float *ref = (float *)read_all(path, &nref);
+    CHECK(rgb && ref && n == 64 * 96 * 3 && nref == 24 * 1536 * sizeof(float), "reference files");
+    if (rgb && ref && nref == 24 * 1536 * sizeof(float)) {
+        tdm_preproc_config c;
+        tdm_preproc_config_default(&c);
+        tdm_image img = {.width = 96, .height = 64, .rgb = rgb};
+        float *out = malloc(nref);
+        int32_t grid[3];
+        tdm_error err;
+        c.min_pixels = 4096;
+        c.max_pixels = 16384;
+        CHECK(tdm_preproc_image(&c, &img, out, grid, &err) == 0, "%s", err.msg);
+        CHECK(grid[0] == 1 && grid[1] == 4 && grid[2] == 6, "grid %d %d %d", grid[0], grid[1], grid[2]);
+        int bad = 0;
+        double worst = 0;
+        for (size_t i = 0; i < nref / sizeof(float); i++) {
+            double d = fabs((double)out[i] - (double)ref[i]);
+            if (d > worst) worst = d;
+            bad += d > 1.5e-7; /* numpy rounds to float32 twice; we round once: <= 1 ulp near 1 */
+        }
+        CHECK(bad == 0, "%d values differ (worst %.3g)", bad, worst);
+        free(out);
+    }
+    free(rgb);
+    free(ref);
+}
+
+static void test_broken_files(void) {
+    char path[300];
+    tdm_error err;
+    tdm_image img;
+    size_t n;
+    snprintf(path, sizeof path, "%s/rgb_down.src.png", refdir);
+    uint8_t *png = read_all(path, &n);
+    snprintf(path, sizeof path, "%s/jpeg_rgb.src.jpg", refdir);
+    size_t nj;
+    uint8_t *jpg = read_all(path, &nj);
+    CHECK(png && jpg, "inputs");
+    if (!png || !jpg) return;
+    for (size_t cut = 0; cut < n; cut += n / 7 + 1) {
+        CHECK(tdm_image_decode(png, cut, "cut.png", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0, "cut at %zu", cut);
+        CHECK(strstr(err.msg, "cut.png") != NULL, "message: %s", err.msg);
+    }
+    CHECK(tdm_image_decode(jpg, nj / 2, "half.jpg", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0, "truncated JPEG");
+    CHECK(strstr(err.msg, "half.jpg") != NULL, "message: %s", err.msg);
+    uint8_t junk[64] = "GIF89a......";
+    CHECK(tdm_image_decode(junk, sizeof junk, "x.gif", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0 &&
+              strstr(err.msg, "x.gif") && strstr(err.msg, "magic"),
+          "wrong magic: %s", err.msg);
+    /* corrupt the IDAT payload (CRC no longer matches) */
+    uint8_t *bad = malloc(n);
+    memcpy(bad, png, n);
+    for (size_t i = n / 2; i < n / 2 + 16; i++) bad[i] ^= 0x5a;
+    CHECK(tdm_image_decode(bad, n, "bad.png", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0, "corrupt PNG accepted");
+    /* pixel limit checked from the header */
+    CHECK(tdm_image_decode(png, n, "big.png", 1000, &img, &err) != 0 && strstr(err.msg, "limit"), "limit: %s",
+          err.msg);
+    CHECK(tdm_image_decode(jpg, nj, "big.jpg", 1000, &img, &err) != 0 && strstr(err.msg, "limit"), "limit: %s",
+          err.msg);
+    CHECK(tdm_image_load("/nonexistent/x.png", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0 &&
+              strstr(err.msg, "/nonexistent/x.png"),
+          "missing file: %s", err.msg);
+    int w, h;
+    CHECK(tdm_image_probe("/nonexistent/x.png", &w, &h, &err) != 0, "probe of a missing file");
+    free(bad);
+    free(png);
+    free(jpg);
+}
+
+static void test_png_writer_roundtrip(void) {
+    uint8_t px[5 * 3 * 3];
+    for (int i = 0; i < (int)sizeof px; i++) px[i] = (uint8_t)(i * 17);
+    char path[300];
+    snprintf(path, sizeof path, "%s/written.png", refdir);
+    tdm_error err;
+    CHECK(tdm_image_write_png(path, px, 5, 3, &err) == 0, "%s", err.msg);
+    tdm_image img;
+    CHECK(tdm_image_load(path, TDM_IMAGE_MAX_PIXELS, &img, &err) == 0, "%s", err.msg);
+    CHECK(img.width == 5 && img.height == 3 && !memcmp(img.rgb, px, sizeof px), "roundtrip");
+    tdm_image_free(&img);
+}
+
+static void test_config_file(void) {
+    tdm_preproc_config c;
+    tdm_error err;
+    CHECK(tdm_preproc_config_load("configs/tiny", &c, &err) == 0, "%s", err.msg);
+    CHECK(c.patch_size == 16 && c.temporal_patch_size == 2 && c.merge_size == 2, "sizes");
+    CHECK(c.min_pixels == 4096 && c.max_pixels == 16384, "pixels %lld %lld", (long long)c.min_pixels,
+          (long long)c.max_pixels);
+    CHECK(c.image_mean[1] == 0.5 && c.image_std[2] == 0.5, "mean/std");
+    char path[300];
+    snprintf(path, sizeof path, "%s/pp.json", refdir);
+    const char *bad = "{\"patch_size\": \"16\"}";
+    tdm_write_file_atomic(path, bad, strlen(bad), &err);
+    CHECK(tdm_preproc_config_load(path, &c, &err) != 0 && strstr(err.msg, "patch_size") && strstr(err.msg, "pp.json"),
+          "%s", err.msg);
+    const char *sz = "{\"size\": {\"shortest_edge\": 100, \"longest_edge\": 2000}}";
+    tdm_write_file_atomic(path, sz, strlen(sz), &err);
+    CHECK(tdm_preproc_config_load(path, &c, &err) == 0 && c.min_pixels == 100 && c.max_pixels == 2000, "size keys");
+    int32_t g[3];
+    /* tiny config: a 64x128 image stays, 200x200 shrinks to 128x128 (16384 pixels) */
+    tdm_preproc_config_load("configs/tiny", &c, &err);
+    CHECK(tdm_preproc_grid(&c, 64, 128, g, &err) == 0 && g[1] == 4 && g[2] == 8, "grid %d %d", g[1], g[2]);
+    CHECK(tdm_preproc_grid(&c, 200, 200, g, &err) == 0 && g[1] == 8 && g[2] == 8, "grid %d %d", g[1], g[2]);
+}
+
+int main(void) {
+    snprintf(refdir, sizeof refdir, "/tmp/tdm_test_preprocess_XXXXXX");
+    if (!mkdtemp(refdir)) return 1;
+    RUN(test_reference_generated);
+    RUN(test_decode_and_resize_match_pil);
+    RUN(test_smart_resize_matches_python);
+    RUN(test_patch_order_synthetic);
+    RUN(test_patches_match_numpy);
+    RUN(test_broken_files);
+    RUN(test_png_writer_roundtrip);
+    RUN(test_config_file);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", refdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", refdir);
+    return TEST_SUMMARY();
+}
