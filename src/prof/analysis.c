@@ -1,0 +1,263 @@
+/* analysis.c - interval arithmetic, per-step overlap analysis, operator summary. */
+#include "prof/analysis.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "prof/prof.h"
+
+static int cmp_interval(const void *a, const void *b) {
+    const tdm_prof_interval *x = a, *y = b;
+    if (x->t0 != y->t0) return x->t0 < y->t0 ? -1 : 1;
+    return (x->t1 > y->t1) - (x->t1 < y->t1);
+}
+
+int64_t tdm_prof_intervals_union(tdm_prof_interval *iv, int64_t n) {
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (iv[i].t1 > iv[i].t0) iv[m++] = iv[i];
+    qsort(iv, (size_t)m, sizeof *iv, cmp_interval);
+    int64_t k = 0;
+    for (int64_t i = 0; i < m; i++) {
+        if (k > 0 && iv[i].t0 <= iv[k - 1].t1) {
+            if (iv[i].t1 > iv[k - 1].t1) iv[k - 1].t1 = iv[i].t1;
+        } else {
+            iv[k++] = iv[i];
+        }
+    }
+    return k;
+}
+
+double tdm_prof_intervals_length(const tdm_prof_interval *u, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += u[i].t1 - u[i].t0;
+    return s;
+}
+
+double tdm_prof_intervals_intersect_length(const tdm_prof_interval *a, int64_t na, const tdm_prof_interval *b,
+                                           int64_t nb) {
+    double s = 0;
+    int64_t i = 0, j = 0;
+    while (i < na && j < nb) { /* two-pointer sweep over sorted disjoint lists */
+        double lo = a[i].t0 > b[j].t0 ? a[i].t0 : b[j].t0;
+        double hi = a[i].t1 < b[j].t1 ? a[i].t1 : b[j].t1;
+        if (hi > lo) s += hi - lo;
+        if (a[i].t1 < b[j].t1) i++;
+        else j++;
+    }
+    return s;
+}
+
+int64_t tdm_prof_intervals_subtract(const tdm_prof_interval *a, int64_t na, const tdm_prof_interval *b, int64_t nb,
+                                    tdm_prof_interval *out) {
+    int64_t k = 0, j = 0;
+    for (int64_t i = 0; i < na; i++) {
+        double cur = a[i].t0, end = a[i].t1;
+        while (j < nb && b[j].t1 <= cur) j++;
+        int64_t jj = j;
+        while (jj < nb && b[jj].t0 < end) {
+            if (b[jj].t0 > cur) out[k++] = (tdm_prof_interval){cur, b[jj].t0};
+            if (b[jj].t1 > cur) cur = b[jj].t1;
+            if (cur >= end) break;
+            jj++;
+        }
+        if (cur < end) out[k++] = (tdm_prof_interval){cur, end};
+    }
+    return k;
+}
+
+int64_t tdm_prof_intervals_clip(tdm_prof_interval *u, int64_t n, double lo, double hi) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = u[i].t0 > lo ? u[i].t0 : lo, b = u[i].t1 < hi ? u[i].t1 : hi;
+        if (b > a) u[k++] = (tdm_prof_interval){a, b};
+    }
+    return k;
+}
+
+tdm_prof_thread_kind tdm_prof_thread_kind_of(const char *name) {
+    if (!strncmp(name, "comm", 4)) return TDM_PROF_THREAD_COMM;
+    if (!strncmp(name, "loader", 6)) return TDM_PROF_THREAD_LOADER;
+    return TDM_PROF_THREAD_COMPUTE;
+}
+
+static int is_step_envelope(const tdm_prof_rec *r) {
+    return r->cat == TDM_PROF_PHASE && r->thread_kind == TDM_PROF_THREAD_COMPUTE && !r->instant &&
+           !strcmp(r->name, "step");
+}
+
+/* The union of the records of one rank that `want` selects, clipped to [lo, hi). */
+typedef int (*rec_filter)(const tdm_prof_rec *r);
+static int64_t gather(const tdm_prof_rec *recs, int64_t n, int32_t rank, rec_filter want, double lo, double hi,
+                      tdm_prof_interval *iv) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const tdm_prof_rec *r = &recs[i];
+        if (r->rank != rank || r->instant || !want(r)) continue;
+        if (r->t1_us <= lo || r->t0_us >= hi) continue;
+        iv[k++] = (tdm_prof_interval){r->t0_us, r->t1_us};
+    }
+    k = tdm_prof_intervals_union(iv, k);
+    return tdm_prof_intervals_clip(iv, k, lo, hi);
+}
+
+static int on_compute(const tdm_prof_rec *r) { return r->thread_kind == TDM_PROF_THREAD_COMPUTE; }
+static int f_compute(const tdm_prof_rec *r) {
+    return on_compute(r) && (r->cat == TDM_PROF_LAYER || r->cat == TDM_PROF_KERNEL ||
+                             (r->cat == TDM_PROF_PHASE && strcmp(r->name, "step") != 0));
+}
+static int f_not_computing(const tdm_prof_rec *r) {
+    return on_compute(r) && (r->cat == TDM_PROF_WAIT || r->cat == TDM_PROF_DATA || r->cat == TDM_PROF_COMM);
+}
+static int f_comm(const tdm_prof_rec *r) { return r->cat == TDM_PROF_COMM; }
+static int f_data_wait(const tdm_prof_rec *r) { return on_compute(r) && r->cat == TDM_PROF_DATA; }
+static int f_wait(const tdm_prof_rec *r) { return on_compute(r) && r->cat == TDM_PROF_WAIT; }
+
+int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank, tdm_prof_step_stats *out,
+                              int64_t cap) {
+    tdm_prof_interval *a = tdm_xmalloc((size_t)(n + 1) * sizeof *a);
+    tdm_prof_interval *b = tdm_xmalloc((size_t)(n + 1) * sizeof *b);
+    tdm_prof_interval *c = tdm_xmalloc((size_t)(2 * n + 2) * sizeof *c);
+    int64_t n_steps = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const tdm_prof_rec *env = &recs[i];
+        if (env->rank != rank || !is_step_envelope(env)) continue;
+        double lo = env->t0_us, hi = env->t1_us;
+        tdm_prof_step_stats s = {.rank = rank, .step = env->arg, .step_ms = (hi - lo) / 1e3};
+        int64_t na = gather(recs, n, rank, f_compute, lo, hi, a);
+        int64_t nb = gather(recs, n, rank, f_not_computing, lo, hi, b);
+        int64_t nc = tdm_prof_intervals_subtract(a, na, b, nb, c); /* compute busy */
+        s.compute_ms = tdm_prof_intervals_length(c, nc) / 1e3;
+        na = gather(recs, n, rank, f_comm, lo, hi, a);
+        s.comm_ms = tdm_prof_intervals_length(a, na) / 1e3;
+        s.hidden_ms = tdm_prof_intervals_intersect_length(a, na, c, nc) / 1e3;
+        s.exposed_ms = s.comm_ms - s.hidden_ms;
+        s.hideable_ms = s.comm_ms < s.compute_ms ? s.comm_ms : s.compute_ms;
+        s.ideal_step_ms = s.step_ms - (s.hideable_ms - s.hidden_ms);
+        s.overlap_efficiency = s.hideable_ms > 0 ? s.hidden_ms / s.hideable_ms : NAN;
+        nb = gather(recs, n, rank, f_data_wait, lo, hi, b);
+        s.data_wait_ms = tdm_prof_intervals_length(b, nb) / 1e3;
+        nb = gather(recs, n, rank, f_wait, lo, hi, b);
+        s.wait_ms = tdm_prof_intervals_length(b, nb) / 1e3;
+        /* insertion by step: envelopes arrive in time order, which is step order */
+        if (n_steps < cap) out[n_steps] = s;
+        n_steps++;
+    }
+    free(a);
+    free(b);
+    free(c);
+    return n_steps;
+}
+
+void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_step_stats *m) {
+    memset(m, 0, sizeof *m);
+    m->rank = -1;
+    m->step = -1;
+    m->overlap_efficiency = NAN;
+    if (n <= 0) return;
+    for (int64_t i = 0; i < n; i++) {
+        m->step_ms += s[i].step_ms;
+        m->compute_ms += s[i].compute_ms;
+        m->comm_ms += s[i].comm_ms;
+        m->hidden_ms += s[i].hidden_ms;
+        m->exposed_ms += s[i].exposed_ms;
+        m->hideable_ms += s[i].hideable_ms;
+        m->data_wait_ms += s[i].data_wait_ms;
+        m->wait_ms += s[i].wait_ms;
+        m->ideal_step_ms += s[i].ideal_step_ms;
+    }
+    if (m->hideable_ms > 0) m->overlap_efficiency = m->hidden_ms / m->hideable_ms;
+    double k = (double)n;
+    m->step_ms /= k, m->compute_ms /= k, m->comm_ms /= k, m->hidden_ms /= k, m->exposed_ms /= k;
+    m->hideable_ms /= k, m->data_wait_ms /= k, m->wait_ms /= k, m->ideal_step_ms /= k;
+}
+
+static int cmp_row_key(const void *a, const void *b) {
+    const tdm_prof_rec *x = *(const tdm_prof_rec *const *)a, *y = *(const tdm_prof_rec *const *)b;
+    if (x->cat != y->cat) return x->cat - y->cat;
+    return strcmp(x->name, y->name);
+}
+static int cmp_row_total(const void *a, const void *b) {
+    const tdm_prof_op_row *x = a, *y = b;
+    return (x->total_ms < y->total_ms) - (x->total_ms > y->total_ms);
+}
+
+int64_t tdm_prof_op_summary(const tdm_prof_rec *recs, int64_t n, tdm_prof_op_row *out) {
+    const tdm_prof_rec **p = tdm_xmalloc((size_t)(n + 1) * sizeof *p);
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!recs[i].instant && !is_step_envelope(&recs[i])) p[m++] = &recs[i];
+    qsort(p, (size_t)m, sizeof *p, cmp_row_key);
+    int64_t k = 0;
+    for (int64_t i = 0; i < m; i++) {
+        double d = (p[i]->t1_us - p[i]->t0_us) / 1e3;
+        if (k == 0 || cmp_row_key(&p[i], &p[i - 1]) != 0) {
+            out[k++] = (tdm_prof_op_row){.name = p[i]->name, .cat = p[i]->cat};
+        }
+        tdm_prof_op_row *r = &out[k - 1];
+        r->count++;
+        r->total_ms += d;
+        if (d > r->max_ms) r->max_ms = d;
+    }
+    for (int64_t i = 0; i < k; i++) out[i].mean_ms = out[i].total_ms / (double)out[i].count;
+    qsort(out, (size_t)k, sizeof *out, cmp_row_total);
+    free(p);
+    return k;
+}
+
+const char *const tdm_prof_summary_warning =
+    "Per-operator totals include time spent waiting: they cannot be added up into a step time or turned into an "
+    "achievable speed-up; they only say where to look. The timeline (per-step analysis below) decides whether "
+    "overlap can remove exposed communication.";
+
+static const char *const cat_names[] = {"phase", "layer", "comm", "wait", "data", "kernel", "mark"};
+
+const char *tdm_prof_cat_name(int cat) {
+    return cat >= 0 && cat < (int)(sizeof cat_names / sizeof *cat_names) ? cat_names[cat] : "other";
+}
+
+int tdm_prof_cat_from_name(const char *name) {
+    for (int i = 0; i < (int)(sizeof cat_names / sizeof *cat_names); i++)
+        if (!strcmp(name, cat_names[i])) return i;
+    return -1;
+}
+
+void tdm_prof_format_op_summary(tdm_strbuf *sb, const tdm_prof_op_row *rows, int64_t n, int n_ranks) {
+    tdm_sb_printf(sb, "Operator summary (all %d rank%s together)\n", n_ranks, n_ranks == 1 ? "" : "s");
+    tdm_sb_printf(sb, "  %-34s %-7s %8s %12s %11s %11s\n", "name", "cat", "count", "total ms", "mean ms", "max ms");
+    for (int64_t i = 0; i < n; i++)
+        tdm_sb_printf(sb, "  %-34.34s %-7s %8lld %12.3f %11.4f %11.4f\n", rows[i].name, tdm_prof_cat_name(rows[i].cat),
+                      (long long)rows[i].count, rows[i].total_ms, rows[i].mean_ms, rows[i].max_ms);
+    tdm_sb_printf(sb, "Note: %s\n", tdm_prof_summary_warning);
+}
+
+static void fmt_eff(char *buf, size_t cap, double e) {
+    if (isnan(e)) snprintf(buf, cap, "n/a");
+    else snprintf(buf, cap, "%.1f%%", 100.0 * e);
+}
+
+void tdm_prof_format_steps(tdm_strbuf *sb, const tdm_prof_step_stats *s, int64_t n) {
+    tdm_sb_printf(sb, "Per-step analysis (ms; hidden = comm during compute, exposed = comm - hidden)\n");
+    tdm_sb_printf(sb, "  %4s %5s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", "rank", "step", "step", "compute", "comm",
+                  "hidden", "exposed", "data wait", "wait", "ideal", "overlap");
+    char e[16];
+    for (int64_t i = 0; i < n; i++) {
+        fmt_eff(e, sizeof e, s[i].overlap_efficiency);
+        tdm_sb_printf(sb, "  %4d %5lld %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8s\n", s[i].rank,
+                      (long long)s[i].step, s[i].step_ms, s[i].compute_ms, s[i].comm_ms, s[i].hidden_ms,
+                      s[i].exposed_ms, s[i].data_wait_ms, s[i].wait_ms, s[i].ideal_step_ms, e);
+    }
+    if (n > 0) {
+        tdm_prof_step_stats m;
+        tdm_prof_step_stats_mean(s, n, &m);
+        fmt_eff(e, sizeof e, m.overlap_efficiency);
+        tdm_sb_printf(sb, "  %4s %5s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8s\n", "mean", "", m.step_ms,
+                      m.compute_ms, m.comm_ms, m.hidden_ms, m.exposed_ms, m.data_wait_ms, m.wait_ms, m.ideal_step_ms,
+                      e);
+    } else {
+        tdm_sb_printf(sb, "  (no step envelopes: the profile covered no complete step)\n");
+    }
+}

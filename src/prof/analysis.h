@@ -1,0 +1,107 @@
+/* analysis.h - what a recorded timeline says: interval arithmetic, per-step overlap
+ * analysis and the operator summary. Pure functions over arrays: no clock, no I/O,
+ * so each can be checked on hand-made event sets (tests/prof/test_analysis.c).
+ *
+ * Per step (the PHASE "step" envelope of the compute thread), per rank, in ms:
+ *   compute   union of compute intervals on compute threads (PHASE other than "step",
+ *             LAYER, KERNEL), minus the time those threads were waiting (WAIT, DATA)
+ *             or running a collective themselves (COMM)
+ *   comm      union of COMM intervals on every thread (communication busy time)
+ *   hidden    comm ∩ compute: communication that ran while the model computed
+ *   exposed   comm - hidden
+ *   hideable  min(comm, compute): at most this much communication could hide
+ *   data_wait union of DATA intervals on compute threads (the trainer waiting for a batch)
+ *   wait      union of WAIT intervals on compute threads (any blocking wait)
+ *   ideal     step - (hideable - hidden): the step time if all hideable comm were hidden
+ *   overlap efficiency = hidden / hideable (NaN when nothing was hideable)
+ * Threads are classified by name: "comm..." communication, "loader..." data loading,
+ * anything else compute.
+ */
+#ifndef TDM_PROF_ANALYSIS_H
+#define TDM_PROF_ANALYSIS_H
+
+#include <stdint.h>
+
+#include "core/strbuf.h"
+
+/* A half-open time interval [t0, t1), in any one unit (the analysis uses µs). */
+typedef struct tdm_prof_interval {
+    double t0, t1;
+} tdm_prof_interval;
+
+/* Sorts iv[0..n) and merges overlapping or touching intervals in place, dropping empty
+ * ones. Returns the number left; the result is sorted and disjoint (a "union"). */
+int64_t tdm_prof_intervals_union(tdm_prof_interval *iv, int64_t n);
+/* Total length of a union. */
+double tdm_prof_intervals_length(const tdm_prof_interval *u, int64_t n);
+/* Length of a ∩ b, both unions. */
+double tdm_prof_intervals_intersect_length(const tdm_prof_interval *a, int64_t na, const tdm_prof_interval *b,
+                                           int64_t nb);
+/* out = a \ b, both unions; out needs room for na + nb intervals. Returns the count. */
+int64_t tdm_prof_intervals_subtract(const tdm_prof_interval *a, int64_t na, const tdm_prof_interval *b, int64_t nb,
+                                    tdm_prof_interval *out);
+/* Clips a union to [lo, hi) in place; returns the count. */
+int64_t tdm_prof_intervals_clip(tdm_prof_interval *u, int64_t n, double lo, double hi);
+
+typedef enum tdm_prof_thread_kind {
+    TDM_PROF_THREAD_COMPUTE = 0,
+    TDM_PROF_THREAD_COMM = 1,
+    TDM_PROF_THREAD_LOADER = 2,
+} tdm_prof_thread_kind;
+
+tdm_prof_thread_kind tdm_prof_thread_kind_of(const char *thread_name);
+
+/* One event as the analysis and the trace writer/reader see it: µs from the session's
+ * time zero, with its rank and thread. `name` is borrowed. */
+typedef struct tdm_prof_rec {
+    const char *name;
+    double t0_us, t1_us;
+    int64_t arg;
+    int32_t rank, tid;
+    uint8_t cat;         /* tdm_prof_cat */
+    uint8_t thread_kind; /* tdm_prof_thread_kind */
+    uint8_t instant;
+    uint8_t level;
+} tdm_prof_rec;
+
+typedef struct tdm_prof_step_stats {
+    int32_t rank;
+    int64_t step;
+    double step_ms, compute_ms, comm_ms, hidden_ms, exposed_ms, hideable_ms;
+    double data_wait_ms, wait_ms, ideal_step_ms;
+    double overlap_efficiency; /* NaN when hideable is 0 */
+} tdm_prof_step_stats;
+
+/* Analyses every step envelope found among rank `rank`'s records (others are ignored).
+ * Writes up to `cap` results, in step order, into out; returns how many steps there
+ * were (may exceed cap). */
+int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank, tdm_prof_step_stats *out,
+                              int64_t cap);
+
+/* Mean over steps and ranks (overlap efficiency: total hidden / total hideable). */
+void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_step_stats *mean);
+
+typedef struct tdm_prof_op_row {
+    const char *name;
+    uint8_t cat;
+    int64_t count;
+    double total_ms, mean_ms, max_ms;
+} tdm_prof_op_row;
+
+/* Operator summary over all interval events (instants and step envelopes excluded),
+ * keyed by (cat, name), sorted by total time descending. `out` needs room for n rows.
+ * Returns the number of rows. */
+int64_t tdm_prof_op_summary(const tdm_prof_rec *recs, int64_t n, tdm_prof_op_row *out);
+
+/* The practice's warning printed with every operator summary. */
+extern const char *const tdm_prof_summary_warning;
+
+const char *tdm_prof_cat_name(int cat);
+/* -1 when unknown. */
+int tdm_prof_cat_from_name(const char *name);
+
+/* Text renderings (what `tandem trace-summary` prints). */
+void tdm_prof_format_op_summary(tdm_strbuf *sb, const tdm_prof_op_row *rows, int64_t n, int n_ranks);
+void tdm_prof_format_steps(tdm_strbuf *sb, const tdm_prof_step_stats *s, int64_t n);
+
+#endif

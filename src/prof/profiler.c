@@ -1,0 +1,305 @@
+/* profiler.c - tool-config parsing, sessions, step hooks, and writing the outputs. */
+#include "prof/profiler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "core/strbuf.h"
+#include "prof/prof_internal.h"
+#include "prof/trace.h"
+
+#define PROF_MAX_CAPACITY (64ll << 20) /* events per thread: 64M x 48 B = 3 GiB, the most we allow */
+
+void tdm_prof_config_default(tdm_prof_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->all_ranks = 1;
+    cfg->start_step = 1;
+    cfg->end_step = 1;
+    cfg->level = 0;
+    snprintf(cfg->save_path, sizeof cfg->save_path, "./profiling");
+    cfg->capacity = 1 << 20;
+}
+
+int tdm_prof_config_parse(const char *text, size_t len, const char *name, tdm_prof_config *cfg, tdm_error *err) {
+    tdm_prof_config_default(cfg);
+    tdm_json_doc *doc = tdm_json_parse(text, len, name, err);
+    if (!doc) return -1;
+    const tdm_json *root = tdm_json_root(doc);
+    const tdm_json *p = tdm_json_get(root, "profile");
+    const char *pre = "profile.";
+    if (!p) { /* the section's object at top level */
+        p = root;
+        pre = "";
+    }
+    if (p->type != TDM_JSON_OBJECT) {
+        tdm_json_free(doc);
+        return tdm_errorf(err, "%s: %s: expected an object", name, *pre ? "profile" : "top level");
+    }
+    const tdm_json *v;
+    if ((v = tdm_json_get(p, "enable"))) {
+        if (v->type != TDM_JSON_TRUE && v->type != TDM_JSON_FALSE) goto bad_enable;
+        cfg->enable = v->type == TDM_JSON_TRUE;
+    }
+    if ((v = tdm_json_get(p, "ranks"))) {
+        if (v->type != TDM_JSON_ARRAY || v->len == 0 || v->len > TDM_PROF_MAX_RANKS_LISTED) goto bad_ranks;
+        cfg->all_ranks = 0;
+        for (size_t i = 0; i < v->len; i++) {
+            const tdm_json *r = v->items[i];
+            if (r->type != TDM_JSON_NUMBER || !r->is_int || r->i64 < -1 || r->i64 > 1000000) goto bad_ranks;
+            if (r->i64 == -1) cfg->all_ranks = 1;
+            else cfg->ranks[cfg->n_ranks++] = (int)r->i64;
+        }
+    }
+    struct {
+        const char *key;
+        int64_t *dst;
+        int64_t lo, hi;
+    } ints[] = {{"start_step", &cfg->start_step, 1, INT64_MAX / 2},
+                {"end_step", &cfg->end_step, 1, INT64_MAX / 2},
+                {"capacity", &cfg->capacity, 16, PROF_MAX_CAPACITY}};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        if (!(v = tdm_json_get(p, ints[i].key))) continue;
+        if (v->type != TDM_JSON_NUMBER || !v->is_int || v->i64 < ints[i].lo || v->i64 > ints[i].hi) {
+            tdm_errorf(err, "%s: %s%s: expected an integer in [%lld, %lld]", name, pre, ints[i].key,
+                       (long long)ints[i].lo, (long long)ints[i].hi);
+            goto fail;
+        }
+        *ints[i].dst = v->i64;
+    }
+    if (cfg->end_step < cfg->start_step) {
+        tdm_errorf(err, "%s: %send_step: %lld is before start_step %lld", name, pre, (long long)cfg->end_step,
+                   (long long)cfg->start_step);
+        goto fail;
+    }
+    if ((v = tdm_json_get(p, "level"))) {
+        if (v->type != TDM_JSON_NUMBER || !v->is_int || v->i64 < 0 || v->i64 > 2) {
+            tdm_errorf(err, "%s: %slevel: expected 0, 1 or 2", name, pre);
+            goto fail;
+        }
+        cfg->level = (int)v->i64;
+    }
+    if ((v = tdm_json_get(p, "save_path"))) {
+        if (v->type != TDM_JSON_STRING || v->len == 0 || v->len >= sizeof cfg->save_path ||
+            strlen(v->str) != v->len) {
+            tdm_errorf(err, "%s: %ssave_path: expected a non-empty path string", name, pre);
+            goto fail;
+        }
+        memcpy(cfg->save_path, v->str, v->len + 1);
+    }
+    tdm_json_free(doc);
+    return 0;
+bad_enable:
+    tdm_errorf(err, "%s: %senable: expected true or false", name, pre);
+    goto fail;
+bad_ranks:
+    tdm_errorf(err, "%s: %sranks: expected a non-empty list of rank numbers ([-1] = all ranks)", name, pre);
+fail:
+    tdm_json_free(doc);
+    return -1;
+}
+
+int tdm_prof_config_load(const char *path, tdm_prof_config *cfg, tdm_error *err) {
+    size_t len;
+    char *text = tdm_read_file(path, 1 << 20, &len, err);
+    if (!text) return -1;
+    int rc = tdm_prof_config_parse(text, len, path, cfg, err);
+    free(text);
+    return rc;
+}
+
+/* ---- session ---- */
+
+static struct {
+    int active;      /* inside a session */
+    int selected;    /* this rank records */
+    int recording;
+    tdm_prof_config cfg;
+    uint64_t origin_ns;
+    uint64_t step_t0;
+    int64_t open_step; /* -1 when no envelope is open */
+    int rank, world;
+} S;
+
+int tdm_prof_session_start(const tdm_prof_config *cfg, MPI_Comm comm, tdm_error *err) {
+    if (cfg->level < 0 || cfg->level > 2 || cfg->end_step < cfg->start_step || cfg->capacity < 16 ||
+        cfg->capacity > PROF_MAX_CAPACITY)
+        return tdm_errorf(err, "profiler config: level, step range or capacity out of range");
+    memset(&S, 0, sizeof S);
+    S.cfg = *cfg;
+    MPI_Comm_rank(comm, &S.rank);
+    MPI_Comm_size(comm, &S.world);
+    S.selected = cfg->enable && cfg->all_ranks;
+    for (int i = 0; cfg->enable && i < cfg->n_ranks; i++)
+        if (cfg->ranks[i] == S.rank) S.selected = 1;
+    if (!prof_thread_is_named()) tdm_prof_thread_name("compute");
+    tdm_error local = {{0}};
+    int bad = S.selected && tdm_mkdirs(cfg->save_path, &local) != 0, any_bad = 0;
+    /* The reduction doubles as the barrier that defines time zero: every rank leaves
+     * it within its skew, so the local reading right after it is a common origin
+     * (exact on one host, where CLOCK_MONOTONIC is shared). */
+    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, comm);
+    S.origin_ns = tdm_now_ns();
+    S.open_step = -1;
+    if (any_bad) {
+        if (bad) return tdm_errorf(err, "profiler save_path: %s", local.msg);
+        return tdm_errorf(err, "profiler save_path: another rank could not create it");
+    }
+    S.active = 1;
+    return 0;
+}
+
+void tdm_prof_step_begin(int64_t step) {
+    if (!S.active || !S.selected) return;
+    if (!S.recording && step >= S.cfg.start_step && step <= S.cfg.end_step) {
+        tdm_prof_record_start(S.cfg.level, S.cfg.capacity);
+        S.recording = 1;
+    }
+    if (S.recording) {
+        S.open_step = step;
+        S.step_t0 = tdm_now_ns();
+    }
+}
+
+void tdm_prof_step_end(int64_t step) {
+    if (!S.active || !S.selected || !S.recording) return;
+    if (S.open_step == step) tdm_prof_complete(TDM_PROF_PHASE, 0, "step", S.step_t0, tdm_now_ns(), step);
+    S.open_step = -1;
+    if (step >= S.cfg.end_step) {
+        tdm_prof_record_stop();
+        S.recording = 0;
+    }
+}
+
+/* Gathers every rank's text to rank 0 (lengths first, then bytes). */
+static char *gather_text(const tdm_strbuf *mine, MPI_Comm comm, int rank, int world, size_t *total) {
+    long long len = (long long)mine->len;
+    long long *lens = rank == 0 ? tdm_xcalloc((size_t)world, sizeof *lens) : NULL;
+    MPI_Gather(&len, 1, MPI_LONG_LONG, lens, 1, MPI_LONG_LONG, 0, comm);
+    int *counts = NULL, *displs = NULL;
+    char *all = NULL;
+    if (rank == 0) {
+        counts = tdm_xcalloc((size_t)world, sizeof *counts);
+        displs = tdm_xcalloc((size_t)world, sizeof *displs);
+        long long off = 0;
+        for (int r = 0; r < world; r++) {
+            counts[r] = (int)lens[r]; /* each rank's trace is bounded by its buffer capacity */
+            displs[r] = (int)off;
+            off += lens[r];
+        }
+        all = tdm_xmalloc((size_t)off + 1);
+        all[off] = 0;
+        *total = (size_t)off;
+    }
+    MPI_Gatherv(mine->data ? mine->data : "", (int)mine->len, MPI_CHAR, all, counts, displs, MPI_CHAR, 0, comm);
+    free(lens);
+    free(counts);
+    free(displs);
+    return all;
+}
+
+static int write_text(const char *dir, const char *file, const char *data, size_t len, tdm_error *err) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return tdm_write_file_atomic(path, data, len, err);
+}
+
+int tdm_prof_session_finish(MPI_Comm comm, tdm_error *err) {
+    if (!S.active) return 0;
+    if (S.recording) {
+        tdm_prof_record_stop();
+        S.recording = 0;
+    }
+    S.active = 0;
+    int any = 0;
+    MPI_Allreduce(&S.selected, &any, 1, MPI_INT, MPI_MAX, comm);
+    if (!any) return 0;
+
+    int rc = 0;
+    tdm_strbuf items, cpu;
+    tdm_sb_init(&items);
+    tdm_sb_init(&cpu);
+    if (S.selected) {
+        tdm_prof_collection c;
+        tdm_prof_collect(&c);
+        c.origin_ns = S.origin_ns;
+        int64_t n;
+        tdm_prof_rec *recs = tdm_prof_recs_from_collection(&c, S.rank, &n);
+        int first = 1;
+        tdm_prof_trace_append_rank(&items, S.rank, c.threads, c.n_threads, recs, n, &first);
+        tdm_strbuf one;
+        tdm_sb_init(&one);
+        tdm_prof_trace_open(&one);
+        tdm_sb_append(&one, items.data, items.len);
+        tdm_prof_trace_close(&one);
+        char file[64];
+        snprintf(file, sizeof file, "trace_rank%d.json", S.rank);
+        if (tdm_mkdirs(S.cfg.save_path, err) != 0 || write_text(S.cfg.save_path, file, one.data, one.len, err) != 0)
+            rc = -1;
+        tdm_sb_free(&one);
+        tdm_sb_puts(&items, ",\n"); /* separator before the next rank's items in the merge */
+        for (int i = 0; i < c.n_threads; i++) {
+            const tdm_prof_thread *t = &c.threads[i];
+            tdm_sb_printf(&cpu, "%s{\"rank\":%d,\"tid\":%d,\"os_tid\":%lld,\"name\":", cpu.len ? ",\n" : "", S.rank,
+                          t->tid, (long long)t->os_tid);
+            tdm_sb_json_string(&cpu, t->name, strlen(t->name));
+            if (t->cpu.valid)
+                tdm_sb_printf(&cpu,
+                              ",\"user_ms\":%.1f,\"system_ms\":%.1f,\"run_ms\":%.3f,\"voluntary_switches\":%lld,"
+                              "\"involuntary_switches\":%lld,\"minor_faults\":%lld,\"major_faults\":%lld",
+                              t->cpu.user_ms, t->cpu.system_ms, t->cpu.run_ms, (long long)t->cpu.voluntary_switches,
+                              (long long)t->cpu.involuntary_switches, (long long)t->cpu.minor_faults,
+                              (long long)t->cpu.major_faults);
+            tdm_sb_printf(&cpu, ",\"dropped_events\":%lld}", (long long)t->dropped);
+        }
+        if (cpu.len) tdm_sb_puts(&cpu, ",\n");
+        free(recs);
+        tdm_prof_collection_free(&c);
+    }
+    size_t n_all = 0, n_cpu = 0;
+    char *all = gather_text(&items, comm, S.rank, S.world, &n_all);
+    char *cpu_all = gather_text(&cpu, comm, S.rank, S.world, &n_cpu);
+    if (S.rank == 0) {
+        /* drop the trailing ",\n" separators left by the last contributing rank */
+        while (n_all > 0 && (all[n_all - 1] == '\n' || all[n_all - 1] == ',')) n_all--;
+        while (n_cpu > 0 && (cpu_all[n_cpu - 1] == '\n' || cpu_all[n_cpu - 1] == ',')) n_cpu--;
+        tdm_strbuf merged, text, json;
+        tdm_sb_init(&merged);
+        tdm_sb_init(&text);
+        tdm_sb_init(&json);
+        tdm_prof_trace_open(&merged);
+        tdm_sb_append(&merged, all, n_all);
+        tdm_prof_trace_close(&merged);
+        tdm_prof_trace t;
+        if (rc == 0 && write_text(S.cfg.save_path, "trace.json", merged.data, merged.len, err) != 0) rc = -1;
+        if (rc == 0 && tdm_prof_trace_parse(merged.data, merged.len, "trace.json", &t, err) != 0) rc = -1;
+        if (rc == 0) {
+            tdm_prof_trace_summarize(&t, &text, &json);
+            tdm_prof_trace_free(&t);
+            /* analysis.json = the summary's object plus the CPU table */
+            json.len--; /* drop the closing brace */
+            tdm_sb_puts(&json, ",\n\"threads\":[");
+            tdm_sb_append(&json, cpu_all, n_cpu);
+            tdm_sb_puts(&json, "]}\n");
+            if (write_text(S.cfg.save_path, "analysis.json", json.data, json.len, err) != 0 ||
+                write_text(S.cfg.save_path, "summary.txt", text.data, text.len, err) != 0)
+                rc = -1;
+        }
+        tdm_sb_free(&merged);
+        tdm_sb_free(&text);
+        tdm_sb_free(&json);
+    }
+    free(all);
+    free(cpu_all);
+    tdm_sb_free(&items);
+    tdm_sb_free(&cpu);
+    /* every rank learns whether the outputs were written */
+    int bad = rc != 0, any_bad = 0;
+    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, comm);
+    if (any_bad && rc == 0) rc = tdm_errorf(err, "profiler: another rank failed to write its outputs");
+    return rc;
+}

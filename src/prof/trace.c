@@ -1,0 +1,252 @@
+/* trace.c - Chrome trace JSON writer and reader. */
+#include "prof/trace.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/fs.h"
+
+tdm_prof_rec *tdm_prof_recs_from_collection(const tdm_prof_collection *c, int32_t rank, int64_t *n) {
+    tdm_prof_rec *r = tdm_xmalloc((size_t)(c->n_events + 1) * sizeof *r);
+    for (int64_t i = 0; i < c->n_events; i++) {
+        const tdm_prof_event *e = &c->events[i];
+        const char *tname = e->tid >= 0 && e->tid < c->n_threads ? c->threads[e->tid].name : "";
+        r[i] = (tdm_prof_rec){
+            .name = e->name ? e->name : "?",
+            /* signed: an event may start before the origin (opened before session start) */
+            .t0_us = (double)((int64_t)(e->t0_ns - c->origin_ns)) / 1e3,
+            .t1_us = (double)((int64_t)(e->t1_ns - c->origin_ns)) / 1e3,
+            .arg = e->arg,
+            .rank = rank,
+            .tid = e->tid,
+            .cat = e->cat,
+            .thread_kind = (uint8_t)tdm_prof_thread_kind_of(tname),
+            .instant = e->instant,
+            .level = e->level,
+        };
+    }
+    *n = c->n_events;
+    return r;
+}
+
+static void sep(tdm_strbuf *sb, int *first) {
+    if (*first) *first = 0;
+    else tdm_sb_puts(sb, ",\n");
+}
+
+void tdm_prof_trace_append_rank(tdm_strbuf *sb, int32_t rank, const tdm_prof_thread *threads, int n_threads,
+                                const tdm_prof_rec *recs, int64_t n, int *first) {
+    sep(sb, first);
+    tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d\"}}",
+                  rank, rank);
+    sep(sb, first);
+    tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
+                  rank, rank);
+    for (int i = 0; i < n_threads; i++) {
+        sep(sb, first);
+        tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", rank,
+                      threads[i].tid);
+        tdm_sb_json_string(sb, threads[i].name, strlen(threads[i].name));
+        tdm_sb_puts(sb, "}}");
+        /* compute first, then comm, then loader, in Perfetto's track order */
+        sep(sb, first);
+        tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+                      rank, threads[i].tid, (int)tdm_prof_thread_kind_of(threads[i].name) * 100 + threads[i].tid);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const tdm_prof_rec *r = &recs[i];
+        sep(sb, first);
+        tdm_sb_puts(sb, "{\"name\":");
+        tdm_sb_json_string(sb, r->name, strlen(r->name));
+        if (r->instant)
+            tdm_sb_printf(sb, ",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f", tdm_prof_cat_name(r->cat),
+                          r->t0_us);
+        else
+            tdm_sb_printf(sb, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f", tdm_prof_cat_name(r->cat),
+                          r->t0_us, r->t1_us - r->t0_us);
+        tdm_sb_printf(sb, ",\"pid\":%d,\"tid\":%d,\"args\":{\"arg\":%lld,\"level\":%d}}", r->rank, r->tid,
+                      (long long)r->arg, r->level);
+    }
+}
+
+void tdm_prof_trace_open(tdm_strbuf *sb) { tdm_sb_puts(sb, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"); }
+void tdm_prof_trace_close(tdm_strbuf *sb) { tdm_sb_puts(sb, "\n]}\n"); }
+
+/* ---- reading ---- */
+
+typedef struct thread_name {
+    int64_t pid, tid;
+    const char *name;
+} thread_name;
+
+static int cmp_rec(const void *a, const void *b) {
+    const tdm_prof_rec *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank - y->rank;
+    if (x->t0_us != y->t0_us) return x->t0_us < y->t0_us ? -1 : 1;
+    return (x->t1_us < y->t1_us) - (x->t1_us > y->t1_us);
+}
+
+static int get_num(const tdm_json *o, const char *key, double *v) {
+    const tdm_json *x = tdm_json_get(o, key);
+    if (!x || x->type != TDM_JSON_NUMBER) return -1;
+    *v = x->num;
+    return 0;
+}
+
+int tdm_prof_trace_parse(const char *text, size_t len, const char *name, tdm_prof_trace *t, tdm_error *err) {
+    memset(t, 0, sizeof *t);
+    thread_name *tn = NULL;
+    t->doc = tdm_json_parse(text, len, name, err);
+    if (!t->doc) return -1;
+    const tdm_json *root = tdm_json_root(t->doc);
+    const tdm_json *ev = root->type == TDM_JSON_ARRAY ? root : tdm_json_get(root, "traceEvents");
+    if (!ev || ev->type != TDM_JSON_ARRAY) {
+        tdm_errorf(err, "%s: expected an object with a \"traceEvents\" array", name);
+        goto fail;
+    }
+    t->recs = tdm_xmalloc((ev->len + 1) * sizeof *t->recs);
+    tn = tdm_xmalloc((ev->len + 1) * sizeof *tn);
+    int64_t n_tn = 0;
+    int max_pid = -1;
+    for (size_t i = 0; i < ev->len; i++) { /* thread names first: they may follow events */
+        const tdm_json *e = ev->items[i];
+        if (e->type != TDM_JSON_OBJECT) {
+            tdm_errorf(err, "%s: traceEvents[%zu]: expected an object", name, i);
+            goto fail;
+        }
+        const tdm_json *ph = tdm_json_get(e, "ph"), *nm = tdm_json_get(e, "name");
+        if (!ph || ph->type != TDM_JSON_STRING || strcmp(ph->str, "M") || !nm || nm->type != TDM_JSON_STRING ||
+            strcmp(nm->str, "thread_name"))
+            continue;
+        double pid = 0, tid = 0;
+        const tdm_json *tname = tdm_json_get(tdm_json_get(e, "args"), "name");
+        if (get_num(e, "pid", &pid) || get_num(e, "tid", &tid) || !tname || tname->type != TDM_JSON_STRING) {
+            tdm_errorf(err, "%s: traceEvents[%zu]: thread_name needs pid, tid and args.name", name, i);
+            goto fail;
+        }
+        tn[n_tn++] = (thread_name){(int64_t)pid, (int64_t)tid, tname->str};
+    }
+    for (size_t i = 0; i < ev->len; i++) {
+        const tdm_json *e = ev->items[i];
+        const tdm_json *ph = tdm_json_get(e, "ph"), *nm = tdm_json_get(e, "name"), *cat = tdm_json_get(e, "cat");
+        if (!ph || ph->type != TDM_JSON_STRING) {
+            tdm_errorf(err, "%s: traceEvents[%zu]: expected a string \"ph\"", name, i);
+            goto fail;
+        }
+        int instant = !strcmp(ph->str, "i") || !strcmp(ph->str, "I");
+        if (strcmp(ph->str, "X") && !instant) continue;
+        double ts, dur = 0, pid = 0, tid = 0;
+        if (!nm || nm->type != TDM_JSON_STRING || get_num(e, "ts", &ts) || (!instant && get_num(e, "dur", &dur)) ||
+            get_num(e, "pid", &pid) || get_num(e, "tid", &tid) || dur < 0 || pid < 0 || pid > 1e6) {
+            tdm_errorf(err, "%s: traceEvents[%zu]: expected name, ts, pid, tid (and dur >= 0 for \"X\")", name, i);
+            goto fail;
+        }
+        tdm_prof_rec *r = &t->recs[t->n++];
+        int c = cat && cat->type == TDM_JSON_STRING ? tdm_prof_cat_from_name(cat->str) : -1;
+        double arg = -1, level = 0;
+        const tdm_json *args = tdm_json_get(e, "args");
+        get_num(args, "arg", &arg);
+        get_num(args, "level", &level);
+        const char *thread = "";
+        for (int64_t k = 0; k < n_tn; k++)
+            if (tn[k].pid == (int64_t)pid && tn[k].tid == (int64_t)tid) thread = tn[k].name;
+        *r = (tdm_prof_rec){.name = nm->str, .t0_us = ts, .t1_us = ts + dur, .arg = (int64_t)arg,
+                            .rank = (int32_t)pid, .tid = (int32_t)tid, .cat = (uint8_t)(c < 0 ? TDM_PROF_MARK : c),
+                            .thread_kind = (uint8_t)tdm_prof_thread_kind_of(thread), .instant = (uint8_t)instant,
+                            .level = (uint8_t)level};
+        if ((int)pid > max_pid) max_pid = (int)pid;
+    }
+    free(tn);
+    t->n_ranks = max_pid + 1;
+    qsort(t->recs, (size_t)t->n, sizeof *t->recs, cmp_rec);
+    return 0;
+fail:
+    free(tn);
+    tdm_prof_trace_free(t);
+    return -1;
+}
+
+int tdm_prof_trace_load(const char *path, size_t max_bytes, tdm_prof_trace *t, tdm_error *err) {
+    size_t len;
+    char *text = tdm_read_file(path, max_bytes, &len, err);
+    if (!text) {
+        memset(t, 0, sizeof *t);
+        return -1;
+    }
+    int rc = tdm_prof_trace_parse(text, len, path, t, err);
+    free(text);
+    return rc;
+}
+
+void tdm_prof_trace_free(tdm_prof_trace *t) {
+    if (t->doc) tdm_json_free(t->doc);
+    free(t->recs);
+    memset(t, 0, sizeof *t);
+}
+
+static void json_num(tdm_strbuf *sb, const char *key, double v) {
+    if (isfinite(v)) tdm_sb_printf(sb, "\"%s\":%.6g", key, v);
+    else tdm_sb_printf(sb, "\"%s\":null", key);
+}
+
+static void step_json(tdm_strbuf *sb, const tdm_prof_step_stats *s) {
+    tdm_sb_printf(sb, "{\"rank\":%d,\"step\":%lld,", s->rank, (long long)s->step);
+    json_num(sb, "step_ms", s->step_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "compute_ms", s->compute_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "comm_ms", s->comm_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "hidden_comm_ms", s->hidden_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "exposed_comm_ms", s->exposed_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "hideable_comm_ms", s->hideable_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "data_wait_ms", s->data_wait_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "wait_ms", s->wait_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "ideal_step_ms", s->ideal_step_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "overlap_efficiency", s->overlap_efficiency);
+    tdm_sb_putc(sb, '}');
+}
+
+void tdm_prof_trace_summarize(const tdm_prof_trace *t, tdm_strbuf *text, tdm_strbuf *json) {
+    tdm_prof_op_row *rows = tdm_xmalloc((size_t)(t->n + 1) * sizeof *rows);
+    int64_t n_rows = tdm_prof_op_summary(t->recs, t->n, rows);
+    tdm_prof_step_stats *steps = NULL;
+    int64_t n_steps = 0;
+    for (int r = 0; r < t->n_ranks; r++) {
+        int64_t k = tdm_prof_analyze_rank(t->recs, t->n, r, NULL, 0);
+        steps = tdm_xrealloc(steps, (size_t)(n_steps + k + 1) * sizeof *steps);
+        n_steps += tdm_prof_analyze_rank(t->recs, t->n, r, steps + n_steps, k);
+    }
+    if (text) {
+        tdm_prof_format_op_summary(text, rows, n_rows, t->n_ranks);
+        tdm_sb_putc(text, '\n');
+        tdm_prof_format_steps(text, steps, n_steps);
+    }
+    if (json) {
+        tdm_sb_puts(json, "{\"n_ranks\":");
+        tdm_sb_printf(json, "%d,\"steps\":[", t->n_ranks);
+        for (int64_t i = 0; i < n_steps; i++) {
+            if (i) tdm_sb_puts(json, ",\n");
+            step_json(json, &steps[i]);
+        }
+        tdm_prof_step_stats m;
+        tdm_prof_step_stats_mean(steps, n_steps, &m);
+        tdm_sb_puts(json, "],\n\"mean\":");
+        step_json(json, &m);
+        tdm_sb_puts(json, ",\n\"operators\":[");
+        for (int64_t i = 0; i < n_rows; i++) {
+            if (i) tdm_sb_puts(json, ",\n");
+            tdm_sb_puts(json, "{\"name\":");
+            tdm_sb_json_string(json, rows[i].name, strlen(rows[i].name));
+            tdm_sb_printf(json, ",\"cat\":\"%s\",\"count\":%lld,", tdm_prof_cat_name(rows[i].cat),
+                          (long long)rows[i].count);
+            json_num(json, "total_ms", rows[i].total_ms), tdm_sb_putc(json, ',');
+            json_num(json, "mean_ms", rows[i].mean_ms), tdm_sb_putc(json, ',');
+            json_num(json, "max_ms", rows[i].max_ms);
+            tdm_sb_putc(json, '}');
+        }
+        tdm_sb_puts(json, "]}");
+    }
+    free(rows);
+    free(steps);
+}

@@ -1,0 +1,193 @@
+/* Unit tests for src/prof/analysis.c: interval arithmetic and the per-step overlap
+ * analysis on hand-made event sets, whose answers are worked out by hand below. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "prof/analysis.h"
+#include "prof/prof.h"
+
+#define IV(a, b) ((tdm_prof_interval){(a), (b)})
+
+static void test_union(void) {
+    tdm_prof_interval v[] = {IV(5, 7), IV(0, 2), IV(1, 3), IV(3, 4), IV(6, 6), IV(10, 12), IV(11, 11.5)};
+    int64_t n = tdm_prof_intervals_union(v, 7);
+    CHECK(n == 3, "n = %lld", (long long)n);
+    CHECK(v[0].t0 == 0 && v[0].t1 == 4, "touching intervals merge: [%g,%g)", v[0].t0, v[0].t1);
+    CHECK(v[1].t0 == 5 && v[1].t1 == 7, "[%g,%g)", v[1].t0, v[1].t1);
+    CHECK(v[2].t0 == 10 && v[2].t1 == 12, "nested interval absorbed");
+    CHECK_NEAR(tdm_prof_intervals_length(v, n), 4 + 2 + 2, 1e-12);
+    CHECK(tdm_prof_intervals_union(v, 0) == 0, "empty union");
+}
+
+static void test_intersect_subtract(void) {
+    tdm_prof_interval a[] = {IV(0, 10), IV(20, 30)};
+    tdm_prof_interval b[] = {IV(5, 25), IV(28, 40)};
+    CHECK_NEAR(tdm_prof_intervals_intersect_length(a, 2, b, 2), 5 + 5 + 2, 1e-12);
+    tdm_prof_interval out[4];
+    int64_t n = tdm_prof_intervals_subtract(a, 2, b, 2, out);
+    CHECK(n == 2, "n = %lld", (long long)n);
+    CHECK(out[0].t0 == 0 && out[0].t1 == 5, "[%g,%g)", out[0].t0, out[0].t1);
+    CHECK(out[1].t0 == 25 && out[1].t1 == 28, "[%g,%g)", out[1].t0, out[1].t1);
+    /* a hole in the middle splits an interval */
+    tdm_prof_interval c[] = {IV(0, 10)}, d[] = {IV(2, 3), IV(4, 5)};
+    n = tdm_prof_intervals_subtract(c, 1, d, 2, out);
+    CHECK(n == 3 && out[1].t0 == 3 && out[1].t1 == 4 && out[2].t0 == 5 && out[2].t1 == 10, "n = %lld", (long long)n);
+    CHECK(tdm_prof_intervals_subtract(c, 1, NULL, 0, out) == 1 && out[0].t1 == 10, "minus nothing");
+    CHECK(tdm_prof_intervals_subtract(NULL, 0, d, 2, out) == 0, "nothing minus something");
+    CHECK_NEAR(tdm_prof_intervals_intersect_length(c, 1, NULL, 0), 0, 0);
+    tdm_prof_interval e[] = {IV(-5, 3), IV(8, 20)};
+    n = tdm_prof_intervals_clip(e, 2, 0, 10);
+    CHECK(n == 2 && e[0].t0 == 0 && e[1].t1 == 10, "clip");
+}
+
+/* A record on rank 0; times in µs. */
+static tdm_prof_rec R(int cat, int kind, const char *name, double t0, double t1) {
+    return (tdm_prof_rec){.name = name, .t0_us = t0, .t1_us = t1, .arg = -1, .rank = 0, .tid = kind,
+                          .cat = (uint8_t)cat, .thread_kind = (uint8_t)kind};
+}
+
+static void test_step_hidden_exposed(void) {
+    /* One 100 µs step: forward 0-30, backward 30-70 with two layers, optimizer 80-95.
+     * The compute thread waits for the last bucket 70-80 (inside "grad sync" phase 70-80).
+     * Comm thread: bucket 0 reduce 40-60 (hidden), bucket 1 reduce 65-80 (5 hidden, 10 exposed).
+     * Data wait 95-100 on the compute thread, and the loader works 0-100 (not compute). */
+    enum { C = TDM_PROF_THREAD_COMPUTE, M = TDM_PROF_THREAD_COMM, L = TDM_PROF_THREAD_LOADER };
+    tdm_prof_rec r[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 100),
+        R(TDM_PROF_PHASE, C, "forward", 0, 30),
+        R(TDM_PROF_PHASE, C, "backward", 30, 70),
+        R(TDM_PROF_LAYER, C, "layer 1", 30, 50), /* nested inside backward */
+        R(TDM_PROF_LAYER, C, "layer 0", 50, 70),
+        R(TDM_PROF_PHASE, C, "grad sync", 70, 80),
+        R(TDM_PROF_WAIT, C, "wait bucket", 70, 80),
+        R(TDM_PROF_PHASE, C, "optimizer", 80, 95),
+        R(TDM_PROF_DATA, C, "data wait", 95, 100),
+        R(TDM_PROF_COMM, M, "reduce_scatter", 40, 60),
+        R(TDM_PROF_COMM, M, "reduce_scatter", 65, 80),
+        R(TDM_PROF_WAIT, M, "comm idle", 0, 40), /* waits of other threads are not compute waits */
+        R(TDM_PROF_DATA, L, "decode", 0, 100),
+    };
+    r[0].arg = 7;
+    tdm_prof_step_stats s[2];
+    int64_t n = tdm_prof_analyze_rank(r, sizeof r / sizeof *r, 0, s, 2);
+    CHECK(n == 1, "steps = %lld", (long long)n);
+    CHECK(s[0].step == 7, "step id from the envelope's arg");
+    CHECK_NEAR(s[0].step_ms, 0.100, 1e-12);
+    CHECK_NEAR(s[0].compute_ms, 0.085, 1e-12);  /* 0-70 and 80-95 */
+    CHECK_NEAR(s[0].comm_ms, 0.035, 1e-12);
+    CHECK_NEAR(s[0].hidden_ms, 0.025, 1e-12);   /* 40-60 and 65-70 */
+    CHECK_NEAR(s[0].exposed_ms, 0.010, 1e-12);  /* 70-80 */
+    CHECK_NEAR(s[0].hideable_ms, 0.035, 1e-12);
+    CHECK_NEAR(s[0].ideal_step_ms, 0.090, 1e-12);
+    CHECK_NEAR(s[0].data_wait_ms, 0.005, 1e-12);
+    CHECK_NEAR(s[0].wait_ms, 0.010, 1e-12);
+    CHECK_NEAR(s[0].overlap_efficiency, 25.0 / 35.0, 1e-12);
+    /* other ranks' records are ignored */
+    CHECK(tdm_prof_analyze_rank(r, sizeof r / sizeof *r, 1, s, 2) == 0, "rank 1 has no steps");
+}
+
+static void test_overlapping_waits_and_threads(void) {
+    /* Two compute threads (tid 0 and 1) with overlapping compute, overlapping waits on
+     * both, and two comm threads whose transfers overlap each other: unions, not sums. */
+    enum { C = TDM_PROF_THREAD_COMPUTE, M = TDM_PROF_THREAD_COMM };
+    tdm_prof_rec r[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 50),
+        R(TDM_PROF_LAYER, C, "a", 0, 30),
+        R(TDM_PROF_LAYER, C, "b", 20, 40),
+        R(TDM_PROF_WAIT, C, "w1", 10, 15),
+        R(TDM_PROF_WAIT, C, "w2", 12, 18), /* overlaps w1: the union is 10-18 */
+        R(TDM_PROF_COMM, M, "x", 5, 25),
+        R(TDM_PROF_COMM, M, "y", 15, 45), /* overlaps x: comm busy 5-45 = 40 */
+        R(TDM_PROF_COMM, C, "inline allreduce", 45, 48), /* a collective on the compute thread */
+    };
+    r[2].tid = 1;
+    r[6].tid = 3;
+    tdm_prof_step_stats s;
+    CHECK(tdm_prof_analyze_rank(r, sizeof r / sizeof *r, 0, &s, 1) == 1, "one step");
+    /* compute: 0-40 minus waits 10-18 = 32 */
+    CHECK_NEAR(s.compute_ms * 1e3, 32, 1e-9);
+    /* comm: 5-45 and 45-48 touch: 43 */
+    CHECK_NEAR(s.comm_ms * 1e3, 43, 1e-9);
+    /* hidden: comm ∩ compute = 5-10, 18-40 = 27 */
+    CHECK_NEAR(s.hidden_ms * 1e3, 27, 1e-9);
+    CHECK_NEAR(s.exposed_ms * 1e3, 16, 1e-9);
+    CHECK_NEAR(s.wait_ms * 1e3, 8, 1e-9);
+    CHECK_NEAR(s.hideable_ms * 1e3, 32, 1e-9);
+    CHECK_NEAR(s.ideal_step_ms * 1e3, 50 - 5, 1e-9);
+}
+
+static void test_clipped_to_step_and_empty(void) {
+    enum { C = TDM_PROF_THREAD_COMPUTE, M = TDM_PROF_THREAD_COMM };
+    tdm_prof_rec r[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 10),
+        R(TDM_PROF_PHASE, C, "step", 10, 20),
+        R(TDM_PROF_PHASE, C, "forward", 5, 15), /* spans both steps */
+        R(TDM_PROF_COMM, M, "late", 18, 30),    /* runs past the step's end */
+    };
+    r[0].arg = 1, r[1].arg = 2;
+    tdm_prof_step_stats s[2];
+    CHECK(tdm_prof_analyze_rank(r, 4, 0, s, 2) == 2, "two steps");
+    CHECK_NEAR(s[0].compute_ms * 1e3, 5, 1e-9);
+    CHECK_NEAR(s[1].compute_ms * 1e3, 5, 1e-9);
+    CHECK_NEAR(s[1].comm_ms * 1e3, 2, 1e-9);
+    CHECK_NEAR(s[1].exposed_ms * 1e3, 2, 1e-9);
+    CHECK(isnan(s[0].overlap_efficiency), "no comm: efficiency undefined");
+    CHECK(s[1].overlap_efficiency == 0, "nothing hidden: 0");
+    tdm_prof_step_stats m;
+    tdm_prof_step_stats_mean(s, 2, &m);
+    CHECK_NEAR(m.compute_ms * 1e3, 5, 1e-9);
+    CHECK_NEAR(m.comm_ms * 1e3, 1, 1e-9);
+    /* empty sets */
+    CHECK(tdm_prof_analyze_rank(NULL, 0, 0, s, 2) == 0, "no records, no steps");
+    tdm_prof_step_stats_mean(s, 0, &m);
+    CHECK(m.step_ms == 0 && isnan(m.overlap_efficiency), "mean of nothing");
+    /* a step with nothing inside */
+    tdm_prof_rec only = R(TDM_PROF_PHASE, C, "step", 0, 10);
+    CHECK(tdm_prof_analyze_rank(&only, 1, 0, s, 1) == 1 && s[0].compute_ms == 0 && s[0].comm_ms == 0 &&
+              s[0].ideal_step_ms * 1e3 == 10,
+          "empty step");
+}
+
+static void test_op_summary(void) {
+    enum { C = TDM_PROF_THREAD_COMPUTE, M = TDM_PROF_THREAD_COMM };
+    tdm_prof_rec r[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 100),   R(TDM_PROF_LAYER, C, "mlp", 0, 10),
+        R(TDM_PROF_LAYER, C, "mlp", 10, 40),    R(TDM_PROF_WAIT, C, "mlp", 40, 41), /* same name, other cat */
+        R(TDM_PROF_COMM, M, "reduce", 0, 50),   R(TDM_PROF_MARK, C, "posted", 5, 5),
+    };
+    r[5].instant = 1;
+    tdm_prof_op_row rows[6];
+    int64_t n = tdm_prof_op_summary(r, 6, rows);
+    CHECK(n == 3, "rows = %lld (step envelope and instants excluded)", (long long)n);
+    CHECK(!strcmp(rows[0].name, "reduce") && rows[0].count == 1, "sorted by total");
+    CHECK(!strcmp(rows[1].name, "mlp") && rows[1].cat == TDM_PROF_LAYER && rows[1].count == 2, "mlp layer");
+    CHECK_NEAR(rows[1].total_ms, 0.040, 1e-12);
+    CHECK_NEAR(rows[1].mean_ms, 0.020, 1e-12);
+    CHECK_NEAR(rows[1].max_ms, 0.030, 1e-12);
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_prof_format_op_summary(&sb, rows, n, 1);
+    CHECK(strstr(sb.data, "cannot be added up into a step time") != NULL, "warning printed");
+    tdm_sb_free(&sb);
+}
+
+static void test_thread_kinds(void) {
+    CHECK(tdm_prof_thread_kind_of("comm") == TDM_PROF_THREAD_COMM, "comm");
+    CHECK(tdm_prof_thread_kind_of("loader 1") == TDM_PROF_THREAD_LOADER, "loader");
+    CHECK(tdm_prof_thread_kind_of("compute") == TDM_PROF_THREAD_COMPUTE, "compute");
+    CHECK(tdm_prof_thread_kind_of("thread 3") == TDM_PROF_THREAD_COMPUTE, "unnamed counts as compute");
+    CHECK(tdm_prof_cat_from_name(tdm_prof_cat_name(TDM_PROF_WAIT)) == TDM_PROF_WAIT, "cat names round-trip");
+}
+
+int main(void) {
+    RUN(test_union);
+    RUN(test_intersect_subtract);
+    RUN(test_step_hidden_exposed);
+    RUN(test_overlapping_waits_and_threads);
+    RUN(test_clipped_to_step_and_empty);
+    RUN(test_op_summary);
+    RUN(test_thread_kinds);
+    return TEST_SUMMARY();
+}
