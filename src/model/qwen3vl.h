@@ -60,6 +60,9 @@ void tdm_model_init_weights(tdm_model *m, uint64_t seed);
 /* Allocates activations and workspaces for the limits (once; reuse for every step). */
 int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *err);
 int64_t tdm_model_activation_bytes(const tdm_model *m);
+/* The bytes tdm_model_reserve would allocate for this config and these limits, computed
+ * without allocating anything (for memory plans of models too big to build here). */
+int64_t tdm_model_activation_bytes_for(const tdm_model_config *cfg, const tdm_model_limits *limits);
 
 void tdm_model_set_hooks(tdm_model *m, const tdm_param_hooks *hooks);
 
@@ -74,8 +77,11 @@ int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scal
 int tdm_model_forward(tdm_model *m, const tdm_batch *b, const int32_t *rows, int n_rows, float *logits,
                       tdm_fb_result *res, tdm_error *err);
 
-/* Model FLOPs of one forward+backward of this batch (matmuls and attention, counted
- * from the shapes; frozen parts counted as forward only). */
+/* Model FLOPs of one forward+backward of this batch, counted from the shapes: every
+ * matmul (2*m*n*k) and attention (QK^T, PV; 2x that again in backward) that actually
+ * runs: frozen weights get no weight-gradient product, and an input gradient is
+ * counted only where something upstream needs it; the lm_head only over counted rows
+ * (the fused loss skips ignored ones). Elementwise work is not counted. */
 double tdm_model_flops(const tdm_model *m, const tdm_batch *b);
 
 #endif

@@ -1,0 +1,184 @@
+/* decoder.c - the Qwen3 text decoder forward and backward: token embedding with the
+ * image-pad rows replaced by the vision merger output, decoder layers (RMSNorm, q/k
+ * projections with per-head q_norm/k_norm before M-RoPE, GQA causal attention per
+ * packed sample, SwiGLU MLP), DeepStack features added after the first layers, and
+ * the final norm. The loss (fused with lm_head) is driven from qwen3vl.c.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "kernels/kernels.h"
+#include "model/qwen3vl_impl.h"
+#include "prof/prof.h"
+
+static void add_into(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* DeepStack features that reach the decoder: feature j is added after layer j. */
+static int n_deepstack_used(const tdm_model *m, int n_image_rows) {
+    if (n_image_rows == 0) return 0;
+    int n = m->cfg.vision.n_deepstack;
+    return n < m->cfg.text.num_layers ? n : m->cfg.text.num_layers;
+}
+
+static void layer_forward(tdm_model *m, int l, float *out, const tdm_batch *b) {
+    const tdm_text_config *tc = &m->cfg.text;
+    model_acts *a = &m->a;
+    dec_layer_act *d = &a->lay[l];
+    const dec_layer_ix *ix = &m->dl[l];
+    int T = b->n_tokens, h = tc->hidden_size, nh = tc->num_heads, nkv = tc->num_kv_heads, hd = tc->head_dim;
+    int I = tc->intermediate_size, Q = nh * hd, KV = nkv * hd;
+    float eps = (float)tc->rms_norm_eps;
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->ln1, d->ln1_rstd, d->x, tdm_model_w(m, ix->in_norm), T, h, eps));
+    TDM_KERNEL("linear", tdm_linear_forward(d->q_raw, d->ln1, tdm_model_w(m, ix->q), NULL, T, h, Q));
+    TDM_KERNEL("linear", tdm_linear_forward(d->k_raw, d->ln1, tdm_model_w(m, ix->k), NULL, T, h, KV));
+    TDM_KERNEL("linear", tdm_linear_forward(d->v, d->ln1, tdm_model_w(m, ix->v), NULL, T, h, KV));
+    /* q_norm / k_norm over each head vector, then RoPE */
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->q, d->q_rstd, d->q_raw, tdm_model_w(m, ix->q_norm), T * nh, hd, eps));
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->k, d->k_rstd, d->k_raw, tdm_model_w(m, ix->k_norm), T * nkv, hd, eps));
+    TDM_KERNEL("rope", tdm_rope_forward(d->q, a->txt_rope_cos, a->txt_rope_sin, T, nh, hd));
+    TDM_KERNEL("rope", tdm_rope_forward(d->k, a->txt_rope_cos, a->txt_rope_sin, T, nkv, hd));
+    TDM_KERNEL("attention", tdm_attention_forward(d->att, d->lse, d->q, d->k, d->v, b->cu_seqlens, b->n_seqs, nh, nkv,
+                                                  hd, 1, 1.0f / sqrtf((float)hd), a->attn_ws));
+    TDM_KERNEL("linear", tdm_linear_forward(d->h, d->att, tdm_model_w(m, ix->o), NULL, T, Q, h));
+    add_into(d->h, d->x, (int64_t)T * h);
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->ln2, d->ln2_rstd, d->h, tdm_model_w(m, ix->post_norm), T, h, eps));
+    TDM_KERNEL("linear", tdm_linear_forward(d->gate, d->ln2, tdm_model_w(m, ix->gate), NULL, T, h, I));
+    TDM_KERNEL("linear", tdm_linear_forward(d->up, d->ln2, tdm_model_w(m, ix->up), NULL, T, h, I));
+    TDM_KERNEL("swiglu", tdm_swiglu_forward(d->act, d->gate, d->up, T, I));
+    TDM_KERNEL("linear", tdm_linear_forward(out, d->act, tdm_model_w(m, ix->down), NULL, T, I, h));
+    add_into(out, d->h, (int64_t)T * h);
+}
+
+/* g [T,h]: gradient of the layer output on entry, of the layer input on return.
+ * Weight gradients only where trainable (NULL pointers make the kernels skip them). */
+static void layer_backward(tdm_model *m, int l, float *g, const tdm_batch *b) {
+    const tdm_text_config *tc = &m->cfg.text;
+    model_acts *a = &m->a;
+    dec_layer_act *d = &a->lay[l];
+    const dec_layer_ix *ix = &m->dl[l];
+    int T = b->n_tokens, h = tc->hidden_size, nh = tc->num_heads, nkv = tc->num_kv_heads, hd = tc->head_dim;
+    int I = tc->intermediate_size, Q = nh * hd, KV = nkv * hd;
+    int64_t Th = (int64_t)T * h;
+    /* MLP: out = h + down(silu(gate(ln2)) * up(ln2)) */
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->dI1, tdm_model_gradp(m, ix->down), NULL, g, d->act,
+                                                tdm_model_w(m, ix->down), T, I, h));
+    tdm_model_grad_ready(m, ix->down);
+    TDM_KERNEL("swiglu_bw", tdm_swiglu_backward(a->dI2, a->dI3, a->dI1, d->gate, d->up, T, I));
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt, tdm_model_gradp(m, ix->gate), NULL, a->dI2, d->ln2,
+                                                tdm_model_w(m, ix->gate), T, h, I));
+    tdm_model_grad_ready(m, ix->gate);
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->up), NULL, a->dI3, d->ln2,
+                                                tdm_model_w(m, ix->up), T, h, I));
+    tdm_model_grad_ready(m, ix->up);
+    add_into(a->gt, a->gt2, Th);
+    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->gt2, tdm_model_gradp(m, ix->post_norm), a->gt, d->h, d->ln2_rstd,
+                                                  tdm_model_w(m, ix->post_norm), T, h));
+    tdm_model_grad_ready(m, ix->post_norm);
+    add_into(g, a->gt2, Th); /* g = d h */
+    /* attention: h = x + o(attn(rope(q_norm(q)), rope(k_norm(k)), v)) */
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->datt, tdm_model_gradp(m, ix->o), NULL, g, d->att,
+                                                tdm_model_w(m, ix->o), T, Q, h));
+    tdm_model_grad_ready(m, ix->o);
+    TDM_KERNEL("attention_bw", tdm_attention_backward(a->dq, a->dk, a->dv, a->datt, d->q, d->k, d->v, d->att, d->lse,
+                                                      b->cu_seqlens, b->n_seqs, nh, nkv, hd, 1,
+                                                      1.0f / sqrtf((float)hd), a->attn_ws));
+    TDM_KERNEL("rope_bw", tdm_rope_backward(a->dq, a->txt_rope_cos, a->txt_rope_sin, T, nh, hd));
+    TDM_KERNEL("rope_bw", tdm_rope_backward(a->dk, a->txt_rope_cos, a->txt_rope_sin, T, nkv, hd));
+    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->dqr, tdm_model_gradp(m, ix->q_norm), a->dq, d->q_raw, d->q_rstd,
+                                                  tdm_model_w(m, ix->q_norm), T * nh, hd));
+    tdm_model_grad_ready(m, ix->q_norm);
+    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->dkr, tdm_model_gradp(m, ix->k_norm), a->dk, d->k_raw, d->k_rstd,
+                                                  tdm_model_w(m, ix->k_norm), T * nkv, hd));
+    tdm_model_grad_ready(m, ix->k_norm);
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt, tdm_model_gradp(m, ix->q), NULL, a->dqr, d->ln1,
+                                                tdm_model_w(m, ix->q), T, h, Q));
+    tdm_model_grad_ready(m, ix->q);
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->k), NULL, a->dkr, d->ln1,
+                                                tdm_model_w(m, ix->k), T, h, KV));
+    tdm_model_grad_ready(m, ix->k);
+    add_into(a->gt, a->gt2, Th);
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->v), NULL, a->dv, d->ln1,
+                                                tdm_model_w(m, ix->v), T, h, KV));
+    tdm_model_grad_ready(m, ix->v);
+    add_into(a->gt, a->gt2, Th);
+    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->gt2, tdm_model_gradp(m, ix->in_norm), a->gt, d->x, d->ln1_rstd,
+                                                  tdm_model_w(m, ix->in_norm), T, h));
+    tdm_model_grad_ready(m, ix->in_norm);
+    add_into(g, a->gt2, Th); /* g = d x */
+}
+
+void tdm_decoder_forward(tdm_model *m, const tdm_batch *b, int n_image_rows) {
+    const tdm_text_config *tc = &m->cfg.text;
+    model_acts *a = &m->a;
+    int T = b->n_tokens, h = tc->hidden_size, L = tc->num_layers;
+    int O = m->cfg.vision.out_hidden_size;
+    uint64_t t0;
+    float *x0 = L > 0 ? a->lay[0].x : a->x_final;
+
+    tdm_model_unit_begin(m, m->u_embed, 0, &t0);
+    int r = 0;
+    for (int i = 0; i < T; i++) {
+        int is_image = b->input_ids[i] == m->cfg.image_token_id;
+        a->embed_ids[i] = is_image ? -1 : b->input_ids[i];
+        if (is_image) a->image_rows[r++] = i;
+    }
+    TDM_KERNEL("embedding", tdm_embedding_forward(x0, tdm_model_w(m, m->embed), a->embed_ids, T, h));
+    /* masked_scatter: image-pad row r takes merged vision row r */
+    for (r = 0; r < n_image_rows; r++)
+        memcpy(x0 + (int64_t)a->image_rows[r] * h, a->merger.out + (int64_t)r * O, sizeof(float) * h);
+    tdm_model_unit_end(m, m->u_embed, 0, t0);
+
+    int nds = n_deepstack_used(m, n_image_rows);
+    for (int l = 0; l < L; l++) {
+        tdm_model_unit_begin(m, m->u_layer0 + l, 0, &t0);
+        float *out = l + 1 < L ? a->lay[l + 1].x : a->x_final;
+        layer_forward(m, l, out, b);
+        if (l < nds) { /* DeepStack: feature l joins the image rows of layer l's output */
+            const float *f = a->ds[l].out;
+            for (r = 0; r < n_image_rows; r++) add_into(out + (int64_t)a->image_rows[r] * h, f + (int64_t)r * O, h);
+        }
+        tdm_model_unit_end(m, m->u_layer0 + l, 0, t0);
+    }
+    tdm_model_unit_begin(m, m->u_norm, 0, &t0);
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(a->fin, a->fin_rstd, a->x_final, tdm_model_w(m, m->final_norm), T, h,
+                                              (float)tc->rms_norm_eps));
+    tdm_model_unit_end(m, m->u_norm, 0, t0);
+}
+
+void tdm_decoder_backward(tdm_model *m, const tdm_batch *b, int n_image_rows, int need_vision) {
+    const tdm_text_config *tc = &m->cfg.text;
+    model_acts *a = &m->a;
+    int T = b->n_tokens, h = tc->hidden_size, L = tc->num_layers, O = m->cfg.vision.out_hidden_size;
+    uint64_t t0;
+    tdm_model_unit_begin(m, m->u_norm, 1, &t0);
+    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->g, tdm_model_gradp(m, m->final_norm), a->dh, a->x_final,
+                                                  a->fin_rstd, tdm_model_w(m, m->final_norm), T, h));
+    tdm_model_grad_ready(m, m->final_norm);
+    tdm_model_unit_end(m, m->u_norm, 1, t0);
+
+    int nds = n_deepstack_used(m, n_image_rows);
+    if (need_vision) /* features past the last layer never reached the loss */
+        memset(a->dfeat, 0, sizeof(float) * (size_t)m->cfg.vision.n_deepstack * n_image_rows * O);
+    for (int l = L - 1; l >= 0; l--) {
+        tdm_model_unit_begin(m, m->u_layer0 + l, 1, &t0);
+        if (need_vision && l < nds) { /* the DeepStack add's backward is a gather */
+            float *df = a->dfeat + (int64_t)l * n_image_rows * O;
+            for (int r = 0; r < n_image_rows; r++)
+                memcpy(df + (int64_t)r * O, a->g + (int64_t)a->image_rows[r] * h, sizeof(float) * h);
+        }
+        layer_backward(m, l, a->g, b);
+        tdm_model_unit_end(m, m->u_layer0 + l, 1, t0);
+    }
+
+    tdm_model_unit_begin(m, m->u_embed, 1, &t0);
+    float *dE = tdm_model_gradp(m, m->embed);
+    if (dE) TDM_KERNEL("embedding_bw", tdm_embedding_backward(dE, a->g, a->embed_ids, T, h));
+    tdm_model_grad_ready(m, m->embed);
+    if (need_vision)
+        for (int r = 0; r < n_image_rows; r++)
+            memcpy(a->dmerge + (int64_t)r * O, a->g + (int64_t)a->image_rows[r] * h, sizeof(float) * h);
+    tdm_model_unit_end(m, m->u_embed, 1, t0);
+}
