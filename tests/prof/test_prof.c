@@ -1,0 +1,208 @@
+/* Unit tests for the profiler's recording side, tool config and Chrome traces:
+ * events land in per-thread buffers only while recording, nesting is kept, a full
+ * buffer counts drops, and the trace written for them parses back (core/json.h) into
+ * the same events with every interval closed. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/strbuf.h"
+#include "harness.h"
+#include "prof/profiler.h"
+#include "prof/trace.h"
+
+static void test_off_records_nothing(void) {
+    tdm_prof_record_start(1, 64);
+    tdm_prof_record_stop();
+    CHECK(!tdm_prof_on(0), "off after stop");
+    tdm_prof_begin(TDM_PROF_PHASE, 0, "forward", -1);
+    tdm_prof_end(TDM_PROF_PHASE, 0);
+    tdm_prof_instant(TDM_PROF_MARK, 0, "x", 1);
+    tdm_prof_collection c;
+    tdm_prof_collect(&c);
+    CHECK(c.n_events == 0, "events = %lld", (long long)c.n_events);
+    tdm_prof_collection_free(&c);
+}
+
+static void test_levels_and_nesting(void) {
+    tdm_prof_thread_name("compute");
+    tdm_prof_record_start(1, 64);
+    tdm_prof_begin(TDM_PROF_PHASE, 0, "backward", 3);
+    tdm_prof_begin(TDM_PROF_LAYER, 1, "layer 0", 0);
+    tdm_prof_begin(TDM_PROF_KERNEL, 2, "matmul", -1); /* above the level: not recorded */
+    tdm_prof_end(TDM_PROF_KERNEL, 2);
+    tdm_prof_end(TDM_PROF_LAYER, 1);
+    tdm_prof_instant(TDM_PROF_MARK, 1, "bucket posted", 5);
+    tdm_prof_end(TDM_PROF_PHASE, 0);
+    tdm_prof_end(TDM_PROF_PHASE, 0); /* unbalanced extra end: ignored */
+    tdm_prof_complete(TDM_PROF_COMM, 1, "reduce", 10, 20, 2);
+    tdm_prof_record_stop();
+    tdm_prof_collection c;
+    tdm_prof_collect(&c);
+    CHECK(c.n_events == 4, "events = %lld", (long long)c.n_events);
+    const tdm_prof_event *bw = NULL, *l0 = NULL, *mk = NULL;
+    for (int64_t i = 0; i < c.n_events; i++) {
+        if (!strcmp(c.events[i].name, "backward")) bw = &c.events[i];
+        if (!strcmp(c.events[i].name, "layer 0")) l0 = &c.events[i];
+        if (!strcmp(c.events[i].name, "bucket posted")) mk = &c.events[i];
+        CHECK(strcmp(c.events[i].name, "matmul") != 0, "level 2 event recorded at level 1");
+    }
+    CHECK(bw && l0 && mk, "all present");
+    if (bw && l0 && mk) {
+        CHECK(bw->t0_ns <= l0->t0_ns && l0->t1_ns <= bw->t1_ns, "layer nested inside backward");
+        CHECK(bw->arg == 3 && l0->cat == TDM_PROF_LAYER && mk->instant && mk->arg == 5, "fields kept");
+        CHECK(!strcmp(c.threads[bw->tid].name, "compute"), "thread name");
+    }
+    CHECK(c.events[0].t0_ns == 10, "sorted by start: the complete event at t=10 ns comes first");
+    tdm_prof_collection_free(&c);
+}
+
+static void test_buffer_full_counts_drops(void) {
+    tdm_prof_record_start(0, 16);
+    for (int i = 0; i < 100; i++) tdm_prof_instant(TDM_PROF_MARK, 0, "tick", i);
+    tdm_prof_record_stop();
+    tdm_prof_collection c;
+    tdm_prof_collect(&c);
+    CHECK(c.n_events == 16, "kept %lld", (long long)c.n_events);
+    int64_t dropped = 0;
+    for (int i = 0; i < c.n_threads; i++) dropped += c.threads[i].dropped;
+    CHECK(dropped == 84, "dropped %lld", (long long)dropped);
+    tdm_prof_collection_free(&c);
+    /* a new recording starts empty, with the new capacity */
+    tdm_prof_record_start(0, 1000);
+    for (int i = 0; i < 100; i++) tdm_prof_instant(TDM_PROF_MARK, 0, "tick", i);
+    tdm_prof_record_stop();
+    tdm_prof_collect(&c);
+    CHECK(c.n_events == 100, "kept %lld", (long long)c.n_events);
+    tdm_prof_collection_free(&c);
+}
+
+static void *comm_thread(void *p) {
+    (void)p;
+    tdm_prof_thread_name("comm");
+    for (int i = 0; i < 50; i++) {
+        tdm_prof_begin(TDM_PROF_COMM, 1, "reduce_scatter", i);
+        tdm_prof_end(TDM_PROF_COMM, 1);
+    }
+    return NULL;
+}
+
+static void test_threads_and_trace_roundtrip(void) {
+    tdm_prof_record_start(1, 1 << 12);
+    uint64_t t0 = tdm_now_ns();
+    pthread_t th;
+    pthread_create(&th, NULL, comm_thread, NULL);
+    for (int i = 0; i < 50; i++) {
+        tdm_prof_begin(TDM_PROF_LAYER, 1, "layer \"q\"\n", i); /* a name that needs escaping */
+        tdm_prof_end(TDM_PROF_LAYER, 1);
+    }
+    pthread_join(th, NULL);
+    tdm_prof_complete(TDM_PROF_PHASE, 0, "step", t0, tdm_now_ns(), 1);
+    tdm_prof_record_stop();
+    tdm_prof_collection c;
+    tdm_prof_collect(&c);
+    c.origin_ns = t0;
+    CHECK(c.n_events == 101, "events = %lld", (long long)c.n_events);
+    int64_t n;
+    tdm_prof_rec *recs = tdm_prof_recs_from_collection(&c, 3, &n);
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_prof_trace_open(&sb);
+    int first = 1;
+    tdm_prof_trace_append_rank(&sb, 3, c.threads, c.n_threads, recs, n, &first);
+    tdm_prof_trace_close(&sb);
+    tdm_prof_trace t;
+    tdm_error err;
+    int rc = tdm_prof_trace_parse(sb.data, sb.len, "trace.json", &t, &err);
+    CHECK(rc == 0, "trace is valid JSON: %s", err.msg);
+    if (rc == 0) {
+        CHECK(t.n == n, "all %lld events read back (%lld)", (long long)n, (long long)t.n);
+        CHECK(t.n_ranks == 4, "pid = rank");
+        int comm = 0, layers = 0, balanced = 1;
+        for (int64_t i = 0; i < t.n; i++) {
+            if (t.recs[i].t1_us < t.recs[i].t0_us) balanced = 0;
+            if (t.recs[i].thread_kind == TDM_PROF_THREAD_COMM && t.recs[i].cat == TDM_PROF_COMM) comm++;
+            if (!strcmp(t.recs[i].name, "layer \"q\"\n")) layers++;
+        }
+        CHECK(comm == 50 && layers == 50, "comm %d on the comm track, layers %d", comm, layers);
+        CHECK(balanced, "every event has dur >= 0");
+        tdm_strbuf text, json;
+        tdm_sb_init(&text);
+        tdm_sb_init(&json);
+        tdm_prof_trace_summarize(&t, &text, &json);
+        CHECK(strstr(text.data, "reduce_scatter") != NULL, "summary lists the collective");
+        tdm_json_doc *d = tdm_json_parse(json.data, json.len, "analysis", &err);
+        CHECK(d != NULL, "analysis JSON parses: %s", err.msg);
+        if (d) {
+            const tdm_json *steps = tdm_json_get(tdm_json_root(d), "steps");
+            CHECK(steps && steps->len == 1, "one step analysed");
+            tdm_json_free(d);
+        }
+        tdm_sb_free(&text);
+        tdm_sb_free(&json);
+        tdm_prof_trace_free(&t);
+    }
+    /* balanced "B"/"E" style is not produced: only complete "X" events */
+    CHECK(strstr(sb.data, "\"ph\":\"B\"") == NULL, "complete events only");
+    tdm_sb_free(&sb);
+    free(recs);
+    tdm_prof_collection_free(&c);
+}
+
+static void test_trace_errors(void) {
+    tdm_prof_trace t;
+    tdm_error err;
+    const char *bad[] = {"{\"traceEvents\": 3}", "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\"}]}",
+                         "{\"traceEvents\": [1]}", "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,"
+                                                   "\"dur\":-1,\"pid\":0,\"tid\":0}]}", "[{"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK(tdm_prof_trace_parse(bad[i], strlen(bad[i]), "x.json", &t, &err) != 0, "accepted %s", bad[i]);
+        CHECK(strstr(err.msg, "x.json") != NULL, "error names the file: %s", err.msg);
+    }
+}
+
+static void test_config(void) {
+    tdm_prof_config cfg;
+    tdm_error err;
+    const char *ok = "{\"profile\": {\"enable\": true, \"ranks\": [-1], \"start_step\": 3, \"end_step\": 5,"
+                     " \"level\": 1, \"save_path\": \"./prof_out\"}, \"other_tool\": {}}";
+    CHECK(tdm_prof_config_parse(ok, strlen(ok), "tools.json", &cfg, &err) == 0, "%s", err.msg);
+    CHECK(cfg.enable && cfg.all_ranks && cfg.start_step == 3 && cfg.end_step == 5 && cfg.level == 1 &&
+              !strcmp(cfg.save_path, "./prof_out"),
+          "fields");
+    const char *top = "{\"enable\": true, \"ranks\": [0, 1], \"level\": 2}";
+    CHECK(tdm_prof_config_parse(top, strlen(top), "t.json", &cfg, &err) == 0, "%s", err.msg);
+    CHECK(!cfg.all_ranks && cfg.n_ranks == 2 && cfg.ranks[1] == 1 && cfg.level == 2, "top-level object");
+    struct {
+        const char *text, *field;
+    } bad[] = {
+        {"{\"profile\": {\"level\": 3}}", "profile.level"},
+        {"{\"profile\": {\"enable\": 1}}", "profile.enable"},
+        {"{\"profile\": {\"ranks\": []}}", "profile.ranks"},
+        {"{\"profile\": {\"ranks\": [\"a\"]}}", "profile.ranks"},
+        {"{\"profile\": {\"start_step\": 5, \"end_step\": 3}}", "profile.end_step"},
+        {"{\"profile\": {\"start_step\": 0}}", "profile.start_step"},
+        {"{\"profile\": {\"save_path\": \"\"}}", "profile.save_path"},
+        {"{\"level\": -1}", "level"},
+        {"{\"profile\": 3}", "profile"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = tdm_prof_config_parse(bad[i].text, strlen(bad[i].text), "tools.json", &cfg, &err);
+        CHECK(rc != 0, "accepted %s", bad[i].text);
+        CHECK(rc != 0 && strstr(err.msg, "tools.json") && strstr(err.msg, bad[i].field), "message '%s' lacks %s",
+              err.msg, bad[i].field);
+    }
+    CHECK(tdm_prof_config_load("/nonexistent/tools.json", &cfg, &err) != 0 && strstr(err.msg, "/nonexistent"),
+          "missing file named");
+}
+
+int main(void) {
+    RUN(test_off_records_nothing);
+    RUN(test_levels_and_nesting);
+    RUN(test_buffer_full_counts_drops);
+    RUN(test_threads_and_trace_roundtrip);
+    RUN(test_trace_errors);
+    RUN(test_config);
+    return TEST_SUMMARY();
+}
