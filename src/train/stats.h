@@ -1,0 +1,39 @@
+/* stats.h - the statistics of the A/B report: means, medians, a bootstrap confidence
+ * interval of the relative change, and the plain sentence that goes with it.
+ * Pure functions, no allocation visible to the caller, deterministic (core/rng.h). */
+#ifndef TDM_TRAIN_STATS_H
+#define TDM_TRAIN_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+double tdm_stats_mean(const double *x, int64_t n);    /* NaN for n == 0 */
+double tdm_stats_median(const double *x, int64_t n);  /* NaN for n == 0; x is not modified */
+double tdm_stats_stddev(const double *x, int64_t n);  /* sample (n - 1) standard deviation */
+/* Quantile q in [0, 1] of sorted data, linear interpolation between order statistics. */
+double tdm_stats_quantile_sorted(const double *sorted, int64_t n, double q);
+
+/* (candidate - baseline) / baseline, in percent. */
+double tdm_stats_rel_change_pct(double baseline, double candidate);
+
+typedef struct tdm_stats_ci {
+    double change_pct;   /* relative change of the means, % */
+    double lo_pct, hi_pct;
+    int resamples;
+} tdm_stats_ci;
+
+/* 95% percentile-bootstrap interval of the relative change of the mean of b (the
+ * candidate) against the mean of a (the baseline): each resample draws na values of a
+ * and nb of b with replacement, `resamples` times, from the counter-based generator
+ * under `seed`, so the same inputs always give the same interval. Returns -1 when a
+ * side is empty or the baseline mean is not positive. */
+int tdm_stats_bootstrap_rel_change(const double *a, int64_t na, const double *b, int64_t nb, int resamples,
+                                   uint64_t seed, tdm_stats_ci *ci);
+
+/* One sentence about the interval, e.g. "The difference is inside the noise: the 95%
+ * interval [-1.2%, +0.8%] contains 0." or "The mean step time is lower by 9.2% (95% interval
+ * [-10.1%, -8.3%]): the interval excludes 0." `what` names the quantity in lower case ("mean step time").
+ * Writes at most cap bytes. */
+void tdm_stats_noise_sentence(const tdm_stats_ci *ci, const char *what, char *out, size_t cap);
+
+#endif
