@@ -36,6 +36,9 @@ char *tdm_tokenizer_decode(const tdm_tokenizer *t, const int32_t *ids, size_t n)
 
 /* The id of a token string (vocabulary entry or added token), or -1. */
 int32_t tdm_tokenizer_token_id(const tdm_tokenizer *t, const char *token);
+/* The token string of an id as tokenizer.json writes it (byte-level form for
+ * vocabulary entries, the content for added tokens), or NULL for an unused id. */
+const char *tdm_tokenizer_id_token(const tdm_tokenizer *t, int32_t id);
 /* Number of ids (vocabulary plus added tokens: max id + 1). */
 int tdm_tokenizer_vocab_size(const tdm_tokenizer *t);
 

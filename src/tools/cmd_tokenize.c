@@ -1,0 +1,141 @@
+/* cmd_tokenize.c - `tandem tokenize`: encode (or decode) stdin line by line.
+ *
+ * Lines are split on '\n' only; the newline is not part of the line, and a last line
+ * without one still counts. Encoding prints each line's ids space-separated; decoding
+ * reads space-separated ids and prints the text. One output line per input line.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/tokenizer.h"
+#include "tools/commands.h"
+
+#define MAX_LINE_BYTES ((size_t)16 << 20)
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: tandem tokenize --tokenizer FILE [--decode] < in > out\n"
+            "  Reads UTF-8 lines on stdin and prints each line's token ids, space-separated.\n"
+            "  Special tokens written in the text (<|im_start|>, ...) are recognised.\n"
+            "  --tokenizer FILE  a Hugging Face byte-level BPE tokenizer.json\n"
+            "  --decode          read lines of space-separated ids and print their text\n");
+}
+
+static void put_int(FILE *out, int32_t v) {
+    char buf[16];
+    int n = 0;
+    do {
+        buf[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n) fputc(buf[--n], out);
+}
+
+static int decode_line(const tdm_tokenizer *t, const char *line, size_t lineno, tdm_ids *ids, FILE *out) {
+    ids->len = 0;
+    const char *p = line;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || (*end && *end != ' ' && *end != '\t' && *end != '\r')) {
+            fprintf(stderr, "tandem tokenize: stdin line %zu: expected space-separated token ids, got \"%.40s\"\n",
+                    lineno, p);
+            return -1;
+        }
+        if (v < 0 || v > INT32_MAX || !tdm_tokenizer_id_token(t, (int32_t)v)) {
+            fprintf(stderr, "tandem tokenize: stdin line %zu: id %ld is not in the tokenizer (ids are 0..%d)\n", lineno,
+                    v, tdm_tokenizer_vocab_size(t) - 1);
+            return -1;
+        }
+        tdm_ids_push(ids, (int32_t)v);
+        p = end;
+    }
+    char *text = tdm_tokenizer_decode(t, ids->data, ids->len);
+    fputs(text, out);
+    fputc('\n', out);
+    free(text);
+    return 0;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *path = NULL;
+    int decode = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) {
+            path = argv[++i];
+        } else if (!strcmp(argv[i], "--decode")) {
+            decode = 1;
+        } else {
+            fprintf(stderr, "tandem tokenize: unexpected argument '%s' (tandem tokenize --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "tandem tokenize: --tokenizer FILE is required (a tokenizer.json)\n");
+        return 2;
+    }
+    tdm_error err;
+    tdm_tokenizer *t = tdm_tokenizer_load(path, &err);
+    if (!t) {
+        fprintf(stderr, "tandem tokenize: %s\n", err.msg);
+        return 1;
+    }
+    char *line = NULL;
+    size_t cap = 0, lineno = 0;
+    ssize_t n;
+    tdm_ids ids = {0};
+    int rc = 0;
+    while ((n = getline(&line, &cap, stdin)) >= 0) {
+        lineno++;
+        if (n > 0 && line[n - 1] == '\n') line[--n] = 0;
+        if ((size_t)n > MAX_LINE_BYTES) {
+            fprintf(stderr, "tandem tokenize: stdin line %zu is %zd bytes; lines may be at most %zu bytes\n", lineno, n,
+                    MAX_LINE_BYTES);
+            rc = 1;
+            break;
+        }
+        if (decode) {
+            if (memchr(line, 0, (size_t)n)) {
+                fprintf(stderr, "tandem tokenize: stdin line %zu: expected token ids, found a NUL byte\n", lineno);
+                rc = 1;
+                break;
+            }
+            if (decode_line(t, line, lineno, &ids, stdout) != 0) {
+                rc = 1;
+                break;
+            }
+            continue;
+        }
+        ids.len = 0;
+        if (tdm_tokenizer_encode(t, line, (size_t)n, &ids, &err) != 0) {
+            fprintf(stderr, "tandem tokenize: stdin line %zu: %s\n", lineno, err.msg);
+            rc = 1;
+            break;
+        }
+        for (size_t i = 0; i < ids.len; i++) {
+            if (i) fputc(' ', stdout);
+            put_int(stdout, ids.data[i]);
+        }
+        fputc('\n', stdout);
+    }
+    if (rc == 0 && ferror(stdin)) {
+        fprintf(stderr, "tandem tokenize: cannot read stdin: %s\n", strerror(errno));
+        rc = 1;
+    }
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "tandem tokenize: cannot write stdout: %s\n", strerror(errno));
+        rc = 1;
+    }
+    free(line);
+    tdm_ids_free(&ids);
+    tdm_tokenizer_free(t);
+    return rc;
+}
