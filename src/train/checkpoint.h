@@ -1,0 +1,99 @@
+/* checkpoint.h - Megatron-style checkpoint directories, written atomically.
+ *
+ *   <save>/latest_checkpointed_iteration.txt   "10\n": the last COMPLETE checkpoint
+ *   <save>/iter_0000010/
+ *       config.json             copy of the model's config.json
+ *       model.safetensors       every parameter, fp32, Hugging Face names (frozen ones too),
+ *                               loadable by any safetensors reader and by `tandem ... --load`
+ *       optimizer.safetensors   Adam state in parameter shape: "exp_avg.<name>" and
+ *                               "exp_avg_sq.<name>" for every trainable parameter, gathered
+ *                               from the shards, so it loads at any dp with or without the
+ *                               distributed optimizer (absent when saved without optimizer)
+ *       trainer_state.json      iteration, consumed samples, scheduler, seed, Adam step,
+ *                               dp and optimizer kind at save time, argument and model
+ *                               fingerprints, and an XXH3 checksum and size of each file
+ *
+ * Atomicity: everything is written into <save>/iter_0000010.tmp.<pid>/ (each file
+ * fsynced), the directory is fsynced and renamed to iter_0000010, <save> is fsynced,
+ * and only then is the tracker replaced atomically (core/fs.h). A crash at any point
+ * leaves the previous checkpoint complete and the tracker pointing at it; leftover
+ * *.tmp.* directories are ignored by loading.
+ *
+ * Loading checks the tracker, the files' sizes and checksums (a truncated or corrupted
+ * file is refused before any tensor is used) and the model's tensor names and shapes.
+ */
+#ifndef TDM_CHECKPOINT_H
+#define TDM_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "model/params.h"
+#include "model/safetensors.h"
+
+#define TDM_CKPT_TRACKER "latest_checkpointed_iteration.txt"
+#define TDM_CKPT_FORMAT_VERSION 1
+
+/* The trainer's state, trainer_state.json. */
+typedef struct tdm_ckpt_state {
+    int64_t iteration;
+    int64_t consumed_samples;
+    int64_t scheduler_num_steps;   /* samples the LR scheduler has counted */
+    double lr, min_lr;             /* the schedule's peak and floor at save time (informational) */
+    char lr_decay_style[24];
+    uint64_t seed;
+    int64_t adam_step;             /* Adam's bias-correction step count */
+    int dp;                        /* data-parallel size at save time */
+    int distributed_optimizer;     /* optimizer kind at save time */
+    int has_optimizer;             /* optimizer.safetensors present */
+    uint64_t args_fingerprint;     /* tdm_train_args_fingerprint */
+    uint64_t model_fingerprint;    /* tdm_ckpt_model_fingerprint of the table */
+} tdm_ckpt_state;
+
+/* What to save. The caller (rank 0) has gathered the optimizer state into parameter shape. */
+typedef struct tdm_ckpt_save_spec {
+    const char *config_json_path;  /* copied into the checkpoint (may be NULL) */
+    const tdm_param_table *params; /* weights: every tensor's data */
+    const float *const *exp_avg;   /* [params->n]: m in parameter shape, NULL for frozen; NULL = no optimizer */
+    const float *const *exp_avg_sq;/* [params->n]: v likewise */
+    const tdm_ckpt_state *state;
+} tdm_ckpt_save_spec;
+
+/* Writes <save_dir>/iter_XXXXXXX atomically and then the tracker (see above); the
+ * directory's path is written to out_dir[cap] when out_dir != NULL. Saving the
+ * iteration the tracker already names replaces that checkpoint. Not collective:
+ * rank 0 calls it. */
+int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *out_dir, size_t cap, tdm_error *err);
+
+/* The iteration directory `load` stands for: `load` itself when it holds a
+ * trainer_state.json, else <load>/iter_XXXXXXX named by its tracker. Errors: no
+ * tracker, a tracker that does not hold an iteration number, a missing directory. */
+int tdm_ckpt_resolve(const char *load, char *iter_dir, size_t cap, tdm_error *err);
+
+/* An opened checkpoint: state read, files verified. */
+typedef struct tdm_ckpt {
+    char dir[4096];
+    tdm_ckpt_state state;
+    tdm_safetensors *model;     /* model.safetensors */
+    tdm_safetensors *optimizer; /* optimizer.safetensors, NULL when has_optimizer == 0 */
+} tdm_ckpt;
+
+/* Resolves, reads trainer_state.json, verifies every file's size and checksum, opens
+ * the safetensors files. */
+int tdm_ckpt_open(const char *load, tdm_ckpt *ck, tdm_error *err);
+void tdm_ckpt_close(tdm_ckpt *ck);
+
+/* Loads the weights into the table (data bound). Refuses a checkpoint of another model
+ * shape with a sentence naming the first tensor that differs. */
+int tdm_ckpt_load_weights(tdm_ckpt *ck, tdm_param_table *t, tdm_error *err);
+
+/* Reads the Adam state of trainable parameter `i` of the table into m[numel], v[numel]. */
+int tdm_ckpt_read_optimizer(tdm_ckpt *ck, const tdm_param_table *t, int i, float *m, float *v, tdm_error *err);
+
+/* A hash of the table's tensor names and shapes, in order (not of trainability). */
+uint64_t tdm_ckpt_model_fingerprint(const tdm_param_table *t);
+
+/* "iter_0000010" style name of an iteration (Megatron's 7 digits). */
+void tdm_ckpt_iter_name(int64_t iteration, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,180 @@
+/* test_checkpoint.c - checkpoint round trip, atomicity after a simulated crash, and refusals. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/fs.h"
+#include "harness.h"
+#include "train/checkpoint.h"
+
+static char g_dir[256];
+
+/* A small table: one matrix, one frozen vector, one trainable vector. */
+static void make_table(tdm_param_table *t, float **data, float **grad, int cols) {
+    memset(t, 0, sizeof *t);
+    int64_t s1[2] = {3, cols}, s2[1] = {5}, s3[1] = {4};
+    tdm_param_table_add(t, "model.language_model.layers.0.mlp.up_proj.weight", 2, s1, 1, 0);
+    tdm_param_table_add(t, "model.visual.blocks.0.norm1.weight", 1, s2, 0, 0);
+    tdm_param_table_add(t, "model.language_model.norm.weight", 1, s3, 1, 1);
+    tdm_error err;
+    CHECK(tdm_param_table_alloc(t, data, grad, &err) == 0, "%s", err.msg);
+    for (int i = 0; i < t->n; i++)
+        for (int64_t k = 0; k < t->p[i].numel; k++) t->p[i].data[k] = (float)(i * 100 + k) * 0.25f - 3.0f;
+}
+
+static int save(const tdm_param_table *t, int64_t iteration, float scale, tdm_error *err) {
+    float *m[3] = {0}, *v[3] = {0};
+    for (int i = 0; i < t->n; i++) {
+        if (!t->p[i].trainable) continue;
+        m[i] = tdm_xmalloc(sizeof(float) * (size_t)t->p[i].numel);
+        v[i] = tdm_xmalloc(sizeof(float) * (size_t)t->p[i].numel);
+        for (int64_t k = 0; k < t->p[i].numel; k++) m[i][k] = scale * (float)k, v[i][k] = scale * (float)(k * k);
+    }
+    tdm_ckpt_state st = {.iteration = iteration, .consumed_samples = iteration * 8, .scheduler_num_steps = iteration * 8,
+                         .lr = 1e-3, .seed = 1234, .adam_step = iteration, .dp = 2, .distributed_optimizer = 1,
+                         .args_fingerprint = 0x1234};
+    strcpy(st.lr_decay_style, "cosine");
+    tdm_ckpt_save_spec spec = {.config_json_path = NULL, .params = t, .exp_avg = (const float *const *)m,
+                               .exp_avg_sq = (const float *const *)v, .state = &st};
+    int rc = tdm_ckpt_save(g_dir, &spec, NULL, 0, err);
+    for (int i = 0; i < 3; i++) free(m[i]), free(v[i]);
+    return rc;
+}
+
+static void test_round_trip(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad, 6);
+    tdm_error err = {{0}};
+    CHECK(save(&t, 10, 1.0f, &err) == 0, "%s", err.msg);
+    float want = t.p[0].data[7];
+    for (int i = 0; i < t.n; i++) memset(t.p[i].data, 0, sizeof(float) * (size_t)t.p[i].numel);
+    tdm_ckpt ck;
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0, "%s", err.msg);
+    CHECK(ck.state.iteration == 10 && ck.state.consumed_samples == 80 && ck.state.seed == 1234, "state");
+    CHECK(ck.state.dp == 2 && ck.state.distributed_optimizer == 1 && ck.state.has_optimizer == 1, "kind");
+    CHECK(!strcmp(ck.state.lr_decay_style, "cosine") && ck.state.args_fingerprint == 0x1234, "schedule");
+    CHECK(ck.state.model_fingerprint == tdm_ckpt_model_fingerprint(&t), "model fingerprint");
+    CHECK(tdm_ckpt_load_weights(&ck, &t, &err) == 0, "%s", err.msg);
+    CHECK(t.p[0].data[7] == want, "weights bitwise: %g vs %g", t.p[0].data[7], want);
+    CHECK(t.p[1].data[4] == 100 * 0.25f + 4 * 0.25f - 3.0f, "frozen tensor saved too");
+    float m[18], v[18];
+    CHECK(tdm_ckpt_read_optimizer(&ck, &t, 0, m, v, &err) == 0, "%s", err.msg);
+    CHECK(m[17] == 17.0f && v[17] == 289.0f, "adam state %g %g", m[17], v[17]);
+    CHECK(tdm_ckpt_read_optimizer(&ck, &t, 1, m, v, &err) != 0, "frozen tensor has no Adam state");
+    tdm_ckpt_close(&ck);
+    /* the iteration directory itself is accepted too */
+    char it[512];
+    snprintf(it, sizeof it, "%s/iter_0000010", g_dir);
+    CHECK(tdm_ckpt_open(it, &ck, &err) == 0, "%s", err.msg);
+    tdm_ckpt_close(&ck);
+    tdm_param_table_free(&t);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+}
+
+static void test_crash_leaves_previous_checkpoint(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad, 6);
+    tdm_error err = {{0}};
+    /* a crash during the save of iteration 20: a half-written temporary directory and a
+       half-written tracker temp file; the tracker itself still names 10 */
+    char path[512];
+    snprintf(path, sizeof path, "%s/iter_0000020.tmp.99999", g_dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/iter_0000020.tmp.99999/model.safetensors", g_dir);
+    tdm_write_file_atomic(path, "garbage", 7, &err);
+    snprintf(path, sizeof path, "%s/%s.tmp.99999", g_dir, TDM_CKPT_TRACKER);
+    tdm_write_file_atomic(path, "2", 1, &err);
+    tdm_ckpt ck;
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0, "%s", err.msg);
+    CHECK(ck.state.iteration == 10, "loads the previous checkpoint: %lld", (long long)ck.state.iteration);
+    CHECK(tdm_ckpt_load_weights(&ck, &t, &err) == 0, "%s", err.msg);
+    tdm_ckpt_close(&ck);
+    /* a complete save afterwards moves the tracker */
+    CHECK(save(&t, 20, 2.0f, &err) == 0, "%s", err.msg);
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0 && ck.state.iteration == 20, "%s", err.msg);
+    tdm_ckpt_close(&ck);
+    /* re-saving the tracked iteration replaces it */
+    CHECK(save(&t, 20, 3.0f, &err) == 0, "%s", err.msg);
+    float m[18], v[18];
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0, "%s", err.msg);
+    CHECK(tdm_ckpt_read_optimizer(&ck, &t, 0, m, v, &err) == 0 && m[1] == 3.0f, "replaced: m[1] = %g", m[1]);
+    tdm_ckpt_close(&ck);
+    tdm_param_table_free(&t);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+}
+
+static void flip_byte(const char *path, long off) {
+    int fd = open(path, O_RDWR);
+    unsigned char c;
+    CHECK(pread(fd, &c, 1, off) == 1, "read");
+    c ^= 0x40;
+    CHECK(pwrite(fd, &c, 1, off) == 1, "write");
+    close(fd);
+}
+
+static void test_refusals(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad, 6);
+    tdm_error err = {{0}};
+    tdm_ckpt ck;
+    char path[512];
+    /* another model shape */
+    tdm_param_table t2;
+    float *d2, *g2;
+    make_table(&t2, &d2, &g2, 7);
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0, "%s", err.msg);
+    CHECK(tdm_ckpt_load_weights(&ck, &t2, &err) != 0, "other shape accepted");
+    CHECK(strstr(err.msg, "another model shape") && strstr(err.msg, "[3, 6] there, [3, 7]"), "%s", err.msg);
+    tdm_ckpt_close(&ck);
+
+    /* corrupted weights: one flipped bit in the data section */
+    snprintf(path, sizeof path, "%s/iter_0000020/model.safetensors", g_dir);
+    struct stat st;
+    stat(path, &st);
+    flip_byte(path, (long)st.st_size - 3);
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) != 0 && strstr(err.msg, "corrupted"), "%s", err.msg);
+    flip_byte(path, (long)st.st_size - 3);
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0, "restored: %s", err.msg);
+    tdm_ckpt_close(&ck);
+
+    /* truncated optimizer file */
+    snprintf(path, sizeof path, "%s/iter_0000020/optimizer.safetensors", g_dir);
+    stat(path, &st);
+    CHECK(truncate(path, st.st_size - 10) == 0, "truncate");
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) != 0 && strstr(err.msg, "truncated"), "%s", err.msg);
+
+    /* a tracker that is not a number, then no tracker */
+    snprintf(path, sizeof path, "%s/%s", g_dir, TDM_CKPT_TRACKER);
+    tdm_write_file_atomic(path, "release\n", 8, &err);
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) != 0 && strstr(err.msg, "expected an iteration number"), "%s", err.msg);
+    unlink(path);
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) != 0 && strstr(err.msg, "no latest_checkpointed_iteration.txt"), "%s",
+          err.msg);
+    CHECK(tdm_ckpt_open("/nonexistent/ckpt", &ck, &err) != 0 && strstr(err.msg, "not a directory"), "%s", err.msg);
+    tdm_param_table_free(&t);
+    tdm_param_table_free(&t2);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+    tdm_free_big(d2);
+    tdm_free_big(g2);
+}
+
+int main(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/tdm_test_ckpt_%d", (int)getpid());
+    RUN(test_round_trip);
+    RUN(test_crash_leaves_previous_checkpoint);
+    RUN(test_refusals);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    return TEST_SUMMARY();
+}
