@@ -115,7 +115,7 @@ static void state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_t *
 int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *out_dir, size_t cap, tdm_error *err) {
     const tdm_ckpt_state *st = spec->state;
     const tdm_param_table *t = spec->params;
-    char name[64], final_dir[PATH_CAP - 128], tmp_dir[PATH_CAP], old_dir[PATH_CAP], path[PATH_CAP];
+    char name[64], final_dir[PATH_CAP - 256], tmp_dir[PATH_CAP - 128], old_dir[PATH_CAP - 128], path[PATH_CAP];
     if (strlen(save_dir) > PATH_CAP - 256) return tdm_errorf(err, "--save %.64s...: path too long", save_dir);
     tdm_ckpt_iter_name(st->iteration, name, sizeof name);
     if (tdm_mkdirs(save_dir, err) != 0) return -1;
