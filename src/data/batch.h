@@ -35,9 +35,17 @@ typedef struct tdm_batch {
     int n_samples;           /* samples packed here (== n_seqs) */
     int64_t first_sample;    /* global index (in the epoch's order) of the first sample */
     uint64_t fingerprint;    /* XXH3 of ids, labels, positions, grids and pixels */
+    int64_t step;            /* the global batch this micro-batch belongs to (-1: built by hand) */
+    int micro;               /* its index among this rank's micro-batches of that step */
 
     /* capacities of the arrays above (the loader reuses buffers) */
     int cap_tokens, cap_seqs, cap_images, cap_patches;
 } tdm_batch;
+
+/* Buffers (src/data/batch.c). A zeroed struct is an empty batch. */
+void tdm_batch_init(tdm_batch *b);
+void tdm_batch_free(tdm_batch *b);
+/* Grows the arrays to hold at least these counts (never shrinks); sets patch_dim. */
+void tdm_batch_reserve(tdm_batch *b, int tokens, int seqs, int images, int patches, int patch_dim);
 
 #endif

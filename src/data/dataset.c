@@ -1,0 +1,302 @@
+/* dataset.c - reading and validating conversation datasets (see dataset.h). */
+#include "data/dataset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "core/strbuf.h"
+
+const char *tdm_role_name(tdm_role r) {
+    return r == TDM_ROLE_SYSTEM ? "system" : r == TDM_ROLE_USER ? "user" : "assistant";
+}
+
+static void sample_free(tdm_sample *s) {
+    for (int i = 0; i < s->n_turns; i++) free(s->turns[i].text);
+    for (int i = 0; i < s->n_images; i++) free(s->images[i]);
+    free(s->turns);
+    free(s->images);
+    memset(s, 0, sizeof *s);
+}
+
+void tdm_dataset_free(tdm_dataset *d) {
+    if (!d) return;
+    for (int64_t i = 0; i < d->n_samples; i++) sample_free(&d->samples[i]);
+    for (int i = 0; i < d->n_files; i++) free(d->files[i]);
+    free(d->samples);
+    free(d->files);
+    free(d);
+}
+
+const char *tdm_dataset_where(const tdm_dataset *d, int64_t i, char *buf, int cap) {
+    const tdm_sample *s = &d->samples[i];
+    snprintf(buf, (size_t)cap, "%s: sample %lld", d->files[s->file], (long long)s->index);
+    return buf;
+}
+
+static int parse_role(const char *r, tdm_role *out) {
+    if (!strcmp(r, "system")) *out = TDM_ROLE_SYSTEM;
+    else if (!strcmp(r, "user") || !strcmp(r, "human")) *out = TDM_ROLE_USER;
+    else if (!strcmp(r, "assistant") || !strcmp(r, "gpt")) *out = TDM_ROLE_ASSISTANT;
+    else return -1;
+    return 0;
+}
+
+static int count_tags(const char *s) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, "<image>")) != NULL; p += 7) n++;
+    return n;
+}
+
+static int is_blank(const char *s) {
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\n' && *s != '\t' && *s != '\r') return 0;
+    return 1;
+}
+
+/* Message content: a string, or a list of {"type": "text", "text"} / {"type": "image"} parts
+ * (turned into text with "<image>" tags). Returns a malloc'ed string or NULL. */
+static char *content_text(const tdm_json *c, tdm_error *err) {
+    if (c && c->type == TDM_JSON_STRING) {
+        if (strlen(c->str) != c->len) {
+            tdm_errorf(err, "content holds a NUL character");
+            return NULL;
+        }
+        return tdm_xstrdup(c->str);
+    }
+    if (!c || c->type != TDM_JSON_ARRAY) {
+        tdm_errorf(err, "content must be a string or a list of parts");
+        return NULL;
+    }
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_sb_puts(&sb, "");
+    for (size_t i = 0; i < c->len; i++) {
+        const tdm_json *part = c->items[i];
+        const tdm_json *type = tdm_json_get(part, "type");
+        if (!type || type->type != TDM_JSON_STRING) {
+            tdm_sb_free(&sb);
+            tdm_errorf(err, "content part %zu has no \"type\"", i);
+            return NULL;
+        }
+        if (!strcmp(type->str, "image")) {
+            tdm_sb_puts(&sb, "<image>");
+        } else if (!strcmp(type->str, "text")) {
+            const tdm_json *t = tdm_json_get(part, "text");
+            if (!t || t->type != TDM_JSON_STRING || strlen(t->str) != t->len) {
+                tdm_sb_free(&sb);
+                tdm_errorf(err, "content part %zu: \"text\" must be a string", i);
+                return NULL;
+            }
+            tdm_sb_puts(&sb, t->str);
+        } else {
+            tdm_sb_free(&sb);
+            tdm_errorf(err, "content part %zu: unknown type \"%s\"", i, type->str);
+            return NULL;
+        }
+    }
+    return sb.data;
+}
+
+/* Fills s from one sample object; on error s is freed and err says why (no prefix). */
+static int parse_sample(const tdm_json *o, const char *root, int check_images, tdm_sample *s, tdm_error *err) {
+    memset(s, 0, sizeof *s);
+    if (!o || o->type != TDM_JSON_OBJECT) return tdm_errorf(err, "expected an object");
+    const tdm_json *msgs = tdm_json_get(o, "messages");
+    const char *rk = "role", *ck = "content";
+    if (!msgs) {
+        msgs = tdm_json_get(o, "conversations");
+        rk = "from";
+        ck = "value";
+    }
+    if (!msgs || msgs->type != TDM_JSON_ARRAY)
+        return tdm_errorf(err, "expected a \"messages\" or \"conversations\" list");
+    const tdm_json *sys = tdm_json_get(o, "system"); /* LLaMA-Factory's optional system column */
+    int has_sys = sys && sys->type == TDM_JSON_STRING && sys->len > 0;
+    s->turns = tdm_xcalloc(msgs->len + 1, sizeof(tdm_turn));
+    if (has_sys) s->turns[s->n_turns++] = (tdm_turn){TDM_ROLE_SYSTEM, tdm_xstrdup(sys->str)};
+    int tags = 0;
+    for (size_t i = 0; i < msgs->len; i++) {
+        const tdm_json *m = msgs->items[i];
+        const tdm_json *r = tdm_json_get(m, rk);
+        if (!r || r->type != TDM_JSON_STRING) {
+            tdm_errorf(err, "message %zu has no \"%s\" string", i, rk);
+            goto fail;
+        }
+        tdm_role role;
+        if (parse_role(r->str, &role) != 0) {
+            tdm_errorf(err, "message %zu: unknown role \"%s\" (expected system, user or assistant)", i, r->str);
+            goto fail;
+        }
+        char *text = content_text(tdm_json_get(m, ck), err);
+        if (!text) {
+            tdm_error_prefix(err, "message %zu", i);
+            goto fail;
+        }
+        s->turns[s->n_turns++] = (tdm_turn){role, text};
+        /* order: [system] user assistant user assistant ... */
+        int k = s->n_turns - 1;
+        int first = s->turns[0].role == TDM_ROLE_SYSTEM ? 1 : 0;
+        tdm_role want = k < first ? TDM_ROLE_SYSTEM : ((k - first) % 2 == 0 ? TDM_ROLE_USER : TDM_ROLE_ASSISTANT);
+        if (role != want) {
+            tdm_errorf(err, "message %zu: expected a %s turn, got %s (turns are: optional system, then user and "
+                       "assistant alternating)", i, tdm_role_name(want), r->str);
+            goto fail;
+        }
+        int n = count_tags(text);
+        if (role == TDM_ROLE_ASSISTANT && n > 0) {
+            tdm_errorf(err, "message %zu: an assistant answer cannot hold <image>", i);
+            goto fail;
+        }
+        if (role == TDM_ROLE_ASSISTANT && is_blank(text)) {
+            tdm_errorf(err, "message %zu: empty assistant answer", i);
+            goto fail;
+        }
+        tags += n;
+    }
+    if (s->n_turns == 0 || s->turns[s->n_turns - 1].role != TDM_ROLE_ASSISTANT) {
+        tdm_errorf(err, "the conversation must end with an assistant answer");
+        goto fail;
+    }
+    const tdm_json *imgs = tdm_json_get(o, "images");
+    if (!imgs) imgs = tdm_json_get(o, "image");
+    size_t n_img = 0;
+    if (imgs && imgs->type == TDM_JSON_STRING) n_img = 1;
+    else if (imgs && imgs->type == TDM_JSON_ARRAY) n_img = imgs->len;
+    else if (imgs && imgs->type != TDM_JSON_NULL) {
+        tdm_errorf(err, "\"images\" must be a list of paths");
+        goto fail;
+    }
+    if ((size_t)tags != n_img) {
+        tdm_errorf(err, "%d <image> tags but %zu images listed", tags, n_img);
+        goto fail;
+    }
+    if (n_img > TDM_DATASET_MAX_IMAGES_PER_SAMPLE) {
+        tdm_errorf(err, "%zu images, more than the limit of %d", n_img, TDM_DATASET_MAX_IMAGES_PER_SAMPLE);
+        goto fail;
+    }
+    s->images = tdm_xcalloc(n_img ? n_img : 1, sizeof(char *));
+    for (size_t i = 0; i < n_img; i++) {
+        const tdm_json *p = imgs->type == TDM_JSON_STRING ? imgs : imgs->items[i];
+        if (p->type != TDM_JSON_STRING || p->len == 0) {
+            tdm_errorf(err, "image %zu: expected a path string", i);
+            goto fail;
+        }
+        tdm_strbuf sb;
+        tdm_sb_init(&sb);
+        if (p->str[0] != '/') tdm_sb_printf(&sb, "%s/", root);
+        tdm_sb_puts(&sb, p->str);
+        s->images[s->n_images++] = sb.data;
+        if (check_images && access(sb.data, R_OK) != 0) {
+            tdm_errorf(err, "image %zu: cannot read %s", i, sb.data);
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    sample_free(s);
+    return -1;
+}
+
+static int add_sample(tdm_dataset *d, int64_t *cap, const tdm_json *o, int file, int64_t index, const char *root,
+                      const tdm_dataset_options *opt, tdm_error *err) {
+    tdm_sample s;
+    tdm_error e;
+    if (parse_sample(o, root, !opt->no_image_check, &s, &e) != 0) {
+        char where[1200];
+        snprintf(where, sizeof where, "%s: sample %lld: %s", d->files[file], (long long)index, e.msg);
+        if (!opt->skip_bad_samples) return tdm_errorf(err, "%s", where);
+        if (d->n_skipped++ == 0) snprintf(d->first_skip, sizeof d->first_skip, "%.1000s", where);
+        return 0;
+    }
+    s.file = file;
+    s.index = index;
+    if (d->n_samples == *cap) {
+        *cap = *cap ? *cap * 2 : 256;
+        d->samples = tdm_xrealloc(d->samples, sizeof(tdm_sample) * (size_t)*cap);
+    }
+    d->samples[d->n_samples++] = s;
+    return 0;
+}
+
+static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_options *opt, tdm_error *err) {
+    const char *path = d->files[file];
+    char root[1024];
+    if (opt->image_root) snprintf(root, sizeof root, "%s", opt->image_root);
+    else tdm_dirname(path, root, sizeof root);
+    size_t len;
+    char *text = tdm_read_file(path, TDM_DATASET_MAX_FILE_BYTES, &len, err);
+    if (!text) return -1;
+    size_t first = 0;
+    while (first < len && strchr(" \t\r\n", text[first])) first++;
+    size_t plen = strlen(path);
+    int jsonl = (plen > 6 && !strcmp(path + plen - 6, ".jsonl")) || (first < len && text[first] != '[');
+    int rc = 0;
+    if (!jsonl) {
+        tdm_json_doc *doc = tdm_json_parse(text, len, path, err);
+        if (!doc) {
+            free(text);
+            return -1;
+        }
+        const tdm_json *root_v = tdm_json_root(doc);
+        for (size_t i = 0; i < root_v->len && rc == 0; i++)
+            rc = add_sample(d, cap, root_v->items[i], file, (int64_t)i, root, opt, err);
+        tdm_json_free(doc);
+    } else {
+        /* JSON Lines: the sample index is the index among non-blank lines */
+        int64_t index = 0;
+        int line = 1;
+        for (size_t pos = 0; pos < len && rc == 0; line++) {
+            size_t end = pos;
+            while (end < len && text[end] != '\n') end++;
+            size_t b = pos;
+            while (b < end && strchr(" \t\r", text[b])) b++;
+            if (b < end) {
+                char name[1100];
+                snprintf(name, sizeof name, "%s line %d", path, line);
+                tdm_error e;
+                tdm_json_doc *doc = tdm_json_parse(text + pos, end - pos, name, &e);
+                if (!doc) {
+                    if (!opt->skip_bad_samples) {
+                        rc = tdm_errorf(err, "%s", e.msg);
+                    } else if (d->n_skipped++ == 0) {
+                        snprintf(d->first_skip, sizeof d->first_skip, "%s", e.msg);
+                    }
+                } else {
+                    rc = add_sample(d, cap, tdm_json_root(doc), file, index, root, opt, err);
+                    tdm_json_free(doc);
+                }
+                index++;
+            }
+            pos = end + 1;
+        }
+    }
+    free(text);
+    return rc;
+}
+
+tdm_dataset *tdm_dataset_load(const char *const *paths, int n_paths, const tdm_dataset_options *opt,
+                              tdm_error *err) {
+    tdm_dataset_options defaults = {0};
+    if (!opt) opt = &defaults;
+    if (n_paths < 1) {
+        tdm_errorf(err, "no dataset file given");
+        return NULL;
+    }
+    tdm_dataset *d = tdm_xcalloc(1, sizeof *d);
+    d->files = tdm_xcalloc((size_t)n_paths, sizeof(char *));
+    d->n_files = n_paths;
+    for (int i = 0; i < n_paths; i++) d->files[i] = tdm_xstrdup(paths[i]);
+    int64_t cap = 0;
+    for (int i = 0; i < n_paths; i++) {
+        if (load_file(d, &cap, i, opt, err) != 0) {
+            tdm_dataset_free(d);
+            return NULL;
+        }
+    }
+    return d;
+}
