@@ -1,0 +1,77 @@
+/* comm.h - the communication engine: nonblocking MPI collectives issued in FIFO order
+ * and progressed either by a communication thread or inline by the compute thread.
+ *
+ * Why (data-parallel.md, Progress): neither Open MPI nor MPICH advances a nonblocking
+ * collective unless some MPI call runs in the process, and a thread blocked in
+ * MPI_Wait burns a core. So:
+ * - THREAD: one thread owns the engine's communicator. The compute thread hands it
+ *   ops (tdm_comm_post: a FIFO, mutex + condition variable); the thread issues each
+ *   MPI_I* call in FIFO order, then polls every op in flight with MPI_Test: a short
+ *   spin (a few dozen polls), then sleeps of 20-50 us, and blocks on the condition
+ *   variable (zero CPU) when nothing is queued or in flight. Completion is signalled
+ *   back through a second condition variable.
+ * - INLINE: tdm_comm_post issues the MPI_I* call at once from the compute thread, and
+ *   tdm_comm_progress (called between layers) tests every op in flight.
+ * Both issue the same calls in the same order with the same buffers, so results are
+ * bitwise identical. All functions except the thread's own loop are called by the
+ * compute thread only.
+ */
+#ifndef TDM_DIST_COMM_H
+#define TDM_DIST_COMM_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "dist/config.h"
+
+typedef enum tdm_comm_kind {
+    TDM_COMM_ALLREDUCE,      /* in place: buf[0 .. count) summed over ranks */
+    TDM_COMM_REDUCE_SCATTER, /* in place: buf[0 .. count*size) summed; rank r keeps
+                                buf[r*count .. (r+1)*count) (moved there on completion) */
+    TDM_COMM_ALLGATHER,      /* in place: rank r contributes buf[r*count .. (r+1)*count) */
+} tdm_comm_kind;
+
+typedef enum tdm_comm_state {
+    TDM_COMM_IDLE = 0, /* never posted, or completion consumed by a wait */
+    TDM_COMM_QUEUED,   /* handed to the engine, MPI call not yet issued */
+    TDM_COMM_ACTIVE,   /* MPI_I* issued */
+    TDM_COMM_DONE,     /* completed (buffers final) */
+} tdm_comm_state;
+
+/* One collective. The caller owns the struct (one per bucket and kind, reused every
+ * step) and fills kind, buf, count, bucket and name before posting. */
+typedef struct tdm_comm_op {
+    tdm_comm_kind kind;
+    float *buf;
+    int count;          /* elements (per rank for REDUCE_SCATTER and ALLGATHER) */
+    int bucket;         /* for the profiler */
+    const char *name;   /* profiler event name, a string literal */
+    /* engine-owned: */
+    MPI_Request req;
+    int state;          /* tdm_comm_state; guarded by the engine's mutex */
+    uint64_t post_ns, start_ns, done_ns; /* CLOCK_MONOTONIC */
+} tdm_comm_op;
+
+typedef struct tdm_comm tdm_comm;
+
+/* Takes ownership of `comm` (frees it). max_ops bounds the ops in flight at once. */
+tdm_comm *tdm_comm_create(MPI_Comm comm, tdm_ddp_progress mode, int max_ops, tdm_error *err);
+/* Waits for every posted op, stops the thread, frees the communicator. */
+void tdm_comm_free(tdm_comm *c);
+
+/* Hands `op` over (state must be IDLE or DONE). */
+void tdm_comm_post(tdm_comm *c, tdm_comm_op *op);
+/* INLINE: MPI_Test on every op in flight. THREAD: nothing. Cheap; call between layers. */
+void tdm_comm_progress(tdm_comm *c);
+/* Blocks until `op` is DONE (returns at once if it is, or if it was never posted),
+ * then sets it IDLE. Returns the nanoseconds spent blocked. */
+uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op);
+/* Waits for every op posted so far. */
+void tdm_comm_wait_all(tdm_comm *c);
+
+/* CPU time the communication thread has consumed (0 in INLINE mode). */
+uint64_t tdm_comm_thread_cpu_ns(const tdm_comm *c);
+int64_t tdm_comm_completed(const tdm_comm *c);
+
+#endif

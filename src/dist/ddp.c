@@ -1,0 +1,437 @@
+/* ddp.c - flat buffers, grad-ready counting, bucket launch and gradient sync
+ * (see ddp.h). The optimizer side lives in optimizer.c. */
+#include "dist/ddp.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "dist/ddp_internal.h"
+#include "prof/prof.h"
+
+/* ---- hooks ----------------------------------------------------------------------- */
+
+static void launch_bucket(tdm_ddp *ddp, int b);
+
+static void hook_param_needed(void *ctx, int i) {
+    tdm_ddp *ddp = ctx;
+    if (!ddp->gathers_pending || i < 0 || i >= ddp->L.n_params) return;
+    int b = ddp->L.bucket_of[i];
+    if (b < 0 || ddp->gather_waited[b]) return;
+    const int nb = ddp->L.n_buckets;
+    /* All-gathers go out in forward order (bucket nb-1 first), so every rank issues
+     * them identically; dispatch up to b, wait for b, and prefetch the next one. */
+    while (ddp->gathers_dispatched <= nb - 1 - b) tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
+    ddp->gather_wait_ns += tdm_comm_wait(ddp->eng, &ddp->gather_ops[b]);
+    ddp->gather_waited[b] = 1;
+    if (ddp->gathers_dispatched < nb) tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
+    int all = 1;
+    for (int k = 0; k < nb && all; k++) all = ddp->gather_waited[k];
+    if (all) ddp->gathers_pending = 0;
+}
+
+static void hook_grad_ready(void *ctx, int i) {
+    tdm_ddp *ddp = ctx;
+    if (!ddp->is_last_microbatch || i < 0 || i >= ddp->L.n_params) return;
+    int b = ddp->L.bucket_of[i];
+    if (b < 0) return; /* frozen: nothing to reduce */
+    if (ddp->ready[i]) {
+        if (ddp->dup_param < 0) ddp->dup_param = i;
+        return;
+    }
+    ddp->ready[i] = 1;
+    if (++ddp->ready_count[b] < ddp->L.buckets[b].count) return;
+    ddp->trace[b].ready_seq = ++ddp->seq;
+    if (!ddp->cfg.overlap_grad_reduce) return;
+    /* Post in bucket order: a bucket ready before an earlier one waits for it, so the
+     * sequence of collectives is the same on every rank whatever the hook order. */
+    while (ddp->next_launch < ddp->L.n_buckets &&
+           ddp->ready_count[ddp->next_launch] == ddp->L.buckets[ddp->next_launch].count)
+        launch_bucket(ddp, ddp->next_launch++);
+}
+
+static void hook_progress(void *ctx) {
+    tdm_ddp *ddp = ctx;
+    tdm_comm_progress(ddp->eng);
+}
+
+static void hook_layer_begin(void *ctx, const char *name, int is_backward) {
+    (void)ctx;
+    tdm_prof_begin(TDM_PROF_LAYER, 1, name, is_backward);
+}
+
+static void hook_layer_end(void *ctx, const char *name, int is_backward) {
+    (void)ctx;
+    (void)name;
+    (void)is_backward;
+    tdm_prof_end(TDM_PROF_LAYER, 1);
+}
+
+tdm_param_hooks tdm_ddp_hooks(tdm_ddp *ddp) {
+    tdm_param_hooks h = {0};
+    h.ctx = ddp;
+    h.param_needed = hook_param_needed;
+    h.grad_ready = hook_grad_ready;
+    h.progress = hook_progress;
+    h.layer_begin = hook_layer_begin;
+    h.layer_end = hook_layer_end;
+    return h;
+}
+
+/* ---- gradient launch ---------------------------------------------------------------- */
+
+/* Local NaN/Inf check of bucket b before it is communicated (Megatron's
+ * check_for_nan_in_grad): one pass in double; only on failure do we look for the
+ * first parameter holding the bad value. */
+static void check_bucket(tdm_ddp *ddp, int b) {
+    const tdm_ddp_bucket *bk = &ddp->L.buckets[b];
+    const float *g = ddp->grads + bk->offset;
+    double ss = 0.0;
+    for (int64_t k = 0; k < bk->padded; k++) ss += (double)g[k] * (double)g[k];
+    if (isfinite(ss) || ddp->nan_bucket >= 0) return;
+    ddp->nan_bucket = b;
+    for (int k = bk->first; k < bk->first + bk->count; k++) {
+        int i = ddp->L.order[k];
+        const float *pg = ddp->grads + ddp->L.offset[i];
+        for (int64_t e = 0; e < ddp->t->p[i].numel; e++)
+            if (!isfinite(pg[e])) {
+                ddp->nan_param = i;
+                return;
+            }
+    }
+}
+
+void tdm_ddp__dispatch_all_gathers(tdm_ddp *ddp) {
+    const int nb = ddp->L.n_buckets;
+    if (!ddp->gathers_pending) return;
+    while (ddp->gathers_dispatched < nb) tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
+}
+
+void tdm_ddp__wait_all_gathers(tdm_ddp *ddp) {
+    if (!ddp->gathers_pending) return;
+    tdm_ddp__dispatch_all_gathers(ddp);
+    for (int b = 0; b < ddp->L.n_buckets; b++) {
+        if (ddp->gather_waited[b]) continue;
+        ddp->gather_wait_ns += tdm_comm_wait(ddp->eng, &ddp->gather_ops[b]);
+        ddp->gather_waited[b] = 1;
+    }
+    ddp->gathers_pending = 0;
+}
+
+void tdm_ddp__post_gather(tdm_ddp *ddp, int b) {
+    if (tdm_prof_on(1)) tdm_prof_instant(TDM_PROF_MARK, 1, "param all-gather posted", b);
+    tdm_comm_post(ddp->eng, &ddp->gather_ops[b]);
+}
+
+static void launch_bucket(tdm_ddp *ddp, int b) {
+    if (ddp->inject_iteration == ddp->iteration && ddp->inject_rank == ddp->rank) {
+        int i = ddp->inject_param >= 0 ? ddp->inject_param : ddp->L.order[ddp->L.buckets[0].first];
+        if (i < ddp->L.n_params && ddp->L.bucket_of[i] == b) ddp->grads[ddp->L.offset[i]] = NAN;
+    }
+    if (ddp->cfg.check_for_nan_in_grad) check_bucket(ddp, b);
+    /* Gathers still undispatched (a parameter forward never asked for) go first, so the
+     * order of collectives stays the same on every rank. */
+    tdm_ddp__dispatch_all_gathers(ddp);
+    ddp->trace[b].post_seq = ++ddp->seq;
+    if (tdm_prof_on(1)) tdm_prof_instant(TDM_PROF_MARK, 1, "grad bucket posted", b);
+    tdm_comm_post(ddp->eng, &ddp->grad_ops[b]);
+}
+
+/* ---- life cycle ---------------------------------------------------------------------- */
+
+tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_config *cfg, tdm_error *err) {
+    if (tdm_ddp_config_check(cfg, err) != 0) return NULL;
+    if (cfg->progress == TDM_DDP_PROGRESS_THREAD) {
+        int level = MPI_THREAD_SINGLE;
+        MPI_Query_thread(&level);
+        if (level < MPI_THREAD_MULTIPLE) {
+            tdm_errorf(err, "communication thread: MPI was not initialised with MPI_THREAD_MULTIPLE; "
+                            "use inline progress (see tdm_ddp_progress_for_thread_level)");
+            return NULL;
+        }
+    }
+    tdm_ddp *ddp = tdm_xcalloc(1, sizeof *ddp);
+    ddp->cfg = *cfg;
+    ddp->t = t;
+    ddp->ctl = MPI_COMM_NULL;
+    MPI_Comm_rank(dp_comm, &ddp->rank);
+    MPI_Comm_size(dp_comm, &ddp->size);
+    ddp->is_last_microbatch = 1;
+    ddp->dup_param = ddp->nan_bucket = ddp->nan_param = -1;
+    ddp->iteration = 1;
+    ddp->inject_rank = -1;
+    ddp->inject_iteration = -1;
+    tdm_timers_reset(&ddp->timers);
+    if (tdm_ddp_layout_build(&ddp->L, t, ddp->size, cfg, err) != 0) goto fail;
+    const tdm_ddp_layout *L = &ddp->L;
+    const int nb = L->n_buckets;
+
+    ddp->params = tdm_alloc_big((size_t)L->total * sizeof(float), err);
+    ddp->grads = ddp->params ? tdm_alloc_big((size_t)L->total * sizeof(float), err) : NULL;
+    if (!ddp->grads) goto fail;
+    for (int i = 0; i < t->n; i++)
+        if (!t->p[i].trainable) ddp->frozen_numel += t->p[i].numel;
+    if (ddp->frozen_numel > 0 && !(ddp->frozen = tdm_alloc_big((size_t)ddp->frozen_numel * sizeof(float), err)))
+        goto fail;
+    int64_t fo = 0;
+    for (int i = 0; i < t->n; i++) {
+        tdm_param *p = &t->p[i];
+        if (p->trainable) {
+            p->data = ddp->params + L->offset[i];
+            p->grad = ddp->grads + L->offset[i];
+        } else {
+            p->data = ddp->frozen + fo;
+            p->grad = NULL;
+            fo += p->numel;
+        }
+    }
+
+    /* Optimizer state: only the owned range of each bucket. */
+    ddp->state_offset = tdm_xcalloc((size_t)nb, sizeof *ddp->state_offset);
+    for (int b = 0; b < nb; b++) {
+        int64_t s, e;
+        tdm_ddp_layout_shard(L, b, ddp->rank, &s, &e);
+        ddp->state_offset[b] = ddp->opt_numel;
+        ddp->opt_numel += e - s;
+    }
+    ddp->m = tdm_alloc_big((size_t)ddp->opt_numel * sizeof(float), err);
+    ddp->v = ddp->m ? tdm_alloc_big((size_t)ddp->opt_numel * sizeof(float), err) : NULL;
+    if (!ddp->v) goto fail;
+
+    ddp->grad_ops = tdm_xcalloc((size_t)nb, sizeof *ddp->grad_ops);
+    ddp->gather_ops = tdm_xcalloc((size_t)nb, sizeof *ddp->gather_ops);
+    for (int b = 0; b < nb; b++) {
+        const tdm_ddp_bucket *bk = &L->buckets[b];
+        tdm_comm_op *g = &ddp->grad_ops[b];
+        g->bucket = b;
+        g->buf = ddp->grads + bk->offset;
+        if (L->distributed) {
+            g->kind = TDM_COMM_REDUCE_SCATTER;
+            g->count = (int)bk->shard;
+            g->name = "grad reduce-scatter";
+        } else {
+            g->kind = TDM_COMM_ALLREDUCE;
+            g->count = (int)bk->padded;
+            g->name = "grad all-reduce";
+        }
+        tdm_comm_op *a = &ddp->gather_ops[b];
+        a->kind = TDM_COMM_ALLGATHER;
+        a->bucket = b;
+        a->buf = ddp->params + bk->offset;
+        a->count = (int)bk->shard;
+        a->name = "param all-gather";
+    }
+    ddp->ready = tdm_xcalloc((size_t)t->n, 1);
+    ddp->ready_count = tdm_xcalloc((size_t)nb, sizeof *ddp->ready_count);
+    ddp->gather_waited = tdm_xcalloc((size_t)nb, 1);
+    ddp->trace = tdm_xcalloc((size_t)nb, sizeof *ddp->trace);
+    ddp->gather_scratch = tdm_xcalloc((size_t)ddp->size * 64, sizeof *ddp->gather_scratch);
+
+    MPI_Comm bucket_comm;
+    MPI_Comm_dup(dp_comm, &ddp->ctl);
+    MPI_Comm_dup(dp_comm, &bucket_comm);
+    ddp->eng = tdm_comm_create(bucket_comm, cfg->progress, 2 * nb, err);
+    if (!ddp->eng) goto fail;
+    return ddp;
+fail:
+    tdm_ddp_free(ddp);
+    return NULL;
+}
+
+void tdm_ddp_free(tdm_ddp *ddp) {
+    if (!ddp) return;
+    tdm_comm_free(ddp->eng);
+    if (ddp->ctl != MPI_COMM_NULL) MPI_Comm_free(&ddp->ctl);
+    tdm_free_big(ddp->params);
+    tdm_free_big(ddp->grads);
+    tdm_free_big(ddp->frozen);
+    tdm_free_big(ddp->m);
+    tdm_free_big(ddp->v);
+    free(ddp->state_offset);
+    free(ddp->grad_ops);
+    free(ddp->gather_ops);
+    free(ddp->ready);
+    free(ddp->ready_count);
+    free(ddp->gather_waited);
+    free(ddp->trace);
+    free(ddp->gather_scratch);
+    tdm_ddp_layout_free(&ddp->L);
+    free(ddp);
+}
+
+int tdm_ddp_rank(const tdm_ddp *ddp) { return ddp->rank; }
+int tdm_ddp_size(const tdm_ddp *ddp) { return ddp->size; }
+const tdm_ddp_config *tdm_ddp_get_config(const tdm_ddp *ddp) { return &ddp->cfg; }
+const tdm_ddp_layout *tdm_ddp_get_layout(const tdm_ddp *ddp) { return &ddp->L; }
+float *tdm_ddp_param_buffer(tdm_ddp *ddp) { return ddp->params; }
+float *tdm_ddp_grad_buffer(tdm_ddp *ddp) { return ddp->grads; }
+
+void tdm_ddp_get_memory(const tdm_ddp *ddp, tdm_ddp_memory *out) {
+    out->param_bytes = ddp->L.total * (int64_t)sizeof(float);
+    out->grad_bytes = ddp->L.total * (int64_t)sizeof(float);
+    out->frozen_bytes = ddp->frozen_numel * (int64_t)sizeof(float);
+    out->optim_bytes = 2 * ddp->opt_numel * (int64_t)sizeof(float);
+    out->optim_bytes_unsharded = 2 * ddp->L.total * (int64_t)sizeof(float);
+}
+
+void tdm_ddp_describe(const tdm_ddp *ddp, tdm_strbuf *out) {
+    tdm_ddp_config_describe(&ddp->cfg, ddp->L.bucket_size, out);
+    tdm_sb_putc(out, '\n');
+    tdm_ddp_layout_describe(&ddp->L, ddp->t, out);
+    tdm_ddp_memory mem;
+    tdm_ddp_get_memory(ddp, &mem);
+    const double mib = 1024.0 * 1024.0;
+    if (ddp->L.distributed)
+        tdm_sb_printf(out, "optimizer state (Adam m, v) per rank: %.2f MiB (1/%d of %.2f MiB unsharded)\n",
+                      (double)mem.optim_bytes / mib, ddp->size, (double)mem.optim_bytes_unsharded / mib);
+    else
+        tdm_sb_printf(out, "optimizer state (Adam m, v) per rank: %.2f MiB (not sharded)\n",
+                      (double)mem.optim_bytes / mib);
+    tdm_sb_printf(out, "data-parallel progress: %s\n", tdm_ddp_progress_name(ddp->cfg.progress));
+}
+
+int tdm_ddp_broadcast_params(tdm_ddp *ddp, int root, tdm_error *err) {
+    if (root < 0 || root >= ddp->size)
+        return tdm_errorf(err, "broadcast root %d: expected a rank in [0, %d)", root, ddp->size);
+    tdm_ddp__wait_all_gathers(ddp);
+    float *bufs[2] = {ddp->params, ddp->frozen};
+    int64_t lens[2] = {ddp->L.total, ddp->frozen_numel};
+    for (int k = 0; k < 2; k++)
+        for (int64_t o = 0; o < lens[k]; o += INT_MAX / 2) {
+            int64_t n = lens[k] - o < INT_MAX / 2 ? lens[k] - o : INT_MAX / 2;
+            MPI_Bcast(bufs[k] + o, (int)n, MPI_FLOAT, root, ddp->ctl);
+        }
+    return 0;
+}
+
+/* ---- per step ------------------------------------------------------------------------ */
+
+void tdm_ddp_zero_grad(tdm_ddp *ddp) {
+    memset(ddp->grads, 0, (size_t)ddp->L.total * sizeof(float));
+    memset(ddp->ready, 0, (size_t)ddp->L.n_params);
+    memset(ddp->ready_count, 0, (size_t)ddp->L.n_buckets * sizeof *ddp->ready_count);
+    memset(ddp->trace, 0, (size_t)ddp->L.n_buckets * sizeof *ddp->trace);
+    ddp->next_launch = 0;
+    ddp->dup_param = ddp->nan_bucket = ddp->nan_param = -1;
+    ddp->grads_synced = 0;
+    ddp->is_last_microbatch = 1;
+}
+
+void tdm_ddp_set_is_last_microbatch(tdm_ddp *ddp, int is_last) { ddp->is_last_microbatch = is_last != 0; }
+
+int tdm_ddp_finish_grad_sync(tdm_ddp *ddp, tdm_error *err) {
+    tdm_timers_start(&ddp->timers, TDM_TIMER_ALL_GRADS_SYNC);
+    const int nb = ddp->L.n_buckets;
+    /* Every bucket is communicated even when a gradient is missing or non-finite, so
+     * no rank is left waiting in a collective the others never start. */
+    while (ddp->next_launch < nb) launch_bucket(ddp, ddp->next_launch++);
+    for (int b = 0; b < nb; b++) {
+        ddp->grad_wait_ns += tdm_comm_wait(ddp->eng, &ddp->grad_ops[b]);
+        tdm_comm_op *op = &ddp->grad_ops[b];
+        ddp->trace[b].post_ns = op->post_ns;
+        ddp->trace[b].start_ns = op->start_ns;
+        ddp->trace[b].done_ns = op->done_ns;
+    }
+    tdm_ddp__wait_all_gathers(ddp);
+
+    /* Agree across ranks: [0] lowest rank that saw a non-finite gradient, [1] lowest
+     * parameter index that got no gradient, [2] lowest one that got two. */
+    int missing = INT_MAX;
+    for (int i = 0; i < ddp->L.n_params && missing == INT_MAX; i++)
+        if (ddp->L.bucket_of[i] >= 0 && !ddp->ready[i]) missing = i;
+    int flags[3] = {ddp->nan_bucket >= 0 ? ddp->rank : INT_MAX, missing,
+                    ddp->dup_param >= 0 ? ddp->dup_param : INT_MAX};
+    MPI_Allreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MIN, ddp->ctl);
+    int rc = 0;
+    if (flags[0] != INT_MAX) {
+        int64_t info[3] = {ddp->iteration, ddp->nan_bucket, ddp->nan_param};
+        MPI_Bcast(info, 3, MPI_INT64_T, flags[0], ddp->ctl);
+        const char *pname = info[2] >= 0 && info[2] < ddp->L.n_params ? ddp->t->p[info[2]].name : "(padding)";
+        rc = tdm_errorf(err,
+                        "rank %d, iteration %lld: found NaN or Inf in the local gradient before data-parallel "
+                        "communication: bucket %lld (of %d, numbered as in the start-up table), first in "
+                        "parameter %s",
+                        flags[0], (long long)info[0], (long long)info[1] + 1, nb, pname);
+    } else if (flags[1] != INT_MAX) {
+        rc = tdm_errorf(err,
+                        "parameter %s received no gradient in iteration %lld (its grad_ready hook never ran "
+                        "in the last micro-batch)",
+                        ddp->t->p[flags[1]].name, (long long)ddp->iteration);
+    } else if (flags[2] != INT_MAX) {
+        rc = tdm_errorf(err, "parameter %s reported grad_ready twice in one backward (iteration %lld)",
+                        ddp->t->p[flags[2]].name, (long long)ddp->iteration);
+    }
+    ddp->grads_synced = rc == 0;
+    tdm_timers_stop(&ddp->timers, TDM_TIMER_ALL_GRADS_SYNC);
+    return rc;
+}
+
+void tdm_ddp_wait_params(tdm_ddp *ddp) { tdm_ddp__wait_all_gathers(ddp); }
+
+int tdm_ddp_sum_across_ranks(tdm_ddp *ddp, double *vals, int n, tdm_error *err) {
+    if (n < 0 || n > 64) return tdm_errorf(err, "sum across ranks: %d values, expected at most 64", n);
+    MPI_Allgather(vals, n, MPI_DOUBLE, ddp->gather_scratch, n, MPI_DOUBLE, ddp->ctl);
+    for (int k = 0; k < n; k++) {
+        double s = 0.0;
+        for (int r = 0; r < ddp->size; r++) s += ddp->gather_scratch[(size_t)r * n + k];
+        vals[k] = s;
+    }
+    return 0;
+}
+
+int64_t tdm_ddp_iteration(const tdm_ddp *ddp) { return ddp->iteration; }
+void tdm_ddp_set_iteration(tdm_ddp *ddp, int64_t iteration) { ddp->iteration = iteration; }
+
+/* ---- timers, stats, tests ---------------------------------------------------------------- */
+
+void tdm_ddp_timer_start(tdm_ddp *ddp, tdm_timer_id id) { tdm_timers_start(&ddp->timers, id); }
+void tdm_ddp_timer_stop(tdm_ddp *ddp, tdm_timer_id id) { tdm_timers_stop(&ddp->timers, id); }
+double tdm_ddp_timer_elapsed_ms(const tdm_ddp *ddp, tdm_timer_id id) { return tdm_timers_elapsed_ms(&ddp->timers, id); }
+
+int tdm_ddp_timers_report(tdm_ddp *ddp, double normalizer, tdm_timing *out, tdm_error *err) {
+    if (!(normalizer > 0)) return tdm_errorf(err, "timers: normalizer %g, expected > 0", normalizer);
+    double mn[TDM_TIMER_COUNT], mx[TDM_TIMER_COUNT];
+    int used[TDM_TIMER_COUNT];
+    for (int i = 0; i < TDM_TIMER_COUNT; i++) {
+        used[i] = ddp->timers.used[i];
+        /* A rank that did not use a timer must not drag the min to 0. */
+        mn[i] = used[i] ? tdm_timers_elapsed_ms(&ddp->timers, i) / normalizer : INFINITY;
+        mx[i] = used[i] ? tdm_timers_elapsed_ms(&ddp->timers, i) / normalizer : -INFINITY;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, mn, TDM_TIMER_COUNT, MPI_DOUBLE, MPI_MIN, ddp->ctl);
+    MPI_Allreduce(MPI_IN_PLACE, mx, TDM_TIMER_COUNT, MPI_DOUBLE, MPI_MAX, ddp->ctl);
+    MPI_Allreduce(MPI_IN_PLACE, used, TDM_TIMER_COUNT, MPI_INT, MPI_MAX, ddp->ctl);
+    for (int i = 0; i < TDM_TIMER_COUNT; i++) {
+        out->valid[i] = used[i];
+        out->min_ms[i] = used[i] ? mn[i] : 0.0;
+        out->max_ms[i] = used[i] ? mx[i] : 0.0;
+    }
+    tdm_timers_reset(&ddp->timers);
+    return 0;
+}
+
+void tdm_ddp_get_stats(const tdm_ddp *ddp, tdm_ddp_stats *out) {
+    out->comm_thread_cpu_ns = tdm_comm_thread_cpu_ns(ddp->eng);
+    out->grad_wait_ns = ddp->grad_wait_ns;
+    out->gather_wait_ns = ddp->gather_wait_ns;
+    out->collectives = tdm_comm_completed(ddp->eng);
+}
+
+uint64_t tdm_ddp_tick(tdm_ddp *ddp) { return ++ddp->seq; }
+
+void tdm_ddp_get_bucket_trace(const tdm_ddp *ddp, int b, tdm_ddp_bucket_trace *out) {
+    if (b < 0 || b >= ddp->L.n_buckets) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = ddp->trace[b];
+}
+
+void tdm_ddp_inject_nan(tdm_ddp *ddp, int rank, int64_t iteration, int param) {
+    ddp->inject_rank = rank;
+    ddp->inject_iteration = iteration;
+    ddp->inject_param = param;
+}

@@ -1,0 +1,61 @@
+/* ddp_internal.h - the tdm_ddp struct, shared by ddp.c (buffers, hooks, gradient
+ * sync) and optimizer.c (norm, AdamW, parameter gather). Not a public header. */
+#ifndef TDM_DIST_DDP_INTERNAL_H
+#define TDM_DIST_DDP_INTERNAL_H
+
+#include "dist/comm.h"
+#include "dist/ddp.h"
+
+struct tdm_ddp {
+    tdm_ddp_config cfg;
+    tdm_param_table *t;
+    tdm_ddp_layout L;
+    MPI_Comm ctl;     /* private duplicate for blocking control collectives (compute thread) */
+    int rank, size;
+    tdm_comm *eng;    /* owns the other private duplicate: bucket collectives */
+
+    float *params;    /* [L.total] flat parameter buffer, layout order */
+    float *grads;     /* [L.total] flat fp32 gradient buffer */
+    float *frozen;    /* [frozen_numel] storage of frozen parameters */
+    int64_t frozen_numel;
+    float *m, *v;     /* [opt_numel] Adam state of the owned elements, bucket by bucket */
+    int64_t opt_numel;
+    int64_t *state_offset; /* [n_buckets] where bucket b's owned range starts in m/v */
+    int64_t opt_step;      /* Adam step count */
+    int64_t iteration;     /* 1-based, the iteration being computed */
+
+    tdm_comm_op *grad_ops;   /* [n_buckets] all-reduce or reduce-scatter */
+    tdm_comm_op *gather_ops; /* [n_buckets] all-gather (distributed optimizer) */
+
+    /* gradient side, reset by zero_grad */
+    int is_last_microbatch;
+    unsigned char *ready;    /* [n_params] grad_ready seen in the last micro-batch */
+    int *ready_count;        /* [n_buckets] */
+    int next_launch;         /* buckets [0, next_launch) have been posted this step */
+    int dup_param;           /* first parameter that reported grad_ready twice, or -1 */
+    int nan_bucket, nan_param; /* first non-finite bucket/parameter found on this rank, or -1 */
+    int grads_synced;        /* finish_grad_sync completed this step */
+
+    /* parameter side (overlap_param_gather) */
+    int gathers_pending;     /* some all-gather not yet waited */
+    int gathers_dispatched;  /* in forward order: buckets n-1, n-2, ... */
+    unsigned char *gather_waited; /* [n_buckets] */
+
+    /* evidence, measurements, tests */
+    uint64_t seq;
+    tdm_ddp_bucket_trace *trace; /* [n_buckets] */
+    tdm_timers timers;
+    uint64_t grad_wait_ns, gather_wait_ns;
+    int inject_rank, inject_param;
+    int64_t inject_iteration;
+    double *gather_scratch;  /* [size * 64] for tdm_ddp_sum_across_ranks */
+};
+
+/* Posts bucket b's parameter all-gather (optimizer.c and ddp.c share it). */
+void tdm_ddp__post_gather(tdm_ddp *ddp, int b);
+/* Dispatches every all-gather not yet dispatched, in forward order. */
+void tdm_ddp__dispatch_all_gathers(tdm_ddp *ddp);
+/* Waits for every dispatched all-gather. */
+void tdm_ddp__wait_all_gathers(tdm_ddp *ddp);
+
+#endif

@@ -1,0 +1,143 @@
+/* optimizer.c - gradient norm, clipping, AdamW on the owned shards, parameter
+ * all-gather, and the optimizer state for checkpoints (see optimizer.h). */
+#include "dist/optimizer.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "dist/ddp_internal.h"
+#include "kernels/kernels.h"
+
+/* Sum of squares of the owned gradient elements, in double. Distributed: this rank's
+ * shard of every bucket; the shards partition the buffer, so combining them across
+ * ranks counts every element once. Plain: every rank holds the whole reduced
+ * gradient, so the whole buffer is the global sum and no communication is needed. */
+static double owned_sumsq(const tdm_ddp *ddp) {
+    double ss = 0.0;
+    for (int b = 0; b < ddp->L.n_buckets; b++) {
+        int64_t s, e;
+        tdm_ddp_layout_shard(&ddp->L, b, ddp->rank, &s, &e);
+        for (int64_t k = s; k < e; k++) ss += (double)ddp->grads[k] * (double)ddp->grads[k];
+    }
+    return ss;
+}
+
+int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_scale, double *grad_norm,
+                           tdm_error *err) {
+    if (!ddp->grads_synced)
+        return tdm_errorf(err, "optimizer step in iteration %lld: gradients not synchronised (call "
+                               "tdm_ddp_finish_grad_sync first)", (long long)ddp->iteration);
+    tdm_timers_start(&ddp->timers, TDM_TIMER_OPTIMIZER);
+    const tdm_ddp_layout *L = &ddp->L;
+
+    double ss = owned_sumsq(ddp);
+    if (L->distributed) {
+        /* all-gather + local sum in rank order: the same bits on every rank, whatever
+         * reduction algorithm the MPI library picks. */
+        if (tdm_ddp_sum_across_ranks(ddp, &ss, 1, err) != 0) return -1;
+    }
+    double norm = sqrt(ss) * fabs((double)grad_scale);
+    if (grad_norm) *grad_norm = norm;
+    if (!isfinite(norm)) {
+        tdm_timers_stop(&ddp->timers, TDM_TIMER_OPTIMIZER);
+        return tdm_errorf(err, "iteration %lld: gradient norm is %g (NaN or Inf); stopping",
+                          (long long)ddp->iteration, norm);
+    }
+    double scale = grad_scale;
+    if (hp->clip_grad > 0) {
+        double coef = hp->clip_grad / (norm + 1e-6);
+        if (coef < 1.0) scale *= coef;
+    }
+    ddp->opt_step++;
+    /* Walk the intersection of each owned range with each parameter: shards cut across
+     * parameter boundaries, and weight decay is per parameter. Padding is skipped. */
+    for (int b = 0; b < L->n_buckets; b++) {
+        const tdm_ddp_bucket *bk = &L->buckets[b];
+        int64_t s, e;
+        tdm_ddp_layout_shard(L, b, ddp->rank, &s, &e);
+        for (int k = bk->first; k < bk->first + bk->count; k++) {
+            int i = L->order[k];
+            const tdm_param *p = &ddp->t->p[i];
+            int64_t lo = L->offset[i] > s ? L->offset[i] : s;
+            int64_t hi = L->offset[i] + p->numel < e ? L->offset[i] + p->numel : e;
+            if (lo >= hi) continue;
+            int64_t st = ddp->state_offset[b] + (lo - s);
+            tdm_adamw_step(ddp->params + lo, ddp->grads + lo, ddp->m + st, ddp->v + st, hi - lo, hp->lr, hp->beta1,
+                           hp->beta2, hp->eps, p->no_decay ? 0.0f : hp->weight_decay, ddp->opt_step, (float)scale);
+        }
+    }
+
+    if (L->distributed) {
+        const int nb = L->n_buckets;
+        memset(ddp->gather_waited, 0, (size_t)nb);
+        ddp->gathers_pending = 1;
+        ddp->gathers_dispatched = 0;
+        if (ddp->cfg.overlap_param_gather) {
+            /* Start the first bucket forward needs; param_needed waits per bucket and
+             * prefetches the next (hook_param_needed in ddp.c). */
+            tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
+        } else {
+            tdm_timers_start(&ddp->timers, TDM_TIMER_PARAMS_ALL_GATHER);
+            tdm_ddp__wait_all_gathers(ddp);
+            tdm_timers_stop(&ddp->timers, TDM_TIMER_PARAMS_ALL_GATHER);
+        }
+    }
+    ddp->grads_synced = 0;
+    ddp->iteration++;
+    tdm_timers_stop(&ddp->timers, TDM_TIMER_OPTIMIZER);
+    return 0;
+}
+
+/* ---- state for checkpoints ---------------------------------------------------------------- */
+
+int tdm_ddp_opt_pieces(const tdm_ddp *ddp, tdm_ddp_opt_piece *out, int cap) {
+    const tdm_ddp_layout *L = &ddp->L;
+    int n = 0;
+    for (int b = 0; b < L->n_buckets; b++) {
+        const tdm_ddp_bucket *bk = &L->buckets[b];
+        int64_t s, e;
+        tdm_ddp_layout_shard(L, b, ddp->rank, &s, &e);
+        for (int k = bk->first; k < bk->first + bk->count; k++) {
+            int i = L->order[k];
+            int64_t lo = L->offset[i] > s ? L->offset[i] : s;
+            int64_t hi = L->offset[i] + ddp->t->p[i].numel < e ? L->offset[i] + ddp->t->p[i].numel : e;
+            if (lo >= hi) continue;
+            if (out && n < cap) {
+                out[n].param = i;
+                out[n].param_offset = lo - L->offset[i];
+                out[n].count = hi - lo;
+                out[n].state_offset = ddp->state_offset[b] + (lo - s);
+            }
+            n++;
+        }
+    }
+    return n;
+}
+
+float *tdm_ddp_opt_m(tdm_ddp *ddp) { return ddp->m; }
+float *tdm_ddp_opt_v(tdm_ddp *ddp) { return ddp->v; }
+int64_t tdm_ddp_opt_numel(const tdm_ddp *ddp) { return ddp->opt_numel; }
+int64_t tdm_ddp_opt_step_count(const tdm_ddp *ddp) { return ddp->opt_step; }
+void tdm_ddp_opt_set_step_count(tdm_ddp *ddp, int64_t step) { ddp->opt_step = step; }
+
+int tdm_ddp_opt_load_piece(tdm_ddp *ddp, int param, int64_t param_offset, int64_t count, const float *m,
+                           const float *v, tdm_error *err) {
+    const tdm_ddp_layout *L = &ddp->L;
+    if (param < 0 || param >= L->n_params)
+        return tdm_errorf(err, "optimizer state: parameter index %d, expected one in [0, %d)", param, L->n_params);
+    const tdm_param *p = &ddp->t->p[param];
+    if (L->bucket_of[param] < 0) return tdm_errorf(err, "optimizer state: parameter %s is frozen here", p->name);
+    if (param_offset < 0 || count < 0 || param_offset + count > p->numel)
+        return tdm_errorf(err, "optimizer state: parameter %s: elements [%lld, %lld) exceed its %lld elements",
+                          p->name, (long long)param_offset, (long long)(param_offset + count), (long long)p->numel);
+    int b = L->bucket_of[param];
+    int64_t s, e;
+    tdm_ddp_layout_shard(L, b, ddp->rank, &s, &e);
+    int64_t lo = L->offset[param] + param_offset, hi = lo + count;
+    int64_t a = lo > s ? lo : s, z = hi < e ? hi : e;
+    if (a >= z) return 0;
+    int64_t st = ddp->state_offset[b] + (a - s);
+    memcpy(ddp->m + st, m + (a - lo), (size_t)(z - a) * sizeof(float));
+    memcpy(ddp->v + st, v + (a - lo), (size_t)(z - a) * sizeof(float));
+    return 0;
+}
