@@ -1,19 +1,27 @@
 /* attention.c - flash-style scaled dot-product attention over packed segments.
  *
- * For each segment, query head and block of TQ query rows, the forward walks the key
- * blocks of TK rows, computes the score tile S = scale Q K^T [TQ, TK] with one small
- * sgemm straight from the strided q and k arrays (no packing), and folds it into a
- * running row maximum m, row sum l and unnormalised output acc (the online softmax):
- *   m' = max(m, max_j S_ij);  P_ij = e^{S_ij - m'};  l = l e^{m - m'} + sum_j P_ij;
+ * Work unit: one segment, one kv head, and a block of up to TQ query positions. The
+ * G = nh/nkv query heads that share the kv head are packed together, so a block holds
+ * M = G * mq query rows (row r = position r / G, head r % G of the group) and every
+ * key/value tile read is used by all G heads at once (GQA costs no extra K/V traffic,
+ * and the small sgemms get G times taller).
+ *
+ * The forward walks the key tiles of TK rows, computes the score tile
+ * S = scale Q K^T [M, TK] with one sgemm straight from the strided k array, and folds
+ * it into a running row maximum m, row sum l and unnormalised output acc (the online
+ * softmax):
+ *   m' = max(m, max_j S_rj);  P_rj = e^{S_rj - m'};  l = l e^{m - m'} + sum_j P_rj;
  *   acc = acc e^{m - m'} + P V.
- * At the end out = acc / l and lse = m + log l. Only one TQ x TK tile exists at a time.
+ * At the end out = acc / l and lse = m + log l. Only one M x TK tile exists at a time.
  *
  * The backward recomputes P = e^{S - lse} tile by tile and applies
- *   dV += P^T dO;  dP = dO V^T;  dS = P (dP - D) with D_i = sum_c dO_ic O_ic;
+ *   dV += P^T dO;  dP = dO V^T;  dS = P (dP - D) with D_r = sum_c dO_rc O_rc;
  *   dQ += scale dS K;  dK += scale dS^T Q,
- * accumulating straight into the strided dq, dk, dv arrays with beta = 1 sgemms.
- * Causal masking: query row i sees keys j <= i of its segment, so key blocks past the
- * diagonal are never visited and the diagonal tile masks its upper triangle.
+ * dK and dV accumulating straight into the strided dk, dv arrays (beta = 1 sgemms),
+ * dQ into a packed block that is written out once at the end.
+ * Causal masking: position i sees keys j <= i of its segment, so key tiles past the
+ * block's last position are never visited and a tile crossing the diagonal masks the
+ * keys each row may not see.
  */
 #include "kernels/kernels.h"
 
@@ -23,11 +31,20 @@
 
 #include "kernels/vec.h"
 
-enum { TQ = 64, TK = 64 };
+/* Query positions and keys per tile. A score tile is G*TQ x TK floats (32 KB to 128 KB
+ * for G = 1..4), which stays in the L2 cache along with its dP twin in the backward. */
+#ifndef TDM_ATT_TQ
+#define TDM_ATT_TQ 64
+#define TDM_ATT_TK 128
+#endif
+enum { TQ = TDM_ATT_TQ, TK = TDM_ATT_TK };
 
+/* forward: S [M,TK], acc [M,hd], Q [M,hd], m [M], l [M]
+ * backward: P [M,TK], dP [M,TK], Q, dO, dQ [M,hd] each, D [M], lse [M] */
 int64_t tdm_attention_workspace_floats(int n, int nh, int nkv, int hd) {
-    (void)n, (void)nh, (void)nkv;
-    return 2 * (int64_t)TQ * TK + (int64_t)TQ * hd + 2 * TQ;
+    (void)n;
+    int64_t m = (int64_t)(nh / nkv) * TQ;
+    return 2 * m * TK + 3 * m * hd + 2 * m;
 }
 
 /* p[j] = e^{p[j] - m} for j < ncol and 0 for ncol <= j < width; returns sum_j p[j]. */
@@ -58,135 +75,159 @@ static float max_row(const float *p, int ncol) {
     return tdm_v8_hmax(mx);
 }
 
-/* Number of keys of the tile starting at key k0 that query row qi may see. */
+/* Number of keys of the tile [k0, k0 + mk) that position qi may see. */
 static int visible_keys(int causal, int qi, int k0, int mk) {
     if (!causal) return mk;
     int c = qi - k0 + 1;
     return c < 0 ? 0 : (c > mk ? mk : c);
 }
 
-/* One block of mq <= TQ query rows of one head against keys [kb, ke). */
-static void forward_block(float *out, float *lse, const float *q, const float *k, const float *v, int q0, int mq,
-                          int kb, int ke, int h, int kvh, int nh, int nkv, int hd, int causal, float scale,
+/* A block: positions [q0, q0 + mq) of segment [kb, ke), kv head kvh with its G query
+ * heads. Packed row r is position q0 + r / G, query head kvh * G + r % G. */
+typedef struct {
+    int q0, mq, kb, ke, kvh, G, nh, nkv, hd, causal;
+    float scale;
+} block;
+
+/* dst[r] = src row of packed row r, for arrays laid out [n, nh, hd] */
+static void pack_rows(float *dst, const float *src, const block *b) {
+    size_t bytes = sizeof(float) * (size_t)b->G * b->hd;
+    for (int i = 0; i < b->mq; i++)
+        memcpy(dst + (int64_t)i * b->G * b->hd, src + ((int64_t)(b->q0 + i) * b->nh + b->kvh * b->G) * b->hd, bytes);
+}
+
+static void unpack_rows(float *dst, const float *src, const block *b) {
+    size_t bytes = sizeof(float) * (size_t)b->G * b->hd;
+    for (int i = 0; i < b->mq; i++)
+        memcpy(dst + ((int64_t)(b->q0 + i) * b->nh + b->kvh * b->G) * b->hd, src + (int64_t)i * b->G * b->hd, bytes);
+}
+
+/* last key (exclusive) the block needs */
+static int block_key_end(const block *b) {
+    if (!b->causal) return b->ke;
+    return b->q0 + b->mq < b->ke ? b->q0 + b->mq : b->ke;
+}
+
+static void forward_block(float *out, float *lse, const float *q, const float *k, const float *v, const block *b,
                           float *ws) {
-    float *s = ws;                  /* [TQ, TK] scores, then probabilities */
-    float *acc = s + TQ * TK;       /* [TQ, hd] unnormalised output */
-    float *m = acc + TQ * hd;       /* [TQ] running max */
-    float *l = m + TQ;              /* [TQ] running sum */
-    int ldq = nh * hd, ldk = nkv * hd;
-    const float *qp = q + ((int64_t)q0 * nh + h) * hd;
-    memset(acc, 0, sizeof(float) * (size_t)mq * hd);
-    for (int i = 0; i < mq; i++) m[i] = -INFINITY, l[i] = 0.0f;
-    int kend = causal ? (q0 + mq < ke ? q0 + mq : ke) : ke;
-    for (int k0 = kb; k0 < kend; k0 += TK) {
+    int M = b->G * b->mq, hd = b->hd, ldk = b->nkv * hd;
+    float *s = ws;                 /* [M, TK] scores, then probabilities */
+    float *acc = s + (int64_t)M * TK; /* [M, hd] unnormalised output */
+    float *qp = acc + (int64_t)M * hd; /* [M, hd] packed queries */
+    float *m = qp + (int64_t)M * hd;   /* [M] running max */
+    float *l = m + M;                  /* [M] running sum */
+    pack_rows(qp, q, b);
+    memset(acc, 0, sizeof(float) * (size_t)M * hd);
+    for (int r = 0; r < M; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    int kend = block_key_end(b);
+    for (int k0 = b->kb; k0 < kend; k0 += TK) {
         int mk = kend - k0 < TK ? kend - k0 : TK;
-        const float *kp = k + ((int64_t)k0 * nkv + kvh) * hd;
-        const float *vp = v + ((int64_t)k0 * nkv + kvh) * hd;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mq, mk, hd, scale, qp, ldq, kp, ldk, 0.0f, s, TK);
-        for (int i = 0; i < mq; i++) {
-            float *row = s + i * TK;
-            int ncol = visible_keys(causal, q0 + i, k0, mk);
+        const float *kp = k + ((int64_t)k0 * b->nkv + b->kvh) * hd;
+        const float *vp = v + ((int64_t)k0 * b->nkv + b->kvh) * hd;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, mk, hd, b->scale, qp, hd, kp, ldk, 0.0f, s, TK);
+        for (int r = 0; r < M; r++) {
+            float *row = s + (int64_t)r * TK;
+            int ncol = visible_keys(b->causal, b->q0 + r / b->G, k0, mk);
             if (ncol == 0) {
                 memset(row, 0, sizeof(float) * (size_t)mk);
                 continue;
             }
             float mnew = max_row(row, ncol);
-            if (m[i] > mnew) mnew = m[i];
-            float alpha = expf(m[i] - mnew); /* 0 on the first visited tile (m = -inf) */
+            if (m[r] > mnew) mnew = m[r];
+            float alpha = expf(m[r] - mnew); /* 0 on the first visited tile (m = -inf) */
             float sum = exp_row(row, ncol, mk, mnew);
-            l[i] = l[i] * alpha + sum;
-            m[i] = mnew;
+            l[r] = l[r] * alpha + sum;
+            m[r] = mnew;
             if (alpha != 1.0f) {
-                float *a = acc + (int64_t)i * hd;
+                float *a = acc + (int64_t)r * hd;
                 for (int c = 0; c < hd; c++) a[c] *= alpha;
             }
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, mk, 1.0f, s, TK, vp, ldk, 1.0f, acc, hd);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hd, mk, 1.0f, s, TK, vp, ldk, 1.0f, acc, hd);
     }
-    for (int i = 0; i < mq; i++) {
-        float *o = out + ((int64_t)(q0 + i) * nh + h) * hd;
-        const float *a = acc + (int64_t)i * hd;
-        float inv = 1.0f / l[i];
-        for (int c = 0; c < hd; c++) o[c] = a[c] * inv;
-        lse[(int64_t)(q0 + i) * nh + h] = m[i] + logf(l[i]);
+    for (int r = 0; r < M; r++) {
+        float *a = acc + (int64_t)r * hd;
+        float inv = 1.0f / l[r];
+        for (int c = 0; c < hd; c++) a[c] *= inv;
+        lse[(int64_t)(b->q0 + r / b->G) * b->nh + b->kvh * b->G + r % b->G] = m[r] + logf(l[r]);
     }
+    unpack_rows(out, acc, b);
 }
 
 void tdm_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                            const int32_t *cu_seqlens, int nseg, int nh, int nkv, int hd, int causal, float scale,
                            float *workspace) {
-    int group = nh / nkv;
     for (int sg = 0; sg < nseg; sg++) {
-        int b = cu_seqlens[sg], e = cu_seqlens[sg + 1];
-        for (int h = 0; h < nh; h++)
-            for (int q0 = b; q0 < e; q0 += TQ) {
-                int mq = e - q0 < TQ ? e - q0 : TQ;
-                forward_block(out, lse, q, k, v, q0, mq, b, e, h, h / group, nh, nkv, hd, causal, scale, workspace);
+        int kb = cu_seqlens[sg], ke = cu_seqlens[sg + 1];
+        for (int kvh = 0; kvh < nkv; kvh++)
+            for (int q0 = kb; q0 < ke; q0 += TQ) {
+                block b = {q0, ke - q0 < TQ ? ke - q0 : TQ, kb, ke, kvh, nh / nkv, nh, nkv, hd, causal, scale};
+                forward_block(out, lse, q, k, v, &b, workspace);
             }
     }
 }
 
-/* One block of query rows of one head: recompute P per key tile and accumulate. */
 static void backward_block(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                           const float *v, const float *out, const float *lse, int q0, int mq, int kb, int ke, int h,
-                           int kvh, int nh, int nkv, int hd, int causal, float scale, float *ws) {
-    float *p = ws;             /* [TQ, TK] probabilities */
-    float *dp = p + TQ * TK;   /* [TQ, TK] dP, then dS */
-    float *dd = dp + TQ * TK;  /* [TQ] D_i = rowsum(dO O) */
-    float *lr = dd + TQ;       /* [TQ] lse of the block's rows */
-    int ldq = nh * hd, ldk = nkv * hd;
-    int64_t qoff = ((int64_t)q0 * nh + h) * hd;
-    const float *qp = q + qoff, *dop = dout + qoff;
-    for (int i = 0; i < mq; i++) {
-        const float *o = out + qoff + (int64_t)i * ldq, *g = dop + (int64_t)i * ldq;
+                           const float *v, const float *out, const float *lse, const block *b, float *ws) {
+    int M = b->G * b->mq, hd = b->hd, ldk = b->nkv * hd, G = b->G;
+    float *p = ws;                      /* [M, TK] probabilities */
+    float *dp = p + (int64_t)M * TK;    /* [M, TK] dP, then dS */
+    float *qp = dp + (int64_t)M * TK;   /* [M, hd] packed q */
+    float *dop = qp + (int64_t)M * hd;  /* [M, hd] packed dout */
+    float *dqp = dop + (int64_t)M * hd; /* [M, hd] packed dq accumulator */
+    float *dd = dqp + (int64_t)M * hd;  /* [M] D = rowsum(dO O) */
+    float *lr = dd + M;                 /* [M] lse */
+    pack_rows(qp, q, b);
+    pack_rows(dop, dout, b);
+    memset(dqp, 0, sizeof(float) * (size_t)M * hd);
+    for (int r = 0; r < M; r++) {
+        int64_t row = (int64_t)(b->q0 + r / G) * b->nh + b->kvh * G + r % G;
+        const float *o = out + row * hd, *g = dop + (int64_t)r * hd;
         float t = 0.0f;
         for (int c = 0; c < hd; c++) t += g[c] * o[c];
-        dd[i] = t;
-        lr[i] = lse[(int64_t)(q0 + i) * nh + h];
+        dd[r] = t;
+        lr[r] = lse[row];
     }
-    int kend = causal ? (q0 + mq < ke ? q0 + mq : ke) : ke;
-    for (int k0 = kb; k0 < kend; k0 += TK) {
+    int kend = block_key_end(b);
+    for (int k0 = b->kb; k0 < kend; k0 += TK) {
         int mk = kend - k0 < TK ? kend - k0 : TK;
-        int64_t koff = ((int64_t)k0 * nkv + kvh) * hd;
+        int64_t koff = ((int64_t)k0 * b->nkv + b->kvh) * hd;
         const float *kp = k + koff, *vp = v + koff;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mq, mk, hd, scale, qp, ldq, kp, ldk, 0.0f, p, TK);
-        for (int i = 0; i < mq; i++) exp_row(p + i * TK, visible_keys(causal, q0 + i, k0, mk), mk, lr[i]);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, mk, hd, b->scale, qp, hd, kp, ldk, 0.0f, p, TK);
+        for (int r = 0; r < M; r++)
+            exp_row(p + (int64_t)r * TK, visible_keys(b->causal, b->q0 + r / G, k0, mk), mk, lr[r]);
         if (dv)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mk, hd, mq, 1.0f, p, TK, dop, ldq, 1.0f, dv + koff,
-                        ldk);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mk, hd, M, 1.0f, p, TK, dop, hd, 1.0f, dv + koff, ldk);
         if (!dq && !dk) continue;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, mq, mk, hd, 1.0f, dop, ldq, vp, ldk, 0.0f, dp, TK);
-        for (int i = 0; i < mq; i++) {
-            float *pr = p + i * TK, *dr = dp + i * TK;
-            float di = dd[i];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, mk, hd, 1.0f, dop, hd, vp, ldk, 0.0f, dp, TK);
+        for (int r = 0; r < M; r++) {
+            float *pr = p + (int64_t)r * TK, *dr = dp + (int64_t)r * TK;
+            float di = dd[r];
             for (int j = 0; j < mk; j++) dr[j] = pr[j] * (dr[j] - di);
         }
-        if (dq)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mq, hd, mk, scale, dp, TK, kp, ldk, 1.0f, dq + qoff,
-                        ldq);
+        if (dq) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hd, mk, b->scale, dp, TK, kp, ldk, 1.0f, dqp, hd);
         if (dk)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mk, hd, mq, scale, dp, TK, qp, ldq, 1.0f, dk + koff,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mk, hd, M, b->scale, dp, TK, qp, hd, 1.0f, dk + koff,
                         ldk);
     }
+    if (dq) unpack_rows(dq, dqp, b);
 }
 
 void tdm_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *out, const float *lse, const int32_t *cu_seqlens,
                             int nseg, int nh, int nkv, int hd, int causal, float scale, float *workspace) {
     if (nseg <= 0) return;
-    int group = nh / nkv;
     int r0 = cu_seqlens[0], r1 = cu_seqlens[nseg];
-    /* The gradients are sums over tiles: start from zero on every row the segments cover. */
-    if (dq) memset(dq + (int64_t)r0 * nh * hd, 0, sizeof(float) * (size_t)(r1 - r0) * nh * hd);
+    /* dk and dv are sums over query blocks: start from zero on every row the segments
+     * cover. dq is written block by block. */
     if (dk) memset(dk + (int64_t)r0 * nkv * hd, 0, sizeof(float) * (size_t)(r1 - r0) * nkv * hd);
     if (dv) memset(dv + (int64_t)r0 * nkv * hd, 0, sizeof(float) * (size_t)(r1 - r0) * nkv * hd);
     for (int sg = 0; sg < nseg; sg++) {
-        int b = cu_seqlens[sg], e = cu_seqlens[sg + 1];
-        for (int h = 0; h < nh; h++)
-            for (int q0 = b; q0 < e; q0 += TQ) {
-                int mq = e - q0 < TQ ? e - q0 : TQ;
-                backward_block(dq, dk, dv, dout, q, k, v, out, lse, q0, mq, b, e, h, h / group, nh, nkv, hd, causal,
-                               scale, workspace);
+        int kb = cu_seqlens[sg], ke = cu_seqlens[sg + 1];
+        for (int kvh = 0; kvh < nkv; kvh++)
+            for (int q0 = kb; q0 < ke; q0 += TQ) {
+                block b = {q0, ke - q0 < TQ ? ke - q0 : TQ, kb, ke, kvh, nh / nkv, nh, nkv, hd, causal, scale};
+                backward_block(dq, dk, dv, dout, q, k, v, out, lse, &b, workspace);
             }
     }
 }
