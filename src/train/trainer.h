@@ -72,12 +72,18 @@ typedef struct tdm_train_result {
     uint64_t params_checksum;  /* XXH3 of the full parameter values (every tensor, registration order), same on all ranks */
     int interrupted;           /* stopped early by SIGTERM/SIGINT or --exit-interval */
     char saved_checkpoint[TDM_ARGS_PATH_MAX]; /* last checkpoint directory written, "" if none */
+    /* On failure: 1 when every rank returned -1 in the same place (bad flags, a missing
+     * file, a NaN found by the agreed checks), so the caller may print once (on rank
+     * failed_rank) and exit normally; 0 when only this rank failed and the others may be
+     * blocked in a collective, so the caller must MPI_Abort. */
+    int all_ranks_failed;
+    int failed_rank;
 } tdm_train_result;
 
-/* Runs one training job (see above). On failure returns -1 with one sentence in err
- * on the failing rank; the caller (src/tools) prints it and aborts the job, since the
- * other ranks may be blocked in a collective. res is zeroed first and valid after
- * success (free it with tdm_train_result_free, also after failure). */
+/* Runs one training job (see above). On failure returns -1 with one sentence in err;
+ * res->all_ranks_failed says whether the caller can exit normally (every rank failed
+ * together; print err on rank res->failed_rank only) or must MPI_Abort. res is zeroed
+ * first; free it with tdm_train_result_free, also after failure. */
 int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res, tdm_error *err);
 
 void tdm_train_result_free(tdm_train_result *res);

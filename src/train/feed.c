@@ -1,0 +1,113 @@
+/* feed.c - tokenizer + preprocessor + datasets + loader, as the trainer needs them. */
+#include "train/feed.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/alloc.h"
+#include "core/fs.h"
+#include "data/loader.h"
+#include "data/pipeline.h"
+#include "data/preprocess.h"
+#include "tokenizer/tokenizer.h"
+
+struct tdm_feed {
+    tdm_feed_options o;
+    tdm_tokenizer *tok;
+    tdm_preproc_config pp;
+    tdm_data *data;
+    tdm_loader *loader;
+    char summary[1536];
+};
+
+int tdm_feed_load_preprocessor(const char *flag_path, const char *model_path, tdm_preproc_config *pp,
+                               tdm_error *err) {
+    if (flag_path && flag_path[0]) return tdm_preproc_config_load(flag_path, pp, err);
+    char dir[2048], path[2200];
+    struct stat st;
+    if (model_path && stat(model_path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(dir, sizeof dir, "%s", model_path);
+    else tdm_dirname(model_path ? model_path : ".", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", dir);
+    if (tdm_file_exists(path)) return tdm_preproc_config_load(path, pp, err);
+    tdm_preproc_config_default(pp);
+    return 0;
+}
+
+tdm_feed *tdm_feed_create(const tdm_feed_options *o, tdm_error *err) {
+    const tdm_train_args *a = o->args;
+    tdm_feed *f = tdm_xcalloc(1, sizeof *f);
+    f->o = *o;
+    f->tok = tdm_tokenizer_load(a->tokenizer, err);
+    if (!f->tok) goto fail;
+    if (o->config && tdm_tokenizer_vocab_size(f->tok) > o->config->text.vocab_size) {
+        tdm_errorf(err, "--tokenizer %s: %d token ids, more than the model's vocab_size %d (%s)", a->tokenizer,
+                   tdm_tokenizer_vocab_size(f->tok), o->config->text.vocab_size, o->config->path);
+        goto fail;
+    }
+    if (tdm_feed_load_preprocessor(a->preprocessor, a->model, &f->pp, err) != 0) goto fail;
+    const char *files[TDM_ARGS_MAX_DATA];
+    for (int i = 0; i < a->n_data; i++) files[i] = a->data[i];
+    tdm_data_options d = {.files = files,
+                          .n_files = a->n_data,
+                          .image_root = a->image_root[0] ? a->image_root : NULL,
+                          .skip_bad_samples = a->skip_bad_samples,
+                          .seq_length = a->seq_length};
+    f->data = tdm_data_open(&d, f->tok, &f->pp, err);
+    if (!f->data) goto fail;
+    const tdm_data_stats *s = tdm_data_get_stats(f->data);
+    if (s->n_samples < a->global_batch_size) {
+        tdm_errorf(err, "--data: %lld usable samples, fewer than --global-batch-size %d", (long long)s->n_samples,
+                   a->global_batch_size);
+        goto fail;
+    }
+    snprintf(f->summary, sizeof f->summary,
+             "data: %lld samples (%lld images, %lld tokens, %lld loss tokens); %lld skipped as bad, %lld longer than "
+             "--seq-length %d dropped%s%s",
+             (long long)s->n_samples, (long long)s->n_images, (long long)s->total_tokens,
+             (long long)s->total_target_tokens, (long long)s->n_skipped_bad, (long long)s->n_dropped_long,
+             a->seq_length, s->first_problem[0] ? "; first: " : "", s->first_problem);
+    return f;
+fail:
+    tdm_feed_free(f);
+    return NULL;
+}
+
+void tdm_feed_free(tdm_feed *f) {
+    if (!f) return;
+    tdm_loader_free(f->loader);
+    tdm_data_free(f->data);
+    tdm_tokenizer_free(f->tok);
+    free(f);
+}
+
+void tdm_feed_limits(const tdm_feed *f, tdm_model_limits *out) {
+    tdm_batch_limits bl;
+    tdm_data_batch_limits(f->data, f->o.args->micro_batch_size, &bl);
+    out->max_tokens = bl.tokens;
+    out->max_seqs = bl.samples;
+    out->max_patches = bl.patches;
+    out->max_images = bl.images;
+}
+
+int tdm_feed_start(tdm_feed *f, int64_t consumed_samples, tdm_error *err) {
+    const tdm_train_args *a = f->o.args;
+    tdm_loader_options lo = {.sampler = {.seed = a->seed,
+                                         .shuffle = 1,
+                                         .global_batch_size = a->global_batch_size,
+                                         .micro_batch_size = a->micro_batch_size,
+                                         .dp_rank = f->o.dp_rank,
+                                         .dp_size = f->o.dp_size},
+                             .start_consumed = consumed_samples,
+                             .ring = 0};
+    f->loader = tdm_loader_create(f->data, &lo, err);
+    return f->loader ? 0 : -1;
+}
+
+int tdm_feed_next(tdm_feed *f, const tdm_batch **b, uint64_t *wait_ns, tdm_error *err) {
+    return tdm_loader_next(f->loader, b, wait_ns, err);
+}
+
+int64_t tdm_feed_n_samples(const tdm_feed *f) { return tdm_data_n_samples(f->data); }
+const char *tdm_feed_summary(const tdm_feed *f) { return f->summary; }

@@ -1,0 +1,640 @@
+/* trainer.c - the training loop (see trainer.h for the step, in order). */
+#include "train/trainer.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "dist/ddp.h"
+#include "dist/optimizer.h"
+#include "model/config.h"
+#include "model/qwen3vl.h"
+#include "model/safetensors.h"
+#include "prof/profiler.h"
+#include "train/checkpoint.h"
+#include "train/feed.h"
+#include "train/log.h"
+#include "train/scheduler.h"
+
+/* ------------------------------------------------------------------ signals */
+
+static volatile sig_atomic_t g_stop_requested;
+
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop_requested = 1; /* only a flag: the loop agrees on it at the end of the step */
+}
+
+void tdm_train_install_signal_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+void tdm_train_request_stop(void) { g_stop_requested = 1; }
+
+void tdm_train_result_free(tdm_train_result *res) {
+    free(res->records);
+    res->records = NULL;
+    res->n_steps = 0;
+}
+
+/* ------------------------------------------------------------------ state */
+
+typedef struct trainer {
+    const tdm_train_args *a;
+    MPI_Comm comm; /* our own duplicate: setup agreement, fingerprints, checkpoint gather */
+    int rank, dp;
+    tdm_model_config cfg;
+    char config_json[TDM_ARGS_PATH_MAX + 32];
+    tdm_model *model;
+    tdm_ddp *ddp;
+    tdm_feed *feed;
+    tdm_lr_scheduler sched;
+    tdm_adamw_config adamw;
+    tdm_metrics_writer *metrics;
+    int profiling;
+    int64_t iteration;        /* completed iterations */
+    int64_t consumed;         /* samples consumed */
+    int micro_per_step;
+    tdm_train_result *res;
+    int cap_records;
+} trainer;
+
+static void push_record(trainer *t, const tdm_step_record *r) {
+    tdm_train_result *res = t->res;
+    if (res->n_steps == t->cap_records) {
+        t->cap_records = t->cap_records ? 2 * t->cap_records : 64;
+        res->records = tdm_xrealloc(res->records, sizeof *res->records * (size_t)t->cap_records);
+    }
+    res->records[res->n_steps++] = *r;
+}
+
+/* Every rank reports whether its part succeeded; afterwards all know the lowest failing
+ * rank. Returns 0 when all succeeded, else -1 on every rank (err of non-failing ranks
+ * says which rank failed). */
+static int agree(trainer *t, int ok, tdm_error *err) {
+    int mine = ok ? t->dp : t->rank, first;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, t->comm);
+    if (first == t->dp) return 0;
+    t->res->all_ranks_failed = 1;
+    t->res->failed_rank = first;
+    if (ok) tdm_errorf(err, "rank %d failed (its message is printed there)", first);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ set-up */
+
+static int build_model(trainer *t, tdm_error *err) {
+    const tdm_train_args *a = t->a;
+    if (tdm_model_config_load(a->model, &t->cfg, err) != 0) return -1;
+    snprintf(t->config_json, sizeof t->config_json, "%s", t->cfg.path);
+    tdm_freeze fz = {.vision = a->freeze_vision, .projector = a->freeze_projector, .llm = a->freeze_llm,
+                     .lm_head = a->freeze_lm_head};
+    t->model = tdm_model_create(&t->cfg, &fz, err);
+    if (!t->model) return tdm_error_prefix(err, "--model %s", a->model);
+    return 0;
+}
+
+static int build_ddp(trainer *t, tdm_error *err) {
+    const tdm_train_args *a = t->a;
+    tdm_ddp_config dc;
+    tdm_ddp_config_default(&dc);
+    dc.use_distributed_optimizer = a->use_distributed_optimizer;
+    dc.overlap_grad_reduce = a->overlap_grad_reduce;
+    dc.overlap_param_gather = a->overlap_param_gather;
+    dc.check_for_nan_in_grad = a->check_for_nan_in_grad;
+    dc.bucket_size = a->ddp_bucket_size;
+    dc.num_buckets = a->ddp_num_buckets;
+    if (tdm_ddp_progress_parse(a->comm_progress, &dc.progress, err) != 0) return -1;
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    tdm_strbuf note;
+    tdm_sb_init(&note);
+    dc.progress = tdm_ddp_progress_for_thread_level(provided, dc.progress, &note);
+    if (note.len) tdm_log_info("%s", note.data);
+    tdm_sb_free(&note);
+    t->ddp = tdm_ddp_create(t->comm, tdm_model_params(t->model), &dc, err);
+    if (!t->ddp) return -1;
+    tdm_param_hooks h = tdm_ddp_hooks(t->ddp);
+    tdm_model_set_hooks(t->model, &h);
+    return 0;
+}
+
+/* Initial weights: a checkpoint (--load), Hugging Face weights, or the seed. */
+static int init_weights(trainer *t, tdm_ckpt *ck, int have_ck, tdm_error *err) {
+    const tdm_train_args *a = t->a;
+    tdm_param_table *pt = tdm_model_params(t->model);
+    if (have_ck) return tdm_ckpt_load_weights(ck, pt, err);
+    if (a->pretrained[0] || a->hf_weights[0]) {
+        const char *src = a->pretrained[0] ? a->pretrained : a->hf_weights;
+        tdm_safetensors *st = tdm_safetensors_open(src, err);
+        if (!st) return -1;
+        tdm_st_load_report rep;
+        int rc = tdm_safetensors_load_params(st, pt, t->cfg.tie_word_embeddings ? TDM_ST_TIED_LM_HEAD : 0, &rep, err);
+        tdm_safetensors_close(st);
+        if (rc != 0) return -1;
+        if (rep.n_extra) tdm_log_info("note: %s holds %d tensors the model does not use (first: %s)", src, rep.n_extra,
+                                      rep.first_extra);
+        return 0;
+    }
+    tdm_model_init_weights(t->model, a->seed);
+    return 0;
+}
+
+/* Adam state of every trainable parameter from the checkpoint into this rank's shards. */
+static int load_optimizer(trainer *t, tdm_ckpt *ck, tdm_error *err) {
+    tdm_param_table *pt = tdm_model_params(t->model);
+    int64_t maxn = 0;
+    for (int i = 0; i < pt->n; i++)
+        if (pt->p[i].trainable && pt->p[i].numel > maxn) maxn = pt->p[i].numel;
+    float *m = tdm_xmalloc(sizeof(float) * (size_t)(maxn ? maxn : 1));
+    float *v = tdm_xmalloc(sizeof(float) * (size_t)(maxn ? maxn : 1));
+    int rc = 0;
+    for (int i = 0; i < pt->n && rc == 0; i++) {
+        if (!pt->p[i].trainable) continue;
+        rc = tdm_ckpt_read_optimizer(ck, pt, i, m, v, err);
+        if (rc != 0) {
+            tdm_error_prefix(err, "--load %s (was %s frozen when it was saved? then add --no-load-optim)", ck->dir,
+                             pt->p[i].name);
+            break;
+        }
+        rc = tdm_ddp_opt_load_piece(t->ddp, i, 0, pt->p[i].numel, m, v, err);
+    }
+    free(m);
+    free(v);
+    if (rc == 0) tdm_ddp_opt_set_step_count(t->ddp, ck->state.adam_step);
+    return rc;
+}
+
+static int setup(trainer *t, tdm_error *err) {
+    const tdm_train_args *a = t->a;
+    if (tdm_train_args_validate(a, t->dp, err) != 0) return -1;
+    if (build_model(t, err) != 0) return -1;
+    /* the DDP layer allocates and binds the parameter storage: collective */
+    return 0;
+}
+
+static int setup_state(trainer *t, tdm_error *err) {
+    const tdm_train_args *a = t->a;
+    tdm_ckpt ck;
+    int have_ck = 0;
+    if (a->load[0]) {
+        if (tdm_ckpt_open(a->load, &ck, err) != 0) return -1;
+        have_ck = 1;
+    }
+    int rc = init_weights(t, &ck, have_ck, err);
+    if (rc == 0 && have_ck && !a->finetune) {
+        t->iteration = ck.state.iteration;
+        t->consumed = ck.state.consumed_samples;
+        if (ck.state.args_fingerprint != tdm_train_args_fingerprint(a))
+            tdm_log_info("note: resuming %s with flags that change the numerics (batch sizes, schedule, optimizer, "
+                         "seed, data or freezing differ from the saved run)",
+                         ck.dir);
+        if (!a->no_load_optim) {
+            if (!ck.state.has_optimizer) {
+                rc = tdm_errorf(err, "--load %s: the checkpoint holds no optimizer state (add --no-load-optim)", ck.dir);
+            } else {
+                rc = load_optimizer(t, &ck, err);
+            }
+        }
+        if (rc == 0) tdm_log_info("loaded checkpoint %s at iteration %lld (consumed samples %lld)", ck.dir,
+                                  (long long)t->iteration, (long long)t->consumed);
+    } else if (rc == 0 && have_ck) {
+        tdm_log_info("loaded weights of %s (--finetune: starting at iteration 0)", ck.dir);
+    }
+    if (have_ck) tdm_ckpt_close(&ck);
+    if (rc != 0) return -1;
+    if (t->iteration >= a->train_iters && a->train_iters > 0 && t->iteration > 0)
+        tdm_log_info("the checkpoint is at iteration %lld, not before --train-iters %lld: nothing to train",
+                     (long long)t->iteration, (long long)a->train_iters);
+    if (tdm_lr_scheduler_init(&t->sched, a->lr, a->min_lr, a->lr_warmup_init, TDM_LR_LINEAR, a->lr_warmup_iters,
+                              a->lr_warmup_fraction, a->lr_decay_iters, a->train_iters, a->global_batch_size,
+                              err) != 0)
+        return -1;
+    tdm_lr_style style;
+    if (tdm_lr_style_parse(a->lr_decay_style, &style) != 0)
+        return tdm_errorf(err, "--lr-decay-style %s: unknown", a->lr_decay_style);
+    t->sched.style = style;
+    t->sched.num_steps = t->consumed;
+    t->adamw.beta1 = (float)a->adam_beta1;
+    t->adamw.beta2 = (float)a->adam_beta2;
+    t->adamw.eps = (float)a->adam_eps;
+    t->adamw.weight_decay = (float)a->weight_decay;
+    t->adamw.clip_grad = (float)a->clip_grad;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ checkpoint save */
+
+/* Collective: the optimizer shards are gathered in parameter shape on rank 0, which
+ * writes the checkpoint; every rank learns whether it worked. */
+static int save_checkpoint(trainer *t, tdm_error *err) {
+    const tdm_train_args *a = t->a;
+    tdm_ddp_wait_params(t->ddp);
+    tdm_param_table *pt = tdm_model_params(t->model);
+    int distributed = tdm_ddp_get_config(t->ddp)->use_distributed_optimizer;
+    int np = tdm_ddp_opt_pieces(t->ddp, NULL, 0);
+    tdm_ddp_opt_piece *pieces = tdm_xcalloc((size_t)(np ? np : 1), sizeof *pieces);
+    tdm_ddp_opt_pieces(t->ddp, pieces, np);
+    int64_t state_n = tdm_ddp_opt_numel(t->ddp);
+    uint64_t t0 = tdm_now_ns();
+    int ok = 1;
+    float **m = NULL, **v = NULL;
+    if (t->rank == 0) {
+        m = tdm_xcalloc((size_t)pt->n, sizeof *m);
+        v = tdm_xcalloc((size_t)pt->n, sizeof *v);
+        for (int i = 0; i < pt->n; i++) {
+            if (!pt->p[i].trainable) continue;
+            m[i] = tdm_xcalloc((size_t)pt->p[i].numel, sizeof(float));
+            v[i] = tdm_xcalloc((size_t)pt->p[i].numel, sizeof(float));
+        }
+    }
+    /* rank by rank, pieces then m and v; without the distributed optimizer every rank holds
+       everything and rank 0's own copy is enough */
+    int senders = distributed ? t->dp : 1;
+    for (int r = 0; r < senders; r++) {
+        int n = np;
+        int64_t sn = state_n;
+        tdm_ddp_opt_piece *pc = pieces;
+        const float *sm = tdm_ddp_opt_m(t->ddp), *sv = tdm_ddp_opt_v(t->ddp);
+        float *bm = NULL, *bv = NULL;
+        if (r != 0 && (t->rank == r || t->rank == 0)) {
+            if (t->rank == r) {
+                MPI_Send(&n, 1, MPI_INT, 0, 1, t->comm);
+                MPI_Send(&sn, 1, MPI_INT64_T, 0, 2, t->comm);
+                MPI_Send(pieces, (int)(sizeof *pieces * (size_t)n), MPI_BYTE, 0, 3, t->comm);
+                MPI_Send(sm, (int)sn, MPI_FLOAT, 0, 4, t->comm);
+                MPI_Send(sv, (int)sn, MPI_FLOAT, 0, 5, t->comm);
+                continue;
+            }
+            MPI_Recv(&n, 1, MPI_INT, r, 1, t->comm, MPI_STATUS_IGNORE);
+            MPI_Recv(&sn, 1, MPI_INT64_T, r, 2, t->comm, MPI_STATUS_IGNORE);
+            pc = tdm_xcalloc((size_t)(n ? n : 1), sizeof *pc);
+            bm = tdm_xmalloc(sizeof(float) * (size_t)(sn ? sn : 1));
+            bv = tdm_xmalloc(sizeof(float) * (size_t)(sn ? sn : 1));
+            MPI_Recv(pc, (int)(sizeof *pc * (size_t)n), MPI_BYTE, r, 3, t->comm, MPI_STATUS_IGNORE);
+            MPI_Recv(bm, (int)sn, MPI_FLOAT, r, 4, t->comm, MPI_STATUS_IGNORE);
+            MPI_Recv(bv, (int)sn, MPI_FLOAT, r, 5, t->comm, MPI_STATUS_IGNORE);
+            sm = bm;
+            sv = bv;
+        }
+        if (t->rank == 0) {
+            for (int k = 0; k < n; k++) {
+                const tdm_ddp_opt_piece *p = &pc[k];
+                memcpy(m[p->param] + p->param_offset, sm + p->state_offset, sizeof(float) * (size_t)p->count);
+                memcpy(v[p->param] + p->param_offset, sv + p->state_offset, sizeof(float) * (size_t)p->count);
+            }
+        }
+        if (pc != pieces) free(pc);
+        free(bm);
+        free(bv);
+    }
+    if (t->rank == 0) {
+        tdm_ckpt_state st = {
+            .iteration = t->iteration,
+            .consumed_samples = t->consumed,
+            .scheduler_num_steps = t->sched.num_steps,
+            .lr = a->lr,
+            .min_lr = a->min_lr,
+            .seed = a->seed,
+            .adam_step = tdm_ddp_opt_step_count(t->ddp),
+            .dp = t->dp,
+            .distributed_optimizer = distributed,
+            .args_fingerprint = tdm_train_args_fingerprint(a),
+        };
+        snprintf(st.lr_decay_style, sizeof st.lr_decay_style, "%s", a->lr_decay_style);
+        tdm_ckpt_save_spec spec = {.config_json_path = t->config_json,
+                                   .params = pt,
+                                   .exp_avg = (const float *const *)m,
+                                   .exp_avg_sq = (const float *const *)v,
+                                   .state = &st};
+        ok = tdm_ckpt_save(a->save, &spec, t->res->saved_checkpoint, sizeof t->res->saved_checkpoint, err) == 0;
+        for (int i = 0; i < pt->n; i++) free(m[i]), free(v[i]);
+        free(m);
+        free(v);
+    }
+    free(pieces);
+    MPI_Bcast(&ok, 1, MPI_INT, 0, t->comm);
+    if (!ok) {
+        t->res->all_ranks_failed = 1;
+        t->res->failed_rank = 0;
+        if (t->rank != 0) tdm_errorf(err, "rank 0 failed to save the checkpoint");
+        return -1;
+    }
+    tdm_log_info("saved checkpoint at iteration %7lld to %s (%.1f ms)", (long long)t->iteration, a->save,
+                 (double)(tdm_now_ns() - t0) / 1e6);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ one step */
+
+static double ms_since(uint64_t t0) { return (double)(tdm_now_ns() - t0) / 1e6; }
+
+/* Runs iteration t->iteration + 1. *stop is set when all ranks agreed to stop after it. */
+static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *err) {
+    const tdm_train_args *a = t->a;
+    int64_t it = t->iteration + 1;
+    memset(rec, 0, sizeof *rec);
+    rec->iteration = it;
+    tdm_ddp_stats st0;
+    tdm_ddp_get_stats(t->ddp, &st0);
+    double gather0 = tdm_ddp_timer_elapsed_ms(t->ddp, TDM_TIMER_PARAMS_ALL_GATHER);
+    uint64_t t_step = tdm_now_ns();
+    tdm_prof_step_begin(it);
+
+    /* forward and backward of this rank's micro-batches; gradients accumulate */
+    double loss_sum = 0, tokens = 0;
+    uint64_t fp_local = 0;
+    XXH3_state_t *fps = XXH3_createState();
+    XXH3_64bits_reset(fps);
+    uint64_t t_fb = tdm_now_ns();
+    tdm_ddp_timer_start(t->ddp, TDM_TIMER_FORWARD_BACKWARD);
+    tdm_ddp_zero_grad(t->ddp);
+    double wait_ms = 0;
+    for (int k = 0; k < t->micro_per_step; k++) {
+        const tdm_batch *b;
+        uint64_t waited = 0;
+        if (tdm_feed_next(t->feed, &b, &waited, err) != 0) {
+            XXH3_freeState(fps);
+            return -1;
+        }
+        wait_ms += (double)waited / 1e6;
+        XXH3_64bits_update(fps, &b->fingerprint, sizeof b->fingerprint);
+        tdm_ddp_set_is_last_microbatch(t->ddp, k == t->micro_per_step - 1);
+        tdm_fb_result r;
+        if (tdm_model_forward_backward(t->model, b, 1.0f, &r, err) != 0) {
+            XXH3_freeState(fps);
+            return tdm_error_prefix(err, "iteration %lld", (long long)it);
+        }
+        loss_sum += r.loss_sum;
+        tokens += (double)r.n_tokens;
+    }
+    fp_local = XXH3_64bits_digest(fps);
+    XXH3_freeState(fps);
+    uint64_t t_sync = tdm_now_ns();
+    int sync_rc = tdm_ddp_finish_grad_sync(t->ddp, err);
+    rec->grad_sync_ms = ms_since(t_sync);
+    tdm_ddp_timer_stop(t->ddp, TDM_TIMER_FORWARD_BACKWARD);
+    rec->fwd_bwd_ms = ms_since(t_fb) - wait_ms;
+    rec->data_wait_ms = wait_ms;
+    if (sync_rc != 0) {
+        /* finish_grad_sync fails on every rank together (NaN/Inf, missing gradient) */
+        t->res->all_ranks_failed = 1;
+        t->res->failed_rank = 0;
+        return -1;
+    }
+
+    /* one small collective: loss sum, token count and the stop flag, summed in rank order */
+    double sums[3] = {loss_sum, tokens, g_stop_requested ? 1.0 : 0.0};
+    if (tdm_ddp_sum_across_ranks(t->ddp, sums, 3, err) != 0) return -1;
+    rec->tokens = (int64_t)sums[1];
+    rec->loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+    *stop = sums[2] > 0;
+    if (sums[1] <= 0 || !isfinite(rec->loss)) {
+        t->res->all_ranks_failed = 1;
+        t->res->failed_rank = 0;
+        if (sums[1] <= 0)
+            return tdm_errorf(err, "iteration %lld: the global batch has no tokens to train on (every label is -100)",
+                              (long long)it);
+        return tdm_errorf(err, "iteration %lld: the loss is %s (loss sum %g over %lld tokens, all ranks)", (long long)it,
+                          isnan(rec->loss) ? "NaN" : "infinite", sums[0], (long long)sums[1]);
+    }
+
+    /* optimizer: Megatron's timing: this step runs at lr(consumed before it) */
+    t->adamw.lr = (float)tdm_lr_scheduler_lr(&t->sched);
+    uint64_t t_opt = tdm_now_ns();
+    double norm = 0;
+    if (tdm_ddp_optimizer_step(t->ddp, &t->adamw, (float)(1.0 / sums[1]), &norm, err) != 0) {
+        t->res->all_ranks_failed = 1;
+        t->res->failed_rank = 0;
+        return -1;
+    }
+    rec->optimizer_ms = ms_since(t_opt);
+    tdm_lr_scheduler_step(&t->sched, a->global_batch_size);
+    t->iteration = it;
+    t->consumed += a->global_batch_size;
+
+    rec->consumed_samples = t->consumed;
+    rec->global_batch_size = a->global_batch_size;
+    rec->lr = tdm_lr_scheduler_lr(&t->sched);
+    rec->grad_norm = a->clip_grad > 0 ? norm : 0.0; /* the spec: --clip-grad 0 logs 0.0 */
+    rec->param_gather_ms = tdm_ddp_timer_elapsed_ms(t->ddp, TDM_TIMER_PARAMS_ALL_GATHER) - gather0;
+    if (rec->param_gather_ms < 0) rec->param_gather_ms = 0;
+    tdm_ddp_stats st1;
+    tdm_ddp_get_stats(t->ddp, &st1);
+    rec->comm_thread_cpu_ms = (double)(st1.comm_thread_cpu_ns - st0.comm_thread_cpu_ns) / 1e6;
+
+    /* the input fingerprint of the step: every rank's micro-batch hashes, in rank order */
+    if (a->audit_fingerprints) {
+        uint64_t *all = tdm_xmalloc(sizeof(uint64_t) * (size_t)t->dp);
+        MPI_Allgather(&fp_local, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, t->comm);
+        rec->fingerprint = XXH3_64bits(all, sizeof(uint64_t) * (size_t)t->dp);
+        free(all);
+    }
+    tdm_prof_step_end(it);
+    rec->step_ms = ms_since(t_step);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ logging */
+
+typedef struct interval {
+    int n;
+    double loss_sum, ms_sum;
+    int skipped, nan;
+} interval;
+
+static void log_iteration(trainer *t, interval *iv, const tdm_step_record *r) {
+    iv->n++;
+    iv->loss_sum += r->loss;
+    iv->ms_sum += r->step_ms;
+    iv->skipped += r->skipped;
+    iv->nan += r->nan;
+    if (r->iteration % t->a->log_interval != 0 && r->iteration != t->a->train_iters) return;
+    tdm_iter_line l = {.iteration = r->iteration,
+                       .train_iters = t->a->train_iters,
+                       .consumed_samples = r->consumed_samples,
+                       .elapsed_ms_per_iter = iv->ms_sum / iv->n,
+                       .lr = r->lr,
+                       .global_batch_size = r->global_batch_size,
+                       .loss = iv->loss_sum / iv->n,
+                       .loss_scale = 1.0,
+                       .grad_norm = r->grad_norm,
+                       .skipped = iv->skipped,
+                       .nan = iv->nan};
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_format_iter_line(&sb, &now, &l);
+    tdm_log_info("%s", sb.data); /* rank 0 prints */
+    if (t->a->timing_log_level >= 1) {
+        tdm_timing tm;
+        tdm_error e;
+        if (tdm_ddp_timers_report(t->ddp, iv->n, &tm, &e) == 0) {
+            tdm_sb_clear(&sb);
+            tdm_timing_format(&tm, &sb);
+            if (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = 0;
+            tdm_log_info("%s", sb.data);
+        }
+    }
+    tdm_sb_free(&sb);
+    memset(iv, 0, sizeof *iv);
+}
+
+/* ------------------------------------------------------------------ the run */
+
+static uint64_t params_checksum(tdm_model *m) {
+    tdm_param_table *pt = tdm_model_params(m);
+    XXH3_state_t *s = XXH3_createState();
+    XXH3_64bits_reset(s);
+    for (int i = 0; i < pt->n; i++) XXH3_64bits_update(s, pt->p[i].data, sizeof(float) * (size_t)pt->p[i].numel);
+    uint64_t h = XXH3_64bits_digest(s);
+    XXH3_freeState(s);
+    return h;
+}
+
+static void teardown(trainer *t) {
+    tdm_feed_free(t->feed);
+    tdm_ddp_free(t->ddp);
+    tdm_model_free(t->model);
+    tdm_metrics_close(t->metrics);
+    if (t->comm != MPI_COMM_NULL) MPI_Comm_free(&t->comm);
+}
+
+int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res, tdm_error *err) {
+    memset(res, 0, sizeof *res);
+    res->failed_rank = -1;
+    trainer T, *t = &T;
+    memset(t, 0, sizeof *t);
+    t->a = a;
+    t->res = res;
+    MPI_Comm_dup(comm, &t->comm);
+    MPI_Comm_rank(t->comm, &t->rank);
+    MPI_Comm_size(t->comm, &t->dp);
+    int rc = -1;
+
+    /* 1. flags, model, data: each rank on its own, then agree */
+    int ok = setup(t, err) == 0;
+    if (ok) {
+        tdm_feed_options fo = {.args = a, .dp_rank = t->rank, .dp_size = t->dp, .config = &t->cfg};
+        t->feed = tdm_feed_create(&fo, err);
+        ok = t->feed != NULL;
+    }
+    if (agree(t, ok, err) != 0) goto out;
+    tdm_log_info("%s", tdm_feed_summary(t->feed));
+    t->micro_per_step = a->global_batch_size / (a->micro_batch_size * t->dp);
+
+    /* 2. data-parallel layer (collective: binds the parameter storage), weights, state */
+    ok = build_ddp(t, err) == 0;
+    if (agree(t, ok, err) != 0) goto out;
+    ok = setup_state(t, err) == 0;
+    if (ok) {
+        tdm_model_limits lim;
+        tdm_feed_limits(t->feed, &lim);
+        ok = tdm_model_reserve(t->model, &lim, err) == 0;
+    }
+    if (ok && a->run_dir[0] && t->rank == 0) ok = (t->metrics = tdm_metrics_open(a->run_dir, err)) != NULL;
+    if (ok) ok = tdm_feed_start(t->feed, t->consumed, err) == 0;
+    if (agree(t, ok, err) != 0) goto out;
+    if (a->inject_nan_iter > 0 && (a->inject_nan_rank < 0 || a->inject_nan_rank == t->rank))
+        tdm_ddp_inject_nan(t->ddp, t->rank, a->inject_nan_iter, -1);
+    tdm_ddp_set_iteration(t->ddp, t->iteration + 1);
+
+    {
+        tdm_strbuf sb;
+        tdm_sb_init(&sb);
+        tdm_ddp_describe(t->ddp, &sb);
+        if (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = 0;
+        tdm_log_info("%s", sb.data);
+        const char *nl = strchr(sb.data, '\n');
+        snprintf(res->ddp_config_line, sizeof res->ddp_config_line, "%.*s",
+                 (int)(nl ? (size_t)(nl - sb.data) : sb.len), sb.data);
+        tdm_sb_free(&sb);
+    }
+    res->n_buckets = tdm_ddp_get_layout(t->ddp)->n_buckets;
+    res->n_params_trainable = tdm_param_table_numel(tdm_model_params(t->model), 1);
+    res->first_iteration = t->iteration;
+
+    /* 3. profiler session (its own tool config) */
+    if (a->profile_config[0]) {
+        tdm_prof_config pc;
+        ok = tdm_prof_config_load(a->profile_config, &pc, err) == 0;
+        if (agree(t, ok, err) != 0) goto out;
+        ok = tdm_prof_session_start(&pc, t->comm, err) == 0;
+        if (agree(t, ok, err) != 0) goto out;
+        t->profiling = 1;
+    }
+
+    /* 4. the loop */
+    tdm_log_info("training from iteration %lld to %lld: %d micro-batches of %d samples per rank per step, %d ranks",
+                 (long long)t->iteration, (long long)a->train_iters, t->micro_per_step, a->micro_batch_size, t->dp);
+    interval iv;
+    memset(&iv, 0, sizeof iv);
+    uint64_t last_progress = tdm_now_ns();
+    int saved_last = 0;
+    while (t->iteration < a->train_iters) {
+        tdm_step_record rec;
+        int stop = 0;
+        if (train_step(t, &rec, &stop, err) != 0) goto out;
+        push_record(t, &rec);
+        saved_last = 0;
+        log_iteration(t, &iv, &rec); /* every rank: the timers report in it is collective */
+        if (t->rank == 0) {
+            if (t->metrics && tdm_metrics_write(t->metrics, &rec, a->audit_fingerprints, err) != 0) {
+                tdm_log_warn("%s (metrics stop here)", err->msg);
+                tdm_metrics_close(t->metrics);
+                t->metrics = NULL;
+            }
+            if (tdm_now_ns() - last_progress > 10ull * 1000000000ull) {
+                tdm_strbuf sb;
+                tdm_sb_init(&sb);
+                tdm_format_progress(&sb, t->iteration, a->train_iters, iv.n ? iv.ms_sum / iv.n : rec.step_ms);
+                fprintf(stderr, "%s\n", sb.data);
+                tdm_sb_free(&sb);
+                last_progress = tdm_now_ns();
+            }
+        }
+        int exit_now = stop || (a->exit_interval > 0 && t->iteration % a->exit_interval == 0);
+        if (a->save[0] && ((a->save_interval > 0 && t->iteration % a->save_interval == 0) || exit_now)) {
+            if (save_checkpoint(t, err) != 0) goto out;
+            saved_last = 1;
+        }
+        if (exit_now) {
+            res->interrupted = 1;
+            tdm_log_info("%s at iteration %lld%s", stop ? "stopping on a signal" : "exiting (--exit-interval)",
+                         (long long)t->iteration, a->save[0] ? " after saving a checkpoint" : "");
+            break;
+        }
+    }
+    if (a->save[0] && !saved_last && t->iteration > res->first_iteration)
+        if (save_checkpoint(t, err) != 0) goto out;
+
+    if (t->profiling) {
+        t->profiling = 0;
+        if (tdm_prof_session_finish(t->comm, err) != 0) goto out;
+    }
+    tdm_ddp_wait_params(t->ddp);
+    res->final_iteration = t->iteration;
+    res->consumed_samples = t->consumed;
+    res->params_checksum = params_checksum(t->model);
+    rc = 0;
+out:
+    if (t->profiling) {
+        tdm_error e;
+        tdm_prof_session_finish(t->comm, &e);
+    }
+    teardown(t);
+    return rc;
+}
