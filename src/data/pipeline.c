@@ -1,0 +1,264 @@
+/* pipeline.c - scanning a dataset once, then packing micro-batches (see pipeline.h). */
+#include "data/pipeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "core/alloc.h"
+#include "data/chat.h"
+#include "data/image.h"
+#include "data/rope_index.h"
+
+struct tdm_data {
+    tdm_dataset *ds;
+    tdm_preproc_config pp;
+    tdm_chat chat;
+    int64_t max_pixels;
+    tdm_data_stats stats;
+    /* per usable sample i: */
+    int64_t n;
+    int64_t *src;        /* [n] dataset index */
+    int64_t *tok_off;    /* [n+1] into ids/labels: the compact tokens (one pad per image) */
+    int32_t *ids, *labels;
+    int64_t *img_off;    /* [n+1] into grids (in images) */
+    int32_t *grids;      /* [n_images, 3] */
+    int *n_tokens;       /* [n] images expanded */
+    int *n_patches;      /* [n] */
+};
+
+void tdm_data_free(tdm_data *d) {
+    if (!d) return;
+    tdm_dataset_free(d->ds);
+    free(d->src);
+    free(d->tok_off);
+    free(d->ids);
+    free(d->labels);
+    free(d->img_off);
+    free(d->grids);
+    free(d->n_tokens);
+    free(d->n_patches);
+    free(d);
+}
+
+int64_t tdm_data_n_samples(const tdm_data *d) { return d->n; }
+const tdm_data_stats *tdm_data_get_stats(const tdm_data *d) { return &d->stats; }
+const tdm_dataset *tdm_data_dataset(const tdm_data *d) { return d->ds; }
+int64_t tdm_data_source_index(const tdm_data *d, int64_t i) { return d->src[i]; }
+int tdm_data_patch_dim(const tdm_data *d) { return tdm_preproc_patch_dim(&d->pp); }
+int tdm_data_sample_tokens(const tdm_data *d, int64_t i) { return d->n_tokens[i]; }
+int tdm_data_sample_patches(const tdm_data *d, int64_t i) { return d->n_patches[i]; }
+
+/* Grids and tokens of dataset sample j, appended to the arrays when usable.
+ * Returns 0 (kept), 1 (dropped: too long), -1 (bad: err says why, without prefix). */
+static int scan_sample(tdm_data *d, int64_t j, int seq_length, tdm_ids *ids, tdm_ids *labels, tdm_ids *grids,
+                       int64_t *n_tok, int64_t *n_patch, tdm_error *err) {
+    const tdm_sample *s = &d->ds->samples[j];
+    size_t g0 = grids->len, t0 = ids->len;
+    *n_patch = 0;
+    for (int k = 0; k < s->n_images; k++) {
+        int w, h;
+        int32_t g[3];
+        if (tdm_image_probe(s->images[k], &w, &h, err) != 0) goto bad;
+        if ((int64_t)w * h > d->max_pixels) {
+            tdm_errorf(err, "%s: image is %dx%d, more than the limit of %lld pixels", s->images[k], w, h,
+                       (long long)d->max_pixels);
+            goto bad;
+        }
+        if (tdm_preproc_grid(&d->pp, h, w, g, err) != 0) {
+            tdm_error_prefix(err, "%s", s->images[k]);
+            goto bad;
+        }
+        for (int a = 0; a < 3; a++) tdm_ids_push(grids, g[a]);
+        *n_patch += (int64_t)g[0] * g[1] * g[2];
+    }
+    if (tdm_chat_encode(&d->chat, s, ids, labels, err) != 0) goto bad;
+    *n_tok = tdm_rope_expanded_len(ids->data + t0, (int64_t)(ids->len - t0), d->chat.image_pad,
+                                   grids->data + g0, s->n_images, d->pp.merge_size);
+    if (*n_tok < 0) {
+        tdm_errorf(err, "image tokens do not match the images");
+        goto bad;
+    }
+    if ((seq_length > 0 && *n_tok > seq_length) || *n_tok > INT32_MAX / 4 || *n_patch > INT32_MAX / 4) {
+        tdm_errorf(err, "%lld tokens, more than the sequence length %d", (long long)*n_tok, seq_length);
+        ids->len = labels->len = t0;
+        grids->len = g0;
+        return 1;
+    }
+    return 0;
+bad:
+    ids->len = labels->len = t0; /* both had t0 entries before this sample */
+    grids->len = g0;
+    return -1;
+}
+
+tdm_data *tdm_data_open(const tdm_data_options *o, const tdm_tokenizer *tok, const tdm_preproc_config *pp,
+                        tdm_error *err) {
+    tdm_dataset_options dopt = {.image_root = o->image_root, .skip_bad_samples = o->skip_bad_samples};
+    tdm_dataset *ds = tdm_dataset_load(o->files, o->n_files, &dopt, err);
+    if (!ds) return NULL;
+    tdm_data *d = tdm_xcalloc(1, sizeof *d);
+    d->ds = ds;
+    d->pp = *pp;
+    d->max_pixels = o->max_image_pixels > 0 ? o->max_image_pixels : TDM_IMAGE_MAX_PIXELS;
+    d->stats.n_skipped_bad = ds->n_skipped;
+    snprintf(d->stats.first_problem, sizeof d->stats.first_problem, "%s", ds->first_skip);
+    if (tdm_chat_init(&d->chat, tok, err) != 0) goto fail;
+    int64_t N = ds->n_samples;
+    d->src = tdm_xmalloc(sizeof(int64_t) * (size_t)(N + 1));
+    d->tok_off = tdm_xmalloc(sizeof(int64_t) * (size_t)(N + 1));
+    d->img_off = tdm_xmalloc(sizeof(int64_t) * (size_t)(N + 1));
+    d->n_tokens = tdm_xmalloc(sizeof(int) * (size_t)(N + 1));
+    d->n_patches = tdm_xmalloc(sizeof(int) * (size_t)(N + 1));
+    tdm_ids ids = {0}, labels = {0}, grids = {0};
+    d->tok_off[0] = d->img_off[0] = 0;
+    for (int64_t j = 0; j < N; j++) {
+        int64_t nt, np;
+        tdm_error e;
+        int rc = scan_sample(d, j, o->seq_length, &ids, &labels, &grids, &nt, &np, &e);
+        if (rc != 0) {
+            char where[256];
+            tdm_dataset_where(ds, j, where, sizeof where);
+            if (rc < 0 && !o->skip_bad_samples) {
+                tdm_errorf(err, "%s: %s", where, e.msg);
+                tdm_ids_free(&ids);
+                tdm_ids_free(&labels);
+                tdm_ids_free(&grids);
+                goto fail;
+            }
+            if (rc < 0) d->stats.n_skipped_bad++;
+            else d->stats.n_dropped_long++;
+            if (!d->stats.first_problem[0])
+                snprintf(d->stats.first_problem, sizeof d->stats.first_problem, "%.200s: %.800s", where, e.msg);
+            continue;
+        }
+        int64_t i = d->n++;
+        d->src[i] = j;
+        d->tok_off[i + 1] = (int64_t)ids.len;
+        d->img_off[i + 1] = (int64_t)grids.len / 3;
+        d->n_tokens[i] = (int)nt;
+        d->n_patches[i] = (int)np;
+        int n_img = ds->samples[j].n_images;
+        d->stats.n_images += n_img;
+        d->stats.total_tokens += nt;
+        for (int64_t k = d->tok_off[i]; k < d->tok_off[i + 1]; k++)
+            d->stats.total_target_tokens += labels.data[k] != TDM_IGNORE_INDEX;
+        if (nt > d->stats.max_tokens) d->stats.max_tokens = (int)nt;
+        if (np > d->stats.max_patches) d->stats.max_patches = (int)np;
+        if (n_img > d->stats.max_images) d->stats.max_images = n_img;
+    }
+    d->ids = ids.data;
+    d->labels = labels.data;
+    d->grids = grids.data;
+    d->stats.n_samples = d->n;
+    if (d->n == 0) {
+        tdm_errorf(err, "%s: no usable sample (first problem: %s)", ds->files[0],
+                   d->stats.first_problem[0] ? d->stats.first_problem : "the file is empty");
+        goto fail;
+    }
+    return d;
+fail:
+    tdm_data_free(d);
+    return NULL;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x < y) - (x > y);
+}
+
+static int sum_top(const tdm_data *d, int k, int (*get)(const tdm_data *, int64_t)) {
+    int *v = tdm_xmalloc(sizeof(int) * (size_t)d->n);
+    for (int64_t i = 0; i < d->n; i++) v[i] = get(d, i);
+    qsort(v, (size_t)d->n, sizeof(int), cmp_desc);
+    int64_t s = 0;
+    for (int64_t i = 0; i < k && i < d->n; i++) s += v[i];
+    free(v);
+    return s > INT32_MAX ? INT32_MAX : (int)s;
+}
+
+static int images_of(const tdm_data *d, int64_t i) { return (int)(d->img_off[i + 1] - d->img_off[i]); }
+
+void tdm_data_batch_limits(const tdm_data *d, int k, tdm_batch_limits *out) {
+    out->tokens = sum_top(d, k, tdm_data_sample_tokens);
+    out->patches = sum_top(d, k, tdm_data_sample_patches);
+    out->images = sum_top(d, k, images_of);
+    out->samples = k;
+}
+
+uint64_t tdm_batch_fingerprint(const tdm_batch *b) {
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    size_t nt = (size_t)b->n_tokens;
+    XXH3_64bits_update(st, b->input_ids, sizeof(int32_t) * nt);
+    XXH3_64bits_update(st, b->labels, sizeof(int32_t) * nt);
+    XXH3_64bits_update(st, b->position_ids, sizeof(int32_t) * 3 * nt);
+    XXH3_64bits_update(st, b->cu_seqlens, sizeof(int32_t) * ((size_t)b->n_seqs + 1));
+    XXH3_64bits_update(st, b->image_grid_thw, sizeof(int32_t) * 3 * (size_t)b->n_images);
+    XXH3_64bits_update(st, b->pixel_values, sizeof(float) * (size_t)b->n_patches * (size_t)b->patch_dim);
+    uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+int tdm_data_build_batch(const tdm_data *d, const int64_t *idx, int n, tdm_batch *b, tdm_error *err) {
+    int64_t tokens = 0, patches = 0, images = 0;
+    for (int s = 0; s < n; s++) {
+        if (idx[s] < 0 || idx[s] >= d->n)
+            return tdm_errorf(err, "sample index %lld out of range [0, %lld)", (long long)idx[s], (long long)d->n);
+        tokens += d->n_tokens[idx[s]];
+        patches += d->n_patches[idx[s]];
+        images += d->img_off[idx[s] + 1] - d->img_off[idx[s]];
+    }
+    if (tokens > INT32_MAX / 4 || patches > INT32_MAX / 4)
+        return tdm_errorf(err, "micro-batch of %d samples is too large (%lld tokens)", n, (long long)tokens);
+    const int D = tdm_preproc_patch_dim(&d->pp), m = d->pp.merge_size;
+    tdm_batch_reserve(b, (int)tokens, n, (int)images, (int)patches, D);
+    b->n_tokens = (int)tokens;
+    b->n_seqs = b->n_samples = n;
+    b->n_images = (int)images;
+    b->n_patches = (int)patches;
+    b->step = -1;
+    b->micro = 0;
+    b->first_sample = -1;
+    b->n_target_tokens = 0;
+    int64_t off = 0, img = 0, poff = 0;
+    b->cu_seqlens[0] = 0;
+    for (int s = 0; s < n; s++) {
+        int64_t i = idx[s];
+        const int64_t t0 = d->tok_off[i], nt = d->tok_off[i + 1] - t0, len = d->n_tokens[i];
+        const int n_img = (int)(d->img_off[i + 1] - d->img_off[i]);
+        const int32_t *grids = d->grids + 3 * d->img_off[i];
+        const tdm_sample *smp = &d->ds->samples[d->src[i]];
+        char where[256];
+        tdm_dataset_where(d->ds, d->src[i], where, sizeof where);
+        if (tdm_rope_expand_pads(d->ids + t0, d->labels + t0, nt, d->chat.image_pad, grids, n_img, m,
+                                 b->input_ids + off, b->labels + off, err) != 0 ||
+            tdm_rope_index(b->input_ids + off, len, d->chat.image_pad, grids, n_img, m, b->position_ids + off,
+                           tokens, err) < 0)
+            return tdm_error_prefix(err, "%s", where);
+        for (int64_t k = 0; k < len; k++) {
+            int32_t t = k + 1 < len ? b->labels[off + k + 1] : TDM_IGNORE_INDEX;
+            b->targets[off + k] = t;
+            b->n_target_tokens += t != TDM_IGNORE_INDEX;
+        }
+        for (int k = 0; k < n_img; k++, img++) {
+            tdm_image im;
+            int32_t g[3];
+            if (tdm_image_load(smp->images[k], d->max_pixels, &im, err) != 0) return tdm_error_prefix(err, "%s", where);
+            int rc = tdm_preproc_image(&d->pp, &im, b->pixel_values + poff * D, g, err);
+            tdm_image_free(&im);
+            if (rc != 0) return tdm_error_prefix(err, "%s: %s", where, smp->images[k]);
+            if (g[0] != grids[3 * k] || g[1] != grids[3 * k + 1] || g[2] != grids[3 * k + 2])
+                return tdm_errorf(err, "%s: %s: image size changed since the dataset was opened", where,
+                                  smp->images[k]);
+            memcpy(b->image_grid_thw + 3 * img, g, sizeof g);
+            poff += (int64_t)g[0] * g[1] * g[2];
+        }
+        off += len;
+        b->cu_seqlens[s + 1] = (int32_t)off;
+    }
+    b->fingerprint = tdm_batch_fingerprint(b);
+    return 0;
+}

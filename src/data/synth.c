@@ -1,0 +1,235 @@
+/* synth.c - the synthetic shapes dataset (see synth.h). */
+#include "data/synth.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/fs.h"
+#include "core/rng.h"
+#include "core/strbuf.h"
+#include "data/image.h"
+
+enum { N_SHAPES = 3, N_COLOURS = 4, MAX_ITEMS = 4 };
+static const char *shape_name[N_SHAPES] = {"circle", "square", "triangle"};
+static const char *shape_plural[N_SHAPES] = {"circles", "squares", "triangles"};
+static const char *colour_name[N_COLOURS] = {"red", "green", "blue", "yellow"};
+static const uint8_t colour_rgb[N_COLOURS][3] = {{220, 40, 40}, {40, 170, 60}, {40, 80, 220}, {230, 200, 30}};
+static const char *cell_name[9] = {"top left", "top",    "top right",   "left",        "center",
+                                   "right",    "bottom left", "bottom", "bottom right"};
+static const char *count_word[5] = {"no", "a", "two", "three", "four"};
+
+/* A random stream per sample: draw k of sample i is a pure function of (seed, stream, k). */
+typedef struct draw {
+    uint64_t seed, stream, k;
+} draw;
+
+static int pick(draw *d, int n) { return (int)(tdm_rng_u64(d->seed, d->stream, d->k++) % (uint64_t)n); }
+
+typedef struct item {
+    int shape, colour, cell;
+} item;
+
+typedef struct picture {
+    int w, h, n;
+    item it[MAX_ITEMS];
+} picture;
+
+static void render(const picture *p, draw *d, uint8_t *rgb) {
+    for (int i = 0; i < p->w * p->h * 3; i++) rgb[i] = 245;
+    int cw = p->w / 3, ch = p->h / 3;
+    for (int s = 0; s < p->n; s++) {
+        const item *it = &p->it[s];
+        int cell_min = cw < ch ? cw : ch;
+        /* half-size in [0.3, 0.45] of the cell's smaller side, centre jittered inside the cell */
+        double r = cell_min * (0.30 + 0.15 * pick(d, 100) / 100.0);
+        double slack_x = cw / 2.0 - r, slack_y = ch / 2.0 - r;
+        double cx = (it->cell % 3) * cw + cw / 2.0 + slack_x * (pick(d, 201) - 100) / 100.0;
+        double cy = (it->cell / 3) * ch + ch / 2.0 + slack_y * (pick(d, 201) - 100) / 100.0;
+        for (int y = (int)(cy - r) - 1; y <= (int)(cy + r) + 1; y++)
+            for (int x = (int)(cx - r) - 1; x <= (int)(cx + r) + 1; x++) {
+                if (x < 0 || y < 0 || x >= p->w || y >= p->h) continue;
+                double px = x + 0.5 - cx, py = y + 0.5 - cy;
+                int in;
+                if (it->shape == 0) {
+                    in = px * px + py * py <= r * r;
+                } else if (it->shape == 1) {
+                    in = px >= -r && px <= r && py >= -r && py <= r;
+                } else { /* apex (0, -r), base from (-r, r) to (r, r) */
+                    in = py <= r && py >= -r && 2 * px <= (py + r) && -2 * px <= (py + r);
+                }
+                if (in) memcpy(rgb + ((size_t)y * p->w + x) * 3, colour_rgb[it->colour], 3);
+            }
+    }
+}
+
+static void new_picture(picture *p, draw *d, int min_size, int max_size) {
+    p->w = min_size + pick(d, max_size - min_size + 1);
+    p->h = pick(d, 3) == 0 ? p->w : min_size + pick(d, max_size - min_size + 1);
+    p->n = 1 + pick(d, MAX_ITEMS);
+    int cells[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+    for (int i = 8; i > 0; i--) { /* shuffle the cells, take the first n */
+        int j = pick(d, i + 1), t = cells[i];
+        cells[i] = cells[j];
+        cells[j] = t;
+    }
+    for (int s = 0; s < p->n; s++) p->it[s] = (item){pick(d, N_SHAPES), pick(d, N_COLOURS), cells[s]};
+    /* reading order, so captions list shapes top-left to bottom-right */
+    for (int a = 0; a < p->n; a++)
+        for (int b = a + 1; b < p->n; b++)
+            if (p->it[b].cell < p->it[a].cell) {
+                item t = p->it[a];
+                p->it[a] = p->it[b];
+                p->it[b] = t;
+            }
+}
+
+static int count_shape(const picture *p, int shape) {
+    int n = 0;
+    for (int s = 0; s < p->n; s++) n += p->it[s].shape == shape;
+    return n;
+}
+
+/* "A red circle, a green triangle and two blue squares." (groups in reading order) */
+static void caption(const picture *p, tdm_strbuf *sb) {
+    int seen[N_SHAPES][N_COLOURS] = {{0}}, groups = 0, order[MAX_ITEMS][2];
+    for (int s = 0; s < p->n; s++) {
+        if (!seen[p->it[s].shape][p->it[s].colour]++) {
+            order[groups][0] = p->it[s].shape;
+            order[groups][1] = p->it[s].colour;
+            groups++;
+        }
+    }
+    for (int g = 0; g < groups; g++) {
+        int n = seen[order[g][0]][order[g][1]];
+        if (g > 0) tdm_sb_puts(sb, g == groups - 1 ? " and " : ", ");
+        const char *w = count_word[n];
+        tdm_sb_printf(sb, "%c%s %s %s", g == 0 ? (char)(w[0] - 'a' + 'A') : w[0], w + 1, colour_name[order[g][1]],
+                      n == 1 ? shape_name[order[g][0]] : shape_plural[order[g][0]]);
+    }
+    tdm_sb_puts(sb, ".");
+}
+
+/* One question about the picture and its exact answer. closed_only excludes captions. */
+static void question(const picture *p, draw *d, int closed_only, tdm_strbuf *q, tdm_strbuf *a) {
+    for (;;) {
+        int kind = closed_only ? 1 + pick(d, 4) : pick(d, 5);
+        if (kind == 0) {
+            tdm_sb_puts(q, pick(d, 2) ? "Describe the image." : "What do you see in the picture?");
+            caption(p, a);
+            return;
+        }
+        if (kind == 1) {
+            tdm_sb_puts(q, "How many shapes are there?");
+            tdm_sb_printf(a, "%d", p->n);
+            return;
+        }
+        if (kind == 2) {
+            int shape = pick(d, N_SHAPES);
+            tdm_sb_printf(q, "How many %s are there?", shape_plural[shape]);
+            tdm_sb_printf(a, "%d", count_shape(p, shape));
+            return;
+        }
+        /* colour and position questions need a shape that occurs exactly once */
+        int s = pick(d, p->n);
+        if (count_shape(p, p->it[s].shape) != 1) continue;
+        if (kind == 3) {
+            tdm_sb_printf(q, "What colour is the %s?", shape_name[p->it[s].shape]);
+            tdm_sb_puts(a, colour_name[p->it[s].colour]);
+        } else {
+            tdm_sb_printf(q, "Where is the %s?", shape_name[p->it[s].shape]);
+            tdm_sb_puts(a, cell_name[p->it[s].cell]);
+        }
+        return;
+    }
+}
+
+static const char *text_only[][2] = {
+    {"How many sides does a triangle have?", "3"},
+    {"How many sides does a square have?", "4"},
+    {"Which shape has no corners: a circle, a square or a triangle?", "circle"},
+    {"What colour do you get when you mix blue and yellow?", "green"},
+    {"Name the three shapes you know.", "circle, square and triangle"},
+};
+
+static void message(tdm_strbuf *js, const char *role, const char *text, int first) {
+    tdm_sb_printf(js, "%s\n      {\"role\": \"%s\", \"content\": ", first ? "" : ",", role);
+    tdm_sb_json_string(js, text, strlen(text));
+    tdm_sb_puts(js, "}");
+}
+
+/* One sample: its JSON object appended to js, its picture (if any) written as PNG. */
+static int sample(const tdm_synth_options *o, int test, int64_t i, tdm_strbuf *js, uint8_t *rgb, tdm_error *err) {
+    draw d = {o->seed, ((uint64_t)(test ? 2 : 1) << 40) + (uint64_t)i, 0};
+    tdm_strbuf q, a;
+    tdm_sb_init(&q);
+    tdm_sb_init(&a);
+    tdm_sb_puts(js, i ? ",\n  {\"messages\": [" : "\n  {\"messages\": [");
+    int rc = 0;
+    if (!test && pick(&d, 40) == 0) { /* text-only */
+        int t = pick(&d, (int)(sizeof text_only / sizeof *text_only));
+        message(js, "user", text_only[t][0], 1);
+        message(js, "assistant", text_only[t][1], 0);
+        tdm_sb_puts(js, "\n    ], \"images\": []}");
+    } else {
+        picture p;
+        new_picture(&p, &d, o->min_size, o->max_size);
+        int first = 1;
+        if (!test && pick(&d, 5) == 0) {
+            message(js, "system", "You are a helpful assistant that answers questions about pictures.", 1);
+            first = 0;
+        }
+        int turns = test ? 1 : (pick(&d, 4) == 0 ? 2 + pick(&d, 2) : 1);
+        for (int t = 0; t < turns; t++) {
+            tdm_sb_clear(&q);
+            tdm_sb_clear(&a);
+            tdm_sb_puts(&q, t == 0 ? "<image>" : "");
+            question(&p, &d, test, &q, &a);
+            message(js, "user", q.data, first);
+            message(js, "assistant", a.data, 0);
+            first = 0;
+        }
+        char rel[64], path[1200];
+        snprintf(rel, sizeof rel, "images/%s_%06lld.png", test ? "test" : "train", (long long)i);
+        snprintf(path, sizeof path, "%s/%s", o->out_dir, rel);
+        tdm_sb_printf(js, "\n    ], \"images\": [\"%s\"]}", rel);
+        render(&p, &d, rgb);
+        rc = tdm_image_write_png(path, rgb, p.w, p.h, err);
+    }
+    tdm_sb_free(&q);
+    tdm_sb_free(&a);
+    return rc;
+}
+
+int tdm_synth_generate(const tdm_synth_options *opt, tdm_error *err) {
+    tdm_synth_options o = *opt;
+    if (o.min_size <= 0) o.min_size = 64;
+    if (o.max_size <= 0) o.max_size = 128;
+    if (o.min_size < 24 || o.max_size < o.min_size || o.max_size > 4096)
+        return tdm_errorf(err, "picture sizes must satisfy 24 <= min (%d) <= max (%d) <= 4096", o.min_size,
+                          o.max_size);
+    if (o.n_train < 0 || o.n_test < 0 || o.n_train > 10000000 || o.n_test > 10000000)
+        return tdm_errorf(err, "sample counts must be between 0 and 10000000");
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/images", o.out_dir);
+    if (tdm_mkdirs(dir, err) != 0) return -1;
+    uint8_t *rgb = tdm_xmalloc((size_t)o.max_size * o.max_size * 3);
+    int rc = 0;
+    for (int test = 0; test < 2 && rc == 0; test++) {
+        tdm_strbuf js;
+        tdm_sb_init(&js);
+        tdm_sb_puts(&js, "[");
+        int64_t n = test ? o.n_test : o.n_train;
+        for (int64_t i = 0; i < n && rc == 0; i++) rc = sample(&o, test, i, &js, rgb, err);
+        tdm_sb_puts(&js, "\n]\n");
+        if (rc == 0) {
+            char path[1200];
+            snprintf(path, sizeof path, "%s/%s", o.out_dir, test ? "test.json" : "train.json");
+            rc = tdm_write_file_atomic(path, js.data, js.len, err);
+        }
+        tdm_sb_free(&js);
+    }
+    free(rgb);
+    return rc;
+}

@@ -1,0 +1,33 @@
+/* synth.h - the built-in synthetic dataset (tandem gen-data): PNG pictures of simple
+ * coloured shapes with conversations about them, in the MindSpeed-MM JSON format.
+ *
+ * OUT/train.json, OUT/test.json and OUT/images/{train,test}_NNNNNN.png. Each picture
+ * (sides between min_size and max_size pixels, not always square, white background) holds
+ * 1-4 shapes (circle, square, triangle; red, green, blue, yellow), each inside its own cell
+ * of a 3x3 grid, so "where" has one answer: top left, top, top right, left, center, right,
+ * bottom left, bottom, bottom right. Training samples mix captions ("A red circle and two
+ * blue squares."), counting ("3"), colour ("red") and position questions, some multi-turn,
+ * some with a system turn, a few text-only. Held-out samples are single closed questions
+ * with one exact answer (count, colour, position), for tandem evaluate.
+ * Everything is a pure function of the seed: the same options give the same bytes; sample
+ * i of train does not depend on how many held-out samples are asked for, or vice versa.
+ */
+#ifndef TDM_SYNTH_H
+#define TDM_SYNTH_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+
+typedef struct tdm_synth_options {
+    const char *out_dir;
+    int64_t n_train;   /* default 2000 */
+    int64_t n_test;    /* default 200 */
+    uint64_t seed;
+    int min_size, max_size; /* picture sides in pixels; defaults 64 and 128 */
+} tdm_synth_options;
+
+/* Writes the dataset (creating out_dir). Errors name the file that could not be written. */
+int tdm_synth_generate(const tdm_synth_options *o, tdm_error *err);
+
+#endif
