@@ -6,8 +6,6 @@
  */
 #include "kernels/kernels.h"
 
-#include <math.h>
-
 #include "kernels/vec.h"
 
 #define GELU_C 0.7978845608028654f /* sqrt(2/pi) */
@@ -44,16 +42,26 @@ void tdm_gelu_tanh_backward(float *dx, const float *dy, const float *x, int64_t 
 }
 
 /* GELU-erf: y = x Phi(x) with Phi(x) = (1 + erf(x / sqrt 2)) / 2; dy/dx = Phi(x) + x phi(x). */
+static inline tdm_v8 gelu_erf_fwd8(tdm_v8 x) { return 0.5f * x * (1.0f + tdm_v8_erf(x * 0.70710678118654752f)); }
+
+static inline tdm_v8 gelu_erf_bwd8(tdm_v8 g, tdm_v8 x) {
+    tdm_v8 cdf = 0.5f * (1.0f + tdm_v8_erf(x * 0.70710678118654752f));
+    tdm_v8 pdf = 0.3989422804014327f * tdm_v8_exp(-0.5f * x * x);
+    return g * (cdf + x * pdf);
+}
+
 void tdm_gelu_erf_forward(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) tdm_v8_store(y + i, gelu_erf_fwd8(tdm_v8_load(x + i)));
+    if (i < n) tdm_v8_store_part(y + i, gelu_erf_fwd8(tdm_v8_load_part(x + i, (int)(n - i), 0.0f)), (int)(n - i));
 }
 
 void tdm_gelu_erf_backward(float *dx, const float *dy, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float xi = x[i];
-        float cdf = 0.5f * (1.0f + erff(xi * 0.70710678118654752f));
-        float pdf = 0.3989422804014327f * expf(-0.5f * xi * xi);
-        dx[i] = dy[i] * (cdf + xi * pdf);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) tdm_v8_store(dx + i, gelu_erf_bwd8(tdm_v8_load(dy + i), tdm_v8_load(x + i)));
+    if (i < n) {
+        int r = (int)(n - i);
+        tdm_v8_store_part(dx + i, gelu_erf_bwd8(tdm_v8_load_part(dy + i, r, 0.0f), tdm_v8_load_part(x + i, r, 0.0f)), r);
     }
 }
 

@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "kernels/vec.h"
+
 /* PyTorch computes the bias corrections as Python floats (double) and hands the
  * per-step scalars to float tensor ops; we do the same so the updates agree to float
  * rounding. grad_scale lets the caller fold 1/(number of tokens) or a clipping factor
@@ -15,7 +17,17 @@ void tdm_adamw_step(float *p, const float *grad, float *m, float *v, int64_t n, 
     float step_size = (float)((double)lr / bc1);
     float bc2_sqrt = (float)sqrt(bc2);
     float one_m_b1 = 1.0f - beta1, one_m_b2 = 1.0f - beta2;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        tdm_v8 g = tdm_v8_load(grad + i) * grad_scale;
+        tdm_v8 mi = tdm_v8_load(m + i) * beta1 + g * one_m_b1;
+        tdm_v8 vi = tdm_v8_load(v + i) * beta2 + g * g * one_m_b2;
+        tdm_v8_store(m + i, mi);
+        tdm_v8_store(v + i, vi);
+        tdm_v8 denom = tdm_v8_sqrt(vi) / bc2_sqrt + eps;
+        tdm_v8_store(p + i, tdm_v8_load(p + i) * decay - step_size * mi / denom);
+    }
+    for (; i < n; i++) {
         float g = grad[i] * grad_scale;
         float mi = m[i] * beta1 + g * one_m_b1;
         float vi = v[i] * beta2 + g * g * one_m_b2;

@@ -41,7 +41,12 @@ void tdm_layernorm_forward(float *y, float *mean, float *rstd, const float *x, c
         float *yr = y + (int64_t)i * d;
         float mu = row_sum(xr, d) / (float)d;
         float r = 1.0f / sqrtf(row_sumsq(xr, mu, d) / (float)d + eps);
-        for (int j = 0; j < d; j++) yr[j] = (xr[j] - mu) * r * w[j] + (b ? b[j] : 0.0f);
+        int j = 0;
+        for (; j + 8 <= d; j += 8) {
+            tdm_v8 t = (tdm_v8_load(xr + j) - mu) * r * tdm_v8_load(w + j);
+            tdm_v8_store(yr + j, b ? t + tdm_v8_load(b + j) : t);
+        }
+        for (; j < d; j++) yr[j] = (xr[j] - mu) * r * w[j] + (b ? b[j] : 0.0f);
         if (mean) mean[i] = mu;
         if (rstd) rstd[i] = r;
     }
@@ -71,7 +76,13 @@ void tdm_layernorm_backward(float *dx, float *dw, float *db, const float *dy, co
         }
         float mean_u = sum_u / (float)d, mean_ux = sum_ux / (float)d;
         float *dxr = dx ? dx + (int64_t)i * d : NULL;
-        for (j = 0; j < d; j++) {
+        for (j = 0; j + 8 <= d; j += 8) {
+            tdm_v8 gj = tdm_v8_load(g + j), xh = (tdm_v8_load(xr + j) - mu) * r;
+            if (dw) tdm_v8_store(dw + j, tdm_v8_load(dw + j) + gj * xh);
+            if (db) tdm_v8_store(db + j, tdm_v8_load(db + j) + gj);
+            if (dxr) tdm_v8_store(dxr + j, r * (gj * tdm_v8_load(w + j) - mean_u - xh * mean_ux));
+        }
+        for (; j < d; j++) {
             float gj = g[j], xh = (xr[j] - mu) * r;
             if (dw) dw[j] += gj * xh;
             if (db) db[j] += gj;
@@ -85,7 +96,9 @@ void tdm_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, 
         const float *xr = x + (int64_t)i * d;
         float *yr = y + (int64_t)i * d;
         float r = 1.0f / sqrtf(row_sumsq(xr, 0.0f, d) / (float)d + eps);
-        for (int j = 0; j < d; j++) yr[j] = xr[j] * r * w[j];
+        int j = 0;
+        for (; j + 8 <= d; j += 8) tdm_v8_store(yr + j, tdm_v8_load(xr + j) * r * tdm_v8_load(w + j));
+        for (; j < d; j++) yr[j] = xr[j] * r * w[j];
         if (rstd) rstd[i] = r;
     }
 }
@@ -105,7 +118,12 @@ void tdm_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
         for (; j < d; j++) sum_ux += g[j] * w[j] * xr[j];
         float mean_ux = sum_ux * r / (float)d; /* mean(u xhat) */
         float *dxr = dx ? dx + (int64_t)i * d : NULL;
-        for (j = 0; j < d; j++) {
+        for (j = 0; j + 8 <= d; j += 8) {
+            tdm_v8 gj = tdm_v8_load(g + j), xh = tdm_v8_load(xr + j) * r;
+            if (dw) tdm_v8_store(dw + j, tdm_v8_load(dw + j) + gj * xh);
+            if (dxr) tdm_v8_store(dxr + j, r * (gj * tdm_v8_load(w + j) - xh * mean_ux));
+        }
+        for (; j < d; j++) {
             float gj = g[j], xh = xr[j] * r;
             if (dw) dw[j] += gj * xh;
             if (dxr) dxr[j] = r * (gj * w[j] - xh * mean_ux);

@@ -15,8 +15,12 @@
 #ifndef TDM_KERNELS_VEC_H
 #define TDM_KERNELS_VEC_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 typedef float tdm_v8 __attribute__((vector_size(32)));
 typedef int32_t tdm_v8i __attribute__((vector_size(32)));
@@ -82,6 +86,30 @@ static inline tdm_v8 tdm_v8_exp(tdm_v8 x) {
     p = p * r + 1.0f;
     tdm_v8i bits = (tdm_v8i)p + (tdm_v8i)((tdm_v8u)k << 23); /* unsigned: k may be negative */
     return (tdm_v8)(bits & ~underflow);
+}
+
+/* Correctly rounded square root (the same result as sqrtf in every lane). */
+static inline tdm_v8 tdm_v8_sqrt(tdm_v8 x) {
+#if defined(__AVX__)
+    return (tdm_v8)_mm256_sqrt_ps((__m256)x);
+#else
+    for (int i = 0; i < 8; i++) x[i] = sqrtf(x[i]);
+    return x;
+#endif
+}
+
+/* erf by Abramowitz and Stegun 7.1.26: for a = |x|, t = 1 / (1 + p a),
+ * erf(a) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^{-a^2}, absolute error
+ * below 1.5e-7 (about one float ulp of 1), odd in x. Enough for GELU, where erf is
+ * added to 1; not a general-purpose erf near 0. */
+static inline tdm_v8 tdm_v8_erf(tdm_v8 x) {
+    const tdm_v8i sign_bit = (tdm_v8i){0, 0, 0, 0, 0, 0, 0, 0} | (int32_t)0x80000000;
+    tdm_v8i sign = (tdm_v8i)x & sign_bit;
+    tdm_v8 a = (tdm_v8)((tdm_v8i)x & ~sign_bit);
+    tdm_v8 t = 1.0f / (1.0f + 0.3275911f * a);
+    tdm_v8 poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    tdm_v8 y = 1.0f - poly * tdm_v8_exp(-a * a);
+    return (tdm_v8)((tdm_v8i)y | sign);
 }
 
 /* Scalar exp with the same rounding as tdm_v8_exp, for tails that must match. */
