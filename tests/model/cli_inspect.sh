@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# cli_inspect.sh - `tandem inspect` against the parameter table of qwen3vl.md §1 (every
+# component of the shipped 2B and 8B configs), the freeze flags, the memory plan's
+# arithmetic, and the error paths. Run from the repository root with $TANDEM set
+# (scripts/test.sh does); prints "N passed, N failed".
+set -u
+cd "$(dirname "$0")/../.."
+TANDEM=${TANDEM:-build/tandem}
+TMP=$(mktemp -d /tmp/tdm_cli_inspect_XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+# column FILE LABEL N: the Nth column (1 = parameters, 2 = trainable) of the row whose
+# label starts with LABEL; columns are separated by two or more spaces.
+column() {
+  awk -F'  +' -v label="$2" -v n="$3" 'index($2, label) == 1 { print $(2 + n); exit }' "$1"
+}
+
+expect_row() { # file label parameters [trainable]
+  local got
+  got=$(column "$1" "$2" 1)
+  if [ "$got" = "$3" ]; then ok; else bad "$1: '$2' has '$got' parameters, expected $3"; fi
+  if [ $# -ge 4 ]; then
+    got=$(column "$1" "$2" 2)
+    if [ "$got" = "$4" ]; then ok; else bad "$1: '$2' has '$got' trainable, expected $4"; fi
+  fi
+}
+
+# ---- the spec's table, component by component -------------------------------------------
+if "$TANDEM" inspect --model configs/qwen3-vl-2b > "$TMP/2b.txt" 2> "$TMP/2b.err"; then ok; else bad "2B: $(cat "$TMP/2b.err")"; fi
+expect_row "$TMP/2b.txt" "vision: patch_embed" 1,573,888
+expect_row "$TMP/2b.txt" "vision: pos_embed" 2,359,296
+expect_row "$TMP/2b.txt" "vision: ViT blocks (24 x 12,596,224)" 302,309,376
+expect_row "$TMP/2b.txt" "vision: final merger" 25,174,016
+expect_row "$TMP/2b.txt" "vision: DeepStack mergers (3)" 75,540,480
+expect_row "$TMP/2b.txt" "vision total" 406,957,056
+expect_row "$TMP/2b.txt" "LLM: embed_tokens" 311,164,928
+expect_row "$TMP/2b.txt" "LLM: decoder layers (28 x 50,336,000)" 1,409,408,000
+expect_row "$TMP/2b.txt" "LLM: final norm" 2,048
+expect_row "$TMP/2b.txt" "LLM: lm_head (tied" 0
+expect_row "$TMP/2b.txt" "LLM total" 1,720,574,976
+expect_row "$TMP/2b.txt" "model total" 2,127,532,032 2,127,532,032
+grep -q "625 tensors" "$TMP/2b.txt" && ok || bad "2B: expected 625 tensors (315 vision + 310 text)"
+
+if "$TANDEM" inspect --model configs/qwen3-vl-8b/config.json > "$TMP/8b.txt" 2> "$TMP/8b.err"; then ok; else bad "8B: $(cat "$TMP/8b.err")"; fi
+expect_row "$TMP/8b.txt" "vision: patch_embed" 1,770,624
+expect_row "$TMP/8b.txt" "vision: pos_embed" 2,654,208
+expect_row "$TMP/8b.txt" "vision: ViT blocks (27 x 15,239,504)" 411,466,608
+expect_row "$TMP/8b.txt" "vision: final merger" 40,119,040
+expect_row "$TMP/8b.txt" "vision: DeepStack mergers (3)" 120,377,856
+expect_row "$TMP/8b.txt" "vision total" 576,388,336
+expect_row "$TMP/8b.txt" "LLM: embed_tokens" 622,329,856
+expect_row "$TMP/8b.txt" "LLM: decoder layers (36 x 192,946,432)" 6,946,071,552
+expect_row "$TMP/8b.txt" "LLM: final norm" 4,096
+expect_row "$TMP/8b.txt" "LLM: lm_head" 622,329,856
+expect_row "$TMP/8b.txt" "LLM total" 8,190,735,360
+expect_row "$TMP/8b.txt" "model total" 8,767,123,696 8,767,123,696
+grep -q "750 tensors" "$TMP/8b.txt" && ok || bad "8B: expected 750 tensors (351 vision + 399 text)"
+
+# ---- freeze flags ---------------------------------------------------------------------------
+"$TANDEM" inspect --model configs/qwen3-vl-8b --freeze-vision --freeze-projector > "$TMP/8b_fz.txt" 2>&1 || bad "freeze run failed"
+expect_row "$TMP/8b_fz.txt" "vision total" 576,388,336 0
+expect_row "$TMP/8b_fz.txt" "LLM total" 8,190,735,360 8,190,735,360
+expect_row "$TMP/8b_fz.txt" "model total" 8,767,123,696 8,190,735,360
+grep -q "frozen 576,388,336" "$TMP/8b_fz.txt" && ok || bad "8B frozen vision: frozen count"
+"$TANDEM" inspect --model configs/qwen3-vl-8b --freeze-llm --freeze-lm-head > "$TMP/8b_fl.txt" 2>&1 || bad "freeze-llm run failed"
+expect_row "$TMP/8b_fl.txt" "model total" 8,767,123,696 576,388,336
+# Tied 2B: --freeze-lm-head alone freezes nothing (the head is the embedding, which follows --freeze-llm).
+"$TANDEM" inspect --model configs/qwen3-vl-2b --freeze-lm-head > "$TMP/2b_fh.txt" 2>&1 || bad "2B freeze-lm-head run failed"
+expect_row "$TMP/2b_fh.txt" "model total" 2,127,532,032 2,127,532,032
+"$TANDEM" inspect --model configs/qwen3-vl-2b --freeze-llm > "$TMP/2b_fl.txt" 2>&1 || bad "2B freeze-llm run failed"
+expect_row "$TMP/2b_fl.txt" "model total" 2,127,532,032 406,957,056
+
+# ---- memory plan arithmetic ------------------------------------------------------------------
+# GiB value of a memory row: column 1 = DDP, 2 = distributed optimizer.
+gib() { column "$1" "$2" "$3" | awk '{ v = $1; if ($2 == "MiB") v /= 1024; if ($2 == "KiB") v /= 1048576; print v }'; }
+near() { awk -v a="$1" -v b="$2" -v tol="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= tol) }'; }
+"$TANDEM" inspect --model configs/qwen3-vl-8b --dp 4 > "$TMP/8b_dp4.txt" 2>&1 || bad "8B dp 4 failed"
+# 8,767,123,696 trainable x 8 bytes (m and v) = 65.32 GiB; the distributed optimizer keeps 1/4 (+ padding).
+adam=$(gib "$TMP/8b_dp4.txt" "Adam m + v" 1); adam_d=$(gib "$TMP/8b_dp4.txt" "Adam m + v" 2)
+near "$adam" 65.32 0.005 && ok || bad "8B Adam DDP $adam GiB, expected 65.32"
+near "$adam_d" 16.33 0.005 && ok || bad "8B Adam distributed dp 4: $adam_d GiB, expected 16.33"
+w=$(gib "$TMP/8b_dp4.txt" "weights fp32" 1); g=$(gib "$TMP/8b_dp4.txt" "gradients fp32" 1)
+near "$w" 32.66 0.005 && ok || bad "8B weights $w GiB, expected 32.66"
+near "$g" 32.66 0.005 && ok || bad "8B grads $g GiB, expected 32.66"
+wb=$(gib "$TMP/8b_dp4.txt" "(weights bf16" 1)
+near "$wb" 16.33 0.005 && ok || bad "8B bf16 weights $wb GiB, expected 16.33"
+grep -q "bucket size 40,000,000 elements" "$TMP/8b_dp4.txt" && ok || bad "8B default bucket size (Megatron's max(40M, 1M x dp))"
+# Frozen parts get no gradient and no optimizer state.
+g=$(gib "$TMP/8b_fz.txt" "gradients fp32" 1)
+near "$g" "$(awk 'BEGIN { print 8190735360 * 4 / 1073741824 }')" 0.005 && ok || bad "8B frozen vision: grads $g GiB"
+# Activations: present with a micro-batch, and the row is explained when absent.
+"$TANDEM" inspect --model configs/tiny --micro-batch-tokens 512 --micro-batch-patches 256 > "$TMP/tiny.txt" 2>&1 || bad "tiny failed: $(cat "$TMP/tiny.txt")"
+grep -q "^  activations (512 tokens, 256 patches)" "$TMP/tiny.txt" && ok || bad "tiny: no activation row"
+grep -q "activations: not computed" "$TMP/8b.txt" && ok || bad "8B without micro-batch: missing note"
+"$TANDEM" inspect --model configs/tiny --ddp-bucket-size 500000 --dp 2 > "$TMP/tiny_b.txt" 2>&1 || bad "tiny buckets failed"
+grep -Eq "bucket size 500,000 elements: [0-9]+ buckets" "$TMP/tiny_b.txt" && ok || bad "tiny: bucket line"
+n=$(sed -nE 's/.*elements: ([0-9]+) buckets.*/\1/p' "$TMP/tiny_b.txt")
+[ "${n:-0}" -ge 8 ] && ok || bad "tiny with 500k-element buckets: $n buckets, expected >= 8 (6.27M elements)"
+
+# ---- errors: one sentence naming the input, non-zero exit --------------------------------------
+expect_error() { # message-substring, args...
+  local want=$1; shift
+  if "$TANDEM" inspect "$@" > "$TMP/out" 2> "$TMP/err"; then
+    bad "inspect $* succeeded"
+  elif grep -qF -- "$want" "$TMP/err"; then ok; else bad "inspect $*: '$want' not in: $(cat "$TMP/err")"; fi
+}
+expect_error "--model" --dp 2
+expect_error "$TMP/nope" --model "$TMP/nope"
+mkdir -p "$TMP/broken"
+sed 's/"num_key_value_heads": 8/"num_key_value_heads": 7/' configs/qwen3-vl-8b/config.json > "$TMP/broken/config.json"
+expect_error "text_config.num_key_value_heads" --model "$TMP/broken"
+expect_error "$TMP/broken/config.json" --model "$TMP/broken"
+expect_error "--dp" --model configs/tiny --dp 0
+expect_error "--micro-batch-patches" --model configs/tiny --micro-batch-tokens 64 --micro-batch-patches 6
+expect_error "--bogus" --model configs/tiny --bogus
+"$TANDEM" inspect --help > "$TMP/help" 2>&1 && grep -q -- "--freeze-vision" "$TMP/help" && ok || bad "--help"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
