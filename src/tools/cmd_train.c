@@ -1,0 +1,110 @@
+/* cmd_train.c - `tandem train`: Megatron's flags, run under mpirun -np N.
+ *
+ * The front end's jobs: MPI with MPI_THREAD_MULTIPLE (the communication thread needs it;
+ * the granted level is logged and the trainer falls back to inline progress), BLAS threads
+ * per rank, glibc's mmap threshold raised (data-parallel.md: MPI's per-call scratch
+ * buffers then stay on the heap), the arguments block, and errors: one sentence, and a
+ * non-zero exit on every rank (normal exit when all ranks failed together, MPI_Abort when
+ * only some did, since the others may be blocked in a collective).
+ */
+#include <malloc.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "tools/commands.h"
+#include "train/args.h"
+#include "train/trainer.h"
+
+void openblas_set_num_threads(int num_threads);
+
+static void usage(FILE *f) {
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_train_args_format_help(&sb);
+    fprintf(f,
+            "usage: mpirun -np N tandem train --model DIR --tokenizer FILE --data FILE [flags]\n"
+            "Megatron-LM's flag names; --flag VALUE or --flag=VALUE; --config FILE reads flags from JSON.\n\n%s",
+            sb.data);
+    tdm_sb_free(&sb);
+}
+
+/* Ranks on this node, from the launcher's environment (Open MPI, MPICH/Hydra), else 1. */
+static int local_ranks(void) {
+    const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!v) v = getenv("MPI_LOCALNRANKS");
+    int n = v ? atoi(v) : 1;
+    return n > 0 ? n : 1;
+}
+
+/* Each rank's BLAS gets cores / ranks-on-this-node threads, unless the user chose. */
+static void set_blas_threads(void) {
+    if (getenv("OPENBLAS_NUM_THREADS")) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = (int)(cores / local_ranks());
+    openblas_set_num_threads(n > 0 ? n : 1);
+}
+
+int cmd_train(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    /* keep MPI's large scratch buffers on the heap instead of mmap/munmap per call */
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    tdm_log_set_rank(rank, world);
+    set_blas_threads();
+    if (provided < MPI_THREAD_MULTIPLE)
+        tdm_log_info("MPI granted thread level %d, not MPI_THREAD_MULTIPLE: communication falls back to inline "
+                     "progress",
+                     provided);
+
+    tdm_train_args a;
+    tdm_train_args_defaults(&a);
+    tdm_error err = {{0}};
+    /* flags are parsed identically on every rank: a bad flag fails everywhere together */
+    if (tdm_train_args_parse(&a, argc - 1, argv + 1, &err) != 0 || tdm_train_args_validate(&a, world, &err) != 0) {
+        if (rank == 0) fprintf(stderr, "tandem train: %s\n", err.msg);
+        MPI_Finalize();
+        return 2;
+    }
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_train_args_format_block(&a, &sb);
+    if (sb.len) sb.data[--sb.len] = 0;
+    tdm_log_info("%s", sb.data);
+    tdm_sb_free(&sb);
+
+    tdm_train_install_signal_handlers();
+    tdm_train_result res;
+    int rc = tdm_train_run(&a, MPI_COMM_WORLD, &res, &err);
+    if (rc != 0) {
+        if (res.all_ranks_failed) {
+            if (rank == res.failed_rank || (res.failed_rank < 0 && rank == 0))
+                fprintf(stderr, "tandem train: %s%s\n", world > 1 ? "" : "", err.msg);
+            tdm_train_result_free(&res);
+            MPI_Finalize();
+            return 1;
+        }
+        fprintf(stderr, "tandem train: rank %d: %s\n", rank, err.msg);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return 1;
+    }
+    tdm_log_info("training done: iteration %lld, consumed samples %lld, parameters checksum %016llx%s",
+                 (long long)res.final_iteration, (long long)res.consumed_samples,
+                 (unsigned long long)res.params_checksum, res.interrupted ? " (stopped early)" : "");
+    tdm_train_result_free(&res);
+    MPI_Finalize();
+    return 0;
+}
