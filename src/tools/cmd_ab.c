@@ -1,0 +1,194 @@
+/* cmd_ab.c - `tandem ab`: the A/B protocol in one command (train/ab.h).
+ *
+ *   mpirun -np N tandem ab --baseline "FLAGS" --candidate "FLAGS" [common train flags]
+ *                          --steps 200 --window 21:200 --repeats R --out DIR
+ *
+ * Flags of its own are listed in usage(); every other flag is a `tandem train` flag
+ * shared by both sides. Prints the result table on rank 0; the report directory holds
+ * the rest. Errors: one sentence; all ranks exit non-zero (MPI_Abort when a run failed
+ * on some ranks only, since the others may be blocked in a collective).
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "tools/commands.h"
+#include "train/ab.h"
+
+void openblas_set_num_threads(int num_threads);
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mpirun -np N tandem ab --baseline \"FLAGS\" --candidate \"FLAGS\" [train flags] [ab flags]\n"
+            "  Runs the A/B protocol: the two sides (common train flags + each side's FLAGS) diffed, interleaved\n"
+            "  timing runs from the same weights and data order, a fingerprint audit run and a short profiled run\n"
+            "  per side; prints the result table and writes a report directory.\n"
+            "  --baseline \"FLAGS\"      flags only the baseline gets (may be \"\")\n"
+            "  --candidate \"FLAGS\"     flags only the candidate gets, e.g. \"--overlap-grad-reduce\"\n"
+            "  --steps N               optimizer steps per timing run (default 200)\n"
+            "  --window A:B            steps used for statistics, inclusive (default 21:200)\n"
+            "  --repeats R             timing runs per side, interleaved A B A B (default 1)\n"
+            "  --audit-steps N         steps of the fingerprint audit runs (default --steps; 0 skips the audit)\n"
+            "  --profile-steps N       steps profiled per side, from the window's start (default 3; 0: none)\n"
+            "  --profile-level L       profiler level 0, 1 or 2 (default 1)\n"
+            "  --bootstrap-seed S      seed of the bootstrap interval (default 20261129)\n"
+            "  --out DIR               report directory (default ab-report)\n"
+            "  every other flag is a `tandem train` flag (see tandem train --help), given to both sides.\n");
+}
+
+static int local_ranks(void) {
+    const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!v) v = getenv("MPI_LOCALNRANKS");
+    int n = v ? atoi(v) : 1;
+    return n > 0 ? n : 1;
+}
+
+static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out, char *msg, size_t cap) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) {
+        snprintf(msg, cap, "%s expects an integer in [%lld, %lld], got '%s'", flag, (long long)lo, (long long)hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The command as typed (quoted where needed), for the report's "reproduce" section. */
+static void command_line(tdm_strbuf *sb, int world, int argc, char **argv) {
+    tdm_sb_printf(sb, "mpirun -np %d build/tandem ab", world);
+    for (int i = 1; i < argc; i++) {
+        tdm_sb_putc(sb, ' ');
+        if (argv[i][0] && !strpbrk(argv[i], " \"'$\\")) {
+            tdm_sb_puts(sb, argv[i]);
+        } else {
+            tdm_sb_putc(sb, '"');
+            for (const char *p = argv[i]; *p; p++) {
+                if (*p == '"' || *p == '\\' || *p == '$') tdm_sb_putc(sb, '\\');
+                tdm_sb_putc(sb, *p);
+            }
+            tdm_sb_putc(sb, '"');
+        }
+    }
+}
+
+int cmd_ab(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    mallopt(M_MMAP_THRESHOLD, 256 << 20); /* as tandem train: MPI scratch stays on the heap */
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    tdm_log_set_rank(rank, world);
+    if (!getenv("OPENBLAS_NUM_THREADS")) {
+        int n = (int)(sysconf(_SC_NPROCESSORS_ONLN) / local_ranks());
+        openblas_set_num_threads(n > 0 ? n : 1);
+    }
+
+    tdm_ab_options o;
+    tdm_ab_options_default(&o);
+    char **common = calloc((size_t)argc + 1, sizeof *common);
+    int n_common = 0, have_window = 0;
+    char msg[1200] = "";
+    for (int i = 1; i < argc && !msg[0]; i++) {
+        char *a = argv[i], *val = NULL;
+        char name[64];
+        /* --flag=value or --flag value, for the ab flags */
+        const char *eq = strchr(a, '=');
+        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+        snprintf(name, sizeof name, "%.*s", (int)(nl < 63 ? nl : 63), a);
+        static const char *const own[] = {"--baseline", "--candidate", "--steps", "--window", "--repeats", "--out",
+                                          "--audit-steps", "--profile-steps", "--profile-level", "--bootstrap-seed"};
+        int is_own = 0;
+        for (size_t k = 0; k < sizeof own / sizeof *own; k++)
+            if (!strcmp(name, own[k])) is_own = 1;
+        if (!is_own) {
+            common[n_common++] = a;
+            continue;
+        }
+        if (eq) val = (char *)eq + 1;
+        else if (i + 1 < argc) val = argv[++i];
+        else {
+            snprintf(msg, sizeof msg, "%s expects a value", name);
+            break;
+        }
+        int64_t v;
+        if (!strcmp(name, "--baseline")) o.baseline_flags = val;
+        else if (!strcmp(name, "--candidate")) o.candidate_flags = val;
+        else if (!strcmp(name, "--out")) {
+            if (!*val || strlen(val) >= sizeof o.out - 64) snprintf(msg, sizeof msg, "--out expects a directory path");
+            else snprintf(o.out, sizeof o.out, "%s", val);
+        } else if (!strcmp(name, "--window")) {
+            tdm_error e;
+            if (tdm_ab_parse_window(val, &o.window_lo, &o.window_hi, &e) != 0) snprintf(msg, sizeof msg, "%s", e.msg);
+            have_window = 1;
+        } else if (!strcmp(name, "--steps")) {
+            if (parse_i64(name, val, 1, 100000000, &o.steps, msg, sizeof msg) == 0 && !have_window) {
+                /* the practice's window: skip the first 10% (at least one step), keep the rest */
+                o.window_lo = o.steps >= 200 ? 21 : o.steps / 10 + 1;
+                o.window_hi = o.steps;
+            }
+        } else if (!strcmp(name, "--repeats")) {
+            if (parse_i64(name, val, 1, 1000, &v, msg, sizeof msg) == 0) o.repeats = (int)v;
+        } else if (!strcmp(name, "--audit-steps")) {
+            parse_i64(name, val, 0, 100000000, &o.audit_steps, msg, sizeof msg);
+        } else if (!strcmp(name, "--profile-steps")) {
+            if (parse_i64(name, val, 0, 1000, &v, msg, sizeof msg) == 0) o.profile_steps = (int)v;
+        } else if (!strcmp(name, "--profile-level")) {
+            if (parse_i64(name, val, 0, 2, &v, msg, sizeof msg) == 0) o.profile_level = (int)v;
+        } else if (!strcmp(name, "--bootstrap-seed")) {
+            if (parse_i64(name, val, 0, INT64_MAX, &v, msg, sizeof msg) == 0) o.bootstrap_seed = (uint64_t)v;
+        }
+    }
+    if (msg[0]) {
+        if (rank == 0) fprintf(stderr, "tandem ab: %s\n", msg);
+        free(common);
+        MPI_Finalize();
+        return 2;
+    }
+    o.common_argc = n_common;
+    o.common_argv = common;
+    tdm_strbuf cl, table;
+    tdm_sb_init(&cl);
+    tdm_sb_init(&table);
+    command_line(&cl, world, argc, argv);
+    o.command_line = cl.data;
+
+    tdm_ab_result r;
+    tdm_error err = {{0}};
+    int rc = tdm_ab_run(&o, MPI_COMM_WORLD, &r, &table, &err);
+    if (rc != 0) {
+        if (r.setup_failed) {
+            if (rank == 0) fprintf(stderr, "tandem ab: %s\n", err.msg);
+            tdm_ab_result_free(&r);
+            MPI_Finalize();
+            return 2;
+        }
+        fprintf(stderr, "tandem ab: rank %d: %s\n", rank, err.msg);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+        return 1;
+    }
+    if (rank == 0) {
+        fputs(table.data, stdout);
+        fflush(stdout);
+    }
+    tdm_ab_result_free(&r);
+    tdm_sb_free(&cl);
+    tdm_sb_free(&table);
+    free(common);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,379 @@
+/* ab.c - the A/B protocol driver: configurations, interleaved timing runs, audit and
+ * profiled runs, window statistics and the step-by-step precision check. The report
+ * files are written by report.c. */
+#include "train/ab.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "core/log.h"
+
+void tdm_ab_options_default(tdm_ab_options *o) {
+    memset(o, 0, sizeof *o);
+    o->baseline_flags = "";
+    o->candidate_flags = "";
+    o->steps = 200;
+    o->window_lo = 21;
+    o->window_hi = 200;
+    o->repeats = 1;
+    o->audit_steps = -1; /* = steps */
+    o->profile_steps = 3;
+    o->profile_level = 1;
+    o->bootstrap_seed = 20261129;
+    o->bootstrap_resamples = 2000;
+    snprintf(o->out, sizeof o->out, "ab-report");
+}
+
+int tdm_ab_parse_window(const char *s, int64_t *lo, int64_t *hi, tdm_error *err) {
+    char *end;
+    long long a = strtoll(s, &end, 10);
+    if (end == s || *end != ':') return tdm_errorf(err, "--window '%s': expected FIRST:LAST, e.g. 21:200", s);
+    const char *p = end + 1;
+    long long b = strtoll(p, &end, 10);
+    if (end == p || *end) return tdm_errorf(err, "--window '%s': expected FIRST:LAST, e.g. 21:200", s);
+    if (a < 1 || b < a) return tdm_errorf(err, "--window '%s': expected 1 <= FIRST <= LAST", s);
+    *lo = a;
+    *hi = b;
+    return 0;
+}
+
+static int side_args(const tdm_ab_options *o, const char *flags, const char *label, tdm_train_args *a,
+                     tdm_error *err) {
+    tdm_train_args_defaults(a);
+    if (tdm_train_args_parse(a, o->common_argc, o->common_argv, err) != 0) return -1;
+    if (tdm_train_args_parse_string(a, flags, err) != 0) return tdm_error_prefix(err, "--%s", label);
+    a->train_iters = o->steps;
+    return 0;
+}
+
+/* Lists the arguments that differ ("name: base -> cand") and those that do not. */
+static void diff_args(const tdm_train_args *a, const tdm_train_args *b, tdm_ab_result *r) {
+    int n = tdm_train_args_count();
+    r->diff_lines = tdm_xcalloc((size_t)n + 1, sizeof *r->diff_lines);
+    r->same_lines = tdm_xcalloc((size_t)n + 1, sizeof *r->same_lines);
+    for (int i = 0; i < n; i++) {
+        char va[2048], vb[2048], line[4200];
+        tdm_train_args_value(a, i, va, sizeof va);
+        tdm_train_args_value(b, i, vb, sizeof vb);
+        if (strcmp(va, vb)) {
+            snprintf(line, sizeof line, "%s: %s -> %s", tdm_train_args_name(i), va, vb);
+            r->diff_lines[r->n_diff++] = tdm_xstrdup(line);
+        } else {
+            snprintf(line, sizeof line, "%s = %s", tdm_train_args_name(i), va);
+            r->same_lines[r->n_same++] = tdm_xstrdup(line);
+        }
+    }
+}
+
+typedef enum run_kind { RUN_TIMING, RUN_AUDIT, RUN_PROFILE } run_kind;
+
+/* One inner training run with the protocol's settings for its kind. On success res
+ * holds the records, with step_ms replaced by the slowest rank's. */
+static int run_once(const tdm_train_args *base, run_kind kind, int64_t iters, const char *profile_config,
+                    MPI_Comm comm, tdm_train_result *res, tdm_error *err) {
+    tdm_train_args a = *base;
+    a.train_iters = iters;
+    a.save[0] = 0;          /* no checkpoint saving inside measured runs */
+    a.save_interval = 0;
+    a.run_dir[0] = 0;       /* no metrics file I/O either */
+    a.exit_interval = 0;
+    a.audit_fingerprints = kind == RUN_AUDIT;
+    a.profile_config[0] = 0;
+    if (kind == RUN_PROFILE) snprintf(a.profile_config, sizeof a.profile_config, "%s", profile_config);
+    tdm_log_set_quiet(1);
+    int rc = tdm_train_run(&a, comm, res, err);
+    tdm_log_set_quiet(0);
+    if (rc != 0) return -1;
+    double *t = tdm_xmalloc((size_t)(res->n_steps + 1) * sizeof *t);
+    for (int i = 0; i < res->n_steps; i++) t[i] = res->records[i].step_ms;
+    MPI_Allreduce(MPI_IN_PLACE, t, res->n_steps, MPI_DOUBLE, MPI_MAX, comm);
+    for (int i = 0; i < res->n_steps; i++) res->records[i].step_ms = t[i];
+    free(t);
+    return 0;
+}
+
+static int in_window(const tdm_ab_options *o, int64_t it) { return it >= o->window_lo && it <= o->window_hi; }
+
+static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, double **times, int64_t *n_times) {
+    double *t = tdm_xmalloc((size_t)(s->repeats * s->steps + 1) * sizeof *t);
+    int64_t n = 0;
+    double total_ms = 0;
+    s->repeat_mean_ms = tdm_xcalloc((size_t)s->repeats, sizeof *s->repeat_mean_ms);
+    s->window_samples = 0;
+    for (int r = 0; r < s->repeats; r++) {
+        double sum = 0;
+        int64_t k = 0;
+        for (int64_t i = 0; i < s->steps; i++) {
+            const tdm_step_record *rec = &s->records[r * s->steps + i];
+            if (rec->nan) s->nan_iterations++;
+            if (rec->skipped) s->skipped_iterations++;
+            if (!in_window(o, rec->iteration)) continue;
+            t[n++] = rec->step_ms;
+            sum += rec->step_ms;
+            k++;
+            total_ms += rec->step_ms;
+            s->window_samples += rec->global_batch_size;
+        }
+        s->repeat_mean_ms[r] = k ? sum / (double)k : NAN;
+    }
+    s->mean_step_ms = tdm_stats_mean(t, n);
+    s->median_step_ms = tdm_stats_median(t, n);
+    s->stddev_step_ms = tdm_stats_stddev(t, n);
+    s->samples_per_s = total_ms > 0 ? (double)s->window_samples / (total_ms / 1e3) : NAN;
+    *times = t;
+    *n_times = n;
+}
+
+static int same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static double rel_dev(double a, double b) {
+    double d = fabs(a - b), m = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+    return m > 0 ? d / m : (d > 0 ? INFINITY : 0);
+}
+
+/* Step-by-step comparison of the first timing run of each side. */
+static void precision_check(const tdm_ab_side *a, const tdm_ab_side *b, tdm_ab_result *r) {
+    r->lr_equal = r->consumed_samples_equal = r->global_batch_equal = 1;
+    r->loss_bitwise_equal = r->grad_norm_bitwise_equal = r->all_finite = 1;
+    for (int64_t i = 0; i < a->steps && i < b->steps; i++) {
+        const tdm_step_record *x = &a->records[i], *y = &b->records[i];
+        if (!same_double(x->lr, y->lr)) r->lr_equal = 0;
+        if (x->consumed_samples != y->consumed_samples) r->consumed_samples_equal = 0;
+        if (x->global_batch_size != y->global_batch_size) r->global_batch_equal = 0;
+        if (!same_double(x->loss, y->loss)) {
+            if (r->loss_bitwise_equal) r->first_loss_diff_step = x->iteration;
+            r->loss_bitwise_equal = 0;
+            double d = rel_dev(x->loss, y->loss);
+            if (d > r->max_rel_loss_dev) r->max_rel_loss_dev = d;
+        }
+        if (!same_double(x->grad_norm, y->grad_norm)) {
+            if (r->grad_norm_bitwise_equal) r->first_grad_norm_diff_step = x->iteration;
+            r->grad_norm_bitwise_equal = 0;
+            double d = rel_dev(x->grad_norm, y->grad_norm);
+            if (d > r->max_rel_grad_norm_dev) r->max_rel_grad_norm_dev = d;
+        }
+        if (!isfinite(x->loss) || !isfinite(y->loss) || !isfinite(x->grad_norm) || !isfinite(y->grad_norm))
+            r->all_finite = 0;
+    }
+    /* every repeat of a side must reproduce its first run bit for bit */
+    r->repeats_bitwise_equal = 1;
+    for (int s = 0; s < 2; s++) {
+        const tdm_ab_side *side = s ? b : a;
+        for (int k = 1; k < side->repeats; k++)
+            for (int64_t i = 0; i < side->steps; i++)
+                if (!same_double(side->records[k * side->steps + i].loss, side->records[i].loss))
+                    r->repeats_bitwise_equal = 0;
+    }
+}
+
+/* Reads the profiled run's analysis.json means into the side (rank 0). */
+static void read_profile(tdm_ab_side *s) {
+    s->comm_ms = s->hidden_comm_ms = s->exposed_comm_ms = s->compute_ms = NAN;
+    s->data_wait_ms = s->ideal_step_ms = s->prof_step_ms = s->overlap_efficiency = NAN;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/analysis.json", s->trace_dir);
+    size_t len;
+    char *text = tdm_read_file(path, 1 << 28, &len, NULL);
+    if (!text) return;
+    tdm_json_doc *d = tdm_json_parse(text, len, path, NULL);
+    free(text);
+    if (!d) return;
+    const tdm_json *m = tdm_json_get(tdm_json_root(d), "mean");
+    struct {
+        const char *key;
+        double *dst;
+    } f[] = {{"comm_ms", &s->comm_ms},           {"hidden_comm_ms", &s->hidden_comm_ms},
+             {"exposed_comm_ms", &s->exposed_comm_ms}, {"compute_ms", &s->compute_ms},
+             {"data_wait_ms", &s->data_wait_ms}, {"ideal_step_ms", &s->ideal_step_ms},
+             {"step_ms", &s->prof_step_ms},      {"overlap_efficiency", &s->overlap_efficiency}};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        const tdm_json *v = tdm_json_get(m, f[i].key);
+        if (v && v->type == TDM_JSON_NUMBER) *f[i].dst = v->num;
+    }
+    tdm_json_free(d);
+}
+
+static int write_profile_config(const tdm_ab_options *o, tdm_ab_side *s, int64_t first, int64_t last, int rank,
+                                MPI_Comm comm, char *cfg_path, size_t cap, tdm_error *err) {
+    snprintf(s->trace_dir, sizeof s->trace_dir, "%s/traces/%s", o->out, s->label);
+    snprintf(cfg_path, cap, "%s/tools.json", s->trace_dir);
+    int bad = 0;
+    if (rank == 0) {
+        char text[1600];
+        int n = snprintf(text, sizeof text,
+                         "{\"profile\": {\"enable\": true, \"ranks\": [-1], \"start_step\": %lld, \"end_step\": %lld, "
+                         "\"level\": %d, \"save_path\": \"%s\"}}\n",
+                         (long long)first, (long long)last, o->profile_level, s->trace_dir);
+        bad = tdm_mkdirs(s->trace_dir, err) != 0 || tdm_write_file_atomic(cfg_path, text, (size_t)n, err) != 0;
+    }
+    MPI_Bcast(&bad, 1, MPI_INT, 0, comm);
+    if (bad && rank != 0) tdm_errorf(err, "%s: rank 0 could not write the profiler config", cfg_path);
+    return bad ? -1 : 0;
+}
+
+static void append_records(tdm_ab_side *s, int repeat, const tdm_train_result *res) {
+    for (int64_t i = 0; i < s->steps; i++) {
+        tdm_step_record *dst = &s->records[repeat * s->steps + i];
+        if (i < res->n_steps) *dst = res->records[i];
+        else memset(dst, 0, sizeof *dst), dst->iteration = i + 1, dst->loss = NAN, dst->step_ms = NAN;
+    }
+}
+
+int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_strbuf *table, tdm_error *err) {
+    memset(r, 0, sizeof *r);
+    uint64_t t_start = tdm_now_ns();
+    int rank, world;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &world);
+    r->world = world;
+    r->fingerprints_equal = -1;
+    r->setup_failed = 1; /* until the first run: flags and options fail identically on every rank */
+    if (o->steps < 1 || o->repeats < 1 || o->repeats > 1000)
+        return tdm_errorf(err, "--steps must be >= 1 and --repeats in [1, 1000]");
+    if (o->window_lo < 1 || o->window_hi > o->steps || o->window_lo > o->window_hi)
+        return tdm_errorf(err, "--window %lld:%lld: expected 1 <= FIRST <= LAST <= --steps %lld",
+                          (long long)o->window_lo, (long long)o->window_hi, (long long)o->steps);
+    if (o->profile_level < 0 || o->profile_level > 2) return tdm_errorf(err, "--profile-level: expected 0, 1 or 2");
+
+    tdm_ab_side *A = &r->side[0], *B = &r->side[1];
+    A->label = "baseline";
+    B->label = "candidate";
+    if (side_args(o, o->baseline_flags, "baseline", &A->args, err) != 0) return -1;
+    if (side_args(o, o->candidate_flags, "candidate", &B->args, err) != 0) return -1;
+    if (tdm_train_args_validate(&A->args, world, err) != 0) return tdm_error_prefix(err, "baseline");
+    if (tdm_train_args_validate(&B->args, world, err) != 0) return tdm_error_prefix(err, "candidate");
+    diff_args(&A->args, &B->args, r);
+    tdm_log_info("A/B: %d argument(s) differ between baseline and candidate:", r->n_diff);
+    for (int i = 0; i < r->n_diff; i++) tdm_log_info("  %s", r->diff_lines[i]);
+    tdm_log_info("A/B: %d other arguments are identical (listed in %s/report.md)", r->n_same, o->out);
+    if (rank == 0 && tdm_mkdirs(o->out, err) != 0) {
+        int bad = 1;
+        MPI_Bcast(&bad, 1, MPI_INT, 0, comm);
+        return -1;
+    } else {
+        int bad = 0;
+        MPI_Bcast(&bad, 1, MPI_INT, 0, comm);
+        if (bad) return tdm_errorf(err, "%s: rank 0 could not create the report directory", o->out);
+    }
+
+    r->setup_failed = 0;
+    for (int s = 0; s < 2; s++) {
+        r->side[s].repeats = o->repeats;
+        r->side[s].steps = o->steps;
+        r->side[s].records = tdm_xcalloc((size_t)(o->repeats * o->steps), sizeof(tdm_step_record));
+    }
+    /* 2. timing runs, interleaved so drift of the machine hits both sides */
+    for (int k = 0; k < o->repeats; k++) {
+        for (int s = 0; s < 2; s++) {
+            tdm_ab_side *side = &r->side[s];
+            tdm_log_info("A/B: timing run %d/%d, %s (%lld steps)...", k + 1, o->repeats, side->label,
+                         (long long)o->steps);
+            tdm_train_result res;
+            uint64_t t0 = tdm_now_ns();
+            if (run_once(&side->args, RUN_TIMING, o->steps, NULL, comm, &res, err) != 0) {
+                tdm_train_result_free(&res);
+                return tdm_error_prefix(err, "%s timing run %d", side->label, k + 1);
+            }
+            append_records(side, k, &res);
+            if (k == 0) snprintf(side->ddp_config_line, sizeof side->ddp_config_line, "%s", res.ddp_config_line);
+            tdm_train_result_free(&res);
+            tdm_log_info("A/B:   done in %.1f s", (double)(tdm_now_ns() - t0) / 1e9);
+        }
+    }
+    for (int s = 0; s < 2; s++) tdm_log_info("A/B: %s: %s", r->side[s].label, r->side[s].ddp_config_line);
+
+    /* 3. input fingerprint audit */
+    int64_t audit = o->audit_steps < 0 ? o->steps : o->audit_steps;
+    if (audit > 0) {
+        for (int s = 0; s < 2; s++) {
+            tdm_ab_side *side = &r->side[s];
+            tdm_log_info("A/B: fingerprint audit run, %s (%lld steps)...", side->label, (long long)audit);
+            tdm_train_result res;
+            if (run_once(&side->args, RUN_AUDIT, audit, NULL, comm, &res, err) != 0) {
+                tdm_train_result_free(&res);
+                return tdm_error_prefix(err, "%s audit run", side->label);
+            }
+            side->audit_steps = res.n_steps;
+            side->audit_fingerprints = tdm_xcalloc((size_t)res.n_steps + 1, sizeof(uint64_t));
+            for (int i = 0; i < res.n_steps; i++) side->audit_fingerprints[i] = res.records[i].fingerprint;
+            tdm_train_result_free(&res);
+        }
+        r->fingerprints_equal = A->audit_steps == B->audit_steps && A->audit_steps > 0;
+        for (int64_t i = 0; i < A->audit_steps && i < B->audit_steps; i++)
+            if (A->audit_fingerprints[i] != B->audit_fingerprints[i]) {
+                if (r->fingerprints_equal) r->first_fingerprint_diff_step = i + 1;
+                r->fingerprints_equal = 0;
+            }
+        tdm_log_info("A/B: input fingerprints %s at every step", r->fingerprints_equal ? "identical" : "DIFFER");
+    }
+
+    /* 4. profiled runs: a few steps after the warm-up */
+    for (int s = 0; s < 2; s++) {
+        tdm_ab_side *side = &r->side[s];
+        side->comm_ms = side->hidden_comm_ms = side->exposed_comm_ms = side->compute_ms = NAN;
+        side->data_wait_ms = side->ideal_step_ms = side->prof_step_ms = side->overlap_efficiency = NAN;
+        if (o->profile_steps <= 0) continue;
+        int64_t first = o->window_lo, last = o->window_lo + o->profile_steps - 1;
+        if (last > o->steps) last = o->steps, first = last - o->profile_steps + 1 < 1 ? 1 : last - o->profile_steps + 1;
+        char cfg[1300];
+        if (write_profile_config(o, side, first, last, rank, comm, cfg, sizeof cfg, err) != 0) return -1;
+        tdm_log_info("A/B: profiled run, %s (steps %lld-%lld at level %d)...", side->label, (long long)first,
+                     (long long)last, o->profile_level);
+        tdm_train_result res;
+        if (run_once(&side->args, RUN_PROFILE, last, cfg, comm, &res, err) != 0) {
+            tdm_train_result_free(&res);
+            return tdm_error_prefix(err, "%s profiled run", side->label);
+        }
+        tdm_train_result_free(&res);
+        if (rank == 0) read_profile(side);
+    }
+
+    /* 5. statistics and precision */
+    double *ta, *tb;
+    int64_t na, nb;
+    window_stats(o, A, &ta, &na);
+    window_stats(o, B, &tb, &nb);
+    r->step_time_change_pct = tdm_stats_rel_change_pct(A->mean_step_ms, B->mean_step_ms);
+    r->median_change_pct = tdm_stats_rel_change_pct(A->median_step_ms, B->median_step_ms);
+    r->throughput_change_pct = tdm_stats_rel_change_pct(A->samples_per_s, B->samples_per_s);
+    if (tdm_stats_bootstrap_rel_change(ta, na, tb, nb, o->bootstrap_resamples, o->bootstrap_seed,
+                                       &r->step_time_ci) != 0) {
+        r->step_time_ci.change_pct = r->step_time_change_pct;
+        r->step_time_ci.lo_pct = r->step_time_ci.hi_pct = NAN;
+        snprintf(r->noise_sentence, sizeof r->noise_sentence, "No interval: the window holds no measured step.");
+    } else {
+        tdm_stats_noise_sentence(&r->step_time_ci, "mean step time", r->noise_sentence, sizeof r->noise_sentence);
+    }
+    free(ta);
+    free(tb);
+    precision_check(A, B, r);
+    r->nan_iterations = A->nan_iterations + B->nan_iterations;
+    r->skipped_iterations = A->skipped_iterations + B->skipped_iterations;
+    r->wall_s = (double)(tdm_now_ns() - t_start) / 1e9;
+
+    int bad = 0;
+    if (rank == 0) bad = tdm_ab_write_report(o, r, err) != 0;
+    MPI_Bcast(&bad, 1, MPI_INT, 0, comm);
+    if (bad) return rank == 0 ? -1 : tdm_errorf(err, "%s: rank 0 could not write the report", o->out);
+    if (table) tdm_ab_format_table(o, r, table);
+    return 0;
+}
+
+void tdm_ab_result_free(tdm_ab_result *r) {
+    for (int s = 0; s < 2; s++) {
+        free(r->side[s].records);
+        free(r->side[s].audit_fingerprints);
+        free(r->side[s].repeat_mean_ms);
+    }
+    for (int i = 0; i < r->n_diff; i++) free(r->diff_lines[i]);
+    for (int i = 0; i < r->n_same; i++) free(r->same_lines[i]);
+    free(r->diff_lines);
+    free(r->same_lines);
+    memset(r, 0, sizeof *r);
+}

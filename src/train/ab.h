@@ -1,0 +1,117 @@
+/* ab.h - the A/B protocol of the practice, as one call (`tandem ab`).
+ *
+ *   mpirun -np N tandem ab --baseline "FLAGS" --candidate "FLAGS" [common train flags]
+ *                          --steps 200 --window 21:200 --repeats R --out DIR
+ *
+ * What tdm_ab_run does, on every rank of `comm`:
+ *   1. Parses common + baseline flags and common + candidate flags into two
+ *      tdm_train_args (the trainer's parser), validates both, and diffs them: the
+ *      names that differ and the ones that are identical.
+ *   2. Timing runs, interleaved A B A B ... `repeats` times each: --train-iters = steps,
+ *      profiling off, fingerprint audit off, no checkpoint saving, same seed / --load,
+ *      so both sides start from the same weights and see the same samples in the
+ *      same order. Step time per step = the slowest rank's step (max over ranks).
+ *   3. One audit run per side with --audit-fingerprints (same steps): the per-step input
+ *      fingerprints must be equal on both sides.
+ *   4. One short profiled run per side (level 1 over `profile_steps` steps after the
+ *      warm-up): communication, hidden / exposed, overlap efficiency (prof/analysis.h).
+ *   5. Statistics over the window (pooled over repeats): mean and median step time,
+ *      samples/s = samples in the window / time of the window, relative changes, a
+ *      95% bootstrap interval over steps; the precision check step by step between
+ *      the first timing run of each side; writes the report directory (report.c).
+ *
+ * Progress lines go through tdm_log_info (rank 0); the trainer's own log is silenced
+ * during inner runs. The result table is returned as text for the caller to print.
+ */
+#ifndef TDM_TRAIN_AB_H
+#define TDM_TRAIN_AB_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/strbuf.h"
+#include "train/args.h"
+#include "train/stats.h"
+#include "train/trainer.h"
+
+typedef struct tdm_ab_options {
+    const char *baseline_flags;  /* shell-like string, may be "" */
+    const char *candidate_flags;
+    int common_argc;             /* train flags shared by both sides */
+    char **common_argv;
+    int64_t steps;               /* optimizer steps per timing run */
+    int64_t window_lo, window_hi;/* 1-based, inclusive */
+    int repeats;                 /* timing runs per side */
+    int64_t audit_steps;         /* steps of the fingerprint audit runs (0 = skip the audit) */
+    int profile_steps;           /* steps profiled per side (0 = no profiled run) */
+    int profile_level;           /* 0..2, default 1 */
+    uint64_t bootstrap_seed;
+    int bootstrap_resamples;
+    char out[1024];              /* report directory */
+    const char *command_line;    /* the exact command, for "reproduce" (may be NULL) */
+} tdm_ab_options;
+
+/* Defaults: steps 200, window 21:200, repeats 1, audit on, 3 profiled steps at level 1,
+ * 2000 resamples, out "ab-report". */
+void tdm_ab_options_default(tdm_ab_options *o);
+
+/* Parses "21:200" into lo, hi (1-based, inclusive). */
+int tdm_ab_parse_window(const char *s, int64_t *lo, int64_t *hi, tdm_error *err);
+
+/* One side's measurements. */
+typedef struct tdm_ab_side {
+    const char *label;             /* "baseline" / "candidate" */
+    tdm_train_args args;
+    char ddp_config_line[1024];
+    int repeats;
+    int64_t steps;
+    tdm_step_record *records;      /* [repeats * steps], step_ms = max over ranks */
+    uint64_t *audit_fingerprints;  /* [audit_steps], NULL when no audit */
+    int64_t audit_steps;
+    /* window statistics, pooled over repeats */
+    double mean_step_ms, median_step_ms, stddev_step_ms, samples_per_s;
+    double *repeat_mean_ms;        /* [repeats] */
+    int64_t window_samples;
+    int nan_iterations, skipped_iterations;
+    /* profiled run (means over profiled steps and ranks); NaN when not profiled */
+    double comm_ms, hidden_comm_ms, exposed_comm_ms, compute_ms, data_wait_ms, ideal_step_ms, prof_step_ms;
+    double overlap_efficiency;
+    char trace_dir[1100];
+} tdm_ab_side;
+
+typedef struct tdm_ab_result {
+    tdm_ab_side side[2];           /* 0 baseline, 1 candidate */
+    /* configuration diff: names of differing and identical arguments, "name: a -> b" */
+    char **diff_lines;
+    int n_diff;
+    char **same_lines;             /* "name = value" */
+    int n_same;
+    tdm_stats_ci step_time_ci;     /* relative change of mean step time, % */
+    double step_time_change_pct, median_change_pct, throughput_change_pct;
+    char noise_sentence[512];
+    /* precision check (first timing run of each side, every step) */
+    int lr_equal, consumed_samples_equal, global_batch_equal, loss_bitwise_equal, grad_norm_bitwise_equal;
+    int all_finite;
+    int64_t first_loss_diff_step, first_grad_norm_diff_step; /* 0 when equal */
+    double max_rel_loss_dev, max_rel_grad_norm_dev;
+    int repeats_bitwise_equal;     /* every repeat of a side gave the same losses */
+    int fingerprints_equal;        /* -1 when not audited */
+    int64_t first_fingerprint_diff_step;
+    int nan_iterations, skipped_iterations; /* both sides, all runs */
+    int world;
+    double wall_s;
+    int setup_failed;              /* the failure came before any run: every rank failed alike */
+} tdm_ab_result;
+
+/* Runs the protocol (collective over comm). On success, rank 0 has written the report
+ * directory and `table` (if non-NULL) holds the terminal table. Returns -1 with err
+ * on any failure (a bad flag, a failing run, an unwritable directory). */
+int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *res, tdm_strbuf *table, tdm_error *err);
+void tdm_ab_result_free(tdm_ab_result *res);
+
+/* report.c: the terminal table, and the report directory (rank 0 only). */
+void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_strbuf *sb);
+int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_error *err);
+
+#endif
