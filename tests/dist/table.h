@@ -33,4 +33,16 @@ static void tbl_free(tdm_param_table *t) {
     memset(t, 0, sizeof *t);
 }
 
+static int64_t tbl_numel(const tdm_param_table *t) {
+    int64_t n = 0;
+    for (int i = 0; i < t->n; i++) n += t->p[i].numel;
+    return n;
+}
+
+static int64_t tbl_numel_trainable(const tdm_param_table *t) {
+    int64_t n = 0;
+    for (int i = 0; i < t->n; i++) n += t->p[i].trainable ? t->p[i].numel : 0;
+    return n;
+}
+
 #endif
