@@ -673,6 +673,11 @@ done:
 }
 
 char *tdm_tokenizer_decode(const tdm_tokenizer *t, const int32_t *ids, size_t n) {
+    size_t len;
+    return tdm_tokenizer_decode_len(t, ids, n, &len);
+}
+
+char *tdm_tokenizer_decode_len(const tdm_tokenizer *t, const int32_t *ids, size_t n, size_t *len) {
     tdm_strbuf sb;
     tdm_sb_init(&sb);
     tdm_sb_append(&sb, "", 0);
@@ -681,9 +686,9 @@ char *tdm_tokenizer_decode(const tdm_tokenizer *t, const int32_t *ids, size_t n)
         if (id < 0 || id >= t->n_ids || !t->id_bytes[id]) continue; /* unknown ids decode to nothing */
         tdm_sb_append(&sb, t->id_bytes[id], t->id_nbytes[id]);
     }
+    *len = sb.len;
     if (tdm_utf8_valid(sb.data, sb.len)) return sb.data;
-    size_t len;
-    char *fixed = tdm_utf8_repair(sb.data, sb.len, &len);
+    char *fixed = tdm_utf8_repair(sb.data, sb.len, len);
     tdm_sb_free(&sb);
     return fixed;
 }

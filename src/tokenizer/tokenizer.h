@@ -33,6 +33,9 @@ int tdm_tokenizer_encode(const tdm_tokenizer *t, const char *text, size_t len, t
 
 /* Decoded UTF-8 text (malloc'ed, NUL-terminated); invalid sequences become U+FFFD. */
 char *tdm_tokenizer_decode(const tdm_tokenizer *t, const int32_t *ids, size_t n);
+/* The same, with the length in bytes in *len (the text may contain NUL bytes).
+ * Ids that are not in the tokenizer decode to nothing. */
+char *tdm_tokenizer_decode_len(const tdm_tokenizer *t, const int32_t *ids, size_t n, size_t *len);
 
 /* The id of a token string (vocabulary entry or added token), or -1. */
 int32_t tdm_tokenizer_token_id(const tdm_tokenizer *t, const char *token);

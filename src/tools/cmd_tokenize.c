@@ -55,8 +55,9 @@ static int decode_line(const tdm_tokenizer *t, const char *line, size_t lineno, 
         tdm_ids_push(ids, (int32_t)v);
         p = end;
     }
-    char *text = tdm_tokenizer_decode(t, ids->data, ids->len);
-    fputs(text, out);
+    size_t len;
+    char *text = tdm_tokenizer_decode_len(t, ids->data, ids->len, &len);
+    fwrite(text, 1, len, out);
     fputc('\n', out);
     free(text);
     return 0;

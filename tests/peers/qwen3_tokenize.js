@@ -3,6 +3,7 @@
 //
 //   node tests/peers/qwen3_tokenize.js encode [--tokenizer FILE] < lines > ids
 //   node tests/peers/qwen3_tokenize.js decode [--tokenizer FILE] < ids > lines
+//   node tests/peers/qwen3_tokenize.js encode-whole [--tokenizer FILE] < text > ids   (all of stdin as one text)
 //   node tests/peers/qwen3_tokenize.js bench  [--tokenizer FILE] [--repeat N] < lines
 //
 // Without --tokenizer it uses the real Qwen3 tokenizer.json shipped in the package.
@@ -49,6 +50,11 @@ function main() {
     else throw new Error(`unexpected argument ${args[i]}`);
   }
   const tk = loadTokenizer(file);
+  if (mode === "encode-whole") {
+    const text = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(fs.readFileSync(0));
+    process.stdout.write(tk.encode(text, { add_special_tokens: false }).join(" ") + "\n");
+    return;
+  }
   const lines = readLines();
   const out = [];
   if (mode === "encode") {
@@ -56,7 +62,7 @@ function main() {
   } else if (mode === "decode") {
     for (const line of lines) {
       const ids = line.trim() === "" ? [] : line.trim().split(/\s+/).map(Number);
-      out.push(tk.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false }));
+      out.push(ids.length === 0 ? "" : tk.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false }));
     }
   } else if (mode === "bench") {
     let bytes = 0, tokens = 0;
@@ -70,7 +76,7 @@ function main() {
                                           tokens: tokens * repeat, seconds }) + "\n");
     return;
   } else {
-    process.stderr.write("usage: node qwen3_tokenize.js encode|decode|bench [--tokenizer FILE] [--repeat N]\n");
+    process.stderr.write("usage: node qwen3_tokenize.js encode|encode-whole|decode|bench [--tokenizer FILE] [--repeat N]\n");
     process.exit(2);
   }
   process.stdout.write(out.length ? out.join("\n") + "\n" : "");
