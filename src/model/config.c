@@ -26,6 +26,7 @@
 typedef struct reader {
     const char *file; /* for messages */
     tdm_error *err;
+    char rope_where[64]; /* where the rotary settings were found, e.g. "text_config.rope_scaling" */
 } reader;
 
 /* "vision_config" + "depth" -> "vision_config.depth"; top level has an empty section. */
@@ -225,8 +226,8 @@ static int read_text(reader *r, const tdm_json *root, const tdm_json *tj, tdm_te
     if (read_bool(r, tj, s, "attention_bias", 0, &bias, NULL)) return -1;
     if (bias) return fail_field(r, s, "attention_bias", "true is not supported (Qwen3-VL has no attention biases)");
 
-    char where[64];
-    const tdm_json *rope = find_rope(r, root, tj, where, sizeof where);
+    char *where = r->rope_where;
+    const tdm_json *rope = find_rope(r, root, tj, where, sizeof r->rope_where);
     if (!rope) return -1;
     int n = 0;
     if (read_int_array(r, rope, where, "mrope_section", 3, 0, 1024, t->mrope_section, &n)) return -1;
@@ -298,7 +299,7 @@ static int check_vision(reader *r, const tdm_vision_config *v, const tdm_text_co
 }
 
 static int check_text(reader *r, const tdm_text_config *t) {
-    const char *s = "text_config";
+    const char *s = "text_config", *rw = r->rope_where;
     if (t->hidden_size % t->num_heads)
         return fail_field(r, s, "num_attention_heads", "%d does not divide hidden_size %d", t->num_heads,
                           t->hidden_size);
@@ -308,12 +309,12 @@ static int check_text(reader *r, const tdm_text_config *t) {
     if (t->head_dim % 2) return fail_field(r, s, "head_dim", "%d must be even for RoPE", t->head_dim);
     int sum = t->mrope_section[0] + t->mrope_section[1] + t->mrope_section[2];
     if (sum != t->head_dim / 2)
-        return fail_field(r, s, "rope_scaling.mrope_section", "[%d, %d, %d] sums to %d, expected head_dim/2 = %d",
+        return fail_field(r, rw, "mrope_section", "[%d, %d, %d] sums to %d, expected head_dim/2 = %d",
                           t->mrope_section[0], t->mrope_section[1], t->mrope_section[2], sum, t->head_dim / 2);
     /* The interleave puts h at i = 1 (mod 3), i < 3*s_h, and w at i = 2 (mod 3), i < 3*s_w:
      * the last of those indexes (3*s_h - 2, 3*s_w - 1) must exist among head_dim/2 frequencies. */
     if (3 * t->mrope_section[1] - 2 >= t->head_dim / 2 || 3 * t->mrope_section[2] - 1 >= t->head_dim / 2)
-        return fail_field(r, s, "rope_scaling.mrope_section", "h/w sections [%d, %d] too large to interleave in %d",
+        return fail_field(r, rw, "mrope_section", "h/w sections [%d, %d] too large to interleave in %d",
                           t->mrope_section[1], t->mrope_section[2], t->head_dim / 2);
     if (strcmp(t->hidden_act, "silu") != 0)
         return fail_field(r, s, "hidden_act", "\"%s\" is not supported (expected \"silu\")", t->hidden_act);
@@ -342,7 +343,7 @@ static int check_token(reader *r, const char *sect, const char *key, int id, int
 int tdm_model_config_parse(const char *json, size_t len, const char *name, tdm_model_config *cfg, tdm_error *err) {
     memset(cfg, 0, sizeof *cfg);
     snprintf(cfg->path, sizeof cfg->path, "%s", name);
-    reader rd = {name, err}, *r = &rd;
+    reader rd = {name, err, ""}, *r = &rd;
     tdm_json_doc *doc = tdm_json_parse(json, len, name, err);
     if (!doc) return -1;
     const tdm_json *root = tdm_json_root(doc);

@@ -94,6 +94,7 @@ struct tdm_safetensors {
     tdm_st_tensor *t; /* sorted by name */
     int n, cap;
     const tdm_json *metadata; /* first file's __metadata__, or NULL */
+    char *source;             /* the path given to open: names the checkpoint in messages */
 };
 
 /* Reads exactly n bytes at offset; 0, or -1 with errno (0 for a short file). */
@@ -315,6 +316,10 @@ static int open_index(tdm_safetensors *st, const char *index_path, tdm_error *er
             shards[n_shards++] = v->str;
         }
     }
+    if (n_shards == 0) {
+        tdm_errorf(err, "%s: weight_map lists no tensors", index_path);
+        goto out;
+    }
     for (int s = 0; s < n_shards; s++) {
         snprintf(shard_path, sizeof shard_path, "%s/%s", dir, shards[s]);
         if (open_file(st, shard_path, err)) goto out;
@@ -352,12 +357,13 @@ out:
 
 tdm_safetensors *tdm_safetensors_open(const char *path, tdm_error *err) {
     tdm_safetensors *st = tdm_xcalloc(1, sizeof *st);
+    st->source = tdm_xstrdup(path);
     char buf[4096];
     struct stat sb;
     int rc;
     if (stat(path, &sb) != 0) {
         tdm_errorf(err, "%s: cannot open: %s", path, strerror(errno));
-        free(st);
+        tdm_safetensors_close(st);
         return NULL;
     }
     if (S_ISDIR(sb.st_mode)) {
@@ -399,6 +405,7 @@ void tdm_safetensors_close(tdm_safetensors *st) {
     }
     free(st->files);
     free(st->t);
+    free(st->source);
     free(st);
 }
 
@@ -459,7 +466,7 @@ short_read:
 
 int tdm_safetensors_read_f32(tdm_safetensors *st, const char *name, float *dst, int64_t numel, tdm_error *err) {
     const tdm_st_tensor *t = tdm_safetensors_find(st, name);
-    if (!t) return tdm_errorf(err, "%s: tensor \"%s\": not in the checkpoint", st->files[0].path, name);
+    if (!t) return tdm_errorf(err, "%s: tensor \"%s\": not in the checkpoint", st->source, name);
     if (t->numel != numel)
         return tdm_errorf(err, "%s: tensor \"%s\": %lld elements, the caller expects %lld", st->files[t->shard].path,
                           name, (long long)t->numel, (long long)numel);
@@ -486,7 +493,7 @@ int tdm_safetensors_load_params(tdm_safetensors *st, tdm_param_table *tab, int f
             rep.lm_head_from_embedding = t != NULL;
         }
         if (!t)
-            return tdm_errorf(err, "%s: tensor \"%s\": missing from the checkpoint", st->files[0].path, p->name);
+            return tdm_errorf(err, "%s: tensor \"%s\": missing from the checkpoint", st->source, p->name);
         const char *file = st->files[t->shard].path;
         int same = t->ndim == p->ndim;
         for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];

@@ -201,6 +201,12 @@ static void test_rope_places(void) {
                      &err, path);
     CHECK(rc == 0, "%s", err.msg);
     CHECK(rc != 0 || (c.text.mrope_section[0] == 12 && c.text.rope_theta == 5e6), "values");
+    /* A contradiction inside rope_parameters is reported there. */
+    rc = load_edited("rope_parameters_sum", "\"rope_scaling\": {\n      \"mrope_interleaved\": true,\n      \"mrope_section\": [\n        12,",
+                     "\"rope_parameters\": {\n      \"mrope_interleaved\": true,\n      \"mrope_section\": [\n        14,", &c,
+                     &err, path);
+    CHECK(rc == -1 && strstr(err.msg, "text_config.rope_parameters.mrope_section") && strstr(err.msg, path), "rc %d: %s",
+          rc, err.msg);
 
     /* Move the rope object to the top level: take it out of text_config, add it at the root. */
     const char *rope = "\"rope_scaling\": {\n      \"mrope_interleaved\": true,\n      \"mrope_section\": [\n        "

@@ -245,6 +245,7 @@ static void test_sharded(void) {
         {"{\"weight_map\": {\"a\": \"../x.safetensors\"}}", "plain file name"},
         {"{\"weight_map\": {\"a\": \"model-00009-of-00009.safetensors\"}}", "model-00009-of-00009.safetensors"},
         {"{\"weight_map\": [1]}", "weight_map"},
+        {"{\"weight_map\": {}}", "lists no tensors"},
         {"{\"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\"", "index.json"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
