@@ -104,8 +104,10 @@ static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, double **times
     double *t = tdm_xmalloc((size_t)(s->repeats * s->steps + 1) * sizeof *t);
     int64_t n = 0;
     double total_ms = 0;
+    free(s->repeat_mean_ms);
     s->repeat_mean_ms = tdm_xcalloc((size_t)s->repeats, sizeof *s->repeat_mean_ms);
     s->window_samples = 0;
+    s->nan_iterations = s->skipped_iterations = 0;
     for (int r = 0; r < s->repeats; r++) {
         double sum = 0;
         int64_t k = 0;
@@ -225,6 +227,30 @@ static void append_records(tdm_ab_side *s, int repeat, const tdm_train_result *r
     }
 }
 
+void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
+    tdm_ab_side *A = &r->side[0], *B = &r->side[1];
+    double *ta, *tb;
+    int64_t na, nb;
+    window_stats(o, A, &ta, &na);
+    window_stats(o, B, &tb, &nb);
+    r->step_time_change_pct = tdm_stats_rel_change_pct(A->mean_step_ms, B->mean_step_ms);
+    r->median_change_pct = tdm_stats_rel_change_pct(A->median_step_ms, B->median_step_ms);
+    r->throughput_change_pct = tdm_stats_rel_change_pct(A->samples_per_s, B->samples_per_s);
+    if (tdm_stats_bootstrap_rel_change(ta, na, tb, nb, o->bootstrap_resamples, o->bootstrap_seed,
+                                       &r->step_time_ci) != 0) {
+        r->step_time_ci.change_pct = r->step_time_change_pct;
+        r->step_time_ci.lo_pct = r->step_time_ci.hi_pct = NAN;
+        snprintf(r->noise_sentence, sizeof r->noise_sentence, "No interval: the window holds no measured step.");
+    } else {
+        tdm_stats_noise_sentence(&r->step_time_ci, "mean step time", r->noise_sentence, sizeof r->noise_sentence);
+    }
+    free(ta);
+    free(tb);
+    precision_check(A, B, r);
+    r->nan_iterations = A->nan_iterations + B->nan_iterations;
+    r->skipped_iterations = A->skipped_iterations + B->skipped_iterations;
+}
+
 int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_strbuf *table, tdm_error *err) {
     memset(r, 0, sizeof *r);
     uint64_t t_start = tdm_now_ns();
@@ -335,26 +361,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     }
 
     /* 5. statistics and precision */
-    double *ta, *tb;
-    int64_t na, nb;
-    window_stats(o, A, &ta, &na);
-    window_stats(o, B, &tb, &nb);
-    r->step_time_change_pct = tdm_stats_rel_change_pct(A->mean_step_ms, B->mean_step_ms);
-    r->median_change_pct = tdm_stats_rel_change_pct(A->median_step_ms, B->median_step_ms);
-    r->throughput_change_pct = tdm_stats_rel_change_pct(A->samples_per_s, B->samples_per_s);
-    if (tdm_stats_bootstrap_rel_change(ta, na, tb, nb, o->bootstrap_resamples, o->bootstrap_seed,
-                                       &r->step_time_ci) != 0) {
-        r->step_time_ci.change_pct = r->step_time_change_pct;
-        r->step_time_ci.lo_pct = r->step_time_ci.hi_pct = NAN;
-        snprintf(r->noise_sentence, sizeof r->noise_sentence, "No interval: the window holds no measured step.");
-    } else {
-        tdm_stats_noise_sentence(&r->step_time_ci, "mean step time", r->noise_sentence, sizeof r->noise_sentence);
-    }
-    free(ta);
-    free(tb);
-    precision_check(A, B, r);
-    r->nan_iterations = A->nan_iterations + B->nan_iterations;
-    r->skipped_iterations = A->skipped_iterations + B->skipped_iterations;
+    tdm_ab_compute(o, r);
     r->wall_s = (double)(tdm_now_ns() - t_start) / 1e9;
 
     int bad = 0;

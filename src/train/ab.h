@@ -110,6 +110,11 @@ typedef struct tdm_ab_result {
 int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *res, tdm_strbuf *table, tdm_error *err);
 void tdm_ab_result_free(tdm_ab_result *res);
 
+/* Step 5 alone: from side[].records (repeats x steps each) and the audit/profile fields
+ * already filled, computes the window statistics, the interval, the noise sentence and
+ * the precision check. Pure; tdm_ab_run calls it, tests call it on made-up records. */
+void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *res);
+
 /* report.c: the terminal table, and the report directory (rank 0 only). */
 void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_strbuf *sb);
 int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_error *err);

@@ -1,0 +1,184 @@
+/* Tests of the A/B driver's arithmetic and report (src/train/ab.c, report.c) on made-up
+ * step records, without training: window statistics, the precision check (equal runs,
+ * a loss that departs at a known step, a NaN), and that the report directory holds every
+ * file with a summary.json carrying the documented keys. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "core/rng.h"
+#include "harness.h"
+#include "train/ab.h"
+
+enum { STEPS = 40, REPEATS = 2 };
+
+/* Fills both sides: baseline steps take `base_ms`, candidate `cand_ms`, with 2% noise;
+ * losses and everything else identical. */
+static void fake(tdm_ab_options *o, tdm_ab_result *r, double base_ms, double cand_ms) {
+    tdm_ab_options_default(o);
+    o->steps = STEPS;
+    o->window_lo = 11;
+    o->window_hi = STEPS;
+    o->repeats = REPEATS;
+    o->bootstrap_resamples = 500;
+    memset(r, 0, sizeof *r);
+    r->world = 2;
+    r->fingerprints_equal = 1;
+    for (int s = 0; s < 2; s++) {
+        tdm_ab_side *side = &r->side[s];
+        side->label = s ? "candidate" : "baseline";
+        side->repeats = REPEATS;
+        side->steps = STEPS;
+        side->records = tdm_xcalloc(REPEATS * STEPS, sizeof *side->records);
+        for (int k = 0; k < REPEATS; k++)
+            for (int i = 0; i < STEPS; i++) {
+                tdm_step_record *x = &side->records[k * STEPS + i];
+                x->iteration = i + 1;
+                x->global_batch_size = 8;
+                x->consumed_samples = 8 * (i + 1);
+                x->lr = 1e-3 * (i + 1) / STEPS;
+                x->loss = 5.0 / (1.0 + 0.1 * i);
+                x->grad_norm = 1.0 + 0.01 * i;
+                double noise = 0.02 * tdm_rng_normal(5, (uint64_t)(s * 10 + k), (uint64_t)i);
+                x->step_ms = (s ? cand_ms : base_ms) * (1.0 + noise);
+            }
+        side->comm_ms = side->hidden_comm_ms = side->exposed_comm_ms = NAN;
+        side->compute_ms = side->data_wait_ms = side->ideal_step_ms = side->prof_step_ms = NAN;
+        side->overlap_efficiency = NAN;
+        snprintf(side->ddp_config_line, sizeof side->ddp_config_line, "DistributedDataParallelConfig(overlap_grad_reduce=%s)",
+                 s ? "True" : "False");
+        snprintf(side->trace_dir, sizeof side->trace_dir, "/nonexistent");
+    }
+    r->diff_lines = tdm_xcalloc(2, sizeof(char *));
+    r->diff_lines[r->n_diff++] = tdm_xstrdup("overlap_grad_reduce: False -> True");
+    r->same_lines = tdm_xcalloc(2, sizeof(char *));
+    r->same_lines[r->n_same++] = tdm_xstrdup("seed = 1234");
+}
+
+static void test_statistics_and_equal_precision(void) {
+    tdm_ab_options o;
+    tdm_ab_result r;
+    fake(&o, &r, 100.0, 90.0);
+    tdm_ab_compute(&o, &r);
+    CHECK_NEAR(r.side[0].mean_step_ms, 100.0, 1.0);
+    CHECK_NEAR(r.side[1].mean_step_ms, 90.0, 1.0);
+    CHECK(r.side[0].window_samples == 8 * 30 * REPEATS, "samples in the window: %lld",
+          (long long)r.side[0].window_samples);
+    /* samples/s = samples / window time = 8 / (mean step in s) */
+    CHECK_NEAR(r.side[0].samples_per_s, 8.0 / (r.side[0].mean_step_ms / 1e3), 1e-9);
+    CHECK_NEAR(r.step_time_change_pct, -10.0, 1.0);
+    CHECK(r.step_time_ci.lo_pct < r.step_time_change_pct && r.step_time_change_pct < r.step_time_ci.hi_pct &&
+              r.step_time_ci.hi_pct < 0,
+          "interval [%g, %g] excludes 0", r.step_time_ci.lo_pct, r.step_time_ci.hi_pct);
+    CHECK(strstr(r.noise_sentence, "lower") && !strstr(r.noise_sentence, "noise"), "%s", r.noise_sentence);
+    CHECK_NEAR(r.throughput_change_pct, 100.0 * (100.0 / 90.0 - 1.0), 1.5);
+    CHECK(r.lr_equal && r.consumed_samples_equal && r.global_batch_equal && r.loss_bitwise_equal &&
+              r.grad_norm_bitwise_equal && r.all_finite && r.repeats_bitwise_equal,
+          "identical runs pass every precision row");
+    CHECK(r.nan_iterations == 0 && r.skipped_iterations == 0, "no NaN");
+    tdm_ab_compute(&o, &r); /* idempotent */
+    CHECK(r.nan_iterations == 0 && r.side[0].window_samples == 8 * 30 * REPEATS, "compute twice, same counts");
+    tdm_ab_result_free(&r);
+}
+
+static void test_precision_differences(void) {
+    tdm_ab_options o;
+    tdm_ab_result r;
+    fake(&o, &r, 100.0, 100.0);
+    tdm_step_record *c = r.side[1].records;
+    c[6].loss *= 1.0 + 1e-6;  /* step 7 departs */
+    c[9].loss *= 1.0 - 3e-6;  /* larger, later */
+    c[20].nan = 1;
+    c[20].grad_norm = NAN;
+    c[3].lr += 1e-12;
+    tdm_ab_compute(&o, &r);
+    CHECK(!r.loss_bitwise_equal && r.first_loss_diff_step == 7, "first differing step %lld",
+          (long long)r.first_loss_diff_step);
+    CHECK_NEAR(r.max_rel_loss_dev, 3e-6, 1e-9);
+    CHECK(!r.grad_norm_bitwise_equal && r.first_grad_norm_diff_step == 21, "grad norm");
+    CHECK(!r.all_finite && r.nan_iterations == 1, "NaN counted: %d", r.nan_iterations);
+    CHECK(!r.lr_equal && r.consumed_samples_equal, "lr differs only");
+    CHECK(strstr(r.noise_sentence, "inside the noise") != NULL, "same speed: %s", r.noise_sentence);
+    tdm_ab_result_free(&r);
+}
+
+static void test_report_files(void) {
+    tdm_ab_options o;
+    tdm_ab_result r;
+    fake(&o, &r, 100.0, 90.0);
+    tdm_ab_compute(&o, &r);
+    snprintf(o.out, sizeof o.out, "/tmp/tdm_test_ab_report_%d", (int)getpid());
+    tdm_error err;
+    CHECK(tdm_mkdirs(o.out, &err) == 0, "%s", err.msg);
+    CHECK(tdm_ab_write_report(&o, &r, &err) == 0, "%s", err.msg);
+    const char *files[] = {"report.md", "summary.json", "steps_baseline.csv", "steps_candidate.csv", "loss.svg",
+                           "step_time.svg", "step_time_hist.svg"};
+    char path[1200];
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(path, sizeof path, "%s/%s", o.out, files[i]);
+        CHECK(tdm_file_exists(path), "%s missing", files[i]);
+    }
+    snprintf(path, sizeof path, "%s/summary.json", o.out);
+    size_t len;
+    char *text = tdm_read_file(path, 1 << 20, &len, &err);
+    tdm_json_doc *d = text ? tdm_json_parse(text, len, path, &err) : NULL;
+    CHECK(d != NULL, "summary.json parses: %s", err.msg);
+    if (d) {
+        const tdm_json *root = tdm_json_root(d);
+        const char *top[] = {"step_time_change_pct", "throughput_change_pct", "ci95_pct", "window", "repeats",
+                             "loss_bitwise_equal", "max_rel_loss_dev", "lr_equal", "consumed_samples_equal",
+                             "fingerprints_equal", "nan_iterations", "skipped_iterations", "overlap_efficiency"};
+        for (size_t i = 0; i < sizeof top / sizeof *top; i++)
+            CHECK(tdm_json_get(root, top[i]) != NULL, "summary.json lacks %s", top[i]);
+        const char *side_keys[] = {"mean_step_ms", "samples_per_s", "exposed_comm_ms"};
+        for (int s = 0; s < 2; s++)
+            for (size_t i = 0; i < 3; i++)
+                CHECK(tdm_json_get(tdm_json_get(root, s ? "candidate" : "baseline"), side_keys[i]) != NULL,
+                      "summary.json lacks %s.%s", s ? "candidate" : "baseline", side_keys[i]);
+        const tdm_json *eq = tdm_json_get(root, "loss_bitwise_equal");
+        CHECK(eq && eq->type == TDM_JSON_TRUE, "loss_bitwise_equal true");
+        double m = 0;
+        tdm_json_get_num(tdm_json_get(root, "baseline"), "mean_step_ms", &m, &err);
+        CHECK_NEAR(m, r.side[0].mean_step_ms, 1e-6);
+        tdm_json_free(d);
+    }
+    free(text);
+    snprintf(path, sizeof path, "%s/report.md", o.out);
+    text = tdm_read_file(path, 1 << 20, &len, &err);
+    CHECK(text && strstr(text, "mean step time") && strstr(text, "overlap_grad_reduce: False -> True") &&
+              strstr(text, "MPI library") && strstr(text, "OpenBLAS"),
+          "report.md has the table, the diff and the machine");
+    free(text);
+    snprintf(path, sizeof path, "%s/steps_candidate.csv", o.out);
+    text = tdm_read_file(path, 1 << 20, &len, &err);
+    int lines = 0;
+    for (size_t i = 0; text && i < len; i++) lines += text[i] == '\n';
+    CHECK(lines == 1 + REPEATS * STEPS, "csv rows %d", lines);
+    free(text);
+    char cmd[1300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", o.out);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", o.out);
+    tdm_ab_result_free(&r);
+}
+
+static void test_window_parse(void) {
+    int64_t lo, hi;
+    tdm_error err;
+    CHECK(tdm_ab_parse_window("21:200", &lo, &hi, &err) == 0 && lo == 21 && hi == 200, "21:200");
+    CHECK(tdm_ab_parse_window("0:5", &lo, &hi, &err) != 0, "0 refused");
+    CHECK(tdm_ab_parse_window("9:5", &lo, &hi, &err) != 0, "reversed refused");
+    CHECK(tdm_ab_parse_window("21-200", &lo, &hi, &err) != 0 && strstr(err.msg, "21-200"), "%s", err.msg);
+}
+
+int main(void) {
+    RUN(test_statistics_and_equal_precision);
+    RUN(test_precision_differences);
+    RUN(test_report_files);
+    RUN(test_window_parse);
+    return TEST_SUMMARY();
+}
