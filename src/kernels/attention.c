@@ -149,7 +149,7 @@ static void forward_block(float *out, float *lse, const float *q, const float *k
         float *a = acc + (int64_t)r * hd;
         float inv = 1.0f / l[r];
         for (int c = 0; c < hd; c++) a[c] *= inv;
-        lse[(int64_t)(b->q0 + r / b->G) * b->nh + b->kvh * b->G + r % b->G] = m[r] + logf(l[r]);
+        if (lse) lse[(int64_t)(b->q0 + r / b->G) * b->nh + b->kvh * b->G + r % b->G] = m[r] + logf(l[r]);
     }
     unpack_rows(out, acc, b);
 }

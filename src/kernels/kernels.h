@@ -11,6 +11,7 @@
  *   sets once at start-up. They never allocate: scratch memory is passed in, sized by
  *   the matching *_workspace_floats() function.
  * - Kernels know nothing of the model: shapes come in as arguments.
+ * - Elementwise and norm backwards may be called in place (dx == dy).
  */
 #ifndef TDM_KERNELS_H
 #define TDM_KERNELS_H
@@ -62,7 +63,8 @@ void tdm_rope_backward(float *dx, const float *cos, const float *sin, int n, int
  * for backward). Tokens are packed segments: segment s is rows cu_seqlens[s] ..
  * cu_seqlens[s+1]-1 and attends only inside itself; causal = 1 for the decoder, 0 for
  * the vision encoder. scale is usually 1/sqrt(hd). Computed in tiles with an online
- * softmax: no n x n score matrix ever exists. */
+ * softmax: no n x n score matrix ever exists. lse may be NULL when no backward follows
+ * (generation). Rows outside cu_seqlens[0] .. cu_seqlens[nseg]-1 are not touched. */
 int64_t tdm_attention_workspace_floats(int n, int nh, int nkv, int hd);
 void tdm_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                            const int32_t *cu_seqlens, int nseg, int nh, int nkv, int hd, int causal, float scale,
@@ -86,7 +88,9 @@ void tdm_embedding_backward(float *dtable, const float *dout, const int32_t *ids
  * Returns the SUM of -log softmax(logits)[target] over counted rows (in double) and
  * writes the number of counted rows to *count. When dh != NULL or dw != NULL it also
  * does the backward of grad_scale * sum: dh[n,d] overwritten (zero on ignored rows),
- * dw[v,d] accumulated. */
+ * dw[v,d] accumulated. Targets must be < v; every negative target counts as ignored.
+ * Each chunk streams W (and dW) through the cache three times, so take chunk as large as
+ * the workspace allows (128-256 rows reach sgemm speed; 64 is about 10% slower). */
 int64_t tdm_xent_workspace_floats(int chunk, int v);
 double tdm_xent_fused(float *dh, float *dw, const float *h, const float *w, const int32_t *targets, int n, int d,
                       int v, float grad_scale, int chunk, float *workspace, int64_t *count);

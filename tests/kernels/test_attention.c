@@ -240,6 +240,10 @@ static void test_segments_isolated(void) {
     CHECK(memcmp(o1, o2, sizeof(float) * 30 * nh * hd) == 0, "segment 0 changed with segment 1's keys [%s]", label);
     CHECK(memcmp(o1 + 30 * nh * hd, o2 + 30 * nh * hd, sizeof(float) * 70 * nh * hd) != 0,
           "segment 1 did not change [%s]", label);
+    /* lse = NULL (generation): the same output */
+    for (int64_t i = 0; i < a.nq; i++) o1[i] = NAN;
+    tdm_attention_forward(o1, NULL, a.q, a.k, a.v, cu, 2, nh, nkv, hd, 0, 0.25f, ws);
+    CHECK(memcmp(o1, o2, sizeof(float) * a.nq) == 0, "output without lse differs [%s]", label);
     free_case(&a);
     free(ws), free(o1), free(o2), free(lse);
 }

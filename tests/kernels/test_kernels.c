@@ -6,7 +6,8 @@
  * kernel's backward is called with dy = R and must return dL/dinput.
  * Sizes are odd on purpose (vector tails, chunk remainders). Outputs are NaN-filled
  * before each call, parameter gradients are checked to accumulate (two calls give 2x)
- * and NULL gradient pointers are checked to be honoured.
+ * NULL gradient pointers are checked to be honoured, and elementwise and norm backwards
+ * are checked in place (dx == dy).
  *
  * Tolerances (normalised error, kcheck.h):
  *   FWD_TOL  1e-5  forward against the double reference
@@ -167,6 +168,11 @@ static void check_norm(int rms, int n, int d) {
     if (rms) tdm_rmsnorm_backward(NULL, dw, r, x, rstd, w, n, d);
     else tdm_layernorm_backward(NULL, dw, db, r, x, mean, rstd, w, n, d);
     CHECK_ERR(kc_err_scaled(dw, gw, d, 3.0), BWD_TOL);
+    /* in place: dx == dy */
+    memcpy(dx, r, sizeof(float) * n * d);
+    if (rms) tdm_rmsnorm_backward(dx, NULL, dx, x, rstd, w, n, d);
+    else tdm_layernorm_backward(dx, NULL, NULL, dx, x, mean, rstd, w, n, d);
+    CHECK_ERR(kc_err(dx, gx, n * d), BWD_TOL);
 
     free(x), free(w), free(b), free(r), free(c.x), free(c.w), free(c.b), free(c.r);
     free(yref), free(mref), free(rref), free(y), free(mean), free(rstd), free(gx), free(gw), free(gb);
@@ -218,6 +224,10 @@ static void check_gelu(int kind) {
     if (kind == 0) tdm_gelu_tanh_backward(dx, r, x, n);
     else tdm_gelu_erf_backward(dx, r, x, n);
     CHECK_ERR(kc_err(dx, g, n), BWD_TOL);
+    memcpy(dx, r, sizeof(float) * n); /* in place: dx == dy */
+    if (kind == 0) tdm_gelu_tanh_backward(dx, dx, x, n);
+    else tdm_gelu_erf_backward(dx, dx, x, n);
+    CHECK_ERR(kc_err(dx, g, n), BWD_TOL);
     free(x), free(r), free(c.x), free(c.r), free(yref), free(g), free(y), free(dx);
 }
 
@@ -257,6 +267,10 @@ static void test_swiglu(void) {
     tdm_swiglu_backward(da, NULL, r, a, b, n, d);
     CHECK_ERR(kc_err(da, ga, t), BWD_TOL);
     tdm_swiglu_backward(NULL, db, r, a, b, n, d);
+    CHECK_ERR(kc_err(db, gb, t), BWD_TOL);
+    memcpy(da, r, sizeof(float) * t); /* in place: dgate == dout */
+    tdm_swiglu_backward(da, db, da, a, b, n, d);
+    CHECK_ERR(kc_err(da, ga, t), BWD_TOL);
     CHECK_ERR(kc_err(db, gb, t), BWD_TOL);
     free(a), free(b), free(r), free(c.a), free(c.b), free(c.r), free(yref), free(ga), free(gb), free(y), free(da);
     free(db);
