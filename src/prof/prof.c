@@ -56,9 +56,16 @@ static prof_thread *self_for_recording(void) {
     if (t->generation != gen) {
         int64_t cap = atomic_load(&g_capacity);
         if (t->cap != cap) {
-            free(t->ev);
-            t->ev = tdm_xmalloc((size_t)cap * sizeof *t->ev);
-            t->cap = cap;
+            tdm_free_big(t->ev);
+            tdm_prof_event *spare = atomic_exchange_explicit(&t->spare, NULL, memory_order_acquire);
+            if (spare && t->spare_cap != cap) {
+                tdm_free_big(spare);
+                spare = NULL;
+            }
+            /* a thread born during the recording allocates here, once; out of memory
+             * leaves capacity 0 and every event counts as dropped */
+            t->ev = spare ? spare : tdm_alloc_big((size_t)cap * sizeof *t->ev, NULL);
+            t->cap = t->ev ? cap : 0;
         }
         t->depth = 0;
         t->dropped = 0;
@@ -149,8 +156,18 @@ void tdm_prof_record_start(int level, int64_t capacity) {
     pthread_mutex_lock(&g_lock);
     int gen = atomic_load(&g_generation) + 1;
     atomic_store_explicit(&g_generation, gen, memory_order_release);
-    /* CPU baselines of the threads that exist now. */
-    for (prof_thread *t = g_threads; t; t = t->next) prof_read_cpu(t->os_tid, &t->cpu_start);
+    /* Buffers for the threads that exist now, allocated and touched here rather than
+     * at their first event; and their CPU baselines. */
+    for (prof_thread *t = g_threads; t; t = t->next) {
+        if (t->cap != capacity && !atomic_load_explicit(&t->spare, memory_order_acquire)) {
+            tdm_prof_event *buf = tdm_alloc_big((size_t)capacity * sizeof *buf, NULL);
+            if (buf) {
+                t->spare_cap = capacity;
+                atomic_store_explicit(&t->spare, buf, memory_order_release);
+            }
+        }
+        prof_read_cpu(t->os_tid, &t->cpu_start);
+    }
     pthread_mutex_unlock(&g_lock);
     tdm_prof_active_level = level;
 }

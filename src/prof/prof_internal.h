@@ -34,11 +34,15 @@ typedef struct prof_thread {
     /* owner-only fields */
     int generation;
     tdm_prof_event *ev;
-    int64_t cap;
+    atomic_llong cap;      /* read by the controller when it prepares spares */
     int64_t dropped;
     prof_open stack[PROF_STACK_DEPTH];
     int depth;
     int overflow; /* begins refused for depth; their ends are swallowed */
+    /* a buffer the controller allocated and touched for the next recording, taken by
+     * the owner at its first event (so page faults land outside the profiled steps) */
+    _Atomic(tdm_prof_event *) spare;
+    int64_t spare_cap;
     /* published to the collector */
     atomic_int generation_pub;
     atomic_llong n;
