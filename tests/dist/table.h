@@ -10,7 +10,7 @@
 
 #include "model/params.h"
 
-static int tbl_add(tdm_param_table *t, const char *name, int ndim, const int64_t *shape, int trainable, int unit) {
+static inline int tbl_add(tdm_param_table *t, const char *name, int ndim, const int64_t *shape, int trainable, int unit) {
     if (t->n == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 64;
         t->p = realloc(t->p, (size_t)t->cap * sizeof *t->p);
@@ -28,18 +28,18 @@ static int tbl_add(tdm_param_table *t, const char *name, int ndim, const int64_t
     return t->n++;
 }
 
-static void tbl_free(tdm_param_table *t) {
+static inline void tbl_free(tdm_param_table *t) {
     free(t->p);
     memset(t, 0, sizeof *t);
 }
 
-static int64_t tbl_numel(const tdm_param_table *t) {
+static inline int64_t tbl_numel(const tdm_param_table *t) {
     int64_t n = 0;
     for (int i = 0; i < t->n; i++) n += t->p[i].numel;
     return n;
 }
 
-static int64_t tbl_numel_trainable(const tdm_param_table *t) {
+static inline int64_t tbl_numel_trainable(const tdm_param_table *t) {
     int64_t n = 0;
     for (int i = 0; i < t->n; i++) n += t->p[i].trainable ? t->p[i].numel : 0;
     return n;
