@@ -445,6 +445,7 @@ static void test_sampler_dp_independent(void) {
     tdm_sampler_global_batch(&s3, step, a);
     tdm_sampler_global_batch(&s1, 17, b);
     CHECK(!memcmp(a, b, sizeof a), "resume differs");
+    tdm_sampler_free(&s3);
     tdm_sampler_options bad = o;
     bad.global_batch_size = 6;
     bad.micro_batch_size = 4;
