@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# tandem ab end to end on 2 ranks with the tiny model, a few steps: every report file is
+# written, summary.json parses and its precision fields are true (overlap on/off must be
+# bitwise identical), the traces are valid JSON with balanced events, trace-summary reads
+# them back; and bad flags fail with one sentence on every rank.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+TANDEM=${TANDEM:-$BUILD/tandem}
+MPIRUN=${MPIRUN:-mpirun.openmpi}
+case "$MPIRUN" in
+  *openmpi*) MPI=("$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np 2) ;;
+  *) MPI=("$MPIRUN" -np 2) ;;
+esac
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+PY=/usr/bin/python3
+W=$(mktemp -d /tmp/tdm_cli_ab.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+"$TANDEM" gen-data --out "$W/data" --samples 200 --heldout 10 --seed 1 >/dev/null 2>"$W/gen.err" || bad "gen-data: $(cat "$W/gen.err")"
+"$TANDEM" train-tokenizer --data "$W/data/train.json" --vocab-size 400 --out "$W/tok.json" >/dev/null 2>"$W/tok.err" \
+  || bad "train-tokenizer: $(cat "$W/tok.err")"
+
+COMMON=(--model configs/tiny --tokenizer "$W/tok.json" --data "$W/data/train.json"
+        --freeze-vision --freeze-projector --use-distributed-optimizer --ddp-num-buckets 3
+        --micro-batch-size 1 --global-batch-size 4 --seq-length 256 --lr 1e-3 --lr-warmup-iters 1 --seed 7)
+OUT="$W/ab"
+if timeout 600 "${MPI[@]}" "$TANDEM" ab --baseline "" --candidate "--overlap-grad-reduce" "${COMMON[@]}" \
+     --steps 4 --window 2:4 --repeats 2 --profile-steps 2 --out "$OUT" >"$W/ab.out" 2>&1; then
+  ok
+else
+  bad "tandem ab exited non-zero:"; tail -n 20 "$W/ab.out"
+fi
+grep -q "mean step time" "$W/ab.out" && grep -q "overlap_grad_reduce: False -> True" "$W/ab.out" \
+  && grep -q "overlap efficiency" "$W/ab.out" && ok || bad "the table lacks rows"
+for f in report.md summary.json steps_baseline.csv steps_candidate.csv loss.svg step_time.svg \
+         step_time_hist.svg timeline_baseline.svg timeline_candidate.svg \
+         traces/baseline/trace.json traces/baseline/trace_rank0.json traces/baseline/trace_rank1.json \
+         traces/baseline/analysis.json traces/candidate/trace.json traces/candidate/analysis.json; do
+  [ -s "$OUT/$f" ] && ok || bad "missing $f"
+done
+if [ -s "$OUT/summary.json" ]; then
+  if $PY - "$OUT/summary.json" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+errs = []
+for k in ["loss_bitwise_equal", "lr_equal", "consumed_samples_equal", "global_batch_size_equal",
+          "fingerprints_equal", "all_finite", "grad_norm_bitwise_equal"]:
+    if s.get(k) is not True: errs.append(f"{k} = {s.get(k)!r}")
+for k in ["nan_iterations", "skipped_iterations"]:
+    if s.get(k) != 0: errs.append(f"{k} = {s.get(k)!r}")
+for side in ["baseline", "candidate"]:
+    for k in ["mean_step_ms", "samples_per_s", "exposed_comm_ms"]:
+        v = s.get(side, {}).get(k)
+        if not isinstance(v, (int, float)) or v < 0: errs.append(f"{side}.{k} = {v!r}")
+for k in ["step_time_change_pct", "throughput_change_pct", "ci95_pct", "window", "repeats",
+          "max_rel_loss_dev", "overlap_efficiency"]:
+    if k not in s: errs.append(f"missing {k}")
+if s.get("window") != [2, 4] or s.get("repeats") != 2: errs.append("window/repeats not as asked")
+if "True" not in s["candidate"]["ddp_config"] or "overlap_grad_reduce=True" not in s["candidate"]["ddp_config"]:
+    errs.append("candidate DDP config line lacks overlap_grad_reduce=True")
+print("\n".join(errs)); sys.exit(1 if errs else 0)
+PYEOF
+  then ok; else bad "summary.json precision/keys"; fi
+fi
+for side in baseline candidate; do
+  t="$OUT/traces/$side/trace.json"
+  [ -s "$t" ] || continue
+  if $PY - "$t" <<'PYEOF'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+pids = {e["pid"] for e in ev}
+x = [e for e in ev if e["ph"] == "X"]
+assert pids == {0, 1}, pids
+assert all(e["dur"] >= 0 for e in x), "negative duration"
+assert any(e["name"] == "step" for e in x), "no step envelopes"
+assert all(e["ph"] in ("X", "i", "M") for e in ev), "unexpected phases"
+names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+assert "compute" in names and "comm" in names, names
+PYEOF
+  then ok; else bad "$side trace invalid"; fi
+  "$TANDEM" trace-summary "$OUT/traces/$side" >"$W/ts.out" 2>&1 && grep -q "cannot be added up" "$W/ts.out" \
+    && grep -q "Per-step analysis" "$W/ts.out" && ok || bad "trace-summary $side: $(head -3 "$W/ts.out")"
+done
+
+# bad input: one sentence, non-zero exit, no hang
+timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --window 3:9 \
+  --out "$W/x" >"$W/e1" 2>&1 && bad "window past --steps accepted" || { grep -q "window" "$W/e1" && ok || bad "window error: $(cat "$W/e1")"; }
+timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduse" "${COMMON[@]}" --steps 4 \
+  --out "$W/x" >"$W/e2" 2>&1 && bad "unknown flag accepted" || { grep -q "overlap-grad-reduse" "$W/e2" && ok || bad "flag error: $(cat "$W/e2")"; }
+"$TANDEM" trace-summary "$W/nonexistent" >"$W/e3" 2>&1 && bad "missing trace accepted" || { grep -q "nonexistent" "$W/e3" && ok || bad "trace-summary error: $(cat "$W/e3")"; }
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
