@@ -2,21 +2,39 @@
 #include "kernels/kernels.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "kernels/vec.h"
 
-/* PyTorch computes the bias corrections as Python floats (double) and hands the
- * per-step scalars to float tensor ops; we do the same so the updates agree to float
- * rounding. grad_scale lets the caller fold 1/(number of tokens) or a clipping factor
- * into the read of the gradient without another pass. */
+/* The shortest decimal that rounds to x: the value the user wrote (0.9f -> 0.9).
+ * PyTorch keeps lr, betas and weight decay as Python floats (double) and derives
+ * 1 - beta, 1 - lr wd and the bias corrections from them in double before the float
+ * tensor ops; recomputing them from the decimal rather than from the float argument
+ * is what makes the update agree with torch.optim.AdamW to a few ulps (1 - 0.9f is
+ * 0.100000024, while PyTorch multiplies by (float)(1 - 0.9) = 0.1). */
+static double user_decimal(float x) {
+    char buf[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)x);
+        double d = strtod(buf, NULL);
+        if ((float)d == x) return d;
+    }
+    return x;
+}
+
+/* torch.optim.AdamW, single-tensor path: p *= 1 - lr wd; m = b1 m + (1 - b1) g;
+ * v = b2 v + (1 - b2) g^2; p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
+ * grad_scale lets the caller fold 1 / (number of tokens) or a clipping factor into the
+ * read of the gradient without another pass over it. */
 void tdm_adamw_step(float *p, const float *grad, float *m, float *v, int64_t n, float lr, float beta1, float beta2,
                     float eps, float weight_decay, int64_t step, float grad_scale) {
-    double bc1 = 1.0 - pow((double)beta1, (double)step);
-    double bc2 = 1.0 - pow((double)beta2, (double)step);
-    float decay = (float)(1.0 - (double)lr * (double)weight_decay);
-    float step_size = (float)((double)lr / bc1);
+    double lr_d = user_decimal(lr), b1 = user_decimal(beta1), b2 = user_decimal(beta2);
+    double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
+    float decay = (float)(1.0 - lr_d * user_decimal(weight_decay));
+    float step_size = (float)(lr_d / bc1);
     float bc2_sqrt = (float)sqrt(bc2);
-    float one_m_b1 = 1.0f - beta1, one_m_b2 = 1.0f - beta2;
+    float one_m_b1 = (float)(1.0 - b1), one_m_b2 = (float)(1.0 - b2);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         tdm_v8 g = tdm_v8_load(grad + i) * grad_scale;

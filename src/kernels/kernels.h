@@ -98,7 +98,10 @@ double tdm_xent_fused(float *dh, float *dw, const float *h, const float *w, cons
 /* ---- AdamW (PyTorch semantics: decoupled weight decay, bias correction) ----------- */
 /* For i < n: g = grad[i] * grad_scale; p *= 1 - lr*wd; m = b1 m + (1-b1) g;
  * v = b2 v + (1-b2) g^2; p -= lr/(1-b1^step) * m / (sqrt(v)/sqrt(1-b2^step) + eps).
- * step is 1-based. */
+ * step is 1-based. lr, betas and weight_decay are read as the shortest decimal that rounds
+ * to the float given (0.9f -> 0.9), and 1 - beta, 1 - lr*wd and the bias corrections are
+ * formed in double from it, as PyTorch does with Python floats: the result agrees with
+ * torch.optim.AdamW to a few ulps (tests/kernels/adamw_golden.h). */
 void tdm_adamw_step(float *p, const float *grad, float *m, float *v, int64_t n, float lr, float beta1, float beta2,
                     float eps, float weight_decay, int64_t step, float grad_scale);
 
