@@ -262,3 +262,72 @@ int tdm_data_build_batch(const tdm_data *d, const int64_t *idx, int n, tdm_batch
     b->fingerprint = tdm_batch_fingerprint(b);
     return 0;
 }
+
+int tdm_data_build_prompt(const tdm_tokenizer *tok, const tdm_preproc_config *pp, const tdm_turn *turns,
+                          int n_turns, const char *const *images, int n_images, tdm_batch *b, int64_t *next_pos,
+                          tdm_error *err) {
+    tdm_chat chat;
+    if (tdm_chat_init(&chat, tok, err) != 0) return -1;
+    if (n_images < 0 || n_images > TDM_DATASET_MAX_IMAGES_PER_SAMPLE)
+        return tdm_errorf(err, "%d images in one prompt, more than the limit of %d", n_images,
+                          TDM_DATASET_MAX_IMAGES_PER_SAMPLE);
+    int32_t grids[3 * TDM_DATASET_MAX_IMAGES_PER_SAMPLE];
+    int64_t patches = 0;
+    for (int k = 0; k < n_images; k++) {
+        int w, h;
+        if (tdm_image_probe(images[k], &w, &h, err) != 0 || tdm_preproc_grid(pp, h, w, grids + 3 * k, err) != 0)
+            return -1;
+        patches += (int64_t)grids[3 * k] * grids[3 * k + 1] * grids[3 * k + 2];
+    }
+    tdm_ids ids = {0};
+    int rc = -1;
+    if (tdm_chat_encode_prompt(&chat, turns, n_turns, &ids, err) != 0) goto done;
+    int64_t n = tdm_rope_expanded_len(ids.data, (int64_t)ids.len, chat.image_pad, grids, n_images, pp->merge_size);
+    if (n < 0) {
+        tdm_errorf(err, "the prompt has a different number of <image> tags than the %d images given", n_images);
+        goto done;
+    }
+    if (n > INT32_MAX / 4 || patches > INT32_MAX / 4) {
+        tdm_errorf(err, "the prompt is too long (%lld tokens)", (long long)n);
+        goto done;
+    }
+    const int D = tdm_preproc_patch_dim(pp);
+    tdm_batch_reserve(b, (int)n, 1, n_images, (int)patches, D);
+    b->n_tokens = (int)n;
+    b->n_seqs = b->n_samples = 1;
+    b->cu_seqlens[0] = 0;
+    b->cu_seqlens[1] = (int)n;
+    b->n_images = n_images;
+    b->n_patches = (int)patches;
+    b->step = -1;
+    b->micro = 0;
+    b->first_sample = -1;
+    b->n_target_tokens = 0;
+    if (tdm_rope_expand_pads(ids.data, NULL, (int64_t)ids.len, chat.image_pad, grids, n_images, pp->merge_size,
+                             b->input_ids, NULL, err) != 0)
+        goto done;
+    int64_t next = tdm_rope_index(b->input_ids, n, chat.image_pad, grids, n_images, pp->merge_size, b->position_ids,
+                                  n, err);
+    if (next < 0) goto done;
+    if (next_pos) *next_pos = next;
+    for (int64_t i = 0; i < n; i++) b->labels[i] = b->targets[i] = TDM_IGNORE_INDEX;
+    int64_t poff = 0;
+    for (int k = 0; k < n_images; k++) {
+        tdm_image im;
+        int32_t g[3];
+        if (tdm_image_load(images[k], TDM_IMAGE_MAX_PIXELS, &im, err) != 0) goto done;
+        int r = tdm_preproc_image(pp, &im, b->pixel_values + poff * D, g, err);
+        tdm_image_free(&im);
+        if (r != 0) {
+            tdm_error_prefix(err, "%s", images[k]);
+            goto done;
+        }
+        memcpy(b->image_grid_thw + 3 * k, g, sizeof g);
+        poff += (int64_t)g[0] * g[1] * g[2];
+    }
+    b->fingerprint = tdm_batch_fingerprint(b);
+    rc = 0;
+done:
+    tdm_ids_free(&ids);
+    return rc;
+}

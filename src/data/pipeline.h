@@ -80,6 +80,15 @@ void tdm_data_batch_limits(const tdm_data *d, int k, tdm_batch_limits *out);
  * image that cannot be decoded, or whose size changed since open). */
 int tdm_data_build_batch(const tdm_data *d, const int64_t *idx, int n, tdm_batch *b, tdm_error *err);
 
+/* A generation prompt (tandem generate / evaluate) as a one-sequence batch: the turns
+ * (typically [system,] user; "<image>" tags in the text, one per path in `images`) followed
+ * by "<|im_start|>assistant\n". Images are decoded and preprocessed; labels and targets are
+ * all -100. *next_pos (if non-NULL) = max position + 1, from which decoding continues
+ * (rope_delta = *next_pos - n_tokens). The model's reference answer is not included. */
+int tdm_data_build_prompt(const tdm_tokenizer *tok, const tdm_preproc_config *pp, const tdm_turn *turns,
+                          int n_turns, const char *const *images, int n_images, tdm_batch *b, int64_t *next_pos,
+                          tdm_error *err);
+
 /* XXH3-64 of what the model consumes: ids, labels, positions, grids, pixels. */
 uint64_t tdm_batch_fingerprint(const tdm_batch *b);
 

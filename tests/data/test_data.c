@@ -369,6 +369,42 @@ static void test_pipeline_packing(void) {
     tdm_data_free(d);
 }
 
+/* A generation prompt is the training sample cut just after "<|im_start|>assistant\n". */
+static void test_prompt_is_sample_prefix(void) {
+    if (!tok) return;
+    tdm_error err;
+    tdm_data *d = open_synth("synth", 40, 0, &err);
+    if (!d) return;
+    tdm_preproc_config pp;
+    tdm_preproc_config_load("configs/tiny", &pp, &err);
+    int64_t i = 0;
+    const tdm_sample *s = NULL;
+    for (; i < tdm_data_n_samples(d); i++) {
+        s = &tdm_data_dataset(d)->samples[tdm_data_source_index(d, i)];
+        if (s->n_turns == 2 && s->n_images == 1) break;
+    }
+    CHECK(i < tdm_data_n_samples(d), "no single-turn image sample");
+    tdm_batch full, pr;
+    tdm_batch_init(&full);
+    tdm_batch_init(&pr);
+    int64_t next = -1;
+    CHECK(tdm_data_build_batch(d, &i, 1, &full, &err) == 0, "%s", err.msg);
+    CHECK(tdm_data_build_prompt(tok, &pp, s->turns, 1, (const char *const *)s->images, 1, &pr, &next, &err) == 0,
+          "%s", err.msg);
+    int n = pr.n_tokens, ok = n > 0 && n < full.n_tokens;
+    for (int k = 0; ok && k < n; k++)
+        ok &= pr.input_ids[k] == full.input_ids[k] && pr.position_ids[k] == full.position_ids[k] &&
+              pr.position_ids[2 * n + k] == full.position_ids[2 * full.n_tokens + k];
+    ok &= full.labels[n] != TDM_IGNORE_INDEX && full.labels[n - 1] == TDM_IGNORE_INDEX; /* the answer starts at n */
+    ok &= next == full.position_ids[n];
+    ok &= pr.n_patches == full.n_patches &&
+          !memcmp(pr.pixel_values, full.pixel_values, sizeof(float) * 1536 * (size_t)pr.n_patches);
+    CHECK(ok, "prompt is not the prefix of its training sample");
+    tdm_batch_free(&full);
+    tdm_batch_free(&pr);
+    tdm_data_free(d);
+}
+
 static void test_seq_length_drops(void) {
     if (!tok) return;
     tdm_error err;
@@ -585,6 +621,7 @@ int main(void) {
     RUN(test_template_real_qwen_tokenizer);
     RUN(test_rope_index_spec_example);
     RUN(test_pipeline_packing);
+    RUN(test_prompt_is_sample_prefix);
     RUN(test_seq_length_drops);
     RUN(test_sampler_dp_independent);
     RUN(test_loader_deterministic);
