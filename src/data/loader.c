@@ -13,6 +13,7 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "prof/prof.h"
 
 typedef struct slot {
     tdm_batch batch;
@@ -39,6 +40,7 @@ struct tdm_loader {
 static void *producer(void *arg) {
     tdm_loader *l = arg;
     const int mps = l->sampler.micro_per_step;
+    tdm_prof_thread_name("loader");
     for (int64_t k = 0;; k++) {
         pthread_mutex_lock(&l->mu);
         while (!l->stop && k - l->released >= l->ring) pthread_cond_wait(&l->space, &l->mu);
@@ -50,7 +52,9 @@ static void *producer(void *arg) {
         int64_t step = l->start_step + k / mps, first;
         int micro = (int)(k % mps);
         tdm_sampler_micro_batch(&l->sampler, step, micro, l->idx, &first);
+        tdm_prof_begin(TDM_PROF_DATA, 0, "build micro-batch", step);
         s->failed = tdm_data_build_batch(l->data, l->idx, l->sampler.o.micro_batch_size, &s->batch, &s->err) != 0;
+        tdm_prof_end(TDM_PROF_DATA, 0);
         s->batch.step = step;
         s->batch.micro = micro;
         s->batch.first_sample = first;
