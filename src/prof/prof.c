@@ -30,6 +30,21 @@ static int g_n_threads;
 static atomic_int g_generation;     /* recording number; 0 = never recorded */
 static atomic_llong g_capacity = 1 << 20;
 static _Thread_local prof_thread *t_self;
+static pthread_key_t g_exit_key;
+static pthread_once_t g_exit_once = PTHREAD_ONCE_INIT;
+
+/* Runs when a registered thread ends (the trainer's communication and loader threads
+ * end with each run): its last CPU counters are taken while /proc still has them, and
+ * its events stay for the collector; the next tdm_prof_record_start frees it. */
+static void thread_exited(void *p) {
+    prof_thread *t = p;
+    pthread_mutex_lock(&g_lock);
+    if (tdm_prof_active_level >= 0) prof_read_cpu(t->os_tid, &t->cpu_end);
+    t->exited = 1;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void make_exit_key(void) { pthread_key_create(&g_exit_key, thread_exited); }
 
 static prof_thread *register_thread(void) {
     prof_thread *t = tdm_xcalloc(1, sizeof *t);
@@ -44,6 +59,8 @@ static prof_thread *register_thread(void) {
     g_threads = t;
     pthread_mutex_unlock(&g_lock);
     t_self = t;
+    pthread_once(&g_exit_once, make_exit_key);
+    pthread_setspecific(g_exit_key, t);
     return t;
 }
 
@@ -156,6 +173,18 @@ void tdm_prof_record_start(int level, int64_t capacity) {
     pthread_mutex_lock(&g_lock);
     int gen = atomic_load(&g_generation) + 1;
     atomic_store_explicit(&g_generation, gen, memory_order_release);
+    /* Threads that ended are forgotten now: nobody will collect their old events. */
+    for (prof_thread **pp = &g_threads; *pp;) {
+        prof_thread *t = *pp;
+        if (!t->exited) {
+            pp = &t->next;
+            continue;
+        }
+        *pp = t->next;
+        tdm_free_big(t->ev);
+        tdm_free_big(atomic_load(&t->spare));
+        free(t);
+    }
     /* Buffers for the threads that exist now, allocated and touched here rather than
      * at their first event; and their CPU baselines. */
     for (prof_thread *t = g_threads; t; t = t->next) {
@@ -176,7 +205,8 @@ void tdm_prof_record_stop(void) {
     if (tdm_prof_active_level < 0) return;
     tdm_prof_active_level = -1;
     pthread_mutex_lock(&g_lock);
-    for (prof_thread *t = g_threads; t; t = t->next) prof_read_cpu(t->os_tid, &t->cpu_end);
+    for (prof_thread *t = g_threads; t; t = t->next)
+        if (!t->exited) prof_read_cpu(t->os_tid, &t->cpu_end);
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -202,7 +232,11 @@ void tdm_prof_collect(tdm_prof_collection *out) {
         snprintf(th->name, sizeof th->name, "%s", t->name);
         th->tid = t->index;
         th->os_tid = t->os_tid;
-        if (atomic_load_explicit(&t->generation_pub, memory_order_acquire) != gen) continue;
+        th->present = !t->exited || atomic_load_explicit(&t->generation_pub, memory_order_acquire) == gen;
+        if (atomic_load_explicit(&t->generation_pub, memory_order_acquire) != gen) {
+            prof_cpu_delta(&t->cpu_start, &t->cpu_end, &th->cpu);
+            continue;
+        }
         int64_t n = atomic_load_explicit(&t->n, memory_order_acquire);
         if (out->n_events + n > total) n = total - out->n_events;
         memcpy(out->events + out->n_events, t->ev, (size_t)n * sizeof *t->ev);

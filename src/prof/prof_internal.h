@@ -31,6 +31,7 @@ typedef struct prof_thread {
     int64_t os_tid;
     char name[32];
     int named;
+    int exited;   /* the thread ended; its events stay until the next recording starts */
     /* owner-only fields */
     int generation;
     tdm_prof_event *ev;

@@ -244,6 +244,7 @@ int tdm_prof_session_finish(MPI_Comm comm, tdm_error *err) {
         tdm_sb_puts(&items, ",\n"); /* separator before the next rank's items in the merge */
         for (int i = 0; i < c.n_threads; i++) {
             const tdm_prof_thread *t = &c.threads[i];
+            if (!t->present) continue;
             tdm_sb_printf(&cpu, "%s{\"rank\":%d,\"tid\":%d,\"os_tid\":%lld,\"name\":", cpu.len ? ",\n" : "", S.rank,
                           t->tid, (long long)t->os_tid);
             tdm_sb_json_string(&cpu, t->name, strlen(t->name));

@@ -109,6 +109,7 @@ typedef struct tdm_prof_thread {
     int32_t tid;        /* index, as in tdm_prof_event.tid */
     int64_t os_tid;     /* the kernel's thread id */
     int64_t dropped;    /* events lost because the buffer was full */
+    int present;        /* took part in the last recording (0: a slot of a thread long gone) */
     tdm_prof_cpu_stats cpu;
 } tdm_prof_thread;
 

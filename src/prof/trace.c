@@ -46,6 +46,7 @@ void tdm_prof_trace_append_rank(tdm_strbuf *sb, int32_t rank, const tdm_prof_thr
     tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
                   rank, rank);
     for (int i = 0; i < n_threads; i++) {
+        if (!threads[i].present) continue;
         sep(sb, first);
         tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", rank,
                       threads[i].tid);

@@ -210,7 +210,7 @@ static int write_profile_config(const tdm_ab_options *o, tdm_ab_side *s, int64_t
         char text[1600];
         int n = snprintf(text, sizeof text,
                          "{\"profile\": {\"enable\": true, \"ranks\": [-1], \"start_step\": %lld, \"end_step\": %lld, "
-                         "\"level\": %d, \"save_path\": \"%s\"}}\n",
+                         "\"level\": %d, \"capacity\": 262144, \"save_path\": \"%s\"}}\n",
                          (long long)first, (long long)last, o->profile_level, s->trace_dir);
         bad = tdm_mkdirs(s->trace_dir, err) != 0 || tdm_write_file_atomic(cfg_path, text, (size_t)n, err) != 0;
     }

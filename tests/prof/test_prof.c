@@ -150,6 +150,28 @@ static void test_threads_and_trace_roundtrip(void) {
     tdm_prof_collection_free(&c);
 }
 
+/* A thread that ended keeps its events for the collector, and is forgotten (its buffer
+ * freed) when the next recording starts. */
+static void test_exited_threads_forgotten(void) {
+    tdm_prof_record_start(1, 256);
+    pthread_t th;
+    pthread_create(&th, NULL, comm_thread, NULL);
+    pthread_join(th, NULL);
+    tdm_prof_record_stop();
+    tdm_prof_collection c;
+    tdm_prof_collect(&c);
+    CHECK(c.n_events == 50, "the ended thread's events are kept: %lld", (long long)c.n_events);
+    tdm_prof_collection_free(&c);
+    tdm_prof_record_start(1, 256);
+    tdm_prof_instant(TDM_PROF_MARK, 1, "x", 0);
+    tdm_prof_record_stop();
+    tdm_prof_collect(&c);
+    int comm_present = 0;
+    for (int i = 0; i < c.n_threads; i++) comm_present += c.threads[i].present && !strcmp(c.threads[i].name, "comm");
+    CHECK(comm_present == 0 && c.n_events == 1, "ended threads gone: %d present", comm_present);
+    tdm_prof_collection_free(&c);
+}
+
 static void test_trace_errors(void) {
     tdm_prof_trace t;
     tdm_error err;
@@ -202,6 +224,7 @@ int main(void) {
     RUN(test_levels_and_nesting);
     RUN(test_buffer_full_counts_drops);
     RUN(test_threads_and_trace_roundtrip);
+    RUN(test_exited_threads_forgotten);
     RUN(test_trace_errors);
     RUN(test_config);
     return TEST_SUMMARY();
