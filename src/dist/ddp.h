@@ -29,6 +29,10 @@
  * reduce-scattered (rank r gets shard r, see layout.h), AdamW updates the owned shard
  * and each bucket's parameter shards are all-gathered back.
  *
+ * After finish_grad_sync with the distributed optimizer, only this rank's shard of each
+ * bucket holds reduced gradients (the rest of the gradient buffer is scratch); tools
+ * that need the full reduced gradient use the plain optimizer (all-reduce).
+ *
  * Ordering: every rank starts bucket collectives in bucket index order (a bucket that
  * becomes ready early waits for the ones before it), and all-gathers in forward order
  * (last bucket first); so the collectives on the DP communicator are issued in the

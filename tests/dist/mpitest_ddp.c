@@ -437,6 +437,37 @@ static void test_optimizer_state_reshard(void) {
     tdm_ddp *ddp = tdm_ddp_create(MPI_COMM_WORLD, &s->t, &o.cfg, &err);
     CHECK(ddp != NULL, "%s", err.msg);
     if (!ddp) return;
+    /* buffers: trainable tensors are views at their layout offsets, frozen ones are not */
+    const tdm_ddp_layout *L = tdm_ddp_get_layout(ddp);
+    for (int i = 0; i < s->t.n; i++) {
+        const tdm_param *p = &s->t.p[i];
+        if (p->trainable)
+            CHECK(p->data == tdm_ddp_param_buffer(ddp) + L->offset[i] &&
+                      p->grad == tdm_ddp_grad_buffer(ddp) + L->offset[i],
+                  "%s is not a view into the buffers", p->name);
+        else
+            CHECK(p->grad == NULL && p->data != NULL, "frozen %s", p->name);
+    }
+    /* start-up text */
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_ddp_describe(ddp, &sb);
+    char frac[32];
+    snprintf(frac, sizeof frac, "(1/%d of ", g_size);
+    CHECK(strstr(sb.data, "Setting up DistributedDataParallel with config DistributedDataParallelConfig(") &&
+              strstr(sb.data, "Number of buckets for gradient all-reduce / reduce-scatter: 5\n") &&
+              strstr(sb.data, "Params for bucket 1 (407 elements, ") && strstr(sb.data, "\thead.weight\n") &&
+              strstr(sb.data, frac),
+          "describe:\n%s", sb.data);
+    tdm_sb_free(&sb);
+    /* broadcast: every rank ends with rank 0's values, frozen tensors included */
+    for (int i = 0; i < s->t.n; i++)
+        for (int64_t e = 0; e < s->t.p[i].numel; e++) s->t.p[i].data[e] = (float)(g_rank * 1000 + i) + 0.5f * (float)e;
+    CHECK(tdm_ddp_broadcast_params(ddp, 0, &err) == 0, "%s", err.msg);
+    int wrong = 0;
+    for (int i = 0; i < s->t.n; i++)
+        for (int64_t e = 0; e < s->t.p[i].numel; e++) wrong += s->t.p[i].data[e] != (float)i + 0.5f * (float)e;
+    CHECK(wrong == 0, "%d values differ from rank 0's after broadcast", wrong);
     /* fill the state with a value that names its (param, element) */
     int np = tdm_ddp_opt_pieces(ddp, NULL, 0);
     tdm_ddp_opt_piece *pc = calloc((size_t)np, sizeof *pc);
