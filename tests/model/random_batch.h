@@ -22,6 +22,7 @@ typedef struct rb_sample {
     int text_len;
     int n_images;
     int gh[RB_MAX_IMAGES], gw[RB_MAX_IMAGES];
+    int no_holes; /* 1: the answer (second half) is trained whole, as in real data */
 } rb_sample;
 
 static inline uint32_t rb_rand(uint64_t seed, uint64_t *ctr, uint32_t n) {
@@ -106,7 +107,7 @@ static inline void rb_build(tdm_batch *b, const tdm_model_config *c, const rb_sa
         int len = i - start;
         for (int q = start; q < i; q++) {
             int answer = q - start >= len / 2 && b->input_ids[q] != c->image_token_id;
-            b->labels[q] = answer && rb_rand(seed, &ctr, 5) != 0 ? b->input_ids[q] : -100;
+            b->labels[q] = answer && (smp[s].no_holes || rb_rand(seed, &ctr, 5) != 0) ? b->input_ids[q] : -100;
         }
         for (int q = start; q < i; q++) b->targets[q] = q + 1 < i ? b->labels[q + 1] : -100;
     }
