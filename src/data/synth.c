@@ -11,14 +11,102 @@
 #include "core/strbuf.h"
 #include "data/image.h"
 
-enum { N_SHAPES = 3, N_COLOURS = 4, MAX_ITEMS = 4 };
-static const char *shape_name[N_SHAPES] = {"circle", "square", "triangle"};
-static const char *shape_plural[N_SHAPES] = {"circles", "squares", "triangles"};
-static const char *colour_name[N_COLOURS] = {"red", "green", "blue", "yellow"};
-static const uint8_t colour_rgb[N_COLOURS][3] = {{220, 40, 40}, {40, 170, 60}, {40, 80, 220}, {230, 200, 30}};
+enum { N_SHAPES = 6, N_COLOURS = 8, MAX_ITEMS = 4 };
+static const char *shape_name[N_SHAPES] = {"circle", "square", "triangle", "diamond", "cross", "ring"};
+static const char *shape_plural[N_SHAPES] = {"circles", "squares", "triangles", "diamonds", "crosses", "rings"};
+static const char *colour_name[N_COLOURS] = {"red", "green", "blue", "yellow", "orange", "purple", "pink", "brown"};
+static const uint8_t colour_rgb[N_COLOURS][3] = {{220, 40, 40},  {40, 170, 60},  {40, 80, 220},   {230, 200, 30},
+                                                 {245, 140, 20}, {140, 60, 180}, {240, 120, 190}, {120, 75, 35}};
 static const char *cell_name[9] = {"top left", "top",    "top right",   "left",        "center",
                                    "right",    "bottom left", "bottom", "bottom right"};
 static const char *count_word[5] = {"no", "a", "two", "three", "four"};
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof *(a)))
+/* Several wordings per question, so the model (and the tokenizer trained on this text)
+ * sees varied language; every wording has the same single exact answer. */
+static const char *q_caption[] = {"Describe the image.", "What do you see in the picture?",
+                                  "Give a short description of this image.", "List the shapes in the picture.",
+                                  "Which shapes are drawn here?"};
+static const char *q_count_all[] = {"How many shapes are there?", "How many shapes can you see?",
+                                    "Count the shapes in the picture.", "What is the number of shapes in this image?",
+                                    "How many objects are drawn?"};
+static const char *q_count_kind[] = {"How many %s are there?", "How many %s can you count?", "Count the %s.",
+                                     "What is the number of %s in the picture?"};
+static const char *q_colour[] = {"What colour is the %s?", "Which colour does the %s have?",
+                                 "Tell me the colour of the %s.", "The %s is painted in which colour?"};
+static const char *q_where[] = {"Where is the %s?", "In which part of the picture is the %s?",
+                                "Where can the %s be found?", "Whereabouts is the %s located?"};
+static const char *systems[] = {"You are a helpful assistant that answers questions about pictures.",
+                                "You are a careful observer. Answer briefly and precisely.",
+                                "Look at the image and reply with a short answer.",
+                                "You describe simple geometric drawings for children."};
+static const char *text_only[][2] = {
+    {"How many sides does a triangle have?", "3"},
+    {"How many sides does a square have?", "4"},
+    {"How many corners does a diamond have?", "4"},
+    {"How many arms does a cross have?", "4"},
+    {"Which shape has no corners: a circle, a square or a triangle?", "circle"},
+    {"Which shape looks like a wheel or a coin?", "circle"},
+    {"Which shape has a hole in the middle?", "ring"},
+    {"Which shape is a square turned by forty-five degrees?", "diamond"},
+    {"What colour do you get when you mix blue and yellow?", "green"},
+    {"What colour do you get when you mix red and yellow?", "orange"},
+    {"What colour do you get when you mix red and blue?", "purple"},
+    {"What colour do you get when you mix red and white?", "pink"},
+    {"What colour is a ripe banana?", "yellow"},
+    {"What colour is fresh grass in spring?", "green"},
+    {"What colour is the sky on a clear summer afternoon?", "blue"},
+    {"What colour are strawberries and tomatoes?", "red"},
+    {"What colour is chocolate or tree bark?", "brown"},
+    {"What colour is a pumpkin?", "orange"},
+    {"Which colour do flamingos usually have?", "pink"},
+    {"Which colour is made of red and blue, like lavender or grapes?", "purple"},
+    {"Name the six shapes you know.", "circle, square, triangle, diamond, cross and ring"},
+    {"Name the eight colours you know.", "red, green, blue, yellow, orange, purple, pink and brown"},
+    {"What is two plus two?", "4"},
+    {"What is one plus two?", "3"},
+    {"Is a square a kind of rectangle?", "yes"},
+    {"Can a triangle have four sides?", "no"},
+    {"Which word describes the middle of a picture?", "center"},
+    {"What is the opposite of top left?", "bottom right"},
+    {"What is the opposite of left?", "right"},
+    {"Which is bigger, a mountain or a pebble?", "mountain"},
+    {"Which animal says moo and gives milk?", "cow"},
+    {"Which planet do we live on?", "Earth"},
+    {"Which season comes after winter?", "spring"},
+    {"Which month follows January?", "February"},
+    {"How many days are there in a week?", "7"},
+    {"How many legs does a spider have?", "8"},
+    {"What do bees make from flower nectar?", "honey"},
+    {"Which instrument has black and white keys?", "piano"},
+    {"Where do penguins mostly live?", "Antarctica"},
+    {"What melts when the weather gets warm: snow or stone?", "snow"},
+    {"Which fruit keeps the doctor away, according to the proverb?", "apple"},
+    {"What do caterpillars become?", "butterflies"},
+    {"Which vehicle flies through the clouds?", "airplane"},
+    {"Which bird hoots at night?", "owl"},
+    {"What do you call frozen water?", "ice"},
+    {"Which gas do plants absorb from the air?", "carbon dioxide"},
+    {"Which direction does the sun rise in?", "east"},
+    {"What is the capital of France?", "Paris"},
+    {"Which ocean is the largest?", "Pacific"},
+    {"What do we use to write on a blackboard?", "chalk"},
+    {"Which language is spoken in Brazil?", "Portuguese"},
+    {"What is the boiling point of water in degrees Celsius?", "100"},
+    {"Which metal is attracted by a magnet?", "iron"},
+    {"How many wheels does a bicycle have?", "2"},
+    {"Which organ pumps blood through the body?", "heart"},
+    {"What do you wear on your feet?", "shoes"},
+    {"Which tool do you use to cut paper?", "scissors"},
+    {"What falls from clouds during a thunderstorm?", "rain"},
+    {"Which musical note comes after do, re?", "mi"},
+    {"Which dessert is cold, sweet and often served in a cone?", "ice cream"},
+    {"What do you call a baby dog?", "puppy"},
+    {"What do you call a baby cat?", "kitten"},
+    {"Which shape do stop signs have in many countries?", "octagon"},
+    {"How many minutes make an hour?", "60"},
+    {"Which is heavier, a kilogram of feathers or a kilogram of bricks?", "neither"},
+};
 
 /* A random stream per sample: draw k of sample i is a pure function of (seed, stream, k). */
 typedef struct draw {
@@ -52,12 +140,14 @@ static void render(const picture *p, draw *d, uint8_t *rgb) {
                 if (x < 0 || y < 0 || x >= p->w || y >= p->h) continue;
                 double px = x + 0.5 - cx, py = y + 0.5 - cy;
                 int in;
-                if (it->shape == 0) {
-                    in = px * px + py * py <= r * r;
-                } else if (it->shape == 1) {
-                    in = px >= -r && px <= r && py >= -r && py <= r;
-                } else { /* apex (0, -r), base from (-r, r) to (r, r) */
-                    in = py <= r && py >= -r && 2 * px <= (py + r) && -2 * px <= (py + r);
+                double ax = px < 0 ? -px : px, ay = py < 0 ? -py : py, d2 = px * px + py * py;
+                switch (it->shape) {
+                case 0: in = d2 <= r * r; break;                                  /* circle */
+                case 1: in = ax <= r && ay <= r; break;                           /* square */
+                case 2: in = py <= r && py >= -r && 2 * ax <= py + r; break;     /* triangle, apex up */
+                case 3: in = ax + ay <= r; break;                                 /* diamond */
+                case 4: in = (ax <= r / 3 && ay <= r) || (ay <= r / 3 && ax <= r); break; /* cross */
+                default: in = d2 <= r * r && d2 >= 0.3 * r * r; break;            /* ring */
                 }
                 if (in) memcpy(rgb + ((size_t)y * p->w + x) * 3, colour_rgb[it->colour], 3);
             }
@@ -116,18 +206,19 @@ static void question(const picture *p, draw *d, int closed_only, tdm_strbuf *q, 
     for (;;) {
         int kind = closed_only ? 1 + pick(d, 4) : pick(d, 5);
         if (kind == 0) {
-            tdm_sb_puts(q, pick(d, 2) ? "Describe the image." : "What do you see in the picture?");
+            tdm_sb_puts(q, q_caption[pick(d, COUNT(q_caption))]);
             caption(p, a);
             return;
         }
         if (kind == 1) {
-            tdm_sb_puts(q, "How many shapes are there?");
+            tdm_sb_puts(q, q_count_all[pick(d, COUNT(q_count_all))]);
             tdm_sb_printf(a, "%d", p->n);
             return;
         }
         if (kind == 2) {
-            int shape = pick(d, N_SHAPES);
-            tdm_sb_printf(q, "How many %s are there?", shape_plural[shape]);
+            /* mostly shapes that are present, so answers are not nearly always 0 */
+            int shape = pick(d, 3) ? p->it[pick(d, p->n)].shape : pick(d, N_SHAPES);
+            tdm_sb_printf(q, q_count_kind[pick(d, COUNT(q_count_kind))], shape_plural[shape]);
             tdm_sb_printf(a, "%d", count_shape(p, shape));
             return;
         }
@@ -135,23 +226,16 @@ static void question(const picture *p, draw *d, int closed_only, tdm_strbuf *q, 
         int s = pick(d, p->n);
         if (count_shape(p, p->it[s].shape) != 1) continue;
         if (kind == 3) {
-            tdm_sb_printf(q, "What colour is the %s?", shape_name[p->it[s].shape]);
+            tdm_sb_printf(q, q_colour[pick(d, COUNT(q_colour))], shape_name[p->it[s].shape]);
             tdm_sb_puts(a, colour_name[p->it[s].colour]);
         } else {
-            tdm_sb_printf(q, "Where is the %s?", shape_name[p->it[s].shape]);
+            tdm_sb_printf(q, q_where[pick(d, COUNT(q_where))], shape_name[p->it[s].shape]);
             tdm_sb_puts(a, cell_name[p->it[s].cell]);
         }
         return;
     }
 }
 
-static const char *text_only[][2] = {
-    {"How many sides does a triangle have?", "3"},
-    {"How many sides does a square have?", "4"},
-    {"Which shape has no corners: a circle, a square or a triangle?", "circle"},
-    {"What colour do you get when you mix blue and yellow?", "green"},
-    {"Name the three shapes you know.", "circle, square and triangle"},
-};
 
 static void message(tdm_strbuf *js, const char *role, const char *text, int first) {
     tdm_sb_printf(js, "%s\n      {\"role\": \"%s\", \"content\": ", first ? "" : ",", role);
@@ -167,8 +251,8 @@ static int sample(const tdm_synth_options *o, int test, int64_t i, tdm_strbuf *j
     tdm_sb_init(&a);
     tdm_sb_puts(js, i ? ",\n  {\"messages\": [" : "\n  {\"messages\": [");
     int rc = 0;
-    if (!test && pick(&d, 40) == 0) { /* text-only */
-        int t = pick(&d, (int)(sizeof text_only / sizeof *text_only));
+    if (!test && i % 20 == 7) { /* text-only: every fact appears once n_train >= 20 * facts */
+        int t = (int)((i / 20) % COUNT(text_only));
         message(js, "user", text_only[t][0], 1);
         message(js, "assistant", text_only[t][1], 0);
         tdm_sb_puts(js, "\n    ], \"images\": []}");
@@ -177,7 +261,7 @@ static int sample(const tdm_synth_options *o, int test, int64_t i, tdm_strbuf *j
         new_picture(&p, &d, o->min_size, o->max_size);
         int first = 1;
         if (!test && pick(&d, 5) == 0) {
-            message(js, "system", "You are a helpful assistant that answers questions about pictures.", 1);
+            message(js, "system", systems[pick(&d, COUNT(systems))], 1);
             first = 0;
         }
         int turns = test ? 1 : (pick(&d, 4) == 0 ? 2 + pick(&d, 2) : 1);
