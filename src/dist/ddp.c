@@ -127,7 +127,7 @@ void tdm_ddp__post_gather(tdm_ddp *ddp, int b) {
 }
 
 static void launch_bucket(tdm_ddp *ddp, int b) {
-    if (ddp->inject_iteration == ddp->iteration && ddp->inject_rank == ddp->rank) {
+    if (ddp->inject_iteration == ddp->iteration && (ddp->inject_rank < 0 || ddp->inject_rank == ddp->rank)) {
         int i = ddp->inject_param >= 0 ? ddp->inject_param : ddp->L.order[ddp->L.buckets[0].first];
         if (i < ddp->L.n_params && ddp->L.bucket_of[i] == b) ddp->grads[ddp->L.offset[i]] = NAN;
     }

@@ -180,9 +180,10 @@ typedef struct tdm_ddp_bucket_trace {
 /* The gradient collective of bucket b in the most recent step. */
 void tdm_ddp_get_bucket_trace(const tdm_ddp *ddp, int b, tdm_ddp_bucket_trace *out);
 
-/* Testing hook (the trainer's --inject-nan-at): in iteration `iteration`, on rank `rank`,
- * the first element of parameter `param` (table index; -1: the first parameter of
- * bucket 0) gets a NaN just before its bucket's check. */
+/* Testing hook (the trainer's --inject-nan-at): in iteration `iteration` (as counted by
+ * tdm_ddp_iteration; set it when resuming), on rank `rank` (-1: every rank), the first
+ * element of parameter `param` (table index; -1: the first parameter of bucket 0, the
+ * output side) gets a NaN just before its bucket's check. */
 void tdm_ddp_inject_nan(tdm_ddp *ddp, int rank, int64_t iteration, int param);
 
 #endif
