@@ -23,6 +23,7 @@ check "2000 training samples" bash -c "[ \$(grep -c '\"messages\"' '$tmp/a/train
 check "200 held-out samples" bash -c "[ \$(grep -c '\"messages\"' '$tmp/a/test.json') = 200 ]"
 check "same seed, same bytes" bash -c "'$TANDEM' gen-data --out '$tmp/b' >/dev/null && diff -r '$tmp/a' '$tmp/b'"
 check "another seed, other data" bash -c "'$TANDEM' gen-data --out '$tmp/c' --seed 9 --samples 50 --heldout 5 && ! cmp -s '$tmp/a/train.json' '$tmp/c/train.json'"
+check "the default data supports the demo's 1024-id tokenizer" "$TANDEM" train-tokenizer --data "$tmp/a/train.json" --vocab-size 1024 --out "$tmp/tok.json"
 check "held-out answers are closed (no captions)" bash -c "! grep -q 'Describe' '$tmp/a/test.json'"
 check "PNG sizes within --min-size/--max-size" /usr/bin/python3 - "$tmp/c" <<'PY'
 import json, os, sys
