@@ -47,6 +47,10 @@ palt.info["transparency"] = 3
 cases.append(("palette_trns", palt, "png", (48, 48)))
 cases.append(("jpeg_rgb", Image.fromarray(pattern(90, 120, 3), "RGB"), "jpg", (64, 64)))
 cases.append(("jpeg_grey", Image.fromarray(pattern(50, 81, 1), "L"), "jpg", (96, 64)))
+cases.append(("jpeg_progressive_444", Image.fromarray(pattern(70, 95, 3), "RGB"), "jpg_prog", (48, 80)))
+grey_t = Image.fromarray(pattern(30, 41, 1), "L")
+grey_t.info["transparency"] = 17
+cases.append(("grey_trns", grey_t, "png", (64, 40)))
 cases.append(("bilevel", Image.fromarray(pattern(40, 40, 1) > 128).convert("1"), "png", (32, 32)))
 
 with open(os.path.join(out, "manifest.txt"), "w") as man:
@@ -54,6 +58,9 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
         src = os.path.join(out, f"{name}.src.{fmt}")
         if fmt == "png":
             img.save(src, transparency=img.info["transparency"]) if "transparency" in img.info else img.save(src)
+        elif fmt == "jpg_prog":
+            src = os.path.join(out, f"{name}.src.jpg")
+            img.save(src, quality=85, progressive=True, subsampling=0)
         else:
             img.save(src, quality=90)
         rgb = Image.open(src).convert("RGB")
