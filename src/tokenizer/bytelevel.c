@@ -9,22 +9,20 @@ static int byte_is_printable(unsigned b) {
     return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
 }
 
+/* The unprintable bytes, in order, are 0..32 (33 bytes), 127..160 (34) and 173 (1):
+ * the n-th of them maps to U+0100 + n. */
 uint32_t tdm_bytelevel_char(uint8_t b) {
     if (byte_is_printable(b)) return b;
-    /* The n-th non-printable byte (in byte order) maps to U+0100 + n. */
-    uint32_t n = 0;
-    for (unsigned x = 0; x < b; x++)
-        if (!byte_is_printable(x)) n++;
-    return 0x100 + n;
+    if (b <= 32) return 0x100 + b;
+    if (b <= 160) return 0x100 + 33 + (b - 127u);
+    return 0x100 + 67; /* 173, the soft hyphen */
 }
 
 int tdm_bytelevel_byte(uint32_t cp) {
     if (cp < 256) return byte_is_printable(cp) ? (int)cp : -1;
-    if (cp >= 0x100 + 68) return -1;
-    uint32_t n = cp - 0x100;
-    for (unsigned x = 0; x < 256; x++)
-        if (!byte_is_printable(x) && n-- == 0) return (int)x;
-    return -1;
+    if (cp < 0x100 + 33) return (int)(cp - 0x100);
+    if (cp < 0x100 + 67) return (int)(cp - 0x100 - 33 + 127);
+    return cp == 0x100 + 67 ? 173 : -1;
 }
 
 int tdm_utf8_put(char *out, uint32_t cp) {

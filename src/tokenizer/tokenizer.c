@@ -170,7 +170,7 @@ static int load_vocab(tdm_tokenizer *t, const tdm_json *model, tdm_error *err) {
     const tdm_json *vocab = tdm_json_get(model, "vocab");
     if (!vocab || vocab->type != TDM_JSON_OBJECT)
         return tdm_errorf(err, "%s: model.vocab must be an object of token -> id", t->name);
-    tdm_strmap_init(&t->sym_of, 2 * vocab->len + 512);
+    tdm_strmap_init(&t->sym_of, vocab->len + 512);
     for (size_t i = 0; i < vocab->len; i++) {
         int32_t id;
         if (parse_id(vocab->items[i], &id) != 0)

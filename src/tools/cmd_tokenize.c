@@ -30,7 +30,31 @@ static void put_int(FILE *out, int32_t v) {
         buf[n++] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    while (n) fputc(buf[--n], out);
+    while (n) putc_unlocked(buf[--n], out);
+}
+
+/* One line of f without its '\n', into *buf (grown as needed, to at most 2 * max
+ * bytes). Returns its length, -1 at end of input, or -2 when it is longer than max. */
+static ssize_t read_line(FILE *f, char **buf, size_t *cap, size_t max) {
+    size_t n = 0;
+    int c;
+    while ((c = getc_unlocked(f)) != EOF && c != '\n') {
+        if (n == max) return -2;
+        if (n + 1 >= *cap) {
+            *cap = *cap ? 2 * *cap : 4096;
+            *buf = realloc(*buf, *cap);
+            if (!*buf) abort();
+        }
+        (*buf)[n++] = (char)c;
+    }
+    if (c == EOF && n == 0) return -1;
+    if (!*buf) {
+        *cap = 4096;
+        *buf = malloc(*cap);
+        if (!*buf) abort();
+    }
+    (*buf)[n] = 0;
+    return (ssize_t)n;
 }
 
 static int decode_line(const tdm_tokenizer *t, const char *line, size_t lineno, tdm_ids *ids, FILE *out) {
@@ -94,12 +118,11 @@ int cmd_tokenize(int argc, char **argv) {
     ssize_t n;
     tdm_ids ids = {0};
     int rc = 0;
-    while ((n = getline(&line, &cap, stdin)) >= 0) {
+    while ((n = read_line(stdin, &line, &cap, MAX_LINE_BYTES)) != -1) {
         lineno++;
-        if (n > 0 && line[n - 1] == '\n') line[--n] = 0;
-        if ((size_t)n > MAX_LINE_BYTES) {
-            fprintf(stderr, "tandem tokenize: stdin line %zu is %zd bytes; lines may be at most %zu bytes\n", lineno, n,
-                    MAX_LINE_BYTES);
+        if (n == -2) {
+            fprintf(stderr, "tandem tokenize: stdin line %zu is longer than %zu bytes, the most one line may have\n",
+                    lineno, MAX_LINE_BYTES);
             rc = 1;
             break;
         }
@@ -122,10 +145,10 @@ int cmd_tokenize(int argc, char **argv) {
             break;
         }
         for (size_t i = 0; i < ids.len; i++) {
-            if (i) fputc(' ', stdout);
+            if (i) putc_unlocked(' ', stdout);
             put_int(stdout, ids.data[i]);
         }
-        fputc('\n', stdout);
+        putc_unlocked('\n', stdout);
     }
     if (rc == 0 && ferror(stdin)) {
         fprintf(stderr, "tandem tokenize: cannot read stdin: %s\n", strerror(errno));
