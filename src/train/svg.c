@@ -92,8 +92,9 @@ void tdm_svg_line_plot(tdm_strbuf *sb, const char *title, const char *xlabel, co
     header(sb, title, W, H);
     axes(sb, &f, xlabel, ylabel);
     for (int k = 0; k < ns; k++) {
-        tdm_sb_printf(sb, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" stroke-opacity=\"0.85\" d=\"",
-                      s[k].color);
+        /* earlier series drawn wider, so identical curves stay visible under later ones */
+        tdm_sb_printf(sb, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\" stroke-opacity=\"0.85\" d=\"",
+                      s[k].color, 1.5 + 2.0 * (ns - 1 - k));
         int pen = 0;
         for (int64_t i = 0; i < s[k].n; i++) {
             double x = s[k].x ? s[k].x[i] : (double)(i + 1), y = s[k].y[i];
