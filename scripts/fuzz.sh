@@ -3,6 +3,7 @@
 # A target names the src/ modules it needs on a "fuzz-modules:" line. Inputs that
 # once crashed live in fuzz/regressions/<target>/ and are replayed first, every run.
 # Prints one "N passed, N failed" line (one per target).
+#   FUZZ_SECONDS=10 scripts/fuzz.sh [name...]     (names: targets to run, e.g. image config)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SECS=${FUZZ_SECONDS:-60}
@@ -12,15 +13,28 @@ MPI_CFLAGS=$(mpicc.openmpi -showme:compile 2>/dev/null)
 MPI_LIBS=$(mpicc.openmpi -showme:link 2>/dev/null)
 PKG_CFLAGS=$(pkg-config --cflags openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc)
 PKG_LIBS=$(pkg-config --libs openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc)
+# -march=native as in the Makefile: the kernels use 8-wide vectors
+CFLAGS=(-std=c11 -D_GNU_SOURCE -O1 -g -march=native -fsanitize=address,undefined -fno-sanitize-recover=undefined
+        -Isrc $MPI_CFLAGS $PKG_CFLAGS)
 passed=0 failed=0
 for src in fuzz/fuzz_*.c; do
   name=$(basename "$src" .c); target=${name#fuzz_}
+  if [ $# -gt 0 ] && [[ " $* " != *" $target "* ]]; then continue; fi
   mods=$(sed -n "s/.*fuzz-modules:\s*\([a-z ]*\).*/\1/p" "$src" | head -n1)
-  srcs=()
-  for m in $mods; do srcs+=(src/"$m"/*.c); done
   echo "== fuzz $target (modules: $mods)"
-  if ! clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-       -Isrc $MPI_CFLAGS $PKG_CFLAGS -o "$OUT/$name" "$src" "${srcs[@]}" $MPI_LIBS $PKG_LIBS -lm -pthread; then
+  objs=() built=1
+  for m in $mods; do
+    for c in src/"$m"/*.c; do
+      o="$OUT/obj/${c%.c}.o"; objs+=("$o")
+      # module objects are shared by the targets; rebuilt when the source or any header is newer
+      if [ ! -f "$o" ] || [ "$c" -nt "$o" ] || [ -n "$(find src -name '*.h' -newer "$o" -print -quit)" ]; then
+        mkdir -p "$(dirname "$o")"
+        clang "${CFLAGS[@]}" -fsanitize=fuzzer-no-link -c "$c" -o "$o" || built=0
+      fi
+    done
+  done
+  if [ $built = 0 ] || ! clang "${CFLAGS[@]}" -fsanitize=fuzzer -o "$OUT/$name" "$src" "${objs[@]}" \
+       $MPI_LIBS $PKG_LIBS -lm -pthread; then
     echo "fuzz $target: build failed"; failed=$((failed + 1)); continue
   fi
   corpus="$OUT/corpus-$target"; mkdir -p "$corpus"
