@@ -30,7 +30,78 @@ static void usage(FILE *f) {
             "  --out FILE           output .safetensors\n"
             "  --seed S             initial weights from seed S (default 1234)\n"
             "  --load WEIGHTS       load weights from a .safetensors file or checkpoint directory instead\n"
-            "  --freeze-vision --freeze-projector --freeze-llm --freeze-lm-head   as in `tandem train`\n");
+            "  --freeze-vision --freeze-projector --freeze-llm --freeze-lm-head   as in `tandem train`\n"
+            "  --save-inputs DIR    also write what a reference implementation needs to redo the step\n"
+            "                       (config.json, case.json, weights, batch, loss; tests/model/cli_dump_grads.sh)\n");
+}
+
+/* Writes DIR/config.json (a copy of the model's), DIR/case.json (freeze flags),
+ * DIR/weights.safetensors, DIR/batch.safetensors (integer arrays stored as F32: every id
+ * and position is below 2^24, so exact) and DIR/out.safetensors (loss_sum, tokens and
+ * "grad.<name>"), the layout tests/model/ref_qwen3vl.py reads. */
+static int save_reference_inputs(const char *dir, const tdm_model_config *cfg, const tdm_freeze *fz,
+                                 const tdm_param_table *t, const tdm_batch *b, const tdm_fb_result *res,
+                                 tdm_error *err) {
+    char path[1200];
+    size_t len;
+    if (tdm_mkdirs(dir, err)) return -1;
+    char *text = tdm_read_file(cfg->path, 1 << 20, &len, err);
+    if (!text) return -1;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = tdm_write_file_atomic(path, text, len, err);
+    free(text);
+    if (rc) return -1;
+    char cj[256];
+    int n = snprintf(cj, sizeof cj,
+                     "{\"name\": \"dump-grads\", \"freeze_vision\": %d, \"freeze_projector\": %d, "
+                     "\"freeze_llm\": %d, \"freeze_lm_head\": %d}\n",
+                     fz->vision, fz->projector, fz->llm, fz->lm_head);
+    snprintf(path, sizeof path, "%s/case.json", dir);
+    if (tdm_write_file_atomic(path, cj, (size_t)n, err)) return -1;
+    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+    if (tdm_safetensors_save_params(path, t, TDM_ST_F32, NULL, 0, err)) return -1;
+
+    int64_t T = b->n_tokens, S1 = b->n_seqs + 1, NI = b->n_images, NP = b->n_patches;
+    int64_t ni = NI > 0 ? NI : 0;
+    float *f = tdm_xmalloc(sizeof(float) * (size_t)(3 * T + 3 * T + S1 + 3 * ni + 1));
+    float *ids = f, *labels = ids + T, *targets = labels + T, *pos = targets + T, *cu = pos + 3 * T,
+          *grid = cu + S1;
+    for (int64_t i = 0; i < T; i++) {
+        ids[i] = (float)b->input_ids[i];
+        labels[i] = (float)b->labels[i];
+        targets[i] = (float)b->targets[i];
+    }
+    for (int64_t i = 0; i < 3 * T; i++) pos[i] = (float)b->position_ids[i];
+    for (int64_t i = 0; i < S1; i++) cu[i] = (float)b->cu_seqlens[i];
+    for (int64_t i = 0; i < 3 * ni; i++) grid[i] = (float)b->image_grid_thw[i];
+    int64_t sh_pos[2] = {3, T}, sh_grid[2] = {ni, 3}, sh_pix[2] = {NP, b->patch_dim};
+    tdm_st_entry be[7] = {
+        {"input_ids", 1, &T, ids},        {"labels", 1, &T, labels},     {"targets", 1, &T, targets},
+        {"cu_seqlens", 1, &S1, cu},       {"position_ids", 2, sh_pos, pos}, {"image_grid_thw", 2, sh_grid, grid},
+        {"pixel_values", 2, sh_pix, b->pixel_values},
+    };
+    snprintf(path, sizeof path, "%s/batch.safetensors", dir);
+    rc = tdm_safetensors_write(path, be, NP > 0 ? 7 : 5, TDM_ST_F32, NULL, 0, err);
+    free(f);
+    if (rc) return -1;
+
+    tdm_st_entry *oe = tdm_xcalloc((size_t)t->n + 2, sizeof *oe);
+    char(*names)[TDM_PARAM_NAME_MAX + 8] = tdm_xcalloc((size_t)t->n + 1, sizeof *names);
+    float loss = (float)res->loss_sum, tokens = (float)res->n_tokens;
+    int64_t one = 1;
+    int k = 0;
+    oe[k++] = (tdm_st_entry){"loss_sum", 1, &one, &loss};
+    oe[k++] = (tdm_st_entry){"tokens", 1, &one, &tokens};
+    for (int i = 0; i < t->n; i++) {
+        if (!t->p[i].trainable) continue;
+        snprintf(names[i], sizeof names[i], "grad.%s", t->p[i].name);
+        oe[k++] = (tdm_st_entry){names[i], t->p[i].ndim, t->p[i].shape, t->p[i].grad};
+    }
+    snprintf(path, sizeof path, "%s/out.safetensors", dir);
+    rc = tdm_safetensors_write(path, oe, k, TDM_ST_F32, NULL, 0, err);
+    free(oe);
+    free(names);
+    return rc;
 }
 
 static int fail(const char *msg) {
@@ -40,7 +111,7 @@ static int fail(const char *msg) {
 
 int cmd_dump_grads(int argc, char **argv) {
     const char *model_dir = NULL, *tok_path = NULL, *data_path = NULL, *image_root = NULL, *out = NULL,
-               *load = NULL;
+               *load = NULL, *save_inputs = NULL;
     uint64_t seed = 1234;
     tdm_freeze freeze = {0, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
@@ -55,6 +126,7 @@ int cmd_dump_grads(int argc, char **argv) {
         else if (!strcmp(a, "--image-root") && v) image_root = argv[++i];
         else if (!strcmp(a, "--out") && v) out = argv[++i];
         else if (!strcmp(a, "--load") && v) load = argv[++i];
+        else if (!strcmp(a, "--save-inputs") && v) save_inputs = argv[++i];
         else if (!strcmp(a, "--seed") && v) {
             char *end;
             errno = 0;
@@ -149,6 +221,10 @@ int cmd_dump_grads(int argc, char **argv) {
     int wrc = tdm_safetensors_write(out, ent, k, TDM_ST_F32, meta, 2, &err);
     free(ent);
     if (wrc) { rc = fail(err.msg); goto done; }
+    if (save_inputs && save_reference_inputs(save_inputs, &cfg, &freeze, t, &b, &res, &err)) {
+        rc = fail(err.msg);
+        goto done;
+    }
     rc = 0;
 done:
     free(idx);
