@@ -107,6 +107,14 @@ const handLines = [
   "astral 𝟘𝟙𝟚 𐍈 𠀀",
   "mixed: English 中文 日本語 한국어 العربية हिन्दी русский 😀 123",
   "ſ long s 'ſ and K kelvin 'K",
+  "\uFEFFbom at the start of a line",
+  "Unicode 15: Kawi \u{11F04}\u{11F05} CJK-H \u{31350} Cyrillic \u{1E030} new",
+  "word\u2060joiner soft\u00ADhyphen LRM\u200Emark",
+  "   <|im_start|>   <|im_end|>   ",
+  "\t<|endoftext|>\t",
+  "dollar$100 and 100$ and #hashtag and @mention",
+  "ÀÉÎÕÜ àéîõü ÇçÑñ",
+  "x\u0301\u0301\u0301 stacked marks",
 ];
 
 // Invalid UTF-8, written as raw bytes: lone continuation, truncated sequences,
