@@ -80,6 +80,11 @@ static void sleep_ns(long ns) {
     nanosleep(&ts, NULL);
 }
 
+/* The back-off after the idle_polls-th poll in a row that completed nothing. */
+static void poll_backoff(int idle_polls) {
+    if (idle_polls > SPIN_POLLS) sleep_ns(idle_polls > SPIN_POLLS + SHORT_SLEEPS ? SLEEP_LONG_NS : SLEEP_SHORT_NS);
+}
+
 static void *comm_main(void *arg) {
     tdm_comm *c = arg;
     tdm_prof_thread_name("comm");
@@ -122,8 +127,7 @@ static void *comm_main(void *arg) {
             pthread_mutex_unlock(&c->mu);
             idle_polls = 0;
         } else if (n_taken == 0 && c->n_active > 0) {
-            idle_polls++;
-            if (idle_polls > SPIN_POLLS) sleep_ns(idle_polls > SPIN_POLLS + SHORT_SLEEPS ? SLEEP_LONG_NS : SLEEP_SHORT_NS);
+            poll_backoff(++idle_polls);
         }
         pthread_mutex_lock(&c->mu);
     }
@@ -199,14 +203,6 @@ void tdm_comm_post(tdm_comm *c, tdm_comm_op *op) {
     pthread_mutex_unlock(&c->mu);
 }
 
-static void inline_remove_active(tdm_comm *c, tdm_comm_op *op) {
-    for (int i = 0; i < c->n_active; i++)
-        if (c->active[i] == op) {
-            c->active[i] = c->active[--c->n_active];
-            return;
-        }
-}
-
 void tdm_comm_progress(tdm_comm *c) {
     if (c->mode != TDM_DDP_PROGRESS_INLINE) return;
     for (int i = 0; i < c->n_active;) {
@@ -233,11 +229,15 @@ uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op) {
         }
     if (c->mode == TDM_DDP_PROGRESS_INLINE) {
         if (op->state == TDM_COMM_ACTIVE) {
+            /* Not MPI_Wait: it busy-polls, and on a loaded machine that takes the core
+             * the peer rank needs to make its half of the progress. Poll with the
+             * thread's back-off instead. */
             uint64_t t0 = tdm_now_ns();
-            MPI_Wait(&op->req, MPI_STATUS_IGNORE);
-            finish_op(c, op);
-            c->completed++;
-            inline_remove_active(c, op);
+            for (int idle = 0;; idle++) {
+                tdm_comm_progress(c);
+                if (op->state == TDM_COMM_DONE) break;
+                poll_backoff(idle);
+            }
             waited = tdm_now_ns() - t0;
         }
         op->state = TDM_COMM_IDLE;

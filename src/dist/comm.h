@@ -11,7 +11,8 @@
  *   variable (zero CPU) when nothing is queued or in flight. Completion is signalled
  *   back through a second condition variable.
  * - INLINE: tdm_comm_post issues the MPI_I* call at once from the compute thread, and
- *   tdm_comm_progress (called between layers) tests every op in flight.
+ *   tdm_comm_progress (called between layers) tests every op in flight; a wait polls
+ *   with the same spin-then-sleep back-off rather than MPI_Wait, which busy-polls.
  * Both issue the same calls in the same order with the same buffers, so results are
  * bitwise identical. All functions except the thread's own loop are called by the
  * compute thread only.
