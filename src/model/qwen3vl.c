@@ -404,6 +404,8 @@ int tdm_model_forward(tdm_model *m, const tdm_batch *b, const int32_t *rows, int
     model_acts *a = &m->a;
     const tdm_text_config *tc = &m->cfg.text;
     int64_t count = 0;
+    uint64_t t0;
+    tdm_model_unit_begin(m, m->u_head, 0, &t0);
     double loss = tdm_xent_fused(NULL, NULL, a->fin, tdm_model_w(m, m->lm_head), b->targets, b->n_tokens,
                                  tc->hidden_size, tc->vocab_size, 1.0f, a->xent_chunk, a->xent_ws, &count);
     if (logits && n_rows > 0) {
@@ -413,6 +415,7 @@ int tdm_model_forward(tdm_model *m, const tdm_batch *b, const int32_t *rows, int
         tdm_linear_forward(logits, a->gt, tdm_model_w(m, m->lm_head), NULL, n_rows, tc->hidden_size,
                            tc->vocab_size);
     }
+    tdm_model_unit_end(m, m->u_head, 0, t0);
     if (res) {
         res->loss_sum = loss;
         res->n_tokens = count;

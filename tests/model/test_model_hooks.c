@@ -117,6 +117,39 @@ static void test_hooks_frozen_vision(void) { check_contract(0, (tdm_freeze){1, 1
 static void test_hooks_frozen_llm(void) { check_contract(1, (tdm_freeze){0, 0, 1, 1}, "llm frozen"); }
 static void test_hooks_projector_only(void) { check_contract(0, (tdm_freeze){1, 0, 1, 1}, "projector only"); }
 
+/* Forward only (generation, evaluation): every parameter needed once, in order, no grads. */
+static void test_forward_only_hooks(void) {
+    setup s;
+    CHECK(make(&s, 0, (tdm_freeze){0, 0, 0, 0}) == 0, "setup");
+    tdm_param_table *t = tdm_model_params(s.m);
+    rec r = {.t = t, .last_needed = -1, .order_ok = 1};
+    r.needed = calloc((size_t)t->n, sizeof(int));
+    r.ready = calloc((size_t)t->n, sizeof(int));
+    r.snap = calloc((size_t)t->n, sizeof(float *));
+    tdm_param_hooks h = {&r, on_needed, on_ready, on_progress, on_begin, on_end};
+    tdm_model_set_hooks(s.m, &h);
+    int32_t rows[2] = {0, 3};
+    int V = tdm_model_get_config(s.m)->text.vocab_size;
+    float *logits = calloc((size_t)2 * V, sizeof(float));
+    tdm_fb_result res;
+    tdm_error err;
+    CHECK(tdm_model_forward(s.m, &s.b, rows, 2, logits, &res, &err) == 0, "%s", err.msg);
+    CHECK(r.order_ok, "param_needed out of order");
+    for (int i = 0; i < t->n; i++) {
+        CHECK(r.needed[i] == 1, "param_needed(%s) %d times", t->p[i].name, r.needed[i]);
+        CHECK(r.ready[i] == 0, "grad_ready(%s) in a forward", t->p[i].name);
+    }
+    int64_t ng = tdm_param_table_numel(t, 1);
+    int nz = 0;
+    for (int64_t i = 0; i < ng; i++) nz += s.grad[i] != 0.0f;
+    CHECK(nz == 0, "%d gradient entries written by a forward", nz);
+    free(logits);
+    free(r.snap);
+    free(r.needed);
+    free(r.ready);
+    unmake(&s);
+}
+
 static void test_gradients_accumulate(void) {
     setup s;
     CHECK(make(&s, 0, (tdm_freeze){0, 0, 0, 0}) == 0, "setup");
@@ -196,6 +229,7 @@ int main(void) {
     RUN(test_hooks_frozen_vision);
     RUN(test_hooks_frozen_llm);
     RUN(test_hooks_projector_only);
+    RUN(test_forward_only_hooks);
     RUN(test_gradients_accumulate);
     RUN(test_bad_batches);
     RUN(test_text_only_batch);
