@@ -370,10 +370,17 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
             return -1;
         }
         wait_ms += (double)waited / 1e6;
+        if (waited && tdm_prof_on(0)) { /* the profiler's level-0 data wait (profiling.md) */
+            uint64_t now = tdm_now_ns();
+            tdm_prof_complete(TDM_PROF_DATA, 0, "data wait", now - waited, now, k);
+        }
         XXH3_64bits_update(fps, &b->fingerprint, sizeof b->fingerprint);
         tdm_ddp_set_is_last_microbatch(t->ddp, k == t->micro_per_step - 1);
         tdm_fb_result r;
-        if (tdm_model_forward_backward(t->model, b, 1.0f, &r, err) != 0) {
+        tdm_prof_begin(TDM_PROF_PHASE, 0, "forward-backward", k);
+        int fb_rc = tdm_model_forward_backward(t->model, b, 1.0f, &r, err);
+        tdm_prof_end(TDM_PROF_PHASE, 0);
+        if (fb_rc != 0) {
             XXH3_freeState(fps);
             return tdm_error_prefix(err, "iteration %lld", (long long)it);
         }
@@ -383,7 +390,9 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     fp_local = XXH3_64bits_digest(fps);
     XXH3_freeState(fps);
     uint64_t t_sync = tdm_now_ns();
+    tdm_prof_begin(TDM_PROF_PHASE, 0, "grad sync", -1);
     int sync_rc = tdm_ddp_finish_grad_sync(t->ddp, err);
+    tdm_prof_end(TDM_PROF_PHASE, 0);
     rec->grad_sync_ms = ms_since(t_sync);
     tdm_ddp_timer_stop(t->ddp, TDM_TIMER_FORWARD_BACKWARD);
     rec->fwd_bwd_ms = ms_since(t_fb) - wait_ms;
@@ -415,7 +424,10 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     t->adamw.lr = (float)tdm_lr_scheduler_lr(&t->sched);
     uint64_t t_opt = tdm_now_ns();
     double norm = 0;
-    if (tdm_ddp_optimizer_step(t->ddp, &t->adamw, (float)(1.0 / sums[1]), &norm, err) != 0) {
+    tdm_prof_begin(TDM_PROF_PHASE, 0, "optimizer", -1);
+    int opt_rc = tdm_ddp_optimizer_step(t->ddp, &t->adamw, (float)(1.0 / sums[1]), &norm, err);
+    tdm_prof_end(TDM_PROF_PHASE, 0);
+    if (opt_rc != 0) {
         t->res->all_ranks_failed = 1;
         t->res->failed_rank = 0;
         return -1;
