@@ -105,22 +105,27 @@ int tdm_resize_bicubic_u8(const uint8_t *src, int sw, int sh, int channels, uint
         free(kk);
         mid = tmp;
     }
-    /* Vertical pass: mid [sh, dw] -> dst [dh, dw]. */
+    /* Vertical pass: mid [sh, dw] -> dst [dh, dw]. Rows are accumulated whole (integer sums,
+     * so the order of the terms does not change the result) to keep the inner loop contiguous. */
     if (dh != sh) {
         int *b;
         int32_t *kk;
         int ks = precompute(sh, dh, &b, &kk);
         size_t stride = (size_t)dw * C;
+        int32_t *acc = tdm_xmalloc(sizeof(int32_t) * stride);
         for (int y = 0; y < dh; y++) {
             const int32_t *k = kk + (size_t)y * ks;
             int ymin = b[2 * y], n = b[2 * y + 1];
-            uint8_t *o = dst + (size_t)y * stride;
-            for (size_t xc = 0; xc < stride; xc++) {
-                int32_t acc = 1 << (PRECISION_BITS - 1);
-                for (int i = 0; i < n; i++) acc += mid[(size_t)(ymin + i) * stride + xc] * k[i];
-                o[xc] = clip8(acc);
+            for (size_t xc = 0; xc < stride; xc++) acc[xc] = 1 << (PRECISION_BITS - 1);
+            for (int i = 0; i < n; i++) {
+                const uint8_t *row = mid + (size_t)(ymin + i) * stride;
+                const int32_t w = k[i];
+                for (size_t xc = 0; xc < stride; xc++) acc[xc] += row[xc] * w;
             }
+            uint8_t *o = dst + (size_t)y * stride;
+            for (size_t xc = 0; xc < stride; xc++) o[xc] = clip8(acc[xc]);
         }
+        free(acc);
         free(b);
         free(kk);
     } else {
