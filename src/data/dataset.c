@@ -143,7 +143,7 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
         int first = s->turns[0].role == TDM_ROLE_SYSTEM ? 1 : 0;
         tdm_role want = k < first ? TDM_ROLE_SYSTEM : ((k - first) % 2 == 0 ? TDM_ROLE_USER : TDM_ROLE_ASSISTANT);
         if (role != want) {
-            tdm_errorf(err, "message %zu: expected a %s turn, got %s (turns are: optional system, then user and "
+            tdm_errorf(err, "message %zu: expected role %s, got %s (turns are: optional system, then user and "
                        "assistant alternating)", i, tdm_role_name(want), r->str);
             goto fail;
         }

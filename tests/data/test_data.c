@@ -176,7 +176,7 @@ static void test_dataset_errors(void) {
     expect_error("noanswer.json", buf, "must end with an assistant");
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
                               "{\"role\": \"user\", \"content\": \"q\"}]}]", good);
-    expect_error("order.json", buf, "expected a assistant turn");
+    expect_error("order.json", buf, "message 1: expected role assistant, got user");
     write_text("badline.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
                                 "\"content\": \"a\"}]}\n{\"messages\": [\n");
     d = load1("badline.jsonl", 0, &err);
