@@ -33,7 +33,8 @@ typedef struct tdm_batch {
     float *pixel_values;     /* [n_patches, patch_dim], Qwen's patch order, values in [-1, 1] */
 
     int n_samples;           /* samples packed here (== n_seqs) */
-    int64_t first_sample;    /* global index (in the epoch's order) of the first sample */
+    int64_t first_sample;    /* position of its first sample in the run's sample stream:
+                                step*G + this rank's and micro-batch's offset (-1: built by hand) */
     uint64_t fingerprint;    /* XXH3 of ids, labels, positions, grids and pixels */
     int64_t step;            /* the global batch this micro-batch belongs to (-1: built by hand) */
     int micro;               /* its index among this rank's micro-batches of that step */
