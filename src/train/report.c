@@ -253,7 +253,6 @@ static int timeline_svg(const tdm_ab_side *s, const char *out, tdm_strbuf *sb) {
             static const char *const kinds[] = {"compute", "comm", "loader"};
             snprintf(labels[row], sizeof labels[row], "rank %d %s", e->rank,
                      kinds[e->thread_kind < 3 ? e->thread_kind : 0]);
-            label_ptr[row] = labels[row];
         }
         int kind = e->cat == TDM_PROF_COMM ? TDM_SVG_COMM
                    : e->cat == TDM_PROF_WAIT ? TDM_SVG_WAIT
@@ -262,6 +261,24 @@ static int timeline_svg(const tdm_ab_side *s, const char *out, tdm_strbuf *sb) {
         int depth = e->cat == TDM_PROF_LAYER ? 1 : e->cat == TDM_PROF_KERNEL ? 2 : e->cat == TDM_PROF_WAIT ? 1 : 0;
         bars[nb++] = (tdm_svg_bar){row, (e->t0_us - lo) / 1e3, (e->t1_us - lo) / 1e3, kind, depth};
     }
+    /* rows in reading order: by rank, then compute, comm, loader */
+    int order[MAX_ROWS], where[MAX_ROWS], kind_of[MAX_ROWS];
+    for (int k = 0; k < n_rows; k++) {
+        order[k] = k;
+        kind_of[k] = strstr(labels[k], "compute") ? 0 : strstr(labels[k], "comm") ? 1 : 2;
+    }
+    for (int i = 1; i < n_rows; i++) /* insertion sort: a handful of rows */
+        for (int j = i; j > 0; j--) {
+            int x = order[j - 1], y = order[j];
+            long kx = (long)row_rank[x] * 16 + kind_of[x], ky = (long)row_rank[y] * 16 + kind_of[y];
+            if (kx < ky || (kx == ky && row_tid[x] <= row_tid[y])) break;
+            order[j - 1] = y, order[j] = x;
+        }
+    for (int k = 0; k < n_rows; k++) {
+        where[order[k]] = k;
+        label_ptr[k] = labels[order[k]];
+    }
+    for (int64_t i = 0; i < nb; i++) bars[i].row = where[bars[i].row];
     char title[160];
     snprintf(title, sizeof title, "%s: step %lld timeline (rank 0's step, all ranks)", s->label, (long long)step);
     tdm_svg_timeline(sb, title, label_ptr, n_rows, bars, nb, 0, (hi - lo) / 1e3);
