@@ -1,15 +1,13 @@
 /* attention.c - flash-style scaled dot-product attention over packed segments.
  *
- * Work unit: one segment, one kv head, and a block of up to TQ query positions. The
+ * Work unit: one segment, one kv head, and a block of up to tq query positions. The
  * G = nh/nkv query heads that share the kv head are packed together, so a block holds
  * M = G * mq query rows (row r = position r / G, head r % G of the group) and every
- * key/value tile read is used by all G heads at once (GQA costs no extra K/V traffic,
- * and the small sgemms get G times taller).
+ * key/value tile read is used by all G heads at once (GQA costs no extra K/V traffic).
  *
  * The forward walks the key tiles of TK rows, computes the score tile
- * S = scale Q K^T [M, TK] with one sgemm straight from the strided k array, and folds
- * it into a running row maximum m, row sum l and unnormalised output acc (the online
- * softmax):
+ * S = scale Q K^T [M, TK] and folds it into a running row maximum m, row sum l and
+ * unnormalised output acc (the online softmax):
  *   m' = max(m, max_j S_rj);  P_rj = e^{S_rj - m'};  l = l e^{m - m'} + sum_j P_rj;
  *   acc = acc e^{m - m'} + P V.
  * At the end out = acc / l and lse = m + log l. Only one M x TK tile exists at a time.
@@ -17,34 +15,95 @@
  * The backward recomputes P = e^{S - lse} tile by tile and applies
  *   dV += P^T dO;  dP = dO V^T;  dS = P (dP - D) with D_r = sum_c dO_rc O_rc;
  *   dQ += scale dS K;  dK += scale dS^T Q,
- * dK and dV accumulating straight into the strided dk, dv arrays (beta = 1 sgemms),
- * dQ into a packed block that is written out once at the end.
+ * dK and dV accumulating straight into the strided dk, dv arrays, dQ into a packed
+ * block that is written out once at the end.
+ * Every product is a tdm_tile_matmul (tile_matmul.h) rather than an sgemm: at these
+ * sizes sgemm's packing and call costs were a third of the time. The keys and values of
+ * a (segment, kv head) are packed once into the workspace, as contiguous rows and
+ * transposed (Kt [hd, len]), and shared by all its query blocks, so every product reads
+ * its B operand row by row; products with a transposed A (dV = P^T dO, dK = dS^T Q)
+ * read A with swapped strides.
  * Causal masking: position i sees keys j <= i of its segment, so key tiles past the
  * block's last position are never visited and a tile crossing the diagonal masks the
  * keys each row may not see.
  */
 #include "kernels/kernels.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
+#include "kernels/tile_matmul.h"
 #include "kernels/vec.h"
 
-/* Query positions and keys per tile. A score tile is G*TQ x TK floats (32 KB to 128 KB
- * for G = 1..4), which stays in the L2 cache along with its dP twin in the backward. */
-#ifndef TDM_ATT_TQ
-#define TDM_ATT_TQ 64
+/* Tile sizes. A block packs ROWS query rows (ROWS / G positions of each of the G
+ * heads, at least 16 positions), whatever the GQA ratio; key tiles hold TK keys. A
+ * score tile is ROWS x TK floats (64 KB), which stays in the L2 cache along with its dP
+ * twin in the backward. Measured on Zen3: 128 x 128 is as fast as 256 x 128 or
+ * 128 x 256 (within noise) and wastes less of the diagonal tiles in causal attention. */
+#ifndef TDM_ATT_ROWS
+#define TDM_ATT_ROWS 128
 #define TDM_ATT_TK 128
 #endif
-enum { TQ = TDM_ATT_TQ, TK = TDM_ATT_TK };
+enum { ROWS = TDM_ATT_ROWS, TK = TDM_ATT_TK };
 
-/* forward: S [M,TK], acc [M,hd], Q [M,hd], m [M], l [M]
- * backward: P [M,TK], dP [M,TK], Q, dO, dQ [M,hd] each, D [M], lse [M] */
+/* query positions per block for G query heads per kv head */
+static int block_positions(int G) {
+    int tq = ROWS / G;
+    return tq < 16 ? 16 : tq;
+}
+
+/* Workspace: the packed keys and values of one (segment, kv head), then the block
+ * scratch. kv pack: K and V rows [n, hd] and transposed [hd, round_up(n, 8)] each;
+ * forward block: S [M,TK], acc [M,hd], Q [M,hd], m [M], l [M];
+ * backward block: P [M,TK], dP [M,TK], Q, dO, dQ [M,hd] each, D [M], lse [M];
+ * with M = G * block_positions(G) rows. */
+static int64_t kv_pack_floats(int n, int hd) { return 4 * (int64_t)hd * ((n + 7) & ~7); }
+
 int64_t tdm_attention_workspace_floats(int n, int nh, int nkv, int hd) {
-    (void)n;
-    int64_t m = (int64_t)(nh / nkv) * TQ;
-    return 2 * m * TK + 3 * m * hd + 2 * m;
+    int G = nh / nkv;
+    int64_t m = (int64_t)G * block_positions(G);
+    return kv_pack_floats(n, hd) + 2 * m * TK + 3 * m * hd + 2 * m;
+}
+
+/* One segment's keys and values for one kv head, in the two layouts the products read,
+ * packed once and shared by all the segment's query blocks:
+ *   kr, vr [len, hd]: contiguous rows (the originals are nkv*hd floats apart, which maps
+ *                     a tile onto a handful of L1 sets when that is a power of two);
+ *   kt, vt [hd, ldt]: transposed, ldt = round_up(len, 8), columns len..ldt-1 zero so the
+ *                     score products run whole vectors past the last key.
+ * Key j of the pack is row kb + j of the segment. */
+typedef struct {
+    float *kr, *kt, *vr, *vt;
+    int len, ldt;
+} kv_pack;
+
+static void transpose_rows(float *t, int ldt, const float *rows, int len, int hd) {
+    /* 8 keys at a time: eight sequential read streams, one 32-byte write per c */
+    for (int j0 = 0; j0 < ldt; j0 += 8) {
+        int w = len - j0 < 8 ? len - j0 : 8;
+        for (int c = 0; c < hd; c++) {
+            float *dst = t + (int64_t)c * ldt + j0;
+            for (int j = 0; j < 8; j++) dst[j] = j < w ? rows[(int64_t)(j0 + j) * hd + c] : 0.0f;
+        }
+    }
+}
+
+/* Packs rows kb..ke-1 of kv head kvh from k and v ([n, nkv, hd]); v is transposed only
+ * when the caller needs vt (the backward's dP = dO V^T). */
+static kv_pack pack_kv(float *ws, int n, const float *k, const float *v, int kb, int ke, int kvh, int nkv, int hd,
+                       int want_vt) {
+    kv_pack p;
+    p.len = ke - kb, p.ldt = (p.len + 7) & ~7;
+    int64_t cap = (int64_t)hd * ((n + 7) & ~7);
+    p.kr = ws, p.kt = ws + cap, p.vr = ws + 2 * cap, p.vt = ws + 3 * cap;
+    for (int j = 0; j < p.len; j++) {
+        int64_t src = ((int64_t)(kb + j) * nkv + kvh) * hd;
+        memcpy(p.kr + (int64_t)j * hd, k + src, sizeof(float) * (size_t)hd);
+        memcpy(p.vr + (int64_t)j * hd, v + src, sizeof(float) * (size_t)hd);
+    }
+    transpose_rows(p.kt, p.ldt, p.kr, p.len, hd);
+    if (want_vt) transpose_rows(p.vt, p.ldt, p.vr, p.len, hd);
+    return p;
 }
 
 /* p[j] = e^{p[j] - m} for j < ncol and 0 for ncol <= j < width; returns sum_j p[j]. */
@@ -108,11 +167,10 @@ static int block_key_end(const block *b) {
     return b->q0 + b->mq < b->ke ? b->q0 + b->mq : b->ke;
 }
 
-static void forward_block(float *out, float *lse, const float *q, const float *k, const float *v, const block *b,
-                          float *ws) {
-    int M = b->G * b->mq, hd = b->hd, ldk = b->nkv * hd;
-    float *s = ws;                 /* [M, TK] scores, then probabilities */
-    float *acc = s + (int64_t)M * TK; /* [M, hd] unnormalised output */
+static void forward_block(float *out, float *lse, const float *q, const kv_pack *kv, const block *b, float *ws) {
+    int M = b->G * b->mq, hd = b->hd;
+    float *s = ws;                     /* [M, TK] scores, then probabilities */
+    float *acc = s + (int64_t)M * TK;  /* [M, hd] unnormalised output */
     float *qp = acc + (int64_t)M * hd; /* [M, hd] packed queries */
     float *m = qp + (int64_t)M * hd;   /* [M] running max */
     float *l = m + M;                  /* [M] running sum */
@@ -121,10 +179,8 @@ static void forward_block(float *out, float *lse, const float *q, const float *k
     for (int r = 0; r < M; r++) m[r] = -INFINITY, l[r] = 0.0f;
     int kend = block_key_end(b);
     for (int k0 = b->kb; k0 < kend; k0 += TK) {
-        int mk = kend - k0 < TK ? kend - k0 : TK;
-        const float *kp = k + ((int64_t)k0 * b->nkv + b->kvh) * hd;
-        const float *vp = v + ((int64_t)k0 * b->nkv + b->kvh) * hd;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, mk, hd, b->scale, qp, hd, kp, ldk, 0.0f, s, TK);
+        int mk = kend - k0 < TK ? kend - k0 : TK, j0 = k0 - b->kb;
+        tdm_tile_matmul(M, (mk + 7) & ~7, hd, b->scale, qp, hd, 1, kv->kt + j0, kv->ldt, 0, s, TK);
         for (int r = 0; r < M; r++) {
             float *row = s + (int64_t)r * TK;
             int ncol = visible_keys(b->causal, b->q0 + r / b->G, k0, mk);
@@ -143,7 +199,7 @@ static void forward_block(float *out, float *lse, const float *q, const float *k
                 for (int c = 0; c < hd; c++) a[c] *= alpha;
             }
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hd, mk, 1.0f, s, TK, vp, ldk, 1.0f, acc, hd);
+        tdm_tile_matmul(M, hd, mk, 1.0f, s, TK, 1, kv->vr + (int64_t)j0 * hd, hd, 1, acc, hd);
     }
     for (int r = 0; r < M; r++) {
         float *a = acc + (int64_t)r * hd;
@@ -157,18 +213,23 @@ static void forward_block(float *out, float *lse, const float *q, const float *k
 void tdm_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                            const int32_t *cu_seqlens, int nseg, int nh, int nkv, int hd, int causal, float scale,
                            float *workspace) {
+    int tq = block_positions(nh / nkv), n = nseg > 0 ? cu_seqlens[nseg] : 0;
+    float *scratch = workspace + kv_pack_floats(n, hd);
     for (int sg = 0; sg < nseg; sg++) {
         int kb = cu_seqlens[sg], ke = cu_seqlens[sg + 1];
-        for (int kvh = 0; kvh < nkv; kvh++)
-            for (int q0 = kb; q0 < ke; q0 += TQ) {
-                block b = {q0, ke - q0 < TQ ? ke - q0 : TQ, kb, ke, kvh, nh / nkv, nh, nkv, hd, causal, scale};
-                forward_block(out, lse, q, k, v, &b, workspace);
+        if (ke <= kb) continue;
+        for (int kvh = 0; kvh < nkv; kvh++) {
+            kv_pack kv = pack_kv(workspace, n, k, v, kb, ke, kvh, nkv, hd, 0);
+            for (int q0 = kb; q0 < ke; q0 += tq) {
+                block b = {q0, ke - q0 < tq ? ke - q0 : tq, kb, ke, kvh, nh / nkv, nh, nkv, hd, causal, scale};
+                forward_block(out, lse, q, &kv, &b, scratch);
             }
+        }
     }
 }
 
-static void backward_block(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                           const float *v, const float *out, const float *lse, const block *b, float *ws) {
+static void backward_block(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *out,
+                           const float *lse, const kv_pack *kv, const block *b, float *ws) {
     int M = b->G * b->mq, hd = b->hd, ldk = b->nkv * hd, G = b->G;
     float *p = ws;                      /* [M, TK] probabilities */
     float *dp = p + (int64_t)M * TK;    /* [M, TK] dP, then dS */
@@ -190,25 +251,23 @@ static void backward_block(float *dq, float *dk, float *dv, const float *dout, c
     }
     int kend = block_key_end(b);
     for (int k0 = b->kb; k0 < kend; k0 += TK) {
-        int mk = kend - k0 < TK ? kend - k0 : TK;
+        int mk = kend - k0 < TK ? kend - k0 : TK, npad = (mk + 7) & ~7, j0 = k0 - b->kb;
         int64_t koff = ((int64_t)k0 * b->nkv + b->kvh) * hd;
-        const float *kp = k + koff, *vp = v + koff;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, mk, hd, b->scale, qp, hd, kp, ldk, 0.0f, p, TK);
+        tdm_tile_matmul(M, npad, hd, b->scale, qp, hd, 1, kv->kt + j0, kv->ldt, 0, p, TK);
         for (int r = 0; r < M; r++)
             exp_row(p + (int64_t)r * TK, visible_keys(b->causal, b->q0 + r / G, k0, mk), mk, lr[r]);
-        if (dv)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mk, hd, M, 1.0f, p, TK, dop, hd, 1.0f, dv + koff, ldk);
+        if (dv) tdm_tile_matmul(mk, hd, M, 1.0f, p, 1, TK, dop, hd, 1, dv + koff, ldk);
         if (!dq && !dk) continue;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, mk, hd, 1.0f, dop, hd, vp, ldk, 0.0f, dp, TK);
+        tdm_tile_matmul(M, npad, hd, 1.0f, dop, hd, 1, kv->vt + j0, kv->ldt, 0, dp, TK);
         for (int r = 0; r < M; r++) {
             float *pr = p + (int64_t)r * TK, *dr = dp + (int64_t)r * TK;
             float di = dd[r];
-            for (int j = 0; j < mk; j++) dr[j] = pr[j] * (dr[j] - di);
+            int j = 0;
+            for (; j + 8 <= mk; j += 8) tdm_v8_store(dr + j, tdm_v8_load(pr + j) * (tdm_v8_load(dr + j) - di));
+            for (; j < mk; j++) dr[j] = pr[j] * (dr[j] - di);
         }
-        if (dq) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, hd, mk, b->scale, dp, TK, kp, ldk, 1.0f, dqp, hd);
-        if (dk)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, mk, hd, M, b->scale, dp, TK, qp, hd, 1.0f, dk + koff,
-                        ldk);
+        if (dq) tdm_tile_matmul(M, hd, mk, b->scale, dp, TK, 1, kv->kr + (int64_t)j0 * hd, hd, 1, dqp, hd);
+        if (dk) tdm_tile_matmul(mk, hd, M, b->scale, dp, 1, TK, qp, hd, 1, dk + koff, ldk);
     }
     if (dq) unpack_rows(dq, dqp, b);
 }
@@ -222,12 +281,17 @@ void tdm_attention_backward(float *dq, float *dk, float *dv, const float *dout, 
      * cover. dq is written block by block. */
     if (dk) memset(dk + (int64_t)r0 * nkv * hd, 0, sizeof(float) * (size_t)(r1 - r0) * nkv * hd);
     if (dv) memset(dv + (int64_t)r0 * nkv * hd, 0, sizeof(float) * (size_t)(r1 - r0) * nkv * hd);
+    int tq = block_positions(nh / nkv), n = cu_seqlens[nseg];
+    float *scratch = workspace + kv_pack_floats(n, hd);
     for (int sg = 0; sg < nseg; sg++) {
         int kb = cu_seqlens[sg], ke = cu_seqlens[sg + 1];
-        for (int kvh = 0; kvh < nkv; kvh++)
-            for (int q0 = kb; q0 < ke; q0 += TQ) {
-                block b = {q0, ke - q0 < TQ ? ke - q0 : TQ, kb, ke, kvh, nh / nkv, nh, nkv, hd, causal, scale};
-                backward_block(dq, dk, dv, dout, q, k, v, out, lse, &b, workspace);
+        if (ke <= kb) continue;
+        for (int kvh = 0; kvh < nkv; kvh++) {
+            kv_pack kv = pack_kv(workspace, n, k, v, kb, ke, kvh, nkv, hd, dq || dk);
+            for (int q0 = kb; q0 < ke; q0 += tq) {
+                block b = {q0, ke - q0 < tq ? ke - q0 : tq, kb, ke, kvh, nh / nkv, nh, nkv, hd, causal, scale};
+                backward_block(dq, dk, dv, dout, q, out, lse, &kv, &b, scratch);
             }
+        }
     }
 }
