@@ -32,14 +32,17 @@ static void usage(FILE *f) {
             "  --baseline \"FLAGS\"      flags only the baseline gets (may be \"\")\n"
             "  --candidate \"FLAGS\"     flags only the candidate gets, e.g. \"--overlap-grad-reduce\"\n"
             "  --steps N               optimizer steps per timing run (default 200)\n"
-            "  --window A:B            steps used for statistics, inclusive (default 21:200)\n"
+            "  --window A:B            steps used for statistics, inclusive (default 21:200; with --steps\n"
+            "                          under 200: the last 90%% of the steps)\n"
             "  --repeats R             timing runs per side, interleaved A B A B (default 1)\n"
             "  --audit-steps N         steps of the fingerprint audit runs (default --steps; 0 skips the audit)\n"
             "  --profile-steps N       steps profiled per side, from the window's start (default 3; 0: none)\n"
             "  --profile-level L       profiler level 0, 1 or 2 (default 1)\n"
             "  --bootstrap-seed S      seed of the bootstrap interval (default 20261129)\n"
             "  --out DIR               report directory (default ab-report)\n"
-            "  every other flag is a `tandem train` flag (see tandem train --help), given to both sides.\n");
+            "  every other flag is a `tandem train` flag (see tandem train --help), given to both sides.\n"
+            "  scripts/demo.sh runs a short protocol on the tiny configuration and the built-in data;\n"
+            "  docs/ab-protocol.md explains the table and the report.\n");
 }
 
 static int local_ranks(void) {

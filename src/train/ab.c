@@ -227,7 +227,31 @@ static void append_records(tdm_ab_side *s, int repeat, const tdm_train_result *r
     }
 }
 
+/* The practice confirmed from the log's DistributedDataParallelConfig line that the
+ * candidate really ran with overlap_grad_reduce=True. Generalised: every differing
+ * argument ("name: a -> b") that the DDP lines show as "name=value" must show each
+ * side's value. */
+static void confirm_ddp_lines(tdm_ab_result *r) {
+    r->ddp_line_confirms = -1;
+    for (int i = 0; i < r->n_diff; i++) {
+        char name[128], va[256], vb[256];
+        if (sscanf(r->diff_lines[i], "%127[^:]: %255s -> %255s", name, va, vb) != 3) continue;
+        for (int s = 0; s < 2; s++) {
+            char key[160];
+            snprintf(key, sizeof key, "%s=", name);
+            const char *p = strstr(r->side[s].ddp_config_line, key);
+            if (!p) continue;
+            p += strlen(key);
+            const char *want = s ? vb : va;
+            size_t n = strcspn(p, ",)");
+            int match = strlen(want) == n && !strncmp(p, want, n);
+            if (r->ddp_line_confirms != 0) r->ddp_line_confirms = match;
+        }
+    }
+}
+
 void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
+    confirm_ddp_lines(r);
     tdm_ab_side *A = &r->side[0], *B = &r->side[1];
     double *ta, *tb;
     int64_t na, nb;

@@ -101,6 +101,8 @@ typedef struct tdm_ab_result {
     int nan_iterations, skipped_iterations; /* both sides, all runs */
     int world;
     double wall_s;
+    int ddp_line_confirms;         /* each differing argument shown in the DDP config lines has the
+                                      side's value there: 1 yes, 0 no, -1 none of them is shown */
     int setup_failed;              /* the failure came before any run: every rank failed alike */
 } tdm_ab_result;
 

@@ -57,6 +57,9 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     row3(sb, "sample throughput (samples/s)", A->samples_per_s, B->samples_per_s, ch);
     tdm_sb_printf(sb, "  %s\n", r->noise_sentence);
 
+    if (r->ddp_line_confirms >= 0)
+        tdm_sb_printf(sb, "  DDP config lines show each side's value of the differing flags: %s\n",
+                      yes_no(r->ddp_line_confirms));
     tdm_sb_puts(sb, "\n  Precision (every step, first timing run of each side)\n");
     tdm_sb_printf(sb, "  %-52s %s\n", "learning rate identical", yes_no(r->lr_equal));
     tdm_sb_printf(sb, "  %-52s %s\n", "consumed samples identical", yes_no(r->consumed_samples_equal));
@@ -172,9 +175,10 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     json_num(sb, "max_rel_grad_norm_dev", r->max_rel_grad_norm_dev);
     tdm_sb_printf(sb,
                   ",\n  \"lr_equal\": %s,\n  \"consumed_samples_equal\": %s,\n  \"global_batch_size_equal\": %s,\n"
-                  "  \"all_finite\": %s,\n  \"repeats_bitwise_equal\": %s,\n",
+                  "  \"all_finite\": %s,\n  \"repeats_bitwise_equal\": %s,\n  \"ddp_config_confirms_diff\": %s,\n",
                   tf[!!r->lr_equal], tf[!!r->consumed_samples_equal], tf[!!r->global_batch_equal],
-                  tf[!!r->all_finite], tf[!!r->repeats_bitwise_equal]);
+                  tf[!!r->all_finite], tf[!!r->repeats_bitwise_equal],
+                  r->ddp_line_confirms < 0 ? "null" : tf[!!r->ddp_line_confirms]);
     if (r->fingerprints_equal < 0) tdm_sb_puts(sb, "  \"fingerprints_equal\": null,\n");
     else tdm_sb_printf(sb, "  \"fingerprints_equal\": %s,\n", tf[!!r->fingerprints_equal]);
     tdm_sb_printf(sb, "  \"audit_steps\": %lld,\n  \"nan_iterations\": %d,\n  \"skipped_iterations\": %d,\n  ",

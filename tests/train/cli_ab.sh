@@ -70,7 +70,7 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 errs = []
 for k in ["loss_bitwise_equal", "lr_equal", "consumed_samples_equal", "global_batch_size_equal",
-          "fingerprints_equal", "all_finite", "grad_norm_bitwise_equal"]:
+          "fingerprints_equal", "all_finite", "grad_norm_bitwise_equal", "ddp_config_confirms_diff"]:
     if s.get(k) is not True: errs.append(f"{k} = {s.get(k)!r}")
 for k in ["nan_iterations", "skipped_iterations"]:
     if s.get(k) != 0: errs.append(f"{k} = {s.get(k)!r}")

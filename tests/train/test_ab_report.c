@@ -81,6 +81,11 @@ static void test_statistics_and_equal_precision(void) {
               r.grad_norm_bitwise_equal && r.all_finite && r.repeats_bitwise_equal,
           "identical runs pass every precision row");
     CHECK(r.nan_iterations == 0 && r.skipped_iterations == 0, "no NaN");
+    CHECK(r.ddp_line_confirms == 1, "the DDP lines show False and True");
+    snprintf(r.side[1].ddp_config_line, sizeof r.side[1].ddp_config_line, "X(overlap_grad_reduce=False)");
+    tdm_ab_compute(&o, &r);
+    CHECK(r.ddp_line_confirms == 0, "a candidate whose DDP line says False is caught");
+    snprintf(r.side[1].ddp_config_line, sizeof r.side[1].ddp_config_line, "X(overlap_grad_reduce=True)");
     tdm_ab_compute(&o, &r); /* idempotent */
     CHECK(r.nan_iterations == 0 && r.side[0].window_samples == 8 * 30 * REPEATS, "compute twice, same counts");
     tdm_ab_result_free(&r);
