@@ -19,6 +19,7 @@
 
 #include "harness.h"
 #include "kcheck.h"
+#include "kernels/tile_matmul.h"
 
 #define FWD_TOL 1e-5
 #define BWD_TOL 2e-5
@@ -248,7 +249,37 @@ static void test_segments_isolated(void) {
     free(ws), free(o1), free(o2), free(lse);
 }
 
+/* The tile product inside the attention, directly: every row-block height (1..6), both
+ * column-panel widths and the scalar column tail, A read plain and transposed,
+ * overwrite and accumulate, against a double reference. */
+static void test_tile_matmul(void) {
+    const char *label = "tile matmul";
+    const int shapes[][3] = {{1, 1, 1}, {5, 7, 3}, {6, 16, 8}, {13, 37, 29}, {128, 72, 64}, {17, 24, 130}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int trans = 0; trans <= 1; trans++)
+            for (int accumulate = 0; accumulate <= 1; accumulate++) {
+                int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2], ldb = n + 3, ldc = n + 5;
+                float *a = kc_randf((int64_t)m * k, 1), *b = kc_randf((int64_t)k * ldb, 1);
+                float *c = accumulate ? kc_randf((int64_t)m * ldc, 1) : kc_nanf((int64_t)m * ldc);
+                double *ref = kc_zerod((int64_t)m * n);
+                /* A is stored m x k (plain) or k x m (read transposed) */
+                int64_t a_row = trans ? 1 : k, a_col = trans ? m : 1;
+                for (int i = 0; i < m; i++)
+                    for (int j = 0; j < n; j++) {
+                        double t = 0.0;
+                        for (int kk = 0; kk < k; kk++) t += (double)a[i * a_row + kk * a_col] * b[kk * ldb + j];
+                        ref[i * n + j] = 0.5 * t + (accumulate ? c[i * ldc + j] : 0.0);
+                    }
+                tdm_tile_matmul(m, n, k, 0.5f, a, a_row, a_col, b, ldb, accumulate, c, ldc);
+                float *got = kc_nanf((int64_t)m * n);
+                for (int i = 0; i < m; i++) memcpy(got + i * n, c + i * ldc, sizeof(float) * n);
+                CHECK_ERR(kc_err(got, ref, (int64_t)m * n), FWD_TOL, "C");
+                free(a), free(b), free(c), free(ref), free(got);
+            }
+}
+
 int main(void) {
+    RUN(test_tile_matmul);
     RUN(test_reference_matches_finite_differences);
     RUN(test_one_segment);
     RUN(test_uneven_segments);
