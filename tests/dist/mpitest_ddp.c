@@ -26,6 +26,7 @@
 #include "dist/optimizer.h"
 #include "dist/synth.h"
 #include "harness.h"
+#include "prof/profiler.h"
 
 enum { STEPS = 30, MICRO = 2 };
 static const uint64_t SEED = 1234;
@@ -545,6 +546,39 @@ static void test_optimizer_state_reshard(void) {
     free(s);
 }
 
+/* Level-1 profiler events: per bucket, a post mark and a completed collective on the
+ * comm thread's track; layers from the hooks on the compute track. */
+static void test_profiler_events(void) {
+    for (int prog = 0; prog <= 1; prog++) {
+        run_opts o = default_opts(1, 1, 0, prog ? TDM_DDP_PROGRESS_INLINE : TDM_DDP_PROGRESS_THREAD);
+        o.steps = 3;
+        tdm_prof_record_start(1, 100000);
+        run_result r;
+        CHECK(run(&o, &r) == 0, "%s", r.err);
+        tdm_prof_record_stop();
+        tdm_prof_collection c;
+        tdm_prof_collect(&c);
+        int rs = 0, ag = 0, posted = 0, layers = 0, off_track = 0;
+        for (int64_t k = 0; k < c.n_events; k++) {
+            const tdm_prof_event *e = &c.events[k];
+            const char *track = e->tid >= 0 && e->tid < c.n_threads ? c.threads[e->tid].name : "";
+            if (e->cat == TDM_PROF_COMM && strcmp(e->name, "grad reduce-scatter") == 0) rs++;
+            if (e->cat == TDM_PROF_COMM && strcmp(e->name, "param all-gather") == 0) ag++;
+            if (e->cat == TDM_PROF_COMM && !prog && strcmp(track, "comm") != 0) off_track++;
+            if (e->cat == TDM_PROF_MARK && strcmp(e->name, "grad bucket posted") == 0) posted++;
+            if (e->cat == TDM_PROF_LAYER) layers++;
+            CHECK(e->t1_ns >= e->t0_ns, "event %s ends before it starts", e->name);
+        }
+        CHECK(rs == 3 * r.n_buckets && ag == 3 * r.n_buckets && posted == 3 * r.n_buckets,
+              "%s: %d reduce-scatters, %d all-gathers, %d posts for 3 steps of %d buckets", prog ? "inline" : "thread",
+              rs, ag, posted, r.n_buckets);
+        CHECK(off_track == 0, "%d collectives recorded outside the comm thread's track", off_track);
+        CHECK(layers == 3 * MICRO * 2 * (SY_L + 2), "%d layer events", layers);
+        tdm_prof_collection_free(&c);
+        run_free(&r);
+    }
+}
+
 /* Not an assertion (no timing tests): how much CPU the communication thread used. */
 static void test_report_comm_thread_cpu(void) {
     run_opts o = default_opts(1, 1, 1, TDM_DDP_PROGRESS_THREAD);
@@ -580,6 +614,7 @@ int main(int argc, char **argv) {
     RUN(test_param_gather_never_read_early);
     RUN(test_timers_report);
     RUN(test_optimizer_state_reshard);
+    RUN(test_profiler_events);
     RUN(test_report_comm_thread_cpu);
     /* one summary for the job: failures on any rank count */
     int counts[2] = {t_passed, t_failed}, worst[2];
