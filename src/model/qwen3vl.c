@@ -347,6 +347,21 @@ static int check_batch(const tdm_model *m, const tdm_batch *b, int *n_image_rows
     return 0;
 }
 
+/* Units [lo, hi) that this micro-batch does not run (the vision tower of a text-only
+ * batch) still keep the hook contract, so the data-parallel layer's counts add up:
+ * forward announces their parameters as needed, backward reports their (untouched,
+ * zero-contribution) gradients ready, in reverse order. */
+static void skip_units(tdm_model *m, int lo, int hi, int backward) {
+    if (!backward) {
+        if (!m->hooks.param_needed) return;
+        for (int i = 0; i < m->params.n; i++)
+            if (m->params.p[i].unit >= lo && m->params.p[i].unit < hi) m->hooks.param_needed(m->hooks.ctx, i);
+    } else {
+        for (int i = m->params.n - 1; i >= 0; i--)
+            if (m->params.p[i].unit >= lo && m->params.p[i].unit < hi) tdm_model_grad_ready(m, i);
+    }
+}
+
 /* Forward through vision and decoder up to the final norm (fills m->a). */
 static int run_forward(tdm_model *m, const tdm_batch *b, int *n_image_rows, int *nseg, tdm_error *err) {
     if (check_batch(m, b, n_image_rows, err)) return -1;
@@ -357,6 +372,7 @@ static int run_forward(tdm_model *m, const tdm_batch *b, int *n_image_rows, int 
                                   b->n_images, &m->cfg.vision);
     tdm_mrope_tables(a->txt_rope_cos, a->txt_rope_sin, b->position_ids, b->n_tokens, &m->cfg.text);
     if (b->n_patches > 0) tdm_vision_forward(m, b, *nseg);
+    else skip_units(m, m->u_vis_embed, m->u_embed, 0); /* text-only micro-batch */
     tdm_decoder_forward(m, b, *n_image_rows);
     return 0;
 }
@@ -387,6 +403,7 @@ int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scal
     if (need_decoder) tdm_decoder_backward(m, b, n_img, need_vision);
     else if (m->cfg.tie_word_embeddings) tdm_model_grad_ready(m, m->embed);
     if (need_vision) tdm_vision_backward(m, b, nseg);
+    else if (b->n_patches == 0) skip_units(m, m->u_vis_embed, m->u_embed, 1);
     res->loss_sum = loss;
     res->n_tokens = count;
     return 0;

@@ -150,6 +150,44 @@ static void test_forward_only_hooks(void) {
     unmake(&s);
 }
 
+/* A text-only micro-batch runs no vision, but the counts must still add up. */
+static void test_hooks_text_only(void) {
+    tdm_model_config c;
+    cfg_small(&c, 32, 32, 3, 2, 64);
+    tdm_error err;
+    tdm_model *m = tdm_model_create(&c, NULL, &err);
+    float *d, *g;
+    tdm_param_table_alloc(tdm_model_params(m), &d, &g, &err);
+    tdm_model_init_weights(m, 1);
+    rb_sample smp[2] = {{.text_len = 6}, {.text_len = 9}};
+    tdm_batch b;
+    rb_build(&b, &c, smp, 2, 4);
+    tdm_model_limits lim = {64, 2, 64, 2};
+    CHECK(tdm_model_reserve(m, &lim, &err) == 0, "%s", err.msg);
+    tdm_param_table *t = tdm_model_params(m);
+    rec r = {.t = t, .last_needed = -1, .order_ok = 1};
+    r.needed = calloc((size_t)t->n, sizeof(int));
+    r.ready = calloc((size_t)t->n, sizeof(int));
+    r.snap = calloc((size_t)t->n, sizeof(float *));
+    tdm_param_hooks h = {&r, on_needed, on_ready, on_progress, on_begin, on_end};
+    tdm_model_set_hooks(m, &h);
+    tdm_fb_result res;
+    CHECK(tdm_model_forward_backward(m, &b, 1.0f, &res, &err) == 0, "%s", err.msg);
+    CHECK(r.order_ok, "param_needed out of order");
+    for (int i = 0; i < t->n; i++) {
+        CHECK(r.needed[i] == 1, "param_needed(%s) %d times", t->p[i].name, r.needed[i]);
+        CHECK(r.ready[i] == 1, "grad_ready(%s) %d times", t->p[i].name, r.ready[i]);
+    }
+    for (int i = 0; i < t->n; i++) free(r.snap[i]);
+    free(r.snap);
+    free(r.needed);
+    free(r.ready);
+    rb_free(&b);
+    tdm_free_big(d);
+    tdm_free_big(g);
+    tdm_model_free(m);
+}
+
 static void test_gradients_accumulate(void) {
     setup s;
     CHECK(make(&s, 0, (tdm_freeze){0, 0, 0, 0}) == 0, "setup");
@@ -230,6 +268,7 @@ int main(void) {
     RUN(test_hooks_frozen_llm);
     RUN(test_hooks_projector_only);
     RUN(test_forward_only_hooks);
+    RUN(test_hooks_text_only);
     RUN(test_gradients_accumulate);
     RUN(test_bad_batches);
     RUN(test_text_only_batch);
