@@ -1,6 +1,7 @@
 /* profiler.c - tool-config parsing, sessions, step hooks, and writing the outputs. */
 #include "prof/profiler.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,6 +261,16 @@ int tdm_prof_session_finish(MPI_Comm comm, tdm_error *err) {
         if (cpu.len) tdm_sb_puts(&cpu, ",\n");
         free(recs);
         tdm_prof_collection_free(&c);
+    }
+    /* MPI counts are ints: a merged trace past 2 GiB is refused (the per-rank files are
+     * already written); lower the capacity or the step range. */
+    long long mine = (long long)(items.len + cpu.len), total = 0;
+    MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, comm);
+    if (total >= INT_MAX) {
+        tdm_sb_free(&items);
+        tdm_sb_free(&cpu);
+        return tdm_errorf(err, "%s: the merged trace would be %lld bytes, more than 2 GiB; profile fewer steps or a "
+                          "lower level (per-rank traces were written)", S.cfg.save_path, total);
     }
     size_t n_all = 0, n_cpu = 0;
     char *all = gather_text(&items, comm, S.rank, S.world, &n_all);
