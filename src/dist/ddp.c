@@ -89,8 +89,13 @@ tdm_param_hooks tdm_ddp_hooks(tdm_ddp *ddp) {
 static void check_bucket(tdm_ddp *ddp, int b) {
     const tdm_ddp_bucket *bk = &ddp->L.buckets[b];
     const float *g = ddp->grads + bk->offset;
-    double ss = 0.0;
-    for (int64_t k = 0; k < bk->padded; k++) ss += (double)g[k] * (double)g[k];
+    /* four partial sums: independent chains the CPU can overlap (no -ffast-math) */
+    double s4[4] = {0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 4 <= bk->padded; k += 4)
+        for (int j = 0; j < 4; j++) s4[j] += (double)g[k + j] * (double)g[k + j];
+    for (; k < bk->padded; k++) s4[0] += (double)g[k] * (double)g[k];
+    double ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
     if (isfinite(ss) || ddp->nan_bucket >= 0) return;
     ddp->nan_bucket = b;
     for (int k = bk->first; k < bk->first + bk->count; k++) {

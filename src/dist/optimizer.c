@@ -13,13 +13,19 @@
  * ranks counts every element once. Plain: every rank holds the whole reduced
  * gradient, so the whole buffer is the global sum and no communication is needed. */
 static double owned_sumsq(const tdm_ddp *ddp) {
-    double ss = 0.0;
+    /* four partial sums in a fixed order: the same bits for the same data, and
+     * independent chains the CPU can overlap (no -ffast-math) */
+    double s4[4] = {0, 0, 0, 0};
     for (int b = 0; b < ddp->L.n_buckets; b++) {
         int64_t s, e;
         tdm_ddp_layout_shard(&ddp->L, b, ddp->rank, &s, &e);
-        for (int64_t k = s; k < e; k++) ss += (double)ddp->grads[k] * (double)ddp->grads[k];
+        const float *g = ddp->grads;
+        int64_t k = s;
+        for (; k + 4 <= e; k += 4)
+            for (int j = 0; j < 4; j++) s4[j] += (double)g[k + j] * (double)g[k + j];
+        for (; k < e; k++) s4[0] += (double)g[k] * (double)g[k];
     }
-    return ss;
+    return (s4[0] + s4[1]) + (s4[2] + s4[3]);
 }
 
 int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_scale, double *grad_norm,

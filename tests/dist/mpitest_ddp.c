@@ -231,6 +231,10 @@ static void test_learns(void) {
     CHECK(r.loss[STEPS - 1] < 0.8 * r.loss[0], "loss %g -> %g: training does not learn", r.loss[0],
           r.loss[STEPS - 1]);
     CHECK(r.norm[0] > 0 && isfinite(r.norm[0]), "norm %g", r.norm[0]);
+    run_result again;
+    run(&o, &again);
+    check_bitwise(&r, &again, "the same run twice");
+    run_free(&again);
     run_free(&r);
 }
 
