@@ -382,8 +382,15 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
                        "every run, step time = the slowest rank's.\n",
                   o->repeats, (long long)o->steps, (long long)o->window_lo, (long long)o->window_hi);
     tdm_sb_printf(&sb, "- The 95%% interval is a percentile bootstrap over the window's steps (%d resamples, seed "
-                       "%llu).\n",
+                       "%llu). Steps of one run are not independent (a slow period slows several in a row), so "
+                       "also compare the repeats' means:",
                   o->bootstrap_resamples, (unsigned long long)o->bootstrap_seed);
+    for (int s = 0; s < 2; s++) {
+        tdm_sb_printf(&sb, " %s", r->side[s].label);
+        for (int k = 0; k < r->side[s].repeats; k++)
+            tdm_sb_printf(&sb, "%s%.2f", k ? ", " : " ", r->side[s].repeat_mean_ms[k]);
+        tdm_sb_puts(&sb, s ? " ms.\n" : " ms;");
+    }
     if (A->audit_steps > 0)
         tdm_sb_printf(&sb, "- One fingerprint audit run per side (%lld steps): the hash of every rank's micro-batches "
                            "at every step, compared between the sides.\n",
