@@ -93,12 +93,12 @@ int main(int argc, char **argv) {
     double best = 1e30, best_cpu = 1e30;
     for (int r = 0; r < repeat; r++) {
         t0 = tdm_now_ns();
-        uint64_t c0 = tdm_thread_cpu_ns();
+        uint64_t cpu0 = tdm_thread_cpu_ns();
         for (size_t i = 0; i < n_lines; i++) {
             ids.len = 0;
             tdm_tokenizer_encode(t, line[i], line_len[i], &ids, &err);
         }
-        double cpu = (double)(tdm_thread_cpu_ns() - c0) * 1e-9, s = (double)(tdm_now_ns() - t0) * 1e-9;
+        double cpu = (double)(tdm_thread_cpu_ns() - cpu0) * 1e-9, s = (double)(tdm_now_ns() - t0) * 1e-9;
         if (s < best) best = s;
         if (cpu < best_cpu) best_cpu = cpu;
     }
