@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# cli_no_space.sh - the disk fills during a checkpoint save. --save points into a small
+# tmpfs (mounted here, unmounted on exit) with room for one checkpoint but not two: the
+# first save succeeds, the second must fail with a clear error naming the path, on every
+# rank, and leave the first checkpoint complete, loadable and named by the tracker.
+source "$(dirname "$0")/lib.sh"
+have train || skip_all "tandem train is not built"
+[ "$(id -u)" = 0 ] || skip_all "mounting a tmpfs needs root"
+make_data
+
+# the size of one checkpoint of this configuration, measured
+start_job "$W/size.log" "${TRAIN[@]}" --train-iters 1 --save "$W/ck_size"
+wait_job 120
+[ "$RC" -eq 0 ] || { bad "the sizing run failed (exit $RC)"; tail -n 5 "$W/size.log"; finish; exit 1; }
+kb=$(du -sk "$W/ck_size" | cut -f1)
+MNT="$W/mnt"
+mkdir -p "$MNT"
+if ! mount -t tmpfs -o size=$((kb * 3 / 2))k tmpfs "$MNT" 2>"$W/mount.err"; then
+  skip_all "cannot mount a tmpfs here: $(cat "$W/mount.err")"
+fi
+ck="$MNT/ck" log="$W/train.log"
+start_job "$log" "${TRAIN[@]}" --train-iters 4 --save "$ck" --save-interval 2
+wait_job 180; rc=$RC
+echo "checkpoint ${kb} KiB, tmpfs $((kb * 3 / 2)) KiB: exit $rc; $(grep -iE 'space|ENOSPC' "$log" | head -n1)"
+if [ "$rc" = 124 ]; then bad "the job hung on a full disk"; elif [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ]; then ok
+else bad "exit $rc (expected an error exit)"; fi
+grep -qi "no space left" "$log" && ok || { bad "no 'No space left' message"; tail -n 8 "$log"; }
+grep -i "no space left" "$log" | grep -qF "$ck" && ok || bad "the message does not name the checkpoint path"
+[ "$(ranks_left)" = 0 ] && ok || bad "a rank outlived mpirun"
+[ "$(tracker "$ck")" = 2 ] && ok || bad "tracker is '$(tracker "$ck")', expected 2"
+ls "$ck" | grep -q '\.tmp\.' && bad "the partial checkpoint was left on the full disk: $(ls "$ck")" || ok
+log2="$W/resume.log"
+start_job "$log2" "${TRAIN[@]}" --load "$ck" --train-iters 3
+wait_job 120
+if [ "$RC" -eq 0 ] && grep -qE "iteration +3/" "$log2"; then ok
+else bad "the previous checkpoint does not resume (exit $RC)"; tail -n 8 "$log2"; fi
+finish
