@@ -38,6 +38,7 @@ typedef struct run_opts {
     int micro;          /* micro-batches per rank per step */
     int steps;
     int skip_param;     /* table index that never reports grad_ready, or -1 */
+    int late_param;     /* table index that reports grad_ready at the end of backward, or -1 */
     int nan_rank;       /* inject a NaN on this rank ... */
     int64_t nan_iter;   /* ... in this iteration (-1: never) */
     int record_needed;  /* hash every parameter as forward reads it */
@@ -50,7 +51,7 @@ typedef struct run_result {
     int failed_step; /* -1: all steps succeeded */
     char err[1024];
     uint64_t *needed_hash; /* [steps][n_params], first micro-batch's forward */
-    tdm_ddp_bucket_trace trace0, trace_last;
+    tdm_ddp_bucket_trace trace0, trace1, trace_last;
     uint64_t tick_layer0_bwd, tick_bwd_end;
     int n_buckets;
     uint64_t comm_cpu_ns, wall_ns;
@@ -109,6 +110,7 @@ static run_opts default_opts(int dist, int overlap, int param_gather, tdm_ddp_pr
     o.micro = MICRO;
     o.steps = STEPS;
     o.skip_param = -1;
+    o.late_param = -1;
     o.nan_rank = -1;
     o.nan_iter = -1;
     return o;
@@ -121,6 +123,7 @@ static int run(const run_opts *o, run_result *res) {
     synth *s = calloc(1, sizeof *s);
     synth_build(s);
     s->skip_grad_ready = o->skip_param;
+    s->late_grad_ready = o->late_param;
     int rank, dp;
     MPI_Comm_rank(o->comm, &rank);
     MPI_Comm_size(o->comm, &dp);
@@ -169,6 +172,7 @@ static int run(const run_opts *o, run_result *res) {
         }
         tdm_ddp_timer_stop(ddp, TDM_TIMER_FORWARD_BACKWARD);
         tdm_ddp_get_bucket_trace(ddp, 0, &res->trace0);
+        tdm_ddp_get_bucket_trace(ddp, 1, &res->trace1);
         tdm_ddp_get_bucket_trace(ddp, res->n_buckets - 1, &res->trace_last);
         if (tdm_ddp_sum_across_ranks(ddp, sums, 2, &err) != 0 ||
             tdm_ddp_optimizer_step(ddp, &hp, (float)(1.0 / sums[1]), &res->norm[step], &err) != 0) {
@@ -386,6 +390,29 @@ static void test_structural_overlap_order(void) {
                   "post/start/done times out of order");
             run_free(&r);
         }
+}
+
+/* Buckets are posted in index order even when a later one is ready first (here the
+ * head, bucket 0, reports last, like a tied embedding): no rank can issue collectives
+ * in a different order, nothing hangs, and the numbers do not change. */
+static void test_bucket_order_kept_when_ready_out_of_order(void) {
+    synth tmp;
+    synth_build(&tmp);
+    int head = tmp.head_w;
+    tbl_free(&tmp.t);
+    run_result a, b;
+    run_opts o = default_opts(1, 0, 0, TDM_DDP_PROGRESS_THREAD);
+    run(&o, &a);
+    o.cfg.overlap_grad_reduce = 1;
+    o.late_param = head;
+    run(&o, &b);
+    check_bitwise(&a, &b, "late bucket 0 with overlap vs no overlap");
+    CHECK(b.trace1.ready_seq < b.tick_layer0_bwd, "bucket 1 should be ready early");
+    CHECK(b.trace0.post_seq > b.tick_layer0_bwd && b.trace1.post_seq > b.trace0.post_seq,
+          "bucket 1 posted at %llu before bucket 0 at %llu", (unsigned long long)b.trace1.post_seq,
+          (unsigned long long)b.trace0.post_seq);
+    run_free(&a);
+    run_free(&b);
 }
 
 /* Forward must read exactly the values the synchronous gather would have produced. */
@@ -615,6 +642,7 @@ int main(int argc, char **argv) {
     RUN(test_missing_gradient_is_an_error);
     RUN(test_nan_injection_stops_every_rank);
     RUN(test_structural_overlap_order);
+    RUN(test_bucket_order_kept_when_ready_out_of_order);
     RUN(test_param_gather_never_read_early);
     RUN(test_timers_report);
     RUN(test_optimizer_state_reshard);

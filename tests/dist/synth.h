@@ -27,6 +27,8 @@ typedef struct synth {
     tdm_param_table t;
     int in_w, in_b, norm_w[SY_L], fc_w[SY_L], fc_b[SY_L], fnorm_w, head_w;
     int skip_grad_ready; /* table index whose grad_ready is never called (test), or -1 */
+    int late_grad_ready; /* table index whose grad_ready comes only at the end of backward
+                            (like a tied embedding finishing last), or -1 */
     const tdm_param_hooks *hooks;
     /* activations [SY_MAXN rows] */
     float x[SY_MAXN * SY_DIN], tgt[SY_MAXN * SY_DOUT];
@@ -37,7 +39,7 @@ typedef struct synth {
 
 static void synth_build(synth *s) {
     memset(s, 0, sizeof *s);
-    s->skip_grad_ready = -1;
+    s->skip_grad_ready = s->late_grad_ready = -1;
     tdm_param_table *t = &s->t;
     int64_t sh[2];
     sh[0] = SY_H, sh[1] = SY_DIN;
@@ -98,7 +100,7 @@ static float *sy_w(synth *s, int i) { return s->t.p[i].data; }
 static float *sy_g(synth *s, int i) { return s->t.p[i].grad; } /* NULL when frozen */
 
 static void sy_ready(synth *s, int i) {
-    if (i != s->skip_grad_ready && s->t.p[i].trainable) SY_HOOK(grad_ready, i);
+    if (i != s->skip_grad_ready && i != s->late_grad_ready && s->t.p[i].trainable) SY_HOOK(grad_ready, i);
 }
 
 /* Forward and backward of one micro-batch (data already in s->x, s->tgt); gradients
@@ -162,6 +164,7 @@ static double synth_forward_backward(synth *s, int n, float grad_scale, int64_t 
     tdm_linear_backward(NULL, sy_g(s, s->in_w), sy_g(s, s->in_b), s->dh, s->x, sy_w(s, s->in_w), n, SY_DIN, H);
     sy_ready(s, s->in_w);
     sy_ready(s, s->in_b);
+    if (s->late_grad_ready >= 0) SY_HOOK(grad_ready, s->late_grad_ready);
     SY_HOOK(layer_end, "in", 1);
     *tokens = n;
     return loss;
