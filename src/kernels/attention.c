@@ -46,6 +46,16 @@
 #endif
 enum { ROWS = TDM_ATT_ROWS, TK = TDM_ATT_TK };
 
+/* Leading dimensions of the scratch arrays, padded so that consecutive rows never sit a
+ * multiple of 4 KB apart: with a power-of-two stride (hd = 64 or 128, a 1024-key pack)
+ * every row of a tile lands in the same few L1 sets and the products thrash the cache.
+ *   LDS        score, probability and dP tiles [M, LDS]
+ *   ldh(hd)    packed q, dout, dq, acc, and the k and v rows
+ *   ldt(len)   the transposed k and v packs [hd, ldt] */
+enum { LDS = TK + 16 };
+static int ldh(int hd) { return ((hd + 7) & ~7) + 8; }
+static int ldt(int len) { return ((len + 7) & ~7) + 16; }
+
 /* query positions per block for G query heads per kv head */
 static int block_positions(int G) {
     int tq = ROWS / G;
@@ -53,37 +63,36 @@ static int block_positions(int G) {
 }
 
 /* Workspace: the packed keys and values of one (segment, kv head), then the block
- * scratch. kv pack: K and V rows [n, hd] and transposed [hd, round_up(n, 8)] each;
- * forward block: S [M,TK], acc [M,hd], Q [M,hd], m [M], l [M];
- * backward block: P [M,TK], dP [M,TK], Q, dO, dQ [M,hd] each, D [M], lse [M];
+ * scratch. kv pack: K and V rows [n, ldh] and transposed [hd, ldt(n)] each;
+ * forward block: S [M,LDS], acc, Q [M,ldh] each, m [M], l [M];
+ * backward block: P, dP [M,LDS] each, Q, dO, dQ [M,ldh] each, D [M], lse [M];
  * with M = G * block_positions(G) rows. */
-static int64_t kv_pack_floats(int n, int hd) { return 4 * (int64_t)hd * ((n + 7) & ~7); }
+static int64_t kv_pack_floats(int n, int hd) { return 2 * (int64_t)n * ldh(hd) + 2 * (int64_t)hd * ldt(n); }
 
 int64_t tdm_attention_workspace_floats(int n, int nh, int nkv, int hd) {
     int G = nh / nkv;
     int64_t m = (int64_t)G * block_positions(G);
-    return kv_pack_floats(n, hd) + 2 * m * TK + 3 * m * hd + 2 * m;
+    return kv_pack_floats(n, hd) + 2 * m * LDS + 3 * m * ldh(hd) + 2 * m;
 }
 
 /* One segment's keys and values for one kv head, in the two layouts the products read,
  * packed once and shared by all the segment's query blocks:
- *   kr, vr [len, hd]: contiguous rows (the originals are nkv*hd floats apart, which maps
- *                     a tile onto a handful of L1 sets when that is a power of two);
- *   kt, vt [hd, ldt]: transposed, ldt = round_up(len, 8), columns len..ldt-1 zero so the
- *                     score products run whole vectors past the last key.
+ *   kr, vr [len, ld]:  contiguous rows (the originals are nkv*hd floats apart);
+ *   kt, vt [hd, ldt]:  transposed, columns len .. round_up(len, 8) - 1 zero so the score
+ *                      products run whole vectors past the last key.
  * Key j of the pack is row kb + j of the segment. */
 typedef struct {
     float *kr, *kt, *vr, *vt;
-    int len, ldt;
+    int len, ld, ldt;
 } kv_pack;
 
-static void transpose_rows(float *t, int ldt, const float *rows, int len, int hd) {
+static void transpose_rows(float *t, int ld_t, const float *rows, int ld, int len, int hd) {
     /* 8 keys at a time: eight sequential read streams, one 32-byte write per c */
-    for (int j0 = 0; j0 < ldt; j0 += 8) {
+    for (int j0 = 0; j0 < len; j0 += 8) {
         int w = len - j0 < 8 ? len - j0 : 8;
         for (int c = 0; c < hd; c++) {
-            float *dst = t + (int64_t)c * ldt + j0;
-            for (int j = 0; j < 8; j++) dst[j] = j < w ? rows[(int64_t)(j0 + j) * hd + c] : 0.0f;
+            float *dst = t + (int64_t)c * ld_t + j0;
+            for (int j = 0; j < 8; j++) dst[j] = j < w ? rows[(int64_t)(j0 + j) * ld + c] : 0.0f;
         }
     }
 }
@@ -93,16 +102,16 @@ static void transpose_rows(float *t, int ldt, const float *rows, int len, int hd
 static kv_pack pack_kv(float *ws, int n, const float *k, const float *v, int kb, int ke, int kvh, int nkv, int hd,
                        int want_vt) {
     kv_pack p;
-    p.len = ke - kb, p.ldt = (p.len + 7) & ~7;
-    int64_t cap = (int64_t)hd * ((n + 7) & ~7);
-    p.kr = ws, p.kt = ws + cap, p.vr = ws + 2 * cap, p.vt = ws + 3 * cap;
+    p.len = ke - kb, p.ld = ldh(hd), p.ldt = ldt(p.len);
+    int64_t rows = (int64_t)n * p.ld, cols = (int64_t)hd * ldt(n);
+    p.kr = ws, p.vr = ws + rows, p.kt = ws + 2 * rows, p.vt = ws + 2 * rows + cols;
     for (int j = 0; j < p.len; j++) {
         int64_t src = ((int64_t)(kb + j) * nkv + kvh) * hd;
-        memcpy(p.kr + (int64_t)j * hd, k + src, sizeof(float) * (size_t)hd);
-        memcpy(p.vr + (int64_t)j * hd, v + src, sizeof(float) * (size_t)hd);
+        memcpy(p.kr + (int64_t)j * p.ld, k + src, sizeof(float) * (size_t)hd);
+        memcpy(p.vr + (int64_t)j * p.ld, v + src, sizeof(float) * (size_t)hd);
     }
-    transpose_rows(p.kt, p.ldt, p.kr, p.len, hd);
-    if (want_vt) transpose_rows(p.vt, p.ldt, p.vr, p.len, hd);
+    transpose_rows(p.kt, p.ldt, p.kr, p.ld, p.len, hd);
+    if (want_vt) transpose_rows(p.vt, p.ldt, p.vr, p.ld, p.len, hd);
     return p;
 }
 
@@ -148,17 +157,17 @@ typedef struct {
     float scale;
 } block;
 
-/* dst[r] = src row of packed row r, for arrays laid out [n, nh, hd] */
-static void pack_rows(float *dst, const float *src, const block *b) {
-    size_t bytes = sizeof(float) * (size_t)b->G * b->hd;
-    for (int i = 0; i < b->mq; i++)
-        memcpy(dst + (int64_t)i * b->G * b->hd, src + ((int64_t)(b->q0 + i) * b->nh + b->kvh * b->G) * b->hd, bytes);
+/* dst row r (stride ld) = the q/dout/out row of packed row r, from arrays [n, nh, hd] */
+static void pack_rows(float *dst, int ld, const float *src, const block *b) {
+    for (int r = 0; r < b->G * b->mq; r++)
+        memcpy(dst + (int64_t)r * ld, src + ((int64_t)(b->q0 + r / b->G) * b->nh + b->kvh * b->G + r % b->G) * b->hd,
+               sizeof(float) * (size_t)b->hd);
 }
 
-static void unpack_rows(float *dst, const float *src, const block *b) {
-    size_t bytes = sizeof(float) * (size_t)b->G * b->hd;
-    for (int i = 0; i < b->mq; i++)
-        memcpy(dst + ((int64_t)(b->q0 + i) * b->nh + b->kvh * b->G) * b->hd, src + (int64_t)i * b->G * b->hd, bytes);
+static void unpack_rows(float *dst, const float *src, int ld, const block *b) {
+    for (int r = 0; r < b->G * b->mq; r++)
+        memcpy(dst + ((int64_t)(b->q0 + r / b->G) * b->nh + b->kvh * b->G + r % b->G) * b->hd, src + (int64_t)r * ld,
+               sizeof(float) * (size_t)b->hd);
 }
 
 /* last key (exclusive) the block needs */
@@ -168,21 +177,21 @@ static int block_key_end(const block *b) {
 }
 
 static void forward_block(float *out, float *lse, const float *q, const kv_pack *kv, const block *b, float *ws) {
-    int M = b->G * b->mq, hd = b->hd;
-    float *s = ws;                     /* [M, TK] scores, then probabilities */
-    float *acc = s + (int64_t)M * TK;  /* [M, hd] unnormalised output */
-    float *qp = acc + (int64_t)M * hd; /* [M, hd] packed queries */
-    float *m = qp + (int64_t)M * hd;   /* [M] running max */
+    int M = b->G * b->mq, hd = b->hd, lh = ldh(hd);
+    float *s = ws;                     /* [M, LDS] scores, then probabilities */
+    float *acc = s + (int64_t)M * LDS; /* [M, lh] unnormalised output */
+    float *qp = acc + (int64_t)M * lh; /* [M, lh] packed queries */
+    float *m = qp + (int64_t)M * lh;   /* [M] running max */
     float *l = m + M;                  /* [M] running sum */
-    pack_rows(qp, q, b);
-    memset(acc, 0, sizeof(float) * (size_t)M * hd);
+    pack_rows(qp, lh, q, b);
+    memset(acc, 0, sizeof(float) * (size_t)M * lh);
     for (int r = 0; r < M; r++) m[r] = -INFINITY, l[r] = 0.0f;
     int kend = block_key_end(b);
     for (int k0 = b->kb; k0 < kend; k0 += TK) {
         int mk = kend - k0 < TK ? kend - k0 : TK, j0 = k0 - b->kb;
-        tdm_tile_matmul(M, (mk + 7) & ~7, hd, b->scale, qp, hd, 1, kv->kt + j0, kv->ldt, 0, s, TK);
+        tdm_tile_matmul(M, (mk + 7) & ~7, hd, b->scale, qp, lh, 1, kv->kt + j0, kv->ldt, 0, s, LDS);
         for (int r = 0; r < M; r++) {
-            float *row = s + (int64_t)r * TK;
+            float *row = s + (int64_t)r * LDS;
             int ncol = visible_keys(b->causal, b->q0 + r / b->G, k0, mk);
             if (ncol == 0) {
                 memset(row, 0, sizeof(float) * (size_t)mk);
@@ -195,19 +204,19 @@ static void forward_block(float *out, float *lse, const float *q, const kv_pack 
             l[r] = l[r] * alpha + sum;
             m[r] = mnew;
             if (alpha != 1.0f) {
-                float *a = acc + (int64_t)r * hd;
+                float *a = acc + (int64_t)r * lh;
                 for (int c = 0; c < hd; c++) a[c] *= alpha;
             }
         }
-        tdm_tile_matmul(M, hd, mk, 1.0f, s, TK, 1, kv->vr + (int64_t)j0 * hd, hd, 1, acc, hd);
+        tdm_tile_matmul(M, hd, mk, 1.0f, s, LDS, 1, kv->vr + (int64_t)j0 * kv->ld, kv->ld, 1, acc, lh);
     }
     for (int r = 0; r < M; r++) {
-        float *a = acc + (int64_t)r * hd;
+        float *a = acc + (int64_t)r * lh;
         float inv = 1.0f / l[r];
         for (int c = 0; c < hd; c++) a[c] *= inv;
         if (lse) lse[(int64_t)(b->q0 + r / b->G) * b->nh + b->kvh * b->G + r % b->G] = m[r] + logf(l[r]);
     }
-    unpack_rows(out, acc, b);
+    unpack_rows(out, acc, lh, b);
 }
 
 void tdm_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -230,20 +239,20 @@ void tdm_attention_forward(float *out, float *lse, const float *q, const float *
 
 static void backward_block(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *out,
                            const float *lse, const kv_pack *kv, const block *b, float *ws) {
-    int M = b->G * b->mq, hd = b->hd, ldk = b->nkv * hd, G = b->G;
-    float *p = ws;                      /* [M, TK] probabilities */
-    float *dp = p + (int64_t)M * TK;    /* [M, TK] dP, then dS */
-    float *qp = dp + (int64_t)M * TK;   /* [M, hd] packed q */
-    float *dop = qp + (int64_t)M * hd;  /* [M, hd] packed dout */
-    float *dqp = dop + (int64_t)M * hd; /* [M, hd] packed dq accumulator */
-    float *dd = dqp + (int64_t)M * hd;  /* [M] D = rowsum(dO O) */
+    int M = b->G * b->mq, hd = b->hd, lh = ldh(hd), ldk = b->nkv * hd, G = b->G;
+    float *p = ws;                      /* [M, LDS] probabilities */
+    float *dp = p + (int64_t)M * LDS;   /* [M, LDS] dP, then dS */
+    float *qp = dp + (int64_t)M * LDS;  /* [M, lh] packed q */
+    float *dop = qp + (int64_t)M * lh;  /* [M, lh] packed dout */
+    float *dqp = dop + (int64_t)M * lh; /* [M, lh] packed dq accumulator */
+    float *dd = dqp + (int64_t)M * lh;  /* [M] D = rowsum(dO O) */
     float *lr = dd + M;                 /* [M] lse */
-    pack_rows(qp, q, b);
-    pack_rows(dop, dout, b);
-    memset(dqp, 0, sizeof(float) * (size_t)M * hd);
+    pack_rows(qp, lh, q, b);
+    pack_rows(dop, lh, dout, b);
+    memset(dqp, 0, sizeof(float) * (size_t)M * lh);
     for (int r = 0; r < M; r++) {
         int64_t row = (int64_t)(b->q0 + r / G) * b->nh + b->kvh * G + r % G;
-        const float *o = out + row * hd, *g = dop + (int64_t)r * hd;
+        const float *o = out + row * hd, *g = dop + (int64_t)r * lh;
         float t = 0.0f;
         for (int c = 0; c < hd; c++) t += g[c] * o[c];
         dd[r] = t;
@@ -253,23 +262,23 @@ static void backward_block(float *dq, float *dk, float *dv, const float *dout, c
     for (int k0 = b->kb; k0 < kend; k0 += TK) {
         int mk = kend - k0 < TK ? kend - k0 : TK, npad = (mk + 7) & ~7, j0 = k0 - b->kb;
         int64_t koff = ((int64_t)k0 * b->nkv + b->kvh) * hd;
-        tdm_tile_matmul(M, npad, hd, b->scale, qp, hd, 1, kv->kt + j0, kv->ldt, 0, p, TK);
+        tdm_tile_matmul(M, npad, hd, b->scale, qp, lh, 1, kv->kt + j0, kv->ldt, 0, p, LDS);
         for (int r = 0; r < M; r++)
-            exp_row(p + (int64_t)r * TK, visible_keys(b->causal, b->q0 + r / G, k0, mk), mk, lr[r]);
-        if (dv) tdm_tile_matmul(mk, hd, M, 1.0f, p, 1, TK, dop, hd, 1, dv + koff, ldk);
+            exp_row(p + (int64_t)r * LDS, visible_keys(b->causal, b->q0 + r / G, k0, mk), mk, lr[r]);
+        if (dv) tdm_tile_matmul(mk, hd, M, 1.0f, p, 1, LDS, dop, lh, 1, dv + koff, ldk);
         if (!dq && !dk) continue;
-        tdm_tile_matmul(M, npad, hd, 1.0f, dop, hd, 1, kv->vt + j0, kv->ldt, 0, dp, TK);
+        tdm_tile_matmul(M, npad, hd, 1.0f, dop, lh, 1, kv->vt + j0, kv->ldt, 0, dp, LDS);
         for (int r = 0; r < M; r++) {
-            float *pr = p + (int64_t)r * TK, *dr = dp + (int64_t)r * TK;
+            float *pr = p + (int64_t)r * LDS, *dr = dp + (int64_t)r * LDS;
             float di = dd[r];
             int j = 0;
             for (; j + 8 <= mk; j += 8) tdm_v8_store(dr + j, tdm_v8_load(pr + j) * (tdm_v8_load(dr + j) - di));
             for (; j < mk; j++) dr[j] = pr[j] * (dr[j] - di);
         }
-        if (dq) tdm_tile_matmul(M, hd, mk, b->scale, dp, TK, 1, kv->kr + (int64_t)j0 * hd, hd, 1, dqp, hd);
-        if (dk) tdm_tile_matmul(mk, hd, M, b->scale, dp, 1, TK, qp, hd, 1, dk + koff, ldk);
+        if (dq) tdm_tile_matmul(M, hd, mk, b->scale, dp, LDS, 1, kv->kr + (int64_t)j0 * kv->ld, kv->ld, 1, dqp, lh);
+        if (dk) tdm_tile_matmul(mk, hd, M, b->scale, dp, 1, LDS, qp, lh, 1, dk + koff, ldk);
     }
-    if (dq) unpack_rows(dq, dqp, b);
+    if (dq) unpack_rows(dq, dqp, lh, b);
 }
 
 void tdm_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
