@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# cli_train.sh - tandem train end to end on the tiny model and generated data, 2 ranks:
+#   resume (6 steps in one run == 3 + --load + 3, every loss and grad norm to the last digit,
+#   and the final parameters), dp=1 vs dp=2 at the same global batch, loading a dp=2
+#   distributed-optimizer checkpoint into dp=1, SIGTERM (saves and exits 0), bad flags and
+#   bad checkpoints (one sentence, non-zero exit on every rank), NaN injection.
+# Env: TANDEM (build/tandem), MPIRUN (mpirun.openmpi or mpirun.mpich).
+set -u
+cd "$(dirname "$0")/../.."
+TANDEM=${TANDEM:-build/tandem}
+MPIRUN=${MPIRUN:-mpirun.openmpi}
+case "$MPIRUN" in
+  *openmpi*) MPIFLAGS=(--allow-run-as-root --oversubscribe --bind-to none) ;;
+  *) MPIFLAGS=() ;;
+esac
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1
+W=$(mktemp -d /tmp/tdm_cli_train.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+
+# --- data, tokenizer, model config ----------------------------------------------------
+"$TANDEM" gen-data --out "$W/data" --samples 96 --heldout 8 >/dev/null || { bad "gen-data"; echo "$pass passed, $((fail + 1)) failed"; exit 1; }
+mkdir -p "$W/model"
+cp configs/tiny/config.json configs/tiny/preprocessor_config.json "$W/model/"
+if ! "$TANDEM" train-tokenizer --data "$W/data/train.json" --out "$W/tok.json" >/dev/null 2>&1; then
+  # the corpus may not support the full vocabulary: train a smaller one and point the
+  # config's special-token ids at it (the model's vocab_size stays, which is allowed)
+  n=$("$TANDEM" train-tokenizer --data "$W/data/train.json" --out /dev/null 2>&1 | sed -nE 's/.*supports only ([0-9]+) tokens.*/\1/p')
+  "$TANDEM" train-tokenizer --data "$W/data/train.json" --vocab-size "${n:-456}" --out "$W/tok.json" >/dev/null || bad "train-tokenizer"
+  ids=($(echo '<|vision_start|><|vision_end|><|image_pad|><|video_pad|>' | "$TANDEM" tokenize --tokenizer "$W/tok.json"))
+  sed -i -E "s/\"vision_start_token_id\": [0-9]+/\"vision_start_token_id\": ${ids[0]}/; s/\"vision_end_token_id\": [0-9]+/\"vision_end_token_id\": ${ids[1]}/; s/\"image_token_id\": [0-9]+/\"image_token_id\": ${ids[2]}/; s/\"video_token_id\": [0-9]+/\"video_token_id\": ${ids[3]}/" "$W/model/config.json"
+fi
+
+COMMON=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --micro-batch-size 2
+        --global-batch-size 8 --lr 1e-3 --lr-warmup-iters 1 --lr-decay-style cosine --seq-length 512 --seed 7)
+train() { # ranks, args...
+  local n=$1; shift
+  "$MPIRUN" "${MPIFLAGS[@]}" -np "$n" "$TANDEM" train "${COMMON[@]}" "$@"
+}
+# loss and grad norm of every step, all digits, from metrics.jsonl
+curve() { sed -E 's/.*"iteration":([0-9]+).*"loss":([^,]+),"grad_norm":([^,]+),.*/\1 \2 \3/' "$1"; }
+checksum() { sed -nE 's/.*parameters checksum ([0-9a-f]+).*/\1/p' "$1"; }
+
+# --- 1. resume is bitwise -------------------------------------------------------------
+D=(--use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 400000 --train-iters 6)
+train 2 "${D[@]}" --run-dir "$W/full" > "$W/full.log" 2>&1 || bad "uninterrupted run (see below)"
+train 2 "${D[@]}" --run-dir "$W/res" --save "$W/ck" --exit-interval 3 > "$W/a.log" 2>&1 || bad "first half"
+train 2 "${D[@]}" --run-dir "$W/res" --load "$W/ck" > "$W/b.log" 2>&1 || bad "second half"
+if [ "$(curve "$W/full/metrics.jsonl")" = "$(curve "$W/res/metrics.jsonl")" ] && [ "$(wc -l < "$W/full/metrics.jsonl")" -eq 6 ]; then
+  ok "resume: 6 steps == 3 + --load + 3, every loss and grad norm identical to the last digit"
+else
+  bad "resume differs"; diff <(curve "$W/full/metrics.jsonl") <(curve "$W/res/metrics.jsonl") | head
+fi
+[ -n "$(checksum "$W/full.log")" ] && [ "$(checksum "$W/full.log")" = "$(checksum "$W/b.log")" ] && ok "resume: final parameters bitwise equal" || bad "resume: parameter checksums differ"
+grep -q "^\[.*\] iteration        3/       6 | consumed samples:           24 | elapsed time per iteration (ms): [0-9.]* | learning rate: [0-9].[0-9]\{6\}E-0[0-9] | global batch size:     8 | lm loss: [0-9].[0-9]\{6\}E+00 | loss scale: 1.0 | grad norm: [0-9.]* | number of skipped iterations:   0 | number of nan iterations:   0 |$" "$W/full.log" \
+  && ok "the iteration line has Megatron's format" || bad "iteration line format"
+grep -q "^------------------------ arguments ------------------------$" "$W/full.log" && grep -q "^  overlap_grad_reduce \.* True$" "$W/full.log" \
+  && ok "arguments block printed" || bad "arguments block"
+grep -q "overlap_grad_reduce=True" "$W/full.log" && ok "DDP config line printed" || bad "DDP config line"
+[ -f "$W/ck/iter_0000003/model.safetensors" ] && [ "$(cat "$W/ck/latest_checkpointed_iteration.txt")" = 3 ] && ok "checkpoint layout iter_0000003 + tracker" || bad "checkpoint layout"
+
+# --- 2. dp=1 vs dp=2 with the same global batch ---------------------------------------
+train 1 --train-iters 3 --run-dir "$W/dp1" > "$W/dp1.log" 2>&1 || bad "dp=1 run"
+train 2 --train-iters 3 --run-dir "$W/dp2" > "$W/dp2.log" 2>&1 || bad "dp=2 run"
+if paste <(curve "$W/dp1/metrics.jsonl") <(curve "$W/dp2/metrics.jsonl") | awk '
+    { d = ($2 - $5) / $5; if (d < 0) d = -d; if (d > m) m = d; n++ }
+    END { printf "max relative loss difference dp1/dp2: %.3g over %d steps\n", m, n; exit !(n == 3 && m < 1e-4) }'; then
+  ok "dp=1 vs dp=2: losses equal within 1e-4 relative"
+else
+  bad "dp=1 vs dp=2 losses differ"
+fi
+
+# --- 3. a dp=2 distributed-optimizer checkpoint loads into dp=1 ------------------------
+train 1 "${D[@]}" --run-dir "$W/res1" --load "$W/ck" > "$W/c.log" 2>&1 && grep -q "loaded checkpoint" "$W/c.log" \
+  && ok "dp=2 distributed-optimizer checkpoint resumes at dp=1" || { bad "dp change on load"; tail -3 "$W/c.log"; }
+if paste <(curve "$W/res/metrics.jsonl" | tail -3) <(curve "$W/res1/metrics.jsonl") | awk '
+    { d = ($2 - $5) / $5; if (d < 0) d = -d; if (d > m) m = d; n++ } END { exit !(n == 3 && m < 1e-4) }'; then
+  ok "dp=1 continuation matches dp=2 within 1e-4"
+else
+  bad "dp=1 continuation differs"
+fi
+
+# --- 4. SIGTERM: finish the step, save, exit 0 ----------------------------------------
+# mpirun itself is started here (not through the function) so $! is its pid and the ranks are its children
+"$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${COMMON[@]}" --train-iters 100000 --save "$W/ckt" > "$W/t.log" 2>&1 &
+mp=$!
+for _ in $(seq 1 240); do grep -q "iteration        2/" "$W/t.log" && break; sleep 0.25; done
+ranks=$(pgrep -P "$mp")
+[ -n "$ranks" ] && kill -TERM $ranks
+wait "$mp"; rc=$?
+if [ "$rc" -eq 0 ] && grep -q "stopping on a signal" "$W/t.log" && [ -f "$W/ckt/latest_checkpointed_iteration.txt" ]; then
+  ok "SIGTERM: saved iteration $(cat "$W/ckt/latest_checkpointed_iteration.txt") and exited 0"
+else
+  bad "SIGTERM (rc $rc)"; tail -3 "$W/t.log"
+fi
+
+# --- 5. errors: one sentence, non-zero exit on every rank -----------------------------
+expect_error() { # name, pattern, command...
+  local name=$1 pat=$2; shift 2
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q -- "$pat"; then
+    ok "$name: exit $rc, '$(printf '%s\n' "$out" | grep -m1 -- "$pat" | cut -c1-110)'"
+  else
+    bad "$name (rc $rc)"; printf '%s\n' "$out" | tail -4
+  fi
+}
+expect_error "misspelt flag" "did you mean '--micro-batch-size'" train 2 --micro-batch-sise 2
+expect_error "indivisible global batch" "divisible by --micro-batch-size x data-parallel size = 2 x 2 = 4" train 2 --global-batch-size 6
+expect_error "overlap-param-gather alone" "requires --use-distributed-optimizer" train 2 --overlap-param-gather
+expect_error "missing tokenizer file" "^tandem train: .*nonexistent.json" "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train --model "$W/model" --tokenizer "$W/nonexistent.json" --data "$W/data/train.json" --global-batch-size 8 --micro-batch-size 2
+expect_error "load without tracker" "no latest_checkpointed_iteration.txt" train 2 --train-iters 2 --load "$W/data"
+mkdir -p "$W/model2"; cp "$W/model/"*.json "$W/model2/"
+sed -i 's/"intermediate_size": 768/"intermediate_size": 512/' "$W/model2/config.json"
+expect_error "checkpoint of another shape" "another model shape" "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${COMMON[@]}" --model "$W/model2" --train-iters 6 --load "$W/ck"
+expect_error "injected NaN" "^tandem train: .*iteration 2" train 2 --train-iters 4 --inject-nan-at 2:1
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
