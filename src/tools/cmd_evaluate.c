@@ -1,0 +1,181 @@
+/* cmd_evaluate.c - `tandem evaluate`: exact-answer accuracy on a held-out split.
+ *
+ * For each sample the turns before the first assistant turn are the prompt, and the
+ * first assistant turn is the reference. The greedy answer counts as correct when it
+ * equals the reference after trimming surrounding whitespace. Accuracy is printed
+ * overall and per question kind: the first two words of the last user question
+ * ("how many", "what colour", "where is"), which is how the built-in data asks.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/dataset.h"
+#include "tools/commands.h"
+#include "train/generate.h"
+
+#define MAX_KINDS 64
+
+typedef struct kind {
+    char name[48];
+    int n, correct;
+} kind;
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: tandem evaluate --model DIR --tokenizer FILE (--load CKPT | --hf-weights FILE) --data test.json\n"
+               "                       [--image-root DIR] [--max-new-tokens N] [--limit N] [--show N] [--preprocessor FILE]\n"
+               "  Answer accuracy: the greedy answer to each sample's first question against its first reference\n"
+               "  answer (exact after trimming), overall and per question kind. --show N prints the first N answers.\n");
+}
+
+/* [begin, end) of s without surrounding whitespace. */
+static void trim(const char *s, const char **b, const char **e) {
+    while (*s && isspace((unsigned char)*s)) s++;
+    const char *t = s + strlen(s);
+    while (t > s && isspace((unsigned char)t[-1])) t--;
+    *b = s;
+    *e = t;
+}
+
+static int same_trimmed(const char *x, const char *y) {
+    const char *xb, *xe, *yb, *ye;
+    trim(x, &xb, &xe);
+    trim(y, &yb, &ye);
+    return xe - xb == ye - yb && !memcmp(xb, yb, (size_t)(xe - xb));
+}
+
+/* The first two words of the question, lower case, "<image>" removed. */
+static void kind_of(const char *q, char *out, size_t cap) {
+    char buf[256];
+    size_t n = 0;
+    for (const char *p = q; *p && n + 1 < sizeof buf; p++) {
+        if (!strncmp(p, "<image>", 7)) {
+            p += 6;
+            continue;
+        }
+        buf[n++] = (char)tolower((unsigned char)*p);
+    }
+    buf[n] = 0;
+    const char *s = buf;
+    while (*s && !isalnum((unsigned char)*s)) s++;
+    size_t o = 0;
+    int words = 0;
+    for (; *s && o + 1 < cap; s++) {
+        if (!isalnum((unsigned char)*s) && *s != '\'') {
+            if (++words == 2) break;
+            while (s[1] && !isalnum((unsigned char)s[1])) s++;
+            out[o++] = ' ';
+            continue;
+        }
+        out[o++] = *s;
+    }
+    while (o > 0 && out[o - 1] == ' ') o--;
+    out[o] = 0;
+    if (!o) snprintf(out, cap, "(other)");
+}
+
+int cmd_evaluate(int argc, char **argv) {
+    tdm_generator_options o = {0};
+    const char *data = NULL, *image_root = NULL;
+    int max_new = 16, show = 0;
+    long limit = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(stdout), 0;
+        if (i + 1 >= argc) {
+            fprintf(stderr, "tandem evaluate: %s: expected a value after it (tandem evaluate --help)\n", f);
+            return 2;
+        }
+        const char *v = argv[++i];
+        char *end;
+        if (!strcmp(f, "--model")) o.model = v;
+        else if (!strcmp(f, "--tokenizer")) o.tokenizer = v;
+        else if (!strcmp(f, "--load")) o.load = v;
+        else if (!strcmp(f, "--hf-weights")) o.hf_weights = v;
+        else if (!strcmp(f, "--preprocessor")) o.preprocessor = v;
+        else if (!strcmp(f, "--data")) data = v;
+        else if (!strcmp(f, "--image-root")) image_root = v;
+        else if (!strcmp(f, "--max-new-tokens") || !strcmp(f, "--limit") || !strcmp(f, "--show")) {
+            long n = strtol(v, &end, 10);
+            if (*end || n < 0 || n > 100000000 || (n == 0 && !strcmp(f, "--max-new-tokens"))) {
+                fprintf(stderr, "tandem evaluate: %s %s: expected a positive integer\n", f, v);
+                return 2;
+            }
+            if (!strcmp(f, "--max-new-tokens")) max_new = (int)n;
+            else if (!strcmp(f, "--limit")) limit = n;
+            else show = (int)n;
+        } else {
+            fprintf(stderr, "tandem evaluate: unknown flag '%s' (tandem evaluate --help)\n", f);
+            return 2;
+        }
+    }
+    if (!o.model || !o.tokenizer || !data || (!o.load && !o.hf_weights)) {
+        fprintf(stderr, "tandem evaluate: --model, --tokenizer, --data and --load (or --hf-weights) are required\n");
+        return 2;
+    }
+    tdm_error err = {{0}};
+    tdm_dataset_options dopt = {.image_root = image_root};
+    tdm_dataset *ds = tdm_dataset_load(&data, 1, &dopt, &err);
+    if (!ds) {
+        fprintf(stderr, "tandem evaluate: %s\n", err.msg);
+        return 1;
+    }
+    tdm_generator *g = tdm_generator_create(&o, &err);
+    if (!g) {
+        fprintf(stderr, "tandem evaluate: %s\n", err.msg);
+        tdm_dataset_free(ds);
+        return 1;
+    }
+    kind kinds[MAX_KINDS];
+    int n_kinds = 0, total = 0, correct = 0, rc = 0;
+    int64_t n = ds->n_samples;
+    if (limit >= 0 && limit < n) n = limit;
+    for (int64_t i = 0; i < n; i++) {
+        const tdm_sample *s = &ds->samples[i];
+        int first_answer = -1;
+        for (int k = 0; k < s->n_turns; k++)
+            if (s->turns[k].role == TDM_ROLE_ASSISTANT) {
+                first_answer = k;
+                break;
+            }
+        if (first_answer < 1) continue;
+        /* images referenced by the prompt turns: the first ones, in order */
+        int n_img = 0;
+        for (int k = 0; k < first_answer; k++)
+            for (const char *p = s->turns[k].text; (p = strstr(p, "<image>")); p += 7) n_img++;
+        char *answer = NULL;
+        if (tdm_generator_answer(g, s->turns, first_answer, (const char *const *)s->images, n_img, max_new, &answer,
+                                 &err) != 0) {
+            char where[1200];
+            fprintf(stderr, "tandem evaluate: %s: %s\n", tdm_dataset_where(ds, i, where, sizeof where), err.msg);
+            rc = 1;
+            break;
+        }
+        const char *ref = s->turns[first_answer].text;
+        int ok = same_trimmed(answer, ref);
+        char kname[48];
+        kind_of(s->turns[first_answer - 1].text, kname, sizeof kname);
+        int ki = 0;
+        while (ki < n_kinds && strcmp(kinds[ki].name, kname)) ki++;
+        if (ki == n_kinds && n_kinds < MAX_KINDS) {
+            snprintf(kinds[n_kinds].name, sizeof kinds[n_kinds].name, "%s", kname);
+            kinds[n_kinds].n = kinds[n_kinds].correct = 0;
+            n_kinds++;
+        }
+        if (ki < n_kinds) kinds[ki].n++, kinds[ki].correct += ok;
+        total++;
+        correct += ok;
+        if (i < show) printf("%s %-12s got %-16s want %s\n", ok ? "ok  " : "MISS", kname, answer, ref);
+        free(answer);
+    }
+    if (rc == 0) {
+        printf("accuracy: %.2f%% (%d of %d)\n", total ? 100.0 * correct / total : 0.0, correct, total);
+        for (int k = 0; k < n_kinds; k++)
+            printf("  %-16s %6.2f%% (%d of %d)\n", kinds[k].name, 100.0 * kinds[k].correct / kinds[k].n,
+                   kinds[k].correct, kinds[k].n);
+    }
+    tdm_generator_free(g);
+    tdm_dataset_free(ds);
+    return rc;
+}

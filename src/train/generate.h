@@ -1,0 +1,37 @@
+/* generate.h - greedy decoding with a trained model, for `tandem generate` and `tandem evaluate`.
+ *
+ *   tdm_generator *g = tdm_generator_create(&opt, &err);      // config, tokenizer, weights
+ *   char *answer;
+ *   tdm_generator_answer(g, turns, n_turns, images, n_images, 16, &answer, &err);
+ *
+ * Each new token re-runs the full forward over the prompt and the tokens generated so
+ * far (no KV cache): simple and exact, and fast enough at the tiny size. Decoding stops
+ * at <|im_end|> or <|endoftext|> or after max_new_tokens; the answer excludes the stop
+ * token. New text tokens get positions (p, p, p) continuing from the prompt's next free
+ * position, as Qwen3-VL's get_rope_index does for generated tokens.
+ */
+#ifndef TDM_GENERATE_H
+#define TDM_GENERATE_H
+
+#include "core/error.h"
+#include "data/dataset.h"
+
+typedef struct tdm_generator_options {
+    const char *model;        /* directory or file with config.json */
+    const char *tokenizer;    /* tokenizer.json */
+    const char *load;         /* a checkpoint (save dir or iter_XXXXXXX), or NULL */
+    const char *hf_weights;   /* a safetensors file / HF directory, or NULL (one of load/hf_weights) */
+    const char *preprocessor; /* NULL: next to the model config, else the defaults */
+} tdm_generator_options;
+
+typedef struct tdm_generator tdm_generator;
+
+tdm_generator *tdm_generator_create(const tdm_generator_options *o, tdm_error *err);
+void tdm_generator_free(tdm_generator *g);
+
+/* Greedy answer to the conversation `turns` (system/user turns; "<image>" tags match
+ * `images` in order). *out is malloc'ed UTF-8 (free it). */
+int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, const char *const *images,
+                         int n_images, int max_new_tokens, char **out, tdm_error *err);
+
+#endif
