@@ -64,7 +64,10 @@ void tdm_rope_backward(float *dx, const float *cos, const float *sin, int n, int
  * cu_seqlens[s+1]-1 and attends only inside itself; causal = 1 for the decoder, 0 for
  * the vision encoder. scale is usually 1/sqrt(hd). Computed in tiles with an online
  * softmax: no n x n score matrix ever exists. lse may be NULL when no backward follows
- * (generation). Rows outside cu_seqlens[0] .. cu_seqlens[nseg]-1 are not touched. */
+ * (generation). Rows outside cu_seqlens[0] .. cu_seqlens[nseg]-1 are not touched.
+ * The workspace holds one segment's packed keys and values plus one tile's scratch:
+ * about 4*(hd+16)*n + 128*(3*hd + 320) floats when nh/nkv <= 8; pass n >= cu_seqlens[nseg]. The same
+ * workspace serves forward and backward. */
 int64_t tdm_attention_workspace_floats(int n, int nh, int nkv, int hd);
 void tdm_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
                            const int32_t *cu_seqlens, int nseg, int nh, int nkv, int hd, int causal, float scale,
