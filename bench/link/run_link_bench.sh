@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# run_link_bench.sh - data-parallel communication over an emulated cluster link (root; iproute2).
+#
+# Two network namespaces, each a "host" with one rank, joined by a veth pair whose both
+# ends are shaped with htb to RATE (0.5, 1, 2 Gbit/s); the ranks talk TCP over a private
+# /30 that exists only inside those namespaces. mpirun runs in the first namespace and
+# starts the other rank through bench/link/agent.sh (an ssh stand-in: ip netns exec).
+# Everything created is deleted on exit, interrupt or failure; stale namespaces left by a
+# killed earlier run (same name prefix) are deleted at start.
+#
+#   bench/link/run_link_bench.sh probe   link_probe (reduce-scatter / all-gather of 4, 16,
+#                                        64 MB) with Open MPI and MPICH at each rate
+#   bench/link/run_link_bench.sh ab      tandem ab at each rate, progress thread and inline:
+#                                        baseline vs --overlap-grad-reduce, and vs both overlap flags
+#   bench/link/run_link_bench.sh         both
+# Environment: RATES ("0.5 1 2", Gbit/s), PROBE_MPIS ("openmpi mpich"), AB_MPI (openmpi),
+# MODES ("thread inline"), STEPS (30), WINDOW (11:30), AB_FLAGS (extra train flags),
+# OUT (build/link-bench). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
+# and the tables $OUT/probe.md and $OUT/ab.md.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+WHAT=${1:-all}
+RATES=${RATES:-"0.5 1 2"}
+PROBE_MPIS=${PROBE_MPIS:-"openmpi mpich"}
+AB_MPI=${AB_MPI:-openmpi}
+MODES=${MODES:-"thread inline"}
+STEPS=${STEPS:-30}
+WINDOW=${WINDOW:-11:30}
+OUT=$(realpath -m "${OUT:-build/link-bench}")
+PREFIX=tdmlink            # every namespace this script creates starts with this
+NS_A=${PREFIX}a NS_B=${PREFIX}b
+IP_A=10.213.117.1 IP_B=10.213.117.2 SUBNET=10.213.117.0/30
+DEV=tdm0                  # the veth end's name inside each namespace
+AGENT=$PWD/bench/link/agent.sh
+PY=/usr/bin/python3
+
+die() { echo "run_link_bench.sh: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
+command -v ip >/dev/null && command -v tc >/dev/null || die "needs iproute2 (ip, tc)"
+
+delete_namespaces() {
+  local ns
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$PREFIX" || true); do
+    # ranks still running inside (an interrupted run) go first, by pid
+    local p
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null  # deleting a namespace deletes its veth end and the pair
+  done
+}
+cleanup() { delete_namespaces; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+delete_namespaces
+
+setup_link() {
+  ip netns add "$NS_A" && ip netns add "$NS_B" || die "cannot create network namespaces"
+  ip link add "${PREFIX}A" type veth peer name "${PREFIX}B" || die "cannot create a veth pair"
+  ip link set "${PREFIX}A" netns "$NS_A" && ip link set "${PREFIX}B" netns "$NS_B" || die "cannot move the veth ends"
+  local ns ip end
+  for end in "$NS_A ${PREFIX}A $IP_A" "$NS_B ${PREFIX}B $IP_B"; do
+    set -- $end; ns=$1; ip=$3
+    ip -n "$ns" link set "$2" name "$DEV"
+    ip -n "$ns" addr add "$ip/30" dev "$DEV"
+    ip -n "$ns" link set "$DEV" up
+    ip -n "$ns" link set lo up
+    tc -n "$ns" qdisc add dev "$DEV" root handle 1: htb default 10
+    tc -n "$ns" class add dev "$DEV" parent 1: classid 1:10 htb rate 1gbit quantum 60000
+  done
+  ip -n "$NS_A" route get "$IP_B" | grep -q "dev $DEV" || die "$IP_B is not routed over the veth pair"
+}
+
+set_rate() { # Gbit/s, on both directions
+  local ns mbit
+  mbit=$($PY -c "print(int(float('$1') * 1000))")
+  for ns in "$NS_A" "$NS_B"; do
+    tc -n "$ns" class change dev "$DEV" parent 1: classid 1:10 htb rate "${mbit}mbit" burst 256k cburst 256k quantum 60000 \
+      || die "cannot set the rate to $1 Gbit/s"
+  done
+}
+
+export LINK_NS_MAP="$IP_A=$NS_A $IP_B=$NS_B"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+
+# mpi_run MPI SECONDS PROGRAM ARGS...: one rank per namespace, TCP only, over the /30,
+# killed after SECONDS.
+mpi_run() {
+  local mpi=$1 limit=$2; shift 2
+  if [ "$mpi" = openmpi ]; then
+    timeout -k 10 "$limit" ip netns exec "$NS_A" mpirun.openmpi --bind-to none -np 2 --host "$IP_A:1,$IP_B:1" \
+      --mca plm_rsh_agent "$AGENT" --mca btl tcp,self --mca btl_tcp_if_include "$SUBNET" \
+      --mca oob_tcp_if_include "$SUBNET" -x OPENBLAS_NUM_THREADS "$@"
+  else
+    UCX_TLS=tcp,self UCX_NET_DEVICES=$DEV timeout -k 10 "$limit" ip netns exec "$NS_A" mpiexec.hydra -np 2 -hosts "$IP_A:1,$IP_B:1" \
+      -launcher ssh -launcher-exec "$AGENT" -genvall "$@"
+  fi
+}
+
+mkdir -p "$OUT"
+setup_link
+echo "link: $NS_A ($IP_A) <-> $NS_B ($IP_B), htb on $DEV in both namespaces"
+
+# ---------------------------------------------------------------- probe
+if [ "$WHAT" = probe ] || [ "$WHAT" = all ]; then
+  for mpi in $PROBE_MPIS; do
+    cc=mpicc.$mpi
+    command -v "$cc" >/dev/null || { echo "skipping $mpi: no $cc"; continue; }
+    "$cc" -O2 -Wall -Wextra -o "$OUT/link_probe_$mpi" bench/link/link_probe.c || die "cannot build link_probe with $cc"
+    for rate in $RATES; do
+      set_rate "$rate"
+      echo "== probe $mpi at $rate Gbit/s"
+      mpi_run "$mpi" 600 "$OUT/link_probe_$mpi" 5 >"$OUT/probe_${mpi}_$rate.csv" 2>"$OUT/probe_${mpi}_$rate.err" \
+        || { echo "probe $mpi at $rate Gbit/s failed:"; tail -n 20 "$OUT/probe_${mpi}_$rate.err"; }
+      cat "$OUT/probe_${mpi}_$rate.csv"
+    done
+  done
+  $PY - "$OUT" "$RATES" "$PROBE_MPIS" >"$OUT/probe.md" <<'PYEOF'
+import csv, os, sys
+out, rates, mpis = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+print("| MPI | link (Gbit/s) | operation | 4 MB ms (Gbit/s) | 16 MB ms (Gbit/s) | 64 MB ms (Gbit/s) |")
+print("|---|---|---|---|---|---|")
+for mpi in mpis:
+    for rate in rates:
+        p = os.path.join(out, f"probe_{mpi}_{rate}.csv")
+        if not os.path.exists(p): continue
+        rows = {}
+        for r in csv.DictReader(open(p)):
+            rows.setdefault(r["op"], {})[r["size_mb"]] = r
+        for op, by in rows.items():
+            cells = [f"{float(by[s]['median_ms']):.1f} ({float(by[s]['busbw_gbit_s']):.2f})" if s in by else "-"
+                     for s in ("4", "16", "64")]
+            print(f"| {mpi} | {rate} | {op} | " + " | ".join(cells) + " |")
+PYEOF
+  cat "$OUT/probe.md"
+fi
+
+# ---------------------------------------------------------------- tandem ab
+if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
+  if [ "$AB_MPI" = openmpi ]; then TANDEM=${TANDEM:-$PWD/build/tandem}; else TANDEM=${TANDEM:-$PWD/build-$AB_MPI/tandem}; fi
+  "$TANDEM" --help 2>/dev/null | grep -qE "^  ab " || die "$TANDEM has no 'ab' command (make build/tandem)"
+  D="$OUT/data"
+  [ -f "$D/train.json" ] || "$TANDEM" gen-data --out "$D" --samples 2000 --heldout 10 --seed 1 >/dev/null || die "gen-data failed"
+  [ -f "$D/tok.json" ] || "$TANDEM" train-tokenizer --data tests/tokenizer/train_sample.json --data "$D/train.json" \
+    --vocab-size 1024 --out "$D/tok.json" >/dev/null || die "train-tokenizer failed"
+  # Vision tower and projector frozen, as in the demo: the language model's gradients cross
+  # the link every step (reduce-scatter), and the updated parameters (all-gather).
+  COMMON=(--model "$PWD/configs/tiny" --tokenizer "$D/tok.json" --data "$D/train.json"
+          --freeze-vision --freeze-projector --use-distributed-optimizer --ddp-num-buckets 4
+          --micro-batch-size 1 --global-batch-size 4 --seq-length 512 --lr 1e-4 --lr-warmup-iters 2 --seed 1234
+          --steps "$STEPS" --window "$WINDOW" --repeats 1 --audit-steps 0 --profile-steps 3 ${AB_FLAGS:-})
+  for rate in $RATES; do
+    set_rate "$rate"
+    for mode in $MODES; do
+      for cand in overlap_grad overlap_both; do
+        case $cand in
+          overlap_grad) cflags="--overlap-grad-reduce" ;;
+          overlap_both) cflags="--overlap-grad-reduce --overlap-param-gather" ;;
+        esac
+        run="${rate}gbit_${mode}_${cand}"
+        echo "== ab $run"
+        rm -rf "$OUT/ab/$run"; mkdir -p "$OUT/ab"
+        mpi_run "$AB_MPI" 1800 "$TANDEM" ab --baseline "" --candidate "$cflags" --comm-progress "$mode" \
+          "${COMMON[@]}" --out "$OUT/ab/$run" >"$OUT/ab/$run.log" 2>&1 \
+          || { echo "ab $run failed:"; tail -n 20 "$OUT/ab/$run.log"; }
+        grep -E "mean step time|exposed|overlap efficiency" "$OUT/ab/$run.log" | head -n 6
+      done
+    done
+  done
+  $PY - "$OUT/ab" "$RATES" "$MODES" >"$OUT/ab.md" <<'PYEOF'
+import json, os, sys
+d, rates, modes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
+print("| link (Gbit/s) | progress | candidate | baseline ms | candidate ms | change | comm share of baseline "
+      "| exposed comm ms (base / cand) | ideal ms (cand) | overlap eff. (cand) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+f = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
+for rate in rates:
+    for mode in modes:
+        for cand, label in (("overlap_grad", "--overlap-grad-reduce"), ("overlap_both", "both overlap flags")):
+            p = os.path.join(d, f"{rate}gbit_{mode}_{cand}", "summary.json")
+            if not os.path.exists(p):
+                print(f"| {rate} | {mode} | {label} | failed | | | | | | |"); continue
+            s = json.load(open(p)); a, b = s["baseline"], s["candidate"]
+            share = a["comm_ms"] / a["mean_step_ms"] if a.get("comm_ms") is not None and a.get("mean_step_ms") else None
+            print(f"| {rate} | {mode} | {label} | {f(a['mean_step_ms'])} | {f(b['mean_step_ms'])} "
+                  f"| {f(s['step_time_change_pct'])}% | {f(share and 100 * share, 0)}% "
+                  f"| {f(a['exposed_comm_ms'])} / {f(b['exposed_comm_ms'])} | {f(b['ideal_step_ms'])} "
+                  f"| {f(b['overlap_efficiency'], 2)} |")
+PYEOF
+  cat "$OUT/ab.md"
+fi
