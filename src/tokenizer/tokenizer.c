@@ -36,7 +36,7 @@
 #include "tokenizer/pretok.h"
 
 #define MAX_FILE_BYTES ((size_t)256 << 20)
-#define MAX_ID ((int64_t)1 << 24)         /* ids beyond this are a broken file, not a bigger model */
+#define MAX_ID ((int64_t)1 << 22)         /* 4M ids: beyond that a broken file, not a bigger model */
 #define MAX_TEXT_BYTES ((size_t)16 << 20) /* per encode call; BPE scratch is ~36 bytes per input byte */
 #define CACHE_MAX_PIECE 128               /* bytes; longer pieces are rare and not cached */
 #define CACHE_MAX_ENTRIES 32768
