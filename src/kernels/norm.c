@@ -10,28 +10,38 @@
 
 #include "kernels/vec.h"
 
-/* sum_j a[j] */
+/* sum_j a[j]. Two accumulators, so the loop is not bound by the latency of one chain
+ * of vector adds. */
 static float row_sum(const float *a, int d) {
-    tdm_v8 acc = tdm_v8_set1(0.0f);
+    tdm_v8 acc0 = tdm_v8_set1(0.0f), acc1 = acc0;
     int j = 0;
-    for (; j + 8 <= d; j += 8) acc += tdm_v8_load(a + j);
-    if (j < d) acc += tdm_v8_load_part(a + j, d - j, 0.0f);
-    return tdm_v8_sum(acc);
+    for (; j + 16 <= d; j += 16) {
+        acc0 += tdm_v8_load(a + j);
+        acc1 += tdm_v8_load(a + j + 8);
+    }
+    for (; j + 8 <= d; j += 8) acc0 += tdm_v8_load(a + j);
+    if (j < d) acc1 += tdm_v8_load_part(a + j, d - j, 0.0f);
+    return tdm_v8_sum(acc0 + acc1);
 }
 
 /* sum_j (a[j] - c)^2 */
 static float row_sumsq(const float *a, float c, int d) {
-    tdm_v8 acc = tdm_v8_set1(0.0f);
+    tdm_v8 acc0 = tdm_v8_set1(0.0f), acc1 = acc0;
     int j = 0;
+    for (; j + 16 <= d; j += 16) {
+        tdm_v8 t0 = tdm_v8_load(a + j) - c, t1 = tdm_v8_load(a + j + 8) - c;
+        acc0 += t0 * t0;
+        acc1 += t1 * t1;
+    }
     for (; j + 8 <= d; j += 8) {
         tdm_v8 t = tdm_v8_load(a + j) - c;
-        acc += t * t;
+        acc0 += t * t;
     }
     if (j < d) {
         tdm_v8 t = tdm_v8_load_part(a + j, d - j, c) - c;
-        acc += t * t;
+        acc1 += t * t;
     }
-    return tdm_v8_sum(acc);
+    return tdm_v8_sum(acc0 + acc1);
 }
 
 void tdm_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
