@@ -147,10 +147,10 @@ int64_t tdm_model_layout_acts(const tdm_model_config *cfg, const tdm_model_limit
         if (wv > ws) ws = wv;
     }
     a->attn_ws = cf(&c, ws > 0 ? ws : 1);
-    /* Rows per lm_head chunk: each chunk's weight-gradient sgemm streams the whole
-     * [V,h] dW, so chunks should be as tall as a ~64 MiB logits workspace allows. */
-    int64_t chunk = ((int64_t)16 << 20) / tc->vocab_size;
-    chunk = chunk < 32 ? 32 : chunk > 1024 ? 1024 : chunk;
+    /* Rows per lm_head chunk: each chunk streams the whole [V,h] W and dW, so chunks
+     * are as tall as a ~128 MiB logits workspace allows (220 rows at V = 151936). */
+    int64_t chunk = ((int64_t)32 << 20) / tc->vocab_size;
+    chunk = chunk < 64 ? 64 : chunk > 1024 ? 1024 : chunk;
     a->xent_chunk = (int)(T < chunk ? T : chunk);
     a->xent_ws = cf(&c, tdm_xent_workspace_floats(a->xent_chunk, tc->vocab_size));
     return c.off;
