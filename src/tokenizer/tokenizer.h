@@ -3,6 +3,23 @@
  * Loads a tokenizer.json and reproduces `tokenizers` exactly: added tokens split
  * first (longest match), NFC normalisation, the pre-tokenizer regex, the GPT-2
  * byte-to-unicode map, BPE merges by rank, vocabulary lookup.
+ *
+ *   tdm_error err;
+ *   tdm_tokenizer *t = tdm_tokenizer_load("tokenizer.json", &err);   // NULL: err.msg says why
+ *   const char *s = "<|im_start|>user\nHi<|im_end|>";
+ *   tdm_ids ids = {0};
+ *   tdm_tokenizer_encode(t, s, strlen(s), &ids, &err);
+ *   // Qwen3: ids = 151644 872 198 13048 151645
+ *   char *text = tdm_tokenizer_decode(t, ids.data, ids.len);          // the text again
+ *   free(text); tdm_ids_free(&ids); tdm_tokenizer_free(t);
+ *
+ * Checked id for id against transformers.js (tests/tokenizer/peer_tokenizer.sh).
+ * Invalid UTF-8 in encode's input is repaired first, each maximal ill-formed subpart
+ * becoming U+FFFD, exactly as a JavaScript or Python decoder would hand it over.
+ * Encode and decode may run concurrently on one tokenizer.
+ * A tokenizer.json of another shape (WordPiece, byte fallback, other normalisers or
+ * pre-tokenizers, lstrip/rstrip added tokens) is refused with a message, not
+ * approximated. BPE training, writing such a file: bpe_train.h.
  */
 #ifndef TDM_TOKENIZER_H
 #define TDM_TOKENIZER_H
