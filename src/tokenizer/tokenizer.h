@@ -40,12 +40,17 @@ void tdm_ids_free(tdm_ids *v);
 
 typedef struct tdm_tokenizer tdm_tokenizer;
 
+/* Reads and parses a tokenizer.json (at most 256 MiB; ids below 4M). NULL on error,
+ * with a message naming the file and the field that is wrong or unsupported. */
 tdm_tokenizer *tdm_tokenizer_load(const char *path, tdm_error *err);
+/* The same from text in memory; `name` stands for the file in messages. */
 tdm_tokenizer *tdm_tokenizer_parse(const char *json, size_t len, const char *name, tdm_error *err);
+/* Frees everything; t may be NULL. */
 void tdm_tokenizer_free(tdm_tokenizer *t);
 
 /* Appends the ids of UTF-8 `text` to out. Added/special tokens written in the text
- * are recognised. Invalid UTF-8 is handled as documented in tokenizer.c. */
+ * are recognised. Invalid UTF-8 is repaired first (see above and tokenizer.c).
+ * Fails for texts over 16 MiB, or when a piece has no id and there is no unk_token. */
 int tdm_tokenizer_encode(const tdm_tokenizer *t, const char *text, size_t len, tdm_ids *out, tdm_error *err);
 
 /* Decoded UTF-8 text (malloc'ed, NUL-terminated); invalid sequences become U+FFFD. */
