@@ -14,8 +14,9 @@
  *
  * Cases: several images of different sizes in one batch, several packed samples (one
  * without an image), GQA (4 query / 2 kv heads), DeepStack taps at blocks 0, 2 and 3 of
- * 4 (the last one is the tower output), tied and untied lm_head, and the freeze
- * settings none, vision+projector, llm (+lm_head).
+ * 4 (the last one is the tower output), tied and untied lm_head, the freeze settings
+ * none, vision+projector, llm (+lm_head), and long segments (an image of 192 patches, a
+ * sample of 280 tokens) so attention runs over several tiles.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,18 +29,33 @@
 #include "model_configs.h"
 #include "random_batch.h"
 
+static const rb_sample SAMPLES[] = {
+    {.text_len = 5, .n_images = 2, .gh = {4, 6}, .gw = {4, 2}},
+    {.text_len = 9, .n_images = 0},
+    {.text_len = 3, .n_images = 1, .gh = {2}, .gw = {8}},
+};
+
+/* Long segments: attention spans several kernel tiles in both towers. */
+static const rb_sample LONG_SAMPLES[] = {
+    {.text_len = 90, .n_images = 1, .gh = {16}, .gw = {12}},
+    {.text_len = 140, .n_images = 0},
+};
+
 typedef struct pcase {
     const char *name;
     int tied;
     tdm_freeze freeze;
+    const rb_sample *samples;
+    int n_samples;
 } pcase;
 
 static const pcase CASES[] = {
-    {"untied", 0, {0, 0, 0, 0}},
-    {"tied", 1, {0, 0, 0, 0}},
-    {"freeze_vision_projector", 0, {1, 1, 0, 0}},
-    {"freeze_llm", 0, {0, 0, 1, 1}},
-    {"tied_freeze_llm", 1, {0, 0, 1, 0}},
+    {"untied", 0, {0, 0, 0, 0}, SAMPLES, 3},
+    {"tied", 1, {0, 0, 0, 0}, SAMPLES, 3},
+    {"freeze_vision_projector", 0, {1, 1, 0, 0}, SAMPLES, 3},
+    {"freeze_llm", 0, {0, 0, 1, 1}, SAMPLES, 3},
+    {"tied_freeze_llm", 1, {0, 0, 1, 0}, SAMPLES, 3},
+    {"long_segments", 0, {0, 0, 0, 0}, LONG_SAMPLES, 2},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -55,12 +71,6 @@ static void parity_config(tdm_model_config *c, int tied) {
     c->text.mrope_section[2] = 2;
     c->tie_word_embeddings = tied;
 }
-
-static const rb_sample SAMPLES[] = {
-    {.text_len = 5, .n_images = 2, .gh = {4, 6}, .gw = {4, 2}},
-    {.text_len = 9, .n_images = 0},
-    {.text_len = 3, .n_images = 1, .gh = {2}, .gw = {8}},
-};
 
 /* Random weights with every path exercised: matrices N(0, 1/in), norm weights around
  * one, biases small but non-zero. Values depend only on (seed, name). */
@@ -99,7 +109,7 @@ static int run_case(const pcase *pc, run_out *o, tdm_error *err) {
     if (!o->m) return -1;
     if (tdm_param_table_alloc(tdm_model_params(o->m), &o->data, &o->grad, err)) return -1;
     random_weights(o->m, 1234);
-    rb_build(&o->b, &c, SAMPLES, (int)(sizeof SAMPLES / sizeof SAMPLES[0]), 99);
+    rb_build(&o->b, &c, pc->samples, pc->n_samples, 99);
     tdm_model_limits lim = {o->b.n_tokens, o->b.n_seqs, o->b.n_patches, o->b.n_images};
     if (tdm_model_reserve(o->m, &lim, err)) return -1;
     tdm_fb_result r;
