@@ -13,7 +13,28 @@
  * (patch_embed, pos_embed, blocks.i, merger, deepstack_merger_list.j), then the
  * language model (embed_tokens, layers.l, norm), then lm_head (absent when tied).
  * Frozen parts (tdm_freeze) have no gradient and no backward work: with the vision
- * tower and projector frozen, nothing of the vision backward runs.
+ * tower and projector frozen, nothing of the vision backward runs; with the language
+ * model frozen but the projector training, the decoder backward runs for activation
+ * gradients only.
+ *
+ * Hooks (params.h), as this implementation calls them:
+ *   forward   param_needed(i) for i = 0 .. n-1 in table order, each at the start of the
+ *             layer ("unit") that reads it: vision.patch_embed, vision.block.k,
+ *             vision.merger, vision.deepstack_merger.j, embed_tokens, layer.l, norm,
+ *             lm_head. A text-only micro-batch announces the vision parameters anyway.
+ *   backward  grad_ready(i) once per trainable tensor, right after its last kernel:
+ *             lm_head (untied) after the fused loss; norm; for l = L-1 .. 0: down, gate,
+ *             up, post_attention_layernorm, o_proj, q_norm, k_norm, q_proj, k_proj, v_proj,
+ *             input_layernorm; embed_tokens (tied: after both the lm_head and the
+ *             embedding contributions); then, when the batch has images, DeepStack
+ *             mergers j = n-1 .. 0 and the final merger (fc2 w,b; fc1 w,b; norm w,b),
+ *             blocks k = depth-1 .. 0 (fc2 w,b; fc1 w,b; norm2 w,b; proj w,b; qkv w,b;
+ *             norm1 w,b), pos_embed, patch_embed weight, bias. A text-only batch reports
+ *             the trainable vision tensors ready, in reverse table order, after
+ *             embed_tokens. So the order is reverse table order layer by layer, but not
+ *             exactly inside a layer: count per bucket, do not assume positions.
+ *   layer_begin/layer_end(name, is_backward) around every unit (names live as long as
+ *   the model), progress() after each; profiler: level 1 per unit, level 2 per kernel.
  */
 #ifndef TDM_QWEN3VL_H
 #define TDM_QWEN3VL_H

@@ -6,6 +6,7 @@
 #include "harness.h"
 #include "model/qwen3vl.h"
 #include "model_configs.h"
+#include "random_batch.h"
 
 static void test_2b_counts(void) {
     tdm_model_config c;
@@ -101,10 +102,38 @@ static void test_bad_config(void) {
     tdm_model_free(m);
 }
 
+/* tdm_model_flops against the count written out by hand for a text-only batch. */
+static void test_flops_by_hand(void) {
+    tdm_model_config c;
+    cfg_small(&c, 32, 64, 2, 3, 128); /* h 64, 4 q / 2 kv heads of 16, MLP 192 */
+    tdm_error err;
+    tdm_model *m = tdm_model_create(&c, NULL, &err);
+    tdm_freeze fz = {1, 1, 1, 0};
+    tdm_model *mf = tdm_model_create(&c, &fz, &err);
+    rb_sample smp[2] = {{.text_len = 10}, {.text_len = 7}};
+    tdm_batch b;
+    rb_build(&b, &c, smp, 2, 1);
+    double T = 17, h = 64, q = 64, kv = 32, I = 192, V = 128, L = 3;
+    double pairs = 10 * 11 / 2 + 7 * 8 / 2, C = (double)b.n_target_tokens;
+    double per_layer = 2 * T * h * (q + 2 * kv) + 2 * T * q * h + 3 * 2 * T * h * I; /* forward matmuls */
+    double attn = 4 * pairs * q;                                                     /* QK^T and PV */
+    double head = 2 * C * h * V;
+    double full = L * (3 * per_layer + 3 * attn) + 3 * head; /* forward, dx, dW; attention bw = 2x fwd */
+    CHECK(fabs(tdm_model_flops(m, &b) - full) <= 1e-9 * full, "flops %.0f vs %.0f", tdm_model_flops(m, &b), full);
+    /* everything frozen but lm_head: decoder forward only, lm_head forward + dW */
+    double frozen = L * (per_layer + attn) + 2 * head;
+    CHECK(fabs(tdm_model_flops(mf, &b) - frozen) <= 1e-9 * frozen, "frozen flops %.0f vs %.0f",
+          tdm_model_flops(mf, &b), frozen);
+    rb_free(&b);
+    tdm_model_free(m);
+    tdm_model_free(mf);
+}
+
 int main(void) {
     RUN(test_2b_counts);
     RUN(test_8b_counts_and_plan);
     RUN(test_init_depends_on_name_only);
     RUN(test_bad_config);
+    RUN(test_flops_by_hand);
     return TEST_SUMMARY();
 }
