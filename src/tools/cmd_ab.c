@@ -20,6 +20,7 @@
 #include "core/strbuf.h"
 #include "tools/commands.h"
 #include "train/ab.h"
+#include "train/demo.h"
 
 void openblas_set_num_threads(int num_threads);
 
@@ -41,7 +42,9 @@ static void usage(FILE *f) {
             "  --bootstrap-seed S      seed of the bootstrap interval (default 20261129)\n"
             "  --out DIR               report directory (default ab-report)\n"
             "  every other flag is a `tandem train` flag (see tandem train --help), given to both sides.\n"
-            "  scripts/demo.sh runs a short protocol on the tiny configuration and the built-in data;\n"
+            "  With no arguments at all it runs the built-in demo: a short protocol on the tiny configuration\n"
+            "  (configs/tiny) and the built-in synthetic data, prepared in ./tandem-demo (or $TANDEM_DEMO_DIR);\n"
+            "  scripts/demo.sh does exactly that on 2 ranks.\n"
             "  docs/ab-protocol.md explains the table and the report.\n");
 }
 
@@ -98,6 +101,27 @@ int cmd_ab(int argc, char **argv) {
     if (!getenv("OPENBLAS_NUM_THREADS")) {
         int n = (int)(sysconf(_SC_NPROCESSORS_ONLN) / local_ranks());
         openblas_set_num_threads(n > 0 ? n : 1);
+    }
+
+    if (argc == 1) {
+        /* The built-in demo: rank 0 prepares the data and tokenizer, every rank then
+         * runs the short protocol with the demo's flags. */
+        const char *dir = getenv("TANDEM_DEMO_DIR") ? getenv("TANDEM_DEMO_DIR") : "tandem-demo";
+        const char *model = getenv("TANDEM_DEMO_MODEL") ? getenv("TANDEM_DEMO_MODEL") : "configs/tiny";
+        tdm_error e = {{0}};
+        int failed = 0;
+        if (rank == 0) {
+            printf("tandem ab: no arguments, running the built-in demo (data and tokenizer in %s/)\n", dir);
+            fflush(stdout);
+            failed = tdm_demo_prepare(dir, &e) != 0;
+        }
+        MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (failed) {
+            if (rank == 0) fprintf(stderr, "tandem ab: preparing the demo: %s\n", e.msg);
+            MPI_Finalize();
+            return 1;
+        }
+        argc = tdm_demo_ab_args(dir, model, &argv);
     }
 
     tdm_ab_options o;
