@@ -115,6 +115,7 @@ const handLines = [
   "dollar$100 and 100$ and #hashtag and @mention",
   "ÀÉÎÕÜ àéîõü ÇçÑñ",
   "x\u0301\u0301\u0301 stacked marks",
+  "nul\u0000\u00E9 e\u0301\u0000x (NUL inside text that NFC changes)",
 ];
 
 // Invalid UTF-8, written as raw bytes: lone continuation, truncated sequences,

@@ -12,7 +12,8 @@
 #   2. the spec's worked example (qwen3vl.md section 10), exact ids from both sides;
 #   3. a tokenizer trained by `tandem train-tokenizer` on tests/tokenizer/train_sample.json:
 #      deterministic (two runs give identical files), the fixed ids of the added tokens,
-#      and the same ids from both sides on the training text and on the corpus.
+#      the same ids from both sides on the training text and on the corpus, and the
+#      same text decoded from them.
 # Prints "N passed, N failed"; exits non-zero on any mismatch.
 set -u
 cd "$(dirname "$0")/../.."
@@ -90,6 +91,9 @@ for text in train corpus; do
   "$TANDEM" tokenize --tokenizer "$tmp/tok1.json" < "$tmp/$text.txt" > "$tmp/tours.ids" || fail "tandem tokenize (trained)"
   compare "trained encode ($text)" "$tmp/tref.ids" "$tmp/tours.ids"
 done
+node "$PEER" decode --tokenizer "$tmp/tok1.json" < "$tmp/tref.ids" > "$tmp/tref.txt" || fail "reference decode (trained)"
+"$TANDEM" tokenize --decode --tokenizer "$tmp/tok1.json" < "$tmp/tref.ids" > "$tmp/tours.txt" || fail "tandem decode (trained)"
+compare "trained decode (corpus)" "$tmp/tref.txt" "$tmp/tours.txt"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
