@@ -372,12 +372,7 @@ int tdm_bpe_trainer_train(tdm_bpe_trainer *tr, int vocab_size, tdm_strbuf *out, 
             }
             best = s;
         }
-        if (!best) {
-            rc = tdm_errorf(err, "the corpus supports only %d tokens (%d merges) but vocabulary size %d needs %d; "
-                                 "use a smaller vocabulary or more text",
-                            n_toks + TDM_QWEN_N_ADDED, n_merges, vocab_size, n_target);
-            break;
-        }
+        if (!best) break; /* every word is one token: ids n_toks..n_target-1 stay unused */
         int32_t a = (int32_t)(best->key >> 32), b = (int32_t)(uint32_t)best->key;
         /* The merged token: new, or one that already exists (then no new id). */
         size_t len = (size_t)toks[a].len + toks[b].len;
@@ -427,6 +422,7 @@ int tdm_bpe_trainer_train(tdm_bpe_trainer *tr, int vocab_size, tdm_strbuf *out, 
             stats->words = tr->words;
             stats->unique_words = (int64_t)tr->n_words;
             stats->n_merges = n_merges;
+            stats->n_tokens = n_toks;
             stats->vocab_size = vocab_size;
         }
     }

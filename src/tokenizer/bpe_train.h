@@ -21,8 +21,10 @@
  *                 </think> last (so for N = 1024: <|im_start|> 999, <|im_end|> 1000,
  *                 <|vision_start|> 1007, <|vision_end|> 1008, <|image_pad|> 1010).
  * A merge whose result already exists (e.g. "ab"+"c" after "a"+"bc") is recorded in
- * merges without a new id; training goes on until the vocabulary is full and fails
- * when the corpus runs out of pairs first.
+ * merges without a new id. Training goes on until the vocabulary is full or the
+ * corpus runs out of pairs (every word a single token); in that case the ids between
+ * the last merged token and N-26 are left unused (absent from the vocabulary, like
+ * the padding rows of Qwen's embedding), so the added tokens keep their ids.
  */
 #ifndef TDM_TOKENIZER_BPE_TRAIN_H
 #define TDM_TOKENIZER_BPE_TRAIN_H
@@ -47,6 +49,7 @@ typedef struct tdm_bpe_stats {
     int64_t words;        /* pre-tokenized words counted (with repeats) */
     int64_t unique_words;
     int n_merges;         /* merges written */
+    int n_tokens;         /* ids in use below the added tokens: 256 + new merged tokens */
     int vocab_size;       /* N */
 } tdm_bpe_stats;
 
@@ -62,8 +65,8 @@ int tdm_bpe_trainer_add_text(tdm_bpe_trainer *tr, const char *text, size_t len, 
  * removed. Errors name the file (and line for JSON Lines). */
 int tdm_bpe_trainer_add_dataset(tdm_bpe_trainer *tr, const char *path, tdm_error *err);
 
-/* Trains a vocabulary of exactly vocab_size ids (layout above) and appends the
- * tokenizer.json text to out. vocab_size must be in [256 + 26 + 1, 1 << 20]. */
+/* Trains a vocabulary of vocab_size ids (layout above; some may be unused when the
+ * corpus is small) and appends the tokenizer.json text to out. vocab_size must be in [256 + 26 + 1, 1 << 20]. */
 int tdm_bpe_trainer_train(tdm_bpe_trainer *tr, int vocab_size, tdm_strbuf *out, tdm_bpe_stats *stats,
                           tdm_error *err);
 

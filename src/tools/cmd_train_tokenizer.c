@@ -79,8 +79,12 @@ int cmd_train_tokenizer(int argc, char **argv) {
     } else {
         printf("wrote %s: %d ids = 256 bytes + %d merged tokens (%d merges) + %d added tokens; "
                "trained on %lld texts, %lld words (%lld distinct)\n",
-               out, st.vocab_size, st.vocab_size - 256 - TDM_QWEN_N_ADDED, st.n_merges, TDM_QWEN_N_ADDED,
-               (long long)st.texts, (long long)st.words, (long long)st.unique_words);
+               out, st.vocab_size, st.n_tokens - 256, st.n_merges, TDM_QWEN_N_ADDED, (long long)st.texts,
+               (long long)st.words, (long long)st.unique_words);
+        int unused = st.vocab_size - TDM_QWEN_N_ADDED - st.n_tokens;
+        if (unused > 0)
+            printf("note: the text ran out of pairs to merge; ids %d..%d are unused (more text fills them)\n",
+                   st.n_tokens, st.n_tokens + unused - 1);
     }
     tdm_sb_free(&json);
     tdm_bpe_trainer_free(tr);

@@ -293,8 +293,19 @@ static void test_train_small(void) {
         tdm_tokenizer_free(t);
     }
     free(json);
-    CHECK(train(texts, 1, vocab + 100, &err) == NULL && strstr(err.msg, "supports only"), "too small corpus: %s",
-          err.msg);
+    /* More ids than the text has pairs for: the rest stay unused, added tokens stay last. */
+    json = train(texts, 1, vocab + 100, &err);
+    t = json ? tdm_tokenizer_parse(json, strlen(json), "holes.json", &err) : NULL;
+    CHECK(t != NULL, "%s", err.msg);
+    if (t) {
+        CHECK(tdm_tokenizer_vocab_size(t) == vocab + 100, "vocab size %d", tdm_tokenizer_vocab_size(t));
+        /* One more merge than before, (" c", "d") -> " cd" 259, then no pair is left. */
+        CHECK(tdm_tokenizer_id_token(t, 259) && !tdm_tokenizer_id_token(t, 260), "ids from 260 on are unused");
+        CHECK(tdm_tokenizer_token_id(t, "<|endoftext|>") == vocab + 100 - 26, "added tokens stay last");
+        CHECK(encodes_to(t, "ab ab cd", 8, (const int32_t[]){256, 257, 259, -1}), "merged to the end");
+        tdm_tokenizer_free(t);
+    }
+    free(json);
     CHECK(train(texts, 1, 100, &err) == NULL && strstr(err.msg, "out of range"), "vocab too small: %s", err.msg);
 }
 
