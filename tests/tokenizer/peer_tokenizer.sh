@@ -13,7 +13,7 @@
 #   3. a tokenizer trained by `tandem train-tokenizer` on tests/tokenizer/train_sample.json:
 #      deterministic (two runs give identical files), the fixed ids of the added tokens,
 #      the same ids from both sides on the training text and on the corpus, and the
-#      same text decoded from them.
+#      same text decoded from them; also one trained on too little text to fill its ids.
 # Prints "N passed, N failed"; exits non-zero on any mismatch.
 set -u
 cd "$(dirname "$0")/../.."
@@ -91,6 +91,13 @@ for text in train corpus; do
   "$TANDEM" tokenize --tokenizer "$tmp/tok1.json" < "$tmp/$text.txt" > "$tmp/tours.ids" || fail "tandem tokenize (trained)"
   compare "trained encode ($text)" "$tmp/tref.ids" "$tmp/tours.ids"
 done
+# A corpus too small to fill 1024 ids leaves a hole below the added tokens; both
+# sides must still load the file and agree.
+printf '{"messages": [{"role": "user", "content": "<image>What colour is the star?"}, {"role": "assistant", "content": "yellow"}]}\n' > "$tmp/small.jsonl"
+"$TANDEM" train-tokenizer --data "$tmp/small.jsonl" --out "$tmp/holes.json" > /dev/null || fail "train-tokenizer (small corpus)"
+node "$PEER" encode --tokenizer "$tmp/holes.json" < "$tmp/corpus.txt" > "$tmp/href.ids" || fail "reference encode (holes)"
+"$TANDEM" tokenize --tokenizer "$tmp/holes.json" < "$tmp/corpus.txt" > "$tmp/hours.ids" || fail "tandem tokenize (holes)"
+compare "trained with unused ids (corpus)" "$tmp/href.ids" "$tmp/hours.ids"
 node "$PEER" decode --tokenizer "$tmp/tok1.json" < "$tmp/tref.ids" > "$tmp/tref.txt" || fail "reference decode (trained)"
 "$TANDEM" tokenize --decode --tokenizer "$tmp/tok1.json" < "$tmp/tref.ids" > "$tmp/tours.txt" || fail "tandem decode (trained)"
 compare "trained decode (corpus)" "$tmp/tref.txt" "$tmp/tours.txt"
