@@ -2,6 +2,7 @@
  * merges by rank, added tokens, NFC, decode, errors), BPE training, and the worked
  * example of the spec on the real Qwen3 tokenizer.json (from the npm test peer).
  * The exhaustive comparison with the reference implementation is peer_tokenizer.sh. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -212,6 +213,57 @@ static void test_decode(void) {
     tdm_tokenizer_free(t);
 }
 
+/* Two threads encode the same texts at once; the shared word cache must not mix them
+ * up. Expected ids come from a second tokenizer, used by one thread only. */
+#define N_CONC 485 /* 5 texts x 97 suffixes */
+static const char *CONCURRENT_TEXTS[] = {"hello world", "abc abd", "lll hello", "x<|a|>xy", "n\xC3\xA9 \xE4\xBD\xA0"};
+static tdm_ids conc_want[N_CONC];
+
+static void conc_text(int i, char *text, size_t cap) {
+    snprintf(text, cap, "%s %d", CONCURRENT_TEXTS[i % 5], i / 5); /* new pieces keep the cache busy */
+}
+
+typedef struct enc_job {
+    const tdm_tokenizer *t;
+    int mismatches;
+} enc_job;
+
+static void *encode_many(void *arg) {
+    enc_job *job = arg;
+    for (int r = 0; r < 20; r++) {
+        for (int i = 0; i < N_CONC; i++) {
+            char text[64];
+            conc_text(i, text, sizeof text);
+            tdm_ids a = {0};
+            tdm_error err;
+            tdm_tokenizer_encode(job->t, text, strlen(text), &a, &err);
+            if (a.len != conc_want[i].len || memcmp(a.data, conc_want[i].data, a.len * sizeof *a.data)) job->mismatches++;
+            tdm_ids_free(&a);
+        }
+    }
+    return NULL;
+}
+
+static void test_concurrent_encode(void) {
+    tdm_tokenizer *t = small_tokenizer(1), *ref = small_tokenizer(1);
+    if (!t || !ref) return;
+    for (int i = 0; i < N_CONC; i++) {
+        char text[64];
+        tdm_error err;
+        conc_text(i, text, sizeof text);
+        tdm_tokenizer_encode(ref, text, strlen(text), &conc_want[i], &err);
+    }
+    enc_job jobs[2] = {{t, 0}, {t, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, encode_many, &jobs[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK(jobs[0].mismatches + jobs[1].mismatches == 0, "%d mismatches", jobs[0].mismatches + jobs[1].mismatches);
+    CHECK(conc_want[0].len == 8, "\"hello world 0\" is 8 ids (\" \" and \"0\" apart), got %zu", conc_want[0].len);
+    for (int i = 0; i < N_CONC; i++) tdm_ids_free(&conc_want[i]);
+    tdm_tokenizer_free(t);
+    tdm_tokenizer_free(ref);
+}
+
 static void expect_error(const char *json, const char *needle) {
     tdm_error err = {{0}};
     tdm_tokenizer *t = tdm_tokenizer_parse(json, strlen(json), "bad.json", &err);
@@ -383,6 +435,7 @@ int main(void) {
     RUN(test_added_tokens);
     RUN(test_nfc_and_invalid_input);
     RUN(test_decode);
+    RUN(test_concurrent_encode);
     RUN(test_errors);
     RUN(test_train_small);
     RUN(test_train_dataset_files);
