@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
     for (int chunk = 64; chunk <= 256; chunk *= 4) {
         int n = 256, d = 512, v = 32000;
         float *h = randf((int64_t)n * d, 1), *w = randf((int64_t)v * d, 0.1f), *dh = randf((int64_t)n * d, 1);
-        float *dw = randf((int64_t)v * d, 1), *ws = randf(tdm_xent_workspace_floats(chunk, v), 1);
+        float *dw = randf((int64_t)v * d, 1), *ws = randf(tdm_xent_workspace_floats(chunk, v, d), 1);
         int32_t *tg = malloc(sizeof(int32_t) * n);
         for (int i = 0; i < n; i++) tg[i] = (i * 7919) % v;
         int64_t cnt;

@@ -86,15 +86,16 @@ void tdm_embedding_forward(float *out, const float *table, const int32_t *ids, i
 void tdm_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int n, int d);
 
 /* ---- Cross-entropy fused with the output projection -------------------------------- */
-/* logits = h[n,d] W[v,d]^T computed `chunk` rows at a time into workspace[chunk, v]:
- * the n x v matrix never exists. Rows whose target is -100 are skipped entirely.
+/* logits = h[n,d] W[v,d]^T computed for pieces of up to min(chunk, 256) counted rows
+ * (gathered across ignored rows) into the workspace: the n x v matrix never exists.
+ * Rows whose target is -100 are skipped entirely.
  * Returns the SUM of -log softmax(logits)[target] over counted rows (in double) and
  * writes the number of counted rows to *count. When dh != NULL or dw != NULL it also
  * does the backward of grad_scale * sum: dh[n,d] overwritten (zero on ignored rows),
  * dw[v,d] accumulated. Targets must be < v; every negative target counts as ignored.
  * Each chunk streams W (and dW) through the cache three times, so take chunk as large as
  * the workspace allows (128-256 rows reach sgemm speed; 64 is about 10% slower). */
-int64_t tdm_xent_workspace_floats(int chunk, int v);
+int64_t tdm_xent_workspace_floats(int chunk, int v, int d);
 double tdm_xent_fused(float *dh, float *dw, const float *h, const float *w, const int32_t *targets, int n, int d,
                       int v, float grad_scale, int chunk, float *workspace, int64_t *count);
 

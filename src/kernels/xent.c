@@ -1,14 +1,17 @@
 /* xent.c - cross-entropy fused with the output projection.
  *
- * The rows are walked in runs of consecutive counted rows (target >= 0), each run cut
- * into pieces of at most `chunk` rows. For a piece of r rows starting at row i0:
- *   L = h[i0:i0+r] W^T            one sgemm into workspace [r, v]
+ * Counted rows (target >= 0) are gathered, in order, into pieces of at most
+ * min(chunk, 256) rows, whatever ignored rows lie between them: in supervised fine-tuning prompts are
+ * ignored and answers counted, so counted rows come in short runs, and cutting a piece
+ * at every ignored row would stream all of W and dW (V x d each) once per run. For a
+ * piece of r rows, packed into hp [r, d]:
+ *   L = hp W^T                    one sgemm into the logits workspace [r, v]
  *   per row: lse = log sum e^L, loss += lse - L[target],
  *            L <- grad_scale (softmax(L) - onehot(target))   (in place)
- *   dW += L^T h[i0:i0+r]          sgemm, beta = 1
- *   dh[i0:i0+r] = L W             sgemm, beta = 0
- * h and dh rows of a run are contiguous, so no row is packed or copied; ignored rows
- * cost nothing but a memset of their dh row.
+ *   dW += L^T hp                  sgemm, beta = 1
+ *   dhp = L W                     sgemm, then scattered back to the rows' dh
+ * Ignored rows cost nothing but a memset of their dh row.
+ * Workspace: [chunk, v] logits, then [chunk, d] packed h, then [chunk, d] packed dh.
  */
 #include "kernels/kernels.h"
 
@@ -18,7 +21,7 @@
 
 #include "kernels/vec.h"
 
-int64_t tdm_xent_workspace_floats(int chunk, int v) { return (int64_t)chunk * v; }
+int64_t tdm_xent_workspace_floats(int chunk, int v, int d) { return (int64_t)chunk * v + 2 * (int64_t)chunk * d; }
 
 /* Returns log sum_j e^{l[j]} over the row of length v. */
 static double row_logsumexp(const float *l, int v) {
@@ -47,31 +50,39 @@ double tdm_xent_fused(float *dh, float *dw, const float *h, const float *w, cons
     int64_t counted = 0;
     int backward = dh != NULL || dw != NULL;
     if (chunk < 1) chunk = 1;
+    float *lg = workspace;                        /* [chunk, v] */
+    float *hp = lg + (int64_t)chunk * v;          /* [chunk, d] */
+    float *dhp = hp + (int64_t)chunk * d;         /* [chunk, d] */
+    int rows[256];                                /* row index of each packed row (chunk <= 256 per piece) */
+    int piece = chunk < 256 ? chunk : 256;
     int i = 0;
     while (i < n) {
-        if (targets[i] < 0) { /* ignored row: no logits, zero gradient */
-            if (dh) memset(dh + (int64_t)i * d, 0, sizeof(float) * (size_t)d);
-            i++;
-            continue;
+        int r = 0; /* gather the next piece of counted rows */
+        for (; i < n && r < piece; i++) {
+            if (targets[i] < 0) {
+                if (dh) memset(dh + (int64_t)i * d, 0, sizeof(float) * (size_t)d);
+                continue;
+            }
+            rows[r] = i;
+            memcpy(hp + (int64_t)r * d, h + (int64_t)i * d, sizeof(float) * (size_t)d);
+            r++;
         }
-        int r = 0; /* the piece: up to chunk consecutive counted rows */
-        while (i + r < n && r < chunk && targets[i + r] >= 0) r++;
-        const float *hp = h + (int64_t)i * d;
-        float *lg = workspace; /* [r, v] */
+        if (r == 0) break;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, v, d, 1.0f, hp, d, w, d, 0.0f, lg, v);
         for (int a = 0; a < r; a++) {
             float *row = lg + (int64_t)a * v;
-            int t = targets[i + a];
+            int t = targets[rows[a]];
             double lse = row_logsumexp(row, v);
             loss += lse - (double)row[t];
             if (backward) row_dlogits(row, v, t, (float)lse, grad_scale);
         }
         counted += r;
         if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, v, d, r, 1.0f, lg, v, hp, d, 1.0f, dw, d);
-        if (dh)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, d, v, 1.0f, lg, v, w, d, 0.0f, dh + (int64_t)i * d,
-                        d);
-        i += r;
+        if (dh) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, d, v, 1.0f, lg, v, w, d, 0.0f, dhp, d);
+            for (int a = 0; a < r; a++)
+                memcpy(dh + (int64_t)rows[a] * d, dhp + (int64_t)a * d, sizeof(float) * (size_t)d);
+        }
     }
     if (count) *count = counted;
     return loss;

@@ -147,11 +147,12 @@ int64_t tdm_model_layout_acts(const tdm_model_config *cfg, const tdm_model_limit
         if (wv > ws) ws = wv;
     }
     a->attn_ws = cf(&c, ws > 0 ? ws : 1);
-    /* Rows per lm_head chunk: each chunk streams the whole [V,h] W and dW, so chunks
-     * are as tall as a ~128 MiB logits workspace allows (220 rows at V = 151936). */
+    /* Rows per lm_head piece: each piece streams the whole [V,h] W and dW, so pieces
+     * are as tall as a ~128 MiB logits workspace allows (220 rows at V = 151936), up
+     * to the kernel's 256. */
     int64_t chunk = ((int64_t)32 << 20) / tc->vocab_size;
-    chunk = chunk < 64 ? 64 : chunk > 1024 ? 1024 : chunk;
+    chunk = chunk < 64 ? 64 : chunk > 256 ? 256 : chunk;
     a->xent_chunk = (int)(T < chunk ? T : chunk);
-    a->xent_ws = cf(&c, tdm_xent_workspace_floats(a->xent_chunk, tc->vocab_size));
+    a->xent_ws = cf(&c, tdm_xent_workspace_floats(a->xent_chunk, tc->vocab_size, tc->hidden_size));
     return c.off;
 }

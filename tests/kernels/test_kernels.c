@@ -425,7 +425,7 @@ static void check_xent(double logit_scale) {
     kc_fd_grad(gh, c.h, N * D, xent_loss, &c);
     kc_fd_grad(gw, c.w, V * D, xent_loss, &c);
 
-    float *ws = kc_nanf(tdm_xent_workspace_floats(CHUNK, V));
+    float *ws = kc_nanf(tdm_xent_workspace_floats(CHUNK, V, D));
     float *dh = kc_nanf(N * D), *dw = kc_zerof(V * D);
     int64_t cnt = -1;
     double loss = tdm_xent_fused(dh, dw, h, w, t, N, D, V, gs, CHUNK, ws, &cnt);
@@ -450,7 +450,7 @@ static void check_xent(double logit_scale) {
     CHECK_ERR(kc_err(dh, gh, N * D), BWD_TOL);
     const int chunks[] = {1, 2, CHUNK, N, 64};
     for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
-        float *w2 = kc_nanf(tdm_xent_workspace_floats(chunks[k], V));
+        float *w2 = kc_nanf(tdm_xent_workspace_floats(chunks[k], V, D));
         cnt = -1;
         double l2 = tdm_xent_fused(NULL, NULL, h, w, t, N, D, V, gs, chunks[k], w2, &cnt);
         CHECK(fabs(l2 - lref) <= FWD_TOL * fmax(1.0, fabs(lref)) && cnt == cref, "chunk %d: loss %.9g count %lld",
@@ -466,7 +466,7 @@ static void test_xent_large_logits(void) { check_xent(2.5); } /* logits up to ~1
 static void test_xent_all_ignored(void) {
     enum { N = 4, D = 3, V = 5 };
     int32_t t[N] = {-100, -100, -100, -100};
-    float *h = kc_randf(N * D, 1), *w = kc_randf(V * D, 1), *ws = kc_nanf(tdm_xent_workspace_floats(2, V));
+    float *h = kc_randf(N * D, 1), *w = kc_randf(V * D, 1), *ws = kc_nanf(tdm_xent_workspace_floats(2, V, D));
     float *dh = kc_nanf(N * D), *dw = kc_zerof(V * D);
     int64_t cnt = -1;
     double loss = tdm_xent_fused(dh, dw, h, w, t, N, D, V, 1.0f, 2, ws, &cnt);
