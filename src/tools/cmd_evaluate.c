@@ -3,8 +3,8 @@
  * For each sample the turns before the first assistant turn are the prompt, and the
  * first assistant turn is the reference. The greedy answer counts as correct when it
  * equals the reference after trimming surrounding whitespace. Accuracy is printed
- * overall and per question kind: the first two words of the last user question
- * ("how many", "what colour", "where is"), which is how the built-in data asks.
+ * overall and per question kind (colour, count, position, shape, other), told from the
+ * question's wording, which is how the built-in data says what it asks.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -45,34 +45,24 @@ static int same_trimmed(const char *x, const char *y) {
     return xe - xb == ye - yb && !memcmp(xb, yb, (size_t)(xe - xb));
 }
 
-/* The first two words of the question, lower case, "<image>" removed. */
-static void kind_of(const char *q, char *out, size_t cap) {
-    char buf[256];
+/* The kind of a closed question, from its wording (and a numeric reference): colour,
+ * count, position, shape, else "other". Lower-cased keyword search, "<image>" ignored. */
+static const char *kind_of(const char *question, const char *reference) {
+    char q[512];
     size_t n = 0;
-    for (const char *p = q; *p && n + 1 < sizeof buf; p++) {
-        if (!strncmp(p, "<image>", 7)) {
-            p += 6;
-            continue;
-        }
-        buf[n++] = (char)tolower((unsigned char)*p);
-    }
-    buf[n] = 0;
-    const char *s = buf;
-    while (*s && !isalnum((unsigned char)*s)) s++;
-    size_t o = 0;
-    int words = 0;
-    for (; *s && o + 1 < cap; s++) {
-        if (!isalnum((unsigned char)*s) && *s != '\'') {
-            if (++words == 2) break;
-            while (s[1] && !isalnum((unsigned char)s[1])) s++;
-            out[o++] = ' ';
-            continue;
-        }
-        out[o++] = *s;
-    }
-    while (o > 0 && out[o - 1] == ' ') o--;
-    out[o] = 0;
-    if (!o) snprintf(out, cap, "(other)");
+    for (const char *p = question; *p && n + 1 < sizeof q; p++) q[n++] = (char)tolower((unsigned char)*p);
+    q[n] = 0;
+    if (strstr(q, "colour") || strstr(q, "color")) return "colour";
+    const char *r = reference;
+    while (isspace((unsigned char)*r)) r++;
+    int numeric = isdigit((unsigned char)*r) != 0;
+    for (const char *p = r; *p && numeric; p++) numeric = isdigit((unsigned char)*p) || isspace((unsigned char)*p);
+    if (numeric || strstr(q, "how many") || strstr(q, "count") || strstr(q, "number of")) return "count";
+    if (strstr(q, "where") || strstr(q, "located") || strstr(q, "position") || strstr(q, "which part") ||
+        strstr(q, "in which"))
+        return "position";
+    if (strstr(q, "shape")) return "shape";
+    return "other";
 }
 
 int cmd_evaluate(int argc, char **argv) {
@@ -154,8 +144,7 @@ int cmd_evaluate(int argc, char **argv) {
         }
         const char *ref = s->turns[first_answer].text;
         int ok = same_trimmed(answer, ref);
-        char kname[48];
-        kind_of(s->turns[first_answer - 1].text, kname, sizeof kname);
+        const char *kname = kind_of(s->turns[first_answer - 1].text, ref);
         int ki = 0;
         while (ki < n_kinds && strcmp(kinds[ki].name, kname)) ki++;
         if (ki == n_kinds && n_kinds < MAX_KINDS) {
