@@ -96,7 +96,19 @@ else
   bad "SIGTERM (rc $rc)"; tail -3 "$W/t.log"
 fi
 
-# --- 5. errors: one sentence, non-zero exit on every rank -----------------------------
+mkdir -p "$W/model2"; cp "$W/model/"*.json "$W/model2/"
+sed -i 's/"intermediate_size": 768/"intermediate_size": 512/' "$W/model2/config.json"
+
+# --- 5. generate and evaluate from a checkpoint ------------------------------------------
+out=$("$TANDEM" evaluate --model "$W/model" --tokenizer "$W/tok.json" --load "$W/ck" --data "$W/data/test.json" --limit 4 --show 4 2>&1)
+if printf '%s\n' "$out" | grep -qE '^accuracy: [0-9.]+% \([0-9] of 4\)$'; then ok "evaluate: $(printf '%s\n' "$out" | grep '^accuracy')"; else bad "evaluate"; printf '%s\n' "$out" | tail -3; fi
+img=$(ls "$W/data/images/" | head -1)
+out=$("$TANDEM" generate --model "$W/model" --tokenizer "$W/tok.json" --load "$W/ck/iter_0000003" --image "$W/data/images/$img" --prompt "How many shapes are there?" --max-new-tokens 4 2>&1); rc=$?
+[ "$rc" -eq 0 ] && ok "generate answers '$out'" || { bad "generate (rc $rc)"; printf '%s\n' "$out" | tail -2; }
+out=$("$TANDEM" generate --model "$W/model2" --tokenizer "$W/tok.json" --load "$W/ck" --prompt "hi" 2>&1); rc=$?
+[ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q "another model shape" && ok "generate refuses a checkpoint of another shape" || bad "generate with another shape (rc $rc)"
+
+# --- 6. errors: one sentence, non-zero exit on every rank -----------------------------
 expect_error() { # name, pattern, command...
   local name=$1 pat=$2; shift 2
   local out rc
@@ -112,8 +124,6 @@ expect_error "indivisible global batch" "divisible by --micro-batch-size x data-
 expect_error "overlap-param-gather alone" "requires --use-distributed-optimizer" train 2 --overlap-param-gather
 expect_error "missing tokenizer file" "^tandem train: .*nonexistent.json" "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train --model "$W/model" --tokenizer "$W/nonexistent.json" --data "$W/data/train.json" --global-batch-size 8 --micro-batch-size 2
 expect_error "load without tracker" "no latest_checkpointed_iteration.txt" train 2 --train-iters 2 --load "$W/data"
-mkdir -p "$W/model2"; cp "$W/model/"*.json "$W/model2/"
-sed -i 's/"intermediate_size": 768/"intermediate_size": 512/' "$W/model2/config.json"
 expect_error "checkpoint of another shape" "another model shape" "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${COMMON[@]}" --model "$W/model2" --train-iters 6 --load "$W/ck"
 expect_error "injected NaN" "^tandem train: .*iteration 2" train 2 --train-iters 4 --inject-nan-at 2:1
 
