@@ -250,11 +250,14 @@ static int load_pre_tokenizer(tdm_tokenizer *t, const tdm_json *root, tdm_error 
     if (!p || p->type != TDM_JSON_OBJECT)
         return tdm_errorf(err, "%s: missing object \"pre_tokenizer\" (expected Split + ByteLevel)", t->name);
     const tdm_json *seq = tdm_json_get(p, "pretokenizers");
-    size_t n = type_is(p, "Sequence") && seq && seq->type == TDM_JSON_ARRAY ? seq->len : 1;
+    const int is_seq = type_is(p, "Sequence");
+    if (is_seq && (!seq || seq->type != TDM_JSON_ARRAY))
+        return tdm_errorf(err, "%s: pre_tokenizer Sequence: \"pretokenizers\" must be an array", t->name);
+    size_t n = is_seq ? seq->len : 1;
     const char *pattern = NULL;
     int byte_level = 0;
     for (size_t i = 0; i < n; i++) {
-        const tdm_json *s = type_is(p, "Sequence") ? seq->items[i] : p;
+        const tdm_json *s = is_seq ? seq->items[i] : p;
         if (type_is(s, "Split")) {
             const tdm_json *pat = tdm_json_get(tdm_json_get(s, "pattern"), "Regex");
             const tdm_json *beh = tdm_json_get(s, "behavior");

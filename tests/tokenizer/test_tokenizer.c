@@ -292,6 +292,13 @@ static void test_errors(void) {
     expect_error_with("\"byte_fallback\": true, ", NULL, "byte_fallback");
     expect_error_with("\"unk_token\": \"<unk>\", ", NULL, "unk_token");
     expect_error_with(NULL, "\"normalizer\": {\"type\": \"Lowercase\"},", "Lowercase");
+    /* A Sequence without its list of steps once dereferenced the missing list. */
+    expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+                 "\"pre_tokenizer\": {\"type\": \"Sequence\"}}",
+                 "pretokenizers");
+    expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+                 "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": \"Split\"}}",
+                 "pretokenizers");
     char *json = small_json(1, NULL, NULL);
     /* A regex PCRE2 cannot compile. */
     char *p = strstr(json, "\"Regex\": \"");
