@@ -55,8 +55,11 @@ int cmd_train(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-    /* keep MPI's large scratch buffers on the heap instead of mmap/munmap per call */
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    /* keep MPI's large scratch buffers on the heap instead of mmap/munmap (and first-touch
+       page faults) per call: glibc's largest mmap threshold (32 MiB on 64-bit), and no
+       trimming of the heap top so freed scratch stays mapped */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     int provided = MPI_THREAD_SINGLE;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rank, world;

@@ -28,7 +28,12 @@
 static volatile sig_atomic_t g_stop_requested;
 
 static void on_signal(int sig) {
-    (void)sig;
+    if (g_stop_requested) {
+        /* a second Ctrl-C / SIGTERM: the user does not want to wait for the step */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
     g_stop_requested = 1; /* only a flag: the loop agrees on it at the end of the step */
 }
 
