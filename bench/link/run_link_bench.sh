@@ -14,7 +14,7 @@
 #                                        baseline vs --overlap-grad-reduce, and vs both overlap flags
 #   bench/link/run_link_bench.sh         both
 # Environment: RATES ("0.5 1 2", Gbit/s), PROBE_MPIS ("openmpi mpich"), AB_MPI (openmpi),
-# MODES ("thread inline"), STEPS (30), WINDOW (11:30), AB_FLAGS (extra train flags),
+# MODES ("thread inline"), CANDS ("overlap_grad overlap_both"), STEPS (30), WINDOW (11:30), AB_FLAGS (extra train flags),
 # OUT (build/link-bench). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
 # and the tables $OUT/probe.md and $OUT/ab.md.
 set -uo pipefail
@@ -137,6 +137,8 @@ fi
 if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
   if [ "$AB_MPI" = openmpi ]; then TANDEM=${TANDEM:-$PWD/build/tandem}; else TANDEM=${TANDEM:-$PWD/build-$AB_MPI/tandem}; fi
   "$TANDEM" --help 2>/dev/null | grep -qE "^  ab " || die "$TANDEM has no 'ab' command (make build/tandem)"
+  # a private copy, so a rebuild of build/tandem during the runs cannot change or break them
+  cp "$TANDEM" "$OUT/tandem" && TANDEM=$OUT/tandem
   D="$OUT/data"
   [ -f "$D/train.json" ] || "$TANDEM" gen-data --out "$D" --samples 2000 --heldout 10 --seed 1 >/dev/null || die "gen-data failed"
   [ -f "$D/tok.json" ] || "$TANDEM" train-tokenizer --data tests/tokenizer/train_sample.json --data "$D/train.json" \
@@ -150,7 +152,7 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
   for rate in $RATES; do
     set_rate "$rate"
     for mode in $MODES; do
-      for cand in overlap_grad overlap_both; do
+      for cand in ${CANDS:-overlap_grad overlap_both}; do
         case $cand in
           overlap_grad) cflags="--overlap-grad-reduce" ;;
           overlap_both) cflags="--overlap-grad-reduce --overlap-param-gather" ;;
