@@ -202,6 +202,26 @@ uint64_t tdm_batch_fingerprint(const tdm_batch *b) {
     return h;
 }
 
+/* Decodes picture `path` and writes its patches to `out`, which the caller sized for
+ * grid `want` (found when the file header was read). The file may have been replaced
+ * since, so its grid is checked before a single patch is written. Errors name the path. */
+static int load_patches(const tdm_preproc_config *pp, const char *path, int64_t max_pixels, const int32_t want[3],
+                        float *out, tdm_error *err) {
+    tdm_image im;
+    int32_t g[3];
+    if (tdm_image_load(path, max_pixels, &im, err) != 0) return -1;
+    int rc = tdm_preproc_grid(pp, im.height, im.width, g, err);
+    if (rc != 0)
+        tdm_error_prefix(err, "%s", path);
+    else if (g[0] != want[0] || g[1] != want[1] || g[2] != want[2])
+        rc = tdm_errorf(err, "%s: image size changed since the dataset was opened (now %dx%d pixels)", path,
+                        im.width, im.height);
+    else if ((rc = tdm_preproc_image(pp, &im, out, g, err)) != 0)
+        tdm_error_prefix(err, "%s", path);
+    tdm_image_free(&im);
+    return rc;
+}
+
 int tdm_data_build_batch(const tdm_data *d, const int64_t *idx, int n, tdm_batch *b, tdm_error *err) {
     int64_t tokens = 0, patches = 0, images = 0;
     for (int s = 0; s < n; s++) {
@@ -244,16 +264,10 @@ int tdm_data_build_batch(const tdm_data *d, const int64_t *idx, int n, tdm_batch
             b->n_target_tokens += t != TDM_IGNORE_INDEX;
         }
         for (int k = 0; k < n_img; k++, img++) {
-            tdm_image im;
-            int32_t g[3];
-            if (tdm_image_load(smp->images[k], d->max_pixels, &im, err) != 0) return tdm_error_prefix(err, "%s", where);
-            int rc = tdm_preproc_image(&d->pp, &im, b->pixel_values + poff * D, g, err);
-            tdm_image_free(&im);
-            if (rc != 0) return tdm_error_prefix(err, "%s: %s", where, smp->images[k]);
-            if (g[0] != grids[3 * k] || g[1] != grids[3 * k + 1] || g[2] != grids[3 * k + 2])
-                return tdm_errorf(err, "%s: %s: image size changed since the dataset was opened", where,
-                                  smp->images[k]);
-            memcpy(b->image_grid_thw + 3 * img, g, sizeof g);
+            const int32_t *g = grids + 3 * k;
+            if (load_patches(&d->pp, smp->images[k], d->max_pixels, g, b->pixel_values + poff * D, err) != 0)
+                return tdm_error_prefix(err, "%s", where);
+            memcpy(b->image_grid_thw + 3 * img, g, 3 * sizeof *g);
             poff += (int64_t)g[0] * g[1] * g[2];
         }
         off += len;
@@ -313,16 +327,9 @@ int tdm_data_build_prompt(const tdm_tokenizer *tok, const tdm_preproc_config *pp
     for (int64_t i = 0; i < n; i++) b->labels[i] = b->targets[i] = TDM_IGNORE_INDEX;
     int64_t poff = 0;
     for (int k = 0; k < n_images; k++) {
-        tdm_image im;
-        int32_t g[3];
-        if (tdm_image_load(images[k], TDM_IMAGE_MAX_PIXELS, &im, err) != 0) goto done;
-        int r = tdm_preproc_image(pp, &im, b->pixel_values + poff * D, g, err);
-        tdm_image_free(&im);
-        if (r != 0) {
-            tdm_error_prefix(err, "%s", images[k]);
-            goto done;
-        }
-        memcpy(b->image_grid_thw + 3 * k, g, sizeof g);
+        const int32_t *g = grids + 3 * k;
+        if (load_patches(pp, images[k], TDM_IMAGE_MAX_PIXELS, g, b->pixel_values + poff * D, err) != 0) goto done;
+        memcpy(b->image_grid_thw + 3 * k, g, 3 * sizeof *g);
         poff += (int64_t)g[0] * g[1] * g[2];
     }
     b->fingerprint = tdm_batch_fingerprint(b);

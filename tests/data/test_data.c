@@ -571,6 +571,36 @@ static void test_loader_error_reaches_caller(void) {
     tdm_data_free(d);
 }
 
+/* A picture replaced by a larger one after the scan: the batch was sized from the scan,
+ * so the new size must be refused before any pixel is written (it once overflowed the
+ * patch buffer and only then compared the grids). */
+static void test_image_grown_after_scan(void) {
+    if (!tok) return;
+    tdm_error err;
+    tdm_data *d = open_synth("synth_grow", 8, 0, &err);
+    CHECK(d != NULL, "%s", err.msg);
+    if (!d) return;
+    const tdm_dataset *ds = tdm_data_dataset(d);
+    int64_t pick = -1;
+    for (int64_t i = 0; i < tdm_data_n_samples(d) && pick < 0; i++)
+        if (ds->samples[tdm_data_source_index(d, i)].n_images > 0) pick = i;
+    CHECK(pick >= 0, "the synthetic data has no picture");
+    if (pick >= 0) {
+        const tdm_sample *smp = &ds->samples[tdm_data_source_index(d, pick)];
+        enum { W = 1024, H = 1024 }; /* resized to the tiny config's largest grid, 8 x 8 */
+        uint8_t *px = calloc((size_t)W * H * 3, 1);
+        for (int k = 0; k < smp->n_images; k++)
+            CHECK(tdm_image_write_png(smp->images[k], px, W, H, &err) == 0, "%s", err.msg);
+        free(px);
+        tdm_batch b;
+        tdm_batch_init(&b);
+        int rc = tdm_data_build_batch(d, &pick, 1, &b, &err);
+        CHECK(rc != 0 && strstr(err.msg, "changed") && strstr(err.msg, ".png"), "rc %d: %s", rc, rc ? err.msg : "");
+        tdm_batch_free(&b);
+    }
+    tdm_data_free(d);
+}
+
 static void test_synth_deterministic(void) {
     char a[400], b[400], c[400];
     snprintf(a, sizeof a, "%s/gen_a", dir);
@@ -626,6 +656,7 @@ int main(void) {
     RUN(test_sampler_dp_independent);
     RUN(test_loader_deterministic);
     RUN(test_loader_error_reaches_caller);
+    RUN(test_image_grown_after_scan);
     RUN(test_synth_deterministic);
     tdm_tokenizer_free(tok);
     char cmd[300];
