@@ -97,6 +97,9 @@ static int get_num(const tdm_json *o, const char *key, double *v) {
     return 0;
 }
 
+/* A pid or tid that converts to int32 without overflow. */
+static int id_in_range(double v) { return v > -2147483649.0 && v < 2147483648.0; }
+
 int tdm_prof_trace_parse(const char *text, size_t len, const char *name, tdm_prof_trace *t, tdm_error *err) {
     memset(t, 0, sizeof *t);
     thread_name *tn = NULL;
@@ -124,7 +127,8 @@ int tdm_prof_trace_parse(const char *text, size_t len, const char *name, tdm_pro
             continue;
         double pid = 0, tid = 0;
         const tdm_json *tname = tdm_json_get(tdm_json_get(e, "args"), "name");
-        if (get_num(e, "pid", &pid) || get_num(e, "tid", &tid) || !tname || tname->type != TDM_JSON_STRING) {
+        if (get_num(e, "pid", &pid) || get_num(e, "tid", &tid) || !tname || tname->type != TDM_JSON_STRING ||
+            !id_in_range(pid) || !id_in_range(tid)) {
             tdm_errorf(err, "%s: traceEvents[%zu]: thread_name needs pid, tid and args.name", name, i);
             goto fail;
         }
@@ -141,16 +145,23 @@ int tdm_prof_trace_parse(const char *text, size_t len, const char *name, tdm_pro
         if (strcmp(ph->str, "X") && !instant) continue;
         double ts, dur = 0, pid = 0, tid = 0;
         if (!nm || nm->type != TDM_JSON_STRING || get_num(e, "ts", &ts) || (!instant && get_num(e, "dur", &dur)) ||
-            get_num(e, "pid", &pid) || get_num(e, "tid", &tid) || dur < 0 || pid < 0 || pid > 1e6) {
-            tdm_errorf(err, "%s: traceEvents[%zu]: expected name, ts, pid, tid (and dur >= 0 for \"X\")", name, i);
+            get_num(e, "pid", &pid) || get_num(e, "tid", &tid) || dur < 0 || pid < 0 || pid > 1e6 ||
+            !id_in_range(tid)) {
+            tdm_errorf(err, "%s: traceEvents[%zu]: expected name, ts, pid in [0, 1e6], a 32-bit tid (and dur >= 0 "
+                       "for \"X\")", name, i);
             goto fail;
         }
-        tdm_prof_rec *r = &t->recs[t->n++];
         int c = cat && cat->type == TDM_JSON_STRING ? tdm_prof_cat_from_name(cat->str) : -1;
         double arg = -1, level = 0;
         const tdm_json *args = tdm_json_get(e, "args");
         get_num(args, "arg", &arg);
         get_num(args, "level", &level);
+        /* converting a double outside the target type's range is undefined behaviour */
+        if (!(arg > -9e18 && arg < 9e18) || !(level >= 0 && level <= 255)) {
+            tdm_errorf(err, "%s: traceEvents[%zu]: args.arg must fit 64 bits and args.level be in [0, 255]", name, i);
+            goto fail;
+        }
+        tdm_prof_rec *r = &t->recs[t->n++];
         const char *thread = "";
         for (int64_t k = 0; k < n_tn; k++)
             if (tn[k].pid == (int64_t)pid && tn[k].tid == (int64_t)tid) thread = tn[k].name;

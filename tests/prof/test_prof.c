@@ -177,7 +177,12 @@ static void test_trace_errors(void) {
     tdm_error err;
     const char *bad[] = {"{\"traceEvents\": 3}", "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\"}]}",
                          "{\"traceEvents\": [1]}", "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,"
-                                                   "\"dur\":-1,\"pid\":0,\"tid\":0}]}", "[{"};
+                                                   "\"dur\":-1,\"pid\":0,\"tid\":0}]}", "[{",
+                         /* numbers outside the integer types they are converted to */
+                         "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":1e30}]",
+                         "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":0,\"args\":{\"arg\":1e300}}]",
+                         "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":0,\"args\":{\"level\":1e10}}]",
+                         "[{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":-1e20,\"args\":{\"name\":\"x\"}}]"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK(tdm_prof_trace_parse(bad[i], strlen(bad[i]), "x.json", &t, &err) != 0, "accepted %s", bad[i]);
         CHECK(strstr(err.msg, "x.json") != NULL, "error names the file: %s", err.msg);
