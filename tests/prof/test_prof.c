@@ -189,6 +189,37 @@ static void test_trace_errors(void) {
     }
 }
 
+/* Steps are analysed per rank present, however sparse the pids (each rank reads only its
+ * own records; a pid of 1e6 once meant a million passes over every record). */
+static void test_sparse_ranks_summarized(void) {
+    const char *text = "[{\"ph\":\"X\",\"name\":\"step\",\"cat\":\"phase\",\"ts\":0,\"dur\":10,\"pid\":1000000,"
+                       "\"tid\":0,\"args\":{\"arg\":7}},"
+                       "{\"ph\":\"X\",\"name\":\"fwd\",\"cat\":\"layer\",\"ts\":1,\"dur\":4,\"pid\":1000000,\"tid\":0},"
+                       "{\"ph\":\"X\",\"name\":\"step\",\"cat\":\"phase\",\"ts\":0,\"dur\":20,\"pid\":0,\"tid\":0,"
+                       "\"args\":{\"arg\":7}}]";
+    tdm_prof_trace t;
+    tdm_error err;
+    int rc = tdm_prof_trace_parse(text, strlen(text), "sparse.json", &t, &err);
+    CHECK(rc == 0 && t.n_ranks == 1000001, "%s", rc ? err.msg : "n_ranks");
+    if (rc != 0) return;
+    tdm_strbuf json;
+    tdm_sb_init(&json);
+    tdm_prof_trace_summarize(&t, NULL, &json);
+    tdm_json_doc *d = tdm_json_parse(json.data, json.len, "analysis", &err);
+    const tdm_json *steps = tdm_json_get(tdm_json_root(d), "steps");
+    CHECK(steps && steps->len == 2, "one step on each of the two ranks");
+    if (steps && steps->len == 2) {
+        int64_t r0, r1;
+        double c1;
+        CHECK(tdm_json_get_int(steps->items[0], "rank", &r0, &err) == 0 && r0 == 0, "rank order");
+        CHECK(tdm_json_get_int(steps->items[1], "rank", &r1, &err) == 0 && r1 == 1000000, "rank order");
+        CHECK(tdm_json_get_num(steps->items[1], "compute_ms", &c1, &err) == 0 && c1 == 0.004, "compute %g", c1);
+    }
+    tdm_json_free(d);
+    tdm_sb_free(&json);
+    tdm_prof_trace_free(&t);
+}
+
 static void test_config(void) {
     tdm_prof_config cfg;
     tdm_error err;
@@ -231,6 +262,7 @@ int main(void) {
     RUN(test_threads_and_trace_roundtrip);
     RUN(test_exited_threads_forgotten);
     RUN(test_trace_errors);
+    RUN(test_sparse_ranks_summarized);
     RUN(test_config);
     return TEST_SUMMARY();
 }
