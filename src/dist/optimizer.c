@@ -133,9 +133,10 @@ int tdm_ddp_opt_load_piece(tdm_ddp *ddp, int param, int64_t param_offset, int64_
         return tdm_errorf(err, "optimizer state: parameter index %d, expected one in [0, %d)", param, L->n_params);
     const tdm_param *p = &ddp->t->p[param];
     if (L->bucket_of[param] < 0) return tdm_errorf(err, "optimizer state: parameter %s is frozen here", p->name);
-    if (param_offset < 0 || count < 0 || param_offset + count > p->numel)
-        return tdm_errorf(err, "optimizer state: parameter %s: elements [%lld, %lld) exceed its %lld elements",
-                          p->name, (long long)param_offset, (long long)(param_offset + count), (long long)p->numel);
+    if (param_offset < 0 || count < 0 || param_offset > p->numel || count > p->numel - param_offset)
+        return tdm_errorf(err,
+                          "optimizer state: parameter %s: %lld elements from element %lld exceed its %lld elements",
+                          p->name, (long long)count, (long long)param_offset, (long long)p->numel);
     int b = L->bucket_of[param];
     int64_t s, e;
     tdm_ddp_layout_shard(L, b, ddp->rank, &s, &e);

@@ -566,6 +566,10 @@ static void test_optimizer_state_reshard(void) {
               "loading state of a frozen parameter: %s", err.msg);
         CHECK(tdm_ddp_opt_load_piece(one, s1->in_b, 30, 10, dummy, dummy, &err) != 0 && strstr(err.msg, "in.bias"),
               "out-of-range piece: %s", err.msg);
+        /* offset + count past INT64_MAX once wrapped negative and passed the range check */
+        CHECK(tdm_ddp_opt_load_piece(one, s1->in_b, 1, INT64_MAX, dummy, dummy, &err) != 0 &&
+                  strstr(err.msg, "in.bias"),
+              "piece whose end overflows: %s", err.msg);
         free(p1);
     }
     tdm_ddp_free(one);
