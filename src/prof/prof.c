@@ -5,7 +5,8 @@
  * reach it. A thread's buffer is (re)sized by that thread itself, at its first event of
  * a recording, so the hot path never takes a lock and never allocates: it checks the
  * level, reads the clock, writes one slot and publishes it with a release store of the
- * count. A full buffer counts drops instead of growing.
+ * count. A full buffer counts drops instead of growing. (The one lock taken off the hot
+ * path: the first event of a recording picks up its spare buffer under the global mutex.)
  *
  * Recordings are numbered (g_generation). A buffer that belongs to an older recording
  * is reset by its owner on its next event, and skipped by the collector.
@@ -22,7 +23,7 @@
 #include "core/clock.h"
 #include "prof/prof_internal.h"
 
-volatile int tdm_prof_active_level = -1;
+_Atomic int tdm_prof_active_level = -1;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static prof_thread *g_threads;      /* list, newest first */
@@ -39,7 +40,7 @@ static pthread_once_t g_exit_once = PTHREAD_ONCE_INIT;
 static void thread_exited(void *p) {
     prof_thread *t = p;
     pthread_mutex_lock(&g_lock);
-    if (tdm_prof_active_level >= 0) prof_read_cpu(t->os_tid, &t->cpu_end);
+    if (tdm_prof_on(0)) prof_read_cpu(t->os_tid, &t->cpu_end);
     t->exited = 1;
     pthread_mutex_unlock(&g_lock);
 }
@@ -74,8 +75,14 @@ static prof_thread *self_for_recording(void) {
         int64_t cap = atomic_load(&g_capacity);
         if (t->cap != cap) {
             tdm_free_big(t->ev);
+            /* spare and spare_cap are read together under the lock the controller writes
+             * them under: a spare_cap of the controller's next buffer paired with this
+             * (smaller) one would let the events run past its end */
+            pthread_mutex_lock(&g_lock);
             tdm_prof_event *spare = atomic_exchange_explicit(&t->spare, NULL, memory_order_acquire);
-            if (spare && t->spare_cap != cap) {
+            int64_t spare_cap = t->spare_cap;
+            pthread_mutex_unlock(&g_lock);
+            if (spare && spare_cap != cap) {
                 tdm_free_big(spare);
                 spare = NULL;
             }
@@ -169,7 +176,7 @@ void tdm_prof_instant(tdm_prof_cat cat, int level, const char *name, int64_t arg
 void tdm_prof_record_start(int level, int64_t capacity) {
     if (capacity < 16) capacity = 16;
     atomic_store(&g_capacity, capacity);
-    tdm_prof_active_level = -1;
+    atomic_store_explicit(&tdm_prof_active_level, -1, memory_order_release);
     pthread_mutex_lock(&g_lock);
     int gen = atomic_load(&g_generation) + 1;
     atomic_store_explicit(&g_generation, gen, memory_order_release);
@@ -198,12 +205,12 @@ void tdm_prof_record_start(int level, int64_t capacity) {
         prof_read_cpu(t->os_tid, &t->cpu_start);
     }
     pthread_mutex_unlock(&g_lock);
-    tdm_prof_active_level = level;
+    atomic_store_explicit(&tdm_prof_active_level, level, memory_order_release);
 }
 
 void tdm_prof_record_stop(void) {
-    if (tdm_prof_active_level < 0) return;
-    tdm_prof_active_level = -1;
+    if (!tdm_prof_on(0)) return;
+    atomic_store_explicit(&tdm_prof_active_level, -1, memory_order_release);
     pthread_mutex_lock(&g_lock);
     for (prof_thread *t = g_threads; t; t = t->next)
         if (!t->exited) prof_read_cpu(t->os_tid, &t->cpu_end);

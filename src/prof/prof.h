@@ -16,6 +16,7 @@
 #ifndef TDM_PROF_H
 #define TDM_PROF_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 typedef enum tdm_prof_cat {
@@ -28,9 +29,13 @@ typedef enum tdm_prof_cat {
     TDM_PROF_MARK = 6,   /* instant events: bucket posted, step boundary (level 1) */
 } tdm_prof_cat;
 
-/* -1 when profiling is off, else the active level. Read by the inline fast path. */
-extern volatile int tdm_prof_active_level;
-static inline int tdm_prof_on(int level) { return tdm_prof_active_level >= level; }
+/* -1 when profiling is off, else the active level. Read by the inline fast path from
+ * every thread while the controller changes it: an atomic, whose acquire load (a plain
+ * load on x86) also makes the recording's generation, published before it, visible. */
+extern _Atomic int tdm_prof_active_level;
+static inline int tdm_prof_on(int level) {
+    return atomic_load_explicit(&tdm_prof_active_level, memory_order_acquire) >= level;
+}
 
 /* Names the calling thread's track ("compute", "comm", "loader"). */
 void tdm_prof_thread_name(const char *name);

@@ -43,7 +43,7 @@ typedef struct prof_thread {
     /* a buffer the controller allocated and touched for the next recording, taken by
      * the owner at its first event (so page faults land outside the profiled steps) */
     _Atomic(tdm_prof_event *) spare;
-    int64_t spare_cap;
+    int64_t spare_cap;     /* written with spare, and read with it, under the global lock */
     /* published to the collector */
     atomic_int generation_pub;
     atomic_llong n;

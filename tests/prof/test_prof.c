@@ -3,6 +3,7 @@
  * buffer counts drops, and the trace written for them parses back (core/json.h) into
  * the same events with every interval closed. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,37 @@ static void *comm_thread(void *p) {
         tdm_prof_end(TDM_PROF_COMM, 1);
     }
     return NULL;
+}
+
+/* A thread records without pause while the controller starts and stops recordings of
+ * changing capacity: the level flag, the generation and the spare buffers are handed
+ * between threads (run this under ThreadSanitizer: make SAN=thread). */
+static atomic_int busy_stop;
+static void *busy_recorder(void *p) {
+    (void)p;
+    tdm_prof_thread_name("loader");
+    while (!atomic_load(&busy_stop)) tdm_prof_instant(TDM_PROF_MARK, 0, "tick", -1);
+    return NULL;
+}
+
+static void test_recording_toggled_while_threads_record(void) {
+    atomic_store(&busy_stop, 0);
+    pthread_t th;
+    pthread_create(&th, NULL, busy_recorder, NULL);
+    for (int k = 0; k < 300; k++) {
+        tdm_prof_record_start(0, 16 + 16 * (k % 3));
+        for (int i = 0; i < 10; i++) tdm_prof_instant(TDM_PROF_MARK, 0, "main", i);
+        tdm_prof_record_stop();
+    }
+    atomic_store(&busy_stop, 1);
+    pthread_join(th, NULL);
+    tdm_prof_collection c;
+    tdm_prof_collect(&c);
+    int64_t mine = 0;
+    for (int64_t i = 0; i < c.n_events; i++) mine += !strcmp(c.events[i].name, "main");
+    CHECK(mine == 10, "the last recording kept this thread's 10 events, got %lld", (long long)mine);
+    CHECK(c.n_events <= 2 * 48, "at most one buffer of 48 per thread: %lld", (long long)c.n_events);
+    tdm_prof_collection_free(&c);
 }
 
 static void test_threads_and_trace_roundtrip(void) {
@@ -260,6 +292,7 @@ int main(void) {
     RUN(test_levels_and_nesting);
     RUN(test_buffer_full_counts_drops);
     RUN(test_threads_and_trace_roundtrip);
+    RUN(test_recording_toggled_while_threads_record);
     RUN(test_exited_threads_forgotten);
     RUN(test_trace_errors);
     RUN(test_sparse_ranks_summarized);
