@@ -68,6 +68,18 @@ static void *producer(void *arg) {
     return NULL;
 }
 
+/* Frees everything create allocated; the thread is not running (never started, or joined). */
+static void destroy(tdm_loader *l) {
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->ready);
+    pthread_cond_destroy(&l->space);
+    for (int i = 0; i < l->ring; i++) tdm_batch_free(&l->slots[i].batch);
+    free(l->slots);
+    free(l->idx);
+    tdm_sampler_free(&l->sampler);
+    free(l);
+}
+
 tdm_loader *tdm_loader_create(const tdm_data *d, const tdm_loader_options *o, tdm_error *err) {
     tdm_loader *l = tdm_xcalloc(1, sizeof *l);
     l->data = d;
@@ -91,14 +103,7 @@ tdm_loader *tdm_loader_create(const tdm_data *d, const tdm_loader_options *o, td
     pthread_cond_init(&l->space, NULL);
     if (pthread_create(&l->thread, NULL, producer, l) != 0) {
         tdm_errorf(err, "cannot start the data loader thread");
-        pthread_mutex_destroy(&l->mu);
-        pthread_cond_destroy(&l->ready);
-        pthread_cond_destroy(&l->space);
-        for (int i = 0; i < l->ring; i++) tdm_batch_free(&l->slots[i].batch);
-        free(l->slots);
-        free(l->idx);
-        tdm_sampler_free(&l->sampler);
-        free(l);
+        destroy(l);
         return NULL;
     }
     return l;
@@ -143,12 +148,5 @@ void tdm_loader_free(tdm_loader *l) {
     pthread_cond_broadcast(&l->space);
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thread, NULL);
-    pthread_mutex_destroy(&l->mu);
-    pthread_cond_destroy(&l->ready);
-    pthread_cond_destroy(&l->space);
-    for (int i = 0; i < l->ring; i++) tdm_batch_free(&l->slots[i].batch);
-    free(l->slots);
-    free(l->idx);
-    tdm_sampler_free(&l->sampler);
-    free(l);
+    destroy(l);
 }
