@@ -30,13 +30,12 @@ static void merger_forward(tdm_model *m, const merger_ix *ix, merger_act *ma, co
                            int N) {
     const tdm_vision_config *vc = &m->cfg.vision;
     int sm2 = tdm_merge_rows(&m->cfg), D = vc->hidden_size, H4 = sm2 * D, M = N / sm2, O = vc->out_hidden_size;
-    /* [N,D] and [M,H4] are the same memory: sm^2 consecutive patch rows form one block */
-    if (postshuffle)
-        TDM_KERNEL("layernorm", tdm_layernorm_forward(ma->ln, ma->mean, ma->rstd, in, tdm_model_w(m, ix->norm_w),
-                                                      tdm_model_w(m, ix->norm_b), M, H4, 1e-6f));
-    else
-        TDM_KERNEL("layernorm", tdm_layernorm_forward(ma->ln, ma->mean, ma->rstd, in, tdm_model_w(m, ix->norm_w),
-                                                      tdm_model_w(m, ix->norm_b), N, D, 1e-6f));
+    /* [N,D] and [M,H4] are the same memory: sm^2 consecutive patch rows form one block,
+     * so the norm before the shuffle (final merger) and after it (DeepStack) differ only
+     * in the row width they normalise over */
+    int ln_rows = postshuffle ? M : N, ln_width = postshuffle ? H4 : D;
+    TDM_KERNEL("layernorm", tdm_layernorm_forward(ma->ln, ma->mean, ma->rstd, in, tdm_model_w(m, ix->norm_w),
+                                                  tdm_model_w(m, ix->norm_b), ln_rows, ln_width, 1e-6f));
     TDM_KERNEL("linear", tdm_linear_forward(ma->fc1, ma->ln, tdm_model_w(m, ix->fc1_w), tdm_model_w(m, ix->fc1_b), M,
                                             H4, H4));
     TDM_KERNEL("gelu_erf", tdm_gelu_erf_forward(ma->act, ma->fc1, (int64_t)M * H4));
@@ -61,14 +60,10 @@ static void merger_backward(tdm_model *m, const merger_ix *ix, merger_act *ma, c
     tdm_model_grad_ready(m, ix->fc1_w);
     tdm_model_grad_ready(m, ix->fc1_b);
     float *dw = tdm_model_gradp(m, ix->norm_w), *db = tdm_model_gradp(m, ix->norm_b);
-    if (din || dw || db) {
-        if (postshuffle)
-            TDM_KERNEL("layernorm_bw", tdm_layernorm_backward(din, dw, db, a->mdln, in, ma->mean, ma->rstd,
-                                                              tdm_model_w(m, ix->norm_w), M, H4));
-        else
-            TDM_KERNEL("layernorm_bw", tdm_layernorm_backward(din, dw, db, a->mdln, in, ma->mean, ma->rstd,
-                                                              tdm_model_w(m, ix->norm_w), N, D));
-    }
+    int ln_rows = postshuffle ? M : N, ln_width = postshuffle ? H4 : D;
+    if (din || dw || db)
+        TDM_KERNEL("layernorm_bw", tdm_layernorm_backward(din, dw, db, a->mdln, in, ma->mean, ma->rstd,
+                                                          tdm_model_w(m, ix->norm_w), ln_rows, ln_width));
     tdm_model_grad_ready(m, ix->norm_w);
     tdm_model_grad_ready(m, ix->norm_b);
 }
