@@ -28,6 +28,15 @@ static double owned_sumsq(const tdm_ddp *ddp) {
     return (s4[0] + s4[1]) + (s4[2] + s4[3]);
 }
 
+/* The elements of parameter i inside this rank's range [s, e) of its bucket, as the
+ * buffer range [*lo, *hi): shards cut across parameter boundaries. 0 when there are none. */
+static int owned_part(const tdm_ddp *ddp, int i, int64_t s, int64_t e, int64_t *lo, int64_t *hi) {
+    int64_t begin = ddp->L.offset[i], end = begin + ddp->t->p[i].numel;
+    *lo = begin > s ? begin : s;
+    *hi = end < e ? end : e;
+    return *lo < *hi;
+}
+
 int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_scale, double *grad_norm,
                            tdm_error *err) {
     if (!ddp->grads_synced)
@@ -64,9 +73,8 @@ int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_
         for (int k = bk->first; k < bk->first + bk->count; k++) {
             int i = L->order[k];
             const tdm_param *p = &ddp->t->p[i];
-            int64_t lo = L->offset[i] > s ? L->offset[i] : s;
-            int64_t hi = L->offset[i] + p->numel < e ? L->offset[i] + p->numel : e;
-            if (lo >= hi) continue;
+            int64_t lo, hi;
+            if (!owned_part(ddp, i, s, e, &lo, &hi)) continue;
             int64_t st = ddp->state_offset[b] + (lo - s);
             tdm_adamw_step(ddp->params + lo, ddp->grads + lo, ddp->m + st, ddp->v + st, hi - lo, hp->lr, hp->beta1,
                            hp->beta2, hp->eps, p->no_decay ? 0.0f : hp->weight_decay, ddp->opt_step, (float)scale);
@@ -105,9 +113,8 @@ int tdm_ddp_opt_pieces(const tdm_ddp *ddp, tdm_ddp_opt_piece *out, int cap) {
         tdm_ddp_layout_shard(L, b, ddp->rank, &s, &e);
         for (int k = bk->first; k < bk->first + bk->count; k++) {
             int i = L->order[k];
-            int64_t lo = L->offset[i] > s ? L->offset[i] : s;
-            int64_t hi = L->offset[i] + ddp->t->p[i].numel < e ? L->offset[i] + ddp->t->p[i].numel : e;
-            if (lo >= hi) continue;
+            int64_t lo, hi;
+            if (!owned_part(ddp, i, s, e, &lo, &hi)) continue;
             if (out && n < cap) {
                 out[n].param = i;
                 out[n].param_offset = lo - L->offset[i];
