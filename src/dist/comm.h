@@ -35,8 +35,9 @@ typedef enum tdm_comm_kind {
 
 typedef enum tdm_comm_state {
     TDM_COMM_IDLE = 0, /* never posted, or completion consumed by a wait */
-    TDM_COMM_QUEUED,   /* handed to the engine, MPI call not yet issued */
-    TDM_COMM_ACTIVE,   /* MPI_I* issued */
+    TDM_COMM_QUEUED,   /* handed to the engine; in THREAD mode it stays QUEUED while the
+                          thread issues and polls it, until DONE */
+    TDM_COMM_ACTIVE,   /* INLINE mode only: MPI_I* issued */
     TDM_COMM_DONE,     /* completed (buffers final) */
 } tdm_comm_state;
 
