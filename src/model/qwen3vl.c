@@ -316,16 +316,24 @@ static int check_batch(const tdm_model *m, const tdm_batch *b, int *n_image_rows
     for (int s = 0; s < b->n_seqs; s++)
         if (b->cu_seqlens[s + 1] <= b->cu_seqlens[s])
             return tdm_errorf(err, "batch: sample %d is empty or cu_seqlens decrease", s);
-    int sm = vc->spatial_merge_size, np = 0;
+    int sm = vc->spatial_merge_size;
+    /* In 64 bits, each image bounded before the next multiplication: a product that wrapped
+     * could match n_patches by accident. */
+    int64_t np = 0;
     for (int j = 0; j < b->n_images; j++) {
         const int32_t *g = b->image_grid_thw + 3 * j;
         if (g[0] <= 0 || g[1] <= 0 || g[2] <= 0 || g[1] % sm || g[2] % sm)
             return tdm_errorf(err, "batch: image %d has grid (%d, %d, %d), expected positive sizes with h and w "
                               "multiples of %d", j, g[0], g[1], g[2], sm);
-        np += g[0] * g[1] * g[2];
+        int64_t th = (int64_t)g[0] * g[1];
+        if (th > m->limits.max_patches || th * g[2] > m->limits.max_patches)
+            return tdm_errorf(err, "batch: image %d has grid (%d, %d, %d), more patches than the reserved limit of %d",
+                              j, g[0], g[1], g[2], m->limits.max_patches);
+        np += th * g[2];
     }
     if (np != b->n_patches)
-        return tdm_errorf(err, "batch: image grids hold %d patches but n_patches is %d", np, b->n_patches);
+        return tdm_errorf(err, "batch: image grids hold %lld patches but n_patches is %d", (long long)np,
+                          b->n_patches);
     int pd = vc->in_channels * vc->temporal_patch_size * vc->patch_size * vc->patch_size;
     if (b->n_patches > 0 && b->patch_dim != pd)
         return tdm_errorf(err, "batch: patch_dim %d, the vision config expects %d", b->patch_dim, pd);

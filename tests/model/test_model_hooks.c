@@ -227,6 +227,14 @@ static void test_bad_batches(void) {
     s.b.input_ids[0] = c->text.vocab_size;
     CHECK(tdm_model_forward_backward(s.m, &s.b, 1.0f, &r, &err) != 0 && strstr(err.msg, "vocabulary"), "%s", err.msg);
     s.b.input_ids[0] = 1;
+    /* a frame count whose patch count wraps a 32-bit int back to the true one: t*h*w
+     * = h*w + 2^32, which once passed the check and sent the vision tables past their end */
+    int32_t *g = s.b.image_grid_thw, t_saved = g[0];
+    int v = __builtin_ctzll((unsigned long long)((int64_t)g[1] * g[2]));
+    g[0] = (int32_t)(t_saved + ((int64_t)1 << (32 - v)));
+    CHECK(tdm_model_forward_backward(s.m, &s.b, 1.0f, &r, &err) != 0 && strstr(err.msg, "image 0 has grid"), "%s",
+          err.msg);
+    g[0] = t_saved;
     /* more tokens than reserved */
     s.b.n_tokens += 1;
     s.b.cu_seqlens[s.b.n_seqs] += 1;
