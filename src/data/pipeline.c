@@ -81,7 +81,11 @@ static int scan_sample(tdm_data *d, int64_t j, int seq_length, tdm_ids *ids, tdm
         goto bad;
     }
     if ((seq_length > 0 && *n_tok > seq_length) || *n_tok > INT32_MAX / 4 || *n_patch > INT32_MAX / 4) {
-        tdm_errorf(err, "%lld tokens, more than the sequence length %d", (long long)*n_tok, seq_length);
+        if (seq_length > 0 && *n_tok > seq_length)
+            tdm_errorf(err, "%lld tokens, more than the sequence length %d", (long long)*n_tok, seq_length);
+        else
+            tdm_errorf(err, "%lld tokens and %lld image patches, more than one micro-batch can index",
+                       (long long)*n_tok, (long long)*n_patch);
         ids->len = labels->len = t0;
         grids->len = g0;
         return 1;
