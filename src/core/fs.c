@@ -85,7 +85,10 @@ int tdm_fsync_dir(const char *dir, tdm_error *err) {
 
 int tdm_write_file_atomic(const char *path, const void *data, size_t len, tdm_error *err) {
     char tmp[4096], dir[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    /* a cut-short temporary name could be another file, or PATH itself */
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp)
+        return tdm_errorf(err, "a path of %zu bytes is too long to write through a temporary file beside it: %s",
+                          strlen(path), path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return tdm_errorf(err, "%s: cannot create: %s", tmp, strerror(errno));
     if (tdm_write_all(fd, data, len, tmp, err) != 0) goto fail;

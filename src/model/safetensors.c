@@ -606,7 +606,12 @@ int tdm_safetensors_write(const char *path, const tdm_st_entry *ts, int n, tdm_s
     }
 
     char tmp[4096], dir[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    /* a cut-short temporary name could be another file, or PATH itself */
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp) {
+        tdm_sb_free(&h);
+        return tdm_errorf(err, "a path of %zu bytes is too long to write through a temporary file beside it: %s",
+                          strlen(path), path);
+    }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         tdm_sb_free(&h);

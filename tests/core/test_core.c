@@ -106,6 +106,17 @@ static void test_files(void) {
     CHECK(tdm_read_file(path, 4, &n, &err) == NULL && strstr(err.msg, "limit"), "size bound: %s", err.msg);
     CHECK(tdm_read_file("/nonexistent/x", 4, &n, &err) == NULL && strstr(err.msg, "/nonexistent/x"),
           "missing file named");
+    /* A path too long for "PATH.tmp.<pid>" to fit beside it: the temporary name was cut
+     * short (at 4095 bytes it is PATH itself, truncated in place), so refuse instead. */
+    char deep[4200];
+    int at = snprintf(deep, sizeof deep, "%s", dir);
+    for (int k = 0; k < 19; k++) at += snprintf(deep + at, sizeof deep - (size_t)at, "/%0200d", k);
+    CHECK(tdm_mkdirs(deep, &err) == 0, "deep mkdirs: %s", err.msg);
+    deep[at++] = '/';
+    while (at < 4090) deep[at++] = 'f'; /* a 250-byte file name: 4090 bytes in all */
+    deep[at] = 0;
+    CHECK(tdm_write_file_atomic(deep, "x", 1, &err) != 0 && strstr(err.msg, "too long"),
+          "a %d-byte path: %s", at, err.msg);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0, "cleanup");
