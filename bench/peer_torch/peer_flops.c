@@ -6,9 +6,9 @@
  *
  * BATCH_DIR is what `tandem export-batches` wrote (index.json plus one .bin per rank,
  * step and micro-batch). For every step it sums tdm_model_flops over all ranks'
- * micro-batches and prints one JSON line {"step": k, "flops": F, "tokens": T, "patches": P}
- * (F in FLOP for one forward+backward of the whole global batch; the optimizer and
- * elementwise work are not counted). Built and run by run_peer_bench.sh.
+ * micro-batches and prints one JSON line {"step": k, "flops": F, "flops_rank0": F0,
+ * "tokens": T, "patches": P} (F in FLOP for one forward+backward of the whole global batch,
+ * F0 for rank 0's micro-batches; the optimizer and elementwise work are not counted). Built and run by run_peer_bench.sh.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,17 +96,18 @@ int main(int argc, char **argv) {
         tdm_model_free(m);
         return 1;
     }
-    double *flops = calloc((size_t)steps, sizeof(double));
+    double *flops = calloc((size_t)steps, sizeof(double)), *flops0 = calloc((size_t)steps, sizeof(double));
     int64_t *tokens = calloc((size_t)steps, sizeof(int64_t)), *patches = calloc((size_t)steps, sizeof(int64_t));
     tdm_batch b;
     tdm_batch_init(&b);
     int rc = 0;
     for (size_t i = 0; i < list->len && rc == 0; i++) {
         const tdm_json *e = tdm_json_at(list, i);
-        int64_t step;
+        int64_t step, rank;
         const char *file = tdm_json_get_str(e, "file", &err);
-        if (!file || tdm_json_get_int(e, "step", &step, &err) != 0 || step < 0 || step >= steps) {
-            fprintf(stderr, "peer_flops: %s: batch %zu: expected 'file' and a 'step' below %lld\n", path, i,
+        if (!file || tdm_json_get_int(e, "step", &step, &err) != 0 ||
+            tdm_json_get_int(e, "rank", &rank, &err) != 0 || step < 0 || step >= steps) {
+            fprintf(stderr, "peer_flops: %s: batch %zu: expected 'file', 'rank' and a 'step' below %lld\n", path, i,
                     (long long)steps);
             rc = 1;
             break;
@@ -118,15 +119,18 @@ int main(int argc, char **argv) {
             rc = 1;
             break;
         }
-        flops[step] += tdm_model_flops(m, &b);
+        double f = tdm_model_flops(m, &b);
+        flops[step] += f;
+        if (rank == 0) flops0[step] += f;
         tokens[step] += b.n_tokens;
         patches[step] += b.n_patches;
     }
     for (int64_t k = 0; k < steps && rc == 0; k++)
-        printf("{\"step\": %lld, \"flops\": %.0f, \"tokens\": %lld, \"patches\": %lld}\n", (long long)k, flops[k],
-               (long long)tokens[k], (long long)patches[k]);
+        printf("{\"step\": %lld, \"flops\": %.0f, \"flops_rank0\": %.0f, \"tokens\": %lld, \"patches\": %lld}\n",
+               (long long)k, flops[k], flops0[k], (long long)tokens[k], (long long)patches[k]);
     tdm_batch_free(&b);
     free(flops);
+    free(flops0);
     free(tokens);
     free(patches);
     tdm_json_free(doc);

@@ -30,6 +30,8 @@ STEPS=${STEPS:-20}
 WINDOW=${WINDOW:-6:20}
 REPEATS=${REPEATS:-3}
 SCALING=${SCALING:-1}
+MAIN=${MAIN:-1}      # 0: skip the tandem-vs-PyTorch runs (scaling only)
+CPU=${CPU:-1}        # 1: one extra profiled tandem run per size for the compute thread's CPU time
 PY=/usr/bin/python3
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPIRUN=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
@@ -107,7 +109,9 @@ for size in $SIZES; do
   "$OUT/bin/peer_flops" "$M" "$S/batches" "${FREEZE[@]}" >"$S/flops.jsonl"
   for rep in $(seq 1 "$REPEATS"); do
     echo "== $size repeat $rep ($(cut -d' ' -f1 /proc/loadavg) load)"
-    if [ $((rep % 2)) -eq 1 ]; then
+    if [ "$MAIN" != 1 ]; then
+      :
+    elif [ $((rep % 2)) -eq 1 ]; then
       tandem_run "$size" tandem "$rep" 1 2 --use-distributed-optimizer --overlap-grad-reduce
       torch_run "$size" "$rep"
     else
@@ -121,6 +125,13 @@ for size in $SIZES; do
       tandem_run "$size" dp2_plain "$rep" 1 2 --timing-log-level 1
     fi
   done
+  if [ "$CPU" = 1 ] && [ "$MAIN" = 1 ]; then
+    # CPU time of each thread over the measured window (the profiler's per-thread statistics,
+    # level 0: phases only), to compare with the peer's per-step CPU time
+    printf '{"profile": {"enable": true, "ranks": [-1], "start_step": %d, "end_step": %d, "level": 0, "save_path": "%s"}}\n' \
+      "${WINDOW%%:*}" "${WINDOW##*:}" "$S/tandem_prof.1/profiling" >"$S/tools.json"
+    tandem_run "$size" tandem_prof 1 1 2 --use-distributed-optimizer --overlap-grad-reduce --profile-config "$S/tools.json"
+  fi
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"
 echo

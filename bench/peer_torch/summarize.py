@@ -51,7 +51,9 @@ def main():
     for size in P["sizes"]:
         if size not in runs:
             continue
-        flops = {r["step"] + 1: r["flops"] for r in load(os.path.join(out, size, "flops.jsonl"))}
+        fl = load(os.path.join(out, size, "flops.jsonl"))
+        flops = {r["step"] + 1: r["flops"] for r in fl}
+        flops0 = {r["step"] + 1: r.get("flops_rank0", r["flops"] / 2) for r in fl}
         S = {}
         for kind, reps in runs[size].items():
             per = []
@@ -66,7 +68,9 @@ def main():
                             "grad_sync_ms": med([r.get("grad_sync_ms", float("nan")) for r in w]),
                             "optimizer_ms": med([r.get("optimizer_ms", float("nan")) for r in w]),
                             "param_gather_ms": med([r.get("param_gather_ms", float("nan")) for r in w]),
-                            "losses": [r["loss"] for r in rows[:5]]})
+                            "losses": [r["loss"] for r in rows[:5]],
+                            "compute_cpu_s": sum(r.get("compute_cpu_ms", float("nan")) for r in w) / 1e3,
+                            "cpu_s": sum(r.get("cpu_ms", float("nan")) for r in w) / 1e3})
             S[kind] = per
         js[size] = S
         md.append("### %s (window: iterations %d-%d of %d, global batch %d; medians of %d repeats)\n" %
@@ -96,6 +100,26 @@ def main():
             md.append("\nfirst-step loss agreement: %s (relative %.1e, tolerance %.0e)\n" % (
                 "PASS" if ok else "FAIL", e, tol))
             js[size]["first_loss_rel_diff"] = e
+        prof = os.path.join(out, size, "tandem_prof.1", "profiling", "analysis.json")
+        if S.get("torch") and os.path.exists(prof):
+            A = json.load(open(prof))
+            n = len([x for x in A["steps"] if x["rank"] == 0])
+            th = [x for x in A["threads"] if x["rank"] == 0]
+            f0 = sum(flops0[i] for i in range(lo, hi + 1))
+            tc = sum(x["run_ms"] for x in th if x["name"] == "compute") / 1e3
+            ta = sum(x["run_ms"] for x in th) / 1e3
+            pc = med([x["compute_cpu_s"] for x in S["torch"]])
+            pa = med([x["cpu_s"] for x in S["torch"]])
+            nw = hi - lo + 1
+            md.append("CPU time of rank 0 over the same %d steps (tandem: the profiler's per-thread run time, one "
+                      "profiled run, %d steps recorded; PyTorch: time.thread_time / process_time, median of the "
+                      "repeats); FLOPs of rank 0's micro-batches (tdm_model_flops):\n" % (nw, n))
+            md.append("| side | compute thread CPU ms/step | all threads CPU ms/step | GFLOP per compute-thread CPU second |")
+            md.append("|---|---:|---:|---:|")
+            md.append("| tandem | %.1f | %.1f | %.1f |" % (tc * 1e3 / n, ta * 1e3 / n, f0 / 1e9 / (tc * nw / n)))
+            md.append("| PyTorch | %.1f | %.1f | %.1f |" % (pc * 1e3 / nw, pa * 1e3 / nw, f0 / 1e9 / pc))
+            md.append("\n**compute CPU time PyTorch / tandem: %.2fx**\n" % ((pc / nw) / (tc / n)))
+            js[size]["cpu_ratio"] = (pc / nw) / (tc / n)
         if S.get("dp1_t2") and S.get("dp2_dist"):
             sp = {k: med([x["samples_s"] for x in S[k]]) for k in ("dp1_t2", "dp1_t1", "dp2_dist") if S.get(k)}
             md.append("scaling efficiency (samples/s at dp=2 / (2 x samples/s at dp=1)): "

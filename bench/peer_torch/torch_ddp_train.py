@@ -20,9 +20,11 @@ agree to fp32 rounding):
   - DDP buckets: --bucket-elems elements (tandem's --ddp-bucket-size), overlap as DDP
     always does it (all-reduce per bucket from autograd hooks).
 
-Each line of --out (rank 0): {"iteration", "loss", "tokens", "grad_norm", "lr", "step_ms"};
-step_ms is the wall time of the whole step on rank 0 (forward, backward, all-reduce,
-clipping, optimizer), like tandem's step_ms.
+Each line of --out (rank 0): {"iteration", "loss", "tokens", "grad_norm", "lr", "step_ms",
+"cpu_ms", "compute_cpu_ms"}; step_ms is the wall time of the whole step on rank 0 (forward,
+backward, all-reduce, clipping, optimizer), like tandem's step_ms; cpu_ms is the CPU time of
+the whole process (every thread, gloo's included) and compute_cpu_ms that of the main
+(compute) thread in the same step, which other jobs on a shared machine disturb far less.
 """
 import argparse
 import json
@@ -101,7 +103,7 @@ def worker(rank, a):
     out = open(a.out, "w") if rank == 0 else None
     dist.barrier()
     for k in range(a.steps):
-        t0 = time.perf_counter()
+        t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
         lr = lr_at(a, k * a.global_batch_size)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -125,9 +127,11 @@ def worker(rank, a):
         s = torch.tensor([loss_sum, float(toks)], dtype=torch.float64)
         dist.all_reduce(s)
         ms = (time.perf_counter() - t0) * 1e3
+        cpu_ms, compute_cpu_ms = (time.process_time() - c0) * 1e3, (time.thread_time() - m0) * 1e3
         if out:
             out.write(json.dumps({"iteration": k + 1, "loss": s[0].item() / s[1].item(), "tokens": int(s[1].item()),
-                                  "grad_norm": float(norm), "lr": lr, "step_ms": round(ms, 3)}) + "\n")
+                                  "grad_norm": float(norm), "lr": lr, "step_ms": round(ms, 3),
+                                  "cpu_ms": round(cpu_ms, 3), "compute_cpu_ms": round(compute_cpu_ms, 3)}) + "\n")
             out.flush()
     if out:
         out.close()
