@@ -77,17 +77,20 @@ int tdm_preproc_config_load(const char *path, tdm_preproc_config *c, tdm_error *
         tdm_errorf(err, "%s: expected a JSON object", file);
         goto done;
     }
-    if (opt_int(root, "patch_size", 1, 1024, &P, file, err) || opt_int(root, "temporal_patch_size", 1, 16, &T, file, err) ||
-        opt_int(root, "merge_size", 1, 16, &m, file, err))
+    /* The bounds are the model config's (patch 1..64, merge 1..8) and the decoder's pixel
+     * limit: every resized image, and so every patch buffer, stays bounded by them. */
+    const int64_t max_px = TDM_IMAGE_MAX_PIXELS;
+    if (opt_int(root, "patch_size", 1, 64, &P, file, err) ||
+        opt_int(root, "temporal_patch_size", 1, 16, &T, file, err) || opt_int(root, "merge_size", 1, 8, &m, file, err))
         goto done;
     const tdm_json *size = tdm_json_get(root, "size");
     if (size && size->type == TDM_JSON_OBJECT) {
-        if (opt_int(size, "shortest_edge", 1, INT64_C(1) << 40, &lo, file, err) ||
-            opt_int(size, "longest_edge", 1, INT64_C(1) << 40, &hi, file, err))
+        if (opt_int(size, "shortest_edge", 1, max_px, &lo, file, err) ||
+            opt_int(size, "longest_edge", 1, max_px, &hi, file, err))
             goto done;
     }
-    if (opt_int(root, "min_pixels", 1, INT64_C(1) << 40, &lo, file, err) ||
-        opt_int(root, "max_pixels", 1, INT64_C(1) << 40, &hi, file, err))
+    if (opt_int(root, "min_pixels", 1, max_px, &lo, file, err) ||
+        opt_int(root, "max_pixels", 1, max_px, &hi, file, err))
         goto done;
     if (lo > hi) {
         tdm_errorf(err, "%s: min_pixels %lld is larger than max_pixels %lld", file, (long long)lo, (long long)hi);

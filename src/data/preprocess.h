@@ -39,7 +39,8 @@ void tdm_preproc_config_default(tdm_preproc_config *c);
  * Keys: patch_size, temporal_patch_size, merge_size, image_mean, image_std, and
  * size.shortest_edge / size.longest_edge or min_pixels / max_pixels (the latter win).
  * Missing keys keep the defaults above; wrong types and impossible values are errors
- * naming the file and the key. */
+ * naming the file and the key. Bounds: patch_size 1..64, temporal_patch_size 1..16,
+ * merge_size 1..8, pixel counts 1..TDM_IMAGE_MAX_PIXELS. */
 int tdm_preproc_config_load(const char *path, tdm_preproc_config *c, tdm_error *err);
 
 /* Qwen's smart_resize: the size (*out_h, *out_w) the image is resized to, multiples of

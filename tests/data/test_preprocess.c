@@ -257,6 +257,16 @@ static void test_config_file(void) {
     const char *sz = "{\"size\": {\"shortest_edge\": 100, \"longest_edge\": 2000}}";
     tdm_write_file_atomic(path, sz, strlen(sz), &err);
     CHECK(tdm_preproc_config_load(path, &c, &err) == 0 && c.min_pixels == 100 && c.max_pixels == 2000, "size keys");
+    /* sizes that would resize every picture to terabytes of patches are refused, not allocated */
+    const char *huge[] = {"{\"min_pixels\": 10000000000, \"max_pixels\": 20000000000}",
+                          "{\"size\": {\"shortest_edge\": 100, \"longest_edge\": 1099511627776}}",
+                          "{\"patch_size\": 1024}", "{\"merge_size\": 16}"};
+    const char *key[] = {"min_pixels", "longest_edge", "patch_size", "merge_size"};
+    for (int i = 0; i < 4; i++) {
+        tdm_write_file_atomic(path, huge[i], strlen(huge[i]), &err);
+        CHECK(tdm_preproc_config_load(path, &c, &err) != 0 && strstr(err.msg, key[i]) && strstr(err.msg, "pp.json"),
+              "%s: %s", huge[i], err.msg);
+    }
     int32_t g[3];
     /* tiny config: a 64x128 image stays, 200x200 shrinks to 128x128 (16384 pixels) */
     tdm_preproc_config_load("configs/tiny", &c, &err);
