@@ -8,7 +8,8 @@
 
 static int lookup(const tdm_tokenizer *tok, const char *s, int32_t *out, tdm_error *err) {
     *out = tdm_tokenizer_token_id(tok, s);
-    if (*out < 0) return tdm_errorf(err, "the tokenizer has no %s token, which the Qwen3-VL chat template needs", s);
+    if (*out < 0)
+        return tdm_errorf(err, "%s: no %s token, which the Qwen3-VL chat template needs", tdm_tokenizer_name(tok), s);
     return 0;
 }
 

@@ -288,3 +288,5 @@ const char *tdm_tokenizer_id_token(const tdm_tokenizer *t, int32_t id) {
 int tdm_tokenizer_vocab_size(const tdm_tokenizer *t) {
     return t->n_ids;
 }
+
+const char *tdm_tokenizer_name(const tdm_tokenizer *t) { return t->name; }

@@ -66,5 +66,7 @@ int32_t tdm_tokenizer_token_id(const tdm_tokenizer *t, const char *token);
 const char *tdm_tokenizer_id_token(const tdm_tokenizer *t, int32_t id);
 /* Number of ids (vocabulary plus added tokens: max id + 1). */
 int tdm_tokenizer_vocab_size(const tdm_tokenizer *t);
+/* The file it was loaded from (the name given to parse), for messages about it. */
+const char *tdm_tokenizer_name(const tdm_tokenizer *t);
 
 #endif

