@@ -209,6 +209,84 @@ static int write_text(const char *dir, const char *file, const char *data, size_
     return tdm_write_file_atomic(path, data, len, err);
 }
 
+/* This rank's part: collects its events, writes save_path/trace_rank<r>.json, and leaves
+ * in *items its trace events and in *cpu its thread table rows (JSON, each ending in the
+ * ",\n" that separates it from the next rank's in the merge). */
+static int write_rank_outputs(tdm_strbuf *items, tdm_strbuf *cpu, tdm_error *err) {
+    int rc = 0;
+    tdm_prof_collection c;
+    tdm_prof_collect(&c);
+    c.origin_ns = S.origin_ns;
+    int64_t n;
+    tdm_prof_rec *recs = tdm_prof_recs_from_collection(&c, S.rank, &n);
+    int first = 1;
+    tdm_prof_trace_append_rank(items, S.rank, c.threads, c.n_threads, recs, n, &first);
+    tdm_strbuf one;
+    tdm_sb_init(&one);
+    tdm_prof_trace_open(&one);
+    tdm_sb_append(&one, items->data, items->len);
+    tdm_prof_trace_close(&one);
+    char file[64];
+    snprintf(file, sizeof file, "trace_rank%d.json", S.rank);
+    if (tdm_mkdirs(S.cfg.save_path, err) != 0 || write_text(S.cfg.save_path, file, one.data, one.len, err) != 0)
+        rc = -1;
+    tdm_sb_free(&one);
+    tdm_sb_puts(items, ",\n");
+    for (int i = 0; i < c.n_threads; i++) {
+        const tdm_prof_thread *t = &c.threads[i];
+        if (!t->present) continue;
+        tdm_sb_printf(cpu, "%s{\"rank\":%d,\"tid\":%d,\"os_tid\":%lld,\"name\":", cpu->len ? ",\n" : "", S.rank,
+                      t->tid, (long long)t->os_tid);
+        tdm_sb_json_string(cpu, t->name, strlen(t->name));
+        if (t->cpu.valid)
+            tdm_sb_printf(cpu,
+                          ",\"user_ms\":%.1f,\"system_ms\":%.1f,\"run_ms\":%.3f,\"voluntary_switches\":%lld,"
+                          "\"involuntary_switches\":%lld,\"minor_faults\":%lld,\"major_faults\":%lld",
+                          t->cpu.user_ms, t->cpu.system_ms, t->cpu.run_ms, (long long)t->cpu.voluntary_switches,
+                          (long long)t->cpu.involuntary_switches, (long long)t->cpu.minor_faults,
+                          (long long)t->cpu.major_faults);
+        tdm_sb_printf(cpu, ",\"dropped_events\":%lld}", (long long)t->dropped);
+    }
+    if (cpu->len) tdm_sb_puts(cpu, ",\n");
+    free(recs);
+    tdm_prof_collection_free(&c);
+    return rc;
+}
+
+/* Rank 0's part: from every rank's gathered items and thread rows, writes trace.json,
+ * analysis.json (the summary's object plus the thread table) and summary.txt. */
+static int write_merged_outputs(const char *all, size_t n_all, const char *cpu_all, size_t n_cpu, tdm_error *err) {
+    /* drop the trailing ",\n" separators left by the last contributing rank */
+    while (n_all > 0 && (all[n_all - 1] == '\n' || all[n_all - 1] == ',')) n_all--;
+    while (n_cpu > 0 && (cpu_all[n_cpu - 1] == '\n' || cpu_all[n_cpu - 1] == ',')) n_cpu--;
+    int rc = 0;
+    tdm_strbuf merged, text, json;
+    tdm_sb_init(&merged);
+    tdm_sb_init(&text);
+    tdm_sb_init(&json);
+    tdm_prof_trace_open(&merged);
+    tdm_sb_append(&merged, all, n_all);
+    tdm_prof_trace_close(&merged);
+    tdm_prof_trace t;
+    if (write_text(S.cfg.save_path, "trace.json", merged.data, merged.len, err) != 0) rc = -1;
+    if (rc == 0 && tdm_prof_trace_parse(merged.data, merged.len, "trace.json", &t, err) != 0) rc = -1;
+    if (rc == 0) {
+        tdm_prof_trace_summarize(&t, &text, &json);
+        tdm_prof_trace_free(&t);
+        json.len--; /* drop the closing brace */
+        tdm_sb_puts(&json, ",\n\"threads\":[");
+        tdm_sb_append(&json, cpu_all, n_cpu);
+        tdm_sb_puts(&json, "]}\n");
+        if (write_text(S.cfg.save_path, "analysis.json", json.data, json.len, err) != 0 ||
+            write_text(S.cfg.save_path, "summary.txt", text.data, text.len, err) != 0)
+            rc = -1;
+    }
+    tdm_sb_free(&merged);
+    tdm_sb_free(&text);
+    tdm_sb_free(&json);
+    return rc;
+}
+
 int tdm_prof_session_finish(MPI_Comm comm, tdm_error *err) {
     if (!S.active) return 0;
     if (S.recording) {
@@ -224,44 +302,7 @@ int tdm_prof_session_finish(MPI_Comm comm, tdm_error *err) {
     tdm_strbuf items, cpu;
     tdm_sb_init(&items);
     tdm_sb_init(&cpu);
-    if (S.selected) {
-        tdm_prof_collection c;
-        tdm_prof_collect(&c);
-        c.origin_ns = S.origin_ns;
-        int64_t n;
-        tdm_prof_rec *recs = tdm_prof_recs_from_collection(&c, S.rank, &n);
-        int first = 1;
-        tdm_prof_trace_append_rank(&items, S.rank, c.threads, c.n_threads, recs, n, &first);
-        tdm_strbuf one;
-        tdm_sb_init(&one);
-        tdm_prof_trace_open(&one);
-        tdm_sb_append(&one, items.data, items.len);
-        tdm_prof_trace_close(&one);
-        char file[64];
-        snprintf(file, sizeof file, "trace_rank%d.json", S.rank);
-        if (tdm_mkdirs(S.cfg.save_path, err) != 0 || write_text(S.cfg.save_path, file, one.data, one.len, err) != 0)
-            rc = -1;
-        tdm_sb_free(&one);
-        tdm_sb_puts(&items, ",\n"); /* separator before the next rank's items in the merge */
-        for (int i = 0; i < c.n_threads; i++) {
-            const tdm_prof_thread *t = &c.threads[i];
-            if (!t->present) continue;
-            tdm_sb_printf(&cpu, "%s{\"rank\":%d,\"tid\":%d,\"os_tid\":%lld,\"name\":", cpu.len ? ",\n" : "", S.rank,
-                          t->tid, (long long)t->os_tid);
-            tdm_sb_json_string(&cpu, t->name, strlen(t->name));
-            if (t->cpu.valid)
-                tdm_sb_printf(&cpu,
-                              ",\"user_ms\":%.1f,\"system_ms\":%.1f,\"run_ms\":%.3f,\"voluntary_switches\":%lld,"
-                              "\"involuntary_switches\":%lld,\"minor_faults\":%lld,\"major_faults\":%lld",
-                              t->cpu.user_ms, t->cpu.system_ms, t->cpu.run_ms, (long long)t->cpu.voluntary_switches,
-                              (long long)t->cpu.involuntary_switches, (long long)t->cpu.minor_faults,
-                              (long long)t->cpu.major_faults);
-            tdm_sb_printf(&cpu, ",\"dropped_events\":%lld}", (long long)t->dropped);
-        }
-        if (cpu.len) tdm_sb_puts(&cpu, ",\n");
-        free(recs);
-        tdm_prof_collection_free(&c);
-    }
+    if (S.selected) rc = write_rank_outputs(&items, &cpu, err);
     /* MPI counts are ints: a merged trace past 2 GiB is refused (the per-rank files are
      * already written); lower the capacity or the step range. */
     long long mine = (long long)(items.len + cpu.len), total = 0;
@@ -275,36 +316,7 @@ int tdm_prof_session_finish(MPI_Comm comm, tdm_error *err) {
     size_t n_all = 0, n_cpu = 0;
     char *all = gather_text(&items, comm, S.rank, S.world, &n_all);
     char *cpu_all = gather_text(&cpu, comm, S.rank, S.world, &n_cpu);
-    if (S.rank == 0) {
-        /* drop the trailing ",\n" separators left by the last contributing rank */
-        while (n_all > 0 && (all[n_all - 1] == '\n' || all[n_all - 1] == ',')) n_all--;
-        while (n_cpu > 0 && (cpu_all[n_cpu - 1] == '\n' || cpu_all[n_cpu - 1] == ',')) n_cpu--;
-        tdm_strbuf merged, text, json;
-        tdm_sb_init(&merged);
-        tdm_sb_init(&text);
-        tdm_sb_init(&json);
-        tdm_prof_trace_open(&merged);
-        tdm_sb_append(&merged, all, n_all);
-        tdm_prof_trace_close(&merged);
-        tdm_prof_trace t;
-        if (rc == 0 && write_text(S.cfg.save_path, "trace.json", merged.data, merged.len, err) != 0) rc = -1;
-        if (rc == 0 && tdm_prof_trace_parse(merged.data, merged.len, "trace.json", &t, err) != 0) rc = -1;
-        if (rc == 0) {
-            tdm_prof_trace_summarize(&t, &text, &json);
-            tdm_prof_trace_free(&t);
-            /* analysis.json = the summary's object plus the CPU table */
-            json.len--; /* drop the closing brace */
-            tdm_sb_puts(&json, ",\n\"threads\":[");
-            tdm_sb_append(&json, cpu_all, n_cpu);
-            tdm_sb_puts(&json, "]}\n");
-            if (write_text(S.cfg.save_path, "analysis.json", json.data, json.len, err) != 0 ||
-                write_text(S.cfg.save_path, "summary.txt", text.data, text.len, err) != 0)
-                rc = -1;
-        }
-        tdm_sb_free(&merged);
-        tdm_sb_free(&text);
-        tdm_sb_free(&json);
-    }
+    if (S.rank == 0 && rc == 0) rc = write_merged_outputs(all, n_all, cpu_all, n_cpu, err);
     free(all);
     free(cpu_all);
     tdm_sb_free(&items);
