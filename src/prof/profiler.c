@@ -268,7 +268,10 @@ static int write_merged_outputs(const char *all, size_t n_all, const char *cpu_a
     tdm_sb_append(&merged, all, n_all);
     tdm_prof_trace_close(&merged);
     tdm_prof_trace t;
-    if (write_text(S.cfg.save_path, "trace.json", merged.data, merged.len, err) != 0) rc = -1;
+    /* rank 0 may not record itself (ranks: [1]), and then never created save_path on its host */
+    if (tdm_mkdirs(S.cfg.save_path, err) != 0 ||
+        write_text(S.cfg.save_path, "trace.json", merged.data, merged.len, err) != 0)
+        rc = -1;
     if (rc == 0 && tdm_prof_trace_parse(merged.data, merged.len, "trace.json", &t, err) != 0) rc = -1;
     if (rc == 0) {
         tdm_prof_trace_summarize(&t, &text, &json);
