@@ -149,7 +149,9 @@ else skipped+=("trace-summary"); fi
 
 # ------------------------------------------------------------------ tandem train on 2 ranks
 if have train; then
-  T=(train --model $MODEL --tokenizer "$TOK" --data "$DATA" --train-iters 2 --global-batch-size 2 --seq-length 512)
+  # --data is repeatable (the files are concatenated), so each case names its own
+  T0=(train --model $MODEL --tokenizer "$TOK" --train-iters 2 --global-batch-size 2 --seq-length 512)
+  T=("${T0[@]}" --data "$DATA")
   refuse_mpi "train: unknown flag" "--frobnicate" "${T[@]}" --frobnicate 1
   refuse_mpi "train: --lr abc" "--lr" "${T[@]}" --lr abc
   refuse_mpi "train: --lr nan" "--lr" "${T[@]}" --lr nan
@@ -163,14 +165,15 @@ if have train; then
   refuse_mpi "train: --model config/huge_vocab" "huge_vocab" "${T[@]}" --model "$C/config/huge_vocab"
   refuse_mpi "train: --tokenizer tokenizer/bad_regex.json" "bad_regex.json" "${T[@]}" \
     --tokenizer "$C/tokenizer/bad_regex.json"
-  refuse_mpi "train: --data json/deep_nesting.json" "deep_nesting.json" "${T[@]}" --data "$C/json/deep_nesting.json"
-  refuse_mpi "train: --data json/invalid_utf8.json" "invalid_utf8.json" "${T[@]}" --data "$C/json/invalid_utf8.json"
-  refuse_mpi "train: --data dataset/image_count_mismatch.json" "image_count_mismatch.json" "${T[@]}" \
+  refuse_mpi "train: --data json/deep_nesting.json" "deep_nesting.json" "${T0[@]}" --data "$C/json/deep_nesting.json"
+  refuse_mpi "train: --data json/invalid_utf8.json" "invalid_utf8.json" "${T0[@]}" --data "$C/json/invalid_utf8.json"
+  refuse_mpi "train: --data dataset/image_count_mismatch.json" "image_count_mismatch.json" "${T0[@]}" \
     --data "$C/dataset/image_count_mismatch.json"
-  refuse_mpi "train: huge PNG header" "huge_png.png" "${T[@]}" --data "$C/image/huge_png.json"
+  refuse_mpi "train: a sample of 3 M tokens" "too_long_sample.json" "${T0[@]}" --data "$C/train/too_long_sample.json"
+  refuse_mpi "train: huge PNG header" "huge_png.png" "${T0[@]}" --data "$C/image/huge_png.json"
   # the header of this one is valid: the loader finds the damage while decoding, mid-run
-  refuse_mpi "train: truncated PNG" "truncated_png.png" "${T[@]}" --train-iters 4 --data "$C/train/mixed_truncated_png.json"
-  refuse_mpi "train: truncated JPEG" "truncated_jpeg.jpg" "${T[@]}" --train-iters 4 --data "$C/train/mixed_truncated_jpeg.json"
+  refuse_mpi "train: truncated PNG" "truncated_png.png" "${T0[@]}" --train-iters 4 --data "$C/train/mixed_truncated_png.json"
+  refuse_mpi "train: truncated JPEG" "truncated_jpeg.jpg" "${T0[@]}" --train-iters 4 --data "$C/train/mixed_truncated_jpeg.json"
   refuse_mpi "train: --hf-weights safetensors/offsets_past_end" "offsets_past_end.safetensors" "${T[@]}" \
     --hf-weights "$C/safetensors/offsets_past_end.safetensors"
   refuse_mpi "train: --load of a missing checkpoint" "no_ckpt" "${T[@]}" --load "$W/no_ckpt"

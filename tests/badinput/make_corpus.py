@@ -229,3 +229,7 @@ good = {"messages": [{"role": "user", "content": "<image>What is this?"},
 for broken in ["truncated_png.png", "truncated_jpeg.jpg"]:
     bad = dict(good, images=["../image/" + broken])
     write(f"train/mixed_{os.path.splitext(broken)[0]}.json", json.dumps([good] * 3 + [bad] + [good] * 4))
+# One sample of about 3 M tokens: training must drop it against --seq-length before any
+# allocation sized by it (dump-grads has no such limit yet, so only `train` reads it).
+write("train/too_long_sample.json", json.dumps(
+    [{"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "word " * 1000000}]}]))

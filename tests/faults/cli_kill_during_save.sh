@@ -14,10 +14,16 @@ while [ $SECONDS -lt $end ] && kill -0 "$JOB" 2>/dev/null; do
   prev=$(tracker "$ck")
   tmp=$(ls -d "$ck"/iter_*.tmp.* 2>/dev/null | head -n1)
   # a save in progress after at least one complete checkpoint
-  if [ -n "$prev" ] && [ -n "$tmp" ] && [ "$tmp" != "$ck/$(printf 'iter_%07d' "$prev").tmp."* ]; then
-    for p in $(our_pids); do [ "$p" = "$JOB" ] || kill -KILL "$p" 2>/dev/null; done
-    caught=1
-    break
+  if [ -n "$prev" ] && [ -n "$tmp" ]; then
+    ranks=$(our_pids | grep -vx "$JOB")
+    kill -STOP $ranks 2>/dev/null
+    # frozen: is the save still unfinished? (it may have completed between the two looks)
+    if [ -d "$tmp" ] && [ "$(tracker "$ck")" = "$prev" ]; then
+      kill -KILL $ranks 2>/dev/null
+      caught=1
+      break
+    fi
+    kill -CONT $ranks 2>/dev/null
   fi
   sleep 0.01
 done
