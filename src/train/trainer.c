@@ -182,14 +182,14 @@ static int load_optimizer(trainer *t, tdm_ckpt *ck, tdm_error *err) {
     return rc;
 }
 
+/* Flags and model: rank-local, identical on every rank. */
 static int setup(trainer *t, tdm_error *err) {
-    const tdm_train_args *a = t->a;
-    if (tdm_train_args_validate(a, t->dp, err) != 0) return -1;
-    if (build_model(t, err) != 0) return -1;
-    /* the DDP layer allocates and binds the parameter storage: collective */
-    return 0;
+    if (tdm_train_args_validate(t->a, t->dp, err) != 0) return -1;
+    return build_model(t, err);
 }
 
+/* Weights (checkpoint, Hugging Face or seed), optimizer state and position of a resumed
+ * run, the LR schedule and AdamW's hyper-parameters. */
 static int setup_state(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
     tdm_ckpt ck;
@@ -223,14 +223,14 @@ static int setup_state(trainer *t, tdm_error *err) {
     if (t->iteration >= a->train_iters && a->train_iters > 0 && t->iteration > 0)
         tdm_log_info("the checkpoint is at iteration %lld, not before --train-iters %lld: nothing to train",
                      (long long)t->iteration, (long long)a->train_iters);
-    if (tdm_lr_scheduler_init(&t->sched, a->lr, a->min_lr, a->lr_warmup_init, TDM_LR_LINEAR, a->lr_warmup_iters,
-                              a->lr_warmup_fraction, a->lr_decay_iters, a->train_iters, a->global_batch_size,
-                              err) != 0)
-        return -1;
     tdm_lr_style style;
     if (tdm_lr_style_parse(a->lr_decay_style, &style) != 0)
         return tdm_errorf(err, "--lr-decay-style %s: unknown", a->lr_decay_style);
-    t->sched.style = style;
+    if (tdm_lr_scheduler_init(&t->sched, a->lr, a->min_lr, a->lr_warmup_init, style, a->lr_warmup_iters,
+                              a->lr_warmup_fraction, a->lr_decay_iters, a->train_iters, a->global_batch_size,
+                              err) != 0)
+        return -1;
+    /* the schedule is a function of samples consumed: resuming restores it exactly */
     t->sched.num_steps = t->consumed;
     t->adamw.beta1 = (float)a->adam_beta1;
     t->adamw.beta2 = (float)a->adam_beta2;
