@@ -178,6 +178,45 @@ if have train; then
     --hf-weights "$C/safetensors/offsets_past_end.safetensors"
   refuse_mpi "train: --load of a missing checkpoint" "no_ckpt" "${T[@]}" --load "$W/no_ckpt"
 else skipped+=("train"); fi
+# ------------------------------------------------------------------ generate, evaluate, export-batches
+CK=
+if have train && { have generate || have evaluate; }; then
+  # valid weights to pair with the broken inputs: one training step, saved
+  timeout 300 "${MPI[@]}" "$TANDEM" train --model $MODEL --tokenizer "$TOK" --data "$DATA" --train-iters 1 \
+    --global-batch-size 2 --seq-length 512 --save "$W/ck" >"$W/ck.log" 2>&1 && CK="$W/ck"
+  [ -n "$CK" ] || { failed=$((failed + 1)); echo "FAIL: could not save a checkpoint for generate/evaluate"; tail -n 5 "$W/ck.log"; }
+fi
+if have generate && [ -n "$CK" ]; then
+  for img in "$C"/image/*; do
+    b=$(basename "$img"); case "$b" in *.json|good.png) continue ;; esac
+    refuse "generate --image image/$b" "$b" "$TANDEM" generate --model $MODEL --tokenizer "$TOK" --load "$CK" \
+      --image "$img" --prompt "What is this?" --max-new-tokens 2
+  done
+  refuse "generate --hf-weights safetensors/offsets_past_end" "offsets_past_end.safetensors" "$TANDEM" generate \
+    --model $MODEL --tokenizer "$TOK" --hf-weights "$C/safetensors/offsets_past_end.safetensors" --prompt "Hi"
+  refuse "generate --max-new-tokens -1" "--max-new-tokens" "$TANDEM" generate --model $MODEL --tokenizer "$TOK" \
+    --load "$CK" --prompt "Hi" --max-new-tokens -1
+elif ! have generate; then skipped+=("generate"); fi
+if have evaluate && [ -n "$CK" ]; then
+  for f in "$C"/json/deep_nesting.json "$C"/json/invalid_utf8.json "$C"/dataset/unknown_role.json \
+           "$C"/dataset/image_count_mismatch.json "$C"/image/truncated_png.json; do
+    b=$(basename "$f")
+    [ "$b" = truncated_png.json ] && b=truncated_png.png
+    refuse "evaluate --data $b" "$b" "$TANDEM" evaluate --model $MODEL --tokenizer "$TOK" --load "$CK" --data "$f" \
+      --max-new-tokens 2
+  done
+elif ! have evaluate; then skipped+=("evaluate"); fi
+if have export-batches; then
+  for f in "$C"/json/trailing_comma.json "$C"/dataset/empty_answer.json "$C"/image/huge_png.json; do
+    b=$(basename "$f")
+    [ "$b" = huge_png.json ] && b=huge_png.png
+    refuse "export-batches --data $b" "$b" "$TANDEM" export-batches --out "$W/eb" --data "$f" --tokenizer "$TOK" \
+      --model $MODEL --global-batch-size 1 --seq-length 512
+  done
+  refuse "export-batches --dp 0" "--dp" "$TANDEM" export-batches --out "$W/eb" --data "$DATA" --tokenizer "$TOK" \
+    --model $MODEL --dp 0
+else skipped+=("export-batches"); fi
+
 if have ab; then
   A=(ab --model $MODEL --tokenizer "$TOK" --data "$DATA" --global-batch-size 2 --seq-length 512 --out "$W/ab")
   refuse "ab: --window 5:2 (2 ranks)" "--window" "${MPI[@]}" "$TANDEM" "${A[@]}" --baseline "" \
