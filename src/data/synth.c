@@ -11,14 +11,17 @@
 #include "core/strbuf.h"
 #include "data/image.h"
 
-enum { N_SHAPES = 6, N_COLOURS = 8, MAX_ITEMS = 4 };
-static const char *shape_name[N_SHAPES] = {"circle", "square", "triangle", "diamond", "cross", "ring"};
-static const char *shape_plural[N_SHAPES] = {"circles", "squares", "triangles", "diamonds", "crosses", "rings"};
-static const char *colour_name[N_COLOURS] = {"red", "green", "blue", "yellow", "orange", "purple", "pink", "brown"};
-static const uint8_t colour_rgb[N_COLOURS][3] = {{220, 40, 40},  {40, 170, 60},  {40, 80, 220},   {230, 200, 30},
-                                                 {245, 140, 20}, {140, 60, 180}, {240, 120, 190}, {120, 75, 35}};
-static const char *cell_name[9] = {"top left", "top",    "top right",   "left",        "center",
-                                   "right",    "bottom left", "bottom", "bottom right"};
+/* Sized for a tiny vision tower trained from scratch (patch 16, merge 2): the default 64x64
+ * picture is 2x2 merged visual tokens, one per grid cell, and each shape fills most of its
+ * cell, so every question is answered by one token's content (shapes a few pixels wide at
+ * random places in a 3x3 grid stayed at the answer prior; docs/learning.md). */
+enum { N_SHAPES = 4, N_COLOURS = 5, N_CELLS = 4, MAX_ITEMS = 4 };
+static const char *shape_name[N_SHAPES] = {"circle", "square", "triangle", "cross"};
+static const char *shape_plural[N_SHAPES] = {"circles", "squares", "triangles", "crosses"};
+static const char *colour_name[N_COLOURS] = {"red", "green", "blue", "yellow", "purple"};
+static const uint8_t colour_rgb[N_COLOURS][3] = {{225, 30, 30}, {30, 170, 50}, {30, 70, 230}, {240, 210, 20},
+                                                 {150, 50, 190}};
+static const char *cell_name[N_CELLS] = {"top left", "top right", "bottom left", "bottom right"};
 static const char *count_word[5] = {"no", "a", "two", "three", "four"};
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof *(a)))
@@ -36,6 +39,10 @@ static const char *q_colour[] = {"What colour is the %s?", "Which colour does th
                                  "Tell me the colour of the %s.", "The %s is painted in which colour?"};
 static const char *q_where[] = {"Where is the %s?", "In which part of the picture is the %s?",
                                 "Where can the %s be found?", "Whereabouts is the %s located?"};
+/* every wording says "shape" and none says "where", "in which" or "position", so
+ * tandem evaluate files them under shape */
+static const char *q_shape[] = {"Which shape is in the %s?", "What shape can you see in the %s?",
+                                "Name the shape in the %s.", "What kind of shape is drawn in the %s?"};
 static const char *systems[] = {"You are a helpful assistant that answers questions about pictures.",
                                 "You are a careful observer. Answer briefly and precisely.",
                                 "Look at the image and reply with a short answer.",
@@ -43,12 +50,12 @@ static const char *systems[] = {"You are a helpful assistant that answers questi
 static const char *text_only[][2] = {
     {"How many sides does a triangle have?", "3"},
     {"How many sides does a square have?", "4"},
-    {"How many corners does a diamond have?", "4"},
+    {"How many corners does a rectangle have?", "4"},
     {"How many arms does a cross have?", "4"},
     {"Which shape has no corners: a circle, a square or a triangle?", "circle"},
     {"Which shape looks like a wheel or a coin?", "circle"},
-    {"Which shape has a hole in the middle?", "ring"},
-    {"Which shape is a square turned by forty-five degrees?", "diamond"},
+    {"Which shape looks like a plus sign?", "cross"},
+    {"Which shape has three corners?", "triangle"},
     {"What colour do you get when you mix blue and yellow?", "green"},
     {"What colour do you get when you mix red and yellow?", "orange"},
     {"What colour do you get when you mix red and blue?", "purple"},
@@ -61,8 +68,8 @@ static const char *text_only[][2] = {
     {"What colour is a pumpkin?", "orange"},
     {"Which colour do flamingos usually have?", "pink"},
     {"Which colour is made of red and blue, like lavender or grapes?", "purple"},
-    {"Name the six shapes you know.", "circle, square, triangle, diamond, cross and ring"},
-    {"Name the eight colours you know.", "red, green, blue, yellow, orange, purple, pink and brown"},
+    {"Name the four shapes you know.", "circle, square, triangle and cross"},
+    {"Name the five colours you know.", "red, green, blue, yellow and purple"},
     {"What is two plus two?", "4"},
     {"What is one plus two?", "3"},
     {"Is a square a kind of rectangle?", "yes"},
@@ -125,16 +132,17 @@ typedef struct picture {
 } picture;
 
 static void render(const picture *p, draw *d, uint8_t *rgb) {
-    for (int i = 0; i < p->w * p->h * 3; i++) rgb[i] = 245;
-    int cw = p->w / 3, ch = p->h / 3;
+    for (int i = 0; i < p->w * p->h * 3; i++) rgb[i] = 255;
+    int cw = p->w / 2, ch = p->h / 2;
     for (int s = 0; s < p->n; s++) {
         const item *it = &p->it[s];
         int cell_min = cw < ch ? cw : ch;
-        /* half-size in [0.3, 0.45] of the cell's smaller side, centre jittered inside the cell */
-        double r = cell_min * (0.30 + 0.15 * pick(d, 100) / 100.0);
+        /* half-size in [0.36, 0.46] of the cell's smaller side (the shape spans 72-92% of
+         * it), centre jittered inside the cell */
+        double r = cell_min * (0.36 + 0.10 * pick(d, 100) / 100.0);
         double slack_x = cw / 2.0 - r, slack_y = ch / 2.0 - r;
-        double cx = (it->cell % 3) * cw + cw / 2.0 + slack_x * (pick(d, 201) - 100) / 100.0;
-        double cy = (it->cell / 3) * ch + ch / 2.0 + slack_y * (pick(d, 201) - 100) / 100.0;
+        double cx = (it->cell % 2) * cw + cw / 2.0 + slack_x * (pick(d, 201) - 100) / 100.0;
+        double cy = (it->cell / 2) * ch + ch / 2.0 + slack_y * (pick(d, 201) - 100) / 100.0;
         for (int y = (int)(cy - r) - 1; y <= (int)(cy + r) + 1; y++)
             for (int x = (int)(cx - r) - 1; x <= (int)(cx + r) + 1; x++) {
                 if (x < 0 || y < 0 || x >= p->w || y >= p->h) continue;
@@ -145,9 +153,7 @@ static void render(const picture *p, draw *d, uint8_t *rgb) {
                 case 0: in = d2 <= r * r; break;                                  /* circle */
                 case 1: in = ax <= r && ay <= r; break;                           /* square */
                 case 2: in = py <= r && py >= -r && 2 * ax <= py + r; break;     /* triangle, apex up */
-                case 3: in = ax + ay <= r; break;                                 /* diamond */
-                case 4: in = (ax <= r / 3 && ay <= r) || (ay <= r / 3 && ax <= r); break; /* cross */
-                default: in = d2 <= r * r && d2 >= 0.3 * r * r; break;            /* ring */
+                default: in = (ax <= r / 3 && ay <= r) || (ay <= r / 3 && ax <= r); break; /* cross */
                 }
                 if (in) memcpy(rgb + ((size_t)y * p->w + x) * 3, colour_rgb[it->colour], 3);
             }
@@ -156,10 +162,10 @@ static void render(const picture *p, draw *d, uint8_t *rgb) {
 
 static void new_picture(picture *p, draw *d, int min_size, int max_size) {
     p->w = min_size + pick(d, max_size - min_size + 1);
-    p->h = pick(d, 3) == 0 ? p->w : min_size + pick(d, max_size - min_size + 1);
+    p->h = p->w; /* square: a tall or wide picture would shrink the shapes of its narrow side */
     p->n = 1 + pick(d, MAX_ITEMS);
-    int cells[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
-    for (int i = 8; i > 0; i--) { /* shuffle the cells, take the first n */
+    int cells[N_CELLS] = {0, 1, 2, 3};
+    for (int i = N_CELLS - 1; i > 0; i--) { /* shuffle the cells, take the first n */
         int j = pick(d, i + 1), t = cells[i];
         cells[i] = cells[j];
         cells[j] = t;
@@ -204,7 +210,10 @@ static void caption(const picture *p, tdm_strbuf *sb) {
 /* One question about the picture and its exact answer. closed_only excludes captions. */
 static void question(const picture *p, draw *d, int closed_only, tdm_strbuf *q, tdm_strbuf *a) {
     for (;;) {
-        int kind = closed_only ? 1 + pick(d, 4) : pick(d, 5);
+        /* held out: count, colour, position and shape questions, a quarter each */
+        static const int closed_kind[4] = {1, 3, 4, 5};
+        int kind = closed_only ? closed_kind[pick(d, 4)] : pick(d, 6);
+        if (closed_only && kind == 1) kind += pick(d, 2); /* all shapes, or one kind */
         if (kind == 0) {
             tdm_sb_puts(q, q_caption[pick(d, COUNT(q_caption))]);
             caption(p, a);
@@ -220,6 +229,12 @@ static void question(const picture *p, draw *d, int closed_only, tdm_strbuf *q, 
             int shape = pick(d, 3) ? p->it[pick(d, p->n)].shape : pick(d, N_SHAPES);
             tdm_sb_printf(q, q_count_kind[pick(d, COUNT(q_count_kind))], shape_plural[shape]);
             tdm_sb_printf(a, "%d", count_shape(p, shape));
+            return;
+        }
+        if (kind == 5) { /* the shape in an occupied cell */
+            const item *it = &p->it[pick(d, p->n)];
+            tdm_sb_printf(q, q_shape[pick(d, COUNT(q_shape))], cell_name[it->cell]);
+            tdm_sb_puts(a, shape_name[it->shape]);
             return;
         }
         /* colour and position questions need a shape that occurs exactly once */

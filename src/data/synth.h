@@ -2,16 +2,18 @@
  * coloured shapes with conversations about them, in the MindSpeed-MM JSON format.
  *
  * OUT/train.json, OUT/test.json and OUT/images/{train,test}_NNNNNN.png. Each picture
- * (sides between min_size and max_size pixels, not always square, white background) holds
- * 1-4 shapes (circle, square, triangle, diamond, cross, ring; red, green, blue, yellow,
- * orange, purple, pink, brown), each inside its own cell
- * of a 3x3 grid, so "where" has one answer: top left, top, top right, left, center, right,
- * bottom left, bottom, bottom right. Training samples mix captions ("A red circle and two
- * blue squares."), counting ("3"), colour ("red") and position questions, some multi-turn,
- * several wordings per question, some with a system turn, and every 20th sample text-only
- * (general-knowledge questions: they give the text enough distinct words for a 1024-token
- * BPE vocabulary; 2000 samples support about 1095 ids). Held-out samples are single closed questions
- * with one exact answer (count, colour, position), for tandem evaluate.
+ * (square, side between min_size and max_size pixels, white background) is a 2x2 grid
+ * holding 1-4 shapes (circle, square, triangle, cross; red, green, blue, yellow, purple),
+ * each filling most of its own cell, so "where" has one answer: top left, top right,
+ * bottom left, bottom right. Sized for the tiny model trained from scratch: at 64x64 (patch
+ * 16, merge 2) each cell is one visual token; shapes a few pixels wide in a 3x3 grid were
+ * not learned in minutes (docs/learning.md). Training samples mix captions ("A red circle
+ * and two blue squares."), counting ("3"), colour ("red"), position ("top left") and shape
+ * ("cross") questions, some multi-turn, several wordings per question, some with a system
+ * turn, and every 20th sample text-only (general-knowledge questions: they give the text
+ * enough distinct words for a 1024-token BPE vocabulary; 2000 samples fill its 742 merges).
+ * Held-out samples are single closed questions with one exact answer, a quarter each of
+ * count, colour, position and shape, for tandem evaluate.
  * Everything is a pure function of the seed: the same options give the same bytes; sample
  * i of train does not depend on how many held-out samples are asked for, or vice versa.
  */
