@@ -66,7 +66,7 @@ printf '{"sizes": [%s], "steps": %d, "window": [%s], "global_batch_size": 8, "re
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), nproc $(nproc)"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "torch: $($PY -c 'import torch; print(torch.__version__)'), python $($PY -c 'import sys; print(sys.version.split()[0])')"
+  echo "torch: $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null) (torch.__version__ $($PY -c 'import torch; print(torch.__version__)')), python $($PY -c 'import sys; print(sys.version.split()[0])')"
   echo "Open MPI: $(mpirun.openmpi --version 2>&1 | head -1)"
   echo "OpenBLAS: $(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || echo '?')"
   echo "tandem: $(git rev-parse --short HEAD)"
