@@ -14,10 +14,13 @@
 
 static char dir[64];
 
+static void remove_dir(void) { rmdir(dir); }
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     snprintf(dir, sizeof dir, "/tmp/tdm-fuzz-ds-XXXXXX");
     if (!mkdtemp(dir)) abort();
+    atexit(remove_dir);
     return 0;
 }
 

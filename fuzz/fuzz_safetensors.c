@@ -59,10 +59,21 @@ static void walk(const char *path) {
     tdm_safetensors_close(st);
 }
 
+static void remove_dir(void) {
+    static const char *names[] = {"a.safetensors", "b.safetensors", "one.safetensors", "model.safetensors.index.json"};
+    char path[128];
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     snprintf(dir, sizeof dir, "/tmp/tdm-fuzz-st-XXXXXX");
     if (!mkdtemp(dir)) abort();
+    atexit(remove_dir);
     write_valid_shard("a.safetensors", "x");
     write_valid_shard("b.safetensors", "y");
     return 0;
