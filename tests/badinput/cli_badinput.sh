@@ -107,6 +107,11 @@ if have dump-grads; then
     refuse "dump-grads --data dataset/$b" "$b" "$TANDEM" dump-grads --model $MODEL --tokenizer "$TOK" --data "$f" \
       --out "$W/g.safetensors"
   done
+  for d in "$C"/preproc/*/; do
+    b=$(basename "$d")
+    refuse "dump-grads --model preproc/$b (preprocessor_config.json)" "$b" "$TANDEM" dump-grads --model "$d" \
+      --tokenizer "$TOK" --data "$C/train/good.json" --out "$W/g.safetensors"
+  done
   for f in "$C"/safetensors/*; do
     b=$(basename "$f")
     refuse "dump-grads --load safetensors/$b" "$b" "$TANDEM" dump-grads --model $MODEL --tokenizer "$TOK" \
@@ -162,6 +167,8 @@ if have train; then
   refuse_mpi "train: --inject-nan-at x:y" "--inject-nan-at" "${T[@]}" --inject-nan-at x:y
   refuse_mpi "train: global batch not divisible" "global" "${T[@]}" --global-batch-size 3
   refuse_mpi "train: --config of malformed JSON" "trailing_comma.json" "${T[@]}" --config "$C/json/trailing_comma.json"
+  refuse_mpi "train: --preprocessor preproc/min_pixels_huge" "min_pixels_huge" "${T[@]}" \
+    --preprocessor "$C/preproc/min_pixels_huge/preprocessor_config.json"
   refuse_mpi "train: --model config/huge_vocab" "huge_vocab" "${T[@]}" --model "$C/config/huge_vocab"
   refuse_mpi "train: --tokenizer tokenizer/bad_regex.json" "bad_regex.json" "${T[@]}" \
     --tokenizer "$C/tokenizer/bad_regex.json"

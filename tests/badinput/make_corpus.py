@@ -226,6 +226,7 @@ for name, data in st_cases.items():
 write("image/good.png", png)
 good = {"messages": [{"role": "user", "content": "<image>What is this?"},
                      {"role": "assistant", "content": "a square"}], "images": ["../image/good.png"]}
+write("train/good.json", json.dumps([good] * 2))
 for broken in ["truncated_png.png", "truncated_jpeg.jpg"]:
     bad = dict(good, images=["../image/" + broken])
     write(f"train/mixed_{os.path.splitext(broken)[0]}.json", json.dumps([good] * 3 + [bad] + [good] * 4))
@@ -233,3 +234,21 @@ for broken in ["truncated_png.png", "truncated_jpeg.jpg"]:
 # allocation sized by it (dump-grads has no such limit yet, so only `train` reads it).
 write("train/too_long_sample.json", json.dumps(
     [{"messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "word " * 1000000}]}]))
+
+# ---------------------------------------------------------------- preprocessor_config.json
+# model folders: the valid config.json beside a broken preprocessor_config.json
+pp = json.load(open(os.path.join(model_dir, "preprocessor_config.json")))
+pp_cases = {
+    "min_pixels_huge": {"min_pixels": 2 ** 40, "max_pixels": 2 ** 41},
+    "patch_size_zero": {"patch_size": 0},
+    "merge_size_huge": {"merge_size": 1000},
+    "mean_too_short": {"image_mean": [0.5, 0.5]},
+    "std_zero": {"image_std": [0.0, 0.5, 0.5]},
+    "min_above_max": {"min_pixels": 20000, "max_pixels": 10000},
+    "patch_size_string": {"patch_size": "16"},
+}
+for name, edit in pp_cases.items():
+    write(f"preproc/{name}/config.json", json.dumps(base, indent=1))
+    write(f"preproc/{name}/preprocessor_config.json", json.dumps({**pp, **edit}, indent=1))
+write("preproc/malformed/config.json", json.dumps(base, indent=1))
+write("preproc/malformed/preprocessor_config.json", '{"patch_size": 16,, }')
