@@ -147,40 +147,21 @@ static void launch_bucket(tdm_ddp *ddp, int b) {
 
 /* ---- life cycle ---------------------------------------------------------------------- */
 
-tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_config *cfg, tdm_error *err) {
-    if (tdm_ddp_config_check(cfg, err) != 0) return NULL;
-    if (cfg->progress == TDM_DDP_PROGRESS_THREAD) {
-        int level = MPI_THREAD_SINGLE;
-        MPI_Query_thread(&level);
-        if (level < MPI_THREAD_MULTIPLE) {
-            tdm_errorf(err, "communication thread: MPI was not initialised with MPI_THREAD_MULTIPLE; "
-                            "use inline progress (see tdm_ddp_progress_for_thread_level)");
-            return NULL;
-        }
-    }
-    tdm_ddp *ddp = tdm_xcalloc(1, sizeof *ddp);
-    ddp->cfg = *cfg;
-    ddp->t = t;
-    ddp->ctl = MPI_COMM_NULL;
-    MPI_Comm_rank(dp_comm, &ddp->rank);
-    MPI_Comm_size(dp_comm, &ddp->size);
-    ddp->is_last_microbatch = 1;
-    ddp->dup_param = ddp->nan_bucket = ddp->nan_param = -1;
-    ddp->iteration = 1;
-    ddp->inject_rank = -1;
-    ddp->inject_iteration = -1;
-    tdm_timers_reset(&ddp->timers);
-    if (tdm_ddp_layout_build(&ddp->L, t, ddp->size, cfg, err) != 0) goto fail;
+/* This rank's buffers, optimizer state and per-bucket bookkeeping for layout ddp->L, and
+ * the table's data/grad pointers bound into them. The only failure is an allocation,
+ * which can happen on one rank alone. */
+static int alloc_buffers(tdm_ddp *ddp, tdm_error *err) {
+    tdm_param_table *t = ddp->t;
     const tdm_ddp_layout *L = &ddp->L;
     const int nb = L->n_buckets;
 
     ddp->params = tdm_alloc_big((size_t)L->total * sizeof(float), err);
     ddp->grads = ddp->params ? tdm_alloc_big((size_t)L->total * sizeof(float), err) : NULL;
-    if (!ddp->grads) goto fail;
+    if (!ddp->grads) return -1;
     for (int i = 0; i < t->n; i++)
         if (!t->p[i].trainable) ddp->frozen_numel += t->p[i].numel;
     if (ddp->frozen_numel > 0 && !(ddp->frozen = tdm_alloc_big((size_t)ddp->frozen_numel * sizeof(float), err)))
-        goto fail;
+        return -1;
     int64_t fo = 0;
     for (int i = 0; i < t->n; i++) {
         tdm_param *p = &t->p[i];
@@ -204,7 +185,7 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
     }
     ddp->m = tdm_alloc_big((size_t)ddp->opt_numel * sizeof(float), err);
     ddp->v = ddp->m ? tdm_alloc_big((size_t)ddp->opt_numel * sizeof(float), err) : NULL;
-    if (!ddp->v) goto fail;
+    if (!ddp->v) return -1;
 
     ddp->grad_ops = tdm_xcalloc((size_t)nb, sizeof *ddp->grad_ops);
     ddp->gather_ops = tdm_xcalloc((size_t)nb, sizeof *ddp->gather_ops);
@@ -235,11 +216,50 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
     ddp->trace = tdm_xcalloc((size_t)nb, sizeof *ddp->trace);
     ddp->gather_scratch = tdm_xcalloc((size_t)ddp->size * 64, sizeof *ddp->gather_scratch);
 
+    return 0;
+}
+
+tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_config *cfg, tdm_error *err) {
+    if (tdm_ddp_config_check(cfg, err) != 0) return NULL;
+    if (cfg->progress == TDM_DDP_PROGRESS_THREAD) {
+        int level = MPI_THREAD_SINGLE;
+        MPI_Query_thread(&level);
+        if (level < MPI_THREAD_MULTIPLE) {
+            tdm_errorf(err, "communication thread: MPI was not initialised with MPI_THREAD_MULTIPLE; "
+                            "use inline progress (see tdm_ddp_progress_for_thread_level)");
+            return NULL;
+        }
+    }
+    tdm_ddp *ddp = tdm_xcalloc(1, sizeof *ddp);
+    ddp->cfg = *cfg;
+    ddp->t = t;
+    ddp->ctl = MPI_COMM_NULL;
+    MPI_Comm_rank(dp_comm, &ddp->rank);
+    MPI_Comm_size(dp_comm, &ddp->size);
+    ddp->is_last_microbatch = 1;
+    ddp->dup_param = ddp->nan_bucket = ddp->nan_param = -1;
+    ddp->iteration = 1;
+    ddp->inject_rank = -1;
+    ddp->inject_iteration = -1;
+    tdm_timers_reset(&ddp->timers);
+    if (tdm_ddp_layout_build(&ddp->L, t, ddp->size, cfg, err) != 0) goto fail;
+    /* Everything above fails on every rank alike; an allocation can fail on one rank
+     * alone. So the collective duplications come first, and the ranks agree on the
+     * outcome before returning: none is left waiting in a collective the others skipped. */
     MPI_Comm bucket_comm;
     MPI_Comm_dup(dp_comm, &ddp->ctl);
     MPI_Comm_dup(dp_comm, &bucket_comm);
-    ddp->eng = tdm_comm_create(bucket_comm, cfg->progress, 2 * nb, err);
-    if (!ddp->eng) goto fail;
+    int ok = alloc_buffers(ddp, err) == 0;
+    if (ok)
+        ok = (ddp->eng = tdm_comm_create(bucket_comm, cfg->progress, 2 * ddp->L.n_buckets, err)) != NULL;
+    else
+        MPI_Comm_free(&bucket_comm);
+    int mine = ok ? INT_MAX : ddp->rank, first_bad = INT_MAX;
+    MPI_Allreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, ddp->ctl);
+    if (first_bad != INT_MAX) {
+        if (ok) tdm_errorf(err, "data-parallel setup failed on rank %d (out of memory?)", first_bad);
+        goto fail;
+    }
     return ddp;
 fail:
     tdm_ddp_free(ddp);

@@ -79,7 +79,9 @@ typedef struct tdm_ddp tdm_ddp;
  * values are zero: initialise or load them through the table afterwards (identically
  * on every rank, or call tdm_ddp_broadcast_params). The table must outlive the ddp and
  * keep its tensor set. Fails on a bad config, a layout error, an allocation failure,
- * or THREAD progress when MPI was not initialised with MPI_THREAD_MULTIPLE. */
+ * or THREAD progress when MPI was not initialised with MPI_THREAD_MULTIPLE, and then
+ * on every rank alike (an allocation that fails on one rank fails the others too, with
+ * a message naming that rank), so no rank is left waiting in a collective. */
 tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_config *cfg, tdm_error *err);
 
 /* Waits for outstanding collectives, stops the communication thread, frees the buffers

@@ -628,6 +628,36 @@ static void test_report_comm_thread_cpu(void) {
     run_free(&r);
 }
 
+/* An allocation that fails on one rank alone (the last rank's frozen storage: frozen
+ * tensors are outside the layout, so the layouts still agree) fails tdm_ddp_create on
+ * every rank, naming that rank; the other ranks used to wait in MPI_Comm_dup for good. */
+static void test_create_fails_on_every_rank(void) {
+    synth *s = malloc(sizeof *s);
+    synth_build(s);
+    if (g_rank == g_size - 1) {
+        int64_t sh[2] = {(int64_t)1 << 30, (int64_t)1 << 28}; /* 2^58 floats: 4 EiB, which no allocator gives */
+        tbl_add(&s->t, "huge.frozen", 2, sh, 0, SY_L + 2);
+    }
+    tdm_ddp_config cfg;
+    tdm_ddp_config_default(&cfg);
+    tdm_error err = {{0}};
+    tdm_ddp *ddp = tdm_ddp_create(MPI_COMM_WORLD, &s->t, &cfg, &err);
+    char want[32];
+    snprintf(want, sizeof want, "rank %d", g_size - 1);
+    CHECK(ddp == NULL && strstr(err.msg, g_rank == g_size - 1 ? "out of memory" : want) != NULL, "rank %d: %s",
+          g_rank, ddp ? "created" : err.msg);
+    tdm_ddp_free(ddp);
+    tbl_free(&s->t);
+    free(s);
+}
+
+/* The sanitizers abort on an allocation they cannot serve; the test above wants the
+ * library's own out-of-memory path, as it runs without them. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
+
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -652,6 +682,7 @@ int main(int argc, char **argv) {
     RUN(test_optimizer_state_reshard);
     RUN(test_profiler_events);
     RUN(test_report_comm_thread_cpu);
+    RUN(test_create_fails_on_every_rank);
     /* one summary for the job: failures on any rank count */
     int counts[2] = {t_passed, t_failed}, worst[2];
     MPI_Allreduce(counts, worst, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
