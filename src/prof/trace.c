@@ -80,8 +80,28 @@ void tdm_prof_trace_close(tdm_strbuf *sb) { tdm_sb_puts(sb, "\n]}\n"); }
 
 typedef struct thread_name {
     int64_t pid, tid;
+    int64_t order; /* position in the file: a later name for the same thread wins */
     const char *name;
 } thread_name;
+
+static int cmp_thread_name(const void *a, const void *b) {
+    const thread_name *x = a, *y = b;
+    if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+    if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+/* The last name given to (pid, tid) in tn[n], sorted by cmp_thread_name; "" if none.
+ * A binary search: a trace may name as many threads as it has events. */
+static const char *thread_name_of(const thread_name *tn, int64_t n, int64_t pid, int64_t tid) {
+    int64_t lo = 0, hi = n; /* first entry after every (pid, tid, *) */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (tn[mid].pid < pid || (tn[mid].pid == pid && tn[mid].tid <= tid)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo > 0 && tn[lo - 1].pid == pid && tn[lo - 1].tid == tid ? tn[lo - 1].name : "";
+}
 
 static int cmp_rec(const void *a, const void *b) {
     const tdm_prof_rec *x = a, *y = b;
@@ -132,8 +152,10 @@ int tdm_prof_trace_parse(const char *text, size_t len, const char *name, tdm_pro
             tdm_errorf(err, "%s: traceEvents[%zu]: thread_name needs pid, tid and args.name", name, i);
             goto fail;
         }
-        tn[n_tn++] = (thread_name){(int64_t)pid, (int64_t)tid, tname->str};
+        tn[n_tn] = (thread_name){(int64_t)pid, (int64_t)tid, n_tn, tname->str};
+        n_tn++;
     }
+    qsort(tn, (size_t)n_tn, sizeof *tn, cmp_thread_name);
     for (size_t i = 0; i < ev->len; i++) {
         const tdm_json *e = ev->items[i];
         const tdm_json *ph = tdm_json_get(e, "ph"), *nm = tdm_json_get(e, "name"), *cat = tdm_json_get(e, "cat");
@@ -162,9 +184,7 @@ int tdm_prof_trace_parse(const char *text, size_t len, const char *name, tdm_pro
             goto fail;
         }
         tdm_prof_rec *r = &t->recs[t->n++];
-        const char *thread = "";
-        for (int64_t k = 0; k < n_tn; k++)
-            if (tn[k].pid == (int64_t)pid && tn[k].tid == (int64_t)tid) thread = tn[k].name;
+        const char *thread = thread_name_of(tn, n_tn, (int64_t)pid, (int64_t)tid);
         *r = (tdm_prof_rec){.name = nm->str, .t0_us = ts, .t1_us = ts + dur, .arg = (int64_t)arg,
                             .rank = (int32_t)pid, .tid = (int32_t)tid, .cat = (uint8_t)(c < 0 ? TDM_PROF_MARK : c),
                             .thread_kind = (uint8_t)tdm_prof_thread_kind_of(thread), .instant = (uint8_t)instant,

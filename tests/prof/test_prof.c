@@ -252,6 +252,27 @@ static void test_sparse_ranks_summarized(void) {
     tdm_prof_trace_free(&t);
 }
 
+/* Thread names are looked up by (pid, tid), the last one given winning, wherever they
+ * stand in the file (now by binary search: a trace may name as many threads as events). */
+static void test_thread_names_looked_up(void) {
+    const char *text = "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":1},"
+                       "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"comm\"}},"
+                       "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":2,\"args\":{\"name\":\"loader\"}},"
+                       "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"loader\"}},"
+                       "{\"ph\":\"X\",\"name\":\"b\",\"ts\":2,\"dur\":1,\"pid\":1,\"tid\":2},"
+                       "{\"ph\":\"X\",\"name\":\"c\",\"ts\":3,\"dur\":1,\"pid\":1,\"tid\":1}]";
+    tdm_prof_trace t;
+    tdm_error err;
+    int rc = tdm_prof_trace_parse(text, strlen(text), "names.json", &t, &err);
+    CHECK(rc == 0 && t.n == 3, "%s", rc ? err.msg : "three events");
+    if (rc != 0) return;
+    for (int64_t i = 0; i < t.n; i++) {
+        int want = !strcmp(t.recs[i].name, "c") ? TDM_PROF_THREAD_COMPUTE : TDM_PROF_THREAD_LOADER;
+        CHECK(t.recs[i].thread_kind == want, "event %s on thread kind %d", t.recs[i].name, t.recs[i].thread_kind);
+    }
+    tdm_prof_trace_free(&t);
+}
+
 static void test_config(void) {
     tdm_prof_config cfg;
     tdm_error err;
@@ -296,6 +317,7 @@ int main(void) {
     RUN(test_exited_threads_forgotten);
     RUN(test_trace_errors);
     RUN(test_sparse_ranks_summarized);
+    RUN(test_thread_names_looked_up);
     RUN(test_config);
     return TEST_SUMMARY();
 }
