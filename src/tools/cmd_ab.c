@@ -9,20 +9,17 @@
  * on some ranks only, since the others may be blocked in a collective).
  */
 #include <errno.h>
-#include <malloc.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "tools/commands.h"
+#include "tools/mpi_setup.h"
 #include "train/ab.h"
 #include "train/demo.h"
-
-void openblas_set_num_threads(int num_threads);
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -46,13 +43,6 @@ static void usage(FILE *f) {
             "  (configs/tiny) and the built-in synthetic data, prepared in ./tandem-demo (or $TANDEM_DEMO_DIR);\n"
             "  scripts/demo.sh does exactly that on 2 ranks.\n"
             "  docs/ab-protocol.md explains the table and the report.\n");
-}
-
-static int local_ranks(void) {
-    const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (!v) v = getenv("MPI_LOCALNRANKS");
-    int n = v ? atoi(v) : 1;
-    return n > 0 ? n : 1;
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out, char *msg, size_t cap) {
@@ -91,17 +81,8 @@ int cmd_ab(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-    mallopt(M_MMAP_THRESHOLD, 256 << 20); /* as tandem train: MPI scratch stays on the heap */
-    int provided = MPI_THREAD_SINGLE;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rank, world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    tdm_log_set_rank(rank, world);
-    if (!getenv("OPENBLAS_NUM_THREADS")) {
-        int n = (int)(sysconf(_SC_NPROCESSORS_ONLN) / local_ranks());
-        openblas_set_num_threads(n > 0 ? n : 1);
-    }
+    tdm_tool_mpi_init(&argc, &argv, &rank, &world);
 
     if (argc == 1) {
         /* The built-in demo: rank 0 prepares the data and tokenizer, every rank then

@@ -7,20 +7,17 @@
  * non-zero exit on every rank (normal exit when all ranks failed together, MPI_Abort when
  * only some did, since the others may be blocked in a collective).
  */
-#include <malloc.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "tools/commands.h"
+#include "tools/mpi_setup.h"
 #include "train/args.h"
 #include "train/trainer.h"
-
-void openblas_set_num_threads(int num_threads);
 
 static void usage(FILE *f) {
     tdm_strbuf sb;
@@ -33,44 +30,14 @@ static void usage(FILE *f) {
     tdm_sb_free(&sb);
 }
 
-/* Ranks on this node, from the launcher's environment (Open MPI, MPICH/Hydra), else 1. */
-static int local_ranks(void) {
-    const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (!v) v = getenv("MPI_LOCALNRANKS");
-    int n = v ? atoi(v) : 1;
-    return n > 0 ? n : 1;
-}
-
-/* Each rank's BLAS gets cores / ranks-on-this-node threads, unless the user chose. */
-static void set_blas_threads(void) {
-    if (getenv("OPENBLAS_NUM_THREADS")) return;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = (int)(cores / local_ranks());
-    openblas_set_num_threads(n > 0 ? n : 1);
-}
-
 int cmd_train(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         }
-    /* keep MPI's large scratch buffers on the heap instead of mmap/munmap (and first-touch
-       page faults) per call: glibc's largest mmap threshold (32 MiB on 64-bit), and no
-       trimming of the heap top so freed scratch stays mapped */
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    int provided = MPI_THREAD_SINGLE;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rank, world;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    tdm_log_set_rank(rank, world);
-    set_blas_threads();
-    if (provided < MPI_THREAD_MULTIPLE)
-        tdm_log_info("MPI granted thread level %d, not MPI_THREAD_MULTIPLE: communication falls back to inline "
-                     "progress",
-                     provided);
+    tdm_tool_mpi_init(&argc, &argv, &rank, &world);
 
     tdm_train_args a;
     tdm_train_args_defaults(&a);

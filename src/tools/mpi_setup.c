@@ -1,0 +1,36 @@
+#include "tools/mpi_setup.h"
+
+#include <malloc.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+void openblas_set_num_threads(int num_threads);
+
+/* Ranks on this node, from the launcher's environment (Open MPI, MPICH/Hydra), else 1. */
+static int local_ranks(void) {
+    const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!v) v = getenv("MPI_LOCALNRANKS");
+    int n = v ? atoi(v) : 1;
+    return n > 0 ? n : 1;
+}
+
+void tdm_tool_mpi_init(int *argc, char ***argv, int *rank, int *world) {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum on 64-bit; larger values are refused */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, world);
+    tdm_log_set_rank(*rank, *world);
+    if (!getenv("OPENBLAS_NUM_THREADS")) {
+        int n = (int)(sysconf(_SC_NPROCESSORS_ONLN) / local_ranks());
+        openblas_set_num_threads(n > 0 ? n : 1);
+    }
+    if (provided < MPI_THREAD_MULTIPLE)
+        tdm_log_info("MPI granted thread level %d, not MPI_THREAD_MULTIPLE: communication falls back to inline "
+                     "progress",
+                     provided);
+}
