@@ -4,7 +4,7 @@
 # and the distributed optimizer's all-gather cost. From the repository root:
 #
 #   bench/peer_torch/run_peer_bench.sh                      # tiny and small, 3 repeats
-#   SIZES=tiny STEPS=20 WINDOW=6:20 REPEATS=3 SCALING=1 OUT=/tmp/peer_bench bench/peer_torch/run_peer_bench.sh
+#   SIZES=tiny STEPS=16 WINDOW=5:16 REPEATS=3 SCALING=1 OUT=/tmp/peer_bench bench/peer_torch/run_peer_bench.sh
 #
 # One run:
 #   1. builds build/tandem and bench/peer_torch/peer_flops.c, and copies the binary into
@@ -26,8 +26,8 @@ cd "$(dirname "$0")/../.."
 ROOT=$PWD
 OUT=${OUT:-/tmp/peer_bench}
 SIZES=${SIZES:-tiny small}
-STEPS=${STEPS:-20}
-WINDOW=${WINDOW:-6:20}
+STEPS=${STEPS:-16}
+WINDOW=${WINDOW:-5:16}
 REPEATS=${REPEATS:-3}
 SCALING=${SCALING:-1}
 MAIN=${MAIN:-1}      # 0: skip the tandem-vs-PyTorch runs (scaling only)
