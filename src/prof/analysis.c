@@ -109,8 +109,12 @@ static int f_compute(const tdm_prof_rec *r) {
     return on_compute(r) && (r->cat == TDM_PROF_LAYER || r->cat == TDM_PROF_KERNEL ||
                              (r->cat == TDM_PROF_PHASE && strcmp(r->name, "step") != 0));
 }
+/* Blocked, not computing: waits and data waits. A COMM record on the compute thread (the
+ * inline progress mode finishes collectives there) spans the time the collective was in
+ * flight while the thread went on computing, so it is not subtracted: the blocking part
+ * of any collective is recorded separately as a WAIT. */
 static int f_not_computing(const tdm_prof_rec *r) {
-    return on_compute(r) && (r->cat == TDM_PROF_WAIT || r->cat == TDM_PROF_DATA || r->cat == TDM_PROF_COMM);
+    return on_compute(r) && (r->cat == TDM_PROF_WAIT || r->cat == TDM_PROF_DATA);
 }
 static int f_comm(const tdm_prof_rec *r) { return r->cat == TDM_PROF_COMM; }
 static int f_data_wait(const tdm_prof_rec *r) { return on_compute(r) && r->cat == TDM_PROF_DATA; }

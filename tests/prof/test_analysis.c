@@ -88,6 +88,34 @@ static void test_step_hidden_exposed(void) {
     CHECK(tdm_prof_analyze_rank(r, sizeof r / sizeof *r, 1, s, 2) == 0, "rank 1 has no steps");
 }
 
+static void test_inline_progress_comm_on_compute_thread(void) {
+    /* Inline progress: the compute thread itself posts and completes the collectives, so
+     * their in-flight records sit on the compute thread, spanning layers it computes
+     * meanwhile. Same step as above but with both reduce-scatters recorded on C: bucket 0
+     * in flight 40-60 during layer computation (hidden), bucket 1 65-80 with the thread
+     * waiting 70-80 (exposed). The answers must equal the threaded case's. */
+    enum { C = TDM_PROF_THREAD_COMPUTE };
+    tdm_prof_rec r[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 100),
+        R(TDM_PROF_PHASE, C, "forward", 0, 30),
+        R(TDM_PROF_PHASE, C, "backward", 30, 70),
+        R(TDM_PROF_LAYER, C, "layer 1", 30, 50),
+        R(TDM_PROF_LAYER, C, "layer 0", 50, 70),
+        R(TDM_PROF_COMM, C, "reduce_scatter", 40, 60),
+        R(TDM_PROF_COMM, C, "reduce_scatter", 65, 80),
+        R(TDM_PROF_PHASE, C, "grad sync", 70, 80),
+        R(TDM_PROF_WAIT, C, "wait bucket", 70, 80),
+        R(TDM_PROF_PHASE, C, "optimizer", 80, 95),
+    };
+    tdm_prof_step_stats s[1];
+    CHECK(tdm_prof_analyze_rank(r, sizeof r / sizeof *r, 0, s, 1) == 1, "one step");
+    CHECK_NEAR(s[0].compute_ms, 0.085, 1e-12);
+    CHECK_NEAR(s[0].comm_ms, 0.035, 1e-12);
+    CHECK_NEAR(s[0].hidden_ms, 0.025, 1e-12);
+    CHECK_NEAR(s[0].exposed_ms, 0.010, 1e-12);
+    CHECK_NEAR(s[0].overlap_efficiency, 25.0 / 35.0, 1e-12);
+}
+
 static void test_overlapping_waits_and_threads(void) {
     /* Two compute threads (tid 0 and 1) with overlapping compute, overlapping waits on
      * both, and two comm threads whose transfers overlap each other: unions, not sums. */
@@ -185,6 +213,7 @@ int main(void) {
     RUN(test_union);
     RUN(test_intersect_subtract);
     RUN(test_step_hidden_exposed);
+    RUN(test_inline_progress_comm_on_compute_thread);
     RUN(test_overlapping_waits_and_threads);
     RUN(test_clipped_to_step_and_empty);
     RUN(test_op_summary);
