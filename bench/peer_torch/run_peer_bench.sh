@@ -33,6 +33,10 @@ SCALING=${SCALING:-1}
 MAIN=${MAIN:-1}      # 0: skip the tandem-vs-PyTorch runs (scaling only)
 CPU=${CPU:-1}        # 1: one extra profiled tandem run per size for the compute thread's CPU time
 PY=/usr/bin/python3
+if [ "$STEPS" -lt 6 ]; then
+  echo "run_peer_bench.sh: STEPS=$STEPS: expected at least 6 (the schedule warms up over 5 iterations)" >&2
+  exit 2
+fi
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPIRUN=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
 
