@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/fs.h"
@@ -189,6 +190,20 @@ int cmd_dump_grads(int argc, char **argv) {
     if (n <= 0 || n > (1 << 20)) {
         fprintf(stderr, "tandem dump-grads: %s: expected between 1 and %d usable samples, found %lld\n", data_path,
                 1 << 20, (long long)n);
+        goto done;
+    }
+    /* All samples form one batch: refuse one whose activations cannot fit in this
+     * machine's memory before anything is allocated for it. */
+    tdm_batch_limits bl;
+    tdm_data_batch_limits(data, (int)n, &bl);
+    tdm_model_limits need = {bl.tokens, bl.samples, bl.patches, bl.images};
+    double act_gib = (double)tdm_model_activation_bytes_for(&cfg, &need) / (1024.0 * 1024.0 * 1024.0);
+    double mem_gib = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0 * 1024.0);
+    if (act_gib > mem_gib) {
+        fprintf(stderr,
+                "tandem dump-grads: %s: its %lld samples as one batch (%d tokens, %d patches) need %.1f GiB of "
+                "activations, more than this machine's %.1f GiB; use fewer or shorter samples\n",
+                data_path, (long long)n, bl.tokens, bl.patches, act_gib, mem_gib);
         goto done;
     }
     idx = tdm_xmalloc(sizeof(int64_t) * (size_t)n);

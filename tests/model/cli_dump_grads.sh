@@ -61,6 +61,10 @@ err=$("$TANDEM" dump-grads --model "$tmp/model" --tokenizer "$tmp/tok.json" --da
 if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [[ "$err" == *"nope.json"* ]]; then ok; else bad "missing data: rc $rc '$err'"; fi
 err=$("$TANDEM" dump-grads --model configs/tiny --tokenizer "$tmp/tok.json" --data "$tmp/d/four.json" --out "$tmp/x.safetensors" 2>&1 >/dev/null); rc=$?
 if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [[ "$err" == *"image_token_id"* ]]; then ok; else bad "vocabulary mismatch: rc $rc '$err'"; fi
+# a batch whose activations cannot fit in memory is refused before allocating, naming the file
+$PY -c 'import json,sys; json.dump([{"messages":[{"role":"user","content":"a b "*1500000},{"role":"assistant","content":"c"}]}], open(sys.argv[1],"w"))' "$tmp/huge.json"
+err=$("$TANDEM" dump-grads "${base[@]:0:4}" --data "$tmp/huge.json" --out "$tmp/x.safetensors" 2>&1 >/dev/null); rc=$?
+if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [[ "$err" == *"huge.json"* && "$err" == *"GiB"* ]]; then ok; else bad "huge batch: rc $rc '$err'"; fi
 "$TANDEM" dump-grads --help | grep -q -- "--freeze-llm" && ok || bad "--help"
 
 echo "$passed passed, $failed failed"
