@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command: set everything up, then build and run every test:
 # the normal build (all runners), the unit and multi-rank tests under
-# AddressSanitizer + UBSan, the multi-rank tests under ThreadSanitizer, and the
+# AddressSanitizer + UBSan, the multi-rank and multi-threaded tests under
+# ThreadSanitizer (communication thread, loader thread, profiler, tokenizer), and the
 # fuzzers for their CI time budget.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 TANDEM_UNIT_ONLY=1 
 
 make -j"$J" SAN=thread tests >/dev/null || { echo "TSan build failed"; exit 1; }
 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" TANDEM_UNIT_ONLY=1 BUILD=build-tsan \
-  scripts/test.sh mpitest || rc=1
+  scripts/test.sh "mpitest|test_prof|test_data|test_tokenizer|test_core" || rc=1
 
 if [ -x scripts/fuzz.sh ]; then scripts/fuzz.sh || rc=1; fi
 exit $rc

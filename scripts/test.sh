@@ -3,7 +3,7 @@
 # the script tests (peers: PyTorch, the JavaScript tokenizer; the command-line tools).
 # Each runner prints its own "N passed, N failed" line; this script prints the total
 # and exits non-zero when anything failed.
-#   BUILD=build scripts/test.sh [filter]     (filter: a substring of the test path)
+#   BUILD=build scripts/test.sh [filter]     (filter: an extended regex matched against the test path)
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -43,18 +43,18 @@ run_one() { # name, command...
 
 for t in "$BUILD"/tests/*/test_*; do
   [ -x "$t" ] || continue
-  [[ -n "$FILTER" && "$t" != *"$FILTER"* ]] && continue
+  [[ -n "$FILTER" && ! "$t" =~ $FILTER ]] && continue
   run_one "${t#"$BUILD"/tests/}" "$t"
 done
 for t in "$BUILD"/tests/*/mpitest_*; do
   [ -x "$t" ] || continue
-  [[ -n "$FILTER" && "$t" != *"$FILTER"* ]] && continue
+  [[ -n "$FILTER" && ! "$t" =~ $FILTER ]] && continue
   run_one "${t#"$BUILD"/tests/} (2 ranks)" "$MPIRUN" "${MPIFLAGS[@]}" "$t"
 done
 if [ "${TANDEM_UNIT_ONLY:-0}" != 1 ]; then
   for t in tests/*/peer_*.sh tests/*/cli_*.sh; do
     [ -f "$t" ] || continue
-    [[ -n "$FILTER" && "$t" != *"$FILTER"* ]] && continue
+    [[ -n "$FILTER" && ! "$t" =~ $FILTER ]] && continue
     run_one "${t#tests/}" bash "$t"
   done
 fi
