@@ -237,9 +237,13 @@ static void question(const picture *p, draw *d, int closed_only, tdm_strbuf *q, 
             tdm_sb_puts(a, shape_name[it->shape]);
             return;
         }
-        /* colour and position questions need a shape that occurs exactly once */
-        int s = pick(d, p->n);
-        if (count_shape(p, p->it[s].shape) != 1) continue;
+        /* colour and position questions need a shape that occurs exactly once; another
+         * kind only when there is none, so the held-out kinds stay a quarter each */
+        int unique[MAX_ITEMS], n_unique = 0;
+        for (int s = 0; s < p->n; s++)
+            if (count_shape(p, p->it[s].shape) == 1) unique[n_unique++] = s;
+        if (n_unique == 0) continue;
+        int s = unique[pick(d, n_unique)];
         if (kind == 3) {
             tdm_sb_printf(q, q_colour[pick(d, COUNT(q_colour))], shape_name[p->it[s].shape]);
             tdm_sb_puts(a, colour_name[p->it[s].colour]);
@@ -279,7 +283,9 @@ static int sample(const tdm_synth_options *o, int test, int64_t i, tdm_strbuf *j
             message(js, "system", systems[pick(&d, COUNT(systems))], 1);
             first = 0;
         }
-        int turns = test ? 1 : (pick(&d, 4) == 0 ? 2 + pick(&d, 2) : 1);
+        /* several questions per training picture: more answers that need the picture per
+         * vision forward (one question per picture learned more slowly) */
+        int turns = test ? 1 : 2 + pick(&d, 3);
         for (int t = 0; t < turns; t++) {
             tdm_sb_clear(&q);
             tdm_sb_clear(&a);
