@@ -9,7 +9,7 @@
  * 16, merge 2) each cell is one visual token; shapes a few pixels wide in a 3x3 grid were
  * not learned in minutes (docs/learning.md). Training samples mix captions ("A red circle
  * and two blue squares."), counting ("3"), colour ("red"), position ("top left") and shape
- * ("cross") questions, some multi-turn, several wordings per question, some with a system
+ * ("cross") questions, 2-4 per picture, several wordings per question, some with a system
  * turn, and every 20th sample text-only (general-knowledge questions: they give the text
  * enough distinct words for a 1024-token BPE vocabulary; 2000 samples fill its 742 merges).
  * Held-out samples are single closed questions with one exact answer, a quarter each of
