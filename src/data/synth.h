@@ -5,8 +5,9 @@
  * (square, side between min_size and max_size pixels, white background) is a 2x2 grid
  * holding 1-4 shapes (circle, square, triangle, cross; red, green, blue, yellow, purple),
  * each filling most of its own cell, so "where" has one answer: top left, top right,
- * bottom left, bottom right. Sized for the tiny model trained from scratch: at 64x64 (patch
- * 16, merge 2) each cell is one visual token; shapes a few pixels wide in a 3x3 grid were
+ * bottom left, bottom right. Sized for the tiny model trained from scratch (patch 16,
+ * merge 2): at 64x64 each cell is one visual token, at 128x128 2x2 tokens (there it learns
+ * where a lone shape is; at 64x64 it did not); shapes a few pixels wide in a 3x3 grid were
  * not learned in minutes (docs/learning.md). Training samples mix captions ("A red circle
  * and two blue squares."), counting ("3"), colour ("red"), position ("top left") and shape
  * ("cross") questions, 2-4 per picture, several wordings per question, some with a system
