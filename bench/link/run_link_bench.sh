@@ -15,7 +15,9 @@
 #   bench/link/run_link_bench.sh         both
 # Environment: RATES ("0.5 1 2", Gbit/s), PROBE_MPIS ("openmpi mpich"), AB_MPI (openmpi),
 # MODES ("thread inline"), CANDS ("overlap_grad overlap_both"), STEPS (30), WINDOW (11:30),
-# GBS (global batch, 12: sets the compute per step against the fixed gradient traffic), AB_FLAGS (extra train flags),
+# GBS (global batch, 12: sets the compute per step against the fixed gradient traffic), MBS (micro-batch
+# size, 1; MBS = GBS/2 gives one micro-batch per rank, so the whole backward can hide the reduce-scatter),
+# AB_FLAGS (extra train flags),
 # OUT (build/link-bench). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
 # and the tables $OUT/probe.md and $OUT/ab.md.
 set -uo pipefail
@@ -148,7 +150,7 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
   # the link every step (reduce-scatter), and the updated parameters (all-gather).
   COMMON=(--model "$PWD/configs/tiny" --tokenizer "$D/tok.json" --data "$D/train.json"
           --freeze-vision --freeze-projector --use-distributed-optimizer --ddp-num-buckets 4
-          --micro-batch-size 1 --global-batch-size "${GBS:-12}" --seq-length 512 --lr 1e-4 --lr-warmup-iters 2 --seed 1234
+          --micro-batch-size "${MBS:-1}" --global-batch-size "${GBS:-12}" --seq-length 512 --lr 1e-4 --lr-warmup-iters 2 --seed 1234
           --steps "$STEPS" --window "$WINDOW" --repeats 1 --audit-steps 0 --profile-steps 3 ${AB_FLAGS:-})
   for rate in $RATES; do
     set_rate "$rate"
