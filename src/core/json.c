@@ -27,6 +27,7 @@ typedef struct parser {
     const char *line_start;
     tdm_json_doc *doc;
     tdm_error *err;
+    int64_t n_values, max_values;
 } parser;
 
 static void *arena_alloc(tdm_json_doc *doc, size_t n) {
@@ -297,6 +298,9 @@ static int match_lit(parser *ps, const char *lit) {
 
 static int parse_value(parser *ps, tdm_json **out, int depth) {
     if (depth > TDM_JSON_MAX_DEPTH) return fail(ps, "nesting deeper than 256 levels");
+    /* A value costs ~100 bytes of tree for as little as 2 bytes of text: bound the tree,
+     * so no input can make the parser exhaust memory. */
+    if (++ps->n_values > ps->max_values) return fail(ps, "more values in one document than the limit");
     skip_ws(ps);
     if (ps->p >= ps->end) return fail(ps, "unexpected end of input, expected a value");
     char c = *ps->p;
@@ -339,9 +343,14 @@ static int parse_value(parser *ps, tdm_json **out, int depth) {
 }
 
 tdm_json_doc *tdm_json_parse(const char *text, size_t len, const char *name, tdm_error *err) {
+    return tdm_json_parse_bounded(text, len, name, TDM_JSON_MAX_VALUES, err);
+}
+
+tdm_json_doc *tdm_json_parse_bounded(const char *text, size_t len, const char *name, int64_t max_values,
+                                     tdm_error *err) {
     tdm_json_doc *doc = tdm_xcalloc(1, sizeof *doc);
     parser ps = {.s = text, .end = text + len, .p = text, .name = name ? name : "<json>", .line = 1,
-                 .line_start = text, .doc = doc, .err = err};
+                 .line_start = text, .doc = doc, .err = err, .max_values = max_values};
     /* a UTF-8 byte order mark is tolerated */
     if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
         (unsigned char)text[2] == 0xBF)

@@ -23,6 +23,8 @@
 #include "core/error.h"
 
 #define TDM_JSON_MAX_DEPTH 256
+/* At most this many values per document (~100 bytes of tree each: under 2 GiB). */
+#define TDM_JSON_MAX_VALUES ((int64_t)1 << 24)
 
 typedef enum tdm_json_type {
     TDM_JSON_NULL,
@@ -51,6 +53,9 @@ typedef struct tdm_json_doc tdm_json_doc;
 
 /* `name` (a file name) prefixes every error message. */
 tdm_json_doc *tdm_json_parse(const char *text, size_t len, const char *name, tdm_error *err);
+/* The same with another bound on the number of values (tests). */
+tdm_json_doc *tdm_json_parse_bounded(const char *text, size_t len, const char *name, int64_t max_values,
+                                     tdm_error *err);
 void tdm_json_free(tdm_json_doc *doc);
 const tdm_json *tdm_json_root(const tdm_json_doc *doc);
 

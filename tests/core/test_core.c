@@ -56,6 +56,19 @@ static void test_json_errors(void) {
     deep[1198] = ']';
     CHECK(tdm_json_parse(deep, 1200 - 1, "d", &err) == NULL && strstr(err.msg, "deeper"), "deep nesting: %s",
           err.msg);
+    /* value-count bound (the mechanism, with a small bound): 1001 values */
+    char many[2200];
+    size_t len = 0;
+    many[len++] = '[';
+    for (int i = 0; i < 1000; i++) {
+        many[len++] = '0';
+        many[len++] = i + 1 < 1000 ? ',' : ']';
+    }
+    tdm_json_doc *ok = tdm_json_parse_bounded(many, len, "m", 1001, &err);
+    CHECK(ok != NULL, "1001 values within a bound of 1001: %s", err.msg);
+    tdm_json_free(ok);
+    CHECK(tdm_json_parse_bounded(many, len, "m", 1000, &err) == NULL && strstr(err.msg, "values"),
+          "value bound: %s", err.msg);
 }
 
 static void test_rng(void) {
