@@ -142,9 +142,8 @@ tdm_model *tdm_model_create(const tdm_model_config *cfg, const tdm_freeze *freez
     reg_merger(&r, "model.visual.merger", &m->merger, D, H4, O);
     for (int j = 0; j < nds; j++) {
         r.unit = m->u_ds0 + j;
-        snprintf(nm, sizeof nm, "model.visual.deepstack_merger_list.%d", j);
         char prefix[TDM_PARAM_NAME_MAX];
-        snprintf(prefix, sizeof prefix, "%s", nm);
+        snprintf(prefix, sizeof prefix, "model.visual.deepstack_merger_list.%d", j);
         reg_merger(&r, prefix, &m->ds[j], H4, H4, O);
     }
 
