@@ -39,6 +39,9 @@ CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g $(ARCH) -ffp-contract=fast -Wall -Wex
 LDFLAGS := -pthread $(SANFLAGS)
 LDLIBS := $(shell pkg-config --libs $(PKGS)) -lm
 
+# plain `make` builds everything (the module rules below would otherwise make build/libcore.a the default)
+.DEFAULT_GOAL := all
+
 # module -> the modules it may use (in link order, itself excluded)
 DEPS_core :=
 DEPS_kernels := core
