@@ -215,7 +215,14 @@ void tdm_model_init_weights(tdm_model *m, uint64_t seed) {
         } else if (p->ndim == 1) {
             for (int64_t k = 0; k < p->numel; k++) p->data[k] = 1.0f;
         } else {
-            tdm_rng_fill_normal(p->data, p->numel, 0.0f, 0.02f, seed, tdm_rng_stream_of(p->name));
+            /* The vision position table starts at the scale of a patch embedding (0.02 x
+             * sqrt(patch_dim) for unit-scale pixels, 0.78 at patch 16), so "where" is visible in
+             * every visual token from the first step. At 0.02 it is 1/40 of the patch embedding and
+             * a tower trained from scratch took hundreds of steps to find where a lone object is,
+             * and in 64 x 64 pictures never did (docs/learning.md). */
+            float std = 0.02f;
+            if (i == m->pos_embed) std = 0.02f * sqrtf((float)tdm_vision_patch_dim(&m->cfg.vision));
+            tdm_rng_fill_normal(p->data, p->numel, 0.0f, std, seed, tdm_rng_stream_of(p->name));
         }
     }
 }
