@@ -25,6 +25,7 @@ int tdm_param_table_add(tdm_param_table *t, const char *name, int ndim, const in
     size_t len = strlen(name);
     p->no_decay = ndim == 1 || (len >= 5 && strcmp(name + len - 5, ".bias") == 0);
     p->unit = unit;
+    p->lr_mult = 1.0f;
     return t->n++;
 }
 

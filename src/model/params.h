@@ -37,6 +37,7 @@ typedef struct tdm_param {
     int64_t numel;
     int trainable;   /* 0 when frozen by a freeze flag */
     int no_decay;    /* 1 for biases and 1-D tensors (norm weights): Megatron applies no weight decay */
+    float lr_mult;   /* its learning rate is the schedule's times this (1; --vision-lr-mult) */
     int unit;        /* index of the layer (forward order) that reads it, for the profiler and prefetch */
     float *data;     /* [numel] */
     float *grad;     /* [numel] fp32 main grad, NULL when frozen */

@@ -153,6 +153,9 @@ static const arg_def ARGS[] = {
     {"freeze-lm-head", "freeze_lm_head", ARG_SWITCH, F(freeze_lm_head), 0, 0, NONE_NEVER, NULL, NULL, NULL,
      "freeze lm_head"},
 
+    {"vision-lr-mult", "vision_lr_mult", ARG_DBL, F(vision_lr_mult), 0, 1000, NONE_NEVER, "1.0", NULL, "X",
+     "the vision tower's learning rate is the schedule's times X (patch embedding, position table, blocks)"},
+
     /* testing */
     {"inject-nan-at", "inject_nan_at", ARG_INJECT, offsetof(tdm_train_args, inject_nan_iter), 0, 0, 0,
      NONE_NEVER, NULL, NULL, "ITER[:RANK]", "testing: poison one gradient at this iteration (on RANK, or all ranks)"},
@@ -685,7 +688,7 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
         "micro_batch_size", "global_batch_size", "seq_length", "lr", "min_lr", "lr_decay_style",
         "lr_warmup_iters", "lr_warmup_fraction", "lr_warmup_init", "lr_decay_iters", "weight_decay",
         "adam_beta1", "adam_beta2", "adam_eps", "clip_grad", "seed", "freeze_vision", "freeze_projector",
-        "freeze_llm", "freeze_lm_head", "data", "skip_bad_samples",
+        "freeze_llm", "freeze_lm_head", "vision_lr_mult", "data", "skip_bad_samples",
     };
     uint64_t h = 1469598103934665603ull;
     char value[TDM_ARGS_PATH_MAX * TDM_ARGS_MAX_DATA + 64];

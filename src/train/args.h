@@ -57,6 +57,7 @@ typedef struct tdm_train_args {
 
     /* AdamW and clipping */
     double weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad;
+    double vision_lr_mult; /* --vision-lr-mult: learning-rate multiplier of the vision tower */
     uint64_t seed;
 
     /* logging */

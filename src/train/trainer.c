@@ -15,6 +15,7 @@
 #include "dist/ddp.h"
 #include "dist/optimizer.h"
 #include "model/config.h"
+#include "model/inspect.h"
 #include "model/qwen3vl.h"
 #include "model/safetensors.h"
 #include "prof/profiler.h"
@@ -108,6 +109,14 @@ static int build_model(trainer *t, tdm_error *err) {
                      .lm_head = a->freeze_lm_head};
     t->model = tdm_model_create(&t->cfg, &fz, err);
     if (!t->model) return tdm_error_prefix(err, "--model %s", a->model);
+    /* --vision-lr-mult: the tower trained from scratch beside a language model learns the
+     * shapes' colours only with a smaller step (docs/learning.md) */
+    tdm_param_table *pt = tdm_model_params(t->model);
+    for (int i = 0; i < pt->n; i++) {
+        int c = tdm_component_of(pt->p[i].name);
+        if (c >= 0 && tdm_component_group((tdm_component)c) == TDM_GROUP_VISION)
+            pt->p[i].lr_mult = (float)a->vision_lr_mult;
+    }
     return 0;
 }
 

@@ -42,6 +42,8 @@ typedef struct run_opts {
     int nan_rank;       /* inject a NaN on this rank ... */
     int64_t nan_iter;   /* ... in this iteration (-1: never) */
     int record_needed;  /* hash every parameter as forward reads it */
+    int mult_param;     /* table index whose lr_mult is `mult`, or -1 */
+    float mult;
 } run_opts;
 
 typedef struct run_result {
@@ -113,6 +115,7 @@ static run_opts default_opts(int dist, int overlap, int param_gather, tdm_ddp_pr
     o.late_param = -1;
     o.nan_rank = -1;
     o.nan_iter = -1;
+    o.mult_param = -1;
     return o;
 }
 
@@ -137,6 +140,7 @@ static int run(const run_opts *o, run_result *res) {
         return -1;
     }
     synth_init(s, SEED);
+    if (o->mult_param >= 0) s->t.p[o->mult_param].lr_mult = o->mult;
     if (o->nan_iter >= 0) tdm_ddp_inject_nan(ddp, o->nan_rank, o->nan_iter, -1);
     res->n_buckets = tdm_ddp_get_layout(ddp)->n_buckets;
     if (o->record_needed) res->needed_hash = calloc((size_t)o->steps * (size_t)s->t.n, sizeof *res->needed_hash);
@@ -240,6 +244,55 @@ static void test_learns(void) {
     check_bitwise(&r, &again, "the same run twice");
     run_free(&again);
     run_free(&r);
+}
+
+/* A parameter's lr_mult scales its AdamW step, learning rate and decoupled weight decay alike
+ * (--vision-lr-mult): at 0 it stays where it started, at 0.5 one step moves it half as far,
+ * and every other parameter moves bit for bit as without the multiplier. */
+static void test_lr_mult(void) {
+    synth *s0 = calloc(1, sizeof *s0); /* the initial values, in registration order */
+    synth_build(s0);
+    int64_t off = 0, total = 0;
+    const int P = 3; /* layers.0.fc.weight: 2-D, so weight decay applies */
+    for (int i = 0; i < s0->t.n; i++) {
+        if (i < P) off += s0->t.p[i].numel;
+        total += s0->t.p[i].numel;
+    }
+    float *init = malloc((size_t)total * sizeof(float));
+    for (int i = 0, k = 0; i < s0->t.n; k += (int)s0->t.p[i].numel, i++) s0->t.p[i].data = init + k;
+    synth_init(s0, SEED);
+    const int64_t n = s0->t.p[P].numel;
+    CHECK(!strcmp(s0->t.p[P].name, "layers.0.fc.weight") && !s0->t.p[P].no_decay, "param %d is %s", P,
+          s0->t.p[P].name);
+
+    run_opts o = default_opts(1, 1, 0, TDM_DDP_PROGRESS_THREAD);
+    o.steps = 1;
+    run_result full, half, zero;
+    run(&o, &full);
+    o.mult_param = P, o.mult = 0.5f;
+    run(&o, &half);
+    o.mult = 0.0f;
+    run(&o, &zero);
+    CHECK(full.failed_step < 0 && half.failed_step < 0 && zero.failed_step < 0, "runs failed");
+    CHECK(memcmp(zero.params + off, init + off, (size_t)n * sizeof(float)) == 0, "lr_mult 0: the parameter moved");
+    double worst = 0, moved = 0;
+    for (int64_t k = off; k < off + n; k++) {
+        double df = (double)full.params[k] - init[k], dh = (double)half.params[k] - init[k];
+        double e = fabs(dh - 0.5 * df) / (fabs(df) + 1e-7);
+        if (e > worst) worst = e;
+        moved += fabs(df);
+    }
+    CHECK(moved > 1e-3 * (double)n, "the parameter barely moved without a multiplier (%g)", moved);
+    CHECK(worst < 1e-3, "lr_mult 0.5: step not half of the full one (worst relative error %g)", worst);
+    CHECK(memcmp(half.params, full.params, (size_t)off * sizeof(float)) == 0 &&
+              memcmp(half.params + off + n, full.params + off + n, (size_t)(total - off - n) * sizeof(float)) == 0,
+          "lr_mult on one parameter changed another");
+    run_free(&full);
+    run_free(&half);
+    run_free(&zero);
+    free(init);
+    tbl_free(&s0->t);
+    free(s0);
 }
 
 static void test_overlap_bitwise_plain(void) {
@@ -668,6 +721,7 @@ int main(int argc, char **argv) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     RUN(test_learns);
+    RUN(test_lr_mult);
     RUN(test_overlap_bitwise_plain);
     RUN(test_overlap_bitwise_distributed);
     RUN(test_thread_vs_inline_bitwise);
