@@ -37,6 +37,8 @@ static const char *q_count_kind[] = {"How many %s are there?", "How many %s can 
                                      "What is the number of %s in the picture?"};
 static const char *q_colour[] = {"What colour is the %s?", "Which colour does the %s have?",
                                  "Tell me the colour of the %s.", "The %s is painted in which colour?"};
+static const char *q_colour_plural[] = {"What colour are the %s?", "Which colour do the %s have?",
+                                        "Tell me the colour of the %s.", "The %s are painted in which colour?"};
 static const char *q_where[] = {"Where is the %s?", "In which part of the picture is the %s?",
                                 "Where can the %s be found?", "Whereabouts is the %s located?"};
 /* every wording says "shape" and none says "where", "in which" or "position", so
@@ -160,17 +162,28 @@ static void render(const picture *p, draw *d, uint8_t *rgb) {
     }
 }
 
-static void new_picture(picture *p, draw *d, int min_size, int max_size) {
-    p->w = min_size + pick(d, max_size - min_size + 1);
+/* single: exactly one shape (a held-out position question). */
+static void new_picture(picture *p, draw *d, const tdm_synth_options *o, int single) {
+    p->w = o->min_size + pick(d, o->max_size - o->min_size + 1);
     p->h = p->w; /* square: a tall or wide picture would shrink the shapes of its narrow side */
-    p->n = 1 + pick(d, MAX_ITEMS);
+    if (o->scene == TDM_SYNTH_SCENE_MIXED) {
+        p->n = 1 + pick(d, MAX_ITEMS);
+    } else { /* one shape 2 times in 5 (only those get "where" questions), else 2-4 */
+        int r = pick(d, 5);
+        p->n = single || r < 2 ? 1 : r;
+    }
     int cells[N_CELLS] = {0, 1, 2, 3};
     for (int i = N_CELLS - 1; i > 0; i--) { /* shuffle the cells, take the first n */
         int j = pick(d, i + 1), t = cells[i];
         cells[i] = cells[j];
         cells[j] = t;
     }
-    for (int s = 0; s < p->n; s++) p->it[s] = (item){pick(d, N_SHAPES), pick(d, N_COLOURS), cells[s]};
+    if (o->scene == TDM_SYNTH_SCENE_MIXED) {
+        for (int s = 0; s < p->n; s++) p->it[s] = (item){pick(d, N_SHAPES), pick(d, N_COLOURS), cells[s]};
+    } else { /* copies of one shape in one colour */
+        int shape = pick(d, N_SHAPES), colour = pick(d, N_COLOURS);
+        for (int s = 0; s < p->n; s++) p->it[s] = (item){shape, colour, cells[s]};
+    }
     /* reading order, so captions list shapes top-left to bottom-right */
     for (int a = 0; a < p->n; a++)
         for (int b = a + 1; b < p->n; b++)
@@ -185,6 +198,13 @@ static int count_shape(const picture *p, int shape) {
     int n = 0;
     for (int s = 0; s < p->n; s++) n += p->it[s].shape == shape;
     return n;
+}
+
+/* Every shape the same, in the same colour. */
+static int one_kind(const picture *p) {
+    for (int s = 1; s < p->n; s++)
+        if (p->it[s].shape != p->it[0].shape || p->it[s].colour != p->it[0].colour) return 0;
+    return 1;
 }
 
 /* "A red circle, a green triangle and two blue squares." (groups in reading order) */
@@ -207,31 +227,43 @@ static void caption(const picture *p, tdm_strbuf *sb) {
     tdm_sb_puts(sb, ".");
 }
 
-/* One question about the picture and its exact answer. closed_only excludes captions. */
-static void question(const picture *p, draw *d, int closed_only, tdm_strbuf *q, tdm_strbuf *a) {
+/* Question kinds: 0 caption, 1 count all, 2 count one shape, 3 colour, 4 position, 5 shape. */
+enum { K_CAPTION, K_COUNT_ALL, K_COUNT_KIND, K_COLOUR, K_POSITION, K_SHAPE };
+
+/* A held-out kind: count, colour, position and shape, a quarter each. */
+static int closed_kind(draw *d) {
+    static const int kinds[4] = {K_COUNT_ALL, K_COLOUR, K_POSITION, K_SHAPE};
+    int kind = kinds[pick(d, 4)];
+    return kind == K_COUNT_ALL ? kind + pick(d, 2) : kind; /* all shapes, or one kind */
+}
+
+/* One question about the picture and its exact answer: of kind `kind`, or, when kind < 0,
+ * of a kind drawn here (closed_only: no captions). more_where: a lone shape in the one-kind
+ * scene, where "where" is drawn twice as often (it is asked about lone shapes only, and with
+ * the plain draw the tiny model saw too few to learn it: docs/learning.md). */
+static void question(const picture *p, draw *d, int kind_in, int closed_only, int more_where, tdm_strbuf *q,
+                     tdm_strbuf *a) {
     for (;;) {
-        /* held out: count, colour, position and shape questions, a quarter each */
-        static const int closed_kind[4] = {1, 3, 4, 5};
-        int kind = closed_only ? closed_kind[pick(d, 4)] : pick(d, 6);
-        if (closed_only && kind == 1) kind += pick(d, 2); /* all shapes, or one kind */
-        if (kind == 0) {
+        int kind = kind_in >= 0 ? kind_in : closed_only ? closed_kind(d) : pick(d, more_where ? 7 : 6);
+        if (kind == 6) kind = K_POSITION;
+        if (kind == K_CAPTION) {
             tdm_sb_puts(q, q_caption[pick(d, COUNT(q_caption))]);
             caption(p, a);
             return;
         }
-        if (kind == 1) {
+        if (kind == K_COUNT_ALL) {
             tdm_sb_puts(q, q_count_all[pick(d, COUNT(q_count_all))]);
             tdm_sb_printf(a, "%d", p->n);
             return;
         }
-        if (kind == 2) {
+        if (kind == K_COUNT_KIND) {
             /* mostly shapes that are present, so answers are not nearly always 0 */
             int shape = pick(d, 3) ? p->it[pick(d, p->n)].shape : pick(d, N_SHAPES);
             tdm_sb_printf(q, q_count_kind[pick(d, COUNT(q_count_kind))], shape_plural[shape]);
             tdm_sb_printf(a, "%d", count_shape(p, shape));
             return;
         }
-        if (kind == 5) { /* the shape in an occupied cell */
+        if (kind == K_SHAPE) { /* the shape in an occupied cell */
             const item *it = &p->it[pick(d, p->n)];
             tdm_sb_printf(q, q_shape[pick(d, COUNT(q_shape))], cell_name[it->cell]);
             tdm_sb_puts(a, shape_name[it->shape]);
@@ -242,9 +274,17 @@ static void question(const picture *p, draw *d, int closed_only, tdm_strbuf *q, 
         int unique[MAX_ITEMS], n_unique = 0;
         for (int s = 0; s < p->n; s++)
             if (count_shape(p, p->it[s].shape) == 1) unique[n_unique++] = s;
-        if (n_unique == 0) continue;
+        if (kind == K_COLOUR && n_unique == 0 && one_kind(p)) { /* copies of one shape in one colour */
+            tdm_sb_printf(q, q_colour_plural[pick(d, COUNT(q_colour_plural))], shape_plural[p->it[0].shape]);
+            tdm_sb_puts(a, colour_name[p->it[0].colour]);
+            return;
+        }
+        if (n_unique == 0) {
+            if (kind_in >= 0) kind_in = -1; /* cannot happen for held-out pictures (see sample) */
+            continue;
+        }
         int s = unique[pick(d, n_unique)];
-        if (kind == 3) {
+        if (kind == K_COLOUR) {
             tdm_sb_printf(q, q_colour[pick(d, COUNT(q_colour))], shape_name[p->it[s].shape]);
             tdm_sb_puts(a, colour_name[p->it[s].colour]);
         } else {
@@ -277,7 +317,10 @@ static int sample(const tdm_synth_options *o, int test, int64_t i, tdm_strbuf *j
         tdm_sb_puts(js, "\n    ], \"images\": []}");
     } else {
         picture p;
-        new_picture(&p, &d, o->min_size, o->max_size);
+        /* Held out, one scene: the kind first, so a position question gets a lone shape.
+         * (The mixed scene keeps its original order of draws: kind after picture.) */
+        int kind = test && o->scene == TDM_SYNTH_SCENE_SAME ? closed_kind(&d) : -1;
+        new_picture(&p, &d, o, kind == K_POSITION);
         int first = 1;
         if (!test && pick(&d, 5) == 0) {
             message(js, "system", systems[pick(&d, COUNT(systems))], 1);
@@ -290,7 +333,7 @@ static int sample(const tdm_synth_options *o, int test, int64_t i, tdm_strbuf *j
             tdm_sb_clear(&q);
             tdm_sb_clear(&a);
             tdm_sb_puts(&q, t == 0 ? "<image>" : "");
-            question(&p, &d, test, &q, &a);
+            question(&p, &d, t == 0 ? kind : -1, test, o->scene == TDM_SYNTH_SCENE_SAME && p.n == 1, &q, &a);
             message(js, "user", q.data, first);
             message(js, "assistant", a.data, 0);
             first = 0;

@@ -11,9 +11,12 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: tandem gen-data --out DIR [--samples N] [--heldout M] [--seed S] [--min-size PX] [--max-size PX]\n"
+            "                       [--scene same|mixed]\n"
             "  Writes DIR/train.json (N samples, default 2000), DIR/test.json (M held-out closed questions,\n"
             "  default 200) in the MindSpeed-MM \"messages\"/\"images\" format, and their PNG pictures of\n"
             "  coloured shapes under DIR/images/ (sides between --min-size and --max-size, default 64..128).\n"
+            "  --scene same (default): 1-4 copies of one shape in one colour per picture; mixed: 1-4 shapes\n"
+            "  of any kind and colour, so questions pick one shape out of several (harder to learn).\n"
             "  The same flags always give the same bytes (default seed 1234).\n");
 }
 
@@ -58,6 +61,15 @@ int cmd_gen_data(int argc, char **argv) {
         } else if (!strcmp(a, "--min-size")) {
             if (parse_i64(a, val, 24, 4096, &v)) return 2;
             o.min_size = (int)v;
+        } else if (!strcmp(a, "--scene")) {
+            if (!strcmp(val, "same")) {
+                o.scene = TDM_SYNTH_SCENE_SAME;
+            } else if (!strcmp(val, "mixed")) {
+                o.scene = TDM_SYNTH_SCENE_MIXED;
+            } else {
+                fprintf(stderr, "tandem gen-data: --scene expects 'same' or 'mixed', got '%s'\n", val);
+                return 2;
+            }
         } else if (!strcmp(a, "--max-size")) {
             if (parse_i64(a, val, 24, 4096, &v)) return 2;
             o.max_size = (int)v;

@@ -16,6 +16,7 @@ check "--help exits 0 and documents --out" bash -c "'$TANDEM' gen-data --help | 
 check "missing --out is an error" bash -c "! '$TANDEM' gen-data --samples 3"
 check "a bad number is an error naming the flag" bash -c "'$TANDEM' gen-data --out '$tmp/x' --samples abc 2>&1 | grep -q -- --samples"
 check "an unknown flag is an error" bash -c "! '$TANDEM' gen-data --out '$tmp/x' --frobnicate 1"
+check "an unknown --scene is an error naming the flag" bash -c "'$TANDEM' gen-data --out '$tmp/x' --scene odd 2>&1 | grep -q -- --scene"
 check "min > max is an error" bash -c "! '$TANDEM' gen-data --out '$tmp/x' --min-size 100 --max-size 80"
 check "an unwritable folder is an error" bash -c "! '$TANDEM' gen-data --out /proc/no/such/dir --samples 2"
 check "default run" "$TANDEM" gen-data --out "$tmp/a"
@@ -71,5 +72,35 @@ for s in json.load(open(os.path.join(d, "test.json"))):
     kinds[kind] = kinds.get(kind, 0) + 1
 assert sorted(kinds) == ["colour", "count", "position", "shape"] and min(kinds.values()) >= 30, kinds
 PY
+# The default scene: each picture's shapes are copies of one shape in one colour, and "where"
+# is asked about a lone shape only; --scene mixed draws colours (and kinds) per shape.
+cat > "$tmp/scene.py" <<'PY'
+import json, os, sys
+from PIL import Image
+d, scene = sys.argv[1], sys.argv[2]
+cells = ("top left", "top right", "bottom left", "bottom right")
+multi = 0
+for split in ("train", "test"):
+    for s in json.load(open(os.path.join(d, split + ".json"))):
+        if not s["images"]:
+            continue
+        im = Image.open(os.path.join(d, s["images"][0])).convert("RGB")
+        colours = {c for _, c in im.getcolors(1 << 16) if c != (255, 255, 255)}
+        w, h = im.size
+        def cover(cx, cy):  # fraction of a cell that is not background
+            cell = im.crop((cx * w // 2, cy * h // 2, (cx + 1) * w // 2, (cy + 1) * h // 2))
+            return sum(n for n, c in cell.getcolors(1 << 16) if c != (255, 255, 255)) / (w // 2 * (h // 2))
+        occupied = sum(1 for cx in (0, 1) for cy in (0, 1) if cover(cx, cy) > 0.1)
+        multi += len(colours) > 1
+        if scene == "same":
+            assert len(colours) == 1, (s, colours)
+            for q, a in zip(s["messages"][::2], s["messages"][1::2]):
+                if a["content"] in cells:
+                    assert occupied == 1, (s, "a position question about one of several shapes")
+if scene == "mixed":
+    assert multi > 100, multi
+PY
+check "default scene: one colour per picture, position asked about a lone shape" /usr/bin/python3 "$tmp/scene.py" "$tmp/a" same
+check "--scene mixed: shapes of several colours" bash -c "'$TANDEM' gen-data --out '$tmp/m' --scene mixed --samples 400 --heldout 40 && /usr/bin/python3 '$tmp/scene.py' '$tmp/m' mixed"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
