@@ -120,6 +120,24 @@ static int f_comm(const tdm_prof_rec *r) { return r->cat == TDM_PROF_COMM; }
 static int f_data_wait(const tdm_prof_rec *r) { return on_compute(r) && r->cat == TDM_PROF_DATA; }
 static int f_wait(const tdm_prof_rec *r) { return on_compute(r) && r->cat == TDM_PROF_WAIT; }
 
+/* The collective that cannot overlap: the gradient collective of the step that started last
+ * (the bucket holding the first layers, whose gradients are ready only when the backward
+ * ends), or the last-starting collective when none is named "grad ...". Its length, clipped
+ * to the step, in µs; 0 when the step has no collective. */
+static double last_grad_comm_us(const tdm_prof_rec *recs, int64_t n, int32_t rank, double lo, double hi) {
+    const tdm_prof_rec *last = NULL;
+    int last_grad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const tdm_prof_rec *r = &recs[i];
+        if (r->rank != rank || r->instant || !f_comm(r) || r->t1_us <= lo || r->t0_us >= hi) continue;
+        int grad = !strncmp(r->name, "grad", 4);
+        if (!last || grad > last_grad || (grad == last_grad && r->t0_us > last->t0_us)) last = r, last_grad = grad;
+    }
+    if (!last) return 0;
+    double a = last->t0_us > lo ? last->t0_us : lo, b = last->t1_us < hi ? last->t1_us : hi;
+    return b - a;
+}
+
 int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank, tdm_prof_step_stats *out,
                               int64_t cap) {
     tdm_prof_interval *a = tdm_xmalloc((size_t)(n + 1) * sizeof *a);
@@ -139,7 +157,10 @@ int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank,
         s.comm_ms = tdm_prof_intervals_length(a, na) / 1e3;
         s.hidden_ms = tdm_prof_intervals_intersect_length(a, na, c, nc) / 1e3;
         s.exposed_ms = s.comm_ms - s.hidden_ms;
-        s.hideable_ms = s.comm_ms < s.compute_ms ? s.comm_ms : s.compute_ms;
+        s.last_comm_ms = last_grad_comm_us(recs, n, rank, lo, hi) / 1e3;
+        double can_hide = s.comm_ms - s.last_comm_ms;
+        s.hideable_ms = can_hide < s.compute_ms ? can_hide : s.compute_ms;
+        if (s.hideable_ms < s.hidden_ms) s.hideable_ms = s.hidden_ms; /* part of the last one did hide */
         s.ideal_step_ms = s.step_ms - (s.hideable_ms - s.hidden_ms);
         s.overlap_efficiency = s.hideable_ms > 0 ? s.hidden_ms / s.hideable_ms : NAN;
         nb = gather(recs, n, rank, f_data_wait, lo, hi, b);
@@ -169,6 +190,7 @@ void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_
         m->hidden_ms += s[i].hidden_ms;
         m->exposed_ms += s[i].exposed_ms;
         m->hideable_ms += s[i].hideable_ms;
+        m->last_comm_ms += s[i].last_comm_ms;
         m->data_wait_ms += s[i].data_wait_ms;
         m->wait_ms += s[i].wait_ms;
         m->ideal_step_ms += s[i].ideal_step_ms;
@@ -176,7 +198,7 @@ void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_
     if (m->hideable_ms > 0) m->overlap_efficiency = m->hidden_ms / m->hideable_ms;
     double k = (double)n;
     m->step_ms /= k, m->compute_ms /= k, m->comm_ms /= k, m->hidden_ms /= k, m->exposed_ms /= k;
-    m->hideable_ms /= k, m->data_wait_ms /= k, m->wait_ms /= k, m->ideal_step_ms /= k;
+    m->hideable_ms /= k, m->last_comm_ms /= k, m->data_wait_ms /= k, m->wait_ms /= k, m->ideal_step_ms /= k;
 }
 
 static int cmp_row_key(const void *a, const void *b) {

@@ -9,10 +9,13 @@
  *   comm      union of COMM intervals on every thread (communication busy time)
  *   hidden    comm ∩ compute: communication that ran while the model computed
  *   exposed   comm - hidden
- *   hideable  min(comm, compute): at most this much communication could hide
+ *   last      the gradient collective that started last (the bucket of the first layers,
+ *             ready only when the backward ends): it cannot overlap
+ *   hideable  min(comm - last, compute), at least hidden: at most this much could hide
  *   data_wait union of DATA intervals on compute threads (the trainer waiting for a batch)
  *   wait      union of WAIT intervals on compute threads (any blocking wait)
- *   ideal     step - (hideable - hidden): the step time if all hideable comm were hidden
+ *   ideal     step - (hideable - hidden): the step time if all hideable comm were hidden;
+ *             for a step that overlaps nothing, max(compute, comm - last) + last
  *   overlap efficiency = hidden / hideable (NaN when nothing was hideable)
  * Threads are classified by name: "comm..." communication, "loader..." data loading,
  * anything else compute.
@@ -68,6 +71,7 @@ typedef struct tdm_prof_step_stats {
     int32_t rank;
     int64_t step;
     double step_ms, compute_ms, comm_ms, hidden_ms, exposed_ms, hideable_ms;
+    double last_comm_ms; /* the last gradient collective, which cannot overlap */
     double data_wait_ms, wait_ms, ideal_step_ms;
     double overlap_efficiency; /* NaN when hideable is 0 */
 } tdm_prof_step_stats;

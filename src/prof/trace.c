@@ -231,6 +231,7 @@ static void step_json(tdm_strbuf *sb, const tdm_prof_step_stats *s) {
     json_num(sb, "comm_ms", s->comm_ms), tdm_sb_putc(sb, ',');
     json_num(sb, "hidden_comm_ms", s->hidden_ms), tdm_sb_putc(sb, ',');
     json_num(sb, "exposed_comm_ms", s->exposed_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "last_bucket_comm_ms", s->last_comm_ms), tdm_sb_putc(sb, ',');
     json_num(sb, "hideable_comm_ms", s->hideable_ms), tdm_sb_putc(sb, ',');
     json_num(sb, "data_wait_ms", s->data_wait_ms), tdm_sb_putc(sb, ',');
     json_num(sb, "wait_ms", s->wait_ms), tdm_sb_putc(sb, ',');

@@ -79,11 +79,14 @@ static void test_step_hidden_exposed(void) {
     CHECK_NEAR(s[0].comm_ms, 0.035, 1e-12);
     CHECK_NEAR(s[0].hidden_ms, 0.025, 1e-12);   /* 40-60 and 65-70 */
     CHECK_NEAR(s[0].exposed_ms, 0.010, 1e-12);  /* 70-80 */
-    CHECK_NEAR(s[0].hideable_ms, 0.035, 1e-12);
-    CHECK_NEAR(s[0].ideal_step_ms, 0.090, 1e-12);
+    /* the last collective (65-80) cannot overlap: 35 - 15 = 20 hideable, but 5 of the last
+     * one did hide, so hideable = hidden = 25 and nothing more could have been gained */
+    CHECK_NEAR(s[0].last_comm_ms, 0.015, 1e-12);
+    CHECK_NEAR(s[0].hideable_ms, 0.025, 1e-12);
+    CHECK_NEAR(s[0].ideal_step_ms, 0.100, 1e-12);
     CHECK_NEAR(s[0].data_wait_ms, 0.005, 1e-12);
     CHECK_NEAR(s[0].wait_ms, 0.010, 1e-12);
-    CHECK_NEAR(s[0].overlap_efficiency, 25.0 / 35.0, 1e-12);
+    CHECK_NEAR(s[0].overlap_efficiency, 1.0, 1e-12);
     /* other ranks' records are ignored */
     CHECK(tdm_prof_analyze_rank(r, sizeof r / sizeof *r, 1, s, 2) == 0, "rank 1 has no steps");
 }
@@ -113,7 +116,36 @@ static void test_inline_progress_comm_on_compute_thread(void) {
     CHECK_NEAR(s[0].comm_ms, 0.035, 1e-12);
     CHECK_NEAR(s[0].hidden_ms, 0.025, 1e-12);
     CHECK_NEAR(s[0].exposed_ms, 0.010, 1e-12);
-    CHECK_NEAR(s[0].overlap_efficiency, 25.0 / 35.0, 1e-12);
+    CHECK_NEAR(s[0].overlap_efficiency, 1.0, 1e-12);
+}
+
+static void test_last_bucket_cannot_hide(void) {
+    /* Forward 0-30, backward 30-60, waiting for the gradients 60-90, optimizer 90-100.
+     * Bucket 1 reduce-scatter 35-70 (25 hidden, 10 exposed), bucket 0 (the first layers,
+     * posted when the backward ends) 70-90, all exposed; a parameter all-gather 92-96 during
+     * the optimizer starts later but is not a gradient collective. compute 70, comm 59,
+     * hidden 29, last 20: hideable = min(59 - 20, 70) = 39, efficiency 29 / 39, ideal 100 -
+     * (39 - 29) = 90 (the old bound, min(comm, compute) = 59, would have said 29 / 59). */
+    enum { C = TDM_PROF_THREAD_COMPUTE, M = TDM_PROF_THREAD_COMM };
+    tdm_prof_rec r[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 100),
+        R(TDM_PROF_PHASE, C, "forward", 0, 30),
+        R(TDM_PROF_PHASE, C, "backward", 30, 60),
+        R(TDM_PROF_WAIT, C, "wait grads", 60, 90),
+        R(TDM_PROF_PHASE, C, "optimizer", 90, 100),
+        R(TDM_PROF_COMM, M, "grad reduce-scatter", 35, 70),
+        R(TDM_PROF_COMM, M, "grad reduce-scatter", 70, 90),
+        R(TDM_PROF_COMM, M, "param all-gather", 92, 96),
+    };
+    tdm_prof_step_stats s;
+    CHECK(tdm_prof_analyze_rank(r, sizeof r / sizeof *r, 0, &s, 1) == 1, "one step");
+    CHECK_NEAR(s.compute_ms * 1e3, 70, 1e-9);
+    CHECK_NEAR(s.comm_ms * 1e3, 59, 1e-9);
+    CHECK_NEAR(s.hidden_ms * 1e3, 29, 1e-9);
+    CHECK_NEAR(s.last_comm_ms * 1e3, 20, 1e-9);
+    CHECK_NEAR(s.hideable_ms * 1e3, 39, 1e-9);
+    CHECK_NEAR(s.ideal_step_ms * 1e3, 90, 1e-9);
+    CHECK_NEAR(s.overlap_efficiency, 29.0 / 39.0, 1e-12);
 }
 
 static void test_overlapping_waits_and_threads(void) {
@@ -162,7 +194,7 @@ static void test_clipped_to_step_and_empty(void) {
     CHECK_NEAR(s[1].comm_ms * 1e3, 2, 1e-9);
     CHECK_NEAR(s[1].exposed_ms * 1e3, 2, 1e-9);
     CHECK(isnan(s[0].overlap_efficiency), "no comm: efficiency undefined");
-    CHECK(s[1].overlap_efficiency == 0, "nothing hidden: 0");
+    CHECK(isnan(s[1].overlap_efficiency), "only the last collective: nothing hideable, efficiency undefined");
     tdm_prof_step_stats m;
     tdm_prof_step_stats_mean(s, 2, &m);
     CHECK_NEAR(m.compute_ms * 1e3, 5, 1e-9);
@@ -214,6 +246,7 @@ int main(void) {
     RUN(test_intersect_subtract);
     RUN(test_step_hidden_exposed);
     RUN(test_inline_progress_comm_on_compute_thread);
+    RUN(test_last_bucket_cannot_hide);
     RUN(test_overlapping_waits_and_threads);
     RUN(test_clipped_to_step_and_empty);
     RUN(test_op_summary);
