@@ -174,20 +174,21 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
 import json, os, sys
 d, rates, modes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
 print("| link (Gbit/s) | progress | candidate | baseline ms | candidate ms | change | comm share of baseline "
-      "| exposed comm ms (base / cand) | ideal ms (cand) | overlap eff. (cand) |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+      "| exposed comm ms (base / cand) | last bucket ms (cand) | ideal ms (cand) | overlap eff. (cand) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 f = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
 for rate in rates:
     for mode in modes:
         for cand, label in (("overlap_grad", "--overlap-grad-reduce"), ("overlap_both", "both overlap flags")):
             p = os.path.join(d, f"{rate}gbit_{mode}_{cand}", "summary.json")
             if not os.path.exists(p):
-                print(f"| {rate} | {mode} | {label} | failed | | | | | | |"); continue
+                print(f"| {rate} | {mode} | {label} | failed | | | | | | | |"); continue
             s = json.load(open(p)); a, b = s["baseline"], s["candidate"]
             share = a["comm_ms"] / a["mean_step_ms"] if a.get("comm_ms") is not None and a.get("mean_step_ms") else None
             print(f"| {rate} | {mode} | {label} | {f(a['mean_step_ms'])} | {f(b['mean_step_ms'])} "
                   f"| {f(s['step_time_change_pct'])}% | {f(share and 100 * share, 0)}% "
-                  f"| {f(a['exposed_comm_ms'])} / {f(b['exposed_comm_ms'])} | {f(b['ideal_step_ms'])} "
+                  f"| {f(a['exposed_comm_ms'])} / {f(b['exposed_comm_ms'])} | {f(b.get('last_bucket_comm_ms'))} "
+                  f"| {f(b['ideal_step_ms'])} "
                   f"| {f(b['overlap_efficiency'], 2)} |")
 PYEOF
   cat "$OUT/ab.md"

@@ -177,7 +177,7 @@ static void precision_check(const tdm_ab_side *a, const tdm_ab_side *b, tdm_ab_r
 /* Reads the profiled run's analysis.json means into the side (rank 0). */
 static void read_profile(tdm_ab_side *s) {
     s->comm_ms = s->hidden_comm_ms = s->exposed_comm_ms = s->compute_ms = NAN;
-    s->data_wait_ms = s->ideal_step_ms = s->prof_step_ms = s->overlap_efficiency = NAN;
+    s->data_wait_ms = s->ideal_step_ms = s->prof_step_ms = s->overlap_efficiency = s->last_bucket_comm_ms = NAN;
     char path[1200];
     snprintf(path, sizeof path, "%s/analysis.json", s->trace_dir);
     size_t len;
@@ -193,7 +193,8 @@ static void read_profile(tdm_ab_side *s) {
     } f[] = {{"comm_ms", &s->comm_ms},           {"hidden_comm_ms", &s->hidden_comm_ms},
              {"exposed_comm_ms", &s->exposed_comm_ms}, {"compute_ms", &s->compute_ms},
              {"data_wait_ms", &s->data_wait_ms}, {"ideal_step_ms", &s->ideal_step_ms},
-             {"step_ms", &s->prof_step_ms},      {"overlap_efficiency", &s->overlap_efficiency}};
+             {"step_ms", &s->prof_step_ms},      {"overlap_efficiency", &s->overlap_efficiency},
+             {"last_bucket_comm_ms", &s->last_bucket_comm_ms}};
     for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
         const tdm_json *v = tdm_json_get(m, f[i].key);
         if (v && v->type == TDM_JSON_NUMBER) *f[i].dst = v->num;
@@ -368,6 +369,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
         tdm_ab_side *side = &r->side[s];
         side->comm_ms = side->hidden_comm_ms = side->exposed_comm_ms = side->compute_ms = NAN;
         side->data_wait_ms = side->ideal_step_ms = side->prof_step_ms = side->overlap_efficiency = NAN;
+        side->last_bucket_comm_ms = NAN;
         if (o->profile_steps <= 0) continue;
         int64_t first = o->window_lo, last = o->window_lo + o->profile_steps - 1;
         if (last > o->steps) last = o->steps, first = last - o->profile_steps + 1 < 1 ? 1 : last - o->profile_steps + 1;

@@ -76,6 +76,7 @@ typedef struct tdm_ab_side {
     int nan_iterations, skipped_iterations;
     /* profiled run (means over profiled steps and ranks); NaN when not profiled */
     double comm_ms, hidden_comm_ms, exposed_comm_ms, compute_ms, data_wait_ms, ideal_step_ms, prof_step_ms;
+    double last_bucket_comm_ms; /* the last gradient collective, which cannot overlap */
     double overlap_efficiency;
     char trace_dir[1100];
 } tdm_ab_side;

@@ -91,6 +91,7 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     row3(sb, "compute", A->compute_ms, B->compute_ms, NULL);
     row3(sb, "data wait", A->data_wait_ms, B->data_wait_ms, NULL);
     row3(sb, "step (profiled)", A->prof_step_ms, B->prof_step_ms, NULL);
+    row3(sb, "  last bucket (cannot overlap)", A->last_bucket_comm_ms, B->last_bucket_comm_ms, NULL);
     row3(sb, "ideal step (all hideable comm hidden)", A->ideal_step_ms, B->ideal_step_ms, NULL);
     char ea[32], eb[32];
     fmt_pct(ea, sizeof ea, A->overlap_efficiency);
@@ -137,6 +138,7 @@ static void json_side(tdm_strbuf *sb, const tdm_ab_side *s) {
     json_num(sb, "compute_ms", s->compute_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "data_wait_ms", s->data_wait_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "ideal_step_ms", s->ideal_step_ms), tdm_sb_puts(sb, ", ");
+    json_num(sb, "last_bucket_comm_ms", s->last_bucket_comm_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "overlap_efficiency", s->overlap_efficiency), tdm_sb_puts(sb, ",\n    ");
     tdm_sb_printf(sb, "\"window_samples\": %lld, \"nan_iterations\": %d, \"skipped_iterations\": %d, ",
                   (long long)s->window_samples, s->nan_iterations, s->skipped_iterations);
