@@ -2,18 +2,18 @@
 # learn.sh - does the tiny model learn? The built-in data (64 x 64 pictures), its own
 # 1024-id tokenizer, `tandem train` on 2 ranks from scratch, `tandem evaluate` on the
 # held-out split at every checkpoint, then OUT/report.md (loss, unigram baseline, accuracy
-# per kind and checkpoint) and OUT/learning.svg (the curve). About 5 minutes on 2 cores.
+# per kind and checkpoint) and OUT/learning.svg (the curve). About 7 minutes on 2 cores.
 #
 #   scripts/learn.sh                         # after `make`; writes ./tandem-learn
 #   OUT=/tmp/l ITERS=400 scripts/learn.sh    # a shorter run
 #
-# Environment: OUT (tandem-learn), ITERS (800), SAVE_INTERVAL (100), NP (2), SEED (1234, the
+# Environment: OUT (tandem-learn), ITERS (1200), SAVE_INTERVAL (100), NP (2), SEED (1234, the
 # training seed; the data always uses gen-data's default), TANDEM (build/tandem), MPIRUN.
 # The recipe and why each setting is what it is: docs/learning.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-tandem-learn}
-ITERS=${ITERS:-800}
+ITERS=${ITERS:-1200}
 SAVE_INTERVAL=${SAVE_INTERVAL:-100}
 NP=${NP:-2}
 SEED=${SEED:-1234}

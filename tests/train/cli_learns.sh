@@ -5,7 +5,7 @@
 # far above always giving the most frequent answer of each kind (27.5%), "where" (which needs
 # the vision position table and the tower's gradients) must be learned, and the loss must be
 # far below the unigram baseline. Measured on the development VM: 67.0% overall, position 100%,
-# count 82.7%, loss 0.27 against a baseline of 2.66 (docs/learning.md; 800 iterations: 95.5%).
+# count 82.7%, loss 0.27 against a baseline of 2.66 (docs/learning.md; 1200 iterations: 98.5%).
 # The bounds leave room for another BLAS build's rounding; they fail when learning breaks
 # (the old 0.02 position table: position at chance; a wrong vision gradient: the same).
 # Env: TANDEM (build/tandem), MPIRUN (mpirun.openmpi or mpirun.mpich).
