@@ -237,15 +237,20 @@ static int closed_kind(draw *d) {
     return kind == K_COUNT_ALL ? kind + pick(d, 2) : kind; /* all shapes, or one kind */
 }
 
+/* A training kind, any of the six. more_where: a lone shape in the one-kind scene, where
+ * "where" is drawn twice as often (it is asked about lone shapes only, and with the plain
+ * draw the tiny model saw too few to learn it: docs/learning.md). */
+static int training_kind(draw *d, int more_where) {
+    int kind = pick(d, more_where ? K_SHAPE + 2 : K_SHAPE + 1);
+    return kind > K_SHAPE ? K_POSITION : kind;
+}
+
 /* One question about the picture and its exact answer: of kind `kind`, or, when kind < 0,
- * of a kind drawn here (closed_only: no captions). more_where: a lone shape in the one-kind
- * scene, where "where" is drawn twice as often (it is asked about lone shapes only, and with
- * the plain draw the tiny model saw too few to learn it: docs/learning.md). */
+ * of a kind drawn here (closed_only: no captions; more_where: see training_kind). */
 static void question(const picture *p, draw *d, int kind_in, int closed_only, int more_where, tdm_strbuf *q,
                      tdm_strbuf *a) {
     for (;;) {
-        int kind = kind_in >= 0 ? kind_in : closed_only ? closed_kind(d) : pick(d, more_where ? 7 : 6);
-        if (kind == 6) kind = K_POSITION;
+        int kind = kind_in >= 0 ? kind_in : closed_only ? closed_kind(d) : training_kind(d, more_where);
         if (kind == K_CAPTION) {
             tdm_sb_puts(q, q_caption[pick(d, COUNT(q_caption))]);
             caption(p, a);

@@ -77,8 +77,8 @@ int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_
             if (!owned_part(ddp, i, s, e, &lo, &hi)) continue;
             int64_t st = ddp->state_offset[b] + (lo - s);
             tdm_adamw_step(ddp->params + lo, ddp->grads + lo, ddp->m + st, ddp->v + st, hi - lo, hp->lr * p->lr_mult,
-                           hp->beta1,
-                           hp->beta2, hp->eps, p->no_decay ? 0.0f : hp->weight_decay, ddp->opt_step, (float)scale);
+                           hp->beta1, hp->beta2, hp->eps, p->no_decay ? 0.0f : hp->weight_decay, ddp->opt_step,
+                           (float)scale);
         }
     }
 

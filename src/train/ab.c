@@ -174,10 +174,15 @@ static void precision_check(const tdm_ab_side *a, const tdm_ab_side *b, tdm_ab_r
     }
 }
 
-/* Reads the profiled run's analysis.json means into the side (rank 0). */
-static void read_profile(tdm_ab_side *s) {
+/* The profiled run's figures: NaN until read_profile finds them. */
+static void clear_profile(tdm_ab_side *s) {
     s->comm_ms = s->hidden_comm_ms = s->exposed_comm_ms = s->compute_ms = NAN;
     s->data_wait_ms = s->ideal_step_ms = s->prof_step_ms = s->overlap_efficiency = s->last_bucket_comm_ms = NAN;
+}
+
+/* Reads the profiled run's analysis.json means into the side (rank 0). */
+static void read_profile(tdm_ab_side *s) {
+    clear_profile(s);
     char path[1200];
     snprintf(path, sizeof path, "%s/analysis.json", s->trace_dir);
     size_t len;
@@ -367,9 +372,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     /* 4. profiled runs: a few steps after the warm-up */
     for (int s = 0; s < 2; s++) {
         tdm_ab_side *side = &r->side[s];
-        side->comm_ms = side->hidden_comm_ms = side->exposed_comm_ms = side->compute_ms = NAN;
-        side->data_wait_ms = side->ideal_step_ms = side->prof_step_ms = side->overlap_efficiency = NAN;
-        side->last_bucket_comm_ms = NAN;
+        clear_profile(side);
         if (o->profile_steps <= 0) continue;
         int64_t first = o->window_lo, last = o->window_lo + o->profile_steps - 1;
         if (last > o->steps) last = o->steps, first = last - o->profile_steps + 1 < 1 ? 1 : last - o->profile_steps + 1;
