@@ -17,7 +17,7 @@
 # MODES ("thread inline"), CANDS ("overlap_grad overlap_both"), STEPS (30), WINDOW (11:30),
 # GBS (global batch, 12: sets the compute per step against the fixed gradient traffic), MBS (micro-batch
 # size, 1; MBS = GBS/2 gives one micro-batch per rank, so the whole backward can hide the reduce-scatter),
-# AB_FLAGS (extra train flags),
+# BUCKETS (gradient buckets, 8), REPEATS (interleaved timing runs per side, 1), AB_FLAGS (extra train flags),
 # OUT (build/link-bench). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
 # and the tables $OUT/probe.md and $OUT/ab.md.
 set -uo pipefail
@@ -149,9 +149,9 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
   # Vision tower and projector frozen, as in the demo: the language model's gradients cross
   # the link every step (reduce-scatter), and the updated parameters (all-gather).
   COMMON=(--model "$PWD/configs/tiny" --tokenizer "$D/tok.json" --data "$D/train.json"
-          --freeze-vision --freeze-projector --use-distributed-optimizer --ddp-num-buckets 4
+          --freeze-vision --freeze-projector --use-distributed-optimizer --ddp-num-buckets "${BUCKETS:-8}"
           --micro-batch-size "${MBS:-1}" --global-batch-size "${GBS:-12}" --seq-length 512 --lr 1e-4 --lr-warmup-iters 2 --seed 1234
-          --steps "$STEPS" --window "$WINDOW" --repeats 1 --audit-steps 0 --profile-steps 3 ${AB_FLAGS:-})
+          --steps "$STEPS" --window "$WINDOW" --repeats "${REPEATS:-1}" --audit-steps 0 --profile-steps 3 ${AB_FLAGS:-})
   for rate in $RATES; do
     set_rate "$rate"
     for mode in $MODES; do

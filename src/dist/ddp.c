@@ -23,11 +23,13 @@ static void hook_param_needed(void *ctx, int i) {
     if (b < 0 || ddp->gather_waited[b]) return;
     const int nb = ddp->L.n_buckets;
     /* All-gathers go out in forward order (bucket nb-1 first), so every rank issues
-     * them identically; dispatch up to b, wait for b, and prefetch the next one. */
+     * them identically; dispatch up to b, wait for b, and keep the next
+     * TDM_DDP_GATHER_PREFETCH buckets in flight. */
     while (ddp->gathers_dispatched <= nb - 1 - b) tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
     ddp->gather_wait_ns += tdm_comm_wait(ddp->eng, &ddp->gather_ops[b]);
     ddp->gather_waited[b] = 1;
-    if (ddp->gathers_dispatched < nb) tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
+    while (ddp->gathers_dispatched < nb && ddp->gathers_dispatched <= nb - 1 - b + TDM_DDP_GATHER_PREFETCH)
+        tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
     int all = 1;
     for (int k = 0; k < nb && all; k++) all = ddp->gather_waited[k];
     if (all) ddp->gathers_pending = 0;
@@ -124,6 +126,13 @@ void tdm_ddp__wait_all_gathers(tdm_ddp *ddp) {
         ddp->gather_waited[b] = 1;
     }
     ddp->gathers_pending = 0;
+}
+
+/* A small blocking collective on the control communicator (flags, norms, loss sums) is
+ * mostly this rank waiting for the slowest one to arrive: the profiler records it as a
+ * wait, so that the analysis does not count it as compute. */
+void tdm_ddp__record_control_wait(const char *name, uint64_t t0_ns) {
+    if (tdm_prof_on(1)) tdm_prof_complete(TDM_PROF_WAIT, 1, name, t0_ns, tdm_now_ns(), -1);
 }
 
 void tdm_ddp__post_gather(tdm_ddp *ddp, int b) {
@@ -369,7 +378,9 @@ int tdm_ddp_finish_grad_sync(tdm_ddp *ddp, tdm_error *err) {
         if (ddp->L.bucket_of[i] >= 0 && !ddp->ready[i]) missing = i;
     int flags[3] = {ddp->nan_bucket >= 0 ? ddp->rank : INT_MAX, missing,
                     ddp->dup_param >= 0 ? ddp->dup_param : INT_MAX};
+    uint64_t t_agree = tdm_now_ns();
     MPI_Allreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MIN, ddp->ctl);
+    tdm_ddp__record_control_wait("grad sync: ranks agree", t_agree);
     int rc = 0;
     if (flags[0] != INT_MAX) {
         int64_t info[3] = {ddp->iteration, ddp->nan_bucket, ddp->nan_param};
@@ -398,7 +409,9 @@ void tdm_ddp_wait_params(tdm_ddp *ddp) { tdm_ddp__wait_all_gathers(ddp); }
 
 int tdm_ddp_sum_across_ranks(tdm_ddp *ddp, double *vals, int n, tdm_error *err) {
     if (n < 0 || n > 64) return tdm_errorf(err, "sum across ranks: %d values, expected at most 64", n);
+    uint64_t t0 = tdm_now_ns();
     MPI_Allgather(vals, n, MPI_DOUBLE, ddp->gather_scratch, n, MPI_DOUBLE, ddp->ctl);
+    tdm_ddp__record_control_wait("sum across ranks", t0);
     for (int k = 0; k < n; k++) {
         double s = 0.0;
         for (int r = 0; r < ddp->size; r++) s += ddp->gather_scratch[(size_t)r * n + k];

@@ -51,6 +51,14 @@ struct tdm_ddp {
     double *gather_scratch;  /* [size * 64] for tdm_ddp_sum_across_ranks */
 };
 
+/* With --overlap-param-gather, how many all-gathers ahead of the bucket forward needs
+ * are kept in flight. Megatron dispatches one; two keep the link busy while forward
+ * runs layers that hold no trainable parameter (a frozen vision tower), and cut the
+ * step at 0.5 Gbit/s (docs/benchmarks.md, "Parameter all-gather prefetch"). */
+#define TDM_DDP_GATHER_PREFETCH 2
+
+/* Records a blocking control collective that started at t0_ns as a profiler wait. */
+void tdm_ddp__record_control_wait(const char *name, uint64_t t0_ns);
 /* Posts bucket b's parameter all-gather (optimizer.c and ddp.c share it). */
 void tdm_ddp__post_gather(tdm_ddp *ddp, int b);
 /* Dispatches every all-gather not yet dispatched, in forward order. */

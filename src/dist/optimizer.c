@@ -88,9 +88,10 @@ int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_
         ddp->gathers_pending = 1;
         ddp->gathers_dispatched = 0;
         if (ddp->cfg.overlap_param_gather) {
-            /* Start the first bucket forward needs; param_needed waits per bucket and
-             * prefetches the next (hook_param_needed in ddp.c). */
-            tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
+            /* Start the first buckets forward needs; param_needed waits per bucket and
+             * keeps the next ones in flight (hook_param_needed in ddp.c). */
+            while (ddp->gathers_dispatched < nb && ddp->gathers_dispatched < TDM_DDP_GATHER_PREFETCH)
+                tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
         } else {
             tdm_timers_start(&ddp->timers, TDM_TIMER_PARAMS_ALL_GATHER);
             tdm_ddp__wait_all_gathers(ddp);

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/clock.h"
 #include "dist/ddp.h"
@@ -667,6 +668,53 @@ static void test_profiler_events(void) {
     }
 }
 
+/* The small blocking collectives of a step (the ranks agreeing after the gradient sync,
+ * the gradient norm, the loss sums) are waits for the slowest rank, not compute: each is
+ * recorded as a WAIT on the calling thread, so the overlap analysis subtracts it from
+ * compute. Rank 1 arrives at a sum across ranks 50 ms late: rank 0's wait must show it. */
+static void test_control_collectives_are_waits(void) {
+    run_opts o = default_opts(1, 1, 1, TDM_DDP_PROGRESS_THREAD);
+    o.steps = 3;
+    tdm_prof_record_start(1, 100000);
+    run_result r;
+    CHECK(run(&o, &r) == 0, "%s", r.err);
+    synth *s = calloc(1, sizeof *s);
+    synth_build(s);
+    tdm_error err;
+    tdm_ddp *ddp = tdm_ddp_create(MPI_COMM_WORLD, &s->t, &o.cfg, &err);
+    CHECK(ddp != NULL, "%s", err.msg);
+    double v = 1.0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (g_rank == 1) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (ddp) CHECK(tdm_ddp_sum_across_ranks(ddp, &v, 1, &err) == 0 && v == g_size, "sum %g", v);
+    tdm_prof_record_stop();
+    tdm_prof_collection c;
+    tdm_prof_collect(&c);
+    int agree = 0, sums = 0;
+    double late_ms = 0;
+    for (int64_t k = 0; k < c.n_events; k++) {
+        const tdm_prof_event *e = &c.events[k];
+        if (e->cat != TDM_PROF_WAIT) continue;
+        if (!strcmp(e->name, "grad sync: ranks agree")) agree++;
+        if (!strcmp(e->name, "sum across ranks")) {
+            sums++;
+            late_ms = (double)(e->t1_ns - e->t0_ns) / 1e6; /* the last one is the late call */
+        }
+    }
+    CHECK(agree == 3, "%d waits for the ranks' agreement in 3 steps", agree);
+    CHECK(sums == 3 * 2 + 1, "%d sums across ranks recorded as waits (3 steps of a loss sum and a gradient norm, + 1)",
+          sums);
+    if (g_rank == 0) CHECK(late_ms > 10.0, "rank 0 waited %.1f ms for a rank 50 ms late", late_ms);
+    tdm_prof_collection_free(&c);
+    tdm_ddp_free(ddp);
+    tbl_free(&s->t);
+    free(s);
+    run_free(&r);
+}
+
 /* Not an assertion (no timing tests): how much CPU the communication thread used. */
 static void test_report_comm_thread_cpu(void) {
     run_opts o = default_opts(1, 1, 1, TDM_DDP_PROGRESS_THREAD);
@@ -735,6 +783,7 @@ int main(int argc, char **argv) {
     RUN(test_timers_report);
     RUN(test_optimizer_state_reshard);
     RUN(test_profiler_events);
+    RUN(test_control_collectives_are_waits);
     RUN(test_report_comm_thread_cpu);
     RUN(test_create_fails_on_every_rank);
     /* one summary for the job: failures on any rank count */
