@@ -19,7 +19,8 @@
 # size, 1; MBS = GBS/2 gives one micro-batch per rank, so the whole backward can hide the reduce-scatter),
 # BUCKETS (gradient buckets, 8), REPEATS (interleaved timing runs per side, 1), AB_FLAGS (extra train flags),
 # OUT (build/link-bench). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
-# and the tables $OUT/probe.md and $OUT/ab.md.
+# the tables $OUT/probe.md and $OUT/ab.md, and $OUT/ab.svg (step time against link rate:
+# baseline, candidates and their ideal bound; bench/link/plot_link.py).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 WHAT=${1:-all}
@@ -170,26 +171,29 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
       done
     done
   done
-  $PY - "$OUT/ab" "$RATES" "$MODES" >"$OUT/ab.md" <<'PYEOF'
+  $PY - "$OUT/ab" "$RATES" "$MODES" "${CANDS:-overlap_grad overlap_both}" >"$OUT/ab.md" <<'PYEOF'
 import json, os, sys
-d, rates, modes = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
-print("| link (Gbit/s) | progress | candidate | baseline ms | candidate ms | change | comm share of baseline "
+d, rates, modes, cands = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
+print("| link (Gbit/s) | progress | candidate | baseline ms | candidate ms | change (95% CI) | comm share of baseline "
       "| exposed comm ms (base / cand) | last bucket ms (cand) | ideal ms (cand) | overlap eff. (cand) |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 f = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
 for rate in rates:
     for mode in modes:
         for cand, label in (("overlap_grad", "--overlap-grad-reduce"), ("overlap_both", "both overlap flags")):
+            if cand not in cands: continue
             p = os.path.join(d, f"{rate}gbit_{mode}_{cand}", "summary.json")
             if not os.path.exists(p):
                 print(f"| {rate} | {mode} | {label} | failed | | | | | | | |"); continue
             s = json.load(open(p)); a, b = s["baseline"], s["candidate"]
             share = a["comm_ms"] / a["mean_step_ms"] if a.get("comm_ms") is not None and a.get("mean_step_ms") else None
+            ci = s.get("ci95_pct") or [None, None]
             print(f"| {rate} | {mode} | {label} | {f(a['mean_step_ms'])} | {f(b['mean_step_ms'])} "
-                  f"| {f(s['step_time_change_pct'])}% | {f(share and 100 * share, 0)}% "
+                  f"| {f(s['step_time_change_pct'])}% ({f(ci[0])} .. {f(ci[1])}) | {f(share and 100 * share, 0)}% "
                   f"| {f(a['exposed_comm_ms'])} / {f(b['exposed_comm_ms'])} | {f(b.get('last_bucket_comm_ms'))} "
                   f"| {f(b['ideal_step_ms'])} "
                   f"| {f(b['overlap_efficiency'], 2)} |")
 PYEOF
   cat "$OUT/ab.md"
+  $PY bench/link/plot_link.py --out "$OUT/ab.svg" "$AB_MPI=$OUT" && echo "plot: $OUT/ab.svg"
 fi

@@ -60,26 +60,12 @@ static void hook_progress(void *ctx) {
     tdm_comm_progress(ddp->eng);
 }
 
-static void hook_layer_begin(void *ctx, const char *name, int is_backward) {
-    (void)ctx;
-    tdm_prof_begin(TDM_PROF_LAYER, 1, name, is_backward);
-}
-
-static void hook_layer_end(void *ctx, const char *name, int is_backward) {
-    (void)ctx;
-    (void)name;
-    (void)is_backward;
-    tdm_prof_end(TDM_PROF_LAYER, 1);
-}
-
 tdm_param_hooks tdm_ddp_hooks(tdm_ddp *ddp) {
     tdm_param_hooks h = {0};
     h.ctx = ddp;
     h.param_needed = hook_param_needed;
     h.grad_ready = hook_grad_ready;
     h.progress = hook_progress;
-    h.layer_begin = hook_layer_begin;
-    h.layer_end = hook_layer_end;
     return h;
 }
 

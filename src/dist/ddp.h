@@ -88,8 +88,9 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
  * (the table's data/grad pointers dangle afterwards). NULL is fine. Not collective. */
 void tdm_ddp_free(tdm_ddp *ddp);
 
-/* The hooks to install into the model (ctx = ddp). layer_begin/layer_end record
- * per-layer profiler events at level 1 (names must outlive the profiler dump). */
+/* The hooks to install into the model (ctx = ddp): param_needed, grad_ready, progress.
+ * layer_begin/layer_end stay NULL: the model records its own per-layer profiler events
+ * (recording them here too gave every layer two events). */
 tdm_param_hooks tdm_ddp_hooks(tdm_ddp *ddp);
 
 int tdm_ddp_rank(const tdm_ddp *ddp);

@@ -93,11 +93,11 @@ static void w_progress(void *ctx) {
 static void w_layer_begin(void *ctx, const char *name, int is_backward) {
     wrap *w = ctx;
     if (is_backward && strcmp(name, "layers.0") == 0) w->tick_layer0_bwd = tdm_ddp_tick(w->ddp);
-    w->inner.layer_begin(w->inner.ctx, name, is_backward);
+    if (w->inner.layer_begin) w->inner.layer_begin(w->inner.ctx, name, is_backward);
 }
 static void w_layer_end(void *ctx, const char *name, int is_backward) {
     wrap *w = ctx;
-    w->inner.layer_end(w->inner.ctx, name, is_backward);
+    if (w->inner.layer_end) w->inner.layer_end(w->inner.ctx, name, is_backward);
 }
 
 static run_opts default_opts(int dist, int overlap, int param_gather, tdm_ddp_progress prog) {

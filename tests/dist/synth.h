@@ -16,10 +16,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/rng.h"
 #include "dist/table.h"
 #include "kernels/kernels.h"
 #include "model/params.h"
+#include "prof/prof.h"
 
 enum { SY_DIN = 13, SY_H = 37, SY_DOUT = 11, SY_L = 3, SY_MAXN = 16 };
 
@@ -30,6 +32,7 @@ typedef struct synth {
     int late_grad_ready; /* table index whose grad_ready comes only at the end of backward
                             (like a tied embedding finishing last), or -1 */
     const tdm_param_hooks *hooks;
+    uint64_t layer_t0; /* start of the layer being recorded */
     /* activations [SY_MAXN rows] */
     float x[SY_MAXN * SY_DIN], tgt[SY_MAXN * SY_DOUT];
     float h[SY_L + 1][SY_MAXN * SY_H], a[SY_L][SY_MAXN * SY_H], rstd[SY_L][SY_MAXN];
@@ -96,6 +99,17 @@ static void synth_data(synth *s, int step, int g, uint64_t seed) {
 #define SY_PROGRESS() \
     do { if (s->hooks && s->hooks->progress) s->hooks->progress(s->hooks->ctx); } while (0)
 
+/* Layers are recorded for the profiler the way qwen3vl.c records its units (level 1),
+ * and announced to the layer hooks when there are any. */
+static void sy_layer_begin(synth *s, const char *name, int backward) {
+    s->layer_t0 = tdm_prof_on(1) ? tdm_now_ns() : 0;
+    SY_HOOK(layer_begin, name, backward);
+}
+static void sy_layer_end(synth *s, const char *name, int backward) {
+    if (tdm_prof_on(1)) tdm_prof_complete(TDM_PROF_LAYER, 1, name, s->layer_t0, tdm_now_ns(), backward);
+    SY_HOOK(layer_end, name, backward);
+}
+
 static float *sy_w(synth *s, int i) { return s->t.p[i].data; }
 static float *sy_g(synth *s, int i) { return s->t.p[i].grad; } /* NULL when frozen */
 
@@ -109,24 +123,24 @@ static double synth_forward_backward(synth *s, int n, float grad_scale, int64_t 
     const int H = SY_H;
     static const char *const layer_names[SY_L] = {"layers.0", "layers.1", "layers.2"};
     /* forward */
-    SY_HOOK(layer_begin, "in", 0);
+    sy_layer_begin(s, "in", 0);
     SY_HOOK(param_needed, s->in_w);
     SY_HOOK(param_needed, s->in_b);
     tdm_linear_forward(s->h[0], s->x, sy_w(s, s->in_w), sy_w(s, s->in_b), n, SY_DIN, H);
-    SY_HOOK(layer_end, "in", 0);
+    sy_layer_end(s, "in", 0);
     SY_PROGRESS();
     for (int l = 0; l < SY_L; l++) {
-        SY_HOOK(layer_begin, layer_names[l], 0);
+        sy_layer_begin(s, layer_names[l], 0);
         SY_HOOK(param_needed, s->norm_w[l]);
         SY_HOOK(param_needed, s->fc_w[l]);
         SY_HOOK(param_needed, s->fc_b[l]);
         tdm_rmsnorm_forward(s->a[l], s->rstd[l], s->h[l], sy_w(s, s->norm_w[l]), n, H, 1e-6f);
         tdm_linear_forward(s->h[l + 1], s->a[l], sy_w(s, s->fc_w[l]), sy_w(s, s->fc_b[l]), n, H, H);
         for (int k = 0; k < n * H; k++) s->h[l + 1][k] += s->h[l][k];
-        SY_HOOK(layer_end, layer_names[l], 0);
+        sy_layer_end(s, layer_names[l], 0);
         SY_PROGRESS();
     }
-    SY_HOOK(layer_begin, "head", 0);
+    sy_layer_begin(s, "head", 0);
     SY_HOOK(param_needed, s->fnorm_w);
     SY_HOOK(param_needed, s->head_w);
     tdm_rmsnorm_forward(s->f, s->frstd, s->h[SY_L], sy_w(s, s->fnorm_w), n, H, 1e-6f);
@@ -137,19 +151,19 @@ static double synth_forward_backward(synth *s, int n, float grad_scale, int64_t 
         loss += 0.5 * (double)d * (double)d;
         s->dy[k] = grad_scale * d;
     }
-    SY_HOOK(layer_end, "head", 0);
+    sy_layer_end(s, "head", 0);
     SY_PROGRESS();
 
     /* backward */
-    SY_HOOK(layer_begin, "head", 1);
+    sy_layer_begin(s, "head", 1);
     tdm_linear_backward(s->df, sy_g(s, s->head_w), NULL, s->dy, s->f, sy_w(s, s->head_w), n, H, SY_DOUT);
     sy_ready(s, s->head_w);
     tdm_rmsnorm_backward(s->dh, sy_g(s, s->fnorm_w), s->df, s->h[SY_L], s->frstd, sy_w(s, s->fnorm_w), n, H);
     sy_ready(s, s->fnorm_w);
-    SY_HOOK(layer_end, "head", 1);
+    sy_layer_end(s, "head", 1);
     SY_PROGRESS();
     for (int l = SY_L - 1; l >= 0; l--) {
-        SY_HOOK(layer_begin, layer_names[l], 1);
+        sy_layer_begin(s, layer_names[l], 1);
         tdm_linear_backward(s->da, sy_g(s, s->fc_w[l]), sy_g(s, s->fc_b[l]), s->dh, s->a[l], sy_w(s, s->fc_w[l]), n,
                             H, H);
         sy_ready(s, s->fc_w[l]);
@@ -157,15 +171,15 @@ static double synth_forward_backward(synth *s, int n, float grad_scale, int64_t 
         tdm_rmsnorm_backward(s->dt, sy_g(s, s->norm_w[l]), s->da, s->h[l], s->rstd[l], sy_w(s, s->norm_w[l]), n, H);
         sy_ready(s, s->norm_w[l]);
         for (int k = 0; k < n * H; k++) s->dh[k] += s->dt[k];
-        SY_HOOK(layer_end, layer_names[l], 1);
+        sy_layer_end(s, layer_names[l], 1);
         SY_PROGRESS();
     }
-    SY_HOOK(layer_begin, "in", 1);
+    sy_layer_begin(s, "in", 1);
     tdm_linear_backward(NULL, sy_g(s, s->in_w), sy_g(s, s->in_b), s->dh, s->x, sy_w(s, s->in_w), n, SY_DIN, H);
     sy_ready(s, s->in_w);
     sy_ready(s, s->in_b);
     if (s->late_grad_ready >= 0) SY_HOOK(grad_ready, s->late_grad_ready);
-    SY_HOOK(layer_end, "in", 1);
+    sy_layer_end(s, "in", 1);
     *tokens = n;
     return loss;
 }

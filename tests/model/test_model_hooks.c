@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "model/qwen3vl.h"
 #include "model_configs.h"
+#include "prof/profiler.h"
 #include "random_batch.h"
 
 typedef struct rec {
@@ -118,6 +119,36 @@ static void test_hooks_frozen_llm(void) { check_contract(1, (tdm_freeze){0, 0, 1
 static void test_hooks_projector_only(void) { check_contract(0, (tdm_freeze){1, 0, 1, 1}, "projector only"); }
 
 /* Forward only (generation, evaluation): every parameter needed once, in order, no grads. */
+/* At profiler level 1 the model records one LAYER event per unit and pass, whatever
+ * hooks are installed (the data-parallel layer once recorded them a second time). */
+static void test_one_profiler_event_per_unit(void) {
+    setup s;
+    CHECK(make(&s, 0, (tdm_freeze){1, 1, 0, 0}) == 0, "setup");
+    tdm_param_table *t = tdm_model_params(s.m);
+    rec r = {.t = t, .last_needed = -1, .order_ok = 1};
+    r.needed = calloc((size_t)t->n, sizeof(int));
+    r.ready = calloc((size_t)t->n, sizeof(int));
+    r.snap = calloc((size_t)t->n, sizeof(float *));
+    tdm_param_hooks h = {&r, on_needed, on_ready, on_progress, on_begin, on_end};
+    tdm_model_set_hooks(s.m, &h);
+    tdm_prof_record_start(1, 100000);
+    tdm_fb_result res;
+    tdm_error err;
+    CHECK(tdm_model_forward_backward(s.m, &s.b, 0.5f, &res, &err) == 0, "%s", err.msg);
+    tdm_prof_record_stop();
+    tdm_prof_collection c;
+    tdm_prof_collect(&c);
+    int layers = 0;
+    for (int64_t k = 0; k < c.n_events; k++) layers += c.events[k].cat == TDM_PROF_LAYER;
+    CHECK(layers == r.begins && layers > 0, "%d layer events for %d unit passes", layers, r.begins);
+    tdm_prof_collection_free(&c);
+    for (int i = 0; i < t->n; i++) free(r.snap[i]);
+    free(r.snap);
+    free(r.needed);
+    free(r.ready);
+    unmake(&s);
+}
+
 static void test_forward_only_hooks(void) {
     setup s;
     CHECK(make(&s, 0, (tdm_freeze){0, 0, 0, 0}) == 0, "setup");
@@ -276,6 +307,7 @@ int main(void) {
     RUN(test_hooks_frozen_llm);
     RUN(test_hooks_projector_only);
     RUN(test_forward_only_hooks);
+    RUN(test_one_profiler_event_per_unit);
     RUN(test_hooks_text_only);
     RUN(test_gradients_accumulate);
     RUN(test_bad_batches);
