@@ -14,7 +14,8 @@
 #                                        baseline vs --overlap-grad-reduce, and vs both overlap flags
 #   bench/link/run_link_bench.sh         both
 # Environment: RATES ("0.5 1 2", Gbit/s), PROBE_MPIS ("openmpi mpich"), AB_MPI (openmpi),
-# MODES ("thread inline"), CANDS ("overlap_grad overlap_both"), STEPS (30), WINDOW (11:30),
+# MODES ("thread inline"), CANDS ("overlap_grad overlap_both"; "custom": BASE_FLAGS against CAND_FLAGS),
+# STEPS (30), WINDOW (11:30),
 # GBS (global batch, 12: sets the compute per step against the fixed gradient traffic), MBS (micro-batch
 # size, 1; MBS = GBS/2 gives one micro-batch per rank, so the whole backward can hide the reduce-scatter),
 # BUCKETS (gradient buckets, 8), REPEATS (interleaved timing runs per side, 1), AB_FLAGS (extra train flags),
@@ -157,14 +158,17 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
     set_rate "$rate"
     for mode in $MODES; do
       for cand in ${CANDS:-overlap_grad overlap_both}; do
+        bflags=""
         case $cand in
           overlap_grad) cflags="--overlap-grad-reduce" ;;
           overlap_both) cflags="--overlap-grad-reduce --overlap-param-gather" ;;
+          custom) bflags=${BASE_FLAGS:-}; cflags=${CAND_FLAGS:?CANDS=custom needs CAND_FLAGS (and optionally BASE_FLAGS)} ;;
+          *) die "CANDS: unknown candidate '$cand' (overlap_grad, overlap_both, custom)" ;;
         esac
         run="${rate}gbit_${mode}_${cand}"
         echo "== ab $run"
         rm -rf "$OUT/ab/$run"; mkdir -p "$OUT/ab"
-        mpi_run "$AB_MPI" 1800 "$TANDEM" ab --baseline "" --candidate "$cflags" --comm-progress "$mode" \
+        mpi_run "$AB_MPI" 1800 "$TANDEM" ab --baseline "$bflags" --candidate "$cflags" --comm-progress "$mode" \
           "${COMMON[@]}" --out "$OUT/ab/$run" >"$OUT/ab/$run.log" 2>&1 \
           || { echo "ab $run failed:"; tail -n 20 "$OUT/ab/$run.log"; }
         grep -E "mean step time|exposed|overlap efficiency" "$OUT/ab/$run.log" | head -n 6
@@ -180,7 +184,8 @@ print("|---|---|---|---|---|---|---|---|---|---|---|")
 f = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
 for rate in rates:
     for mode in modes:
-        for cand, label in (("overlap_grad", "--overlap-grad-reduce"), ("overlap_both", "both overlap flags")):
+        for cand, label in (("overlap_grad", "--overlap-grad-reduce"), ("overlap_both", "both overlap flags"),
+                            ("custom", "custom (BASE_FLAGS vs CAND_FLAGS)")):
             if cand not in cands: continue
             p = os.path.join(d, f"{rate}gbit_{mode}_{cand}", "summary.json")
             if not os.path.exists(p):

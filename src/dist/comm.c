@@ -1,10 +1,14 @@
 /* comm.c - FIFO of collectives, progressed by a polling thread or inline (see comm.h). */
 #include "dist/comm.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "core/alloc.h"
@@ -26,6 +30,8 @@ struct tdm_comm {
     int rank, size;
     tdm_ddp_progress mode;
     int max_ops;
+    int thread_nice;
+    int applied_nice;       /* what the thread read back; -1 until then (guarded by mu) */
 
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* compute -> comm: something queued, or stop */
@@ -91,8 +97,17 @@ static void *comm_main(void *arg) {
     tdm_prof_thread_name("comm");
     /* The default 50 us timer slack would stretch every short sleep to ~70-100 us. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    /* A lower priority than compute: on busy cores the thread then runs when a compute
+     * thread blocks or its time slice ends, instead of preempting it at every poll. On
+     * Linux the "process" of setpriority is this thread (a thread id). Raising one's own
+     * niceness needs no privilege; failing to is harmless, so it is not checked. */
+    const id_t tid = (id_t)syscall(SYS_gettid);
+    if (c->thread_nice > 0) (void)setpriority(PRIO_PROCESS, tid, c->thread_nice);
+    errno = 0;
+    int nice_now = getpriority(PRIO_PROCESS, tid);
     int idle_polls = 0;
     pthread_mutex_lock(&c->mu);
+    c->applied_nice = errno == 0 ? nice_now : -1;
     for (;;) {
         while (!c->stop && c->q_len == 0 && c->n_active == 0) pthread_cond_wait(&c->work_cv, &c->mu);
         if (c->stop && c->q_len == 0 && c->n_active == 0) break;
@@ -136,12 +151,14 @@ static void *comm_main(void *arg) {
     return NULL;
 }
 
-tdm_comm *tdm_comm_create(MPI_Comm comm, tdm_ddp_progress mode, int max_ops, tdm_error *err) {
+tdm_comm *tdm_comm_create(MPI_Comm comm, tdm_ddp_progress mode, int max_ops, int thread_nice, tdm_error *err) {
     tdm_comm *c = tdm_xcalloc(1, sizeof *c);
     c->comm = comm;
     MPI_Comm_rank(comm, &c->rank);
     MPI_Comm_size(comm, &c->size);
     c->mode = mode;
+    c->thread_nice = thread_nice;
+    c->applied_nice = -1;
     c->max_ops = max_ops > 0 ? max_ops : 1;
     c->queue = tdm_xcalloc((size_t)c->max_ops, sizeof *c->queue);
     c->active = tdm_xcalloc((size_t)c->max_ops, sizeof *c->active);
@@ -269,6 +286,15 @@ uint64_t tdm_comm_thread_cpu_ns(const tdm_comm *c) {
     struct timespec ts;
     if (clock_gettime(c->thread_clock, &ts) != 0) return 0;
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int tdm_comm_thread_nice(const tdm_comm *c) {
+    if (!c->has_thread) return -1;
+    tdm_comm *m = (tdm_comm *)c;
+    pthread_mutex_lock(&m->mu);
+    int v = c->applied_nice;
+    pthread_mutex_unlock(&m->mu);
+    return v;
 }
 
 int64_t tdm_comm_completed(const tdm_comm *c) {

@@ -57,8 +57,9 @@ typedef struct tdm_comm_op {
 
 typedef struct tdm_comm tdm_comm;
 
-/* Takes ownership of `comm` (frees it). max_ops bounds the ops in flight at once. */
-tdm_comm *tdm_comm_create(MPI_Comm comm, tdm_ddp_progress mode, int max_ops, tdm_error *err);
+/* Takes ownership of `comm` (frees it). max_ops bounds the ops in flight at once;
+ * thread_nice (0-19) is the communication thread's niceness (THREAD mode only). */
+tdm_comm *tdm_comm_create(MPI_Comm comm, tdm_ddp_progress mode, int max_ops, int thread_nice, tdm_error *err);
 /* Waits for every posted op, stops the thread, frees the communicator. */
 void tdm_comm_free(tdm_comm *c);
 
@@ -74,6 +75,9 @@ void tdm_comm_wait_all(tdm_comm *c);
 
 /* CPU time the communication thread has consumed (0 in INLINE mode). */
 uint64_t tdm_comm_thread_cpu_ns(const tdm_comm *c);
+/* The communication thread's niceness as it read it back once started (-1 in INLINE mode
+ * or before the thread has run). */
+int tdm_comm_thread_nice(const tdm_comm *c);
 int64_t tdm_comm_completed(const tdm_comm *c);
 
 #endif

@@ -9,6 +9,7 @@ void tdm_ddp_config_default(tdm_ddp_config *c) {
     c->check_for_nan_in_grad = 1;
     c->grad_reduce_in_fp32 = 1;
     c->progress = TDM_DDP_PROGRESS_THREAD;
+    c->comm_thread_nice = TDM_DDP_COMM_THREAD_NICE;
 }
 
 int tdm_ddp_config_check(const tdm_ddp_config *c, tdm_error *err) {
@@ -22,6 +23,8 @@ int tdm_ddp_config_check(const tdm_ddp_config *c, tdm_error *err) {
     if (!c->grad_reduce_in_fp32) return tdm_errorf(err, "grad_reduce_in_fp32: only fp32 gradient reduction exists");
     if (c->average_in_collective)
         return tdm_errorf(err, "average_in_collective: gradients are summed and scaled by 1/tokens instead");
+    if (c->comm_thread_nice < 0 || c->comm_thread_nice > 19)
+        return tdm_errorf(err, "--comm-thread-nice %d: expected 0 to 19", c->comm_thread_nice);
     if (c->progress != TDM_DDP_PROGRESS_THREAD && c->progress != TDM_DDP_PROGRESS_INLINE)
         return tdm_errorf(err, "progress mode %d: expected thread or inline", (int)c->progress);
     return 0;

@@ -25,6 +25,12 @@ typedef enum tdm_ddp_progress {
     TDM_DDP_PROGRESS_INLINE = 1, /* the compute thread calls MPI_Test between layers */
 } tdm_ddp_progress;
 
+/* The communication thread's default niceness. It needs little CPU, but at nice 0 each of
+ * its wake-ups preempts a compute thread when the cores are busy (about a thousand times
+ * per step on 2 cores); at a lower priority it runs in the gaps instead. Measured in
+ * docs/benchmarks.md ("The communication thread's priority"). */
+#define TDM_DDP_COMM_THREAD_NICE 10
+
 typedef struct tdm_ddp_config {
     int use_distributed_optimizer; /* ZeRO-1: reduce-scatter, sharded AdamW, all-gather */
     int overlap_grad_reduce;       /* start each bucket's collective as soon as it is ready */
@@ -34,6 +40,8 @@ typedef struct tdm_ddp_config {
     int num_buckets;               /* >0: bucket_size = ceil(trainable elements / num_buckets);
                                       giving both num_buckets and bucket_size is an error */
     tdm_ddp_progress progress;     /* default THREAD */
+    int comm_thread_nice;          /* scheduling niceness of the communication thread, 0-19
+                                      (default TDM_DDP_COMM_THREAD_NICE) */
     int grad_reduce_in_fp32;       /* always 1: gradients are fp32 here */
     int average_in_collective;     /* always 0: we sum, and the optimizer scales by 1/tokens */
 } tdm_ddp_config;

@@ -246,7 +246,7 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
     MPI_Comm_dup(dp_comm, &bucket_comm);
     int ok = alloc_buffers(ddp, err) == 0;
     if (ok)
-        ok = (ddp->eng = tdm_comm_create(bucket_comm, cfg->progress, 2 * ddp->L.n_buckets, err)) != NULL;
+        ok = (ddp->eng = tdm_comm_create(bucket_comm, cfg->progress, 2 * ddp->L.n_buckets, cfg->comm_thread_nice, err)) != NULL;
     else
         MPI_Comm_free(&bucket_comm);
     int mine = ok ? INT_MAX : ddp->rank, first_bad = INT_MAX;
@@ -442,6 +442,7 @@ void tdm_ddp_get_stats(const tdm_ddp *ddp, tdm_ddp_stats *out) {
     out->grad_wait_ns = ddp->grad_wait_ns;
     out->gather_wait_ns = ddp->gather_wait_ns;
     out->collectives = tdm_comm_completed(ddp->eng);
+    out->comm_thread_nice = tdm_comm_thread_nice(ddp->eng);
 }
 
 uint64_t tdm_ddp_tick(tdm_ddp *ddp) { return ++ddp->seq; }

@@ -165,6 +165,7 @@ typedef struct tdm_ddp_stats {
     uint64_t grad_wait_ns;       /* compute thread blocked on gradient collectives, total */
     uint64_t gather_wait_ns;     /* compute thread blocked on parameter all-gathers, total */
     int64_t collectives;         /* collectives completed since create */
+    int comm_thread_nice;        /* the communication thread's niceness (-1 inline) */
 } tdm_ddp_stats;
 void tdm_ddp_get_stats(const tdm_ddp *ddp, tdm_ddp_stats *out);
 

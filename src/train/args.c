@@ -142,6 +142,8 @@ static const arg_def ARGS[] = {
      NULL, NULL, NULL, "do not check each bucket's gradients for NaN/Inf"},
     {"comm-progress", "comm_progress", ARG_CHOICE, F(comm_progress), 0, 0, NONE_NEVER, "thread", "thread|inline",
      "MODE", "who progresses MPI: a communication thread, or the compute thread between layers"},
+    {"comm-thread-nice", "comm_thread_nice", ARG_INT, F(comm_thread_nice), 0, 19, NONE_NEVER, "10", NULL, "N",
+     "scheduling niceness of the communication thread (0-19; above 0 it yields busy cores to compute)"},
 
     /* freezing */
     {"freeze-vision", "freeze_vision", ARG_SWITCH, F(freeze_vision), 0, 0, NONE_NEVER, NULL, NULL, NULL,

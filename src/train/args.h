@@ -83,6 +83,7 @@ typedef struct tdm_train_args {
     int ddp_num_buckets;                 /* 0 = not given */
     int check_for_nan_in_grad;
     char comm_progress[16];              /* thread | inline */
+    int comm_thread_nice;                /* 0-19 */
 
     /* freezing */
     int freeze_vision, freeze_projector, freeze_llm, freeze_lm_head;

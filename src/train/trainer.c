@@ -131,6 +131,7 @@ static int build_ddp(trainer *t, tdm_error *err) {
     dc.bucket_size = a->ddp_bucket_size;
     dc.num_buckets = a->ddp_num_buckets;
     if (tdm_ddp_progress_parse(a->comm_progress, &dc.progress, err) != 0) return -1;
+    dc.comm_thread_nice = a->comm_thread_nice;
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
     tdm_strbuf note;

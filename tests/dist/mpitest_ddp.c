@@ -20,7 +20,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "dist/ddp.h"
@@ -58,6 +60,7 @@ typedef struct run_result {
     uint64_t tick_layer0_bwd, tick_bwd_end;
     int n_buckets;
     uint64_t comm_cpu_ns, wall_ns;
+    int comm_nice;
     tdm_ddp_memory mem;
     tdm_timing timing;
 } run_result;
@@ -191,6 +194,7 @@ static int run(const run_opts *o, run_result *res) {
     tdm_ddp_stats st1;
     tdm_ddp_get_stats(ddp, &st1);
     res->comm_cpu_ns = st1.comm_thread_cpu_ns - st0.comm_thread_cpu_ns;
+    res->comm_nice = st1.comm_thread_nice;
     tdm_ddp_get_memory(ddp, &res->mem);
     if (res->failed_step < 0) tdm_ddp_timers_report(ddp, o->steps, &res->timing, &err);
     tdm_ddp_wait_params(ddp);
@@ -726,7 +730,22 @@ static void test_report_comm_thread_cpu(void) {
     if (g_rank == 0)
         printf("  comm thread CPU per step: %.3f ms (max over ranks) against %.3f ms wall per step\n", mx[0], mx[1]);
     CHECK(r.comm_cpu_ns > 0, "the communication thread's CPU clock did not advance");
+    /* The thread asks for its niceness; without privilege it cannot go below the process's. */
+    const int base = getpriority(PRIO_PROCESS, 0);
+    const int want = TDM_DDP_COMM_THREAD_NICE > base ? TDM_DDP_COMM_THREAD_NICE : base;
+    CHECK(r.comm_nice == want || (r.comm_nice == TDM_DDP_COMM_THREAD_NICE && geteuid() == 0),
+          "communication thread at nice %d, expected the default %d (process at %d)", r.comm_nice,
+          TDM_DDP_COMM_THREAD_NICE, base);
     run_free(&r);
+    o.cfg.comm_thread_nice = 13;
+    o.steps = 2;
+    CHECK(run(&o, &r) == 0, "%s", r.err);
+    CHECK(r.comm_nice == (13 > base ? 13 : base) || (r.comm_nice == 13 && geteuid() == 0),
+          "--comm-thread-nice 13: the thread runs at nice %d", r.comm_nice);
+    run_free(&r);
+    o.cfg.comm_thread_nice = 20;
+    tdm_error err;
+    CHECK(tdm_ddp_config_check(&o.cfg, &err) != 0 && strstr(err.msg, "expected 0 to 19"), "nice 20 accepted");
 }
 
 /* An allocation that fails on one rank alone (the last rank's frozen storage: frozen

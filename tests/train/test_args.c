@@ -7,6 +7,7 @@
 
 #include "core/fs.h"
 #include "harness.h"
+#include "dist/config.h"
 #include "train/args.h"
 
 static int parse(tdm_train_args *a, const char *flags, tdm_error *err) {
@@ -25,6 +26,7 @@ static void test_defaults_are_megatrons(void) {
     CHECK(a.check_for_nan_in_grad == 1, "nan check on by default");
     CHECK(a.lr_warmup_fraction < 0, "warmup fraction unset");
     CHECK(!strcmp(a.comm_progress, "thread"), "%s", a.comm_progress);
+    CHECK(a.comm_thread_nice == TDM_DDP_COMM_THREAD_NICE, "comm thread nice %d", a.comm_thread_nice);
 }
 
 static void test_values_both_spellings(void) {
@@ -61,6 +63,8 @@ static void test_errors_are_one_clear_sentence(void) {
     CHECK(parse(&a, "--lr abc", &err) != 0 && strstr(err.msg, "expected a number, got 'abc'") != NULL, "%s",
           err.msg);
     CHECK(parse(&a, "--micro-batch-size 0", &err) != 0 && strstr(err.msg, "out of range") != NULL, "%s", err.msg);
+    CHECK(parse(&a, "--comm-thread-nice 20", &err) != 0 && strstr(err.msg, "out of range") != NULL, "%s", err.msg);
+    CHECK(parse(&a, "--comm-thread-nice 0", &err) == 0 && a.comm_thread_nice == 0, "%s", err.msg);
     CHECK(parse(&a, "--micro-batch-size 2.5", &err) != 0 && strstr(err.msg, "expected an integer") != NULL, "%s",
           err.msg);
     CHECK(parse(&a, "--lr-decay-style cosin", &err) != 0 && strstr(err.msg, "expected one of") != NULL, "%s",
