@@ -46,6 +46,22 @@ static void on_end(void *ctx, const char *name, int bw) {
     ((rec *)ctx)->ends++;
 }
 
+/* Zeroed counters for table t, installed as m's hooks (the model copies the struct). */
+static void rec_install(rec *r, tdm_param_table *t, tdm_model *m) {
+    *r = (rec){.t = t, .last_needed = -1, .order_ok = 1};
+    r->needed = calloc((size_t)t->n, sizeof(int));
+    r->ready = calloc((size_t)t->n, sizeof(int));
+    r->snap = calloc((size_t)t->n, sizeof(float *));
+    tdm_param_hooks h = {r, on_needed, on_ready, on_progress, on_begin, on_end};
+    tdm_model_set_hooks(m, &h);
+}
+static void rec_free(rec *r) {
+    for (int i = 0; i < r->t->n; i++) free(r->snap[i]);
+    free(r->snap);
+    free(r->needed);
+    free(r->ready);
+}
+
 static const rb_sample SAMPLES[] = {
     {.text_len = 4, .n_images = 2, .gh = {4, 2}, .gw = {2, 6}},
     {.text_len = 7, .n_images = 0},
@@ -82,12 +98,8 @@ static void check_contract(int tied, tdm_freeze fz, const char *what) {
     setup s;
     CHECK(make(&s, tied, fz) == 0, "%s: setup", what);
     tdm_param_table *t = tdm_model_params(s.m);
-    rec r = {.t = t, .last_needed = -1, .order_ok = 1};
-    r.needed = calloc((size_t)t->n, sizeof(int));
-    r.ready = calloc((size_t)t->n, sizeof(int));
-    r.snap = calloc((size_t)t->n, sizeof(float *));
-    tdm_param_hooks h = {&r, on_needed, on_ready, on_progress, on_begin, on_end};
-    tdm_model_set_hooks(s.m, &h);
+    rec r;
+    rec_install(&r, t, s.m);
     tdm_fb_result res;
     tdm_error err;
     CHECK(tdm_model_forward_backward(s.m, &s.b, 0.5f, &res, &err) == 0, "%s: %s", what, err.msg);
@@ -105,10 +117,7 @@ static void check_contract(int tied, tdm_freeze fz, const char *what) {
     }
     if (fz.vision && fz.projector) CHECK(r.vision_bw_layers == 0, "%s: vision backward ran", what);
     else CHECK(r.vision_bw_layers > 0, "%s: no vision backward", what);
-    for (int i = 0; i < t->n; i++) free(r.snap[i]);
-    free(r.snap);
-    free(r.needed);
-    free(r.ready);
+    rec_free(&r);
     unmake(&s);
 }
 
@@ -118,19 +127,14 @@ static void test_hooks_frozen_vision(void) { check_contract(0, (tdm_freeze){1, 1
 static void test_hooks_frozen_llm(void) { check_contract(1, (tdm_freeze){0, 0, 1, 1}, "llm frozen"); }
 static void test_hooks_projector_only(void) { check_contract(0, (tdm_freeze){1, 0, 1, 1}, "projector only"); }
 
-/* Forward only (generation, evaluation): every parameter needed once, in order, no grads. */
 /* At profiler level 1 the model records one LAYER event per unit and pass, whatever
  * hooks are installed (the data-parallel layer once recorded them a second time). */
 static void test_one_profiler_event_per_unit(void) {
     setup s;
     CHECK(make(&s, 0, (tdm_freeze){1, 1, 0, 0}) == 0, "setup");
     tdm_param_table *t = tdm_model_params(s.m);
-    rec r = {.t = t, .last_needed = -1, .order_ok = 1};
-    r.needed = calloc((size_t)t->n, sizeof(int));
-    r.ready = calloc((size_t)t->n, sizeof(int));
-    r.snap = calloc((size_t)t->n, sizeof(float *));
-    tdm_param_hooks h = {&r, on_needed, on_ready, on_progress, on_begin, on_end};
-    tdm_model_set_hooks(s.m, &h);
+    rec r;
+    rec_install(&r, t, s.m);
     tdm_prof_record_start(1, 100000);
     tdm_fb_result res;
     tdm_error err;
@@ -142,23 +146,17 @@ static void test_one_profiler_event_per_unit(void) {
     for (int64_t k = 0; k < c.n_events; k++) layers += c.events[k].cat == TDM_PROF_LAYER;
     CHECK(layers == r.begins && layers > 0, "%d layer events for %d unit passes", layers, r.begins);
     tdm_prof_collection_free(&c);
-    for (int i = 0; i < t->n; i++) free(r.snap[i]);
-    free(r.snap);
-    free(r.needed);
-    free(r.ready);
+    rec_free(&r);
     unmake(&s);
 }
 
+/* Forward only (generation, evaluation): every parameter needed once, in order, no grads. */
 static void test_forward_only_hooks(void) {
     setup s;
     CHECK(make(&s, 0, (tdm_freeze){0, 0, 0, 0}) == 0, "setup");
     tdm_param_table *t = tdm_model_params(s.m);
-    rec r = {.t = t, .last_needed = -1, .order_ok = 1};
-    r.needed = calloc((size_t)t->n, sizeof(int));
-    r.ready = calloc((size_t)t->n, sizeof(int));
-    r.snap = calloc((size_t)t->n, sizeof(float *));
-    tdm_param_hooks h = {&r, on_needed, on_ready, on_progress, on_begin, on_end};
-    tdm_model_set_hooks(s.m, &h);
+    rec r;
+    rec_install(&r, t, s.m);
     int32_t rows[2] = {0, 3};
     int V = tdm_model_get_config(s.m)->text.vocab_size;
     float *logits = calloc((size_t)2 * V, sizeof(float));
@@ -175,9 +173,7 @@ static void test_forward_only_hooks(void) {
     for (int64_t i = 0; i < ng; i++) nz += s.grad[i] != 0.0f;
     CHECK(nz == 0, "%d gradient entries written by a forward", nz);
     free(logits);
-    free(r.snap);
-    free(r.needed);
-    free(r.ready);
+    rec_free(&r);
     unmake(&s);
 }
 
@@ -196,12 +192,8 @@ static void test_hooks_text_only(void) {
     tdm_model_limits lim = {64, 2, 64, 2};
     CHECK(tdm_model_reserve(m, &lim, &err) == 0, "%s", err.msg);
     tdm_param_table *t = tdm_model_params(m);
-    rec r = {.t = t, .last_needed = -1, .order_ok = 1};
-    r.needed = calloc((size_t)t->n, sizeof(int));
-    r.ready = calloc((size_t)t->n, sizeof(int));
-    r.snap = calloc((size_t)t->n, sizeof(float *));
-    tdm_param_hooks h = {&r, on_needed, on_ready, on_progress, on_begin, on_end};
-    tdm_model_set_hooks(m, &h);
+    rec r;
+    rec_install(&r, t, m);
     tdm_fb_result res;
     CHECK(tdm_model_forward_backward(m, &b, 1.0f, &res, &err) == 0, "%s", err.msg);
     CHECK(r.order_ok, "param_needed out of order");
@@ -209,10 +201,7 @@ static void test_hooks_text_only(void) {
         CHECK(r.needed[i] == 1, "param_needed(%s) %d times", t->p[i].name, r.needed[i]);
         CHECK(r.ready[i] == 1, "grad_ready(%s) %d times", t->p[i].name, r.ready[i]);
     }
-    for (int i = 0; i < t->n; i++) free(r.snap[i]);
-    free(r.snap);
-    free(r.needed);
-    free(r.ready);
+    rec_free(&r);
     rb_free(&b);
     tdm_free_big(d);
     tdm_free_big(g);
