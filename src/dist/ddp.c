@@ -246,7 +246,8 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
     MPI_Comm_dup(dp_comm, &bucket_comm);
     int ok = alloc_buffers(ddp, err) == 0;
     if (ok)
-        ok = (ddp->eng = tdm_comm_create(bucket_comm, cfg->progress, 2 * ddp->L.n_buckets, cfg->comm_thread_nice, err)) != NULL;
+        ok = (ddp->eng = tdm_comm_create(bucket_comm, cfg->progress, 2 * ddp->L.n_buckets, cfg->comm_thread_nice,
+                                         err)) != NULL;
     else
         MPI_Comm_free(&bucket_comm);
     int mine = ok ? INT_MAX : ddp->rank, first_bad = INT_MAX;

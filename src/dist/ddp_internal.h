@@ -54,7 +54,7 @@ struct tdm_ddp {
 /* With --overlap-param-gather, how many all-gathers ahead of the bucket forward needs
  * are kept in flight. Megatron dispatches one; two keep the link busy while forward
  * runs layers that hold no trainable parameter (a frozen vision tower), and cut the
- * step at 0.5 Gbit/s (docs/benchmarks.md, "Parameter all-gather prefetch"). */
+ * step at 0.5 Gbit/s (docs/benchmarks.md, "Communication-heavy steps"). */
 #define TDM_DDP_GATHER_PREFETCH 2
 
 /* Records a blocking control collective that started at t0_ns as a profiler wait. */
