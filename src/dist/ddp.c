@@ -25,11 +25,10 @@ static void hook_param_needed(void *ctx, int i) {
     /* All-gathers go out in forward order (bucket nb-1 first), so every rank issues
      * them identically; dispatch up to b, wait for b, and keep the next
      * TDM_DDP_GATHER_PREFETCH buckets in flight. */
-    while (ddp->gathers_dispatched <= nb - 1 - b) tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
+    tdm_ddp__dispatch_gathers(ddp, nb - b);
     ddp->gather_wait_ns += tdm_comm_wait(ddp->eng, &ddp->gather_ops[b]);
     ddp->gather_waited[b] = 1;
-    while (ddp->gathers_dispatched < nb && ddp->gathers_dispatched <= nb - 1 - b + TDM_DDP_GATHER_PREFETCH)
-        tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
+    tdm_ddp__dispatch_gathers(ddp, nb - b + TDM_DDP_GATHER_PREFETCH);
     int all = 1;
     for (int k = 0; k < nb && all; k++) all = ddp->gather_waited[k];
     if (all) ddp->gathers_pending = 0;
@@ -97,10 +96,17 @@ static void check_bucket(tdm_ddp *ddp, int b) {
     }
 }
 
-void tdm_ddp__dispatch_all_gathers(tdm_ddp *ddp) {
+void tdm_ddp__dispatch_gathers(tdm_ddp *ddp, int n) {
     const int nb = ddp->L.n_buckets;
-    if (!ddp->gathers_pending) return;
-    while (ddp->gathers_dispatched < nb) tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
+    while (ddp->gathers_dispatched < nb && ddp->gathers_dispatched < n) {
+        int b = nb - 1 - ddp->gathers_dispatched++;
+        if (tdm_prof_on(1)) tdm_prof_instant(TDM_PROF_MARK, 1, "param all-gather posted", b);
+        tdm_comm_post(ddp->eng, &ddp->gather_ops[b]);
+    }
+}
+
+void tdm_ddp__dispatch_all_gathers(tdm_ddp *ddp) {
+    if (ddp->gathers_pending) tdm_ddp__dispatch_gathers(ddp, ddp->L.n_buckets);
 }
 
 void tdm_ddp__wait_all_gathers(tdm_ddp *ddp) {
@@ -114,16 +120,11 @@ void tdm_ddp__wait_all_gathers(tdm_ddp *ddp) {
     ddp->gathers_pending = 0;
 }
 
-/* A small blocking collective on the control communicator (flags, norms, loss sums) is
- * mostly this rank waiting for the slowest one to arrive: the profiler records it as a
- * wait, so that the analysis does not count it as compute. */
-void tdm_ddp__record_control_wait(const char *name, uint64_t t0_ns) {
+/* A small blocking collective on the control communicator (flags, norms, loss sums) that
+ * started at t0_ns is mostly this rank waiting for the slowest one to arrive: the profiler
+ * records it as a wait, so that the analysis does not count it as compute. */
+static void record_control_wait(const char *name, uint64_t t0_ns) {
     if (tdm_prof_on(1)) tdm_prof_complete(TDM_PROF_WAIT, 1, name, t0_ns, tdm_now_ns(), -1);
-}
-
-void tdm_ddp__post_gather(tdm_ddp *ddp, int b) {
-    if (tdm_prof_on(1)) tdm_prof_instant(TDM_PROF_MARK, 1, "param all-gather posted", b);
-    tdm_comm_post(ddp->eng, &ddp->gather_ops[b]);
 }
 
 static void launch_bucket(tdm_ddp *ddp, int b) {
@@ -367,7 +368,7 @@ int tdm_ddp_finish_grad_sync(tdm_ddp *ddp, tdm_error *err) {
                     ddp->dup_param >= 0 ? ddp->dup_param : INT_MAX};
     uint64_t t_agree = tdm_now_ns();
     MPI_Allreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MIN, ddp->ctl);
-    tdm_ddp__record_control_wait("grad sync: ranks agree", t_agree);
+    record_control_wait("grad sync: ranks agree", t_agree);
     int rc = 0;
     if (flags[0] != INT_MAX) {
         int64_t info[3] = {ddp->iteration, ddp->nan_bucket, ddp->nan_param};
@@ -398,7 +399,7 @@ int tdm_ddp_sum_across_ranks(tdm_ddp *ddp, double *vals, int n, tdm_error *err) 
     if (n < 0 || n > 64) return tdm_errorf(err, "sum across ranks: %d values, expected at most 64", n);
     uint64_t t0 = tdm_now_ns();
     MPI_Allgather(vals, n, MPI_DOUBLE, ddp->gather_scratch, n, MPI_DOUBLE, ddp->ctl);
-    tdm_ddp__record_control_wait("sum across ranks", t0);
+    record_control_wait("sum across ranks", t0);
     for (int k = 0; k < n; k++) {
         double s = 0.0;
         for (int r = 0; r < ddp->size; r++) s += ddp->gather_scratch[(size_t)r * n + k];

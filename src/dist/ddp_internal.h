@@ -57,10 +57,9 @@ struct tdm_ddp {
  * step at 0.5 Gbit/s (docs/benchmarks.md, "Communication-heavy steps"). */
 #define TDM_DDP_GATHER_PREFETCH 2
 
-/* Records a blocking control collective that started at t0_ns as a profiler wait. */
-void tdm_ddp__record_control_wait(const char *name, uint64_t t0_ns);
-/* Posts bucket b's parameter all-gather (optimizer.c and ddp.c share it). */
-void tdm_ddp__post_gather(tdm_ddp *ddp, int b);
+/* Posts parameter all-gathers in forward order (bucket n_buckets-1 first, the same order
+ * on every rank) until the first n of them are out (optimizer.c and ddp.c share it). */
+void tdm_ddp__dispatch_gathers(tdm_ddp *ddp, int n);
 /* Dispatches every all-gather not yet dispatched, in forward order. */
 void tdm_ddp__dispatch_all_gathers(tdm_ddp *ddp);
 /* Waits for every dispatched all-gather. */

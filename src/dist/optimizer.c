@@ -90,8 +90,7 @@ int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_
         if (ddp->cfg.overlap_param_gather) {
             /* Start the first buckets forward needs; param_needed waits per bucket and
              * keeps the next ones in flight (hook_param_needed in ddp.c). */
-            while (ddp->gathers_dispatched < nb && ddp->gathers_dispatched < TDM_DDP_GATHER_PREFETCH)
-                tdm_ddp__post_gather(ddp, nb - 1 - ddp->gathers_dispatched++);
+            tdm_ddp__dispatch_gathers(ddp, TDM_DDP_GATHER_PREFETCH);
         } else {
             tdm_timers_start(&ddp->timers, TDM_TIMER_PARAMS_ALL_GATHER);
             tdm_ddp__wait_all_gathers(ddp);
