@@ -18,7 +18,9 @@
 # STEPS (30), WINDOW (11:30),
 # GBS (global batch, 12: sets the compute per step against the fixed gradient traffic), MBS (micro-batch
 # size, 1; MBS = GBS/2 gives one micro-batch per rank, so the whole backward can hide the reduce-scatter),
-# BUCKETS (gradient buckets, 8), REPEATS (interleaved timing runs per side, 1), AB_FLAGS (extra train flags),
+# MBS_BY_RATE ("RATE:MBS ...", e.g. "0.5:24 1:12 2:6": at a listed rate, micro-batch MBS and global batch
+# 2 x MBS, one micro-batch per rank; chooses the compute per step so that communication is a given
+# share of it at every rate), BUCKETS (gradient buckets, 8), REPEATS (interleaved timing runs per side, 1), AB_FLAGS (extra train flags),
 # OUT (build/link-bench). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
 # the tables $OUT/probe.md and $OUT/ab.md, and $OUT/ab.svg (step time against link rate:
 # baseline, candidates and their ideal bound; bench/link/plot_link.py).
@@ -152,10 +154,16 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
   # the link every step (reduce-scatter), and the updated parameters (all-gather).
   COMMON=(--model "$PWD/configs/tiny" --tokenizer "$D/tok.json" --data "$D/train.json"
           --freeze-vision --freeze-projector --use-distributed-optimizer --ddp-num-buckets "${BUCKETS:-8}"
-          --micro-batch-size "${MBS:-1}" --global-batch-size "${GBS:-12}" --seq-length 512 --lr 1e-4 --lr-warmup-iters 2 --seed 1234
+          --seq-length 512 --lr 1e-4 --lr-warmup-iters 2 --seed 1234
           --steps "$STEPS" --window "$WINDOW" --repeats "${REPEATS:-1}" --audit-steps 0 --profile-steps 3 ${AB_FLAGS:-})
   for rate in $RATES; do
     set_rate "$rate"
+    mbs=${MBS:-1} gbs=${GBS:-12}
+    for pair in ${MBS_BY_RATE:-}; do
+      [[ $pair =~ ^([0-9.]+):([1-9][0-9]*)$ ]] || die "MBS_BY_RATE: expected RATE:MBS pairs such as 0.5:24, got '$pair'"
+      [ "${BASH_REMATCH[1]}" = "$rate" ] && mbs=${BASH_REMATCH[2]} gbs=$((2 * BASH_REMATCH[2]))
+    done
+    echo "== $rate Gbit/s: micro-batch $mbs, global batch $gbs"
     for mode in $MODES; do
       for cand in ${CANDS:-overlap_grad overlap_both}; do
         bflags=""
@@ -168,19 +176,21 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
         run="${rate}gbit_${mode}_${cand}"
         echo "== ab $run"
         rm -rf "$OUT/ab/$run"; mkdir -p "$OUT/ab"
+        echo "$mbs $gbs" >"$OUT/ab/$run.batch"
         mpi_run "$AB_MPI" 1800 "$TANDEM" ab --baseline "$bflags" --candidate "$cflags" --comm-progress "$mode" \
-          "${COMMON[@]}" --out "$OUT/ab/$run" >"$OUT/ab/$run.log" 2>&1 \
+          "${COMMON[@]}" --micro-batch-size "$mbs" --global-batch-size "$gbs" --out "$OUT/ab/$run" >"$OUT/ab/$run.log" 2>&1 \
           || { echo "ab $run failed:"; tail -n 20 "$OUT/ab/$run.log"; }
-        grep -E "mean step time|exposed|overlap efficiency" "$OUT/ab/$run.log" | head -n 6
+        grep -E "mean step time|exposed|overlap efficiency" "$OUT/ab/$run.log" | head -n 8
       done
     done
   done
   $PY - "$OUT/ab" "$RATES" "$MODES" "${CANDS:-overlap_grad overlap_both}" >"$OUT/ab.md" <<'PYEOF'
 import json, os, sys
 d, rates, modes, cands = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
-print("| link (Gbit/s) | progress | candidate | baseline ms | candidate ms | change (95% CI) | comm share of baseline "
-      "| exposed comm ms (base / cand) | last bucket ms (cand) | ideal ms (cand) | overlap eff. (cand) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| link (Gbit/s) | progress | candidate | micro-batch / global batch | baseline ms | candidate ms "
+      "| change (95% CI) | comm share of baseline | exposed comm ms (base / cand) | last bucket ms (cand) | ideal ms (cand) | overlap eff. (cand) "
+      "| ideal ms, schedule (cand) | eff., schedule (cand) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 f = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
 for rate in rates:
     for mode in modes:
@@ -189,15 +199,18 @@ for rate in rates:
             if cand not in cands: continue
             p = os.path.join(d, f"{rate}gbit_{mode}_{cand}", "summary.json")
             if not os.path.exists(p):
-                print(f"| {rate} | {mode} | {label} | failed | | | | | | | |"); continue
+                print(f"| {rate} | {mode} | {label} | | failed | | | | | | | | | |"); continue
             s = json.load(open(p)); a, b = s["baseline"], s["candidate"]
             share = a["comm_ms"] / a["mean_step_ms"] if a.get("comm_ms") is not None and a.get("mean_step_ms") else None
             ci = s.get("ci95_pct") or [None, None]
-            print(f"| {rate} | {mode} | {label} | {f(a['mean_step_ms'])} | {f(b['mean_step_ms'])} "
+            bp = os.path.join(d, f"{rate}gbit_{mode}_{cand}.batch")
+            batch = " / ".join(open(bp).read().split()) if os.path.exists(bp) else "-"
+            print(f"| {rate} | {mode} | {label} | {batch} | {f(a['mean_step_ms'])} | {f(b['mean_step_ms'])} "
                   f"| {f(s['step_time_change_pct'])}% ({f(ci[0])} .. {f(ci[1])}) | {f(share and 100 * share, 0)}% "
                   f"| {f(a['exposed_comm_ms'])} / {f(b['exposed_comm_ms'])} | {f(b.get('last_bucket_comm_ms'))} "
                   f"| {f(b['ideal_step_ms'])} "
-                  f"| {f(b['overlap_efficiency'], 2)} |")
+                  f"| {f(b['overlap_efficiency'], 2)} | {f(b.get('sched_ideal_step_ms'))} "
+                  f"| {f(b.get('sched_overlap_efficiency'), 2)} |")
 PYEOF
   cat "$OUT/ab.md"
   $PY bench/link/plot_link.py --out "$OUT/ab.svg" "$AB_MPI=$OUT" && echo "plot: $OUT/ab.svg"

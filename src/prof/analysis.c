@@ -138,6 +138,54 @@ static double last_grad_comm_us(const tdm_prof_rec *recs, int64_t n, int32_t ran
     return b - a;
 }
 
+static int f_grad_comm(const tdm_prof_rec *r) { return f_comm(r) && !strncmp(r->name, "grad", 4); }
+static int f_param_comm(const tdm_prof_rec *r) { return f_comm(r) && !strncmp(r->name, "param", 5); }
+
+/* The window in which a kind of collective could run behind compute (see analysis.h):
+ * from its first post in [lo, hi) (lo when one is already in flight at lo) to its last post
+ * (to_last_post) or to the end of its last collective. Returns 0 when the step has none. */
+static int comm_window(const tdm_prof_rec *recs, int64_t n, int32_t rank, rec_filter kind, const char *post_mark,
+                       int to_last_post, double lo, double hi, double *w0, double *w1) {
+    double first_post = INFINITY, last_post = -INFINITY;   /* the MARK instants */
+    double first_start = INFINITY, last_start = -INFINITY, last_end = -INFINITY; /* the COMM records */
+    int in_flight_at_lo = 0, any = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const tdm_prof_rec *r = &recs[i];
+        if (r->rank != rank) continue;
+        if (r->instant) {
+            if (r->cat != TDM_PROF_MARK || strcmp(r->name, post_mark) != 0 || r->t0_us < lo || r->t0_us >= hi) continue;
+            if (r->t0_us < first_post) first_post = r->t0_us;
+            if (r->t0_us > last_post) last_post = r->t0_us;
+        } else if (kind(r) && r->t1_us > lo && r->t0_us < hi) {
+            any = 1;
+            if (r->t0_us <= lo) in_flight_at_lo = 1;
+            if (r->t0_us < first_start) first_start = r->t0_us;
+            if (r->t0_us > last_start) last_start = r->t0_us;
+            if (r->t1_us > last_end) last_end = r->t1_us;
+        }
+    }
+    if (!any) return 0;
+    *w0 = in_flight_at_lo ? lo : isfinite(first_post) ? first_post : first_start;
+    if (to_last_post) *w1 = isfinite(last_post) ? last_post : last_start;
+    else *w1 = last_end;
+    if (*w0 < lo) *w0 = lo;
+    if (*w1 > hi) *w1 = hi;
+    return *w1 > *w0;
+}
+
+/* Length of the compute union c[0..nc) inside [w0, w1). */
+static double compute_in(const tdm_prof_interval *c, int64_t nc, double w0, double w1) {
+    tdm_prof_interval w = {w0, w1};
+    return tdm_prof_intervals_intersect_length(c, nc, &w, 1);
+}
+
+/* hidden / sched hideable, NaN when the schedule lets less than 1% of the step overlap (a
+ * schedule without overlap still posts its buckets between a few NaN checks: a ratio of
+ * fractions of a millisecond would say nothing). Works on sums as well as on one step. */
+static double sched_efficiency(double hidden, double hideable, double step) {
+    return hideable > 0 && hideable >= 0.01 * step ? hidden / hideable : NAN;
+}
+
 int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank, tdm_prof_step_stats *out,
                               int64_t cap) {
     tdm_prof_interval *a = tdm_xmalloc((size_t)(n + 1) * sizeof *a);
@@ -163,6 +211,23 @@ int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank,
         if (s.hideable_ms < s.hidden_ms) s.hideable_ms = s.hidden_ms; /* part of the last one did hide */
         s.ideal_step_ms = s.step_ms - (s.hideable_ms - s.hidden_ms);
         s.overlap_efficiency = s.hideable_ms > 0 ? s.hidden_ms / s.hideable_ms : NAN;
+        /* the schedule's bound: each kind of collective only behind the compute of its window */
+        double w0, w1, sched = 0;
+        if (comm_window(recs, n, rank, f_grad_comm, "grad bucket posted", 1, lo, hi, &w0, &w1)) {
+            int64_t ng = gather(recs, n, rank, f_grad_comm, lo, hi, b);
+            double grad = tdm_prof_intervals_length(b, ng) - s.last_comm_ms * 1e3, cw = compute_in(c, nc, w0, w1);
+            sched += grad < cw ? grad : cw;
+        }
+        if (comm_window(recs, n, rank, f_param_comm, "param all-gather posted", 0, lo, hi, &w0, &w1)) {
+            int64_t np = gather(recs, n, rank, f_param_comm, lo, hi, b);
+            double param = tdm_prof_intervals_length(b, np), cw = compute_in(c, nc, w0, w1);
+            sched += param < cw ? param : cw;
+        }
+        s.sched_hideable_ms = sched / 1e3;
+        if (s.sched_hideable_ms > s.hideable_ms) s.sched_hideable_ms = s.hideable_ms;
+        if (s.sched_hideable_ms < s.hidden_ms) s.sched_hideable_ms = s.hidden_ms;
+        s.sched_ideal_step_ms = s.step_ms - (s.sched_hideable_ms - s.hidden_ms);
+        s.sched_overlap_efficiency = sched_efficiency(s.hidden_ms, s.sched_hideable_ms, s.step_ms);
         nb = gather(recs, n, rank, f_data_wait, lo, hi, b);
         s.data_wait_ms = tdm_prof_intervals_length(b, nb) / 1e3;
         nb = gather(recs, n, rank, f_wait, lo, hi, b);
@@ -181,7 +246,7 @@ void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_
     memset(m, 0, sizeof *m);
     m->rank = -1;
     m->step = -1;
-    m->overlap_efficiency = NAN;
+    m->overlap_efficiency = m->sched_overlap_efficiency = NAN;
     if (n <= 0) return;
     for (int64_t i = 0; i < n; i++) {
         m->step_ms += s[i].step_ms;
@@ -194,11 +259,15 @@ void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_
         m->data_wait_ms += s[i].data_wait_ms;
         m->wait_ms += s[i].wait_ms;
         m->ideal_step_ms += s[i].ideal_step_ms;
+        m->sched_hideable_ms += s[i].sched_hideable_ms;
+        m->sched_ideal_step_ms += s[i].sched_ideal_step_ms;
     }
     if (m->hideable_ms > 0) m->overlap_efficiency = m->hidden_ms / m->hideable_ms;
+    m->sched_overlap_efficiency = sched_efficiency(m->hidden_ms, m->sched_hideable_ms, m->step_ms);
     double k = (double)n;
     m->step_ms /= k, m->compute_ms /= k, m->comm_ms /= k, m->hidden_ms /= k, m->exposed_ms /= k;
     m->hideable_ms /= k, m->last_comm_ms /= k, m->data_wait_ms /= k, m->wait_ms /= k, m->ideal_step_ms /= k;
+    m->sched_hideable_ms /= k, m->sched_ideal_step_ms /= k;
 }
 
 static int cmp_row_key(const void *a, const void *b) {
@@ -266,24 +335,28 @@ static void fmt_eff(char *buf, size_t cap, double e) {
 }
 
 void tdm_prof_format_steps(tdm_strbuf *sb, const tdm_prof_step_stats *s, int64_t n) {
-    tdm_sb_printf(sb, "Per-step analysis (ms; hidden = comm during compute, exposed = comm - hidden)\n");
-    tdm_sb_printf(sb, "  %4s %5s %9s %9s %9s %9s %9s %9s %9s %9s %8s\n", "rank", "step", "step", "compute", "comm",
-                  "hidden", "exposed", "data wait", "wait", "ideal", "overlap");
-    char e[16];
-    for (int64_t i = 0; i < n; i++) {
-        fmt_eff(e, sizeof e, s[i].overlap_efficiency);
-        tdm_sb_printf(sb, "  %4d %5lld %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8s\n", s[i].rank,
-                      (long long)s[i].step, s[i].step_ms, s[i].compute_ms, s[i].comm_ms, s[i].hidden_ms,
-                      s[i].exposed_ms, s[i].data_wait_ms, s[i].wait_ms, s[i].ideal_step_ms, e);
-    }
-    if (n > 0) {
-        tdm_prof_step_stats m;
-        tdm_prof_step_stats_mean(s, n, &m);
-        fmt_eff(e, sizeof e, m.overlap_efficiency);
-        tdm_sb_printf(sb, "  %4s %5s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8s\n", "mean", "", m.step_ms,
-                      m.compute_ms, m.comm_ms, m.hidden_ms, m.exposed_ms, m.data_wait_ms, m.wait_ms, m.ideal_step_ms,
-                      e);
-    } else {
+    tdm_sb_printf(sb, "Per-step analysis (ms; hidden = comm during compute, exposed = comm - hidden; ideal and "
+                      "overlap: against all compute, and against the compute each collective's schedule allows)\n");
+    tdm_sb_printf(sb, "  %4s %5s %9s %9s %9s %9s %9s %9s %9s %9s %8s %11s %8s\n", "rank", "step", "step", "compute",
+                  "comm", "hidden", "exposed", "data wait", "wait", "ideal", "overlap", "sched ideal", "sched");
+    char e[16], f[16];
+    tdm_prof_step_stats m;
+    tdm_prof_step_stats_mean(s, n, &m);
+    if (n == 0) {
         tdm_sb_printf(sb, "  (no step envelopes: the profile covered no complete step)\n");
+        return;
+    }
+    for (int64_t i = 0; i <= n; i++) { /* the steps, then their mean */
+        const tdm_prof_step_stats *x = i < n ? &s[i] : &m;
+        fmt_eff(e, sizeof e, x->overlap_efficiency);
+        fmt_eff(f, sizeof f, x->sched_overlap_efficiency);
+        char rank[8] = "mean", step[24] = "";
+        if (i < n) {
+            snprintf(rank, sizeof rank, "%d", x->rank);
+            snprintf(step, sizeof step, "%lld", (long long)x->step);
+        }
+        tdm_sb_printf(sb, "  %4s %5s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8s %11.3f %8s\n", rank, step,
+                      x->step_ms, x->compute_ms, x->comm_ms, x->hidden_ms, x->exposed_ms, x->data_wait_ms, x->wait_ms,
+                      x->ideal_step_ms, e, x->sched_ideal_step_ms, f);
     }
 }

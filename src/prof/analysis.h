@@ -17,6 +17,23 @@
  *   ideal     step - (hideable - hidden): the step time if all hideable comm were hidden;
  *             for a step that overlaps nothing, max(compute, comm - last) + last
  *   overlap efficiency = hidden / hideable (NaN when nothing was hideable)
+ * The bound above pools all communication and all compute; the schedule decides which
+ * compute a collective can actually run behind. The same three figures per schedule:
+ *   grad window   from the first gradient bucket's post to the last one's (the backward
+ *                 still running after the first bucket is ready); a schedule that posts
+ *                 every bucket after the backward has an empty window
+ *   param window  from the first parameter all-gather's post (the step's start when one is
+ *                 already in flight then) to the end of the last one: the forward with
+ *                 --overlap-param-gather, nothing but the posting loop without it
+ *   sched hideable  min(grad comm - last, compute in the grad window)
+ *                   + min(param comm, compute in the param window),
+ *                   at most hideable and at least hidden
+ *   sched ideal / sched efficiency  as ideal and efficiency, with sched hideable; the
+ *                 efficiency is NaN when sched hideable is under 1% of the step (a schedule
+ *                 that overlaps nothing)
+ * Posts are the MARK instants "grad bucket posted" / "param all-gather posted" (the start of
+ * the first COMM record of that kind when a trace has none); gradient collectives are COMM
+ * records named "grad...", parameter ones "param...".
  * Threads are classified by name: "comm..." communication, "loader..." data loading,
  * anything else compute.
  */
@@ -74,6 +91,8 @@ typedef struct tdm_prof_step_stats {
     double last_comm_ms; /* the last gradient collective, which cannot overlap */
     double data_wait_ms, wait_ms, ideal_step_ms;
     double overlap_efficiency; /* NaN when hideable is 0 */
+    double sched_hideable_ms, sched_ideal_step_ms;
+    double sched_overlap_efficiency; /* NaN when sched_hideable is 0 */
 } tdm_prof_step_stats;
 
 /* Analyses every step envelope found among rank `rank`'s records (others are ignored).
@@ -82,7 +101,7 @@ typedef struct tdm_prof_step_stats {
 int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank, tdm_prof_step_stats *out,
                               int64_t cap);
 
-/* Mean over steps and ranks (overlap efficiency: total hidden / total hideable). */
+/* Mean over steps and ranks (overlap efficiencies: total hidden / total hideable). */
 void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_step_stats *mean);
 
 typedef struct tdm_prof_op_row {

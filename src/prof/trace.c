@@ -236,7 +236,10 @@ static void step_json(tdm_strbuf *sb, const tdm_prof_step_stats *s) {
     json_num(sb, "data_wait_ms", s->data_wait_ms), tdm_sb_putc(sb, ',');
     json_num(sb, "wait_ms", s->wait_ms), tdm_sb_putc(sb, ',');
     json_num(sb, "ideal_step_ms", s->ideal_step_ms), tdm_sb_putc(sb, ',');
-    json_num(sb, "overlap_efficiency", s->overlap_efficiency);
+    json_num(sb, "overlap_efficiency", s->overlap_efficiency), tdm_sb_putc(sb, ',');
+    json_num(sb, "sched_hideable_comm_ms", s->sched_hideable_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "sched_ideal_step_ms", s->sched_ideal_step_ms), tdm_sb_putc(sb, ',');
+    json_num(sb, "sched_overlap_efficiency", s->sched_overlap_efficiency);
     tdm_sb_putc(sb, '}');
 }
 

@@ -178,6 +178,7 @@ static void precision_check(const tdm_ab_side *a, const tdm_ab_side *b, tdm_ab_r
 static void clear_profile(tdm_ab_side *s) {
     s->comm_ms = s->hidden_comm_ms = s->exposed_comm_ms = s->compute_ms = NAN;
     s->data_wait_ms = s->ideal_step_ms = s->prof_step_ms = s->overlap_efficiency = s->last_bucket_comm_ms = NAN;
+    s->sched_ideal_step_ms = s->sched_overlap_efficiency = NAN;
 }
 
 /* Reads the profiled run's analysis.json means into the side (rank 0). */
@@ -199,7 +200,9 @@ static void read_profile(tdm_ab_side *s) {
              {"exposed_comm_ms", &s->exposed_comm_ms}, {"compute_ms", &s->compute_ms},
              {"data_wait_ms", &s->data_wait_ms}, {"ideal_step_ms", &s->ideal_step_ms},
              {"step_ms", &s->prof_step_ms},      {"overlap_efficiency", &s->overlap_efficiency},
-             {"last_bucket_comm_ms", &s->last_bucket_comm_ms}};
+             {"last_bucket_comm_ms", &s->last_bucket_comm_ms},
+             {"sched_ideal_step_ms", &s->sched_ideal_step_ms},
+             {"sched_overlap_efficiency", &s->sched_overlap_efficiency}};
     for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
         const tdm_json *v = tdm_json_get(m, f[i].key);
         if (v && v->type == TDM_JSON_NUMBER) *f[i].dst = v->num;

@@ -78,6 +78,9 @@ typedef struct tdm_ab_side {
     double comm_ms, hidden_comm_ms, exposed_comm_ms, compute_ms, data_wait_ms, ideal_step_ms, prof_step_ms;
     double last_bucket_comm_ms; /* the last gradient collective, which cannot overlap */
     double overlap_efficiency;
+    /* the same bound and efficiency with each collective against the compute its schedule
+     * lets it overlap (prof/analysis.h: sched) */
+    double sched_ideal_step_ms, sched_overlap_efficiency;
     char trace_dir[1100];
 } tdm_ab_side;
 

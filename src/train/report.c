@@ -97,6 +97,10 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     fmt_pct(ea, sizeof ea, A->overlap_efficiency);
     fmt_pct(eb, sizeof eb, B->overlap_efficiency);
     tdm_sb_printf(sb, "  %-40s %12s %12s\n", "overlap efficiency (hidden / hideable)", ea, eb);
+    row3(sb, "ideal step (this schedule's overlap)", A->sched_ideal_step_ms, B->sched_ideal_step_ms, NULL);
+    fmt_pct(ea, sizeof ea, A->sched_overlap_efficiency);
+    fmt_pct(eb, sizeof eb, B->sched_overlap_efficiency);
+    tdm_sb_printf(sb, "  %-40s %12s %12s\n", "overlap efficiency (this schedule)", ea, eb);
     tdm_sb_printf(sb, "\n  Report: %s/report.md (%.0f s in all)\n", o->out, r->wall_s);
 }
 
@@ -139,7 +143,9 @@ static void json_side(tdm_strbuf *sb, const tdm_ab_side *s) {
     json_num(sb, "data_wait_ms", s->data_wait_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "ideal_step_ms", s->ideal_step_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "last_bucket_comm_ms", s->last_bucket_comm_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "overlap_efficiency", s->overlap_efficiency), tdm_sb_puts(sb, ",\n    ");
+    json_num(sb, "overlap_efficiency", s->overlap_efficiency), tdm_sb_puts(sb, ", ");
+    json_num(sb, "sched_ideal_step_ms", s->sched_ideal_step_ms), tdm_sb_puts(sb, ", ");
+    json_num(sb, "sched_overlap_efficiency", s->sched_overlap_efficiency), tdm_sb_puts(sb, ",\n    ");
     tdm_sb_printf(sb, "\"window_samples\": %lld, \"nan_iterations\": %d, \"skipped_iterations\": %d, ",
                   (long long)s->window_samples, s->nan_iterations, s->skipped_iterations);
     tdm_sb_puts(sb, "\"repeat_mean_step_ms\": [");
@@ -185,7 +191,8 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     else tdm_sb_printf(sb, "  \"fingerprints_equal\": %s,\n", tf[!!r->fingerprints_equal]);
     tdm_sb_printf(sb, "  \"audit_steps\": %lld,\n  \"nan_iterations\": %d,\n  \"skipped_iterations\": %d,\n  ",
                   (long long)A->audit_steps, r->nan_iterations, r->skipped_iterations);
-    json_num(sb, "overlap_efficiency", B->overlap_efficiency);
+    json_num(sb, "overlap_efficiency", B->overlap_efficiency), tdm_sb_puts(sb, ",\n  ");
+    json_num(sb, "sched_overlap_efficiency", B->sched_overlap_efficiency);
     tdm_sb_puts(sb, ",\n  \"config_diff\": [");
     for (int i = 0; i < r->n_diff; i++) {
         if (i) tdm_sb_puts(sb, ", ");

@@ -148,6 +148,131 @@ static void test_last_bucket_cannot_hide(void) {
     CHECK_NEAR(s.overlap_efficiency, 29.0 / 39.0, 1e-12);
 }
 
+/* An instant (MARK) on the compute thread at t µs. */
+static tdm_prof_rec MARK(const char *name, double t) {
+    tdm_prof_rec r = R(TDM_PROF_MARK, TDM_PROF_THREAD_COMPUTE, name, t, t);
+    r.instant = 1;
+    return r;
+}
+
+static void test_schedule_bound(void) {
+    enum { C = TDM_PROF_THREAD_COMPUTE, M = TDM_PROF_THREAD_COMM };
+    tdm_prof_step_stats s;
+    /* --overlap-grad-reduce alone. Forward 0-30, backward 30-60; bucket 1 posted at 45 and
+     * reduced 45-70, bucket 0 (the last) posted at 60 and reduced 70-80 while the compute
+     * thread waits 60-80; optimizer 80-90, then both all-gathers posted at 90 and waited
+     * for, 90-100. compute 70, comm 35 + 10 = 45, hidden 45-60 = 15, last 10.
+     * The issue's bound pools everything: min(45 - 10, 70) = 35, efficiency 15 / 35.
+     * The schedule's: gradients only behind the compute between the first and the last
+     * post (45-60: 15), the all-gathers behind none: 15, efficiency 1, ideal = the step. */
+    tdm_prof_rec g[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 100),
+        R(TDM_PROF_PHASE, C, "forward", 0, 30),
+        R(TDM_PROF_PHASE, C, "backward", 30, 60),
+        MARK("grad bucket posted", 45),
+        MARK("grad bucket posted", 60),
+        R(TDM_PROF_WAIT, C, "wait grads", 60, 80),
+        R(TDM_PROF_PHASE, C, "optimizer", 80, 90),
+        MARK("param all-gather posted", 90),
+        MARK("param all-gather posted", 90),
+        R(TDM_PROF_WAIT, C, "wait params", 90, 100),
+        R(TDM_PROF_COMM, M, "grad reduce-scatter", 45, 70),
+        R(TDM_PROF_COMM, M, "grad reduce-scatter", 70, 80),
+        R(TDM_PROF_COMM, M, "param all-gather", 90, 95),
+        R(TDM_PROF_COMM, M, "param all-gather", 95, 100),
+    };
+    CHECK(tdm_prof_analyze_rank(g, sizeof g / sizeof *g, 0, &s, 1) == 1, "one step");
+    CHECK_NEAR(s.compute_ms * 1e3, 70, 1e-9);
+    CHECK_NEAR(s.comm_ms * 1e3, 45, 1e-9);
+    CHECK_NEAR(s.hidden_ms * 1e3, 15, 1e-9);
+    CHECK_NEAR(s.last_comm_ms * 1e3, 10, 1e-9);
+    CHECK_NEAR(s.hideable_ms * 1e3, 35, 1e-9);
+    CHECK_NEAR(s.overlap_efficiency, 15.0 / 35.0, 1e-12);
+    CHECK_NEAR(s.sched_hideable_ms * 1e3, 15, 1e-9);
+    CHECK_NEAR(s.sched_ideal_step_ms * 1e3, 100, 1e-9);
+    CHECK_NEAR(s.sched_overlap_efficiency, 1.0, 1e-12);
+
+    /* Both flags. An all-gather posted in the previous step is in flight at the step's
+     * start (-5..10), the forward posts the next at 10 (10-25); forward 0-30, backward
+     * 30-60, buckets posted at 45 and 60, reduced 45-62 and 62-70 (the last), waited for
+     * 60-70; optimizer 70-80. compute 70, comm 25 + 25 = 50, hidden 25 + 15 = 40, last 8.
+     * Issue: min(50 - 8, 70) = 42. Schedule: gradients min(25 - 8, 45-60: 15) = 15,
+     * parameters min(25, 0-25: 25) = 25; 40 = hidden, efficiency 1. */
+    tdm_prof_rec b[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 80),
+        R(TDM_PROF_PHASE, C, "forward", 0, 30),
+        MARK("param all-gather posted", 10),
+        R(TDM_PROF_PHASE, C, "backward", 30, 60),
+        MARK("grad bucket posted", 45),
+        MARK("grad bucket posted", 60),
+        R(TDM_PROF_WAIT, C, "wait grads", 60, 70),
+        R(TDM_PROF_PHASE, C, "optimizer", 70, 80),
+        R(TDM_PROF_COMM, M, "param all-gather", -5, 10),
+        R(TDM_PROF_COMM, M, "param all-gather", 10, 25),
+        R(TDM_PROF_COMM, M, "grad reduce-scatter", 45, 62),
+        R(TDM_PROF_COMM, M, "grad reduce-scatter", 62, 70),
+    };
+    tdm_prof_step_stats both;
+    CHECK(tdm_prof_analyze_rank(b, sizeof b / sizeof *b, 0, &both, 1) == 1, "one step");
+    CHECK_NEAR(both.hidden_ms * 1e3, 40, 1e-9);
+    CHECK_NEAR(both.hideable_ms * 1e3, 42, 1e-9);
+    CHECK_NEAR(both.sched_hideable_ms * 1e3, 40, 1e-9);
+    CHECK_NEAR(both.sched_overlap_efficiency, 1.0, 1e-12);
+    CHECK_NEAR(both.sched_ideal_step_ms * 1e3, 80, 1e-9);
+
+    /* No overlap: every bucket posted after the backward (60), all-gathers after the
+     * optimizer. The issue's bound still says 20 could hide (efficiency 0); the schedule
+     * allows none (efficiency undefined, ideal = the step). */
+    tdm_prof_rec n[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 100),
+        R(TDM_PROF_PHASE, C, "forward", 0, 30),
+        R(TDM_PROF_PHASE, C, "backward", 30, 60),
+        MARK("grad bucket posted", 60),
+        MARK("grad bucket posted", 60),
+        R(TDM_PROF_WAIT, C, "wait grads", 60, 80),
+        R(TDM_PROF_PHASE, C, "optimizer", 80, 90),
+        MARK("param all-gather posted", 90),
+        R(TDM_PROF_WAIT, C, "wait params", 90, 100),
+        R(TDM_PROF_COMM, M, "grad reduce-scatter", 60, 70),
+        R(TDM_PROF_COMM, M, "grad reduce-scatter", 70, 80),
+        R(TDM_PROF_COMM, M, "param all-gather", 90, 100),
+    };
+    tdm_prof_step_stats none;
+    CHECK(tdm_prof_analyze_rank(n, sizeof n / sizeof *n, 0, &none, 1) == 1, "one step");
+    CHECK_NEAR(none.hideable_ms * 1e3, 20, 1e-9);
+    CHECK_NEAR(none.overlap_efficiency, 0.0, 1e-12);
+    CHECK_NEAR(none.sched_hideable_ms, 0, 1e-12);
+    CHECK(isnan(none.sched_overlap_efficiency), "nothing hideable in this schedule: efficiency undefined");
+    CHECK_NEAR(none.sched_ideal_step_ms * 1e3, 100, 1e-9);
+    /* the same with a NaN check of bucket 1 computed between the two posts (60-60.5): the
+     * schedule lets 0.5 of a 100 step overlap, under 1%, so still no efficiency */
+    n[4].t0_us = n[4].t1_us = 60.5;
+    n[5].t0_us = 60.5;
+    tdm_prof_rec with_check[sizeof n / sizeof *n + 1];
+    memcpy(with_check, n, sizeof n);
+    with_check[sizeof n / sizeof *n] = R(TDM_PROF_PHASE, C, "grad sync", 60, 60.5);
+    CHECK(tdm_prof_analyze_rank(with_check, sizeof with_check / sizeof *with_check, 0, &none, 1) == 1, "one step");
+    CHECK_NEAR(none.sched_hideable_ms * 1e3, 0.5, 1e-9);
+    CHECK(isnan(none.sched_overlap_efficiency), "0.5%% of the step hideable: efficiency undefined");
+
+    /* Without MARK instants (an older trace) the COMM records' starts stand for the posts:
+     * the gradient window becomes 45-70 (the last bucket started at 70), with the same
+     * 15 of compute in it (the thread waits from 60). */
+    tdm_prof_rec old[sizeof g / sizeof *g];
+    int k = 0;
+    for (size_t i = 0; i < sizeof g / sizeof *g; i++)
+        if (!g[i].instant) old[k++] = g[i];
+    CHECK(tdm_prof_analyze_rank(old, k, 0, &s, 1) == 1, "one step");
+    CHECK_NEAR(s.sched_hideable_ms * 1e3, 15, 1e-9);
+
+    /* the mean pools hidden and hideable over steps: (15 + 40) / (15 + 40) */
+    tdm_prof_step_stats two[2] = {s, both}, m;
+    tdm_prof_step_stats_mean(two, 2, &m);
+    CHECK_NEAR(m.sched_overlap_efficiency, 1.0, 1e-12);
+    CHECK_NEAR(m.overlap_efficiency, 55.0 / 77.0, 1e-12);
+    CHECK_NEAR(m.sched_ideal_step_ms * 1e3, 90, 1e-9);
+}
+
 static void test_overlapping_waits_and_threads(void) {
     /* Two compute threads (tid 0 and 1) with overlapping compute, overlapping waits on
      * both, and two comm threads whose transfers overlap each other: unions, not sums. */
@@ -247,6 +372,7 @@ int main(void) {
     RUN(test_step_hidden_exposed);
     RUN(test_inline_progress_comm_on_compute_thread);
     RUN(test_last_bucket_cannot_hide);
+    RUN(test_schedule_bound);
     RUN(test_overlapping_waits_and_threads);
     RUN(test_clipped_to_step_and_empty);
     RUN(test_op_summary);

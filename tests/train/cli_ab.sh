@@ -79,8 +79,20 @@ for side in ["baseline", "candidate"]:
         v = s.get(side, {}).get(k)
         if not isinstance(v, (int, float)) or v < 0: errs.append(f"{side}.{k} = {v!r}")
 for k in ["step_time_change_pct", "throughput_change_pct", "ci95_pct", "window", "repeats",
-          "max_rel_loss_dev", "overlap_efficiency"]:
+          "max_rel_loss_dev", "overlap_efficiency", "sched_overlap_efficiency"]:
     if k not in s: errs.append(f"missing {k}")
+# the schedule's bound counts only compute a collective can run behind, a subset of the
+# issue's: never more hideable, so never a lower efficiency nor a lower ideal step
+for side in ["baseline", "candidate"]:
+    d = s.get(side, {})
+    e, se, i, si = (d.get(k) for k in ["overlap_efficiency", "sched_overlap_efficiency", "ideal_step_ms",
+                                        "sched_ideal_step_ms"])
+    if not isinstance(si, (int, float)): errs.append(f"{side}.sched_ideal_step_ms = {si!r}")
+    elif isinstance(i, (int, float)) and si < i - 1e-6: errs.append(f"{side}: sched ideal {si} < ideal {i}")
+    if isinstance(e, (int, float)) and isinstance(se, (int, float)) and se < e - 1e-9:
+        errs.append(f"{side}: sched efficiency {se} < efficiency {e}")
+if not isinstance(s["candidate"].get("sched_overlap_efficiency"), (int, float)):
+    errs.append("candidate (--overlap-grad-reduce) has no schedule efficiency")
 if s.get("window") != [2, 4] or s.get("repeats") != 2: errs.append("window/repeats not as asked")
 if "True" not in s["candidate"]["ddp_config"] or "overlap_grad_reduce=True" not in s["candidate"]["ddp_config"]:
     errs.append("candidate DDP config line lacks overlap_grad_reduce=True")

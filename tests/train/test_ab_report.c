@@ -49,7 +49,7 @@ static void fake(tdm_ab_options *o, tdm_ab_result *r, double base_ms, double can
             }
         side->comm_ms = side->hidden_comm_ms = side->exposed_comm_ms = NAN;
         side->compute_ms = side->data_wait_ms = side->ideal_step_ms = side->prof_step_ms = NAN;
-        side->overlap_efficiency = NAN;
+        side->overlap_efficiency = side->sched_ideal_step_ms = side->sched_overlap_efficiency = NAN;
         snprintf(side->ddp_config_line, sizeof side->ddp_config_line, "DistributedDataParallelConfig(overlap_grad_reduce=%s)",
                  s ? "True" : "False");
         snprintf(side->trace_dir, sizeof side->trace_dir, "/nonexistent");
@@ -137,7 +137,8 @@ static void test_report_files(void) {
         const tdm_json *root = tdm_json_root(d);
         const char *top[] = {"step_time_change_pct", "throughput_change_pct", "ci95_pct", "window", "repeats",
                              "loss_bitwise_equal", "max_rel_loss_dev", "lr_equal", "consumed_samples_equal",
-                             "fingerprints_equal", "nan_iterations", "skipped_iterations", "overlap_efficiency"};
+                             "fingerprints_equal", "nan_iterations", "skipped_iterations", "overlap_efficiency",
+                             "sched_overlap_efficiency"};
         for (size_t i = 0; i < sizeof top / sizeof *top; i++)
             CHECK(tdm_json_get(root, top[i]) != NULL, "summary.json lacks %s", top[i]);
         const char *side_keys[] = {"mean_step_ms", "samples_per_s", "exposed_comm_ms"};
