@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """plot_link.py - step time against link rate from run_link_bench.sh's A/B reports.
 
-    bench/link/plot_link.py --out FILE.svg LABEL=DIR [LABEL=DIR ...]
+    bench/link/plot_link.py [--relative] --out FILE.svg LABEL=DIR [LABEL=DIR ...]
 
 Each DIR is a run_link_bench.sh output folder (its ab/<rate>gbit_<mode>_<cand>/summary.json);
 LABEL names the MPI library it used. One panel per (label, progress mode) found, each with
 the mean step time of the baseline (no overlap; the mean of the A/B runs' baselines at that
 rate), of the two candidates (--overlap-grad-reduce; both overlap flags) and, dashed, each
 candidate's ideal step time: max(compute, communication - last bucket) + last bucket, from
-its profiled steps. Plain SVG, no plotting library.
+its profiled steps. --relative divides every value by the baseline's mean step time at that rate
+(for runs whose batch differs from rate to rate, MBS_BY_RATE). Plain SVG, no plotting library.
 """
 import argparse
 import json
@@ -37,18 +38,20 @@ def load(folder):
     return runs
 
 
-def panel(o, x0, y0, w, h, title, runs, mode):
+def panel(o, x0, y0, w, h, title, runs, mode, relative):
     rates = sorted(r for (md, r) in runs if md == mode)
     series = {"baseline": [], **{c: [] for c, _, _ in CANDS}, **{c + "_ideal": [] for c, _, _ in CANDS}}
     for r in rates:
         by = runs[(mode, r)]
         bases = [s["baseline"]["mean_step_ms"] for s in by.values()]
-        series["baseline"].append((r, sum(bases) / len(bases)))
+        base = sum(bases) / len(bases)
+        unit = base if relative else 1.0
+        series["baseline"].append((r, base / unit))
         for c, _, _ in CANDS:
             if c in by:
-                series[c].append((r, by[c]["candidate"]["mean_step_ms"]))
+                series[c].append((r, by[c]["candidate"]["mean_step_ms"] / unit))
                 if by[c]["candidate"].get("ideal_step_ms") is not None:
-                    series[c + "_ideal"].append((r, by[c]["candidate"]["ideal_step_ms"]))
+                    series[c + "_ideal"].append((r, by[c]["candidate"]["ideal_step_ms"] / unit))
     ys = [v for pts in series.values() for _, v in pts]
     if not rates or not ys:
         return
@@ -73,7 +76,8 @@ def panel(o, x0, y0, w, h, title, runs, mode):
         o.append(f'<text x="{X(r):.1f}" y="{Y(0) + 16:.1f}" text-anchor="middle">{r:g}</text>')
     o.append(f'<text x="{x0 + L + (w - L - R) / 2}" y="{y0 + h - 6}" text-anchor="middle">link rate (Gbit/s)</text>')
     o.append(f'<text x="{x0 + 14}" y="{y0 + h / 2}" text-anchor="middle" '
-             f'transform="rotate(-90 {x0 + 14} {y0 + h / 2})">mean step time (ms)</text>')
+             f'transform="rotate(-90 {x0 + 14} {y0 + h / 2})">'
+             f'{"mean step time / baseline" if relative else "mean step time (ms)"}</text>')
 
     def line(pts, color, dash=""):
         if not pts:
@@ -92,6 +96,7 @@ def panel(o, x0, y0, w, h, title, runs, mode):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="the SVG file to write")
+    ap.add_argument("--relative", action="store_true", help="step times as a fraction of the baseline's")
     ap.add_argument("sources", nargs="+", metavar="LABEL=DIR")
     a = ap.parse_args()
     panels = []
@@ -110,7 +115,7 @@ def main():
     o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
          f'<rect width="{W}" height="{H}" fill="#fff"/>']
     for i, (title, runs, mode) in enumerate(panels):
-        panel(o, i * PW, 0, PW, PH, title, runs, mode)
+        panel(o, i * PW, 0, PW, PH, title, runs, mode, a.relative)
     x, y = 60, PH + 18
     items = [("baseline (no overlap)", BASE_COLOR, "")] + [(lab, col, "") for _, lab, col in CANDS] + \
             [("ideal: max(compute, comm - last bucket) + last bucket", "#888", 'stroke-dasharray="5,4"')]
