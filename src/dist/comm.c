@@ -2,6 +2,7 @@
 #include "dist/comm.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,6 +205,14 @@ void tdm_comm_free(tdm_comm *c) {
 }
 
 void tdm_comm_post(tdm_comm *c, tdm_comm_op *op) {
+    /* A caller's bug, not bad input: an op posted again before its wait, or more ops in
+     * flight than the engine was sized for, would corrupt the ring and the pending list. */
+    if (c->n_pending >= c->max_ops || (op->state != TDM_COMM_IDLE && op->state != TDM_COMM_DONE)) {
+        fprintf(stderr, "tandem: internal error: tdm_comm_post of '%s' (bucket %d) %s\n", op->name ? op->name : "?",
+                op->bucket,
+                c->n_pending >= c->max_ops ? "with every slot of the engine in flight" : "before its previous wait");
+        abort();
+    }
     op->post_ns = tdm_now_ns();
     op->start_ns = op->done_ns = 0;
     c->pending[c->n_pending++] = op;
