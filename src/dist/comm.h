@@ -11,8 +11,9 @@
  *   variable (zero CPU) when nothing is queued or in flight. Completion is signalled
  *   back through a second condition variable.
  * - INLINE: tdm_comm_post issues the MPI_I* call at once from the compute thread, and
- *   tdm_comm_progress (called between layers) tests every op in flight; a wait polls
- *   with the same spin-then-sleep back-off rather than MPI_Wait, which busy-polls.
+ *   tdm_comm_progress (called between layers and at each final gradient) tests every op
+ *   in flight; a wait polls with the same spin-then-sleep back-off rather than MPI_Wait,
+ *   which busy-polls.
  * Both issue the same calls in the same order with the same buffers, so results are
  * bitwise identical. All functions except the thread's own loop are called by the
  * compute thread only.
@@ -65,7 +66,7 @@ void tdm_comm_free(tdm_comm *c);
 
 /* Hands `op` over (state must be IDLE or DONE). */
 void tdm_comm_post(tdm_comm *c, tdm_comm_op *op);
-/* INLINE: MPI_Test on every op in flight. THREAD: nothing. Cheap; call between layers. */
+/* INLINE: MPI_Test on every op in flight. THREAD: nothing. Cheap: call it often. */
 void tdm_comm_progress(tdm_comm *c);
 /* Blocks until `op` is DONE (returns at once if it is, or if it was never posted),
  * then sets it IDLE. Returns the nanoseconds spent blocked. */

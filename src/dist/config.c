@@ -68,7 +68,7 @@ tdm_ddp_progress tdm_ddp_progress_for_thread_level(int provided, tdm_ddp_progres
         if (log)
             tdm_sb_printf(log,
                           "MPI granted %s, not MPI_THREAD_MULTIPLE: falling back from the communication "
-                          "thread to inline progress (MPI_Test between layers)\n",
+                          "thread to inline progress (MPI_Test between layers and at each final gradient)\n",
                           thread_level_name(provided));
         return TDM_DDP_PROGRESS_INLINE;
     }

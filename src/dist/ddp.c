@@ -36,6 +36,11 @@ static void hook_param_needed(void *ctx, int i) {
 
 static void hook_grad_ready(void *ctx, int i) {
     tdm_ddp *ddp = ctx;
+    /* Inline progress: besides between layers, test the collectives in flight each time a
+     * gradient is final, a dozen times per layer in the backward, so that a transfer that
+     * needs several rounds (a TCP rendezvous) does not stall for a whole layer. Nothing in
+     * THREAD mode. */
+    tdm_comm_progress(ddp->eng);
     if (!ddp->is_last_microbatch || i < 0 || i >= ddp->L.n_params) return;
     int b = ddp->L.bucket_of[i];
     if (b < 0) return; /* frozen: nothing to reduce */
