@@ -17,6 +17,8 @@
  */
 #include <math.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -771,6 +773,50 @@ static void test_create_fails_on_every_rank(void) {
     free(s);
 }
 
+/* MPI's profiling interface: this binary's MPI_Test counts the calls the main thread
+ * makes while counting is on, then hands over to the library's PMPI_Test. */
+static pthread_t g_main_thread;
+static atomic_int g_count_tests;
+static atomic_long g_main_tests;
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
+    if (atomic_load(&g_count_tests) && pthread_equal(pthread_self(), g_main_thread)) atomic_fetch_add(&g_main_tests, 1);
+    return PMPI_Test(req, flag, status);
+}
+
+/* Inline progress tests the collectives in flight at every final gradient, not only
+ * between layers: a backward that only reports gradients (no layer hooks) still makes
+ * the compute thread test the buckets posted so far. With the communication thread the
+ * compute thread never tests. */
+static void test_inline_progress_at_each_gradient(void) {
+    for (int prog = 0; prog < 2; prog++) {
+        synth *s = calloc(1, sizeof *s);
+        synth_build(s);
+        run_opts o = default_opts(1, 1, 0, prog ? TDM_DDP_PROGRESS_INLINE : TDM_DDP_PROGRESS_THREAD);
+        tdm_error err;
+        tdm_ddp *ddp = tdm_ddp_create(MPI_COMM_WORLD, &s->t, &o.cfg, &err);
+        CHECK(ddp != NULL, "%s", err.msg);
+        if (!ddp) {
+            tbl_free(&s->t);
+            free(s);
+            return;
+        }
+        tdm_param_hooks h = tdm_ddp_hooks(ddp);
+        tdm_ddp_zero_grad(ddp);
+        tdm_ddp_set_is_last_microbatch(ddp, 1);
+        atomic_store(&g_main_tests, 0);
+        atomic_store(&g_count_tests, 1);
+        for (int i = s->t.n - 1; i >= 0; i--) h.grad_ready(h.ctx, i); /* backward order: bucket 0 first */
+        atomic_store(&g_count_tests, 0);
+        long tests = atomic_load(&g_main_tests);
+        if (prog) CHECK(tests > 0, "inline: no MPI_Test from the gradient hooks with 5 buckets posted in turn");
+        else CHECK(tests == 0, "thread: the compute thread called MPI_Test %ld times", tests);
+        CHECK(tdm_ddp_finish_grad_sync(ddp, &err) == 0, "%s", err.msg);
+        tdm_ddp_free(ddp);
+        tbl_free(&s->t);
+        free(s);
+    }
+}
+
 /* The sanitizers abort on an allocation they cannot serve; the test above wants the
  * library's own out-of-memory path, as it runs without them. */
 const char *__asan_default_options(void);
@@ -783,6 +829,7 @@ int main(int argc, char **argv) {
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    g_main_thread = pthread_self();
     if (provided < MPI_THREAD_MULTIPLE) {
         fprintf(stderr, "MPI did not grant MPI_THREAD_MULTIPLE\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -805,6 +852,7 @@ int main(int argc, char **argv) {
     RUN(test_control_collectives_are_waits);
     RUN(test_report_comm_thread_cpu);
     RUN(test_create_fails_on_every_rank);
+    RUN(test_inline_progress_at_each_gradient);
     /* one summary for the job: failures on any rank count */
     int counts[2] = {t_passed, t_failed}, worst[2];
     MPI_Allreduce(counts, worst, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
