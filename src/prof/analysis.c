@@ -179,11 +179,13 @@ static double compute_in(const tdm_prof_interval *c, int64_t nc, double w0, doub
     return tdm_prof_intervals_intersect_length(c, nc, &w, 1);
 }
 
-/* hidden / sched hideable, NaN when the schedule lets less than 1% of the step overlap (a
- * schedule without overlap still posts its buckets between a few NaN checks: a ratio of
- * fractions of a millisecond would say nothing). Works on sums as well as on one step. */
+/* hidden / sched hideable, NaN when the schedule lets less than 5% of the step overlap: a
+ * schedule without overlap still posts its buckets between the NaN checks of the next ones
+ * (about 1% of a small step), and a ratio of those fractions of a millisecond would read
+ * as "95% of what the schedule allows" for a run that overlaps nothing. Works on sums as
+ * well as on one step. */
 static double sched_efficiency(double hidden, double hideable, double step) {
-    return hideable > 0 && hideable >= 0.01 * step ? hidden / hideable : NAN;
+    return hideable > 0 && hideable >= 0.05 * step ? hidden / hideable : NAN;
 }
 
 int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank, tdm_prof_step_stats *out,

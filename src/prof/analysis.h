@@ -29,8 +29,8 @@
  *                   + min(param comm, compute in the param window),
  *                   at most hideable and at least hidden
  *   sched ideal / sched efficiency  as ideal and efficiency, with sched hideable; the
- *                 efficiency is NaN when sched hideable is under 1% of the step (a schedule
- *                 that overlaps nothing)
+ *                 efficiency is NaN when sched hideable is under 5% of the step (a schedule
+ *                 that overlaps nothing but a few NaN checks)
  * Posts are the MARK instants "grad bucket posted" / "param all-gather posted" (the start of
  * the first COMM record of that kind when a trace has none); gradient collectives are COMM
  * records named "grad...", parameter ones "param...".

@@ -244,16 +244,16 @@ static void test_schedule_bound(void) {
     CHECK_NEAR(none.sched_hideable_ms, 0, 1e-12);
     CHECK(isnan(none.sched_overlap_efficiency), "nothing hideable in this schedule: efficiency undefined");
     CHECK_NEAR(none.sched_ideal_step_ms * 1e3, 100, 1e-9);
-    /* the same with a NaN check of bucket 1 computed between the two posts (60-60.5): the
-     * schedule lets 0.5 of a 100 step overlap, under 1%, so still no efficiency */
-    n[4].t0_us = n[4].t1_us = 60.5;
-    n[5].t0_us = 60.5;
+    /* the same with a NaN check of bucket 1 computed between the two posts (60-63): the
+     * schedule lets 3 of a 100 step overlap, under 5%, so still no efficiency */
+    n[4].t0_us = n[4].t1_us = 63;
+    n[5].t0_us = 63;
     tdm_prof_rec with_check[sizeof n / sizeof *n + 1];
     memcpy(with_check, n, sizeof n);
-    with_check[sizeof n / sizeof *n] = R(TDM_PROF_PHASE, C, "grad sync", 60, 60.5);
+    with_check[sizeof n / sizeof *n] = R(TDM_PROF_PHASE, C, "grad sync", 60, 63);
     CHECK(tdm_prof_analyze_rank(with_check, sizeof with_check / sizeof *with_check, 0, &none, 1) == 1, "one step");
-    CHECK_NEAR(none.sched_hideable_ms * 1e3, 0.5, 1e-9);
-    CHECK(isnan(none.sched_overlap_efficiency), "0.5%% of the step hideable: efficiency undefined");
+    CHECK_NEAR(none.sched_hideable_ms * 1e3, 3, 1e-9);
+    CHECK(isnan(none.sched_overlap_efficiency), "3%% of the step hideable: efficiency undefined");
 
     /* Without MARK instants (an older trace) the COMM records' starts stand for the posts:
      * the gradient window becomes 45-70 (the last bucket started at 70), with the same
