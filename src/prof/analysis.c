@@ -173,10 +173,17 @@ static int comm_window(const tdm_prof_rec *recs, int64_t n, int32_t rank, rec_fi
     return *w1 > *w0;
 }
 
-/* Length of the compute union c[0..nc) inside [w0, w1). */
-static double compute_in(const tdm_prof_interval *c, int64_t nc, double w0, double w1) {
-    tdm_prof_interval w = {w0, w1};
-    return tdm_prof_intervals_intersect_length(c, nc, &w, 1);
+/* How much of one kind of collective its schedule lets hide, in µs: min(its busy time in
+ * [lo, hi) minus `unhideable_us`, the compute union c[0..nc) inside its window); 0 when the
+ * step has none. `scratch` needs room for n + 1 intervals. */
+static double sched_hideable_us(const tdm_prof_rec *recs, int64_t n, int32_t rank, rec_filter kind,
+                                const char *post_mark, int to_last_post, double unhideable_us, double lo, double hi,
+                                const tdm_prof_interval *c, int64_t nc, tdm_prof_interval *scratch) {
+    tdm_prof_interval w;
+    if (!comm_window(recs, n, rank, kind, post_mark, to_last_post, lo, hi, &w.t0, &w.t1)) return 0;
+    double busy = tdm_prof_intervals_length(scratch, gather(recs, n, rank, kind, lo, hi, scratch)) - unhideable_us;
+    double behind = tdm_prof_intervals_intersect_length(c, nc, &w, 1);
+    return busy < behind ? busy : behind;
 }
 
 /* hidden / sched hideable, NaN when the schedule lets less than 5% of the step overlap: a
@@ -213,18 +220,11 @@ int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank,
         if (s.hideable_ms < s.hidden_ms) s.hideable_ms = s.hidden_ms; /* part of the last one did hide */
         s.ideal_step_ms = s.step_ms - (s.hideable_ms - s.hidden_ms);
         s.overlap_efficiency = s.hideable_ms > 0 ? s.hidden_ms / s.hideable_ms : NAN;
-        /* the schedule's bound: each kind of collective only behind the compute of its window */
-        double w0, w1, sched = 0;
-        if (comm_window(recs, n, rank, f_grad_comm, "grad bucket posted", 1, lo, hi, &w0, &w1)) {
-            int64_t ng = gather(recs, n, rank, f_grad_comm, lo, hi, b);
-            double grad = tdm_prof_intervals_length(b, ng) - s.last_comm_ms * 1e3, cw = compute_in(c, nc, w0, w1);
-            sched += grad < cw ? grad : cw;
-        }
-        if (comm_window(recs, n, rank, f_param_comm, "param all-gather posted", 0, lo, hi, &w0, &w1)) {
-            int64_t np = gather(recs, n, rank, f_param_comm, lo, hi, b);
-            double param = tdm_prof_intervals_length(b, np), cw = compute_in(c, nc, w0, w1);
-            sched += param < cw ? param : cw;
-        }
+        /* the schedule's bound: each kind of collective only behind the compute of its window
+         * (the last gradient bucket cannot hide at all) */
+        const double last = s.last_comm_ms * 1e3;
+        double sched = sched_hideable_us(recs, n, rank, f_grad_comm, "grad bucket posted", 1, last, lo, hi, c, nc, b);
+        sched += sched_hideable_us(recs, n, rank, f_param_comm, "param all-gather posted", 0, 0, lo, hi, c, nc, b);
         s.sched_hideable_ms = sched / 1e3;
         if (s.sched_hideable_ms > s.hideable_ms) s.sched_hideable_ms = s.hideable_ms;
         if (s.sched_hideable_ms < s.hidden_ms) s.sched_hideable_ms = s.hidden_ms;
@@ -341,13 +341,13 @@ void tdm_prof_format_steps(tdm_strbuf *sb, const tdm_prof_step_stats *s, int64_t
                       "overlap: against all compute, and against the compute each collective's schedule allows)\n");
     tdm_sb_printf(sb, "  %4s %5s %9s %9s %9s %9s %9s %9s %9s %9s %8s %11s %8s\n", "rank", "step", "step", "compute",
                   "comm", "hidden", "exposed", "data wait", "wait", "ideal", "overlap", "sched ideal", "sched");
-    char e[16], f[16];
-    tdm_prof_step_stats m;
-    tdm_prof_step_stats_mean(s, n, &m);
     if (n == 0) {
         tdm_sb_printf(sb, "  (no step envelopes: the profile covered no complete step)\n");
         return;
     }
+    char e[16], f[16];
+    tdm_prof_step_stats m;
+    tdm_prof_step_stats_mean(s, n, &m);
     for (int64_t i = 0; i <= n; i++) { /* the steps, then their mean */
         const tdm_prof_step_stats *x = i < n ? &s[i] : &m;
         fmt_eff(e, sizeof e, x->overlap_efficiency);

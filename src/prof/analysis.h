@@ -31,8 +31,8 @@
  *   sched ideal / sched efficiency  as ideal and efficiency, with sched hideable; the
  *                 efficiency is NaN when sched hideable is under 5% of the step (a schedule
  *                 that overlaps nothing but a few NaN checks)
- * Posts are the MARK instants "grad bucket posted" / "param all-gather posted" (the start of
- * the first COMM record of that kind when a trace has none); gradient collectives are COMM
+ * Posts are the MARK instants "grad bucket posted" / "param all-gather posted" (the starts
+ * of the COMM records of that kind when a trace has none); gradient collectives are COMM
  * records named "grad...", parameter ones "param...".
  * Threads are classified by name: "comm..." communication, "loader..." data loading,
  * anything else compute.
@@ -92,7 +92,7 @@ typedef struct tdm_prof_step_stats {
     double data_wait_ms, wait_ms, ideal_step_ms;
     double overlap_efficiency; /* NaN when hideable is 0 */
     double sched_hideable_ms, sched_ideal_step_ms;
-    double sched_overlap_efficiency; /* NaN when sched_hideable is 0 */
+    double sched_overlap_efficiency; /* NaN when sched_hideable is under 5% of the step */
 } tdm_prof_step_stats;
 
 /* Analyses every step envelope found among rank `rank`'s records (others are ignored).
