@@ -20,7 +20,8 @@
 # size, 1; MBS = GBS/2 gives one micro-batch per rank, so the whole backward can hide the reduce-scatter),
 # MBS_BY_RATE ("RATE:MBS ...", e.g. "0.5:24 1:12 2:6": at a listed rate, micro-batch MBS and global batch
 # 2 x MBS, one micro-batch per rank; chooses the compute per step so that communication is a given
-# share of it at every rate), BUCKETS (gradient buckets, 8), REPEATS (interleaved timing runs per side, 1), AB_FLAGS (extra train flags),
+# share of it at every rate), BUCKETS (gradient buckets, 8), REPEATS (interleaved timing runs per side, 1),
+# AB_FLAGS (extra train flags),
 # OUT (build/link-bench). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
 # the tables $OUT/probe.md and $OUT/ab.md, and $OUT/ab.svg (step time against link rate:
 # baseline, candidates and their ideal bound; bench/link/plot_link.py).
@@ -43,6 +44,9 @@ PY=/usr/bin/python3
 
 die() { echo "run_link_bench.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
+for pair in ${MBS_BY_RATE:-}; do
+  [[ $pair =~ ^[0-9.]+:[1-9][0-9]*$ ]] || die "MBS_BY_RATE: expected RATE:MBS pairs such as 0.5:24, got '$pair'"
+done
 command -v ip >/dev/null && command -v tc >/dev/null || die "needs iproute2 (ip, tc)"
 
 delete_namespaces() {
@@ -159,9 +163,8 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
   for rate in $RATES; do
     set_rate "$rate"
     mbs=${MBS:-1} gbs=${GBS:-12}
-    for pair in ${MBS_BY_RATE:-}; do
-      [[ $pair =~ ^([0-9.]+):([1-9][0-9]*)$ ]] || die "MBS_BY_RATE: expected RATE:MBS pairs such as 0.5:24, got '$pair'"
-      [ "${BASH_REMATCH[1]}" = "$rate" ] && mbs=${BASH_REMATCH[2]} gbs=$((2 * BASH_REMATCH[2]))
+    for pair in ${MBS_BY_RATE:-}; do # RATE:MBS, checked at the start
+      [ "${pair%%:*}" = "$rate" ] && mbs=${pair#*:} gbs=$((2 * ${pair#*:}))
     done
     echo "== $rate Gbit/s: micro-batch $mbs, global batch $gbs"
     for mode in $MODES; do
