@@ -100,7 +100,9 @@ static int run_once(const tdm_train_args *base, run_kind kind, int64_t iters, co
 
 static int in_window(const tdm_ab_options *o, int64_t it) { return it >= o->window_lo && it <= o->window_hi; }
 
-static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, double **times, int64_t *n_times) {
+/* The window's step times of every repeat, one repeat after the other (run_len[r] of repeat r; run_len has
+ * s->repeats entries), and the side's summary statistics. */
+static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, double **times, int64_t *n_times, int64_t *run_len) {
     double *t = tdm_xmalloc((size_t)(s->repeats * s->steps + 1) * sizeof *t);
     int64_t n = 0;
     double total_ms = 0;
@@ -123,6 +125,7 @@ static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, double **times
             s->window_samples += rec->global_batch_size;
         }
         s->repeat_mean_ms[r] = k ? sum / (double)k : NAN;
+        run_len[r] = k;
     }
     s->mean_step_ms = tdm_stats_mean(t, n);
     s->median_step_ms = tdm_stats_median(t, n);
@@ -264,13 +267,22 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     tdm_ab_side *A = &r->side[0], *B = &r->side[1];
     double *ta, *tb;
     int64_t na, nb;
-    window_stats(o, A, &ta, &na);
-    window_stats(o, B, &tb, &nb);
+    int64_t *la = tdm_xcalloc((size_t)A->repeats + 1, sizeof *la), *lb = tdm_xcalloc((size_t)B->repeats + 1, sizeof *lb);
+    window_stats(o, A, &ta, &na, la);
+    window_stats(o, B, &tb, &nb, lb);
     r->step_time_change_pct = tdm_stats_rel_change_pct(A->mean_step_ms, B->mean_step_ms);
     r->median_change_pct = tdm_stats_rel_change_pct(A->median_step_ms, B->median_step_ms);
     r->throughput_change_pct = tdm_stats_rel_change_pct(A->samples_per_s, B->samples_per_s);
-    if (tdm_stats_bootstrap_rel_change(ta, na, tb, nb, o->bootstrap_resamples, o->bootstrap_seed,
-                                       &r->step_time_ci) != 0) {
+    /* Repeat r of each side ran the same iterations on the same batches, interleaved in time: pair them. */
+    r->ci_paired = A->repeats == B->repeats && !memcmp(la, lb, sizeof *la * (size_t)A->repeats);
+    int ci_rc = r->ci_paired ? tdm_stats_paired_block_bootstrap_rel_change(ta, tb, la, A->repeats, 0,
+                                                                            o->bootstrap_resamples, o->bootstrap_seed,
+                                                                            &r->step_time_ci)
+                             : tdm_stats_block_bootstrap_rel_change(ta, la, A->repeats, tb, lb, B->repeats, 0,
+                                                                    o->bootstrap_resamples, o->bootstrap_seed,
+                                                                    &r->step_time_ci);
+    r->ci_block = A->repeats > 0 ? tdm_stats_auto_block(la[0]) : 1;
+    if (ci_rc != 0) {
         r->step_time_ci.change_pct = r->step_time_change_pct;
         r->step_time_ci.lo_pct = r->step_time_ci.hi_pct = NAN;
         snprintf(r->noise_sentence, sizeof r->noise_sentence, "No interval: the window holds no measured step.");
@@ -279,6 +291,8 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     }
     free(ta);
     free(tb);
+    free(la);
+    free(lb);
     precision_check(A, B, r);
     r->nan_iterations = A->nan_iterations + B->nan_iterations;
     r->skipped_iterations = A->skipped_iterations + B->skipped_iterations;

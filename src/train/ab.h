@@ -17,7 +17,8 @@
  *      warm-up): communication, hidden / exposed, overlap efficiency (prof/analysis.h).
  *   5. Statistics over the window (pooled over repeats): mean and median step time,
  *      samples/s = samples in the window / time of the window, relative changes, a
- *      95% bootstrap interval over steps; the precision check step by step between
+ *      95% bootstrap interval (blocks of steps within each repeat, the sides paired by
+ *      repeat and iteration: stats.h); the precision check step by step between
  *      the first timing run of each side; writes the report directory (report.c).
  *
  * Progress lines go through tdm_log_info (rank 0); the trainer's own log is silenced
@@ -92,6 +93,8 @@ typedef struct tdm_ab_result {
     char **same_lines;             /* "name = value" */
     int n_same;
     tdm_stats_ci step_time_ci;     /* relative change of mean step time, % */
+    int ci_paired;                 /* the interval's resamples pair repeat r's steps of both sides */
+    int ci_block;                  /* its block length, in steps (of the first repeat's window) */
     double step_time_change_pct, median_change_pct, throughput_change_pct;
     char noise_sentence[512];
     /* precision check (first timing run of each side, every step) */

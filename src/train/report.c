@@ -163,6 +163,7 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     tdm_sb_puts(sb, ",\n  \"candidate\": ");
     json_side(sb, B);
     tdm_sb_puts(sb, ",\n  ");
+    const char *tf2[] = {"false", "true"};
     json_num(sb, "step_time_change_pct", r->step_time_change_pct), tdm_sb_puts(sb, ",\n  ");
     json_num(sb, "median_step_time_change_pct", r->median_change_pct), tdm_sb_puts(sb, ",\n  ");
     json_num(sb, "throughput_change_pct", r->throughput_change_pct), tdm_sb_puts(sb, ",\n  ");
@@ -171,6 +172,7 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
                       r->step_time_ci.hi_pct,
                       r->step_time_ci.lo_pct <= 0 && r->step_time_ci.hi_pct >= 0 ? "true" : "false");
     else tdm_sb_puts(sb, "\"ci95_pct\": null,\n  \"inside_noise\": null,\n  ");
+    tdm_sb_printf(sb, "\"ci_block_steps\": %d,\n  \"ci_paired\": %s,\n  ", r->ci_block, tf2[!!r->ci_paired]);
     tdm_sb_puts(sb, "\"noise_sentence\": ");
     tdm_sb_json_string(sb, r->noise_sentence, strlen(r->noise_sentence));
     tdm_sb_printf(sb, ",\n  \"window\": [%lld, %lld],\n  \"steps\": %lld,\n  \"repeats\": %d,\n  \"world_size\": %d,\n",
@@ -390,10 +392,14 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
                        "profiling off, fingerprint audit off, no checkpoints. Statistics over steps %lld-%lld of "
                        "every run, step time = the slowest rank's.\n",
                   o->repeats, (long long)o->steps, (long long)o->window_lo, (long long)o->window_hi);
-    tdm_sb_printf(&sb, "- The 95%% interval is a percentile bootstrap over the window's steps (%d resamples, seed "
-                       "%llu). Steps of one run are not independent (a slow period slows several in a row), so "
-                       "also compare the repeats' means:",
-                  o->bootstrap_resamples, (unsigned long long)o->bootstrap_seed);
+    tdm_sb_printf(&sb, "- The 95%% interval is a percentile bootstrap of the window's steps (%d resamples, seed %llu) "
+                       "in blocks of %d consecutive steps within each repeat (neighbouring steps are not "
+                       "independent: a slow period slows several in a row)%s. It does not see how much whole "
+                       "runs differ, so also compare the repeats' means:",
+                  o->bootstrap_resamples, (unsigned long long)o->bootstrap_seed, r->ci_block,
+                  r->ci_paired ? ", paired: each resample takes the same iterations of both sides' repeat r, which "
+                                 "ran the same batches, so what the two share (a batch's size) cancels"
+                               : "");
     for (int s = 0; s < 2; s++) {
         tdm_sb_printf(&sb, " %s", r->side[s].label);
         for (int k = 0; k < r->side[s].repeats; k++)

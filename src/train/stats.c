@@ -52,25 +52,59 @@ double tdm_stats_rel_change_pct(double baseline, double candidate) {
     return 100.0 * (candidate - baseline) / baseline;
 }
 
-/* The mean of n draws with replacement from x; draw k uses generator index base + k. */
-static double resample_mean(const double *x, int64_t n, uint64_t seed, uint64_t stream, uint64_t base) {
-    double s = 0;
-    for (int64_t k = 0; k < n; k++) s += x[tdm_rng_u64(seed, stream, base + (uint64_t)k) % (uint64_t)n];
-    return s / (double)n;
+int tdm_stats_auto_block(int64_t n) {
+    int b = (int)ceil(cbrt((double)n) - 1e-9);
+    return b < 1 ? 1 : b;
 }
 
-int tdm_stats_bootstrap_rel_change(const double *a, int64_t na, const double *b, int64_t nb, int resamples,
-                                   uint64_t seed, tdm_stats_ci *ci) {
+/* The sum of one resample of the runs x (run r: len[r] values): each run rebuilt from blocks of `block`
+ * consecutive values (or tdm_stats_auto_block's); draw k of this resample uses generator index *ctr + k.
+ * With block 1 a block is one value drawn uniformly from its run. */
+static double resample_sum(const double *x, const int64_t *len, int runs, int block, uint64_t seed, uint64_t stream,
+                           uint64_t *ctr) {
+    double s = 0;
+    const double *run = x;
+    for (int r = 0; r < runs; run += len[r], r++) {
+        int64_t n = len[r], L = block > 0 ? block : tdm_stats_auto_block(n);
+        if (n <= 0) continue;
+        if (L > n) L = n;
+        uint64_t starts = (uint64_t)(n - L + 1);
+        for (int64_t filled = 0; filled < n;) {
+            int64_t st = (int64_t)(tdm_rng_u64(seed, stream, (*ctr)++) % starts);
+            for (int64_t j = 0; j < L && filled < n; j++, filled++) s += run[st + j];
+        }
+    }
+    return s;
+}
+
+static int64_t total_len(const int64_t *len, int runs) {
+    int64_t n = 0;
+    for (int r = 0; r < runs; r++) {
+        if (len[r] < 0) return -1;
+        n += len[r];
+    }
+    return n;
+}
+
+/* paired: b's resamples reuse a's generator stream and indices, i.e. the same blocks */
+static int block_bootstrap(const double *a, const int64_t *a_run_len, int a_runs, const double *b,
+                           const int64_t *b_run_len, int b_runs, int paired, int block, int resamples, uint64_t seed,
+                           tdm_stats_ci *ci) {
     memset(ci, 0, sizeof *ci);
+    int64_t na = total_len(a_run_len, a_runs), nb = total_len(b_run_len, b_runs);
+    if (na <= 0 || nb <= 0 || resamples < 10) return -1;
     double ma = tdm_stats_mean(a, na), mb = tdm_stats_mean(b, nb);
-    if (na <= 0 || nb <= 0 || !(ma > 0) || resamples < 10) return -1;
+    if (!(ma > 0)) return -1;
     ci->change_pct = tdm_stats_rel_change_pct(ma, mb);
     ci->resamples = resamples;
     double *r = tdm_xmalloc((size_t)resamples * sizeof *r);
-    uint64_t sa = tdm_rng_stream_of("bootstrap baseline"), sb = tdm_rng_stream_of("bootstrap candidate");
+    uint64_t sa = tdm_rng_stream_of("bootstrap baseline");
+    uint64_t sb = paired ? sa : tdm_rng_stream_of("bootstrap candidate");
     for (int i = 0; i < resamples; i++) {
-        double xa = resample_mean(a, na, seed, sa, (uint64_t)i * (uint64_t)na);
-        double xb = resample_mean(b, nb, seed, sb, (uint64_t)i * (uint64_t)nb);
+        /* resample i starts at index i * n: with blocks of 1 it draws exactly n values */
+        uint64_t ca = (uint64_t)i * (uint64_t)na, cb = paired ? ca : (uint64_t)i * (uint64_t)nb;
+        double xa = resample_sum(a, a_run_len, a_runs, block, seed, sa, &ca) / (double)na;
+        double xb = resample_sum(b, b_run_len, b_runs, block, seed, sb, &cb) / (double)nb;
         r[i] = tdm_stats_rel_change_pct(xa, xb);
     }
     qsort(r, (size_t)resamples, sizeof *r, cmp_double);
@@ -78,6 +112,26 @@ int tdm_stats_bootstrap_rel_change(const double *a, int64_t na, const double *b,
     ci->hi_pct = tdm_stats_quantile_sorted(r, resamples, 0.975);
     free(r);
     return 0;
+}
+
+int tdm_stats_block_bootstrap_rel_change(const double *a, const int64_t *a_run_len, int a_runs, const double *b,
+                                         const int64_t *b_run_len, int b_runs, int block, int resamples,
+                                         uint64_t seed, tdm_stats_ci *ci) {
+    return block_bootstrap(a, a_run_len, a_runs, b, b_run_len, b_runs, 0, block, resamples, seed, ci);
+}
+
+int tdm_stats_paired_block_bootstrap_rel_change(const double *a, const double *b, const int64_t *run_len, int runs,
+                                                int block, int resamples, uint64_t seed, tdm_stats_ci *ci) {
+    return block_bootstrap(a, run_len, runs, b, run_len, runs, 1, block, resamples, seed, ci);
+}
+
+int tdm_stats_bootstrap_rel_change(const double *a, int64_t na, const double *b, int64_t nb, int resamples,
+                                   uint64_t seed, tdm_stats_ci *ci) {
+    if (na <= 0 || nb <= 0) {
+        memset(ci, 0, sizeof *ci);
+        return -1;
+    }
+    return tdm_stats_block_bootstrap_rel_change(a, &na, 1, b, &nb, 1, 1, resamples, seed, ci);
 }
 
 void tdm_stats_noise_sentence(const tdm_stats_ci *ci, const char *what, char *out, size_t cap) {

@@ -30,6 +30,28 @@ typedef struct tdm_stats_ci {
 int tdm_stats_bootstrap_rel_change(const double *a, int64_t na, const double *b, int64_t nb, int resamples,
                                    uint64_t seed, tdm_stats_ci *ci);
 
+/* The same interval for step times that come in runs, where neighbouring steps are not independent (a slow
+ * period of the machine slows several in a row): a moving-block bootstrap stratified by run. Each side's
+ * values are its runs one after the other, run r holding run_len[r] of them; each resample rebuilds every
+ * run from blocks of consecutive steps of that run (start drawn uniformly, the last block cut to the run's
+ * length), so a resample keeps each run's share of steps and the short-range dependence within blocks.
+ * block <= 0 picks ceil(n^(1/3)) per run of n steps (the usual order of the variance-optimal length);
+ * block = 1 with one run per side is the plain bootstrap above, draw for draw. Returns -1 as above, or when
+ * the run lengths do not add up to at least one value. */
+int tdm_stats_block_bootstrap_rel_change(const double *a, const int64_t *a_run_len, int a_runs, const double *b,
+                                         const int64_t *b_run_len, int b_runs, int block, int resamples,
+                                         uint64_t seed, tdm_stats_ci *ci);
+
+/* Paired: a and b have the same runs (run r of b ran the same iterations, on the same data, as run r of a), and
+ * each resample draws the same blocks for both sides, so what the two sides share at an iteration (the batch's
+ * size, a slow period hitting both interleaved runs alike) cancels in the change instead of widening its
+ * interval. Returns -1 as above. */
+int tdm_stats_paired_block_bootstrap_rel_change(const double *a, const double *b, const int64_t *run_len, int runs,
+                                                int block, int resamples, uint64_t seed, tdm_stats_ci *ci);
+
+/* The block length tdm_stats_block_bootstrap_rel_change uses for a run of n steps when block <= 0. */
+int tdm_stats_auto_block(int64_t n);
+
 /* One sentence about the interval, e.g. "The difference is inside the noise: the 95%
  * interval [-1.2%, +0.8%] contains 0." or "The mean step time is lower by 9.2% (95% interval
  * [-10.1%, -8.3%]): the interval excludes 0." `what` names the quantity in lower case ("mean step time").

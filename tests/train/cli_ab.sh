@@ -94,6 +94,9 @@ for side in ["baseline", "candidate"]:
 if not isinstance(s["candidate"].get("sched_overlap_efficiency"), (int, float)):
     errs.append("candidate (--overlap-grad-reduce) has no schedule efficiency")
 if s.get("window") != [2, 4] or s.get("repeats") != 2: errs.append("window/repeats not as asked")
+# both sides ran the same window in every repeat: the interval pairs them, in blocks of ceil(3^(1/3)) = 2 steps
+if s.get("ci_paired") is not True or s.get("ci_block_steps") != 2:
+    errs.append(f"ci_paired = {s.get('ci_paired')!r}, ci_block_steps = {s.get('ci_block_steps')!r}")
 if "True" not in s["candidate"]["ddp_config"] or "overlap_grad_reduce=True" not in s["candidate"]["ddp_config"]:
     errs.append("candidate DDP config line lacks overlap_grad_reduce=True")
 print("\n".join(errs)); sys.exit(1 if errs else 0)
