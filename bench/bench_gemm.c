@@ -92,8 +92,10 @@ static void tile(int kc, const float *ap, const float *bp, float *c, int64_t ldc
 
 static inline void transpose8(v8 r[8]) {
     __m256 t[8], u[8];
-    for (int i = 0; i < 4; i++)
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]), t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
     for (int i = 0; i < 2; i++) {
         u[4 * i + 0] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
         u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
@@ -167,7 +169,8 @@ static void packed_gemm(int m, int n, int k, const float *a, int64_t ars, int64_
                 for (int jr = 0; jr < n; jr += NR)
                     for (int ir = 0; ir < mc; ir += MR)
                         tile(kc, abuf + ir * kc, pre + (int64_t)pc * round_up(n, NR) + jr * kc,
-                             c + (ic + ir) * ldc + jr, ldc, mc - ir < MR ? mc - ir : MR, n - jr < NR ? n - jr : NR, acc);
+                             c + (ic + ir) * ldc + jr, ldc, mc - ir < MR ? mc - ir : MR,
+                             n - jr < NR ? n - jr : NR, acc);
             }
             continue;
         }
@@ -236,7 +239,8 @@ static void run_op(int op, int impl, int M, int in, int out, const float *w, con
         if (!impl) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
         else packed_gemm(M, out, in, x, in, 1, w, 1, in, pre, 0, y, out);
     } else if (op == DX) {
-        if (!impl) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+        if (!impl)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
         else packed_gemm(M, in, out, dy, out, 1, w, in, 1, pre, 0, dx, in);
     } else {
         if (!impl) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, M, 1.0f, dy, out, x, in, 1.0f, dw, in);

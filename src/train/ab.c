@@ -267,7 +267,8 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     tdm_ab_side *A = &r->side[0], *B = &r->side[1];
     double *ta, *tb;
     int64_t na, nb;
-    int64_t *la = tdm_xcalloc((size_t)A->repeats + 1, sizeof *la), *lb = tdm_xcalloc((size_t)B->repeats + 1, sizeof *lb);
+    int64_t *la = tdm_xcalloc((size_t)A->repeats + 1, sizeof *la);
+    int64_t *lb = tdm_xcalloc((size_t)B->repeats + 1, sizeof *lb);
     window_stats(o, A, &ta, &na, la);
     window_stats(o, B, &tb, &nb, lb);
     r->step_time_change_pct = tdm_stats_rel_change_pct(A->mean_step_ms, B->mean_step_ms);
