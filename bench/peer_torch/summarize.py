@@ -11,7 +11,11 @@ OUT_DIR/summary.json.
 Per run, over the measured window of iterations (the same steps, so the same batches, on
 every side): samples/s = samples in the window / sum of step_ms; GFLOP/s = model FLOPs of
 those steps / the same time. Each figure is then the median over the repeats; a ratio is
-the median of the per-repeat ratios (the two sides of a repeat ran back to back).
+the median of the per-repeat ratios (the two sides of a repeat ran back to back). The
+throughput ratio also gets a 95% interval: the pooled ratio (all repeats' window time of
+PyTorch / of tandem) under a paired moving-block bootstrap, the method of `tandem ab`
+(src/train/stats.h): each repeat rebuilt from blocks of ceil(n^(1/3)) consecutive iterations,
+the same iterations drawn for both sides, since repeat r of both ran the same batches.
 Exit status 1 when a size's first-step losses disagree beyond --loss-tol (relative).
 """
 import json
@@ -35,6 +39,30 @@ def load(path):
 
 def med(xs):
     return st.median(xs) if xs else float("nan")
+
+
+def paired_block_ci(runs_a, runs_b, resamples=2000, seed=20261130):
+    """95% percentile interval of sum(b) / sum(a) over paired runs (lists of equal-length lists)."""
+    import math
+    import random
+    rng = random.Random(seed)
+    est, draws = sum(map(sum, runs_b)) / sum(map(sum, runs_a)), []
+    for _ in range(resamples):
+        sa = sb = 0.0
+        for a, b in zip(runs_a, runs_b):
+            n = len(a)
+            L = min(n, max(1, math.ceil(round(n ** (1 / 3), 9))))
+            filled = 0
+            while filled < n:
+                s0 = rng.randrange(n - L + 1)
+                for j in range(s0, s0 + min(L, n - filled)):
+                    sa += a[j]
+                    sb += b[j]
+                filled += min(L, n - filled)
+        draws.append(sb / sa)
+    draws.sort()
+    q = lambda p: draws[min(len(draws) - 1, max(0, int(round(p * (len(draws) - 1)))))]
+    return est, q(0.025), q(0.975)
 
 
 def main():
@@ -69,6 +97,7 @@ def main():
                             "optimizer_ms": med([r.get("optimizer_ms", float("nan")) for r in w]),
                             "param_gather_ms": med([r.get("param_gather_ms", float("nan")) for r in w]),
                             "losses": [r["loss"] for r in rows[:5]],
+                            "window_ms": [r["step_ms"] for r in sorted(w, key=lambda r: r["iteration"])],
                             "compute_cpu_s": sum(r.get("compute_cpu_ms", float("nan")) for r in w) / 1e3,
                             "cpu_s": sum(r.get("cpu_ms", float("nan")) for r in w) / 1e3})
             S[kind] = per
@@ -89,6 +118,13 @@ def main():
             md.append("\n**tandem / PyTorch throughput: %.2fx** (median of per-repeat ratios %s; target >= 1.5x)\n" %
                       (med(ratios), ", ".join("%.2f" % r for r in ratios)))
             js[size]["ratio"] = med(ratios)
+            reps = sorted(set(a["rep"] for a in S["tandem"]) & set(b["rep"] for b in S["torch"]))
+            ta = [next(a for a in S["tandem"] if a["rep"] == r)["window_ms"] for r in reps]
+            tb = [next(b for b in S["torch"] if b["rep"] == r)["window_ms"] for r in reps]
+            est, clo, chi = paired_block_ci(ta, tb)
+            md.append("pooled over the %d repeats: **%.2fx**, 95%% interval [%.2fx, %.2fx] (paired block bootstrap "
+                      "over iterations)\n" % (len(reps), est, clo, chi))
+            js[size]["ratio_pooled"], js[size]["ratio_ci95"] = est, [clo, chi]
             lt, lp = S["tandem"][0]["losses"], S["torch"][0]["losses"]
             md.append("| iteration | tandem loss | PyTorch loss | relative difference |")
             md.append("|---:|---:|---:|---:|")
