@@ -24,6 +24,7 @@ struct tdm_generator {
     tdm_preproc_config pp;
     tdm_model_limits reserved;
     int32_t stop_ids[2];
+    int32_t unsayable[2]; /* <|image_pad|>, <|video_pad|>: fed back, they would stand for vision rows */
     tdm_batch b;
     float *logits; /* [vocab] */
 };
@@ -63,6 +64,8 @@ tdm_generator *tdm_generator_create(const tdm_generator_options *o, tdm_error *e
         tdm_errorf(err, "%s: no <|im_end|> token", o->tokenizer);
         goto fail;
     }
+    g->unsayable[0] = g->cfg.image_token_id;
+    g->unsayable[1] = g->cfg.video_token_id;
     g->logits = tdm_xmalloc(sizeof(float) * (size_t)g->cfg.text.vocab_size);
     return g;
 fail:
@@ -79,6 +82,16 @@ void tdm_generator_free(tdm_generator *g) {
     tdm_batch_free(&g->b);
     free(g->logits);
     free(g);
+}
+
+int tdm_generate_pick(const float *logits, int vocab, const int32_t *banned, int n_banned) {
+    int best = -1;
+    for (int v = 0; v < vocab; v++) {
+        int skip = logits[v] != logits[v]; /* NaN */
+        for (int k = 0; k < n_banned && !skip; k++) skip = banned[k] == v;
+        if (!skip && (best < 0 || logits[v] > logits[best])) best = v;
+    }
+    return best;
 }
 
 /* Activations for at least these sizes (grown, never shrunk). */
@@ -122,9 +135,11 @@ int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, c
             rc = -1;
             break;
         }
-        int best = 0;
-        for (int v = 1; v < g->cfg.text.vocab_size; v++)
-            if (g->logits[v] > g->logits[best]) best = v;
+        int best = tdm_generate_pick(g->logits, g->cfg.text.vocab_size, g->unsayable, 2);
+        if (best < 0) {
+            rc = tdm_errorf(err, "no token can be generated: every logit is NaN or a vision placeholder");
+            break;
+        }
         if (best == g->stop_ids[0] || best == g->stop_ids[1]) break;
         tdm_ids_push(&ans, best);
         b->input_ids[n] = best;

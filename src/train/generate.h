@@ -8,7 +8,9 @@
  * far (no KV cache): simple and exact, and fast enough at the tiny size. Decoding stops
  * at <|im_end|> or <|endoftext|> or after max_new_tokens; the answer excludes the stop
  * token. New text tokens get positions (p, p, p) continuing from the prompt's next free
- * position, as Qwen3-VL's get_rope_index does for generated tokens.
+ * position, as Qwen3-VL's get_rope_index does for generated tokens. The vision placeholders
+ * <|image_pad|> and <|video_pad|> are never chosen: fed back into the next forward, one would
+ * stand for a row of an image that does not exist (an untrained model does pick them).
  */
 #ifndef TDM_GENERATE_H
 #define TDM_GENERATE_H
@@ -33,5 +35,9 @@ void tdm_generator_free(tdm_generator *g);
  * `images` in order). *out is malloc'ed UTF-8 (free it). */
 int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, const char *const *images,
                          int n_images, int max_new_tokens, char **out, tdm_error *err);
+
+/* Greedy choice: the index of the largest logit, the lowest index on ties, skipping NaN and the
+ * `banned` ids; -1 when nothing is left. */
+int tdm_generate_pick(const float *logits, int vocab, const int32_t *banned, int n_banned);
 
 #endif

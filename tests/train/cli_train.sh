@@ -108,6 +108,56 @@ out=$("$TANDEM" generate --model "$W/model" --tokenizer "$W/tok.json" --load "$W
 out=$("$TANDEM" generate --model "$W/model2" --tokenizer "$W/tok.json" --load "$W/ck" --prompt "hi" 2>&1); rc=$?
 [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q "another model shape" && ok "generate refuses a checkpoint of another shape" || bad "generate with another shape (rc $rc)"
 
+# An untrained model may pick <|image_pad|>; fed back, it would be a vision row without an image (the
+# next forward failed: "1 image-pad tokens but the images hold 0 merged patches"). Weights made so that
+# image_pad is always the top logit: every layer adds zero, every embedding row is e_0, the final norm
+# keeps it, lm_head scores e_0 with +1 for image_pad and -1 for every other token. Greedy decoding must
+# skip the placeholder and answer with the next best token.
+pad_id=$(sed -nE 's/.*"image_token_id": *([0-9]+).*/\1/p' "$W/model/config.json")
+if /usr/bin/python3 - "$W/ck/iter_0000003/model.safetensors" "$W/pad.safetensors" "$pad_id" <<'PYEOF'
+import array, json, struct, sys
+src, dst, pad = sys.argv[1], sys.argv[2], int(sys.argv[3])
+f = open(src, "rb")
+n = struct.unpack("<Q", f.read(8))[0]
+head = json.loads(f.read(n))
+meta = head.pop("__metadata__", None)
+out_head, blobs, off = {}, [], 0
+for name in sorted(head, key=lambda k: head[k]["data_offsets"][0]):
+    t = head[name]
+    assert t["dtype"] == "F32", t["dtype"]
+    shape = t["shape"]
+    count = 1
+    for d in shape:
+        count *= d
+    a = array.array("f", bytes(4 * count))
+    if name == "model.language_model.embed_tokens.weight":
+        for r in range(shape[0]):
+            a[r * shape[1]] = 1.0
+    elif name == "model.language_model.norm.weight":
+        a = array.array("f", [1.0] * count)
+    elif name == "lm_head.weight":
+        for r in range(shape[0]):
+            a[r * shape[1]] = 1.0 if r == pad else -1.0
+    b = a.tobytes()
+    out_head[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(b)]}
+    blobs.append(b)
+    off += len(b)
+if meta:
+    out_head["__metadata__"] = meta
+hj = json.dumps(out_head).encode()
+hj += b" " * (-len(hj) % 8)
+with open(dst, "wb") as o:
+    o.write(struct.pack("<Q", len(hj)) + hj)
+    for b in blobs:
+        o.write(b)
+PYEOF
+then
+  out=$("$TANDEM" generate --model "$W/model" --tokenizer "$W/tok.json" --hf-weights "$W/pad.safetensors" --prompt "hi" --max-new-tokens 3 2>&1); rc=$?
+  [ "$rc" -eq 0 ] && ok "generate skips <|image_pad|> when it is the top logit" || { bad "generate with image_pad on top (rc $rc)"; printf '%s\n' "$out" | tail -2; }
+else
+  bad "could not write the image_pad weights"
+fi
+
 # --- 6. errors: one sentence, non-zero exit on every rank -----------------------------
 expect_error() { # name, pattern, command...
   local name=$1 pat=$2; shift 2
