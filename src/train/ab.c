@@ -286,7 +286,13 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     if (ci_rc != 0) {
         r->step_time_ci.change_pct = r->step_time_change_pct;
         r->step_time_ci.lo_pct = r->step_time_ci.hi_pct = NAN;
-        snprintf(r->noise_sentence, sizeof r->noise_sentence, "No interval: the window holds no measured step.");
+        if (na == 0 || nb == 0)
+            snprintf(r->noise_sentence, sizeof r->noise_sentence, "No interval: the window holds no measured step.");
+        else
+            snprintf(r->noise_sentence, sizeof r->noise_sentence,
+                     "No interval: %lld step(s) per repeat are too few to resample; widen --window (and "
+                     "--steps) before drawing a conclusion.",
+                     (long long)la[0]);
     } else {
         tdm_stats_noise_sentence(&r->step_time_ci, "mean step time", r->noise_sentence, sizeof r->noise_sentence);
     }

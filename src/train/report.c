@@ -48,8 +48,11 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     for (int i = 0; i < r->n_diff; i++) tdm_sb_printf(sb, "%s%s", i ? "; " : "only ", r->diff_lines[i]);
     if (r->n_diff) tdm_sb_printf(sb, " differ; %d other arguments identical\n", r->n_same);
     tdm_sb_printf(sb, "\n  %-40s %12s %12s   %s\n", "Performance (window)", "baseline", "candidate", "change");
-    snprintf(ch, sizeof ch, "%+.2f%%  (95%% CI %+.2f%% .. %+.2f%%)", r->step_time_change_pct, r->step_time_ci.lo_pct,
-             r->step_time_ci.hi_pct);
+    if (isfinite(r->step_time_ci.lo_pct))
+        snprintf(ch, sizeof ch, "%+.2f%%  (95%% CI %+.2f%% .. %+.2f%%)", r->step_time_change_pct,
+                 r->step_time_ci.lo_pct, r->step_time_ci.hi_pct);
+    else
+        snprintf(ch, sizeof ch, "%+.2f%%  (no interval)", r->step_time_change_pct);
     row3(sb, "mean step time (ms)", A->mean_step_ms, B->mean_step_ms, ch);
     snprintf(ch, sizeof ch, "%+.2f%%", r->median_change_pct);
     row3(sb, "median step time (ms)", A->median_step_ms, B->median_step_ms, ch);

@@ -54,6 +54,7 @@ double tdm_stats_rel_change_pct(double baseline, double candidate) {
 
 int tdm_stats_auto_block(int64_t n) {
     int b = (int)ceil(cbrt((double)n) - 1e-9);
+    if (b > n / 2) b = (int)(n / 2); /* at least two block positions in a run of two or more */
     return b < 1 ? 1 : b;
 }
 
@@ -86,6 +87,16 @@ static int64_t total_len(const int64_t *len, int runs) {
     return n;
 }
 
+/* Whether some run has two or more places a block can start: otherwise every resample equals the data
+ * and the "interval" would be a point that claims a certainty nothing measured. */
+static int can_vary(const int64_t *len, int runs, int block) {
+    for (int r = 0; r < runs; r++) {
+        int64_t L = block > 0 ? block : tdm_stats_auto_block(len[r]);
+        if (len[r] - L + 1 >= 2) return 1;
+    }
+    return 0;
+}
+
 /* paired: b's resamples reuse a's generator stream and indices, i.e. the same blocks */
 static int block_bootstrap(const double *a, const int64_t *a_run_len, int a_runs, const double *b,
                            const int64_t *b_run_len, int b_runs, int paired, int block, int resamples, uint64_t seed,
@@ -93,6 +104,7 @@ static int block_bootstrap(const double *a, const int64_t *a_run_len, int a_runs
     memset(ci, 0, sizeof *ci);
     int64_t na = total_len(a_run_len, a_runs), nb = total_len(b_run_len, b_runs);
     if (na <= 0 || nb <= 0 || resamples < 10) return -1;
+    if (!can_vary(a_run_len, a_runs, block) || !can_vary(b_run_len, b_runs, block)) return -1;
     double ma = tdm_stats_mean(a, na), mb = tdm_stats_mean(b, nb);
     if (!(ma > 0)) return -1;
     ci->change_pct = tdm_stats_rel_change_pct(ma, mb);

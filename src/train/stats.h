@@ -35,9 +35,10 @@ int tdm_stats_bootstrap_rel_change(const double *a, int64_t na, const double *b,
  * values are its runs one after the other, run r holding run_len[r] of them; each resample rebuilds every
  * run from blocks of consecutive steps of that run (start drawn uniformly, the last block cut to the run's
  * length), so a resample keeps each run's share of steps and the short-range dependence within blocks.
- * block <= 0 picks ceil(n^(1/3)) per run of n steps (the usual order of the variance-optimal length);
- * block = 1 with one run per side is the plain bootstrap above, draw for draw. Returns -1 as above, or when
- * the run lengths do not add up to at least one value. */
+ * block <= 0 picks ceil(n^(1/3)) per run of n steps (the usual order of the variance-optimal length), at
+ * most n/2; block = 1 with one run per side is the plain bootstrap above, draw for draw. Returns -1 as
+ * above, or when a side's runs are empty or have nothing to resample (no run with two places a block can
+ * start, e.g. one step per run: the interval would be a point). */
 int tdm_stats_block_bootstrap_rel_change(const double *a, const int64_t *a_run_len, int a_runs, const double *b,
                                          const int64_t *b_run_len, int b_runs, int block, int resamples,
                                          uint64_t seed, tdm_stats_ci *ci);
@@ -49,7 +50,8 @@ int tdm_stats_block_bootstrap_rel_change(const double *a, const int64_t *a_run_l
 int tdm_stats_paired_block_bootstrap_rel_change(const double *a, const double *b, const int64_t *run_len, int runs,
                                                 int block, int resamples, uint64_t seed, tdm_stats_ci *ci);
 
-/* The block length tdm_stats_block_bootstrap_rel_change uses for a run of n steps when block <= 0. */
+/* The block length tdm_stats_block_bootstrap_rel_change uses for a run of n steps when block <= 0:
+ * ceil(n^(1/3)), at most n/2, at least 1. */
 int tdm_stats_auto_block(int64_t n);
 
 /* One sentence about the interval, e.g. "The difference is inside the noise: the 95%

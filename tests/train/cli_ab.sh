@@ -94,8 +94,9 @@ for side in ["baseline", "candidate"]:
 if not isinstance(s["candidate"].get("sched_overlap_efficiency"), (int, float)):
     errs.append("candidate (--overlap-grad-reduce) has no schedule efficiency")
 if s.get("window") != [2, 4] or s.get("repeats") != 2: errs.append("window/repeats not as asked")
-# both sides ran the same window in every repeat: the interval pairs them, in blocks of ceil(3^(1/3)) = 2 steps
-if s.get("ci_paired") is not True or s.get("ci_block_steps") != 2:
+# both sides ran the same window in every repeat: the interval pairs them, in blocks of 1 step (ceil(3^(1/3)) =
+# 2, capped at half the window's 3 steps so that a block has two places to start)
+if s.get("ci_paired") is not True or s.get("ci_block_steps") != 1:
     errs.append(f"ci_paired = {s.get('ci_paired')!r}, ci_block_steps = {s.get('ci_block_steps')!r}")
 if "True" not in s["candidate"]["ddp_config"] or "overlap_grad_reduce=True" not in s["candidate"]["ddp_config"]:
     errs.append("candidate DDP config line lacks overlap_grad_reduce=True")
@@ -122,6 +123,15 @@ PYEOF
   "$TANDEM" trace-summary "$OUT/traces/$side" >"$W/ts.out" 2>&1 && grep -q "cannot be added up" "$W/ts.out" \
     && grep -q "Per-step analysis" "$W/ts.out" && ok || bad "trace-summary $side: $(head -3 "$W/ts.out")"
 done
+
+# a one-step window gives no interval (a resample could only repeat the data): the table and the sentence say so
+if timeout 300 "${MPI[@]}" "$TANDEM" ab --baseline "" --candidate "--overlap-grad-reduce" "${COMMON[@]}" \
+     --steps 2 --window 2:2 --repeats 1 --profile-steps 0 --out "$W/ab1" >"$W/ab1.out" 2>&1; then
+  grep -q "(no interval)" "$W/ab1.out" && grep -q "No interval: 1 step(s) per repeat" "$W/ab1.out" \
+    && grep -q '"ci95_pct": null' "$W/ab1/summary.json" && ok || bad "one-step window: $(grep -m2 -i interval "$W/ab1.out")"
+else
+  bad "tandem ab with a one-step window exited non-zero:"; tail -n 5 "$W/ab1.out"
+fi
 
 # bad input: one sentence, non-zero exit, no hang
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --window 3:9 \

@@ -146,14 +146,18 @@ static void test_block_bootstrap_cases(void) {
     CHECK(r.lo_pct <= r.change_pct && r.change_pct <= r.hi_pct, "point inside [%g, %g]", r.lo_pct, r.hi_pct);
     CHECK(tdm_stats_block_bootstrap_rel_change(a, bad, 2, b, two, 2, 0, 300, 9, &r) != 0, "negative run refused");
     CHECK(tdm_stats_block_bootstrap_rel_change(a, zero, 2, b, two, 2, 0, 300, 9, &r) != 0, "empty side refused");
-    /* a block longer than its run is cut to the run: every resample is then the run itself */
-    int64_t one[2] = {30, 30};
-    CHECK(tdm_stats_block_bootstrap_rel_change(a, one, 2, b, one, 2, 1000, 300, 9, &r) == 0, "long block");
-    CHECK_NEAR(r.lo_pct, r.change_pct, 1e-9);
-    CHECK_NEAR(r.hi_pct, r.change_pct, 1e-9);
-    CHECK(tdm_stats_auto_block(1) == 1 && tdm_stats_auto_block(8) == 2 && tdm_stats_auto_block(20) == 3 &&
+    /* nothing to resample: a block as long as its run, or runs of one step (the old plain bootstrap gave a
+     * zero-width "interval" that excluded 0 for a one-step window) */
+    int64_t thirty[2] = {30, 30}, ones[2] = {1, 1}, mixed[2] = {1, 3};
+    CHECK(tdm_stats_block_bootstrap_rel_change(a, thirty, 2, b, thirty, 2, 1000, 300, 9, &r) != 0, "long block");
+    CHECK(tdm_stats_block_bootstrap_rel_change(a, thirty, 2, b, thirty, 2, 30, 300, 9, &r) != 0, "block = run");
+    CHECK(tdm_stats_paired_block_bootstrap_rel_change(a, b, ones, 2, 0, 300, 9, &r) != 0, "one step per run");
+    CHECK(tdm_stats_paired_block_bootstrap_rel_change(a, b, mixed, 2, 0, 300, 9, &r) == 0, "one run can vary");
+    CHECK(r.hi_pct > r.lo_pct, "a real interval [%g, %g]", r.lo_pct, r.hi_pct);
+    CHECK(tdm_stats_auto_block(1) == 1 && tdm_stats_auto_block(2) == 1 && tdm_stats_auto_block(3) == 1 &&
+              tdm_stats_auto_block(4) == 2 && tdm_stats_auto_block(8) == 2 && tdm_stats_auto_block(20) == 3 &&
               tdm_stats_auto_block(27) == 3 && tdm_stats_auto_block(28) == 4,
-          "ceil(n^(1/3))");
+          "ceil(n^(1/3)), at most n/2");
 }
 
 static void test_noise_sentence(void) {
