@@ -88,7 +88,7 @@ int cmd_evaluate(int argc, char **argv) {
         else if (!strcmp(f, "--image-root")) image_root = v;
         else if (!strcmp(f, "--max-new-tokens") || !strcmp(f, "--limit") || !strcmp(f, "--show")) {
             long n = strtol(v, &end, 10);
-            if (*end || n < 0 || n > 100000000 || (n == 0 && !strcmp(f, "--max-new-tokens"))) {
+            if (*end || n < 0 || n > 100000000 || (n == 0 && strcmp(f, "--show"))) {
                 fprintf(stderr, "tandem evaluate: %s %s: expected a positive integer\n", f, v);
                 return 2;
             }
@@ -158,8 +158,12 @@ int cmd_evaluate(int argc, char **argv) {
         if (i < show) printf("%s %-12s got %-16s want %s\n", ok ? "ok  " : "MISS", kname, answer, ref);
         free(answer);
     }
+    if (rc == 0 && total == 0) {
+        fprintf(stderr, "tandem evaluate: %s: no sample with a question and a reference answer to evaluate\n", data);
+        rc = 1;
+    }
     if (rc == 0) {
-        printf("accuracy: %.2f%% (%d of %d)\n", total ? 100.0 * correct / total : 0.0, correct, total);
+        printf("accuracy: %.2f%% (%d of %d)\n", 100.0 * correct / total, correct, total);
         for (int k = 0; k < n_kinds; k++)
             printf("  %-16s %6.2f%% (%d of %d)\n", kinds[k].name, 100.0 * kinds[k].correct / kinds[k].n,
                    kinds[k].correct, kinds[k].n);

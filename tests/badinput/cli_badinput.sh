@@ -212,6 +212,12 @@ if have evaluate && [ -n "$CK" ]; then
     refuse "evaluate --data $b" "$b" "$TANDEM" evaluate --model $MODEL --tokenizer "$TOK" --load "$CK" --data "$f" \
       --max-new-tokens 2
   done
+  # nothing to evaluate: an empty dataset, or --limit 0, used to print "accuracy: 0.00% (0 of 0)" and exit 0
+  printf '[]' >"$W/empty.json"
+  refuse "evaluate --data an empty list" "empty.json" "$TANDEM" evaluate --model $MODEL --tokenizer "$TOK" \
+    --load "$CK" --data "$W/empty.json"
+  refuse "evaluate --limit 0" "--limit" "$TANDEM" evaluate --model $MODEL --tokenizer "$TOK" --load "$CK" \
+    --data "$DATA" --limit 0
 elif ! have evaluate; then skipped+=("evaluate"); fi
 if have export-batches; then
   for f in "$C"/json/trailing_comma.json "$C"/dataset/empty_answer.json "$C"/image/huge_png.json; do
