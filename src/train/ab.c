@@ -274,8 +274,10 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     r->step_time_change_pct = tdm_stats_rel_change_pct(A->mean_step_ms, B->mean_step_ms);
     r->median_change_pct = tdm_stats_rel_change_pct(A->median_step_ms, B->median_step_ms);
     r->throughput_change_pct = tdm_stats_rel_change_pct(A->samples_per_s, B->samples_per_s);
-    /* Repeat r of each side ran the same iterations on the same batches, interleaved in time: pair them. */
-    r->ci_paired = A->repeats == B->repeats && !memcmp(la, lb, sizeof *la * (size_t)A->repeats);
+    /* Repeat r of each side ran the same iterations on the same batches, interleaved in time: pair them;
+     * unless the audit saw different inputs (a candidate flag that changes the data): then nothing pairs. */
+    r->ci_paired = r->fingerprints_equal != 0 && A->repeats == B->repeats &&
+                   !memcmp(la, lb, sizeof *la * (size_t)A->repeats);
     int ci_rc = r->ci_paired ? tdm_stats_paired_block_bootstrap_rel_change(ta, tb, la, A->repeats, 0,
                                                                             o->bootstrap_resamples, o->bootstrap_seed,
                                                                             &r->step_time_ci)

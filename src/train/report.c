@@ -402,7 +402,8 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
                   o->bootstrap_resamples, (unsigned long long)o->bootstrap_seed, r->ci_block,
                   r->ci_paired ? ", paired: each resample takes the same iterations of both sides' repeat r, which "
                                  "ran the same batches, so what the two share (a batch's size) cancels"
-                               : "");
+                  : r->fingerprints_equal == 0 ? ", not paired: the two sides' inputs differ"
+                                               : "");
     for (int s = 0; s < 2; s++) {
         tdm_sb_printf(&sb, " %s", r->side[s].label);
         for (int k = 0; k < r->side[s].repeats; k++)

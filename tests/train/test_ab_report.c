@@ -88,6 +88,11 @@ static void test_statistics_and_equal_precision(void) {
     snprintf(r.side[1].ddp_config_line, sizeof r.side[1].ddp_config_line, "X(overlap_grad_reduce=True)");
     tdm_ab_compute(&o, &r); /* idempotent */
     CHECK(r.nan_iterations == 0 && r.side[0].window_samples == 8 * 30 * REPEATS, "compute twice, same counts");
+    CHECK(r.ci_paired == 1 && r.ci_block == 4, "paired, blocks of ceil(30^(1/3)) = 4: %d, %d", r.ci_paired,
+          r.ci_block);
+    r.fingerprints_equal = 0; /* the candidate's flags changed the data: its steps pair with nothing */
+    tdm_ab_compute(&o, &r);
+    CHECK(r.ci_paired == 0 && isfinite(r.step_time_ci.lo_pct), "different inputs: an unpaired interval");
     tdm_ab_result_free(&r);
 }
 
