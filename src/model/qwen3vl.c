@@ -273,6 +273,7 @@ int64_t tdm_model_activation_bytes_for(const tdm_model_config *cfg, const tdm_mo
 
 int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *err) {
     const tdm_model_config *c = &m->cfg;
+    m->decode_len = 0;
     int sm2 = tdm_merge_rows(c);
     if (limits->max_tokens <= 0 || limits->max_seqs <= 0 || limits->max_patches < 0 || limits->max_images < 0)
         return tdm_errorf(err, "model limits: tokens %d, samples %d, patches %d, images %d are not all positive",
@@ -394,6 +395,7 @@ static int run_forward(tdm_model *m, const tdm_batch *b, int *n_image_rows, int 
 int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scale, tdm_fb_result *res,
                                tdm_error *err) {
     int n_img = 0, nseg = 0;
+    m->decode_len = 0; /* the backward reuses activation rows as scratch */
     if (run_forward(m, b, &n_img, &nseg, err)) return -1;
     model_acts *a = &m->a;
     const tdm_text_config *tc = &m->cfg.text;
@@ -431,7 +433,9 @@ int tdm_model_forward(tdm_model *m, const tdm_batch *b, const int32_t *rows, int
     for (int r = 0; logits && r < n_rows; r++)
         if (rows[r] < 0 || rows[r] >= b->n_tokens)
             return tdm_errorf(err, "model forward: logit row %d is outside the %d tokens", rows[r], b->n_tokens);
+    m->decode_len = 0;
     if (run_forward(m, b, &n_img, &nseg, err)) return -1;
+    m->decode_len = b->n_seqs == 1 ? b->n_tokens : 0; /* one sequence: its k, v rows are a KV cache */
     model_acts *a = &m->a;
     const tdm_text_config *tc = &m->cfg.text;
     int64_t count = 0;

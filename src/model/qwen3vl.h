@@ -98,6 +98,14 @@ int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scal
 int tdm_model_forward(tdm_model *m, const tdm_batch *b, const int32_t *rows, int n_rows, float *logits,
                       tdm_fb_result *res, tdm_error *err);
 
+/* Generation with a KV cache. After tdm_model_forward on a batch of ONE sequence (the prompt,
+ * n tokens), each call runs one more text token at 3-axis position `pos` through the decoder,
+ * attending to the keys and values of every earlier row (kept in the reserved activations:
+ * reserve max_tokens >= the prompt plus the tokens to generate), and writes its logits
+ * [vocab]. Any other forward or backward ends the sequence. Hooks are not called. Fails on a
+ * vision placeholder token, past the reserve, or without a one-sequence forward before. */
+int tdm_model_decode(tdm_model *m, int32_t token, const int32_t pos[3], float *logits, tdm_error *err);
+
 /* Model FLOPs of one forward+backward of this batch, counted from the shapes: every
  * matmul (2*m*n*k) and attention (QK^T, PV; 2x that again in backward) that actually
  * runs: frozen weights get no weight-gradient product, and an input gradient is

@@ -131,6 +131,7 @@ struct tdm_model {
     /* activations (after tdm_model_reserve) */
     tdm_model_limits limits;
     int reserved;
+    int decode_len; /* rows of the decoder activations tdm_model_decode may continue (0: none) */
     void *act_block;
     int64_t act_bytes;
     model_acts a;

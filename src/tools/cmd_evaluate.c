@@ -25,6 +25,7 @@ typedef struct kind {
 static void usage(FILE *f) {
     fprintf(f, "usage: tandem evaluate --model DIR --tokenizer FILE (--load CKPT | --hf-weights FILE) --data test.json\n"
                "                       [--image-root DIR] [--max-new-tokens N] [--limit N] [--show N] [--preprocessor FILE]\n"
+               "                       [--no-kv-cache]\n"
                "  Answer accuracy: the greedy answer to each sample's first question against its first reference\n"
                "  answer (exact after trimming), overall and per question kind. --show N prints the first N answers.\n");
 }
@@ -73,6 +74,10 @@ int cmd_evaluate(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(stdout), 0;
+        if (!strcmp(f, "--no-kv-cache")) { /* the only flag without a value */
+            o.no_kv_cache = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "tandem evaluate: %s: expected a value after it (tandem evaluate --help)\n", f);
             return 2;

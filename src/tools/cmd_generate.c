@@ -10,9 +10,11 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: tandem generate --model DIR --tokenizer FILE (--load CKPT | --hf-weights FILE) [--image FILE]\n"
                "                       --prompt TEXT [--system TEXT] [--max-new-tokens N] [--preprocessor FILE]\n"
+               "                       [--no-kv-cache]\n"
                "  Greedy decoding. The image goes before the prompt text (as \"<image>TEXT\"); prints the answer.\n"
                "  --load CKPT          a checkpoint directory (--save DIR of tandem train, or one iter_XXXXXXX)\n"
-               "  --max-new-tokens N   stop after N tokens (default 64) or at <|im_end|>\n");
+               "  --max-new-tokens N   stop after N tokens (default 64) or at <|im_end|>\n"
+               "  --no-kv-cache        re-run the whole forward for every token (the reference for the KV cache)\n");
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -22,6 +24,10 @@ int cmd_generate(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(stdout), 0;
+        if (!strcmp(f, "--no-kv-cache")) { /* the only flag without a value */
+            o.no_kv_cache = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "tandem generate: %s: expected a value after it (tandem generate --help)\n", f);
             return 2;

@@ -27,6 +27,7 @@ struct tdm_generator {
     int32_t unsayable[2]; /* <|image_pad|>, <|video_pad|>: fed back, they would stand for vision rows */
     tdm_batch b;
     float *logits; /* [vocab] */
+    int kv_cache;  /* 1: the prompt once, then one token at a time (tdm_model_decode) */
 };
 
 tdm_generator *tdm_generator_create(const tdm_generator_options *o, tdm_error *err) {
@@ -64,6 +65,7 @@ tdm_generator *tdm_generator_create(const tdm_generator_options *o, tdm_error *e
         tdm_errorf(err, "%s: no <|im_end|> token", o->tokenizer);
         goto fail;
     }
+    g->kv_cache = !o->no_kv_cache;
     g->unsayable[0] = g->cfg.image_token_id;
     g->unsayable[1] = g->cfg.video_token_id;
     g->logits = tdm_xmalloc(sizeof(float) * (size_t)g->cfg.text.vocab_size);
@@ -126,14 +128,24 @@ int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, c
     for (int a = 0; a < 3; a++) memcpy(pos + (size_t)a * cap, b->position_ids + (size_t)a * n0, sizeof(int32_t) * (size_t)n0);
     tdm_ids ans = {0};
     int rc = 0;
+    int32_t last = -1; /* the token chosen last, fed to the next step */
     for (int k = 0; k < max_new_tokens; k++) {
         int n = b->n_tokens;
-        for (int a = 0; a < 3; a++) memcpy(b->position_ids + (size_t)a * n, pos + (size_t)a * cap, sizeof(int32_t) * (size_t)n);
-        int32_t row = n - 1;
-        tdm_fb_result r;
-        if (tdm_model_forward(g->model, b, &row, 1, g->logits, &r, err) != 0) {
-            rc = -1;
-            break;
+        if (k > 0 && g->kv_cache) { /* one token through the decoder, against the cached keys and values */
+            int32_t p3[3] = {(int32_t)(next_pos - 1), (int32_t)(next_pos - 1), (int32_t)(next_pos - 1)};
+            if (tdm_model_decode(g->model, last, p3, g->logits, err) != 0) {
+                rc = -1;
+                break;
+            }
+        } else { /* the prompt, and without the cache every step: the whole sequence again */
+            for (int a = 0; a < 3; a++)
+                memcpy(b->position_ids + (size_t)a * n, pos + (size_t)a * cap, sizeof(int32_t) * (size_t)n);
+            int32_t row = n - 1;
+            tdm_fb_result r;
+            if (tdm_model_forward(g->model, b, &row, 1, g->logits, &r, err) != 0) {
+                rc = -1;
+                break;
+            }
         }
         int best = tdm_generate_pick(g->logits, g->cfg.text.vocab_size, g->unsayable, 2);
         if (best < 0) {
@@ -142,12 +154,15 @@ int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, c
         }
         if (best == g->stop_ids[0] || best == g->stop_ids[1]) break;
         tdm_ids_push(&ans, best);
-        b->input_ids[n] = best;
-        b->labels[n] = b->targets[n] = -100;
-        for (int a = 0; a < 3; a++) pos[(size_t)a * cap + n] = (int32_t)next_pos;
+        last = best;
+        if (!g->kv_cache) {
+            b->input_ids[n] = best;
+            b->labels[n] = b->targets[n] = -100;
+            for (int a = 0; a < 3; a++) pos[(size_t)a * cap + n] = (int32_t)next_pos;
+            b->n_tokens = n + 1;
+            b->cu_seqlens[1] = n + 1;
+        }
         next_pos++;
-        b->n_tokens = n + 1;
-        b->cu_seqlens[1] = n + 1;
     }
     free(pos);
     if (rc == 0) *out = tdm_tokenizer_decode(g->tok, ans.data, ans.len);

@@ -4,8 +4,10 @@
  *   char *answer;
  *   tdm_generator_answer(g, turns, n_turns, images, n_images, 16, &answer, &err);
  *
- * Each new token re-runs the full forward over the prompt and the tokens generated so
- * far (no KV cache): simple and exact, and fast enough at the tiny size. Decoding stops
+ * The prompt runs through the whole model once; each new token then runs through the
+ * decoder alone, attending to the keys and values the earlier rows left in the model's
+ * activations (a KV cache, tdm_model_decode). `no_kv_cache` re-runs the full forward over
+ * the prompt and the tokens so far at every step instead (the reference). Decoding stops
  * at <|im_end|> or <|endoftext|> or after max_new_tokens; the answer excludes the stop
  * token. New text tokens get positions (p, p, p) continuing from the prompt's next free
  * position, as Qwen3-VL's get_rope_index does for generated tokens. The vision placeholders
@@ -24,6 +26,7 @@ typedef struct tdm_generator_options {
     const char *load;         /* a checkpoint (save dir or iter_XXXXXXX), or NULL */
     const char *hf_weights;   /* a safetensors file / HF directory, or NULL (one of load/hf_weights) */
     const char *preprocessor; /* NULL: next to the model config, else the defaults */
+    int no_kv_cache;          /* 1: every step re-runs the whole forward (slow; for checking the cache) */
 } tdm_generator_options;
 
 typedef struct tdm_generator tdm_generator;

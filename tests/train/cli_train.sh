@@ -105,18 +105,22 @@ if printf '%s\n' "$out" | grep -qE '^accuracy: [0-9.]+% \([0-9] of 4\)$'; then o
 img=$(ls "$W/data/images/" | head -1)
 out=$("$TANDEM" generate --model "$W/model" --tokenizer "$W/tok.json" --load "$W/ck/iter_0000003" --image "$W/data/images/$img" --prompt "How many shapes are there?" --max-new-tokens 4 2>&1); rc=$?
 [ "$rc" -eq 0 ] && ok "generate answers '$out'" || { bad "generate (rc $rc)"; printf '%s\n' "$out" | tail -2; }
+a=$("$TANDEM" generate --model "$W/model" --tokenizer "$W/tok.json" --load "$W/ck/iter_0000003" --image "$W/data/images/$img" --prompt "How many shapes are there?" --max-new-tokens 16 2>&1)
+b=$("$TANDEM" generate --model "$W/model" --tokenizer "$W/tok.json" --load "$W/ck/iter_0000003" --image "$W/data/images/$img" --prompt "How many shapes are there?" --max-new-tokens 16 --no-kv-cache 2>&1)
+[ "$a" = "$b" ] && ok "generate with an image: KV cache = full forward ('$a')" || bad "generate with an image: cache '$a' vs no cache '$b'"
 out=$("$TANDEM" generate --model "$W/model2" --tokenizer "$W/tok.json" --load "$W/ck" --prompt "hi" 2>&1); rc=$?
 [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q "another model shape" && ok "generate refuses a checkpoint of another shape" || bad "generate with another shape (rc $rc)"
 
 # An untrained model may pick <|image_pad|>; fed back, it would be a vision row without an image (the
 # next forward failed: "1 image-pad tokens but the images hold 0 merged patches"). Weights made so that
 # image_pad is always the top logit: every layer adds zero, every embedding row is e_0, the final norm
-# keeps it, lm_head scores e_0 with +1 for image_pad and -1 for every other token. Greedy decoding must
-# skip the placeholder and answer with the next best token.
+# keeps it, lm_head scores e_0 with +1 for image_pad, +0.5 for "a" and -1 for every other token. Greedy
+# decoding must skip the placeholder and answer with the next best token, "a", again and again.
 pad_id=$(sed -nE 's/.*"image_token_id": *([0-9]+).*/\1/p' "$W/model/config.json")
-if /usr/bin/python3 - "$W/ck/iter_0000003/model.safetensors" "$W/pad.safetensors" "$pad_id" <<'PYEOF'
+a_id=$(echo a | "$TANDEM" tokenize --tokenizer "$W/tok.json")
+if /usr/bin/python3 - "$W/ck/iter_0000003/model.safetensors" "$W/pad.safetensors" "$pad_id" "$a_id" <<'PYEOF'
 import array, json, struct, sys
-src, dst, pad = sys.argv[1], sys.argv[2], int(sys.argv[3])
+src, dst, pad, a_id = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 f = open(src, "rb")
 n = struct.unpack("<Q", f.read(8))[0]
 head = json.loads(f.read(n))
@@ -137,7 +141,7 @@ for name in sorted(head, key=lambda k: head[k]["data_offsets"][0]):
         a = array.array("f", [1.0] * count)
     elif name == "lm_head.weight":
         for r in range(shape[0]):
-            a[r * shape[1]] = 1.0 if r == pad else -1.0
+            a[r * shape[1]] = 1.0 if r == pad else 0.5 if r == a_id else -1.0
     b = a.tobytes()
     out_head[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(b)]}
     blobs.append(b)
@@ -153,7 +157,12 @@ with open(dst, "wb") as o:
 PYEOF
 then
   out=$("$TANDEM" generate --model "$W/model" --tokenizer "$W/tok.json" --hf-weights "$W/pad.safetensors" --prompt "hi" --max-new-tokens 3 2>&1); rc=$?
-  [ "$rc" -eq 0 ] && ok "generate skips <|image_pad|> when it is the top logit" || { bad "generate with image_pad on top (rc $rc)"; printf '%s\n' "$out" | tail -2; }
+  [ "$rc" -eq 0 ] && [ "$out" = aaa ] && ok "generate skips <|image_pad|> when it is the top logit" || { bad "generate with image_pad on top (rc $rc, '$out')"; printf '%s\n' "$out" | tail -2; }
+  # the KV cache path and the full forward at every step give the same tokens (these weights never stop: 24 of
+  # them); the cache's numerics against the full forward are tests/model/test_decode.c's
+  a=$("$TANDEM" generate --model "$W/model" --tokenizer "$W/tok.json" --hf-weights "$W/pad.safetensors" --prompt "hi" --max-new-tokens 24 2>&1)
+  b=$("$TANDEM" generate --model "$W/model" --tokenizer "$W/tok.json" --hf-weights "$W/pad.safetensors" --prompt "hi" --max-new-tokens 24 --no-kv-cache 2>&1)
+  [ "$a" = aaaaaaaaaaaaaaaaaaaaaaaa ] && [ "$a" = "$b" ] && ok "generate: KV cache = full forward over 24 tokens" || bad "generate: cache '$a' vs no cache '$b'"
 else
   bad "could not write the image_pad weights"
 fi
