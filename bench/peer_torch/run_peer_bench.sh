@@ -31,7 +31,7 @@ WINDOW=${WINDOW:-5:16}
 REPEATS=${REPEATS:-3}
 SCALING=${SCALING:-1}
 MAIN=${MAIN:-1}      # 0: skip the tandem-vs-PyTorch runs (scaling only)
-CPU=${CPU:-1}        # 1: one extra profiled tandem run per size for the compute thread's CPU time
+CPU=${CPU:-0}        # 1: one extra profiled tandem run per size (per-thread CPU; metrics.jsonl has the step CPU)
 PY=/usr/bin/python3
 if [ "$STEPS" -lt 6 ]; then
   echo "run_peer_bench.sh: STEPS=$STEPS: expected at least 6 (the schedule warms up over 5 iterations)" >&2

@@ -137,19 +137,28 @@ def main():
                 "PASS" if ok else "FAIL", e, tol))
             js[size]["first_loss_rel_diff"] = e
         prof = os.path.join(out, size, "tandem_prof.1", "profiling", "analysis.json")
-        if S.get("torch") and os.path.exists(prof):
+        nw = hi - lo + 1
+        f0 = sum(flops0[i] for i in range(lo, hi + 1))
+        tc = ta = None
+        if S.get("tandem") and all(x["compute_cpu_s"] == x["compute_cpu_s"] for x in S["tandem"]):
+            # the same runs as the throughput: clock_gettime around each step (metrics.jsonl), as the peer's
+            tc, ta, n = med([x["compute_cpu_s"] for x in S["tandem"]]), med([x["cpu_s"] for x in S["tandem"]]), nw
+            src = ("tandem: the compute thread's and the process's CPU time around each step (metrics.jsonl "
+                   "compute_cpu_ms, cpu_ms); PyTorch: time.thread_time / process_time; both from the timed runs, "
+                   "medians of the repeats")
+        elif os.path.exists(prof):  # older tandem: one extra profiled run's per-thread statistics
             A = json.load(open(prof))
             n = len([x for x in A["steps"] if x["rank"] == 0])
             th = [x for x in A["threads"] if x["rank"] == 0]
-            f0 = sum(flops0[i] for i in range(lo, hi + 1))
             tc = sum(x["run_ms"] for x in th if x["name"] == "compute") / 1e3
             ta = sum(x["run_ms"] for x in th) / 1e3
+            src = ("tandem: the profiler's per-thread run time, one profiled run, %d steps recorded; PyTorch: "
+                   "time.thread_time / process_time, median of the repeats" % n)
+        if S.get("torch") and tc:
             pc = med([x["compute_cpu_s"] for x in S["torch"]])
             pa = med([x["cpu_s"] for x in S["torch"]])
-            nw = hi - lo + 1
-            md.append("CPU time of rank 0 over the same %d steps (tandem: the profiler's per-thread run time, one "
-                      "profiled run, %d steps recorded; PyTorch: time.thread_time / process_time, median of the "
-                      "repeats); FLOPs of rank 0's micro-batches (tdm_model_flops):\n" % (nw, n))
+            md.append("CPU time of rank 0 over the same %d steps (%s); FLOPs of rank 0's micro-batches "
+                      "(tdm_model_flops):\n" % (nw, src))
             md.append("| side | compute thread CPU ms/step | all threads CPU ms/step | GFLOP per compute-thread CPU second |")
             md.append("|---|---:|---:|---:|")
             md.append("| tandem | %.1f | %.1f | %.1f |" % (tc * 1e3 / n, ta * 1e3 / n, f0 / 1e9 / (tc * nw / n)))

@@ -60,6 +60,8 @@ void tdm_format_metrics_json(tdm_strbuf *sb, const tdm_step_record *r, int with_
     json_num(sb, "optimizer_ms", r->optimizer_ms, "%.3f");
     json_num(sb, "param_gather_ms", r->param_gather_ms, "%.3f");
     json_num(sb, "comm_thread_cpu_ms", r->comm_thread_cpu_ms, "%.3f");
+    json_num(sb, "compute_cpu_ms", r->compute_cpu_ms, "%.3f");
+    json_num(sb, "cpu_ms", r->cpu_ms, "%.3f");
     if (with_fingerprint) tdm_sb_printf(sb, ",\"fingerprint\":\"%016llx\"", (unsigned long long)r->fingerprint);
     tdm_sb_putc(sb, '}');
 }

@@ -44,7 +44,8 @@ void tdm_format_timers(tdm_strbuf *sb, int n, const char *const *names, const do
 /* One JSON object (no newline) for metrics.jsonl: iteration, consumed_samples, lr,
  * global_batch_size, tokens, loss (all 17 digits), grad_norm, skipped, nan, step_ms,
  * data_wait_ms, fwd_bwd_ms, grad_sync_ms, optimizer_ms, param_gather_ms,
- * comm_thread_cpu_ms, and "fingerprint" (16 hex digits) when with_fingerprint. */
+ * comm_thread_cpu_ms, compute_cpu_ms (the trainer's thread), cpu_ms (the process), and "fingerprint"
+ * (16 hex digits) when with_fingerprint. */
 void tdm_format_metrics_json(tdm_strbuf *sb, const tdm_step_record *r, int with_fingerprint);
 
 /* Appending writer of <dir>/metrics.jsonl (created with its directory). A resumed run

@@ -365,7 +365,7 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     tdm_ddp_stats st0;
     tdm_ddp_get_stats(t->ddp, &st0);
     double gather0 = tdm_ddp_timer_elapsed_ms(t->ddp, TDM_TIMER_PARAMS_ALL_GATHER);
-    uint64_t t_step = tdm_now_ns();
+    uint64_t t_step = tdm_now_ns(), cpu0 = tdm_thread_cpu_ns(), pcpu0 = tdm_process_cpu_ns();
     tdm_prof_step_begin(it);
 
     /* forward and backward of this rank's micro-batches; gradients accumulate */
@@ -471,6 +471,8 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     }
     tdm_prof_step_end(it);
     rec->step_ms = ms_since(t_step);
+    rec->compute_cpu_ms = (double)(tdm_thread_cpu_ns() - cpu0) / 1e6;
+    rec->cpu_ms = (double)(tdm_process_cpu_ns() - pcpu0) / 1e6;
     return 0;
 }
 

@@ -47,7 +47,8 @@ static void test_timers_block(void) {
 
 static void test_metrics_json(void) {
     tdm_step_record r = {.iteration = 3, .consumed_samples = 24, .global_batch_size = 8, .tokens = 100,
-                         .lr = 0.1, .loss = 2.0 / 3.0, .grad_norm = 0.5, .step_ms = 12.5, .fingerprint = 0xabcULL};
+                         .lr = 0.1, .loss = 2.0 / 3.0, .grad_norm = 0.5, .step_ms = 12.5, .compute_cpu_ms = 11.25,
+                         .cpu_ms = 13.0, .fingerprint = 0xabcULL};
     tdm_strbuf sb;
     tdm_sb_init(&sb);
     tdm_format_metrics_json(&sb, &r, 1);
@@ -55,7 +56,7 @@ static void test_metrics_json(void) {
                        "\"tokens\":100,\"loss\":0.66666666666666663,\"grad_norm\":0.5,\"skipped\":0,\"nan\":0,"
                        "\"step_ms\":12.500,\"data_wait_ms\":0.000,\"fwd_bwd_ms\":0.000,\"grad_sync_ms\":0.000,"
                        "\"optimizer_ms\":0.000,\"param_gather_ms\":0.000,\"comm_thread_cpu_ms\":0.000,"
-                       "\"fingerprint\":\"0000000000000abc\"}";
+                       "\"compute_cpu_ms\":11.250,\"cpu_ms\":13.000,\"fingerprint\":\"0000000000000abc\"}";
     CHECK(!strcmp(sb.data, want), "\n got  %s\n want %s", sb.data, want);
     CHECK(strtod(strstr(sb.data, "\"loss\":") + 7, NULL) == 2.0 / 3.0, "all digits round-trip");
     tdm_sb_clear(&sb);
