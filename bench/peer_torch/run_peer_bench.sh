@@ -31,6 +31,7 @@ WINDOW=${WINDOW:-5:16}
 REPEATS=${REPEATS:-3}
 SCALING=${SCALING:-1}
 MAIN=${MAIN:-1}      # 0: skip the tandem-vs-PyTorch runs (scaling only)
+MBS=${MBS:-2}        # micro-batch size (global batch 8 on 2 ranks: 2 micro-batches per rank per step at 2)
 CPU=${CPU:-0}        # 1: one extra profiled tandem run per size (per-thread CPU; metrics.jsonl has the step CPU)
 PY=/usr/bin/python3
 if [ "$STEPS" -lt 6 ]; then
@@ -56,7 +57,7 @@ D=$OUT/data
 
 # the demo's training setup: vision tower and projector frozen, the LLM and lm_head trained
 FREEZE=(--freeze-vision --freeze-projector)
-DATA=(--tokenizer "$OUT/tokenizer.json" --data "$D/train.json" --micro-batch-size 2 --global-batch-size 8
+DATA=(--tokenizer "$OUT/tokenizer.json" --data "$D/train.json" --micro-batch-size "$MBS" --global-batch-size 8
       --seq-length 512 --seed 1234)
 OPT=(--lr 1e-3 --lr-warmup-iters 5 --lr-decay-style cosine --weight-decay 0.01 --clip-grad 1.0)
 BUCKET=500000
