@@ -19,7 +19,9 @@ the same iterations drawn for both sides, since repeat r of both ran the same ba
 Exit status 1 when a size's first-step losses disagree beyond --loss-tol (relative).
 """
 import json
+import math
 import os
+import random
 import statistics as st
 import sys
 
@@ -43,15 +45,13 @@ def med(xs):
 
 def paired_block_ci(runs_a, runs_b, resamples=2000, seed=20261130):
     """95% percentile interval of sum(b) / sum(a) over paired runs (lists of equal-length lists)."""
-    import math
-    import random
     rng = random.Random(seed)
     est, draws = sum(map(sum, runs_b)) / sum(map(sum, runs_a)), []
     for _ in range(resamples):
         sa = sb = 0.0
         for a, b in zip(runs_a, runs_b):
             n = len(a)
-            L = min(n, max(1, math.ceil(round(n ** (1 / 3), 9))))
+            L = max(1, min(math.ceil(round(n ** (1 / 3), 9)), n // 2))  # tdm_stats_auto_block
             filled = 0
             while filled < n:
                 s0 = rng.randrange(n - L + 1)

@@ -2,11 +2,14 @@
  * image-pad rows replaced by the vision merger output, decoder layers (RMSNorm, q/k
  * projections with per-head q_norm/k_norm before M-RoPE, GQA causal attention per
  * packed sample, SwiGLU MLP), DeepStack features added after the first layers, and
- * the final norm. The loss (fused with lm_head) is driven from qwen3vl.c.
+ * the final norm. The loss (fused with lm_head) is driven from qwen3vl.c. And one more
+ * token at a time for generation (tdm_model_decode), through the same layer halves.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "core/clock.h"
 #include "kernels/kernels.h"
 #include "model/qwen3vl_impl.h"
@@ -23,33 +26,60 @@ static int n_deepstack_used(const tdm_model *m, int n_image_rows) {
     return n < m->cfg.text.num_layers ? n : m->cfg.text.num_layers;
 }
 
-static void layer_forward(tdm_model *m, int l, float *out, const tdm_batch *b) {
+/* Rows [r0, r0 + n) of layer l up to the attention: ln1, the q/k/v projections, q_norm /
+ * k_norm over each head vector, then RoPE with the rows' angles in a->txt_rope_cos/sin. */
+static void layer_qkv(tdm_model *m, int l, int r0, int n) {
     const tdm_text_config *tc = &m->cfg.text;
     model_acts *a = &m->a;
     dec_layer_act *d = &a->lay[l];
     const dec_layer_ix *ix = &m->dl[l];
-    int T = b->n_tokens, h = tc->hidden_size, nh = tc->num_heads, nkv = tc->num_kv_heads, hd = tc->head_dim;
-    int I = tc->intermediate_size, Q = nh * hd, KV = nkv * hd;
+    int h = tc->hidden_size, nh = tc->num_heads, nkv = tc->num_kv_heads, hd = tc->head_dim;
+    int64_t Q = (int64_t)nh * hd, KV = (int64_t)nkv * hd, half = hd / 2;
     float eps = (float)tc->rms_norm_eps;
-    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->ln1, d->ln1_rstd, d->x, tdm_model_w(m, ix->in_norm), T, h, eps));
-    TDM_KERNEL("linear", tdm_linear_forward(d->q_raw, d->ln1, tdm_model_w(m, ix->q), NULL, T, h, Q));
-    TDM_KERNEL("linear", tdm_linear_forward(d->k_raw, d->ln1, tdm_model_w(m, ix->k), NULL, T, h, KV));
-    TDM_KERNEL("linear", tdm_linear_forward(d->v, d->ln1, tdm_model_w(m, ix->v), NULL, T, h, KV));
-    /* q_norm / k_norm over each head vector, then RoPE */
-    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->q, d->q_rstd, d->q_raw, tdm_model_w(m, ix->q_norm), T * nh, hd, eps));
-    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->k, d->k_rstd, d->k_raw, tdm_model_w(m, ix->k_norm), T * nkv, hd, eps));
-    TDM_KERNEL("rope", tdm_rope_forward(d->q, a->txt_rope_cos, a->txt_rope_sin, T, nh, hd));
-    TDM_KERNEL("rope", tdm_rope_forward(d->k, a->txt_rope_cos, a->txt_rope_sin, T, nkv, hd));
-    TDM_KERNEL("attention", tdm_attention_forward(d->att, d->lse, d->q, d->k, d->v, b->cu_seqlens, b->n_seqs, nh, nkv,
-                                                  hd, 1, 1.0f / sqrtf((float)hd), a->attn_ws));
-    TDM_KERNEL("linear", tdm_linear_forward(d->h, d->att, tdm_model_w(m, ix->o), NULL, T, Q, h));
-    add_into(d->h, d->x, (int64_t)T * h);
-    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->ln2, d->ln2_rstd, d->h, tdm_model_w(m, ix->post_norm), T, h, eps));
-    TDM_KERNEL("linear", tdm_linear_forward(d->gate, d->ln2, tdm_model_w(m, ix->gate), NULL, T, h, I));
-    TDM_KERNEL("linear", tdm_linear_forward(d->up, d->ln2, tdm_model_w(m, ix->up), NULL, T, h, I));
-    TDM_KERNEL("swiglu", tdm_swiglu_forward(d->act, d->gate, d->up, T, I));
-    TDM_KERNEL("linear", tdm_linear_forward(out, d->act, tdm_model_w(m, ix->down), NULL, T, I, h));
-    add_into(out, d->h, (int64_t)T * h);
+    float *ln1 = d->ln1 + r0 * (int64_t)h, *q = d->q + r0 * Q, *k = d->k + r0 * KV;
+    const float *cs = a->txt_rope_cos + r0 * half, *sn = a->txt_rope_sin + r0 * half;
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(ln1, d->ln1_rstd + r0, d->x + r0 * (int64_t)h,
+                                              tdm_model_w(m, ix->in_norm), n, h, eps));
+    TDM_KERNEL("linear", tdm_linear_forward(d->q_raw + r0 * Q, ln1, tdm_model_w(m, ix->q), NULL, n, h, (int)Q));
+    TDM_KERNEL("linear", tdm_linear_forward(d->k_raw + r0 * KV, ln1, tdm_model_w(m, ix->k), NULL, n, h, (int)KV));
+    TDM_KERNEL("linear", tdm_linear_forward(d->v + r0 * KV, ln1, tdm_model_w(m, ix->v), NULL, n, h, (int)KV));
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(q, d->q_rstd + (int64_t)r0 * nh, d->q_raw + r0 * Q,
+                                              tdm_model_w(m, ix->q_norm), n * nh, hd, eps));
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(k, d->k_rstd + (int64_t)r0 * nkv, d->k_raw + r0 * KV,
+                                              tdm_model_w(m, ix->k_norm), n * nkv, hd, eps));
+    TDM_KERNEL("rope", tdm_rope_forward(q, cs, sn, n, nh, hd));
+    TDM_KERNEL("rope", tdm_rope_forward(k, cs, sn, n, nkv, hd));
+}
+
+/* Rows [r0, r0 + n) of layer l after the attention (d->att filled): the o projection and
+ * its residual, ln2, the SwiGLU MLP and its residual into out (the rows of the next input). */
+static void layer_out(tdm_model *m, int l, int r0, int n, float *out) {
+    const tdm_text_config *tc = &m->cfg.text;
+    dec_layer_act *d = &m->a.lay[l];
+    const dec_layer_ix *ix = &m->dl[l];
+    int h = tc->hidden_size, I = tc->intermediate_size, Q = tc->num_heads * tc->head_dim;
+    int64_t o = r0 * (int64_t)h, oi = r0 * (int64_t)I;
+    float *hh = d->h + o, *ln2 = d->ln2 + o;
+    TDM_KERNEL("linear", tdm_linear_forward(hh, d->att + r0 * (int64_t)Q, tdm_model_w(m, ix->o), NULL, n, Q, h));
+    add_into(hh, d->x + o, (int64_t)n * h);
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(ln2, d->ln2_rstd + r0, hh, tdm_model_w(m, ix->post_norm), n, h,
+                                              (float)tc->rms_norm_eps));
+    TDM_KERNEL("linear", tdm_linear_forward(d->gate + oi, ln2, tdm_model_w(m, ix->gate), NULL, n, h, I));
+    TDM_KERNEL("linear", tdm_linear_forward(d->up + oi, ln2, tdm_model_w(m, ix->up), NULL, n, h, I));
+    TDM_KERNEL("swiglu", tdm_swiglu_forward(d->act + oi, d->gate + oi, d->up + oi, n, I));
+    TDM_KERNEL("linear", tdm_linear_forward(out + o, d->act + oi, tdm_model_w(m, ix->down), NULL, n, I, h));
+    add_into(out + o, hh, (int64_t)n * h);
+}
+
+static void layer_forward(tdm_model *m, int l, float *out, const tdm_batch *b) {
+    const tdm_text_config *tc = &m->cfg.text;
+    dec_layer_act *d = &m->a.lay[l];
+    int T = b->n_tokens, hd = tc->head_dim;
+    layer_qkv(m, l, 0, T);
+    TDM_KERNEL("attention", tdm_attention_forward(d->att, d->lse, d->q, d->k, d->v, b->cu_seqlens, b->n_seqs,
+                                                  tc->num_heads, tc->num_kv_heads, hd, 1, 1.0f / sqrtf((float)hd),
+                                                  m->a.attn_ws));
+    layer_out(m, l, 0, T, out);
 }
 
 /* g [T,h]: gradient of the layer output on entry, of the layer input on return.
@@ -181,4 +211,70 @@ void tdm_decoder_backward(tdm_model *m, const tdm_batch *b, int n_image_rows, in
         for (int r = 0; r < n_image_rows; r++)
             memcpy(a->dmerge + (int64_t)r * O, a->g + (int64_t)a->image_rows[r] * h, sizeof(float) * h);
     tdm_model_unit_end(m, m->u_embed, 1, t0);
+}
+
+/* ---- one more token (tdm_model_decode) ------------------------------------------------ */
+
+/* out[hd] = softmax(q . k_j * scale) v_j over the n rows of k, v (row stride ld). */
+static void attend_one(float *out, const float *q, const float *k, const float *v, int n, int64_t ld, int hd,
+                       float scale, float *p) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        const float *kj = k + (int64_t)j * ld;
+        float s = 0;
+        for (int c = 0; c < hd; c++) s += q[c] * kj[c];
+        p[j] = s * scale;
+        if (p[j] > mx) mx = p[j];
+    }
+    double sum = 0;
+    for (int j = 0; j < n; j++) sum += p[j] = expf(p[j] - mx);
+    memset(out, 0, sizeof(float) * (size_t)hd);
+    for (int j = 0; j < n; j++) {
+        const float *vj = v + (int64_t)j * ld;
+        float w = (float)(p[j] / sum);
+        for (int c = 0; c < hd; c++) out[c] += w * vj[c];
+    }
+}
+
+/* The new token is row t = decode_len of every decoder activation: the layers of the forward
+ * above restricted to that row, with the attention of its one query over rows 0..t of the
+ * layer's k and v (kv head head / G for GQA; every earlier row is in the past, so no mask).
+ * New tokens are text: DeepStack adds nothing to them. The rows past the prompt are free in
+ * the reserved activations, so the cache costs no memory. */
+int tdm_model_decode(tdm_model *m, int32_t token, const int32_t pos[3], float *logits, tdm_error *err) {
+    const tdm_model_config *c = &m->cfg;
+    const tdm_text_config *tc = &c->text;
+    model_acts *a = &m->a;
+    int t = m->decode_len;
+    if (t <= 0)
+        return tdm_errorf(err, "model decode: no prompt to continue (run tdm_model_forward on a one-sequence batch "
+                               "first)");
+    if (t >= m->limits.max_tokens)
+        return tdm_errorf(err, "model decode: token %d is past the %d reserved", t + 1, m->limits.max_tokens);
+    if (token < 0 || token >= tc->vocab_size || token == c->image_token_id || token == c->video_token_id)
+        return tdm_errorf(err, "model decode: token id %d is not a text token of the vocabulary of %d", token,
+                          tc->vocab_size);
+    int h = tc->hidden_size, nh = tc->num_heads, nkv = tc->num_kv_heads, hd = tc->head_dim, L = tc->num_layers;
+    int Q = nh * hd, KV = nkv * hd, G = nh / nkv, half = hd / 2;
+    float scale = 1.0f / sqrtf((float)hd), *p = tdm_xmalloc(sizeof(float) * (size_t)(t + 1));
+    /* the row's angles: position_ids [3, 1] are its t, h, w positions */
+    tdm_mrope_tables(a->txt_rope_cos + (int64_t)t * half, a->txt_rope_sin + (int64_t)t * half, pos, 1, tc);
+    float *x = (L > 0 ? a->lay[0].x : a->x_final) + (int64_t)t * h;
+    tdm_embedding_forward(x, tdm_model_w(m, m->embed), &token, 1, h);
+    for (int l = 0; l < L; l++) {
+        dec_layer_act *d = &a->lay[l];
+        layer_qkv(m, l, t, 1);
+        const float *q = d->q + (int64_t)t * Q;
+        for (int head = 0; head < nh; head++)
+            attend_one(d->att + (int64_t)t * Q + head * hd, q + head * hd, d->k + (head / G) * hd,
+                       d->v + (head / G) * hd, t + 1, KV, hd, scale, p);
+        layer_out(m, l, t, 1, l + 1 < L ? a->lay[l + 1].x : a->x_final);
+    }
+    float *fin = a->fin + (int64_t)t * h;
+    tdm_rmsnorm_forward(fin, a->fin_rstd + t, a->x_final + (int64_t)t * h, tdm_model_w(m, m->final_norm), 1, h,
+                        (float)tc->rms_norm_eps);
+    if (logits) tdm_linear_forward(logits, fin, tdm_model_w(m, m->lm_head), NULL, 1, h, tc->vocab_size);
+    free(p);
+    m->decode_len = t + 1;
+    return 0;
 }

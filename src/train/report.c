@@ -166,7 +166,7 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     tdm_sb_puts(sb, ",\n  \"candidate\": ");
     json_side(sb, B);
     tdm_sb_puts(sb, ",\n  ");
-    const char *tf2[] = {"false", "true"};
+    const char *tf[] = {"false", "true"};
     json_num(sb, "step_time_change_pct", r->step_time_change_pct), tdm_sb_puts(sb, ",\n  ");
     json_num(sb, "median_step_time_change_pct", r->median_change_pct), tdm_sb_puts(sb, ",\n  ");
     json_num(sb, "throughput_change_pct", r->throughput_change_pct), tdm_sb_puts(sb, ",\n  ");
@@ -175,12 +175,11 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
                       r->step_time_ci.hi_pct,
                       r->step_time_ci.lo_pct <= 0 && r->step_time_ci.hi_pct >= 0 ? "true" : "false");
     else tdm_sb_puts(sb, "\"ci95_pct\": null,\n  \"inside_noise\": null,\n  ");
-    tdm_sb_printf(sb, "\"ci_block_steps\": %d,\n  \"ci_paired\": %s,\n  ", r->ci_block, tf2[!!r->ci_paired]);
+    tdm_sb_printf(sb, "\"ci_block_steps\": %d,\n  \"ci_paired\": %s,\n  ", r->ci_block, tf[!!r->ci_paired]);
     tdm_sb_puts(sb, "\"noise_sentence\": ");
     tdm_sb_json_string(sb, r->noise_sentence, strlen(r->noise_sentence));
     tdm_sb_printf(sb, ",\n  \"window\": [%lld, %lld],\n  \"steps\": %lld,\n  \"repeats\": %d,\n  \"world_size\": %d,\n",
                   (long long)o->window_lo, (long long)o->window_hi, (long long)o->steps, o->repeats, r->world);
-    const char *tf[] = {"false", "true"};
     tdm_sb_printf(sb, "  \"loss_bitwise_equal\": %s,\n  \"first_loss_diff_step\": %lld,\n  ", tf[!!r->loss_bitwise_equal],
                   (long long)r->first_loss_diff_step);
     json_num(sb, "max_rel_loss_dev", r->max_rel_loss_dev);
