@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """plot_link.py - step time against link rate from run_link_bench.sh's A/B reports.
 
-    bench/link/plot_link.py [--relative] --out FILE.svg LABEL=DIR [LABEL=DIR ...]
+    bench/link/plot_link.py [--relative] [--reanalyze TANDEM] --out FILE.svg LABEL=DIR [LABEL=DIR ...]
 
 Each DIR is a run_link_bench.sh output folder (its ab/<rate>gbit_<mode>_<cand>/summary.json);
 LABEL names the MPI library it used. One panel per (label, progress mode) found, each with
@@ -9,7 +9,8 @@ the mean step time of the baseline (no overlap; the mean of the A/B runs' baseli
 rate), of the two candidates (--overlap-grad-reduce; both overlap flags) and, dashed, each
 candidate's ideal step time: max(compute, communication - last bucket) + last bucket, from
 its profiled steps. --relative divides every value by the baseline's mean step time at that rate
-(for runs whose batch differs from rate to rate, MBS_BY_RATE). Plain SVG, no plotting library.
+(for runs whose batch differs from rate to rate, MBS_BY_RATE). --reanalyze recomputes the ideal from
+the saved traces with TANDEM's analysis (bench/link/ab_table.py). Plain SVG, no plotting library.
 """
 import argparse
 import json
@@ -18,11 +19,14 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ab_table  # noqa: E402  (reanalyze: the profiled columns recomputed from saved traces)
+
 CANDS = (("overlap_grad", "--overlap-grad-reduce", "#c60"), ("overlap_both", "both overlap flags", "#157"))
 BASE_COLOR = "#555"
 
 
-def load(folder):
+def load(folder, tandem=None):
     """{(mode, rate): {cand: summary}} from one output folder."""
     runs = {}
     ab = os.path.join(folder, "ab")
@@ -34,7 +38,11 @@ def load(folder):
         if not m or not os.path.exists(p):
             continue
         with open(p) as f:
-            runs.setdefault((m.group(2), float(m.group(1))), {})[m.group(3)] = json.load(f)
+            s = json.load(f)
+        if tandem:
+            ab_table.reanalyze(tandem, os.path.join(ab, name), "baseline", s["baseline"])
+            ab_table.reanalyze(tandem, os.path.join(ab, name), "candidate", s["candidate"])
+        runs.setdefault((m.group(2), float(m.group(1))), {})[m.group(3)] = s
     return runs
 
 
@@ -97,6 +105,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="the SVG file to write")
     ap.add_argument("--relative", action="store_true", help="step times as a fraction of the baseline's")
+    ap.add_argument("--reanalyze", metavar="TANDEM", help="recompute the ideal from the traces with this binary")
     ap.add_argument("sources", nargs="+", metavar="LABEL=DIR")
     a = ap.parse_args()
     panels = []
@@ -104,7 +113,7 @@ def main():
         label, sep, folder = src.partition("=")
         if not sep:
             sys.exit(f"plot_link.py: '{src}': expected LABEL=DIR (e.g. openmpi=build/link-bench)")
-        runs = load(folder)
+        runs = load(folder, a.reanalyze)
         for mode in ("thread", "inline"):
             if any(md == mode for md, _ in runs):
                 panels.append((f"{label}, {mode} progress", runs, mode))

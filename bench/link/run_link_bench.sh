@@ -21,7 +21,8 @@
 # MBS_BY_RATE ("RATE:MBS ...", e.g. "0.5:24 1:12 2:6": at a listed rate, micro-batch MBS and global batch
 # 2 x MBS, one micro-batch per rank; chooses the compute per step so that communication is a given
 # share of it at every rate), BUCKETS (gradient buckets, 8), REPEATS (interleaved timing runs per side, 1),
-# AB_FLAGS (extra train flags),
+# AB_FLAGS (extra train flags), DIST_OPT (1: --use-distributed-optimizer, reduce-scatter + all-gather; 0: the plain
+# optimizer, one all-reduce per bucket),
 # OUT (build/link-bench). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
 # the tables $OUT/probe.md and $OUT/ab.md, and $OUT/ab.svg (step time against link rate:
 # baseline, candidates and their ideal bound; bench/link/plot_link.py).
@@ -157,9 +158,14 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
   # Vision tower and projector frozen, as in the demo: the language model's gradients cross
   # the link every step (reduce-scatter), and the updated parameters (all-gather).
   COMMON=(--model "$PWD/configs/tiny" --tokenizer "$D/tok.json" --data "$D/train.json"
-          --freeze-vision --freeze-projector --use-distributed-optimizer --ddp-num-buckets "${BUCKETS:-8}"
+          --freeze-vision --freeze-projector --ddp-num-buckets "${BUCKETS:-8}"
           --seq-length 512 --lr 1e-4 --lr-warmup-iters 2 --seed 1234
           --steps "$STEPS" --window "$WINDOW" --repeats "${REPEATS:-1}" --audit-steps 0 --profile-steps 3 ${AB_FLAGS:-})
+  case ${DIST_OPT:-1} in
+    1) COMMON+=(--use-distributed-optimizer) ;;
+    0) ;;
+    *) die "DIST_OPT: expected 1 (distributed optimizer) or 0 (plain), got '$DIST_OPT'" ;;
+  esac
   for rate in $RATES; do
     set_rate "$rate"
     mbs=${MBS:-1} gbs=${GBS:-12}
@@ -187,34 +193,7 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
       done
     done
   done
-  $PY - "$OUT/ab" "$RATES" "$MODES" "${CANDS:-overlap_grad overlap_both}" >"$OUT/ab.md" <<'PYEOF'
-import json, os, sys
-d, rates, modes, cands = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
-print("| link (Gbit/s) | progress | candidate | micro-batch / global batch | baseline ms | candidate ms "
-      "| change (95% CI) | comm share of baseline | exposed comm ms (base / cand) | last bucket ms (cand) | ideal ms (cand) | overlap eff. (cand) "
-      "| ideal ms, schedule (cand) | eff., schedule (cand) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-f = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
-for rate in rates:
-    for mode in modes:
-        for cand, label in (("overlap_grad", "--overlap-grad-reduce"), ("overlap_both", "both overlap flags"),
-                            ("custom", "custom (BASE_FLAGS vs CAND_FLAGS)")):
-            if cand not in cands: continue
-            p = os.path.join(d, f"{rate}gbit_{mode}_{cand}", "summary.json")
-            if not os.path.exists(p):
-                print(f"| {rate} | {mode} | {label} | | failed | | | | | | | | | |"); continue
-            s = json.load(open(p)); a, b = s["baseline"], s["candidate"]
-            share = a["comm_ms"] / a["mean_step_ms"] if a.get("comm_ms") is not None and a.get("mean_step_ms") else None
-            ci = s.get("ci95_pct") or [None, None]
-            bp = os.path.join(d, f"{rate}gbit_{mode}_{cand}.batch")
-            batch = " / ".join(open(bp).read().split()) if os.path.exists(bp) else "-"
-            print(f"| {rate} | {mode} | {label} | {batch} | {f(a['mean_step_ms'])} | {f(b['mean_step_ms'])} "
-                  f"| {f(s['step_time_change_pct'])}% ({f(ci[0])} .. {f(ci[1])}) | {f(share and 100 * share, 0)}% "
-                  f"| {f(a['exposed_comm_ms'])} / {f(b['exposed_comm_ms'])} | {f(b.get('last_bucket_comm_ms'))} "
-                  f"| {f(b['ideal_step_ms'])} "
-                  f"| {f(b['overlap_efficiency'], 2)} | {f(b.get('sched_ideal_step_ms'))} "
-                  f"| {f(b.get('sched_overlap_efficiency'), 2)} |")
-PYEOF
+  $PY bench/link/ab_table.py "$OUT/ab" "$RATES" "$MODES" "${CANDS:-overlap_grad overlap_both}" >"$OUT/ab.md"
   cat "$OUT/ab.md"
   $PY bench/link/plot_link.py --out "$OUT/ab.svg" "$AB_MPI=$OUT" && echo "plot: $OUT/ab.svg"
 fi

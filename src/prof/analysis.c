@@ -120,22 +120,58 @@ static int f_comm(const tdm_prof_rec *r) { return r->cat == TDM_PROF_COMM; }
 static int f_data_wait(const tdm_prof_rec *r) { return on_compute(r) && r->cat == TDM_PROF_DATA; }
 static int f_wait(const tdm_prof_rec *r) { return on_compute(r) && r->cat == TDM_PROF_WAIT; }
 
-/* The collective that cannot overlap: the gradient collective of the step that started last
- * (the bucket holding the first layers, whose gradients are ready only when the backward
- * ends), or the last-starting collective when none is named "grad ...". Its length, clipped
- * to the step, in µs; 0 when the step has no collective. */
-static double last_grad_comm_us(const tdm_prof_rec *recs, int64_t n, int32_t rank, double lo, double hi) {
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The part of the step's communication that cannot overlap: the gradient collective that
+ * started last (the bucket holding the first layers, whose gradients are ready only when the
+ * backward ends), or the last-starting collective when none is named "grad ..."; of several
+ * started at the same instant, the one that ended last. Only its own transfer counts, not
+ * the time it shared the link with collectives posted before it (all buckets at once, as
+ * without overlap, or onto a backlog): the link is taken as shared equally by the k
+ * collectives in flight, so each instant of its record counts 1/k. (Its whole record would
+ * count the others' transfers too; only the instants after the others ended would miss the
+ * part it moved beside them, and completions are seen when the thread polls, often several
+ * at once.) In µs, clipped to the step; 0 when the step has no collective. `scratch` needs
+ * room for 2n times. */
+static double last_grad_comm_us(const tdm_prof_rec *recs, int64_t n, int32_t rank, double lo, double hi,
+                                double *scratch) {
     const tdm_prof_rec *last = NULL;
     int last_grad = 0;
     for (int64_t i = 0; i < n; i++) {
         const tdm_prof_rec *r = &recs[i];
         if (r->rank != rank || r->instant || !f_comm(r) || r->t1_us <= lo || r->t0_us >= hi) continue;
         int grad = !strncmp(r->name, "grad", 4);
-        if (!last || grad > last_grad || (grad == last_grad && r->t0_us > last->t0_us)) last = r, last_grad = grad;
+        if (!last || grad > last_grad ||
+            (grad == last_grad && (r->t0_us > last->t0_us || (r->t0_us == last->t0_us && r->t1_us > last->t1_us))))
+            last = r, last_grad = grad;
     }
     if (!last) return 0;
     double a = last->t0_us > lo ? last->t0_us : lo, b = last->t1_us < hi ? last->t1_us : hi;
-    return b - a;
+    int64_t nt = 0; /* every start and end inside (a, b) splits it into pieces of constant k */
+    scratch[nt++] = a;
+    scratch[nt++] = b;
+    for (int64_t i = 0; i < n; i++) {
+        const tdm_prof_rec *r = &recs[i];
+        if (r->rank != rank || r->instant || !f_comm(r)) continue;
+        if (r->t0_us > a && r->t0_us < b) scratch[nt++] = r->t0_us;
+        if (r->t1_us > a && r->t1_us < b) scratch[nt++] = r->t1_us;
+    }
+    qsort(scratch, (size_t)nt, sizeof *scratch, cmp_double);
+    double own = 0;
+    for (int64_t p = 0; p + 1 < nt; p++) {
+        double t0 = scratch[p], t1 = scratch[p + 1], mid = 0.5 * (t0 + t1);
+        if (t1 <= t0) continue;
+        int k = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const tdm_prof_rec *r = &recs[i];
+            if (r->rank == rank && !r->instant && f_comm(r) && r->t0_us <= mid && r->t1_us > mid) k++;
+        }
+        own += (t1 - t0) / (k > 0 ? k : 1);
+    }
+    return own;
 }
 
 static int f_grad_comm(const tdm_prof_rec *r) { return f_comm(r) && !strncmp(r->name, "grad", 4); }
@@ -200,6 +236,7 @@ int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank,
     tdm_prof_interval *a = tdm_xmalloc((size_t)(n + 1) * sizeof *a);
     tdm_prof_interval *b = tdm_xmalloc((size_t)(n + 1) * sizeof *b);
     tdm_prof_interval *c = tdm_xmalloc((size_t)(2 * n + 2) * sizeof *c);
+    double *ts = tdm_xmalloc((size_t)(2 * n + 2) * sizeof *ts);
     int64_t n_steps = 0;
     for (int64_t i = 0; i < n; i++) {
         const tdm_prof_rec *env = &recs[i];
@@ -214,7 +251,7 @@ int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank,
         s.comm_ms = tdm_prof_intervals_length(a, na) / 1e3;
         s.hidden_ms = tdm_prof_intervals_intersect_length(a, na, c, nc) / 1e3;
         s.exposed_ms = s.comm_ms - s.hidden_ms;
-        s.last_comm_ms = last_grad_comm_us(recs, n, rank, lo, hi) / 1e3;
+        s.last_comm_ms = last_grad_comm_us(recs, n, rank, lo, hi, ts) / 1e3;
         double can_hide = s.comm_ms - s.last_comm_ms;
         s.hideable_ms = can_hide < s.compute_ms ? can_hide : s.compute_ms;
         if (s.hideable_ms < s.hidden_ms) s.hideable_ms = s.hidden_ms; /* part of the last one did hide */
@@ -241,6 +278,7 @@ int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank,
     free(a);
     free(b);
     free(c);
+    free(ts);
     return n_steps;
 }
 

@@ -88,7 +88,7 @@ typedef struct tdm_prof_step_stats {
     int32_t rank;
     int64_t step;
     double step_ms, compute_ms, comm_ms, hidden_ms, exposed_ms, hideable_ms;
-    double last_comm_ms; /* the last gradient collective, which cannot overlap */
+    double last_comm_ms; /* the last gradient collective, which cannot overlap, from when no earlier one is in flight */
     double data_wait_ms, wait_ms, ideal_step_ms;
     double overlap_efficiency; /* NaN when hideable is 0 */
     double sched_hideable_ms, sched_ideal_step_ms;

@@ -13,11 +13,14 @@
 #include "tools/commands.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: tandem trace-summary DIR|TRACE.json\n"
+    fprintf(f, "usage: tandem trace-summary [--json] DIR|TRACE.json\n"
                "  DIR is a profiler save_path (it holds trace.json, written by a run with --profile-config).\n"
                "  Prints the operator summary (count, total, mean, max per name; waits included), the per-step\n"
                "  analysis (compute, communication, hidden, exposed, data wait, ideal step, overlap efficiency)\n"
-               "  and the per-thread CPU statistics of the profiled steps.\n");
+               "  and the per-thread CPU statistics of the profiled steps.\n"
+               "  --json: print the analysis as JSON instead (per-step statistics, their mean, the operator\n"
+               "  summary: the analysis.json of a profiled run without its thread table), recomputed from the\n"
+               "  trace by this build, e.g. to re-read old traces after the analysis changed.\n");
 }
 
 static void print_threads(const char *dir) {
@@ -55,7 +58,9 @@ int cmd_trace_summary(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    if (argc != 2) {
+    int as_json = argc == 3 && !strcmp(argv[1], "--json");
+    if (as_json) argv++, argc--;
+    if (argc != 2 || argv[1][0] == '-') {
         usage(stderr);
         return 2;
     }
@@ -74,12 +79,15 @@ int cmd_trace_summary(int argc, char **argv) {
         fprintf(stderr, "tandem trace-summary: %s\n", err.msg);
         return 1;
     }
-    tdm_strbuf text;
+    tdm_strbuf text, json;
     tdm_sb_init(&text);
-    tdm_prof_trace_summarize(&t, &text, NULL);
-    fputs(text.data ? text.data : "", stdout);
+    tdm_sb_init(&json);
+    tdm_prof_trace_summarize(&t, &text, as_json ? &json : NULL);
+    if (as_json) printf("%s\n", json.data ? json.data : "{}");
+    else fputs(text.data ? text.data : "", stdout);
     tdm_sb_free(&text);
+    tdm_sb_free(&json);
     tdm_prof_trace_free(&t);
-    print_threads(dir);
+    if (!as_json) print_threads(dir);
     return 0;
 }

@@ -148,6 +148,69 @@ static void test_last_bucket_cannot_hide(void) {
     CHECK_NEAR(s.overlap_efficiency, 29.0 / 39.0, 1e-12);
 }
 
+static void test_last_bucket_own_transfer_only(void) {
+    enum { C = TDM_PROF_THREAD_COMPUTE, M = TDM_PROF_THREAD_COMM };
+    tdm_prof_step_stats s;
+    /* No overlap: all three buckets posted when the backward ends at 60 and all in flight
+     * from then on, seen to finish at 70, 80 and 90 while the compute thread waits. The last
+     * one's record (60-90) shares the link with two others for 10 and with one for 10: its
+     * own transfer is 10/3 + 10/2 + 10 = 18.33. compute 60, comm 30, hidden 0: hideable
+     * min(30 - 18.33, 60) = 11.67, efficiency 0, ideal 100 - 11.67. (Its whole record as
+     * the last bucket gave hideable 0: an ideal equal to the step and no efficiency.) */
+    tdm_prof_rec a[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 100),
+        R(TDM_PROF_PHASE, C, "forward", 0, 30),
+        R(TDM_PROF_PHASE, C, "backward", 30, 60),
+        R(TDM_PROF_WAIT, C, "wait grads", 60, 90),
+        R(TDM_PROF_PHASE, C, "optimizer", 90, 100),
+        R(TDM_PROF_COMM, M, "grad all-reduce", 60, 90), /* started with the others, ended last */
+        R(TDM_PROF_COMM, M, "grad all-reduce", 60, 70),
+        R(TDM_PROF_COMM, M, "grad all-reduce", 60, 80),
+    };
+    const double own = 10.0 / 3 + 10.0 / 2 + 10;
+    CHECK(tdm_prof_analyze_rank(a, sizeof a / sizeof *a, 0, &s, 1) == 1, "one step");
+    CHECK_NEAR(s.comm_ms * 1e3, 30, 1e-9);
+    CHECK_NEAR(s.hidden_ms * 1e3, 0, 1e-9);
+    CHECK_NEAR(s.last_comm_ms * 1e3, own, 1e-9);
+    CHECK_NEAR(s.hideable_ms * 1e3, 30 - own, 1e-9);
+    CHECK_NEAR(s.ideal_step_ms * 1e3, 100 - (30 - own), 1e-9);
+    CHECK_NEAR(s.overlap_efficiency, 0, 1e-12);
+
+    /* Overlap onto a backlog: bucket 1 posted at 50 and in flight 50-68, bucket 0 posted when
+     * the backward ends at 60 and in flight 60-75: shared 60-68 (4 of its own), alone 68-75
+     * (7). compute 70 (0-60, 75-85), comm 25, hidden 10, last 11: hideable min(25 - 11, 70)
+     * = 14, efficiency 10 / 14, ideal 85 - 4 = 81. */
+    tdm_prof_rec b[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 85),
+        R(TDM_PROF_PHASE, C, "forward", 0, 30),
+        R(TDM_PROF_PHASE, C, "backward", 30, 60),
+        R(TDM_PROF_WAIT, C, "wait grads", 60, 75),
+        R(TDM_PROF_PHASE, C, "optimizer", 75, 85),
+        R(TDM_PROF_COMM, M, "grad reduce-scatter", 50, 68),
+        R(TDM_PROF_COMM, M, "grad reduce-scatter", 60, 75),
+    };
+    CHECK(tdm_prof_analyze_rank(b, sizeof b / sizeof *b, 0, &s, 1) == 1, "one step");
+    CHECK_NEAR(s.comm_ms * 1e3, 25, 1e-9);
+    CHECK_NEAR(s.hidden_ms * 1e3, 10, 1e-9);
+    CHECK_NEAR(s.last_comm_ms * 1e3, 11, 1e-9);
+    CHECK_NEAR(s.hideable_ms * 1e3, 14, 1e-9);
+    CHECK_NEAR(s.ideal_step_ms * 1e3, 81, 1e-9);
+    CHECK_NEAR(s.overlap_efficiency, 10.0 / 14.0, 1e-12);
+
+    /* The last one in flight 60-80 wholly beside an earlier one (50-90): half of its record
+     * is its own, 10; the step clips nothing. compute 60, comm 40: hideable 30. */
+    tdm_prof_rec c[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 100),
+        R(TDM_PROF_PHASE, C, "backward", 0, 60),
+        R(TDM_PROF_WAIT, C, "wait grads", 60, 90),
+        R(TDM_PROF_COMM, M, "grad all-reduce", 50, 90),
+        R(TDM_PROF_COMM, M, "grad all-reduce", 60, 80),
+    };
+    CHECK(tdm_prof_analyze_rank(c, sizeof c / sizeof *c, 0, &s, 1) == 1, "one step");
+    CHECK_NEAR(s.last_comm_ms * 1e3, 10, 1e-9);
+    CHECK_NEAR(s.hideable_ms * 1e3, 30, 1e-9);
+}
+
 /* An instant (MARK) on the compute thread at t µs. */
 static tdm_prof_rec MARK(const char *name, double t) {
     tdm_prof_rec r = R(TDM_PROF_MARK, TDM_PROF_THREAD_COMPUTE, name, t, t);
@@ -372,6 +435,7 @@ int main(void) {
     RUN(test_step_hidden_exposed);
     RUN(test_inline_progress_comm_on_compute_thread);
     RUN(test_last_bucket_cannot_hide);
+    RUN(test_last_bucket_own_transfer_only);
     RUN(test_schedule_bound);
     RUN(test_overlapping_waits_and_threads);
     RUN(test_clipped_to_step_and_empty);

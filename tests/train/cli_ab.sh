@@ -122,6 +122,15 @@ PYEOF
   then ok; else bad "$side trace invalid"; fi
   "$TANDEM" trace-summary "$OUT/traces/$side" >"$W/ts.out" 2>&1 && grep -q "cannot be added up" "$W/ts.out" \
     && grep -q "Per-step analysis" "$W/ts.out" && ok || bad "trace-summary $side: $(head -3 "$W/ts.out")"
+  # --json recomputes the analysis from trace.json: the same mean as the run's own analysis.json
+  if "$TANDEM" trace-summary --json "$OUT/traces/$side" >"$W/ts.json" 2>"$W/ts.err" \
+     && python3 - "$W/ts.json" "$OUT/traces/$side/analysis.json" <<'PYEOF'
+import json, math, sys
+a, b = json.load(open(sys.argv[1]))["mean"], json.load(open(sys.argv[2]))["mean"]
+for k in ("step_ms", "compute_ms", "comm_ms", "hidden_comm_ms", "last_bucket_comm_ms", "ideal_step_ms"):
+    assert math.isclose(a[k], b[k], rel_tol=1e-5, abs_tol=1e-3), (k, a[k], b[k])
+PYEOF
+  then ok; else bad "trace-summary --json $side: $(head -3 "$W/ts.err")"; fi
 done
 
 # a one-step window gives no interval (a resample could only repeat the data): the table and the sentence say so
