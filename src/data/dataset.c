@@ -119,7 +119,7 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
     int has_sys = sys && sys->type == TDM_JSON_STRING && sys->len > 0;
     s->turns = tdm_xcalloc(msgs->len + 1, sizeof(tdm_turn));
     if (has_sys) s->turns[s->n_turns++] = (tdm_turn){TDM_ROLE_SYSTEM, tdm_xstrdup(sys->str)};
-    int tags = 0;
+    int tags = has_sys ? count_tags(sys->str) : 0; /* counted as in a system message */
     for (size_t i = 0; i < msgs->len; i++) {
         const tdm_json *m = msgs->items[i];
         const tdm_json *r = tdm_json_get(m, rk);
@@ -171,6 +171,15 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
         tdm_errorf(err, "\"images\" must be a list of paths");
         goto fail;
     }
+    /* Qwen3-VL's video path (frames, temporal patches, <|video_pad|>) is not implemented: a video
+     * must not turn into its "<video>" tag trained as plain text */
+    const tdm_json *vids = tdm_json_get(o, "videos");
+    if (!vids) vids = tdm_json_get(o, "video");
+    if (vids && vids->type != TDM_JSON_NULL && !(vids->type == TDM_JSON_ARRAY && vids->len == 0)) {
+        tdm_errorf(err, "\"%s\": video samples are not supported (images only)", tdm_json_get(o, "videos") ? "videos"
+                                                                                                  : "video");
+        goto fail;
+    }
     if ((size_t)tags != n_img) {
         tdm_errorf(err, "%d <image> tags but %zu images listed", tags, n_img);
         goto fail;
@@ -210,7 +219,10 @@ static int add_sample(tdm_dataset *d, int64_t *cap, const tdm_json *o, int file,
         char where[1200];
         snprintf(where, sizeof where, "%s: sample %lld: %s", d->files[file], (long long)index, e.msg);
         if (!opt->skip_bad_samples) return tdm_errorf(err, "%s", where);
-        if (d->n_skipped++ == 0) snprintf(d->first_skip, sizeof d->first_skip, "%.1000s", where);
+        if (d->n_skipped++ == 0) {
+            snprintf(d->first_skip, sizeof d->first_skip, "%.1000s", where);
+            d->first_skip_file = file, d->first_skip_index = index;
+        }
         return 0;
     }
     s.file = file;
@@ -231,7 +243,7 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
     size_t len;
     char *text = tdm_read_file(path, TDM_DATASET_MAX_FILE_BYTES, &len, err);
     if (!text) return -1;
-    size_t first = 0;
+    size_t first = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 byte order mark */
     while (first < len && strchr(" \t\r\n", text[first])) first++;
     size_t plen = strlen(path);
     int jsonl = (plen > 6 && !strcmp(path + plen - 6, ".jsonl")) || (first < len && text[first] != '[');
@@ -265,6 +277,7 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
                         rc = tdm_errorf(err, "%s", e.msg);
                     } else if (d->n_skipped++ == 0) {
                         snprintf(d->first_skip, sizeof d->first_skip, "%s", e.msg);
+                        d->first_skip_file = file, d->first_skip_index = index;
                     }
                 } else {
                     rc = add_sample(d, cap, tdm_json_root(doc), file, index, root, opt, err);

@@ -55,6 +55,8 @@ typedef struct tdm_dataset {
     tdm_sample *samples;
     int64_t n_skipped;        /* samples skipped under skip_bad_samples */
     char first_skip[1024];    /* the reason the first one was skipped ("" if none) */
+    int first_skip_file;      /* and where it is: file, and position in that file */
+    int64_t first_skip_index;
 } tdm_dataset;
 
 typedef struct tdm_dataset_options {

@@ -85,6 +85,32 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
         png_longjmp(png, 1);
     }
     int depth = png_get_bit_depth(png, info), ctype = png_get_color_type(png, info);
+    /* 16-bit greyscale, as PIL does it: the file opens as a 16-bit integer image ("I;16") and
+     * convert("RGB") clips each value to 255 (Pillow's I16_RGB / I_RGB), where the other 16-bit
+     * types keep their high byte. Only values below 256 keep their grey: the usual 16-bit grey
+     * picture comes out nearly white, as in any pipeline that loads images with PIL. */
+    const int grey16 = ctype == PNG_COLOR_TYPE_GRAY && depth == 16;
+    if (grey16) {
+        png_set_interlace_handling(png);
+        png_read_update_info(png, info);
+        if (png_get_rowbytes(png, info) != (size_t)w * 2) png_error(png, "unexpected row size (16-bit grey)");
+        pixels = tdm_xmalloc((size_t)w * h * 3 + (size_t)w * h * 2); /* RGB, then the raw rows behind it */
+        uint8_t *raw = pixels + (size_t)w * h * 3;
+        rows = tdm_xmalloc(sizeof(png_bytep) * h);
+        for (png_uint_32 y = 0; y < h; y++) rows[y] = raw + (size_t)y * w * 2;
+        png_read_image(png, rows);
+        png_read_end(png, NULL);
+        for (size_t i = 0; i < (size_t)w * h; i++) { /* big-endian: raw[2i] is the high byte */
+            uint8_t v = raw[2 * i] == 0 ? raw[2 * i + 1] : 255;
+            pixels[3 * i] = pixels[3 * i + 1] = pixels[3 * i + 2] = v;
+        }
+        free(rows);
+        png_destroy_read_struct(&png, &info, NULL);
+        out->width = (int)w;
+        out->height = (int)h;
+        out->rgb = tdm_xrealloc(pixels, (size_t)w * h * 3);
+        return 0;
+    }
     /* The transformations of PIL's convert("RGB"): expand, 8 bits, drop alpha, grey -> RGB.
      * png_set_palette_to_rgb also turns a tRNS chunk into alpha, which is stripped again. */
     if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
@@ -217,7 +243,10 @@ static int probe_jpeg(FILE *f, const char *path, int *width, int *height, tdm_er
     jpeg_read_header(&cinfo, TRUE);
     *width = (int)cinfo.image_width;
     *height = (int)cinfo.image_height;
+    /* known from the header, so found when the data is scanned, not in the middle of training */
+    int cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
     jpeg_destroy_decompress(&cinfo);
+    if (cmyk) return tdm_errorf(err, "%s: CMYK JPEG files are not supported (convert it to RGB first)", path);
     return 0;
 }
 

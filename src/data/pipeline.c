@@ -116,6 +116,7 @@ tdm_data *tdm_data_open(const tdm_data_options *o, const tdm_tokenizer *tok, con
     d->n_tokens = tdm_xmalloc(sizeof(int) * (size_t)(N + 1));
     d->n_patches = tdm_xmalloc(sizeof(int) * (size_t)(N + 1));
     tdm_ids ids = {0}, labels = {0}, grids = {0};
+    int scan_problem_seen = 0;
     d->tok_off[0] = d->img_off[0] = 0;
     for (int64_t j = 0; j < N; j++) {
         int64_t nt, np;
@@ -133,7 +134,11 @@ tdm_data *tdm_data_open(const tdm_data_options *o, const tdm_tokenizer *tok, con
             }
             if (rc < 0) d->stats.n_skipped_bad++;
             else d->stats.n_dropped_long++;
-            if (!d->stats.first_problem[0])
+            /* the first in file order: one the dataset skipped while parsing may come after this one */
+            const tdm_sample *sj = &ds->samples[j];
+            int earlier = !ds->n_skipped || sj->file < ds->first_skip_file ||
+                          (sj->file == ds->first_skip_file && sj->index < ds->first_skip_index);
+            if (!scan_problem_seen++ && earlier)
                 snprintf(d->stats.first_problem, sizeof d->stats.first_problem, "%.200s: %.800s", where, e.msg);
             continue;
         }

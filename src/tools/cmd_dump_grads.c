@@ -16,6 +16,7 @@
 #include "model/qwen3vl.h"
 #include "model/safetensors.h"
 #include "tokenizer/tokenizer.h"
+#include "train/feed.h"
 #include "tools/commands.h"
 
 static void usage(FILE *f) {
@@ -174,14 +175,7 @@ int cmd_dump_grads(int argc, char **argv) {
     tok = tdm_tokenizer_load(tok_path, &err);
     if (!tok) { rc = fail(err.msg); goto done; }
     /* the ids the tokenizer gives must be the ones the model was configured with */
-    int32_t pad_id = tdm_tokenizer_token_id(tok, "<|image_pad|>");
-    if (pad_id != cfg.image_token_id || tdm_tokenizer_vocab_size(tok) > cfg.text.vocab_size) {
-        fprintf(stderr,
-                "tandem dump-grads: %s: <|image_pad|> is id %d and the vocabulary has %d ids, but %s expects "
-                "image_token_id %d and at most %d ids\n",
-                tok_path, pad_id, tdm_tokenizer_vocab_size(tok), cfg.path, cfg.image_token_id, cfg.text.vocab_size);
-        goto done;
-    }
+    if (tdm_feed_check_tokenizer(tok, tok_path, &cfg, &err) != 0) { rc = fail(err.msg); goto done; }
     const char *files[1] = {data_path};
     tdm_data_options dopt = {.files = files, .n_files = 1, .image_root = image_root};
     data = tdm_data_open(&dopt, tok, &pp, &err);

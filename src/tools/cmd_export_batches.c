@@ -17,6 +17,7 @@
 #include "core/fs.h"
 #include "core/strbuf.h"
 #include "data/batch.h"
+#include "model/config.h"
 #include "train/args.h"
 #include "train/feed.h"
 #include "tools/commands.h"
@@ -112,11 +113,16 @@ int cmd_export_batches(int argc, char **argv) {
                 a.global_batch_size, a.micro_batch_size, (long long)dp);
         return 2;
     }
+    tdm_model_config cfg; /* with --model, the tokenizer is checked against it as in train */
+    if (a.model[0] && tdm_model_config_load(a.model, &cfg, &err) != 0) {
+        fprintf(stderr, "tandem export-batches: %s\n", err.msg);
+        return 1;
+    }
     tdm_strbuf idx;
     tdm_sb_init(&idx);
     rc = 0;
     for (int r = 0; r < dp && rc == 0; r++) {
-        tdm_feed_options fo = {.args = &a, .dp_rank = r, .dp_size = (int)dp};
+        tdm_feed_options fo = {.args = &a, .dp_rank = r, .dp_size = (int)dp, .config = a.model[0] ? &cfg : NULL};
         tdm_feed *f = tdm_feed_create(&fo, &err);
         if (!f || tdm_feed_start(f, 0, &err) != 0) {
             fprintf(stderr, "tandem export-batches: %s\n", err.msg);
@@ -124,6 +130,7 @@ int cmd_export_batches(int argc, char **argv) {
             rc = 1;
             break;
         }
+        if (r == 0) printf("%s\n", tdm_feed_summary(f)); /* what was skipped or dropped, as train logs it */
         char dir[1200];
         snprintf(dir, sizeof dir, "%s/rank%d", out, r);
         if (tdm_mkdirs(dir, &err) != 0) {

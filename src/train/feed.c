@@ -35,17 +35,29 @@ int tdm_feed_load_preprocessor(const char *flag_path, const char *model_path, td
     return 0;
 }
 
+int tdm_feed_check_tokenizer(const tdm_tokenizer *tok, const char *tok_path, const tdm_model_config *cfg,
+                             tdm_error *err) {
+    if (tdm_tokenizer_vocab_size(tok) > cfg->text.vocab_size)
+        return tdm_errorf(err, "--tokenizer %s: %d token ids, more than the model's vocab_size %d (%s)", tok_path,
+                          tdm_tokenizer_vocab_size(tok), cfg->text.vocab_size, cfg->path);
+    int32_t pad = tdm_tokenizer_token_id(tok, "<|image_pad|>");
+    if (pad != cfg->image_token_id) {
+        if (pad < 0)
+            return tdm_errorf(err, "--tokenizer %s: no <|image_pad|> token, but %s expects it as image_token_id %d",
+                              tok_path, cfg->path, cfg->image_token_id);
+        return tdm_errorf(err, "--tokenizer %s: <|image_pad|> is id %d, but %s expects image_token_id %d (a tokenizer "
+                               "made for another model?)", tok_path, (int)pad, cfg->path, cfg->image_token_id);
+    }
+    return 0;
+}
+
 tdm_feed *tdm_feed_create(const tdm_feed_options *o, tdm_error *err) {
     const tdm_train_args *a = o->args;
     tdm_feed *f = tdm_xcalloc(1, sizeof *f);
     f->o = *o;
     f->tok = tdm_tokenizer_load(a->tokenizer, err);
     if (!f->tok) goto fail;
-    if (o->config && tdm_tokenizer_vocab_size(f->tok) > o->config->text.vocab_size) {
-        tdm_errorf(err, "--tokenizer %s: %d token ids, more than the model's vocab_size %d (%s)", a->tokenizer,
-                   tdm_tokenizer_vocab_size(f->tok), o->config->text.vocab_size, o->config->path);
-        goto fail;
-    }
+    if (o->config && tdm_feed_check_tokenizer(f->tok, a->tokenizer, o->config, err) != 0) goto fail;
     if (tdm_feed_load_preprocessor(a->preprocessor, a->model, &f->pp, err) != 0) goto fail;
     const char *files[TDM_ARGS_MAX_DATA];
     for (int i = 0; i < a->n_data; i++) files[i] = a->data[i];

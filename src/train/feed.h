@@ -19,6 +19,7 @@
 #include "data/batch.h"
 #include "model/config.h"
 #include "model/qwen3vl.h"
+#include "tokenizer/tokenizer.h"
 #include "train/args.h"
 
 typedef struct tdm_feed_options {
@@ -30,6 +31,11 @@ typedef struct tdm_feed_options {
 typedef struct tdm_feed tdm_feed;
 
 tdm_feed *tdm_feed_create(const tdm_feed_options *o, tdm_error *err);
+
+/* The tokenizer fits the model: no more ids than its vocabulary, and <|image_pad|> is its
+ * image_token_id (otherwise the first batch with a picture would fail far from the cause). */
+int tdm_feed_check_tokenizer(const tdm_tokenizer *tok, const char *tok_path, const tdm_model_config *cfg,
+                             tdm_error *err);
 void tdm_feed_free(tdm_feed *f);
 
 /* The largest micro-batch the loader can hand out. */

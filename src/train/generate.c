@@ -57,7 +57,7 @@ tdm_generator *tdm_generator_create(const tdm_generator_options *o, tdm_error *e
         goto fail;
     }
     g->tok = tdm_tokenizer_load(o->tokenizer, err);
-    if (!g->tok) goto fail;
+    if (!g->tok || tdm_feed_check_tokenizer(g->tok, o->tokenizer, &g->cfg, err) != 0) goto fail;
     if (tdm_feed_load_preprocessor(o->preprocessor, o->model, &g->pp, err) != 0) goto fail;
     g->stop_ids[0] = tdm_tokenizer_token_id(g->tok, "<|im_end|>");
     g->stop_ids[1] = tdm_tokenizer_token_id(g->tok, "<|endoftext|>");

@@ -173,6 +173,26 @@ if have train; then
   refuse_mpi "train: --tokenizer tokenizer/bad_regex.json" "bad_regex.json" "${T[@]}" \
     --tokenizer "$C/tokenizer/bad_regex.json"
   refuse_mpi "train: --data json/deep_nesting.json" "deep_nesting.json" "${T0[@]}" --data "$C/json/deep_nesting.json"
+  # a tokenizer made for another model: its <|image_pad|> is not the config's image_token_id (1010)
+  "$TANDEM" train-tokenizer --data tests/tokenizer/train_sample.json --vocab-size 600 --out "$W/tok600.json" \
+    >/dev/null 2>&1 && refuse_mpi "train: tokenizer of another vocabulary" "image_token_id" "${T[@]}" \
+    --tokenizer "$W/tok600.json"
+  # a CMYK JPEG is refused when the data is scanned, so --skip-bad-samples skips it before step 1
+  if [ -f "$C/image/cmyk_jpeg.jpg" ]; then
+    $PY - "$DATA" "$C/image/cmyk_jpeg.jpg" "$W/cmyk_mix.json" <<'PYEOF'
+import json, os, sys
+d = json.load(open(sys.argv[1]))[:5]
+d[2]["images"] = [sys.argv[2]]  # one image, one <image> tag per generated sample
+for s in d: s["images"] = [p if os.path.isabs(p) else os.path.join(os.path.dirname(sys.argv[1]), p) for p in s["images"]]
+json.dump(d, open(sys.argv[3], "w"))
+PYEOF
+    if timeout -k 5 120 "${MPI[@]}" "$TANDEM" "${T0[@]}" --data "$W/cmyk_mix.json" --skip-bad-samples --train-iters 2 \
+         >"$W/cmyk.out" 2>&1 && grep -q "1 skipped as bad" "$W/cmyk.out" && grep -q "CMYK" "$W/cmyk.out"; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1)); echo "FAIL: train --skip-bad-samples with a CMYK JPEG: $(grep -m2 -iE "cmyk|error|data:" "$W/cmyk.out")"
+    fi
+  fi
   refuse_mpi "train: --data json/invalid_utf8.json" "invalid_utf8.json" "${T0[@]}" --data "$C/json/invalid_utf8.json"
   refuse_mpi "train: --data dataset/image_count_mismatch.json" "image_count_mismatch.json" "${T0[@]}" \
     --data "$C/dataset/image_count_mismatch.json"

@@ -134,17 +134,18 @@ def png_with_size(w, h):
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
-def jpeg_bytes():
+def jpeg_bytes(mode="RGB"):
     try:
         from PIL import Image
         b = io.BytesIO()
-        Image.new("RGB", (48, 32), (200, 30, 10)).save(b, "JPEG", quality=85)
+        Image.new(mode, (48, 32), (200, 30, 10, 0)[:len(mode)]).save(b, "JPEG", quality=85)
         return b.getvalue()
     except ImportError:
         return None
 
 
 jpg = jpeg_bytes()
+cmyk = jpeg_bytes("CMYK")
 images = {
     "truncated_png.png": png[: len(png) // 2],
     "header_only_png.png": png[:33],
@@ -164,6 +165,7 @@ if jpg:
         "wrong_magic_jpeg.jpg": b"\xff\xd8\x00" + jpg[3:],
         "huge_jpeg.jpg": bytes(huge_jpg),
         "png_named_jpeg.jpg": b"\xff\xd8\xff\xe0" + b"\x00" * 12,
+        "cmyk_jpeg.jpg": cmyk,  # a valid file, but refused (PIL would convert it): at the header
     })
 for name, data in images.items():
     write(f"image/{name}", data)
@@ -186,6 +188,8 @@ datasets = {
     "no_messages": [{"text": "hello"}],
     "image_path_escapes": [{"messages": [{"role": "user", "content": "<image>Q"},
                                          {"role": "assistant", "content": "A"}], "images": ["../../../etc/passwd"]}],
+    "video_sample": [{"messages": [{"role": "user", "content": "<video>Q"}, {"role": "assistant", "content": "A"}],
+                      "videos": ["clip.mp4"]}],
     "too_many_images": [{"messages": [{"role": "user", "content": "<image>" * 100 + "Q"},
                                       {"role": "assistant", "content": "A"}], "images": ["x.png"] * 100}],
 }

@@ -87,6 +87,22 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
     open(os.path.join(out, "rgba16.rs"), "wb").write(rgb.resize((20, 7), Image.BICUBIC).tobytes())
     man.write(f"rgba16 {src} {w16} {h16} 20 7\n")
 
+    # 16-bit grey, by hand too: PIL opens it as a 16-bit integer image and convert("RGB") clips
+    # each value to 255 (not the high byte). Half the values below 256, so both sides show.
+    hg, wg = 11, 17
+    g = rng.integers(0, 65536, (hg, wg), dtype=np.uint16)
+    g[:, ::2] = rng.integers(0, 256, (hg, (wg + 1) // 2), dtype=np.uint16)
+    raw = b"".join(b"\0" + g[y].astype(">u2").tobytes() for y in range(hg))
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", wg, hg, 16, 0, 0, 0, 0))
+    png += chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    src = os.path.join(out, "grey16.src.png")
+    open(src, "wb").write(png)
+    rgb = Image.open(src).convert("RGB")
+    assert rgb.tobytes() == np.repeat(np.minimum(g, 255).astype(np.uint8)[:, :, None], 3, 2).tobytes()
+    open(os.path.join(out, "grey16.rgb"), "wb").write(rgb.tobytes())
+    open(os.path.join(out, "grey16.rs"), "wb").write(rgb.resize((24, 9), Image.BICUBIC).tobytes())
+    man.write(f"grey16 {src} {wg} {hg} 24 9\n")
+
 
 def smart_resize(height, width, factor, min_pixels, max_pixels):
     if max(height, width) / min(height, width) > 200:

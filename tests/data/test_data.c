@@ -177,6 +177,28 @@ static void test_dataset_errors(void) {
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
                               "{\"role\": \"user\", \"content\": \"q\"}]}]", good);
     expect_error("order.json", buf, "message 1: expected role assistant, got user");
+    /* a video would otherwise be dropped and its <video> tag trained as text */
+    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<video>q\"}, "
+                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"videos\": [\"clip.mp4\"]}]", good);
+    expect_error("video.json", buf, "\"videos\": video samples are not supported");
+    snprintf(buf, sizeof buf, "[%s, {\"video\": \"clip.mp4\", \"conversations\": [{\"from\": \"human\", "
+                              "\"value\": \"<video>q\"}, {\"from\": \"gpt\", \"value\": \"a\"}]}]", good);
+    expect_error("video1.json", buf, "\"video\": video samples are not supported");
+    /* <image> in LLaMA-Factory's system column counts, as in a system message */
+    write_png("a.png", 40, 30, 1);
+    snprintf(buf, sizeof buf, "[{\"system\": \"See <image>.\", \"messages\": [{\"role\": \"user\", \"content\": "
+                              "\"<image>q\"}, {\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"a.png\", "
+                              "\"a.png\"]}]");
+    write_text("syscol.json", buf);
+    d = load1("syscol.json", 0, &err);
+    CHECK(d && d->samples[0].n_images == 2, "system column tags: %s", d ? "" : err.msg);
+    tdm_dataset_free(d);
+    /* a JSON array after a UTF-8 byte order mark is still an array (not JSON Lines) */
+    snprintf(buf, sizeof buf, "\xEF\xBB\xBF\n[%s,\n%s]\n", good, good);
+    write_text("bom.json", buf);
+    d = load1("bom.json", 0, &err);
+    CHECK(d && d->n_samples == 2, "BOM: %s", d ? "" : err.msg);
+    tdm_dataset_free(d);
     write_text("badline.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
                                 "\"content\": \"a\"}]}\n{\"messages\": [\n");
     d = load1("badline.jsonl", 0, &err);

@@ -81,7 +81,7 @@ static void test_decode_and_resize_match_pil(void) {
         tdm_image_free(&img);
     }
     fclose(f);
-    CHECK(cases >= 15, "only %d cases", cases);
+    CHECK(cases >= 16, "only %d cases", cases);
     CHECK(exact >= total * 99 / 100, "%ld of %ld exact", exact, total);
     printf("  PIL parity: %d images, %ld values, %.4f%% exact, max diff %d\n", cases, total,
            100.0 * (double)exact / (double)(total ? total : 1), worst);
