@@ -2,6 +2,7 @@
  * profiled runs, window statistics and the step-by-step precision check. The report
  * files are written by report.c. */
 #include "train/ab.h"
+#include "train/checkpoint.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -73,12 +74,31 @@ static void diff_args(const tdm_train_args *a, const tdm_train_args *b, tdm_ab_r
 
 typedef enum run_kind { RUN_TIMING, RUN_AUDIT, RUN_PROFILE } run_kind;
 
-/* One inner training run with the protocol's settings for its kind. On success res
- * holds the records, with step_ms replaced by the slowest rank's. */
-static int run_once(const tdm_train_args *base, run_kind kind, int64_t iters, const char *profile_config,
+/* The iteration a side's runs start from: its --load checkpoint's (Megatron's iter_NNNNNNN
+ * name of the directory the tracker points at), 0 without one or with --finetune. */
+static int start_iteration(const tdm_train_args *a, int64_t *out, tdm_error *err) {
+    *out = 0;
+    if (!a->load[0] || a->finetune) return 0;
+    char dir[4096];
+    if (tdm_ckpt_resolve(a->load, dir, sizeof dir, err) != 0) return tdm_error_prefix(err, "--load");
+    const char *base = strrchr(dir, '/');
+    base = base ? base + 1 : dir;
+    long long it;
+    char tail;
+    if (sscanf(base, "iter_%lld%c", &it, &tail) != 1 || it < 0)
+        return tdm_errorf(err, "--load %s: %s is not an iter_NNNNNNN directory", a->load, dir);
+    *out = it;
+    return 0;
+}
+
+/* One inner training run with the protocol's settings for its kind: `iters` steps from
+ * the side's start iteration. On success res holds the records, counted from 1 (the
+ * iteration after the start), with step_ms replaced by the slowest rank's. */
+static int run_once(const tdm_ab_side *side, run_kind kind, int64_t iters, const char *profile_config,
                     MPI_Comm comm, tdm_train_result *res, tdm_error *err) {
+    const tdm_train_args *base = &side->args;
     tdm_train_args a = *base;
-    a.train_iters = iters;
+    a.train_iters = side->start_iteration + iters;
     a.save[0] = 0;          /* no checkpoint saving inside measured runs */
     a.save_interval = 0;
     a.run_dir[0] = 0;       /* no metrics file I/O either */
@@ -90,6 +110,10 @@ static int run_once(const tdm_train_args *base, run_kind kind, int64_t iters, co
     int rc = tdm_train_run(&a, comm, res, err);
     tdm_log_set_quiet(0);
     if (rc != 0) return -1;
+    if (res->n_steps != iters) /* not an assert: a checkpoint rewritten between runs would do this */
+        return tdm_errorf(err, "expected %lld steps after iteration %lld, the run made %d", (long long)iters,
+                          (long long)side->start_iteration, res->n_steps);
+    for (int i = 0; i < res->n_steps; i++) res->records[i].iteration -= side->start_iteration;
     double *t = tdm_xmalloc((size_t)(res->n_steps + 1) * sizeof *t);
     for (int i = 0; i < res->n_steps; i++) t[i] = res->records[i].step_ms;
     MPI_Allreduce(MPI_IN_PLACE, t, res->n_steps, MPI_DOUBLE, MPI_MAX, comm);
@@ -344,6 +368,14 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
         if (bad) return tdm_errorf(err, "%s: rank 0 could not create the report directory", o->out);
     }
 
+    for (int s = 0; s < 2; s++) {
+        if (start_iteration(&r->side[s].args, &r->side[s].start_iteration, err) != 0)
+            return tdm_error_prefix(err, "%s", r->side[s].label);
+        if (r->side[s].start_iteration > 0)
+            tdm_log_info("A/B: %s: every run trains %lld steps from the checkpoint's iteration %lld (steps below "
+                         "count from there)", r->side[s].label, (long long)o->steps,
+                         (long long)r->side[s].start_iteration);
+    }
     r->setup_failed = 0;
     for (int s = 0; s < 2; s++) {
         r->side[s].repeats = o->repeats;
@@ -358,7 +390,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
                          (long long)o->steps);
             tdm_train_result res;
             uint64_t t0 = tdm_now_ns();
-            if (run_once(&side->args, RUN_TIMING, o->steps, NULL, comm, &res, err) != 0) {
+            if (run_once(side, RUN_TIMING, o->steps, NULL, comm, &res, err) != 0) {
                 tdm_train_result_free(&res);
                 return tdm_error_prefix(err, "%s timing run %d", side->label, k + 1);
             }
@@ -377,7 +409,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
             tdm_ab_side *side = &r->side[s];
             tdm_log_info("A/B: fingerprint audit run, %s (%lld steps)...", side->label, (long long)audit);
             tdm_train_result res;
-            if (run_once(&side->args, RUN_AUDIT, audit, NULL, comm, &res, err) != 0) {
+            if (run_once(side, RUN_AUDIT, audit, NULL, comm, &res, err) != 0) {
                 tdm_train_result_free(&res);
                 return tdm_error_prefix(err, "%s audit run", side->label);
             }
@@ -403,11 +435,12 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
         int64_t first = o->window_lo, last = o->window_lo + o->profile_steps - 1;
         if (last > o->steps) last = o->steps, first = last - o->profile_steps + 1 < 1 ? 1 : last - o->profile_steps + 1;
         char cfg[1300];
-        if (write_profile_config(o, side, first, last, rank, comm, cfg, sizeof cfg, err) != 0) return -1;
+        const int64_t at = side->start_iteration; /* the profiler counts the trainer's iterations */
+        if (write_profile_config(o, side, at + first, at + last, rank, comm, cfg, sizeof cfg, err) != 0) return -1;
         tdm_log_info("A/B: profiled run, %s (steps %lld-%lld at level %d)...", side->label, (long long)first,
                      (long long)last, o->profile_level);
         tdm_train_result res;
-        if (run_once(&side->args, RUN_PROFILE, last, cfg, comm, &res, err) != 0) {
+        if (run_once(side, RUN_PROFILE, last, cfg, comm, &res, err) != 0) {
             tdm_train_result_free(&res);
             return tdm_error_prefix(err, "%s profiled run", side->label);
         }

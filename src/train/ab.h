@@ -67,6 +67,8 @@ typedef struct tdm_ab_side {
     char ddp_config_line[1024];
     int repeats;
     int64_t steps;
+    int64_t start_iteration;       /* the --load checkpoint's iteration (0 without one, or with --finetune):
+                                      every run trains steps iterations from there; records count from 1 */
     tdm_step_record *records;      /* [repeats * steps], step_ms = max over ranks */
     uint64_t *audit_fingerprints;  /* [audit_steps], NULL when no audit */
     int64_t audit_steps;

@@ -142,6 +142,25 @@ else
   bad "tandem ab with a one-step window exited non-zero:"; tail -n 5 "$W/ab1.out"
 fi
 
+# --load of a checkpoint at iteration 3: every run trains --steps steps from there, the records count from 1
+# and carry on the consumed samples (this once ran no step at all and reported nan with exit 0)
+if timeout 300 "${MPI[@]}" "$TANDEM" train "${COMMON[@]}" --train-iters 3 --save "$W/ck" >"$W/ck.out" 2>&1 \
+   && timeout 600 "${MPI[@]}" "$TANDEM" ab --baseline "" --candidate "--overlap-grad-reduce" "${COMMON[@]}" \
+        --load "$W/ck" --steps 3 --window 2:3 --profile-steps 1 --audit-steps 0 --out "$W/abl" >"$W/abl.out" 2>&1; then
+  grep -q "from the checkpoint's iteration 3" "$W/abl.out" && $PY - "$W/abl/steps_baseline.csv" "$W/abl/summary.json" <<'PYEOF' \
+    && ok || bad "ab --load: $(grep -m3 -iE "iteration|finite|error" "$W/abl.out")"
+import csv, json, math, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [int(r["iteration"]) for r in rows] == [1, 2, 3], rows
+assert [int(r["consumed_samples"]) for r in rows] == [16, 20, 24], [r["consumed_samples"] for r in rows]
+assert all(math.isfinite(float(r["loss"])) for r in rows)
+s = json.load(open(sys.argv[2]))
+assert s["all_finite"] is True and s["loss_bitwise_equal"] is True, s
+PYEOF
+else
+  bad "train --save or ab --load exited non-zero:"; tail -n 5 "$W/ck.out" "$W/abl.out"
+fi
+
 # bad input: one sentence, non-zero exit, no hang
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --window 3:9 \
   --out "$W/x" >"$W/e1" 2>&1 && bad "window past --steps accepted" || { grep -q "window" "$W/e1" && ok || bad "window error: $(cat "$W/e1")"; }
