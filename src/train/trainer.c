@@ -252,6 +252,19 @@ static int setup_state(trainer *t, tdm_error *err) {
 
 /* ------------------------------------------------------------------ checkpoint save */
 
+/* MPI counts are int: a shard of an 8B model's Adam state at dp 2 holds 4.4e9 floats, so
+ * large arrays travel in pieces of at most 2^30 elements. */
+#define TDM_MPI_CHUNK ((int64_t)1 << 30)
+static void send_floats(const float *x, int64_t n, int dest, int tag, MPI_Comm comm) {
+    for (int64_t o = 0; o < n; o += TDM_MPI_CHUNK)
+        MPI_Send(x + o, (int)(n - o < TDM_MPI_CHUNK ? n - o : TDM_MPI_CHUNK), MPI_FLOAT, dest, tag, comm);
+}
+static void recv_floats(float *x, int64_t n, int src, int tag, MPI_Comm comm) {
+    for (int64_t o = 0; o < n; o += TDM_MPI_CHUNK)
+        MPI_Recv(x + o, (int)(n - o < TDM_MPI_CHUNK ? n - o : TDM_MPI_CHUNK), MPI_FLOAT, src, tag, comm,
+                 MPI_STATUS_IGNORE);
+}
+
 /* Collective: the optimizer shards are gathered in parameter shape on rank 0, which
  * writes the checkpoint; every rank learns whether it worked. */
 static int save_checkpoint(trainer *t, tdm_error *err) {
@@ -289,8 +302,8 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
                 MPI_Send(&n, 1, MPI_INT, 0, 1, t->comm);
                 MPI_Send(&sn, 1, MPI_INT64_T, 0, 2, t->comm);
                 MPI_Send(pieces, (int)(sizeof *pieces * (size_t)n), MPI_BYTE, 0, 3, t->comm);
-                MPI_Send(sm, (int)sn, MPI_FLOAT, 0, 4, t->comm);
-                MPI_Send(sv, (int)sn, MPI_FLOAT, 0, 5, t->comm);
+                send_floats(sm, sn, 0, 4, t->comm);
+                send_floats(sv, sn, 0, 5, t->comm);
                 continue;
             }
             MPI_Recv(&n, 1, MPI_INT, r, 1, t->comm, MPI_STATUS_IGNORE);
@@ -299,8 +312,8 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
             bm = tdm_xmalloc(sizeof(float) * (size_t)(sn ? sn : 1));
             bv = tdm_xmalloc(sizeof(float) * (size_t)(sn ? sn : 1));
             MPI_Recv(pc, (int)(sizeof *pc * (size_t)n), MPI_BYTE, r, 3, t->comm, MPI_STATUS_IGNORE);
-            MPI_Recv(bm, (int)sn, MPI_FLOAT, r, 4, t->comm, MPI_STATUS_IGNORE);
-            MPI_Recv(bv, (int)sn, MPI_FLOAT, r, 5, t->comm, MPI_STATUS_IGNORE);
+            recv_floats(bm, sn, r, 4, t->comm);
+            recv_floats(bv, sn, r, 5, t->comm);
             sm = bm;
             sv = bv;
         }
