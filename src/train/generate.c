@@ -33,6 +33,10 @@ struct tdm_generator {
 tdm_generator *tdm_generator_create(const tdm_generator_options *o, tdm_error *err) {
     tdm_generator *g = tdm_xcalloc(1, sizeof *g);
     tdm_batch_init(&g->b);
+    if (o->load && o->load[0] && o->hf_weights && o->hf_weights[0]) {
+        tdm_errorf(err, "--load %s and --hf-weights %s: give one source of weights", o->load, o->hf_weights);
+        goto fail;
+    }
     if (tdm_model_config_load(o->model, &g->cfg, err) != 0) goto fail;
     /* everything frozen: no gradient memory, forward only */
     tdm_freeze fz = {1, 1, 1, 1};

@@ -10,6 +10,7 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "dist/ddp.h"
@@ -588,6 +589,11 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
         ok = tdm_model_reserve(t->model, &lim, err) == 0;
     }
     if (ok && a->run_dir[0] && t->rank == 0) ok = (t->metrics = tdm_metrics_open(a->run_dir, err)) != NULL;
+    /* the checkpoint folder must be creatable now, not only when the first save comes (after hours) */
+    if (ok && a->save[0] && t->rank == 0 && tdm_mkdirs(a->save, err) != 0) {
+        tdm_error_prefix(err, "--save");
+        ok = 0;
+    }
     if (ok) ok = tdm_feed_start(t->feed, t->consumed, err) == 0;
     if (agree(t, ok, err) != 0) goto out;
     if (a->inject_nan_iter > 0 && (a->inject_nan_rank < 0 || a->inject_nan_rank == t->rank))

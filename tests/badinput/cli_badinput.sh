@@ -173,6 +173,7 @@ if have train; then
   refuse_mpi "train: --tokenizer tokenizer/bad_regex.json" "bad_regex.json" "${T[@]}" \
     --tokenizer "$C/tokenizer/bad_regex.json"
   refuse_mpi "train: --data json/deep_nesting.json" "deep_nesting.json" "${T0[@]}" --data "$C/json/deep_nesting.json"
+  refuse_mpi "train: --save names a file" "--save" "${T[@]}" --save "$DATA"
   # a tokenizer made for another model: its <|image_pad|> is not the config's image_token_id (1010)
   "$TANDEM" train-tokenizer --data tests/tokenizer/train_sample.json --vocab-size 600 --out "$W/tok600.json" \
     >/dev/null 2>&1 && refuse_mpi "train: tokenizer of another vocabulary" "image_token_id" "${T[@]}" \
@@ -223,6 +224,8 @@ if have generate && [ -n "$CK" ]; then
     --model $MODEL --tokenizer "$TOK" --hf-weights "$C/safetensors/offsets_past_end.safetensors" --prompt "Hi"
   refuse "generate --max-new-tokens -1" "--max-new-tokens" "$TANDEM" generate --model $MODEL --tokenizer "$TOK" \
     --load "$CK" --prompt "Hi" --max-new-tokens -1
+  refuse "generate with --load and --hf-weights" "one source of weights" "$TANDEM" generate --model $MODEL \
+    --tokenizer "$TOK" --load "$CK" --hf-weights "$W/nonexistent.safetensors" --prompt "Hi"
 elif ! have generate; then skipped+=("generate"); fi
 if have evaluate && [ -n "$CK" ]; then
   for f in "$C"/json/deep_nesting.json "$C"/json/invalid_utf8.json "$C"/dataset/unknown_role.json \
