@@ -166,6 +166,9 @@ timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMO
   --out "$W/x" >"$W/e1" 2>&1 && bad "window past --steps accepted" || { grep -q "window" "$W/e1" && ok || bad "window error: $(cat "$W/e1")"; }
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduse" "${COMMON[@]}" --steps 4 \
   --out "$W/x" >"$W/e2" 2>&1 && bad "unknown flag accepted" || { grep -q "overlap-grad-reduse" "$W/e2" && ok || bad "flag error: $(cat "$W/e2")"; }
+timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --train-iters 50 \
+  --out "$W/x" >"$W/e4" 2>&1 && bad "--train-iters accepted (and ignored)" \
+  || { grep -q -- "--train-iters is not used by ab" "$W/e4" && ok || bad "--train-iters error: $(cat "$W/e4")"; }
 "$TANDEM" trace-summary "$W/nonexistent" >"$W/e3" 2>&1 && bad "missing trace accepted" || { grep -q "nonexistent" "$W/e3" && ok || bad "trace-summary error: $(cat "$W/e3")"; }
 
 echo "$pass passed, $fail failed"
