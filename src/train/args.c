@@ -702,5 +702,10 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
             h = fnv1a(h, value, strlen(value) + 1);
         }
     }
+    /* the schedule's span: without --lr-decay-iters it is --train-iters, so raising
+     * --train-iters to train on changes every learning rate after the warm-up */
+    int64_t span = a->lr_decay_iters > 0 ? a->lr_decay_iters : a->train_iters;
+    h = fnv1a(h, "lr_decay_span", sizeof "lr_decay_span");
+    h = fnv1a(h, &span, sizeof span);
     return h;
 }

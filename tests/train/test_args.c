@@ -190,6 +190,16 @@ static void test_listing_diffs_two_sides(void) {
     CHECK(tdm_train_args_fingerprint(&x) == tdm_train_args_fingerprint(&y), "overlap does not change numerics");
     tdm_train_args_parse_string(&y, "--lr 0.5", &err);
     CHECK(tdm_train_args_fingerprint(&x) != tdm_train_args_fingerprint(&y), "lr changes the fingerprint");
+    /* --train-iters is the schedule's span unless --lr-decay-iters fixes it */
+    tdm_train_args p, q;
+    tdm_train_args_defaults(&p);
+    tdm_train_args_defaults(&q);
+    tdm_train_args_parse_string(&p, "--train-iters 6", &err);
+    tdm_train_args_parse_string(&q, "--train-iters 10", &err);
+    CHECK(tdm_train_args_fingerprint(&p) != tdm_train_args_fingerprint(&q), "the decay span changes the fingerprint");
+    tdm_train_args_parse_string(&p, "--lr-decay-iters 20", &err);
+    tdm_train_args_parse_string(&q, "--lr-decay-iters 20", &err);
+    CHECK(tdm_train_args_fingerprint(&p) == tdm_train_args_fingerprint(&q), "train-iters alone, with a fixed span");
 }
 
 static void test_edit_distance(void) {
