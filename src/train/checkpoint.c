@@ -325,7 +325,7 @@ out_err:
     return -1;
 }
 
-int tdm_ckpt_open(const char *load, tdm_ckpt *ck, tdm_error *err) {
+static int ckpt_open(const char *load, int with_optimizer, tdm_ckpt *ck, tdm_error *err) {
     memset(ck, 0, sizeof *ck);
     if (tdm_ckpt_resolve(load, ck->dir, sizeof ck->dir, err) != 0) return -1;
     char path[PATH_CAP + 64];
@@ -340,7 +340,7 @@ int tdm_ckpt_open(const char *load, tdm_ckpt *ck, tdm_error *err) {
     free(text);
     if (rc != 0) return -1;
     for (int i = 0; i < N_CKPT_FILES; i++) {
-        if (!present[i]) continue;
+        if (!present[i] || (i == 1 && !with_optimizer)) continue; /* [1]: optimizer.safetensors */
         snprintf(path, sizeof path, "%s/%s", ck->dir, CKPT_FILES[i]);
         uint64_t h;
         int64_t n;
@@ -358,7 +358,7 @@ int tdm_ckpt_open(const char *load, tdm_ckpt *ck, tdm_error *err) {
     snprintf(path, sizeof path, "%s/model.safetensors", ck->dir);
     ck->model = tdm_safetensors_open(path, err);
     if (!ck->model) return -1;
-    if (present[1]) {
+    if (present[1] && with_optimizer) {
         snprintf(path, sizeof path, "%s/optimizer.safetensors", ck->dir);
         ck->optimizer = tdm_safetensors_open(path, err);
         if (!ck->optimizer) {
@@ -369,6 +369,10 @@ int tdm_ckpt_open(const char *load, tdm_ckpt *ck, tdm_error *err) {
     }
     return 0;
 }
+
+int tdm_ckpt_open(const char *load, tdm_ckpt *ck, tdm_error *err) { return ckpt_open(load, 1, ck, err); }
+
+int tdm_ckpt_open_weights(const char *load, tdm_ckpt *ck, tdm_error *err) { return ckpt_open(load, 0, ck, err); }
 
 void tdm_ckpt_close(tdm_ckpt *ck) {
     if (ck->model) tdm_safetensors_close(ck->model);

@@ -81,6 +81,9 @@ typedef struct tdm_ckpt {
 /* Resolves, reads trainer_state.json, verifies every file's size and checksum, opens
  * the safetensors files. */
 int tdm_ckpt_open(const char *load, tdm_ckpt *ck, tdm_error *err);
+/* The same for a use of the weights alone (generate, evaluate, --finetune, --no-load-optim):
+ * optimizer.safetensors is neither read nor required (ck->optimizer stays NULL). */
+int tdm_ckpt_open_weights(const char *load, tdm_ckpt *ck, tdm_error *err);
 void tdm_ckpt_close(tdm_ckpt *ck);
 
 /* Loads the weights into the table (data bound). Refuses a checkpoint of another model

@@ -46,7 +46,7 @@ tdm_generator *tdm_generator_create(const tdm_generator_options *o, tdm_error *e
     if (tdm_param_table_alloc(pt, &g->data, &g->grad, err) != 0) goto fail;
     if (o->load && o->load[0]) {
         tdm_ckpt ck;
-        if (tdm_ckpt_open(o->load, &ck, err) != 0) goto fail;
+        if (tdm_ckpt_open_weights(o->load, &ck, err) != 0) goto fail;
         int rc = tdm_ckpt_load_weights(&ck, pt, err);
         tdm_ckpt_close(&ck);
         if (rc != 0) goto fail;

@@ -206,7 +206,8 @@ static int setup_state(trainer *t, tdm_error *err) {
     tdm_ckpt ck;
     int have_ck = 0;
     if (a->load[0]) {
-        if (tdm_ckpt_open(a->load, &ck, err) != 0) return -1;
+        int weights_only = a->finetune || a->no_load_optim;
+        if ((weights_only ? tdm_ckpt_open_weights : tdm_ckpt_open)(a->load, &ck, err) != 0) return -1;
         have_ck = 1;
     }
     int rc = init_weights(t, &ck, have_ck, err);

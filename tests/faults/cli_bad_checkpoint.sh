@@ -81,6 +81,13 @@ refused corrupt_trainer_state "trainer_state.json" --load "$W/state"
 variant no_optimizer
 rm "$W/no_optimizer/$IT/optimizer.safetensors"
 refused missing_optimizer_file "optimizer.safetensors" --load "$W/no_optimizer"
+# ... but the weights alone are enough where the Adam state is not used
+start_job "$W/no_optimizer_weights.log" "${TRAIN[@]}" --train-iters 2 --load "$W/no_optimizer" --no-load-optim
+wait_job 120
+[ "$RC" -eq 0 ] && ok || { bad "--no-load-optim without optimizer.safetensors: exit $RC"; tail -n 3 "$W/no_optimizer_weights.log"; }
+start_job "$W/no_optimizer_ft.log" "${TRAIN[@]}" --train-iters 1 --load "$W/no_optimizer" --finetune
+wait_job 120
+[ "$RC" -eq 0 ] && ok || { bad "--finetune without optimizer.safetensors: exit $RC"; tail -n 3 "$W/no_optimizer_ft.log"; }
 
 if have dump-grads; then
   timeout 60 "$TANDEM" dump-grads --model configs/tiny --tokenizer "$W/tok.json" --data "$W/data/train.json" \
