@@ -392,6 +392,49 @@ const tdm_json *tdm_json_at(const tdm_json *v, size_t i) {
     return v->items[i];
 }
 
+/* Appends ".key" or "[i]" to the path in out[cap] (truncating quietly). */
+static void path_push(char *out, size_t cap, const char *key, size_t index) {
+    size_t n = strlen(out);
+    if (n >= cap) return;
+    if (key) snprintf(out + n, cap - n, "%s%s", n ? "." : "", key);
+    else snprintf(out + n, cap - n, "[%zu]", index);
+}
+
+int tdm_json_first_difference(const tdm_json *a, const tdm_json *b, char *path, size_t cap) {
+    if (!a || !b) return a != b;
+    if (a->type != b->type) return 1;
+    switch (a->type) {
+    case TDM_JSON_NULL:
+    case TDM_JSON_FALSE:
+    case TDM_JSON_TRUE: return 0;
+    case TDM_JSON_NUMBER: return a->num != b->num;
+    case TDM_JSON_STRING: return a->len != b->len || memcmp(a->str, b->str, a->len) != 0;
+    case TDM_JSON_ARRAY:
+        if (a->len != b->len) return 1;
+        for (size_t i = 0; i < a->len; i++) {
+            size_t n = strlen(path);
+            path_push(path, cap, NULL, i);
+            if (tdm_json_first_difference(a->items[i], b->items[i], path, cap)) return 1;
+            path[n < cap ? n : cap - 1] = 0;
+        }
+        return 0;
+    case TDM_JSON_OBJECT:
+        for (int pass = 0; pass < 2; pass++) { /* a's keys in b, then keys only b has */
+            const tdm_json *x = pass ? b : a, *y = pass ? a : b;
+            for (size_t i = 0; i < x->len; i++) {
+                size_t n = strlen(path);
+                path_push(path, cap, x->keys[i], 0);
+                const tdm_json *other = tdm_json_get(y, x->keys[i]);
+                if (!other || (!pass && tdm_json_first_difference(tdm_json_get(x, x->keys[i]), other, path, cap)))
+                    return 1;
+                path[n < cap ? n : cap - 1] = 0;
+            }
+        }
+        return 0;
+    }
+    return 1;
+}
+
 const char *tdm_json_type_name(tdm_json_type t) {
     switch (t) {
     case TDM_JSON_NULL: return "null";

@@ -66,6 +66,12 @@ const tdm_json *tdm_json_at(const tdm_json *v, size_t i);
 
 const char *tdm_json_type_name(tdm_json_type t);
 
+/* 1 when a and b differ as JSON values (objects compared by key, in any order; duplicate
+ * keys by their last value, as tdm_json_get reads them; numbers by value), with the path of
+ * the first difference ("text_config.rope_theta", "a[2]") appended to path[cap], which the
+ * caller starts as ""; 0 when equal. */
+int tdm_json_first_difference(const tdm_json *a, const tdm_json *b, char *path, size_t cap);
+
 /* Typed getters for object members: 0 on success; -1 with a message naming the key
  * when it is missing or has the wrong type. */
 int tdm_json_get_int(const tdm_json *obj, const char *key, int64_t *out, tdm_error *err);

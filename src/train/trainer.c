@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/fs.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "dist/ddp.h"
@@ -201,6 +202,24 @@ static int setup(trainer *t, tdm_error *err) {
 
 /* Weights (checkpoint, Hugging Face or seed), optimizer state and position of a resumed
  * run, the LR schedule and AdamW's hyper-parameters. */
+/* A note when --model's config.json is not the one the checkpoint was saved with: the same
+ * tensor shapes load, but e.g. another rope_theta changes every number after it. */
+static void note_config_change(const trainer *t, const char *ck_dir) {
+    char path[4096 + 64], where[256] = "";
+    snprintf(path, sizeof path, "%s/config.json", ck_dir);
+    size_t la, lb;
+    char *ta = tdm_read_file(path, 1 << 24, &la, NULL), *tb = tdm_read_file(t->cfg.path, 1 << 24, &lb, NULL);
+    tdm_json_doc *da = ta ? tdm_json_parse(ta, la, path, NULL) : NULL;
+    tdm_json_doc *db = tb ? tdm_json_parse(tb, lb, t->cfg.path, NULL) : NULL;
+    if (da && db && tdm_json_first_difference(tdm_json_root(da), tdm_json_root(db), where, sizeof where))
+        tdm_log_info("note: resuming %s with a model config that differs from its config.json (first at \"%s\"; "
+                     "%s)", ck_dir, where[0] ? where : "(root)", t->cfg.path);
+    tdm_json_free(da);
+    tdm_json_free(db);
+    free(ta);
+    free(tb);
+}
+
 static int setup_state(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
     tdm_ckpt ck;
@@ -218,6 +237,7 @@ static int setup_state(trainer *t, tdm_error *err) {
             tdm_log_info("note: resuming %s with flags that change the numerics (batch sizes, schedule, optimizer, "
                          "seed, data or freezing differ from the saved run)",
                          ck.dir);
+        note_config_change(t, ck.dir);
         if (!a->no_load_optim) {
             if (!ck.state.has_optimizer) {
                 rc = tdm_errorf(err, "--load %s: the checkpoint holds no optimizer state (add --no-load-optim)", ck.dir);

@@ -71,6 +71,32 @@ static void test_json_errors(void) {
           "value bound: %s", err.msg);
 }
 
+static void test_json_difference(void) {
+    tdm_error err;
+    const char *base = "{\"a\": 1, \"t\": {\"rope_theta\": 5000000, \"m\": [1, 2, {\"x\": \"s\"}]}, \"n\": null}";
+    struct { const char *other; int differs; const char *path; } cases[] = {
+        {"{\"n\": null, \"t\": {\"m\": [1, 2.0, {\"x\": \"s\"}], \"rope_theta\": 5e6}, \"a\": 1}", 0, ""},
+        {"{\"a\": 1, \"t\": {\"rope_theta\": 10000, \"m\": [1, 2, {\"x\": \"s\"}]}, \"n\": null}", 1, "t.rope_theta"},
+        {"{\"a\": 1, \"t\": {\"rope_theta\": 5000000, \"m\": [1, 2, {\"x\": \"S\"}]}, \"n\": null}", 1, "t.m[2].x"},
+        {"{\"a\": 1, \"t\": {\"rope_theta\": 5000000, \"m\": [1, 2]}, \"n\": null}", 1, "t.m"},
+        {"{\"a\": 1, \"t\": {\"rope_theta\": 5000000, \"m\": [1, 2, {\"x\": \"s\"}]}}", 1, "n"},
+        {"{\"a\": 1, \"t\": {\"rope_theta\": 5000000, \"m\": [1, 2, {\"x\": \"s\"}]}, \"n\": null, \"z\": 0}", 1, "z"},
+        {"{\"a\": \"1\", \"t\": {}, \"n\": null}", 1, "a"},
+    };
+    tdm_json_doc *a = parse(base, &err);
+    CHECK(a != NULL, "%s", err.msg);
+    for (size_t i = 0; a && i < sizeof cases / sizeof *cases; i++) {
+        tdm_json_doc *b = parse(cases[i].other, &err);
+        CHECK(b != NULL, "case %zu: %s", i, err.msg);
+        if (!b) continue;
+        char path[64] = "";
+        int d = tdm_json_first_difference(tdm_json_root(a), tdm_json_root(b), path, sizeof path);
+        CHECK(d == cases[i].differs && !strcmp(path, cases[i].path), "case %zu: %d at '%s'", i, d, path);
+        tdm_json_free(b);
+    }
+    tdm_json_free(a);
+}
+
 static void test_rng(void) {
     /* Philox4x32-10 known-answer test (Random123 kat_vectors: ctr=0, key=0). */
     uint32_t o[4];
@@ -146,6 +172,7 @@ static void test_alloc(void) {
 int main(void) {
     RUN(test_json_values);
     RUN(test_json_errors);
+    RUN(test_json_difference);
     RUN(test_rng);
     RUN(test_strbuf);
     RUN(test_files);

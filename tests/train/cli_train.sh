@@ -61,6 +61,17 @@ grep -q "^------------------------ arguments ------------------------$" "$W/full
 grep -q "overlap_grad_reduce=True" "$W/full.log" && ok "DDP config line printed" || bad "DDP config line"
 [ -f "$W/ck/iter_0000003/model.safetensors" ] && [ "$(cat "$W/ck/latest_checkpointed_iteration.txt")" = 3 ] && ok "checkpoint layout iter_0000003 + tracker" || bad "checkpoint layout"
 
+! grep -q "^note: resuming" "$W/b.log" && ok "resume with the same flags and config: no note" \
+  || bad "resume noted a change: $(grep -m1 '^note: resuming' "$W/b.log")"
+# the same shapes under another rope_theta, and a longer schedule: both change the numbers, both are noted
+mkdir -p "$W/model_rope"; cp "$W/model/"*.json "$W/model_rope/"
+sed -i -E 's/"rope_theta": [0-9.e+]+/"rope_theta": 10000/' "$W/model_rope/config.json"
+"$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${COMMON[@]}" --model "$W/model_rope" --use-distributed-optimizer \
+  --ddp-bucket-size 400000 --train-iters 8 --load "$W/ck" > "$W/rope.log" 2>&1 \
+  && grep -q 'model config that differs from its config.json (first at "text_config.rope_theta"' "$W/rope.log" \
+  && grep -q "with flags that change the numerics" "$W/rope.log" && ok "config and schedule changes on resume noted" \
+  || { bad "resume with another rope_theta and --train-iters"; grep -m3 "note\|error" "$W/rope.log"; }
+
 # --- 2. dp=1 vs dp=2 with the same global batch ---------------------------------------
 train 1 --train-iters 3 --run-dir "$W/dp1" > "$W/dp1.log" 2>&1 || bad "dp=1 run"
 train 2 --train-iters 3 --run-dir "$W/dp2" > "$W/dp2.log" 2>&1 || bad "dp=2 run"
