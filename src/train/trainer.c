@@ -220,11 +220,33 @@ static void note_config_change(const trainer *t, const char *ck_dir) {
     free(tb);
 }
 
+/* Megatron's auto-restart idiom, `--save ck --load ck` on every launch of a job: on the first
+ * launch there is nothing to load yet. Only when --load is the --save folder and holds no
+ * tracker; any other --load without a checkpoint stays an error (a mistyped path must not
+ * quietly train from scratch). */
+static int first_launch_of_save_dir(const tdm_train_args *a) {
+    if (!a->load[0] || !a->save[0]) return 0;
+    char l[TDM_ARGS_PATH_MAX], s[TDM_ARGS_PATH_MAX];
+    snprintf(l, sizeof l, "%s", a->load);
+    snprintf(s, sizeof s, "%s", a->save);
+    char *both[2] = {l, s};
+    for (int k = 0; k < 2; k++) { /* "ck/" and "ck" are the same folder */
+        size_t n = strlen(both[k]);
+        while (n > 1 && both[k][n - 1] == '/') both[k][--n] = 0;
+    }
+    if (strcmp(l, s) != 0) return 0;
+    char tracker[TDM_ARGS_PATH_MAX + 64];
+    snprintf(tracker, sizeof tracker, "%s/latest_checkpointed_iteration.txt", l);
+    return !tdm_file_exists(tracker);
+}
+
 static int setup_state(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
     tdm_ckpt ck;
     int have_ck = 0;
-    if (a->load[0]) {
+    if (first_launch_of_save_dir(a)) {
+        tdm_log_info("--load %s: no checkpoint there yet (it is also --save): starting from iteration 0", a->load);
+    } else if (a->load[0]) {
         int weights_only = a->finetune || a->no_load_optim;
         if ((weights_only ? tdm_ckpt_open_weights : tdm_ckpt_open)(a->load, &ck, err) != 0) return -1;
         have_ck = 1;

@@ -194,6 +194,12 @@ expect_error "indivisible global batch" "divisible by --micro-batch-size x data-
 expect_error "overlap-param-gather alone" "requires --use-distributed-optimizer" train 2 --overlap-param-gather
 expect_error "missing tokenizer file" "^tandem train: .*nonexistent.json" "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train --model "$W/model" --tokenizer "$W/nonexistent.json" --data "$W/data/train.json" --global-batch-size 8 --micro-batch-size 2
 expect_error "load without tracker" "no latest_checkpointed_iteration.txt" train 2 --train-iters 2 --load "$W/data"
+# Megatron's auto-restart idiom: --save ck --load ck starts from scratch on the first launch, resumes after
+train 2 --train-iters 2 --save "$W/auto" --load "$W/auto/" > "$W/auto1.log" 2>&1 \
+  && grep -q "no checkpoint there yet (it is also --save): starting from iteration 0" "$W/auto1.log" \
+  && train 2 --train-iters 3 --save "$W/auto" --load "$W/auto" > "$W/auto2.log" 2>&1 \
+  && grep -q "loaded checkpoint .*iter_0000002 at iteration 2" "$W/auto2.log" && ok "--save ck --load ck: first launch, then resume" \
+  || { bad "--save ck --load ck"; tail -n 3 "$W/auto1.log" "$W/auto2.log"; }
 expect_error "checkpoint of another shape" "another model shape" "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${COMMON[@]}" --model "$W/model2" --train-iters 6 --load "$W/ck"
 expect_error "injected NaN" "^tandem train: .*iteration 2" train 2 --train-iters 4 --inject-nan-at 2:1
 
