@@ -19,8 +19,9 @@
 
 #define PATH_CAP 4096
 /* the files whose size and checksum trainer_state.json records */
-static const char *const CKPT_FILES[] = {"model.safetensors", "optimizer.safetensors", "config.json"};
-#define N_CKPT_FILES 3
+static const char *const CKPT_FILES[] = {"model.safetensors", "optimizer.safetensors", "config.json",
+                                         "preprocessor_config.json"};
+#define N_CKPT_FILES 4
 
 void tdm_ckpt_iter_name(int64_t iteration, char *out, size_t cap) {
     snprintf(out, cap, "iter_%07lld", (long long)iteration);
@@ -167,6 +168,12 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
         snprintf(path, sizeof path, "%s/config.json", tmp_dir);
         if (copy_file(spec->config_json_path, path, err) != 0) goto fail;
         present[2] = 1;
+    }
+
+    if (spec->preprocessor_json_path) { /* as a Hugging Face model folder has it */
+        snprintf(path, sizeof path, "%s/preprocessor_config.json", tmp_dir);
+        if (copy_file(spec->preprocessor_json_path, path, err) != 0) goto fail;
+        present[3] = 1;
     }
 
     /* 4. trainer state, with the checksums of what was just written */

@@ -53,6 +53,7 @@ typedef struct tdm_ckpt_state {
 /* What to save. The caller (rank 0) has gathered the optimizer state into parameter shape. */
 typedef struct tdm_ckpt_save_spec {
     const char *config_json_path;  /* copied into the checkpoint (may be NULL) */
+    const char *preprocessor_json_path; /* likewise; NULL when the preprocessor is Qwen3-VL's defaults */
     const tdm_param_table *params; /* weights: every tensor's data */
     const float *const *exp_avg;   /* [params->n]: m in parameter shape, NULL for frozen; NULL = no optimizer */
     const float *const *exp_avg_sq;/* [params->n]: v likewise */

@@ -22,15 +22,21 @@ struct tdm_feed {
     char summary[1536];
 };
 
-int tdm_feed_load_preprocessor(const char *flag_path, const char *model_path, tdm_preproc_config *pp,
-                               tdm_error *err) {
-    if (flag_path && flag_path[0]) return tdm_preproc_config_load(flag_path, pp, err);
-    char dir[2048], path[2200];
+const char *tdm_feed_preprocessor_path(const char *flag_path, const char *model_path, char *buf, size_t cap) {
+    if (flag_path && flag_path[0]) return snprintf(buf, cap, "%s", flag_path), buf;
+    char dir[2048];
     struct stat st;
     if (model_path && stat(model_path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(dir, sizeof dir, "%s", model_path);
     else tdm_dirname(model_path ? model_path : ".", dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/preprocessor_config.json", dir);
-    if (tdm_file_exists(path)) return tdm_preproc_config_load(path, pp, err);
+    snprintf(buf, cap, "%s/preprocessor_config.json", dir);
+    return tdm_file_exists(buf) ? buf : NULL;
+}
+
+int tdm_feed_load_preprocessor(const char *flag_path, const char *model_path, tdm_preproc_config *pp,
+                               tdm_error *err) {
+    char path[2200];
+    if (tdm_feed_preprocessor_path(flag_path, model_path, path, sizeof path))
+        return tdm_preproc_config_load(path, pp, err);
     tdm_preproc_config_default(pp);
     return 0;
 }

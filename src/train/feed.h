@@ -54,6 +54,9 @@ const char *tdm_feed_summary(const tdm_feed *f);
 
 /* Resolves the preprocessor config the way the trainer does (also for generate/evaluate). */
 struct tdm_preproc_config;
+/* The preprocessor_config.json that tdm_feed_load_preprocessor reads (written into buf[cap]),
+ * or NULL when it takes Qwen3-VL's defaults. */
+const char *tdm_feed_preprocessor_path(const char *flag_path, const char *model_path, char *buf, size_t cap);
 int tdm_feed_load_preprocessor(const char *flag_path, const char *model_path, struct tdm_preproc_config *pp,
                                tdm_error *err);
 

@@ -202,28 +202,31 @@ static int setup(trainer *t, tdm_error *err) {
 
 /* Weights (checkpoint, Hugging Face or seed), optimizer state and position of a resumed
  * run, the LR schedule and AdamW's hyper-parameters. */
-/* A note when --model's config.json is not the one the checkpoint was saved with: the same
- * tensor shapes load, but e.g. another rope_theta changes every number after it. */
-static void note_config_change(const trainer *t, const char *ck_dir) {
+/* A note when a config the run reads is not the one the checkpoint was saved with: the same
+ * tensor shapes load, but e.g. another rope_theta or image_mean changes every number after it.
+ * saved_name: the checkpoint's copy (older checkpoints, and runs on built-in defaults, have
+ * none: nothing to compare); now: the file in use, NULL for the built-in defaults. */
+static void note_config_change(const char *ck_dir, const char *saved_name, const char *now, const char *what) {
     char path[4096 + 64], where[256] = "";
-    snprintf(path, sizeof path, "%s/config.json", ck_dir);
-    size_t la, lb;
-    char *ta = tdm_read_file(path, 1 << 24, &la, NULL), *tb = tdm_read_file(t->cfg.path, 1 << 24, &lb, NULL);
+    snprintf(path, sizeof path, "%s/%s", ck_dir, saved_name);
+    if (!tdm_file_exists(path)) return;
+    if (!now) {
+        tdm_log_info("note: resuming %s with the built-in %s, saved with its %s", ck_dir, what, saved_name);
+        return;
+    }
+    size_t la = 0, lb = 0;
+    char *ta = tdm_read_file(path, 1 << 24, &la, NULL), *tb = tdm_read_file(now, 1 << 24, &lb, NULL);
     tdm_json_doc *da = ta ? tdm_json_parse(ta, la, path, NULL) : NULL;
-    tdm_json_doc *db = tb ? tdm_json_parse(tb, lb, t->cfg.path, NULL) : NULL;
+    tdm_json_doc *db = tb ? tdm_json_parse(tb, lb, now, NULL) : NULL;
     if (da && db && tdm_json_first_difference(tdm_json_root(da), tdm_json_root(db), where, sizeof where))
-        tdm_log_info("note: resuming %s with a model config that differs from its config.json (first at \"%s\"; "
-                     "%s)", ck_dir, where[0] ? where : "(root)", t->cfg.path);
+        tdm_log_info("note: resuming %s with a %s that differs from its %s (first at \"%s\"; %s)", ck_dir, what,
+                     saved_name, where[0] ? where : "(root)", now);
     tdm_json_free(da);
     tdm_json_free(db);
     free(ta);
     free(tb);
 }
 
-/* Megatron's auto-restart idiom, `--save ck --load ck` on every launch of a job: on the first
- * launch there is nothing to load yet. Only when --load is the --save folder and holds no
- * tracker; any other --load without a checkpoint stays an error (a mistyped path must not
- * quietly train from scratch). */
 static int first_launch_of_save_dir(const tdm_train_args *a) {
     if (!a->load[0] || !a->save[0]) return 0;
     char l[TDM_ARGS_PATH_MAX], s[TDM_ARGS_PATH_MAX];
@@ -259,7 +262,11 @@ static int setup_state(trainer *t, tdm_error *err) {
             tdm_log_info("note: resuming %s with flags that change the numerics (batch sizes, schedule, optimizer, "
                          "seed, data or freezing differ from the saved run)",
                          ck.dir);
-        note_config_change(t, ck.dir);
+        char pp_buf[2200];
+        if (tdm_file_exists(t->cfg.path)) note_config_change(ck.dir, "config.json", t->cfg.path, "model config");
+        note_config_change(ck.dir, "preprocessor_config.json",
+                           tdm_feed_preprocessor_path(a->preprocessor, a->model, pp_buf, sizeof pp_buf),
+                           "preprocessor config");
         if (!a->no_load_optim) {
             if (!ck.state.has_optimizer) {
                 rc = tdm_errorf(err, "--load %s: the checkpoint holds no optimizer state (add --no-load-optim)", ck.dir);
@@ -386,7 +393,10 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
             .args_fingerprint = tdm_train_args_fingerprint(a),
         };
         snprintf(st.lr_decay_style, sizeof st.lr_decay_style, "%s", a->lr_decay_style);
+        char pp_buf[2200];
         tdm_ckpt_save_spec spec = {.config_json_path = t->config_json,
+                                   .preprocessor_json_path =
+                                       tdm_feed_preprocessor_path(a->preprocessor, a->model, pp_buf, sizeof pp_buf),
                                    .params = pt,
                                    .exp_avg = (const float *const *)m,
                                    .exp_avg_sq = (const float *const *)v,

@@ -66,9 +66,14 @@ grep -q "overlap_grad_reduce=True" "$W/full.log" && ok "DDP config line printed"
 # the same shapes under another rope_theta, and a longer schedule: both change the numbers, both are noted
 mkdir -p "$W/model_rope"; cp "$W/model/"*.json "$W/model_rope/"
 sed -i -E 's/"rope_theta": [0-9.e+]+/"rope_theta": 10000/' "$W/model_rope/config.json"
+/usr/bin/python3 - "$W/model_rope/preprocessor_config.json" <<'PYEOF'
+import json, sys
+p = json.load(open(sys.argv[1])); p["image_mean"] = [0.4, 0.4, 0.4]; json.dump(p, open(sys.argv[1], "w"))
+PYEOF
 "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${COMMON[@]}" --model "$W/model_rope" --use-distributed-optimizer \
   --ddp-bucket-size 400000 --train-iters 8 --load "$W/ck" > "$W/rope.log" 2>&1 \
   && grep -q 'model config that differs from its config.json (first at "text_config.rope_theta"' "$W/rope.log" \
+  && grep -q 'preprocessor config that differs from its preprocessor_config.json (first at "image_mean\[0\]"' "$W/rope.log" \
   && grep -q "with flags that change the numerics" "$W/rope.log" && ok "config and schedule changes on resume noted" \
   || { bad "resume with another rope_theta and --train-iters"; grep -m3 "note\|error" "$W/rope.log"; }
 
