@@ -82,6 +82,11 @@ int cmd_evaluate(int argc, char **argv) {
             fprintf(stderr, "tandem evaluate: %s: expected a value after it (tandem evaluate --help)\n", f);
             return 2;
         }
+        for (int j = 1; j < i; j++) /* each of these flags takes one value: a second one would be dropped */
+            if (!strcmp(argv[j], f)) {
+                fprintf(stderr, "tandem evaluate: %s given twice (it takes one value)\n", f);
+                return 2;
+            }
         const char *v = argv[++i];
         char *end;
         if (!strcmp(f, "--model")) o.model = v;

@@ -32,6 +32,11 @@ int cmd_generate(int argc, char **argv) {
             fprintf(stderr, "tandem generate: %s: expected a value after it (tandem generate --help)\n", f);
             return 2;
         }
+        for (int j = 1; j < i; j++) /* each of these flags takes one value: a second one would be dropped */
+            if (!strcmp(argv[j], f)) {
+                fprintf(stderr, "tandem generate: %s given twice (it takes one value)\n", f);
+                return 2;
+            }
         const char *v = argv[++i];
         if (!strcmp(f, "--model")) o.model = v;
         else if (!strcmp(f, "--tokenizer")) o.tokenizer = v;

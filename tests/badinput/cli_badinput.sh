@@ -148,6 +148,14 @@ if have dump-grads; then
   refuse "dump-grads: unknown flag" "--frobnicate" "$TANDEM" dump-grads --model $MODEL --tokenizer "$TOK" \
     --data "$DATA" --out "$W/g.safetensors" --frobnicate
 fi
+if have generate; then
+  refuse "generate: --image twice" "--image given twice" "$TANDEM" generate --model $MODEL --tokenizer "$TOK" \
+    --image a.png --image b.png --prompt "Hi"
+fi
+if have evaluate; then
+  refuse "evaluate: --data twice" "--data given twice" "$TANDEM" evaluate --model $MODEL --tokenizer "$TOK" \
+    --data "$DATA" --data "$DATA"
+fi
 if have trace-summary; then
   refuse "trace-summary of a missing folder" "no_trace" "$TANDEM" trace-summary "$W/no_trace"
 else skipped+=("trace-summary"); fi
