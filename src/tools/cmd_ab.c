@@ -35,7 +35,7 @@ static void usage(FILE *f) {
             "  --repeats R             timing runs per side, interleaved A B A B (default 1)\n"
             "  --audit-steps N         steps of the fingerprint audit runs (default --steps; 0 skips the audit)\n"
             "  --profile-steps N       steps profiled per side, from the window's start (default 3; 0: none)\n"
-            "  --profile-level L       profiler level 0, 1 or 2 (default 1)\n"
+            "  --profile-level L       profiler level 1 or 2 (default 1; 0 records no communication)\n"
             "  --bootstrap-seed S      seed of the bootstrap interval (default 20261129)\n"
             "  --out DIR               report directory (default ab-report)\n"
             "  every other flag is a `tandem train` flag (see tandem train --help), given to both sides.\n"
@@ -168,6 +168,8 @@ int cmd_ab(int argc, char **argv) {
             if (parse_i64(name, val, 0, 1000, &v, msg, sizeof msg) == 0) o.profile_steps = (int)v;
         } else if (!strcmp(name, "--profile-level")) {
             if (parse_i64(name, val, 0, 2, &v, msg, sizeof msg) == 0) o.profile_level = (int)v;
+            if (!msg[0] && v == 0) /* level 0 records phases only: no collective to analyse */
+                snprintf(msg, sizeof msg, "--profile-level 0: the communication analysis needs level 1 or 2");
         } else if (!strcmp(name, "--bootstrap-seed")) {
             if (parse_i64(name, val, 0, INT64_MAX, &v, msg, sizeof msg) == 0) o.bootstrap_seed = (uint64_t)v;
         }

@@ -48,7 +48,19 @@ static int side_args(const tdm_ab_options *o, const char *flags, const char *lab
                      tdm_error *err) {
     tdm_train_args_defaults(a);
     if (tdm_train_args_parse(a, o->common_argc, o->common_argv, err) != 0) return -1;
+    tdm_train_args common = *a;
     if (tdm_train_args_parse_string(a, flags, err) != 0) return tdm_error_prefix(err, "--%s", label);
+    /* the flags the protocol sets itself are refused among the common flags (cmd_ab.c); in
+     * one side's flags they would be just as silently overridden */
+    const char *set = a->train_iters != common.train_iters         ? "--train-iters"
+                      : strcmp(a->save, common.save)                ? "--save"
+                      : a->save_interval != common.save_interval    ? "--save-interval"
+                      : a->exit_interval != common.exit_interval    ? "--exit-interval"
+                      : strcmp(a->profile_config, common.profile_config) ? "--profile-config"
+                      : a->audit_fingerprints != common.audit_fingerprints ? "--audit-fingerprints"
+                      : strcmp(a->run_dir, common.run_dir)          ? "--run-dir"
+                                                                    : NULL;
+    if (set) return tdm_errorf(err, "--%s: %s is not used by ab (the protocol sets it for every run)", label, set);
     a->train_iters = o->steps;
     return 0;
 }

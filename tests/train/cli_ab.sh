@@ -169,6 +169,9 @@ timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduse" "${COMMO
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --train-iters 50 \
   --out "$W/x" >"$W/e4" 2>&1 && bad "--train-iters accepted (and ignored)" \
   || { grep -q -- "--train-iters is not used by ab" "$W/e4" && ok || bad "--train-iters error: $(cat "$W/e4")"; }
+timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce --save $W/ck_cand" "${COMMON[@]}" --steps 4 \
+  --out "$W/x" >"$W/e5" 2>&1 && bad "--save in --candidate accepted (and ignored)" \
+  || { grep -q -- "--candidate: --save is not used by ab" "$W/e5" && ok || bad "--candidate --save error: $(cat "$W/e5")"; }
 "$TANDEM" trace-summary "$W/nonexistent" >"$W/e3" 2>&1 && bad "missing trace accepted" || { grep -q "nonexistent" "$W/e3" && ok || bad "trace-summary error: $(cat "$W/e3")"; }
 
 echo "$pass passed, $fail failed"
