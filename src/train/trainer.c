@@ -672,6 +672,18 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
     if (a->profile_config[0]) {
         tdm_prof_config pc;
         ok = tdm_prof_config_load(a->profile_config, &pc, err) == 0;
+        /* a tool config that would record nothing is an error, not an empty trace found later */
+        for (int i = 0; ok && pc.enable && !pc.all_ranks && i < pc.n_ranks; i++)
+            if (pc.ranks[i] >= t->dp)
+                ok = tdm_errorf(err, "%s: profile.ranks: rank %d does not exist (%d ranks)", a->profile_config,
+                                pc.ranks[i], t->dp) == 0;
+        if (ok && pc.enable && (pc.end_step <= t->iteration || pc.start_step > a->train_iters))
+            ok = tdm_errorf(err, "%s: profile steps %lld-%lld lie outside this run's iterations %lld-%lld: nothing "
+                            "would be recorded", a->profile_config, (long long)pc.start_step, (long long)pc.end_step,
+                            (long long)t->iteration + 1, (long long)a->train_iters) == 0;
+        if (ok && pc.enable)
+            tdm_log_info("profiler: level %d, steps %lld-%lld, %s ranks, into %s", pc.level, (long long)pc.start_step,
+                         (long long)pc.end_step, pc.all_ranks ? "all" : "the listed", pc.save_path);
         if (agree(t, ok, err) != 0) goto out;
         ok = tdm_prof_session_start(&pc, t->comm, err) == 0;
         if (agree(t, ok, err) != 0) goto out;

@@ -182,6 +182,13 @@ if have train; then
     --tokenizer "$C/tokenizer/bad_regex.json"
   refuse_mpi "train: --data json/deep_nesting.json" "deep_nesting.json" "${T0[@]}" --data "$C/json/deep_nesting.json"
   refuse_mpi "train: --save names a file" "--save" "${T[@]}" --save "$DATA"
+  # a profiler tool config that would record nothing
+  echo '{"profile": {"enable": true, "ranks": [5], "start_step": 1, "end_step": 2, "level": 1, "save_path": "'"$W/pr"'"}}' \
+    > "$W/prof_rank5.json"
+  refuse_mpi "train: profile.ranks names rank 5 of 2" "rank 5 does not exist" "${T[@]}" --profile-config "$W/prof_rank5.json"
+  echo '{"profile": {"enable": true, "ranks": [-1], "start_step": 7, "end_step": 9, "level": 1, "save_path": "'"$W/pr"'"}}' \
+    > "$W/prof_late.json"
+  refuse_mpi "train: profile steps after the run" "nothing would be recorded" "${T[@]}" --profile-config "$W/prof_late.json"
   # a tokenizer made for another model: its <|image_pad|> is not the config's image_token_id (1010)
   "$TANDEM" train-tokenizer --data tests/tokenizer/train_sample.json --vocab-size 600 --out "$W/tok600.json" \
     >/dev/null 2>&1 && refuse_mpi "train: tokenizer of another vocabulary" "image_token_id" "${T[@]}" \
