@@ -246,6 +246,10 @@ static int write_rank_outputs(tdm_strbuf *items, tdm_strbuf *cpu, tdm_error *err
                           (long long)t->cpu.involuntary_switches, (long long)t->cpu.minor_faults,
                           (long long)t->cpu.major_faults);
         tdm_sb_printf(cpu, ",\"dropped_events\":%lld}", (long long)t->dropped);
+        if (t->dropped) /* steps with a lost event drop out of the analysis: say why, and what to change */
+            fprintf(stderr, "profiler: rank %d, thread %s: %lld events dropped (capacity %lld per thread): the "
+                            "analysis leaves out the steps they belong to; raise profile.capacity or shorten the "
+                            "step range\n", S.rank, t->name, (long long)t->dropped, (long long)S.cfg.capacity);
     }
     if (cpu->len) tdm_sb_puts(cpu, ",\n");
     free(recs);

@@ -172,6 +172,11 @@ timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMO
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce --save $W/ck_cand" "${COMMON[@]}" --steps 4 \
   --out "$W/x" >"$W/e5" 2>&1 && bad "--save in --candidate accepted (and ignored)" \
   || { grep -q -- "--candidate: --save is not used by ab" "$W/e5" && ok || bad "--candidate --save error: $(cat "$W/e5")"; }
+# a profile buffer too small for the steps: the lost events are reported, not silently missing from the analysis
+echo '{"profile": {"enable": true, "ranks": [-1], "start_step": 2, "end_step": 2, "level": 2, "capacity": 64,
+       "save_path": "'"$W/prdrop"'"}}' > "$W/prdrop.json"
+timeout 300 "${MPI[@]}" "$TANDEM" train "${COMMON[@]}" --train-iters 2 --profile-config "$W/prdrop.json" >"$W/drop.out" 2>&1 \
+  && grep -q "events dropped (capacity 64 per thread)" "$W/drop.out" && ok || bad "dropped events: $(grep -m2 profiler "$W/drop.out")"
 "$TANDEM" trace-summary "$W/nonexistent" >"$W/e3" 2>&1 && bad "missing trace accepted" || { grep -q "nonexistent" "$W/e3" && ok || bad "trace-summary error: $(cat "$W/e3")"; }
 
 echo "$pass passed, $fail failed"
