@@ -284,6 +284,10 @@ static int write_merged_outputs(const char *all, size_t n_all, const char *cpu_a
         tdm_sb_puts(&json, ",\n\"threads\":[");
         tdm_sb_append(&json, cpu_all, n_cpu);
         tdm_sb_puts(&json, "]}\n");
+        /* summary.txt is what trace-summary prints: the thread table too */
+        tdm_json_doc *d = tdm_json_parse(json.data, json.len, "analysis.json", NULL);
+        if (d) tdm_prof_format_threads(&text, tdm_json_get(tdm_json_root(d), "threads"));
+        tdm_json_free(d);
         if (write_text(S.cfg.save_path, "analysis.json", json.data, json.len, err) != 0 ||
             write_text(S.cfg.save_path, "summary.txt", text.data, text.len, err) != 0)
             rc = -1;

@@ -53,4 +53,9 @@ void tdm_prof_trace_free(tdm_prof_trace *t);
  * `tandem trace-summary` prints), and as JSON ({"steps": [...], "mean": {...}}). */
 void tdm_prof_trace_summarize(const tdm_prof_trace *t, tdm_strbuf *text, tdm_strbuf *json);
 
+/* The per-thread CPU table (analysis.json's "threads" array) as text; nothing when the
+ * array is missing or empty. summary.txt and `trace-summary` end with it. */
+struct tdm_json;
+void tdm_prof_format_threads(tdm_strbuf *sb, const struct tdm_json *threads);
+
 #endif

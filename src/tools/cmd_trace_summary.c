@@ -32,24 +32,11 @@ static void print_threads(const char *dir) {
     tdm_json_doc *d = tdm_json_parse(text, len, path, NULL);
     free(text);
     if (!d) return;
-    const tdm_json *th = tdm_json_get(tdm_json_root(d), "threads");
-    if (th && th->type == TDM_JSON_ARRAY && th->len) {
-        printf("\nPer-thread CPU statistics over the profiled steps\n");
-        printf("  %4s %-12s %9s %9s %9s %9s %9s %9s %8s\n", "rank", "thread", "user ms", "sys ms", "run ms",
-               "vol csw", "invol csw", "minflt", "dropped");
-        for (size_t i = 0; i < th->len; i++) {
-            const tdm_json *t = th->items[i];
-            const tdm_json *nm = tdm_json_get(t, "name");
-            double v[8] = {-1, -1, -1, -1, -1, -1, -1, 0};
-            const char *keys[] = {"rank", "user_ms", "system_ms", "run_ms", "voluntary_switches",
-                                  "involuntary_switches", "minor_faults", "dropped_events"};
-            for (int k = 0; k < 8; k++) tdm_json_get_num(t, keys[k], &v[k], NULL);
-            printf("  %4.0f %-12.12s %9.1f %9.1f %9.2f %9.0f %9.0f %9.0f %8.0f\n", v[0],
-                   nm && nm->type == TDM_JSON_STRING ? nm->str : "?", v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
-        }
-        printf("  (user/sys have the kernel's tick resolution; run ms is the scheduler's ns count. Voluntary\n"
-               "   switches are blocking waits; involuntary ones mean the thread was preempted.)\n");
-    }
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_prof_format_threads(&sb, tdm_json_get(tdm_json_root(d), "threads"));
+    fputs(sb.data ? sb.data : "", stdout);
+    tdm_sb_free(&sb);
     tdm_json_free(d);
 }
 

@@ -122,6 +122,8 @@ PYEOF
   then ok; else bad "$side trace invalid"; fi
   "$TANDEM" trace-summary "$OUT/traces/$side" >"$W/ts.out" 2>&1 && grep -q "cannot be added up" "$W/ts.out" \
     && grep -q "Per-step analysis" "$W/ts.out" && ok || bad "trace-summary $side: $(head -3 "$W/ts.out")"
+  cmp -s "$W/ts.out" "$OUT/traces/$side/summary.txt" && grep -q "Per-thread CPU" "$W/ts.out" && ok \
+    || bad "summary.txt is not what trace-summary prints ($side)"
   # --json recomputes the analysis from trace.json: the same mean as the run's own analysis.json
   if "$TANDEM" trace-summary --json "$OUT/traces/$side" >"$W/ts.json" 2>"$W/ts.err" \
      && python3 - "$W/ts.json" "$OUT/traces/$side/analysis.json" <<'PYEOF'
