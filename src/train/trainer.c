@@ -601,6 +601,34 @@ static uint64_t params_checksum(tdm_model *m) {
     return h;
 }
 
+/* Data parallelism needs one configuration: ranks started with other flags (`mpirun -np 1
+ * tandem train A : -np 1 tandem train B`) would each step with their own learning rate, or
+ * post other collectives and hang. Collective: a hash of each flag's value, compared by the
+ * minimum and maximum over ranks; the first flag that differs is named on every rank. */
+static int same_flags_everywhere(trainer *t, tdm_error *err) {
+    int n = tdm_train_args_count();
+    uint64_t *lo = tdm_xcalloc((size_t)n, sizeof *lo), *hi = tdm_xcalloc((size_t)n, sizeof *hi);
+    char value[8192];
+    for (int i = 0; i < n; i++) {
+        tdm_train_args_value(t->a, i, value, sizeof value);
+        lo[i] = hi[i] = XXH3_64bits(value, strlen(value));
+    }
+    MPI_Allreduce(MPI_IN_PLACE, lo, n, MPI_UINT64_T, MPI_MIN, t->comm);
+    MPI_Allreduce(MPI_IN_PLACE, hi, n, MPI_UINT64_T, MPI_MAX, t->comm);
+    int first = -1;
+    for (int i = 0; i < n && first < 0; i++)
+        if (lo[i] != hi[i]) first = i;
+    free(lo);
+    free(hi);
+    if (first < 0) return 0;
+    t->res->all_ranks_failed = 1;
+    t->res->failed_rank = 0;
+    tdm_train_args_value(t->a, first, value, sizeof value);
+    return tdm_errorf(err, "the ranks were started with different flags: %s differs between ranks (%s on rank 0); "
+                           "every data-parallel rank needs the same command line", tdm_train_args_name(first),
+                      t->rank == 0 ? value : "see rank 0");
+}
+
 static void teardown(trainer *t) {
     tdm_feed_free(t->feed);
     tdm_ddp_free(t->ddp);
@@ -620,6 +648,9 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
     MPI_Comm_rank(t->comm, &t->rank);
     MPI_Comm_size(t->comm, &t->dp);
     int rc = -1;
+
+    /* 0. every rank was started with the same flags (an MPMD launch could give each its own) */
+    if (same_flags_everywhere(t, err) != 0) goto out;
 
     /* 1. flags, model, data: each rank on its own, then agree */
     int ok = setup(t, err) == 0;

@@ -181,6 +181,13 @@ if have train; then
   refuse_mpi "train: --tokenizer tokenizer/bad_regex.json" "bad_regex.json" "${T[@]}" \
     --tokenizer "$C/tokenizer/bad_regex.json"
   refuse_mpi "train: --data json/deep_nesting.json" "deep_nesting.json" "${T0[@]}" --data "$C/json/deep_nesting.json"
+  # an MPMD launch whose ranks got other flags: refused before anything collective (it trained each rank with
+  # its own learning rate, or hung when the flags changed the collectives)
+  MPMD=("${MPI[@]:0:${#MPI[@]}-2}")
+  refuse "train: ranks with different --lr (MPMD)" "lr differs between ranks" "${MPMD[@]}" -np 1 "$TANDEM" "${T[@]}" \
+    --lr 1e-3 : -np 1 "$TANDEM" "${T[@]}" --lr 2e-3
+  refuse "train: ranks with different --train-iters (MPMD)" "train_iters differs between ranks" "${MPMD[@]}" -np 1 \
+    "$TANDEM" "${T[@]}" : -np 1 "$TANDEM" "${T[@]}" --train-iters 4
   refuse_mpi "train: --save names a file" "--save" "${T[@]}" --save "$DATA"
   # a profiler tool config that would record nothing
   echo '{"profile": {"enable": true, "ranks": [5], "start_step": 1, "end_step": 2, "level": 1, "save_path": "'"$W/pr"'"}}' \
