@@ -200,8 +200,6 @@ static int setup(trainer *t, tdm_error *err) {
     return build_model(t, err);
 }
 
-/* Weights (checkpoint, Hugging Face or seed), optimizer state and position of a resumed
- * run, the LR schedule and AdamW's hyper-parameters. */
 /* A note when a config the run reads is not the one the checkpoint was saved with: the same
  * tensor shapes load, but e.g. another rope_theta or image_mean changes every number after it.
  * saved_name: the checkpoint's copy (older checkpoints, and runs on built-in defaults, have
@@ -227,6 +225,10 @@ static void note_config_change(const char *ck_dir, const char *saved_name, const
     free(tb);
 }
 
+/* Megatron's auto-restart idiom, `--save ck --load ck` on every launch of a job: on the first
+ * launch there is nothing to load yet. Only when --load is the --save folder and holds no
+ * tracker; any other --load without a checkpoint stays an error (a mistyped path must not
+ * quietly train from scratch). */
 static int first_launch_of_save_dir(const tdm_train_args *a) {
     if (!a->load[0] || !a->save[0]) return 0;
     char l[TDM_ARGS_PATH_MAX], s[TDM_ARGS_PATH_MAX];
@@ -243,6 +245,8 @@ static int first_launch_of_save_dir(const tdm_train_args *a) {
     return !tdm_file_exists(tracker);
 }
 
+/* Weights (checkpoint, Hugging Face or seed), optimizer state and position of a resumed
+ * run, the LR schedule and AdamW's hyper-parameters. */
 static int setup_state(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
     tdm_ckpt ck;
@@ -604,7 +608,7 @@ static uint64_t params_checksum(tdm_model *m) {
 /* Data parallelism needs one configuration: ranks started with other flags (`mpirun -np 1
  * tandem train A : -np 1 tandem train B`) would each step with their own learning rate, or
  * post other collectives and hang. Collective: a hash of each flag's value, compared by the
- * minimum and maximum over ranks; the first flag that differs is named on every rank. */
+ * minimum and maximum over ranks; rank 0 names the first flag that differs. */
 static int same_flags_everywhere(trainer *t, tdm_error *err) {
     int n = tdm_train_args_count();
     uint64_t *lo = tdm_xcalloc((size_t)n, sizeof *lo), *hi = tdm_xcalloc((size_t)n, sizeof *hi);
