@@ -367,7 +367,10 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     if (tdm_train_args_validate(&A->args, world, err) != 0) return tdm_error_prefix(err, "baseline");
     if (tdm_train_args_validate(&B->args, world, err) != 0) return tdm_error_prefix(err, "candidate");
     diff_args(&A->args, &B->args, r);
-    tdm_log_info("A/B: %d argument(s) differ between baseline and candidate:", r->n_diff);
+    if (r->n_diff == 0) /* allowed: an A/A run measures the noise of the machine */
+        tdm_log_info("A/B: no argument differs between baseline and candidate (an A/A run: any change is noise)");
+    else
+        tdm_log_info("A/B: %d argument(s) differ between baseline and candidate:", r->n_diff);
     for (int i = 0; i < r->n_diff; i++) tdm_log_info("  %s", r->diff_lines[i]);
     tdm_log_info("A/B: %d other arguments are identical (listed in %s/report.md)", r->n_same, o->out);
     if (rank == 0 && tdm_mkdirs(o->out, err) != 0) {
