@@ -90,47 +90,36 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
      * types keep their high byte. Only values below 256 keep their grey: the usual 16-bit grey
      * picture comes out nearly white, as in any pipeline that loads images with PIL. */
     const int grey16 = ctype == PNG_COLOR_TYPE_GRAY && depth == 16;
-    if (grey16) {
-        png_set_interlace_handling(png);
-        png_read_update_info(png, info);
-        if (png_get_rowbytes(png, info) != (size_t)w * 2) png_error(png, "unexpected row size (16-bit grey)");
-        pixels = tdm_xmalloc((size_t)w * h * 3 + (size_t)w * h * 2); /* RGB, then the raw rows behind it */
-        uint8_t *raw = pixels + (size_t)w * h * 3;
-        rows = tdm_xmalloc(sizeof(png_bytep) * h);
-        for (png_uint_32 y = 0; y < h; y++) rows[y] = raw + (size_t)y * w * 2;
-        png_read_image(png, rows);
-        png_read_end(png, NULL);
-        for (size_t i = 0; i < (size_t)w * h; i++) { /* big-endian: raw[2i] is the high byte */
-            uint8_t v = raw[2 * i] == 0 ? raw[2 * i + 1] : 255;
-            pixels[3 * i] = pixels[3 * i + 1] = pixels[3 * i + 2] = v;
-        }
-        free(rows);
-        png_destroy_read_struct(&png, &info, NULL);
-        out->width = (int)w;
-        out->height = (int)h;
-        out->rgb = tdm_xrealloc(pixels, (size_t)w * h * 3);
-        return 0;
+    /* The transformations of PIL's convert("RGB") for the rest: expand, 8 bits, drop alpha,
+     * grey -> RGB. png_set_palette_to_rgb also turns a tRNS chunk into alpha, which is
+     * stripped again. */
+    if (!grey16) {
+        if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
+        if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+        if (depth == 16) png_set_strip_16(png);
+        if ((ctype & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
+        if (ctype == PNG_COLOR_TYPE_GRAY || ctype == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
     }
-    /* The transformations of PIL's convert("RGB"): expand, 8 bits, drop alpha, grey -> RGB.
-     * png_set_palette_to_rgb also turns a tRNS chunk into alpha, which is stripped again. */
-    if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
-    if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
-    if (depth == 16) png_set_strip_16(png);
-    if ((ctype & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
-    if (ctype == PNG_COLOR_TYPE_GRAY || ctype == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
-    if (png_get_rowbytes(png, info) != (size_t)w * 3) png_error(png, "unexpected row size after conversion");
-    pixels = tdm_xmalloc((size_t)w * h * 3);
+    const size_t row = (size_t)w * (grey16 ? 2 : 3), n = (size_t)w * h;
+    if (png_get_rowbytes(png, info) != row) png_error(png, "unexpected row size after conversion");
+    /* 16-bit grey rows are read behind the RGB image, then widened into it */
+    pixels = tdm_xmalloc(3 * n + (grey16 ? 2 * n : 0));
+    uint8_t *raw = grey16 ? pixels + 3 * n : pixels;
     rows = tdm_xmalloc(sizeof(png_bytep) * h);
-    for (png_uint_32 y = 0; y < h; y++) rows[y] = pixels + (size_t)y * w * 3;
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = raw + (size_t)y * row;
     png_read_image(png, rows);
     png_read_end(png, NULL);
+    for (size_t i = 0; grey16 && i < n; i++) { /* big-endian: raw[2i] is the high byte */
+        uint8_t v = raw[2 * i] == 0 ? raw[2 * i + 1] : 255;
+        pixels[3 * i] = pixels[3 * i + 1] = pixels[3 * i + 2] = v;
+    }
     free(rows);
     png_destroy_read_struct(&png, &info, NULL);
     out->width = (int)w;
     out->height = (int)h;
-    out->rgb = pixels;
+    out->rgb = grey16 ? tdm_xrealloc(pixels, 3 * n) : pixels;
     return 0;
 }
 

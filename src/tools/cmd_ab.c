@@ -119,17 +119,9 @@ int cmd_ab(int argc, char **argv) {
         snprintf(name, sizeof name, "%.*s", (int)(nl < 63 ? nl : 63), a);
         static const char *const own[] = {"--baseline", "--candidate", "--steps", "--window", "--repeats", "--out",
                                           "--audit-steps", "--profile-steps", "--profile-level", "--bootstrap-seed"};
-        /* training flags the protocol sets itself: taking them silently would mislead */
-        static const char *const unused[][2] = {
-            {"--train-iters", "the length of each run is --steps"},
-            {"--save", "measured runs save no checkpoint"},
-            {"--save-interval", "measured runs save no checkpoint"},
-            {"--exit-interval", "every run trains --steps steps"},
-            {"--profile-config", "the profiled runs are set by --profile-steps and --profile-level"},
-            {"--audit-fingerprints", "the audit run is set by --audit-steps"},
-            {"--run-dir", "the report goes to --out"}};
-        for (size_t k = 0; k < sizeof unused / sizeof *unused && !msg[0]; k++)
-            if (!strcmp(name, unused[k][0])) snprintf(msg, sizeof msg, "%s is not used by ab: %s", name, unused[k][1]);
+        for (size_t k = 0; tdm_ab_protocol_flags[k][0] && !msg[0]; k++)
+            if (!strcmp(name, tdm_ab_protocol_flags[k][0]))
+                snprintf(msg, sizeof msg, "%s is not used by ab: %s", name, tdm_ab_protocol_flags[k][1]);
         if (msg[0]) break;
         int is_own = 0;
         for (size_t k = 0; k < sizeof own / sizeof *own; k++)

@@ -44,22 +44,41 @@ int tdm_ab_parse_window(const char *s, int64_t *lo, int64_t *hi, tdm_error *err)
     return 0;
 }
 
+const char *const tdm_ab_protocol_flags[][2] = {
+    {"--train-iters", "the length of each run is --steps"},
+    {"--save", "measured runs save no checkpoint"},
+    {"--save-interval", "measured runs save no checkpoint"},
+    {"--exit-interval", "every run trains --steps steps"},
+    {"--profile-config", "the profiled runs are set by --profile-steps and --profile-level"},
+    {"--audit-fingerprints", "the audit run is set by --audit-steps"},
+    {"--run-dir", "the report goes to --out"},
+    {NULL, NULL}};
+
+/* The first protocol flag whose value differs between a and b, or NULL. */
+static const char *protocol_flag_changed(const tdm_train_args *a, const tdm_train_args *b) {
+    char va[2048], vb[2048], attr[64];
+    for (int k = 0; tdm_ab_protocol_flags[k][0]; k++) {
+        snprintf(attr, sizeof attr, "%s", tdm_ab_protocol_flags[k][0] + 2); /* "--save-interval" -> "save_interval" */
+        for (char *c = attr; *c; c++)
+            if (*c == '-') *c = '_';
+        for (int i = 0; i < tdm_train_args_count(); i++) {
+            if (strcmp(tdm_train_args_name(i), attr) != 0) continue;
+            tdm_train_args_value(a, i, va, sizeof va);
+            tdm_train_args_value(b, i, vb, sizeof vb);
+            if (strcmp(va, vb) != 0) return tdm_ab_protocol_flags[k][0];
+        }
+    }
+    return NULL;
+}
+
 static int side_args(const tdm_ab_options *o, const char *flags, const char *label, tdm_train_args *a,
                      tdm_error *err) {
     tdm_train_args_defaults(a);
     if (tdm_train_args_parse(a, o->common_argc, o->common_argv, err) != 0) return -1;
     tdm_train_args common = *a;
     if (tdm_train_args_parse_string(a, flags, err) != 0) return tdm_error_prefix(err, "--%s", label);
-    /* the flags the protocol sets itself are refused among the common flags (cmd_ab.c); in
-     * one side's flags they would be just as silently overridden */
-    const char *set = a->train_iters != common.train_iters         ? "--train-iters"
-                      : strcmp(a->save, common.save)                ? "--save"
-                      : a->save_interval != common.save_interval    ? "--save-interval"
-                      : a->exit_interval != common.exit_interval    ? "--exit-interval"
-                      : strcmp(a->profile_config, common.profile_config) ? "--profile-config"
-                      : a->audit_fingerprints != common.audit_fingerprints ? "--audit-fingerprints"
-                      : strcmp(a->run_dir, common.run_dir)          ? "--run-dir"
-                                                                    : NULL;
+    /* refused among the common flags (cmd_ab.c); in one side's flags just as silently overridden */
+    const char *set = protocol_flag_changed(a, &common);
     if (set) return tdm_errorf(err, "--%s: %s is not used by ab (the protocol sets it for every run)", label, set);
     a->train_iters = o->steps;
     return 0;

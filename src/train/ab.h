@@ -57,6 +57,11 @@ typedef struct tdm_ab_options {
  * 2000 resamples, out "ab-report". */
 void tdm_ab_options_default(tdm_ab_options *o);
 
+/* The training flags the protocol sets itself for every run ("--train-iters", "--save", ...),
+ * with what sets each instead; {NULL, NULL} ends the list. Refused among the common flags
+ * (cmd_ab.c) and inside --baseline / --candidate (tdm_ab_run): taken silently they would mislead. */
+extern const char *const tdm_ab_protocol_flags[][2];
+
 /* Parses "21:200" into lo, hi (1-based, inclusive). */
 int tdm_ab_parse_window(const char *s, int64_t *lo, int64_t *hi, tdm_error *err);
 
