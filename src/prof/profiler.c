@@ -26,6 +26,31 @@ void tdm_prof_config_default(tdm_prof_config *cfg) {
     cfg->capacity = 1 << 20;
 }
 
+/* Keys a profile section may hold. tandem's own layout puts the schedule in the section
+ * itself; MindSpeed-MM's tools.json puts it in "static_param" (with its torch_npu options,
+ * which have no meaning here and are accepted and ignored). */
+static const char *const section_keys[] = {"enable",   "ranks",      "start_step",    "end_step",      "level",
+                                           "save_path", "capacity",  "profile_type",  "static_param", "dynamic_param"};
+static const char *const static_keys[] = {"level",         "start_step",    "end_step",    "save_path",
+                                          "capacity",      "with_stack",    "with_memory", "record_shapes",
+                                          "with_cpu",      "data_simplification", "aic_metrics_type"};
+static const char *const schedule_keys[] = {"start_step", "end_step", "level", "save_path", "capacity"};
+
+/* Refuses a key of obj that is not in keys[n] (a misspelt key would otherwise be a default). */
+static int check_keys(const tdm_json *obj, const char *const *keys, size_t n, const char *name, const char *where,
+                      tdm_error *err) {
+    for (size_t i = 0; i < obj->len; i++) {
+        size_t k = 0;
+        while (k < n && strcmp(obj->keys[i], keys[k]) != 0) k++;
+        if (k < n) continue;
+        char list[512] = "";
+        for (k = 0; k < n; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", keys[k]);
+        return tdm_errorf(err, "%s: %s%s: unknown key (expected one of: %s)", name, where, obj->keys[i], list);
+    }
+    return 0;
+}
+
 int tdm_prof_config_parse(const char *text, size_t len, const char *name, tdm_prof_config *cfg, tdm_error *err) {
     tdm_prof_config_default(cfg);
     tdm_json_doc *doc = tdm_json_parse(text, len, name, err);
@@ -41,7 +66,36 @@ int tdm_prof_config_parse(const char *text, size_t len, const char *name, tdm_pr
         tdm_json_free(doc);
         return tdm_errorf(err, "%s: %s: expected an object", name, *pre ? "profile" : "top level");
     }
+    if (check_keys(p, section_keys, sizeof section_keys / sizeof *section_keys, name, pre, err) != 0) goto fail;
     const tdm_json *v;
+    if ((v = tdm_json_get(p, "profile_type")) && (v->type != TDM_JSON_STRING || strcmp(v->str, "static") != 0)) {
+        tdm_errorf(err, "%s: %sprofile_type: expected \"static\" (the step range below; %s)", name, pre,
+                   v->type == TDM_JSON_STRING && !strcmp(v->str, "dynamic")
+                       ? "torch_npu's dynamic profiling has no counterpart here"
+                       : "the only kind tandem records");
+        goto fail;
+    }
+    /* Where the schedule is: MindSpeed-MM's static_param, or the section itself. */
+    const tdm_json *s = p;
+    char spre[64];
+    snprintf(spre, sizeof spre, "%s", pre);
+    const tdm_json *sp = tdm_json_get(p, "static_param");
+    int mindspeed = sp != NULL;
+    if (mindspeed) {
+        if (sp->type != TDM_JSON_OBJECT) {
+            tdm_errorf(err, "%s: %sstatic_param: expected an object", name, pre);
+            goto fail;
+        }
+        for (size_t k = 0; k < sizeof schedule_keys / sizeof *schedule_keys; k++)
+            if (tdm_json_get(p, schedule_keys[k])) {
+                tdm_errorf(err, "%s: %s%s: give the schedule either in %sstatic_param or beside it, not in both", name,
+                           pre, schedule_keys[k], pre);
+                goto fail;
+            }
+        snprintf(spre, sizeof spre, "%sstatic_param.", pre);
+        if (check_keys(sp, static_keys, sizeof static_keys / sizeof *static_keys, name, spre, err) != 0) goto fail;
+        s = sp;
+    }
     if ((v = tdm_json_get(p, "enable"))) {
         if (v->type != TDM_JSON_TRUE && v->type != TDM_JSON_FALSE) goto bad_enable;
         cfg->enable = v->type == TDM_JSON_TRUE;
@@ -56,38 +110,60 @@ int tdm_prof_config_parse(const char *text, size_t len, const char *name, tdm_pr
             else cfg->ranks[cfg->n_ranks++] = (int)r->i64;
         }
     }
+    /* tandem's steps are 1-based iterations, both ends recorded. MindSpeed-MM hands them to
+     * torch's schedule as skip_first = start_step, active = end_step - start_step: the
+     * iterations after start_step up to end_step. */
+    const int64_t first_lo = mindspeed ? 0 : 1;
     struct {
         const char *key;
         int64_t *dst;
         int64_t lo, hi;
-    } ints[] = {{"start_step", &cfg->start_step, 1, INT64_MAX / 2},
+    } ints[] = {{"start_step", &cfg->start_step, first_lo, INT64_MAX / 2},
                 {"end_step", &cfg->end_step, 1, INT64_MAX / 2},
                 {"capacity", &cfg->capacity, 16, PROF_MAX_CAPACITY}};
+    if (mindspeed) { /* MindSpeed-MM's code has no defaults for these */
+        cfg->start_step = 0;
+        cfg->end_step = 1;
+    }
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
-        if (!(v = tdm_json_get(p, ints[i].key))) continue;
+        if (!(v = tdm_json_get(s, ints[i].key))) continue;
         if (v->type != TDM_JSON_NUMBER || !v->is_int || v->i64 < ints[i].lo || v->i64 > ints[i].hi) {
-            tdm_errorf(err, "%s: %s%s: expected an integer in [%lld, %lld]", name, pre, ints[i].key,
+            tdm_errorf(err, "%s: %s%s: expected an integer in [%lld, %lld]", name, spre, ints[i].key,
                        (long long)ints[i].lo, (long long)ints[i].hi);
             goto fail;
         }
         *ints[i].dst = v->i64;
     }
-    if (cfg->end_step < cfg->start_step) {
-        tdm_errorf(err, "%s: %send_step: %lld is before start_step %lld", name, pre, (long long)cfg->end_step,
+    if (mindspeed) {
+        if (cfg->end_step <= cfg->start_step) {
+            tdm_errorf(err, "%s: %send_step: %lld must be after start_step %lld (MindSpeed-MM records the "
+                            "iterations after start_step up to end_step)", name, spre, (long long)cfg->end_step,
+                       (long long)cfg->start_step);
+            goto fail;
+        }
+        cfg->start_step += 1;
+    } else if (cfg->end_step < cfg->start_step) {
+        tdm_errorf(err, "%s: %send_step: %lld is before start_step %lld", name, spre, (long long)cfg->end_step,
                    (long long)cfg->start_step);
         goto fail;
     }
-    if ((v = tdm_json_get(p, "level"))) {
-        if (v->type != TDM_JSON_NUMBER || !v->is_int || v->i64 < 0 || v->i64 > 2) {
-            tdm_errorf(err, "%s: %slevel: expected 0, 1 or 2", name, pre);
+    if ((v = tdm_json_get(s, "level"))) {
+        int ok = v->type == TDM_JSON_NUMBER && v->is_int && v->i64 >= 0 && v->i64 <= 2;
+        if (ok) cfg->level = (int)v->i64;
+        if (v->type == TDM_JSON_STRING && !strncmp(v->str, "level", 5) && v->str[5] >= '0' && v->str[5] <= '2' &&
+            v->str[6] == '\0') {
+            ok = 1;
+            cfg->level = v->str[5] - '0';
+        }
+        if (!ok) {
+            tdm_errorf(err, "%s: %slevel: expected 0, 1 or 2 (or \"level0\", \"level1\", \"level2\")", name, spre);
             goto fail;
         }
-        cfg->level = (int)v->i64;
     }
-    if ((v = tdm_json_get(p, "save_path"))) {
+    if ((v = tdm_json_get(s, "save_path"))) {
         if (v->type != TDM_JSON_STRING || v->len == 0 || v->len >= sizeof cfg->save_path ||
             strlen(v->str) != v->len) {
-            tdm_errorf(err, "%s: %ssave_path: expected a non-empty path string", name, pre);
+            tdm_errorf(err, "%s: %ssave_path: expected a non-empty path string", name, spre);
             goto fail;
         }
         memcpy(cfg->save_path, v->str, v->len + 1);

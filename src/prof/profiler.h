@@ -19,6 +19,8 @@
  *                "level": 1, "save_path": "./profiling"}}
  * ranks: [-1] = all ranks, else the list of ranks that record. Steps are 1-based
  * optimizer iterations, inclusive. Optional "capacity": events per thread (default 1M).
+ * MindSpeed-MM's layout (schedule in "static_param", recording the iterations after
+ * start_step up to end_step) is read with its own semantics; unknown keys are refused.
  *
  * Files written by tdm_prof_session_finish (rank 0 writes the merged ones):
  *   save_path/trace_rank<r>.json   Chrome trace of rank r (open in Perfetto / chrome://tracing)

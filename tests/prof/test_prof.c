@@ -285,9 +285,37 @@ static void test_config(void) {
     const char *top = "{\"enable\": true, \"ranks\": [0, 1], \"level\": 2}";
     CHECK(tdm_prof_config_parse(top, strlen(top), "t.json", &cfg, &err) == 0, "%s", err.msg);
     CHECK(!cfg.all_ranks && cfg.n_ranks == 2 && cfg.ranks[1] == 1 && cfg.level == 2, "top-level object");
+    /* MindSpeed-MM's own tools.json: the schedule in static_param, torch_npu options beside it,
+     * other tools' sections beside the profile one; iterations after start_step up to end_step. */
+    const char *ms = "{\"profile\": {\"enable\": true, \"profile_type\": \"static\", \"ranks\": [0, 1],"
+                     " \"static_param\": {\"level\": \"level1\", \"with_stack\": false, \"with_memory\": false,"
+                     " \"record_shapes\": false, \"with_cpu\": true, \"save_path\": \"./npu_profiling\","
+                     " \"start_step\": 10, \"end_step\": 12, \"data_simplification\": false,"
+                     " \"aic_metrics_type\": \"PipeUtilization\"}, \"dynamic_param\": {\"config_path\": \"x\"}},"
+                     " \"memory_profile\": {\"enable\": false}, \"sorafeature\": {\"save_path\": \"./f\"}}";
+    CHECK(tdm_prof_config_parse(ms, strlen(ms), "tools.json", &cfg, &err) == 0, "%s", err.msg);
+    CHECK(cfg.enable && !cfg.all_ranks && cfg.n_ranks == 2 && cfg.start_step == 11 && cfg.end_step == 12 &&
+              cfg.level == 1 && !strcmp(cfg.save_path, "./npu_profiling"),
+          "MindSpeed-MM layout: steps %lld..%lld level %d", (long long)cfg.start_step, (long long)cfg.end_step,
+          cfg.level);
+    const char *ms0 = "{\"profile\": {\"enable\": true, \"static_param\": {\"start_step\": 0, \"end_step\": 1}}}";
+    CHECK(tdm_prof_config_parse(ms0, strlen(ms0), "tools.json", &cfg, &err) == 0 && cfg.start_step == 1 &&
+              cfg.end_step == 1 && cfg.level == 0,
+          "MindSpeed-MM start_step 0 records iteration 1");
+    const char *lvl = "{\"profile\": {\"level\": \"level2\"}}";
+    CHECK(tdm_prof_config_parse(lvl, strlen(lvl), "tools.json", &cfg, &err) == 0 && cfg.level == 2, "level string");
     struct {
         const char *text, *field;
     } bad[] = {
+        {"{\"profile\": {\"levle\": 1}}", "profile.levle: unknown key"},
+        {"{\"enable\": true, \"strat_step\": 2}", "strat_step: unknown key"},
+        {"{\"profile\": {\"static_param\": {\"start_stpe\": 1}}}", "profile.static_param.start_stpe"},
+        {"{\"profile\": {\"static_param\": 1}}", "profile.static_param"},
+        {"{\"profile\": {\"profile_type\": \"dynamic\"}}", "profile.profile_type"},
+        {"{\"profile\": {\"level\": 1, \"static_param\": {\"level\": 1}}}", "profile.level"},
+        {"{\"profile\": {\"static_param\": {\"start_step\": 4, \"end_step\": 4}}}",
+         "profile.static_param.end_step"},
+        {"{\"profile\": {\"static_param\": {\"level\": \"level3\"}}}", "profile.static_param.level"},
         {"{\"profile\": {\"level\": 3}}", "profile.level"},
         {"{\"profile\": {\"enable\": 1}}", "profile.enable"},
         {"{\"profile\": {\"ranks\": []}}", "profile.ranks"},
