@@ -360,8 +360,17 @@ int tdm_prof_cat_from_name(const char *name) {
     return -1;
 }
 
-void tdm_prof_format_op_summary(tdm_strbuf *sb, const tdm_prof_op_row *rows, int64_t n, int n_ranks) {
-    tdm_sb_printf(sb, "Operator summary (all %d rank%s together)\n", n_ranks, n_ranks == 1 ? "" : "s");
+void tdm_prof_format_op_summary(tdm_strbuf *sb, const tdm_prof_op_row *rows, int64_t n, const int *ranks,
+                                int n_ranks) {
+    int all = 1; /* ranks 0..n_ranks-1: the whole job */
+    for (int i = 0; i < n_ranks; i++) all &= ranks[i] == i;
+    if (all) {
+        tdm_sb_printf(sb, "Operator summary (all %d rank%s together)\n", n_ranks, n_ranks == 1 ? "" : "s");
+    } else {
+        tdm_sb_printf(sb, "Operator summary (rank%s", n_ranks == 1 ? "" : "s");
+        for (int i = 0; i < n_ranks && i < 16; i++) tdm_sb_printf(sb, "%s %d", i ? "," : "", ranks[i]);
+        tdm_sb_printf(sb, "%s%s)\n", n_ranks > 16 ? ", ..." : "", n_ranks == 1 ? "" : " together");
+    }
     tdm_sb_printf(sb, "  %-34s %-7s %8s %12s %11s %11s\n", "name", "cat", "count", "total ms", "mean ms", "max ms");
     for (int64_t i = 0; i < n; i++)
         tdm_sb_printf(sb, "  %-34.34s %-7s %8lld %12.3f %11.4f %11.4f\n", rows[i].name, tdm_prof_cat_name(rows[i].cat),

@@ -124,7 +124,8 @@ const char *tdm_prof_cat_name(int cat);
 int tdm_prof_cat_from_name(const char *name);
 
 /* Text renderings (what `tandem trace-summary` prints). */
-void tdm_prof_format_op_summary(tdm_strbuf *sb, const tdm_prof_op_row *rows, int64_t n, int n_ranks);
+void tdm_prof_format_op_summary(tdm_strbuf *sb, const tdm_prof_op_row *rows, int64_t n, const int *ranks,
+                                int n_ranks);
 void tdm_prof_format_steps(tdm_strbuf *sb, const tdm_prof_step_stats *s, int64_t n);
 
 #endif

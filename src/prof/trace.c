@@ -192,8 +192,14 @@ int tdm_prof_trace_parse(const char *text, size_t len, const char *name, tdm_pro
         if ((int)pid > max_pid) max_pid = (int)pid;
     }
     free(tn);
-    t->n_ranks = max_pid + 1;
+    (void)max_pid;
     qsort(t->recs, (size_t)t->n, sizeof *t->recs, cmp_rec);
+    /* the ranks present: a one-rank file (trace_rank1.json) or a run that profiled some ranks
+     * holds fewer than 1 + its largest pid */
+    t->ranks = tdm_xmalloc((size_t)(t->n + 1) * sizeof *t->ranks);
+    t->n_ranks = 0;
+    for (int64_t i = 0; i < t->n; i++)
+        if (t->n_ranks == 0 || t->ranks[t->n_ranks - 1] != t->recs[i].rank) t->ranks[t->n_ranks++] = t->recs[i].rank;
     return 0;
 fail:
     free(tn);
@@ -216,6 +222,7 @@ int tdm_prof_trace_load(const char *path, size_t max_bytes, tdm_prof_trace *t, t
 void tdm_prof_trace_free(tdm_prof_trace *t) {
     if (t->doc) tdm_json_free(t->doc);
     free(t->recs);
+    free(t->ranks);
     memset(t, 0, sizeof *t);
 }
 
@@ -258,13 +265,15 @@ void tdm_prof_trace_summarize(const tdm_prof_trace *t, tdm_strbuf *text, tdm_str
         n_steps += tdm_prof_analyze_rank(t->recs + lo, hi - lo, r, steps + n_steps, k);
     }
     if (text) {
-        tdm_prof_format_op_summary(text, rows, n_rows, t->n_ranks);
+        tdm_prof_format_op_summary(text, rows, n_rows, t->ranks, t->n_ranks);
         tdm_sb_putc(text, '\n');
         tdm_prof_format_steps(text, steps, n_steps);
     }
     if (json) {
         tdm_sb_puts(json, "{\"n_ranks\":");
-        tdm_sb_printf(json, "%d,\"steps\":[", t->n_ranks);
+        tdm_sb_printf(json, "%d,\"ranks\":[", t->n_ranks);
+        for (int i = 0; i < t->n_ranks; i++) tdm_sb_printf(json, "%s%d", i ? "," : "", t->ranks[i]);
+        tdm_sb_puts(json, "],\"steps\":[");
         for (int64_t i = 0; i < n_steps; i++) {
             if (i) tdm_sb_puts(json, ",\n");
             step_json(json, &steps[i]);

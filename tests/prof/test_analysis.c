@@ -416,8 +416,19 @@ static void test_op_summary(void) {
     CHECK_NEAR(rows[1].max_ms, 0.030, 1e-12);
     tdm_strbuf sb;
     tdm_sb_init(&sb);
-    tdm_prof_format_op_summary(&sb, rows, n, 1);
+    const int r0[] = {0}, r1[] = {1}, r13[] = {1, 3};
+    tdm_prof_format_op_summary(&sb, rows, n, r0, 1);
     CHECK(strstr(sb.data, "cannot be added up into a step time") != NULL, "warning printed");
+    CHECK(strstr(sb.data, "(all 1 rank together)") != NULL, "rank 0 alone is the whole job: %s", sb.data);
+    tdm_sb_free(&sb);
+    /* one rank's file (trace_rank1.json), or a run that profiled some ranks */
+    tdm_sb_init(&sb);
+    tdm_prof_format_op_summary(&sb, rows, n, r1, 1);
+    CHECK(strstr(sb.data, "Operator summary (rank 1)\n") != NULL, "one rank named: %s", sb.data);
+    tdm_sb_free(&sb);
+    tdm_sb_init(&sb);
+    tdm_prof_format_op_summary(&sb, rows, n, r13, 2);
+    CHECK(strstr(sb.data, "Operator summary (ranks 1, 3 together)\n") != NULL, "ranks named: %s", sb.data);
     tdm_sb_free(&sb);
 }
 
