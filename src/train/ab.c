@@ -4,10 +4,12 @@
 #include "train/ab.h"
 #include "train/checkpoint.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -239,6 +241,30 @@ static void clear_profile(tdm_ab_side *s) {
     s->sched_ideal_step_ms = s->sched_overlap_efficiency = NAN;
 }
 
+/* Removes what an earlier ab run into the same --out left of this side's profile (rank 0):
+ * its timeline and traces/<side>/ (a trace_rank3.json of a 4-rank run would otherwise sit
+ * beside this 2-rank run's files, and a run without profiling would list the old ones). */
+static void remove_old_profile(const tdm_ab_options *o, const tdm_ab_side *s) {
+    char path[1600], dir[1200];
+    snprintf(path, sizeof path, "%s/timeline_%s.svg", o->out, s->label);
+    (void)unlink(path);
+    snprintf(dir, sizeof dir, "%s/traces/%s", o->out, s->label);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *n = e->d_name;
+        int ours = !strcmp(n, "trace.json") || !strcmp(n, "analysis.json") || !strcmp(n, "summary.txt") ||
+                   !strcmp(n, "tools.json") || (!strncmp(n, "trace_rank", 10) && strstr(n, ".json"));
+        if (!ours) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, n);
+        (void)unlink(path);
+    }
+    closedir(d);
+    (void)rmdir(dir); /* only when nothing else is in it */
+    snprintf(dir, sizeof dir, "%s/traces", o->out);
+    (void)rmdir(dir);
+}
+
 /* Reads the profiled run's analysis.json means into the side (rank 0). */
 static void read_profile(tdm_ab_side *s) {
     clear_profile(s);
@@ -465,9 +491,16 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     for (int s = 0; s < 2; s++) {
         tdm_ab_side *side = &r->side[s];
         clear_profile(side);
+        if (rank == 0) remove_old_profile(o, side);
         if (o->profile_steps <= 0) continue;
         int64_t first = o->window_lo, last = o->window_lo + o->profile_steps - 1;
-        if (last > o->steps) last = o->steps, first = last - o->profile_steps + 1 < 1 ? 1 : last - o->profile_steps + 1;
+        if (last > o->steps) {
+            last = o->steps, first = last - o->profile_steps + 1 < 1 ? 1 : last - o->profile_steps + 1;
+            if (s == 0)
+                tdm_log_info("A/B: --profile-steps %d from the window's first step %lld would pass step %lld: "
+                             "profiling steps %lld-%lld instead", o->profile_steps, (long long)o->window_lo,
+                             (long long)o->steps, (long long)first, (long long)last);
+        }
         char cfg[1300];
         const int64_t at = side->start_iteration; /* the profiler counts the trainer's iterations */
         if (write_profile_config(o, side, at + first, at + last, rank, comm, cfg, sizeof cfg, err) != 0) return -1;

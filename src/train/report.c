@@ -441,9 +441,13 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     machine_info(&sb);
     tdm_sb_puts(&sb, "\n## Files\n\n- `summary.json`: the numbers above (keys documented in docs/ab-protocol.md)\n"
                      "- `steps_baseline.csv`, `steps_candidate.csv`: every step of every timing run\n"
-                     "- `loss.svg`, `step_time.svg`, `step_time_hist.svg`, `timeline_*.svg`\n"
-                     "- `traces/<side>/`: `trace.json` (all ranks), `trace_rank<r>.json`, `analysis.json`, "
-                     "`summary.txt`, `tools.json`\n");
+                     "- `loss.svg`, `step_time.svg`, `step_time_hist.svg`");
+    for (int s = 0; s < 2; s++)
+        if (have_tl[s]) tdm_sb_printf(&sb, ", `timeline_%s.svg`", r->side[s].label);
+    tdm_sb_putc(&sb, '\n');
+    if (o->profile_steps > 0)
+        tdm_sb_puts(&sb, "- `traces/<side>/`: `trace.json` (all ranks), `trace_rank<r>.json`, `analysis.json`, "
+                         "`summary.txt`, `tools.json`\n");
     if (write_sb(o->out, "report.md", &sb, err) != 0) goto fail;
     tdm_sb_free(&sb);
     return 0;

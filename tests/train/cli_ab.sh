@@ -135,13 +135,28 @@ PYEOF
   then ok; else bad "trace-summary --json $side: $(head -3 "$W/ts.err")"; fi
 done
 
-# a one-step window gives no interval (a resample could only repeat the data): the table and the sentence say so
+# a one-step window gives no interval (a resample could only repeat the data): the table and the sentence say so;
+# two profiled steps from the window's step 2 would pass the last step: the log says which steps are profiled
 if timeout 300 "${MPI[@]}" "$TANDEM" ab --baseline "" --candidate "--overlap-grad-reduce" "${COMMON[@]}" \
-     --steps 2 --window 2:2 --repeats 1 --profile-steps 0 --out "$W/ab1" >"$W/ab1.out" 2>&1; then
+     --steps 2 --window 2:2 --repeats 1 --profile-steps 2 --out "$W/ab1" >"$W/ab1.out" 2>&1; then
   grep -q "(no interval)" "$W/ab1.out" && grep -q "No interval: 1 step(s) per repeat" "$W/ab1.out" \
     && grep -q '"ci95_pct": null' "$W/ab1/summary.json" && ok || bad "one-step window: $(grep -m2 -i interval "$W/ab1.out")"
+  grep -q "profiling steps 1-2 instead" "$W/ab1.out" && ok || bad "shifted profiled steps not logged"
 else
   bad "tandem ab with a one-step window exited non-zero:"; tail -n 5 "$W/ab1.out"
+fi
+
+# the first run's --out again, without profiling: its timelines and traces are gone, not listed as this run's
+# (a file of the user's in traces/ stays)
+echo keep >"$OUT/traces/baseline/notes.txt"
+if timeout 300 "${MPI[@]}" "$TANDEM" ab --baseline "" --candidate "--overlap-grad-reduce" "${COMMON[@]}" \
+     --steps 2 --window 2:2 --repeats 1 --profile-steps 0 --audit-steps 0 --out "$OUT" >"$W/ab0.out" 2>&1; then
+  if [ ! -e "$OUT/timeline_baseline.svg" ] && [ ! -e "$OUT/timeline_candidate.svg" ] \
+     && [ ! -e "$OUT/traces/candidate" ] && [ ! -e "$OUT/traces/baseline/trace.json" ] \
+     && [ -s "$OUT/traces/baseline/notes.txt" ] && ! grep -q "timeline_\|traces/" "$OUT/report.md"; then ok
+  else bad "reused --out: stale profile left or listed: $(ls "$OUT" "$OUT/traces"/* 2>&1 | tr '\n' ' ')"; fi
+else
+  bad "tandem ab into a reused --out exited non-zero:"; tail -n 5 "$W/ab0.out"
 fi
 
 # --load of a checkpoint at iteration 3: every run trains --steps steps from there, the records count from 1
