@@ -58,9 +58,17 @@ static int is_blank(const char *s) {
     return 1;
 }
 
+/* The file names of image parts written inline ({"type": "image", "image": "a.png"}, as in
+ * Hugging Face's chat messages), in conversation order. */
+typedef struct inline_images {
+    const tdm_json **v;
+    size_t n, cap;
+} inline_images;
+
 /* Message content: a string, or a list of {"type": "text", "text"} / {"type": "image"} parts
- * (turned into text with "<image>" tags). Returns a malloc'ed string or NULL. */
-static char *content_text(const tdm_json *c, tdm_error *err) {
+ * (turned into text with "<image>" tags; an image part's "image" path is added to *inl).
+ * Returns a malloc'ed string or NULL. */
+static char *content_text(const tdm_json *c, inline_images *inl, tdm_error *err) {
     if (c && c->type == TDM_JSON_STRING) {
         if (strlen(c->str) != c->len) {
             tdm_errorf(err, "content holds a NUL character");
@@ -84,6 +92,19 @@ static char *content_text(const tdm_json *c, tdm_error *err) {
             return NULL;
         }
         if (!strcmp(type->str, "image")) {
+            const tdm_json *path = tdm_json_get(part, "image");
+            if (path && (path->type != TDM_JSON_STRING || path->len == 0 || strlen(path->str) != path->len)) {
+                tdm_sb_free(&sb);
+                tdm_errorf(err, "content part %zu: \"image\" must be a file path string", i);
+                return NULL;
+            }
+            if (path) {
+                if (inl->n == inl->cap) {
+                    inl->cap = inl->cap ? 2 * inl->cap : 4;
+                    inl->v = tdm_xrealloc(inl->v, inl->cap * sizeof *inl->v);
+                }
+                inl->v[inl->n++] = path;
+            }
             tdm_sb_puts(&sb, "<image>");
         } else if (!strcmp(type->str, "text")) {
             const tdm_json *t = tdm_json_get(part, "text");
@@ -117,6 +138,7 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
         return tdm_errorf(err, "expected a \"messages\" or \"conversations\" list");
     const tdm_json *sys = tdm_json_get(o, "system"); /* LLaMA-Factory's optional system column */
     int has_sys = sys && sys->type == TDM_JSON_STRING && sys->len > 0;
+    inline_images inl = {0};
     s->turns = tdm_xcalloc(msgs->len + 1, sizeof(tdm_turn));
     if (has_sys) s->turns[s->n_turns++] = (tdm_turn){TDM_ROLE_SYSTEM, tdm_xstrdup(sys->str)};
     int tags = has_sys ? count_tags(sys->str) : 0; /* counted as in a system message */
@@ -132,7 +154,7 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
             tdm_errorf(err, "message %zu: unknown role \"%s\" (expected system, user or assistant)", i, r->str);
             goto fail;
         }
-        char *text = content_text(tdm_json_get(m, ck), err);
+        char *text = content_text(tdm_json_get(m, ck), &inl, err);
         if (!text) {
             tdm_error_prefix(err, "message %zu", i);
             goto fail;
@@ -180,8 +202,24 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
                                                                                                   : "video");
         goto fail;
     }
+    if (inl.n > 0 && !imgs) { /* the pictures named only in the content parts */
+        n_img = inl.n;
+    } else if (inl.n > 0) { /* named twice: the two lists must agree, or which one trains is a guess */
+        for (size_t i = 0; i < inl.n && i < n_img; i++) {
+            const tdm_json *p = imgs->type == TDM_JSON_STRING ? imgs : imgs->items[i];
+            if (p->type == TDM_JSON_STRING && strcmp(p->str, inl.v[i]->str) != 0) {
+                tdm_errorf(err, "image %zu is \"%s\" in a content part but \"%s\" in \"images\" (give the "
+                           "files in one place, or the same in both)", i, inl.v[i]->str, p->str);
+                goto fail;
+            }
+        }
+        if (inl.n != n_img) {
+            tdm_errorf(err, "%zu image parts name a file but %zu images listed", inl.n, n_img);
+            goto fail;
+        }
+    }
     if ((size_t)tags != n_img) {
-        tdm_errorf(err, "%d <image> tags but %zu images listed", tags, n_img);
+        tdm_errorf(err, "%d <image> tags but %zu images %s", tags, n_img, imgs ? "listed" : "named in content parts");
         goto fail;
     }
     if (n_img > TDM_DATASET_MAX_IMAGES_PER_SAMPLE) {
@@ -190,7 +228,7 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
     }
     s->images = tdm_xcalloc(n_img ? n_img : 1, sizeof(char *));
     for (size_t i = 0; i < n_img; i++) {
-        const tdm_json *p = imgs->type == TDM_JSON_STRING ? imgs : imgs->items[i];
+        const tdm_json *p = !imgs ? inl.v[i] : imgs->type == TDM_JSON_STRING ? imgs : imgs->items[i];
         if (p->type != TDM_JSON_STRING || p->len == 0) {
             tdm_errorf(err, "image %zu: expected a path string", i);
             goto fail;
@@ -205,8 +243,10 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
             goto fail;
         }
     }
+    free(inl.v);
     return 0;
 fail:
+    free(inl.v);
     sample_free(s);
     return -1;
 }

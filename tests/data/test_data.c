@@ -193,6 +193,32 @@ static void test_dataset_errors(void) {
     d = load1("syscol.json", 0, &err);
     CHECK(d && d->samples[0].n_images == 2, "system column tags: %s", d ? "" : err.msg);
     tdm_dataset_free(d);
+    /* Hugging Face's inline image parts: the file named in the part trains (it was once ignored
+     * for the "images" list); named in both places, the two must agree */
+    write_png("b.png", 33, 50, 2);
+    const char *inl = "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"image\": \"%s\"},"
+                      " {\"type\": \"text\", \"text\": \"Q\"}]}, {\"role\": \"assistant\", \"content\": \"R\"}]%s}";
+    snprintf(buf, sizeof buf, inl, "b.png", "");
+    write_text("inline.json", buf);
+    d = load1("inline.json", 0, &err);
+    char want[600];
+    snprintf(want, sizeof want, "%s/b.png", dir);
+    CHECK(d && d->samples[0].n_images == 1 && !strcmp(d->samples[0].images[0], want), "inline image part: %s",
+          d ? d->samples[0].images[0] : err.msg);
+    tdm_dataset_free(d);
+    snprintf(buf, sizeof buf, inl, "b.png", ", \"images\": [\"b.png\"]");
+    write_text("inline2.json", buf);
+    d = load1("inline2.json", 0, &err);
+    CHECK(d && d->samples[0].n_images == 1 && !strcmp(d->samples[0].images[0], want), "inline and images agree: %s",
+          d ? "" : err.msg);
+    tdm_dataset_free(d);
+    char sample[600];
+    snprintf(sample, sizeof sample, inl, "b.png", ", \"images\": [\"a.png\"]");
+    snprintf(buf, sizeof buf, "[%s, %s]", good, sample);
+    expect_error("inline3.json", buf, "image 0 is \"b.png\" in a content part but \"a.png\" in \"images\"");
+    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", "
+                              "\"image\": 7}]}, {\"role\": \"assistant\", \"content\": \"R\"}]}]", good);
+    expect_error("inline4.json", buf, "content part 0: \"image\" must be a file path string");
     /* a JSON array after a UTF-8 byte order mark is still an array (not JSON Lines) */
     snprintf(buf, sizeof buf, "\xEF\xBB\xBF\n[%s,\n%s]\n", good, good);
     write_text("bom.json", buf);
