@@ -34,7 +34,7 @@ void tdm_dataset_free(tdm_dataset *d) {
 
 const char *tdm_dataset_where(const tdm_dataset *d, int64_t i, char *buf, int cap) {
     const tdm_sample *s = &d->samples[i];
-    snprintf(buf, (size_t)cap, "%s: sample %lld", d->files[s->file], (long long)s->index);
+    snprintf(buf, (size_t)cap, "%s: sample %lld (line %d)", d->files[s->file], (long long)s->index, s->line);
     return buf;
 }
 
@@ -251,13 +251,13 @@ fail:
     return -1;
 }
 
-static int add_sample(tdm_dataset *d, int64_t *cap, const tdm_json *o, int file, int64_t index, const char *root,
-                      const tdm_dataset_options *opt, tdm_error *err) {
+static int add_sample(tdm_dataset *d, int64_t *cap, const tdm_json *o, int file, int64_t index, int line,
+                      const char *root, const tdm_dataset_options *opt, tdm_error *err) {
     tdm_sample s;
     tdm_error e;
     if (parse_sample(o, root, !opt->no_image_check, &s, &e) != 0) {
         char where[1200];
-        snprintf(where, sizeof where, "%s: sample %lld: %s", d->files[file], (long long)index, e.msg);
+        snprintf(where, sizeof where, "%s: sample %lld (line %d): %s", d->files[file], (long long)index, line, e.msg);
         if (!opt->skip_bad_samples) return tdm_errorf(err, "%s", where);
         if (d->n_skipped++ == 0) {
             snprintf(d->first_skip, sizeof d->first_skip, "%.1000s", where);
@@ -267,6 +267,7 @@ static int add_sample(tdm_dataset *d, int64_t *cap, const tdm_json *o, int file,
     }
     s.file = file;
     s.index = index;
+    s.line = line;
     if (d->n_samples == *cap) {
         *cap = *cap ? *cap * 2 : 256;
         d->samples = tdm_xrealloc(d->samples, sizeof(tdm_sample) * (size_t)*cap);
@@ -296,10 +297,10 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
         }
         const tdm_json *root_v = tdm_json_root(doc);
         for (size_t i = 0; i < root_v->len && rc == 0; i++)
-            rc = add_sample(d, cap, root_v->items[i], file, (int64_t)i, root, opt, err);
+            rc = add_sample(d, cap, root_v->items[i], file, (int64_t)i, root_v->items[i]->line, root, opt, err);
         tdm_json_free(doc);
     } else {
-        /* JSON Lines: the sample index is the index among non-blank lines */
+        /* JSON Lines: the sample index is the index among non-blank lines; messages also give the line */
         int64_t index = 0;
         int line = 1;
         for (size_t pos = 0; pos < len && rc == 0; line++) {
@@ -320,7 +321,7 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
                         d->first_skip_file = file, d->first_skip_index = index;
                     }
                 } else {
-                    rc = add_sample(d, cap, tdm_json_root(doc), file, index, root, opt, err);
+                    rc = add_sample(d, cap, tdm_json_root(doc), file, index, line, root, opt, err);
                     tdm_json_free(doc);
                 }
                 index++;

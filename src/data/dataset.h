@@ -12,7 +12,7 @@
  *     {"image": "0.png" | ["0.png", ...], "conversations": [{"from": "human"|"gpt"|"system", "value": "..."}]}
  *     ("images" is accepted here too, and "user"/"assistant" as "from" values.)
  *
- * Rules checked at load time (errors name the file, the 0-based sample index and the problem):
+ * Rules checked at load time (errors name the file, the 0-based sample index, its line and the problem):
  *   - an optional system turn first, then user/assistant alternating, ending with an
  *     assistant turn; roles other than system/user/assistant (human/gpt) are errors;
  *   - every assistant answer is non-empty and holds no <image> tag;
@@ -46,6 +46,7 @@ typedef struct tdm_sample {
     char **images;  /* resolved paths, in <image> order */
     int file;       /* index into tdm_dataset.files */
     int64_t index;  /* 0-based position of the sample in that file */
+    int line;       /* 1-based line of the file where the sample starts */
 } tdm_sample;
 
 typedef struct tdm_dataset {

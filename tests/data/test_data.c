@@ -162,7 +162,7 @@ static void test_dataset_errors(void) {
     tdm_dataset *d = load1("bad1.json", 0, &err);
     CHECK(!d && strstr(err.msg, "bad1.json:1:"), "malformed JSON: %s", err.msg);
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"robot\", \"content\": \"q\"}]}]", good);
-    expect_error("role.json", buf, "sample 1: message 0: unknown role \"robot\"");
+    expect_error("role.json", buf, "sample 1 (line 1): message 0: unknown role \"robot\"");
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image><image>\"}, "
                               "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"a.png\"]}]", good);
     expect_error("count.json", buf, "2 <image> tags but 1 images listed");
@@ -232,6 +232,17 @@ static void test_dataset_errors(void) {
     d = load1("badline.jsonl", 1, &err);
     CHECK(d && d->n_samples == 1 && d->n_skipped == 1, "JSONL skip");
     tdm_dataset_free(d);
+    /* blank lines: the sample index counts samples, the line is the file's */
+    write_text("blank.jsonl", "\n\n{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
+                              "\"content\": \"a\"}]}\n\n{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}\n");
+    d = load1("blank.jsonl", 0, &err);
+    CHECK(!d && strstr(err.msg, "blank.jsonl: sample 1 (line 5): the conversation must end"), "JSONL line: %s",
+          err.msg);
+    /* a JSON array: the line where the sample's object starts */
+    write_text("lines.json", "[\n {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
+                             "\"content\": \"a\"}]},\n\n {\"messages\": []}\n]\n");
+    d = load1("lines.json", 0, &err);
+    CHECK(!d && strstr(err.msg, "lines.json: sample 1 (line 4): "), "JSON array line: %s", err.msg);
 }
 
 static void test_template_and_labels(void) {
