@@ -22,7 +22,7 @@ typedef enum arg_type {
     ARG_CHOICE, /* char[] holding one of `choices` ("a|b|c") */
     ARG_SWITCH, /* int set to 1 by the flag */
     ARG_NSWITCH,/* int set to 0 by the flag (--no-X controls attribute X) */
-    ARG_DATA,   /* the repeatable --data list */
+    ARG_DATA,   /* a repeatable list of dataset files: --data, --valid-data-path */
     ARG_INJECT, /* ITER[:RANK] */
 } arg_type;
 
@@ -60,6 +60,8 @@ static const arg_def ARGS[] = {
      "preprocessor_config.json (default: the model directory's, else the built-in one)"},
     {"data", "data", ARG_DATA, offsetof(tdm_train_args, data), 0, 0, 0, NONE_NEVER, NULL, NULL, "FILE",
      "dataset JSON / JSON Lines (repeatable)"},
+    {"valid-data-path", "valid_data_path", ARG_DATA, offsetof(tdm_train_args, valid_data), 0, 0, 0, NONE_NEVER, NULL,
+     NULL, "FILE", "validation dataset (repeatable): its loss is printed every --eval-interval iterations"},
     {"image-root", "image_root", ARG_PATH, F(image_root), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
      "directory image paths resolve against (default: each dataset file's folder)"},
     {"skip-bad-samples", "skip_bad_samples", ARG_SWITCH, F(skip_bad_samples), 0, 0, NONE_NEVER, NULL, NULL, NULL,
@@ -101,6 +103,12 @@ static const arg_def ARGS[] = {
      "clip the global gradient norm to C (0 disables)"},
     {"seed", "seed", ARG_U64, F(seed), 0, 0, NONE_NEVER, "1234", NULL, "S",
      "seed of the initial weights and the sample order"},
+
+    /* validation */
+    {"eval-interval", "eval_interval", ARG_I64, F(eval_interval), 1, BIG, NONE_NEVER, "1000", NULL, "N",
+     "iterations between validation-loss evaluations (with --valid-data-path; also at the end)"},
+    {"eval-iters", "eval_iters", ARG_I64, F(eval_iters), 0, BIG, NONE_NEVER, "100", NULL, "N",
+     "global batches of the validation set per evaluation (0: no validation)"},
 
     /* logging */
     {"log-interval", "log_interval", ARG_INT, F(log_interval), 1, 1 << 30, NONE_NEVER, "1", NULL, "N",
@@ -163,6 +171,16 @@ static const arg_def ARGS[] = {
      NONE_NEVER, NULL, NULL, "ITER[:RANK]", "testing: poison one gradient at this iteration (on RANK, or all ranks)"},
 };
 #define N_ARGS ((int)(sizeof ARGS / sizeof *ARGS))
+
+/* The list an ARG_DATA flag fills: --data or --valid-data-path. */
+static char (*list_paths(tdm_train_args *a, const arg_def *d, int **n))[TDM_ARGS_PATH_MAX] {
+    if (d->off == offsetof(tdm_train_args, valid_data)) {
+        *n = &a->n_valid_data;
+        return a->valid_data;
+    }
+    *n = &a->n_data;
+    return a->data;
+}
 
 /* ------------------------------------------------------------------ lookup */
 
@@ -319,8 +337,10 @@ static int set_value(tdm_train_args *a, const arg_def *d, const char *val, const
         size_t n = strlen(val);
         if (n == 0) return tdm_errorf(err, "%s: expected a path, got an empty string", what);
         if (n >= TDM_ARGS_PATH_MAX) return tdm_errorf(err, "%s: path is longer than %d bytes", what, TDM_ARGS_PATH_MAX - 1);
-        if (a->n_data >= TDM_ARGS_MAX_DATA) return tdm_errorf(err, "%s: more than %d data files", what, TDM_ARGS_MAX_DATA);
-        memcpy(a->data[a->n_data++], val, n + 1);
+        int *count;
+        char(*paths)[TDM_ARGS_PATH_MAX] = list_paths(a, d, &count);
+        if (*count >= TDM_ARGS_MAX_DATA) return tdm_errorf(err, "%s: more than %d data files", what, TDM_ARGS_MAX_DATA);
+        memcpy(paths[(*count)++], val, n + 1);
         return 0;
     }
     case ARG_INJECT: {
@@ -354,7 +374,7 @@ static int is_switch(const arg_def *d) { return d->type == ARG_SWITCH || d->type
 
 /* Applies argv's flags in order; --config FILE is skipped (tdm_train_args_parse applied it first). */
 static int parse_argv(tdm_train_args *a, int argc, char **argv, tdm_error *err) {
-    int data_from_cli = 0;
+    unsigned lists_from_cli = 0; /* bit 0: --data, bit 1: --valid-data-path */
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
         if (strncmp(s, "--", 2) != 0 || s[2] == 0)
@@ -382,9 +402,12 @@ static int parse_argv(tdm_train_args *a, int argc, char **argv, tdm_error *err) 
             if (strncmp(val, "--", 2) == 0)
                 return tdm_errorf(err, "%s: expected a value (%s), got the flag '%s'", what, d->meta, val);
         }
-        if (d->type == ARG_DATA && !data_from_cli) {
-            a->n_data = 0; /* the command line replaces a config file's list */
-            data_from_cli = 1;
+        if (d->type == ARG_DATA) {
+            int *count;
+            (void)list_paths(a, d, &count);
+            unsigned bit = count == &a->n_data ? 1u : 2u;
+            if (!(lists_from_cli & bit)) *count = 0; /* the command line replaces a config file's list */
+            lists_from_cli |= bit;
         }
         if (set_value(a, d, val, what, err) != 0) return -1;
     }
@@ -471,7 +494,9 @@ int tdm_train_args_load_config(tdm_train_args *a, const char *path, tdm_error *e
         char num[64];
         const char *val = NULL;
         if (d->type == ARG_DATA) {
-            a->n_data = 0;
+            int *count;
+            (void)list_paths(a, d, &count);
+            *count = 0;
             if (v->type == TDM_JSON_STRING) {
                 if (set_value(a, d, v->str, what, err) != 0) goto out;
                 continue;
@@ -618,14 +643,16 @@ void tdm_train_args_value(const tdm_train_args *a, int i, char *out, size_t cap)
     case ARG_SWITCH:
     case ARG_NSWITCH: snprintf(out, cap, "%s", *(const int *)base ? "True" : "False"); break;
     case ARG_DATA: {
-        if (a->n_data == 0) {
+        const int valid = d->off == offsetof(tdm_train_args, valid_data);
+        const int count = valid ? a->n_valid_data : a->n_data;
+        if (count == 0) {
             snprintf(out, cap, "None");
             break;
         }
         size_t o = 0;
         o += (size_t)snprintf(out + o, cap - o, "[");
-        for (int k = 0; k < a->n_data && o < cap; k++)
-            o += (size_t)snprintf(out + o, cap - o, "%s'%s'", k ? ", " : "", a->data[k]);
+        for (int k = 0; k < count && o < cap; k++)
+            o += (size_t)snprintf(out + o, cap - o, "%s'%s'", k ? ", " : "", valid ? a->valid_data[k] : a->data[k]);
         if (o < cap) snprintf(out + o, cap - o, "]");
         break;
     }

@@ -38,6 +38,8 @@ typedef struct tdm_train_args {
     char preprocessor[TDM_ARGS_PATH_MAX];/* preprocessor_config.json ("" = model dir's, else built-in) */
     char data[TDM_ARGS_MAX_DATA][TDM_ARGS_PATH_MAX];
     int n_data;
+    char valid_data[TDM_ARGS_MAX_DATA][TDM_ARGS_PATH_MAX]; /* --valid-data-path: the validation set */
+    int n_valid_data;
     char image_root[TDM_ARGS_PATH_MAX];  /* "" = each dataset file's folder */
     int skip_bad_samples;
 
@@ -59,6 +61,10 @@ typedef struct tdm_train_args {
     double weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad;
     double vision_lr_mult; /* --vision-lr-mult: learning-rate multiplier of the vision tower */
     uint64_t seed;
+
+    /* validation (with --valid-data-path) */
+    int64_t eval_interval;               /* evaluate every N iterations */
+    int64_t eval_iters;                  /* global batches per evaluation; 0 = none */
 
     /* logging */
     int log_interval;

@@ -76,8 +76,8 @@ tdm_feed *tdm_feed_create(const tdm_feed_options *o, tdm_error *err) {
     if (!f->data) goto fail;
     const tdm_data_stats *s = tdm_data_get_stats(f->data);
     if (s->n_samples < a->global_batch_size) {
-        tdm_errorf(err, "--data: %lld usable samples, fewer than --global-batch-size %d", (long long)s->n_samples,
-                   a->global_batch_size);
+        tdm_errorf(err, "%s: %lld usable samples, fewer than --global-batch-size %d", o->flag ? o->flag : "--data",
+                   (long long)s->n_samples, a->global_batch_size);
         goto fail;
     }
     snprintf(f->summary, sizeof f->summary,

@@ -26,6 +26,7 @@ typedef struct tdm_feed_options {
     const tdm_train_args *args;
     int dp_rank, dp_size;
     const tdm_model_config *config; /* to check the tokenizer against the vocabulary */
+    const char *flag;               /* the flag that named args->data, for messages (NULL: "--data") */
 } tdm_feed_options;
 
 typedef struct tdm_feed tdm_feed;

@@ -2,6 +2,8 @@
 #include "train/log.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,4 +111,26 @@ void tdm_format_progress(tdm_strbuf *sb, int64_t done, int64_t total, double ms_
     if (eta < 0) eta = 0;
     tdm_sb_printf(sb, "progress: iteration %lld/%lld (%.1f%%), %.1f ms/iteration, ETA %lld:%02lld:%02lld",
                   (long long)done, (long long)total, pct, ms_per_iter, eta / 3600, (eta / 60) % 60, eta % 60);
+}
+
+void tdm_format_validation(tdm_strbuf *sb, const char *prefix, double loss) {
+    char line[512];
+    int n = snprintf(line, sizeof line, " validation loss at %s | lm loss value: %.6E | lm loss PPL: %.6E | ", prefix,
+                     loss, exp(loss < 20 ? loss : 20));
+    if (n < 0) return;
+    if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;
+    for (int r = 0; r < 3; r++) {
+        if (r == 1) tdm_sb_puts(sb, line);
+        else
+            for (int i = 0; i <= n; i++) tdm_sb_putc(sb, '-');
+        tdm_sb_putc(sb, '\n');
+    }
+}
+
+void tdm_format_validation_json(tdm_strbuf *sb, int64_t iteration, int64_t consumed_samples, double loss,
+                                int64_t tokens, int64_t samples, double ms) {
+    tdm_sb_printf(sb, "{\"iteration\":%lld,\"consumed_samples\":%lld,\"loss\":%.17g,\"ppl\":%.17g,\"tokens\":%lld,"
+                      "\"samples\":%lld,\"ms\":%.3f}",
+                  (long long)iteration, (long long)consumed_samples, loss, exp(loss < 20 ? loss : 20), (long long)tokens,
+                  (long long)samples, ms);
 }

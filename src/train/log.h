@@ -55,6 +55,16 @@ tdm_metrics_writer *tdm_metrics_open(const char *dir, tdm_error *err);
 int tdm_metrics_write(tdm_metrics_writer *w, const tdm_step_record *r, int with_fingerprint, tdm_error *err);
 void tdm_metrics_close(tdm_metrics_writer *w);
 
+/* Megatron's validation block (three lines, each with a newline): a rule of dashes, then
+ * " validation loss at PREFIX | lm loss value: 2.345678E+00 | lm loss PPL: 1.043760E+01 | ",
+ * then the rule again; the rules are one longer than the line. PPL = exp(min(20, loss)). */
+void tdm_format_validation(tdm_strbuf *sb, const char *prefix, double loss);
+
+/* One JSON object (no newline) for valid.jsonl: iteration, consumed_samples (training),
+ * loss (17 digits), ppl, tokens, samples (validation samples read), ms. */
+void tdm_format_validation_json(tdm_strbuf *sb, int64_t iteration, int64_t consumed_samples, double loss,
+                                int64_t tokens, int64_t samples, double ms);
+
 /* "progress: iteration 50/200 (25.0%), 312.4 ms/iteration, ETA 0:00:46" (no newline). */
 void tdm_format_progress(tdm_strbuf *sb, int64_t done, int64_t total, double ms_per_iter);
 

@@ -68,6 +68,9 @@ typedef struct trainer {
     tdm_model *model;
     tdm_ddp *ddp;
     tdm_feed *feed;
+    tdm_train_args valid_args; /* the flags with --data = --valid-data-path */
+    tdm_feed *valid_feed;      /* NULL: no validation */
+    FILE *valid_log;           /* rank 0: <run-dir>/valid.jsonl */
     tdm_lr_scheduler sched;
     tdm_adamw_config adamw;
     tdm_metrics_writer *metrics;
@@ -547,6 +550,62 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     return 0;
 }
 
+/* ------------------------------------------------------------------ validation */
+
+/* Megatron's evaluate_and_print_results: --eval-iters global batches of the validation set,
+ * forward only, the loss summed over every rank's tokens / their count (the training loss's
+ * definition), printed as Megatron's block and appended to <run-dir>/valid.jsonl.
+ * Collective. The validation loader continues where the last evaluation stopped; a resumed
+ * run starts it where evaluations at every --eval-interval before would have left it, as
+ * Megatron does. Nothing is trained: the weights, the optimizer and the training data order
+ * are untouched, so a run with validation trains bitwise as one without. */
+static int evaluate(trainer *t, const char *prefix, tdm_error *err) {
+    const tdm_train_args *a = t->a;
+    uint64_t t0 = tdm_now_ns();
+    tdm_ddp_wait_params(t->ddp); /* --overlap-param-gather: the weights of the last step */
+    double sums[2] = {0, 0};
+    int ok = 1;
+    for (int64_t i = 0; ok && i < a->eval_iters; i++)
+        for (int k = 0; ok && k < t->micro_per_step; k++) {
+            const tdm_batch *b;
+            uint64_t waited;
+            tdm_fb_result r;
+            ok = tdm_feed_next(t->valid_feed, &b, &waited, err) == 0 &&
+                 tdm_model_forward(t->model, b, NULL, 0, NULL, &r, err) == 0;
+            if (ok) sums[0] += r.loss_sum, sums[1] += (double)r.n_tokens;
+        }
+    if (!ok) tdm_error_prefix(err, "validation");
+    if (agree(t, ok, err) != 0) return -1;
+    if (tdm_ddp_sum_across_ranks(t->ddp, sums, 2, err) != 0) return -1;
+    if (sums[1] <= 0) { /* every rank sees the same sums */
+        t->res->all_ranks_failed = 1;
+        t->res->failed_rank = 0;
+        return tdm_errorf(err, "validation at %s: no token to score (every label of %lld global batches is -100)",
+                          prefix, (long long)a->eval_iters);
+    }
+    const double loss = sums[0] / sums[1], ms = ms_since(t0);
+    if (t->rank == 0) {
+        tdm_strbuf sb;
+        tdm_sb_init(&sb);
+        tdm_format_validation(&sb, prefix, loss);
+        fputs(sb.data, stdout);
+        fflush(stdout);
+        if (t->valid_log) {
+            tdm_sb_clear(&sb);
+            tdm_format_validation_json(&sb, t->iteration, t->consumed, loss, (int64_t)sums[1],
+                                       a->eval_iters * a->global_batch_size, ms);
+            tdm_sb_putc(&sb, '\n');
+            if (fwrite(sb.data, 1, sb.len, t->valid_log) != sb.len || fflush(t->valid_log) != 0) {
+                tdm_log_warn("%s/valid.jsonl: write failed (validation results stop here)", a->run_dir);
+                fclose(t->valid_log);
+                t->valid_log = NULL;
+            }
+        }
+        tdm_sb_free(&sb);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ logging */
 
 typedef struct interval {
@@ -635,6 +694,8 @@ static int same_flags_everywhere(trainer *t, tdm_error *err) {
 
 static void teardown(trainer *t) {
     tdm_feed_free(t->feed);
+    tdm_feed_free(t->valid_feed);
+    if (t->valid_log) fclose(t->valid_log);
     tdm_ddp_free(t->ddp);
     tdm_model_free(t->model);
     tdm_metrics_close(t->metrics);
@@ -662,9 +723,21 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
         tdm_feed_options fo = {.args = a, .dp_rank = t->rank, .dp_size = t->dp, .config = &t->cfg};
         t->feed = tdm_feed_create(&fo, err);
         ok = t->feed != NULL;
+        if (ok && a->n_valid_data > 0 && a->eval_iters > 0) {
+            t->valid_args = *a;
+            memcpy(t->valid_args.data, a->valid_data, sizeof a->valid_data);
+            t->valid_args.n_data = a->n_valid_data;
+            fo.args = &t->valid_args;
+            fo.flag = "--valid-data-path";
+            t->valid_feed = tdm_feed_create(&fo, err);
+            ok = t->valid_feed != NULL;
+        }
     }
     if (agree(t, ok, err) != 0) goto out;
     tdm_log_info("%s", tdm_feed_summary(t->feed));
+    if (t->valid_feed)
+        tdm_log_info("validation %s; %lld global batches every %lld iterations", tdm_feed_summary(t->valid_feed),
+                     (long long)a->eval_iters, (long long)a->eval_interval);
     t->micro_per_step = a->global_batch_size / (a->micro_batch_size * t->dp);
 
     /* 2. data-parallel layer (collective: binds the parameter storage), weights, state */
@@ -674,15 +747,33 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
     if (ok) {
         tdm_model_limits lim;
         tdm_feed_limits(t->feed, &lim);
+        if (t->valid_feed) { /* the activations must fit both sets' largest micro-batch */
+            tdm_model_limits v;
+            tdm_feed_limits(t->valid_feed, &v);
+            if (v.max_tokens > lim.max_tokens) lim.max_tokens = v.max_tokens;
+            if (v.max_seqs > lim.max_seqs) lim.max_seqs = v.max_seqs;
+            if (v.max_patches > lim.max_patches) lim.max_patches = v.max_patches;
+            if (v.max_images > lim.max_images) lim.max_images = v.max_images;
+        }
         ok = tdm_model_reserve(t->model, &lim, err) == 0;
     }
     if (ok && a->run_dir[0] && t->rank == 0) ok = (t->metrics = tdm_metrics_open(a->run_dir, err)) != NULL;
+    if (ok && t->valid_feed && a->run_dir[0] && t->rank == 0) {
+        char path[TDM_ARGS_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/valid.jsonl", a->run_dir);
+        if (!(t->valid_log = fopen(path, "a"))) ok = tdm_errorf(err, "%s: cannot open for appending", path) == 0;
+    }
     /* the checkpoint folder must be creatable now, not only when the first save comes (after hours) */
     if (ok && a->save[0] && t->rank == 0 && tdm_mkdirs(a->save, err) != 0) {
         tdm_error_prefix(err, "--save");
         ok = 0;
     }
     if (ok) ok = tdm_feed_start(t->feed, t->consumed, err) == 0;
+    /* where evaluations at every --eval-interval so far left the validation loader (Megatron's
+     * consumed_valid_samples on resume) */
+    if (ok && t->valid_feed)
+        ok = tdm_feed_start(t->valid_feed, t->iteration / a->eval_interval * a->eval_iters * a->global_batch_size,
+                            err) == 0;
     if (agree(t, ok, err) != 0) goto out;
     if (a->inject_nan_iter > 0 && (a->inject_nan_rank < 0 || a->inject_nan_rank == t->rank))
         tdm_ddp_inject_nan(t->ddp, t->rank, a->inject_nan_iter, -1);
@@ -754,6 +845,11 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
                 last_progress = tdm_now_ns();
             }
         }
+        if (t->valid_feed && t->iteration % a->eval_interval == 0) {
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "iteration %lld", (long long)t->iteration);
+            if (evaluate(t, prefix, err) != 0) goto out;
+        }
         int exit_now = stop || (a->exit_interval > 0 && t->iteration % a->exit_interval == 0);
         if (a->save[0] && ((a->save_interval > 0 && t->iteration % a->save_interval == 0) || exit_now)) {
             if (save_checkpoint(t, err) != 0) goto out;
@@ -768,6 +864,14 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
     }
     if (a->save[0] && !saved_last && t->iteration > res->first_iteration)
         if (save_checkpoint(t, err) != 0) goto out;
+    /* Megatron also evaluates when training ends (not when it was stopped early); here only if
+     * the last iteration was not an evaluation point already */
+    if (t->valid_feed && !res->interrupted && t->iteration > res->first_iteration &&
+        t->iteration % a->eval_interval != 0) {
+        char prefix[96];
+        snprintf(prefix, sizeof prefix, "iteration %lld on validation set", (long long)t->iteration);
+        if (evaluate(t, prefix, err) != 0) goto out;
+    }
 
     if (t->profiling) {
         t->profiling = 0;
