@@ -573,6 +573,9 @@ int tdm_train_args_validate(const tdm_train_args *a, int dp, tdm_error *err) {
         return tdm_errorf(err, "--pretrained and --hf-weights: give at most one of them");
     if (a->inject_nan_rank >= dp)
         return tdm_errorf(err, "--inject-nan-at: rank %d does not exist in a job of %d ranks", a->inject_nan_rank, dp);
+    if (a->inject_nan_iter > a->train_iters)
+        return tdm_errorf(err, "--inject-nan-at %lld: after the last iteration (--train-iters %lld), it would never fire",
+                          (long long)a->inject_nan_iter, (long long)a->train_iters);
     if (a->freeze_vision && a->freeze_projector && a->freeze_llm && a->freeze_lm_head)
         return tdm_errorf(err, "freeze flags: every part is frozen, nothing would train");
     return 0;

@@ -108,6 +108,19 @@ static void test_validation(void) {
     snprintf(flags, sizeof flags, "%s--inject-nan-at 3:2", base);
     parse(&a, flags, &err);
     CHECK(tdm_train_args_validate(&a, 2, &err) != 0 && strstr(err.msg, "rank 2"), "%s", err.msg);
+    /* past the last iteration it would never fire: a test that means to see the NaN check saw nothing */
+    snprintf(flags, sizeof flags, "%s--train-iters 5 --inject-nan-at 6", base);
+    parse(&a, flags, &err);
+    CHECK(tdm_train_args_validate(&a, 2, &err) != 0 && strstr(err.msg, "--inject-nan-at 6"), "%s", err.msg);
+    snprintf(flags, sizeof flags, "%s--train-iters 5 --inject-nan-at 5", base);
+    parse(&a, flags, &err);
+    CHECK(tdm_train_args_validate(&a, 2, &err) == 0, "%s", err.msg);
+    /* --valid-data-path is a list like --data, and the command line replaces a config file's */
+    snprintf(flags, sizeof flags, "%s--valid-data-path v1.json --valid-data-path v2.json --eval-iters 3", base);
+    CHECK(parse(&a, flags, &err) == 0 && a.n_valid_data == 2 && !strcmp(a.valid_data[1], "v2.json") &&
+              a.eval_iters == 3 && a.eval_interval == 1000,
+          "valid list %d", a.n_valid_data);
+    CHECK(parse(&a, "--eval-interval 0", &err) != 0 && strstr(err.msg, "--eval-interval"), "eval-interval 0");
 }
 
 static void test_config_file_and_precedence(void) {
