@@ -27,29 +27,31 @@ int tdm_lr_scheduler_init(tdm_lr_scheduler *s, double max_lr, double min_lr, dou
     s->init_lr = init_lr;
     s->style = style;
     s->decay_steps = decay_iters * global_batch;
-    if (warmup_fraction >= 0) s->warmup_steps = (int64_t)(warmup_fraction * (double)s->decay_steps);
-    else s->warmup_steps = warmup_iters * global_batch;
-    if (s->warmup_steps > s->decay_steps)
-        return tdm_errorf(err, "lr schedule: warmup (%lld samples) is longer than the decay span (%lld samples)",
-                          (long long)s->warmup_steps, (long long)s->decay_steps);
+    /* a fraction stays fractional, as Megatron's: 0.15 x 30 samples warms up over 4.5, and
+     * 0.01 x 80 over 0.8 (truncated, it would be 4, and 0: no warmup at all) */
+    if (warmup_fraction >= 0) s->warmup_steps = warmup_fraction * (double)s->decay_steps;
+    else s->warmup_steps = (double)(warmup_iters * global_batch);
+    if (s->warmup_steps > (double)s->decay_steps)
+        return tdm_errorf(err, "lr schedule: warmup (%g samples) is longer than the decay span (%lld samples)",
+                          s->warmup_steps, (long long)s->decay_steps);
     return 0;
 }
 
 double tdm_lr_scheduler_lr_at(const tdm_lr_scheduler *s, int64_t n) {
     if (s->warmup_steps > 0 && n <= s->warmup_steps)
-        return s->init_lr + (s->max_lr - s->init_lr) * (double)n / (double)s->warmup_steps;
+        return s->init_lr + (s->max_lr - s->init_lr) * (double)n / s->warmup_steps;
     if (s->style == TDM_LR_CONSTANT) return s->max_lr;
     if (n > s->decay_steps) return s->min_lr;
     if (s->style == TDM_LR_INVERSE_SQRT) {
-        double w = (double)(s->warmup_steps > 1 ? s->warmup_steps : 1);
+        double w = s->warmup_steps > 1 ? s->warmup_steps : 1.0;
         double k = (double)(n > 1 ? n : 1);
         double lr = s->max_lr * sqrt(w) / sqrt(k);
         return lr > s->min_lr ? lr : s->min_lr;
     }
-    double span = (double)(s->decay_steps - s->warmup_steps);
+    double span = (double)s->decay_steps - s->warmup_steps;
     /* warmup == decay leaves nothing to decay over: Megatron would divide by zero; we hold min */
     if (span <= 0) return s->min_lr;
-    double r = (double)(n - s->warmup_steps) / span;
+    double r = ((double)n - s->warmup_steps) / span;
     double coeff = s->style == TDM_LR_LINEAR ? 1.0 - r : 0.5 * (cos(M_PI * r) + 1.0);
     return s->min_lr + coeff * (s->max_lr - s->min_lr);
 }

@@ -1,7 +1,7 @@
 /* scheduler.h - Megatron-LM's OptimizerParamScheduler (learning rate part), counted in samples.
  *
  * Megatron counts scheduler "steps" in samples when training by iterations:
- *   warmup_steps = lr_warmup_iters x global_batch   (or lr_warmup_fraction x decay_steps)
+ *   warmup_steps = lr_warmup_iters x global_batch   (or lr_warmup_fraction x decay_steps, not rounded)
  *   decay_steps  = lr_decay_iters  x global_batch   (lr_decay_iters defaults to train_iters)
  * and lr(n), n = samples consumed so far, is
  *   n <= warmup_steps (warmup_steps > 0):  init + (max - init) * n / warmup_steps
@@ -33,7 +33,7 @@ typedef enum tdm_lr_style {
 typedef struct tdm_lr_scheduler {
     double max_lr, min_lr, init_lr;
     tdm_lr_style style;
-    int64_t warmup_steps; /* samples */
+    double warmup_steps;  /* samples; fractional with --lr-warmup-fraction, as Megatron's */
     int64_t decay_steps;  /* samples */
     int64_t num_steps;    /* samples consumed so far */
 } tdm_lr_scheduler;

@@ -64,6 +64,21 @@ static void test_fraction_and_stepping(void) {
     CHECK_NEAR(tdm_lr_scheduler_lr(&s), 2e-3 * (1 - 72.0 / 144.0), 1e-18);
 }
 
+/* Megatron keeps lr_warmup_fraction x decay_steps as a float: 0.15 x (10 x 3) = 4.5 samples of
+ * warmup, not 4; and 0.01 x 80 = 0.8 samples still warms up (the first step at init) */
+static void test_fractional_warmup_is_not_truncated(void) {
+    tdm_lr_scheduler s;
+    tdm_error err;
+    CHECK(tdm_lr_scheduler_init(&s, 1e-3, 0, 0, TDM_LR_LINEAR, 0, 0.15, 0, 10, 3, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(tdm_lr_scheduler_lr_at(&s, 3), 1e-3 * 3.0 / 4.5, 1e-18);
+    CHECK_NEAR(tdm_lr_scheduler_lr_at(&s, 6), 1e-3 * (1.0 - 1.5 / 25.5), 1e-18);
+    CHECK(tdm_lr_scheduler_init(&s, 1e-3, 0, 0, TDM_LR_LINEAR, 0, 0.01, 0, 10, 8, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(tdm_lr_scheduler_lr_at(&s, 0), 0.0, 0);
+    CHECK_NEAR(tdm_lr_scheduler_lr_at(&s, 8), 1e-3 * (1.0 - 7.2 / 79.2), 1e-18);
+    CHECK(tdm_lr_scheduler_init(&s, 1e-3, 0, 0, TDM_LR_INVERSE_SQRT, 0, 0.15, 0, 10, 3, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(tdm_lr_scheduler_lr_at(&s, 9), 1e-3 * sqrt(4.5 / 9.0), 1e-18);
+}
+
 static void test_rejects_bad_setups(void) {
     tdm_lr_scheduler s;
     tdm_error err;
@@ -79,6 +94,7 @@ int main(void) {
     RUN(test_warmup_is_linear_from_init);
     RUN(test_decay_styles);
     RUN(test_fraction_and_stepping);
+    RUN(test_fractional_warmup_is_not_truncated);
     RUN(test_rejects_bad_setups);
     return TEST_SUMMARY();
 }
