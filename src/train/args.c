@@ -560,6 +560,9 @@ int tdm_train_args_validate(const tdm_train_args *a, int dp, tdm_error *err) {
     if (a->ddp_bucket_size > 0 && a->ddp_num_buckets > 0)
         return tdm_errorf(err, "--ddp-bucket-size and --ddp-num-buckets: give at most one of them");
     if (a->min_lr > a->lr) return tdm_errorf(err, "--min-lr %g: must not exceed --lr %g", a->min_lr, a->lr);
+    if (a->lr_warmup_init > a->lr)
+        return tdm_errorf(err, "--lr-warmup-init %g: must not exceed --lr %g (the warm-up rises to --lr)",
+                          a->lr_warmup_init, a->lr);
     if (a->lr_warmup_fraction >= 0 && a->lr_warmup_iters > 0)
         return tdm_errorf(err, "--lr-warmup-fraction and --lr-warmup-iters: give at most one of them");
     int64_t decay = a->lr_decay_iters > 0 ? a->lr_decay_iters : a->train_iters;

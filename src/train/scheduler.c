@@ -22,6 +22,7 @@ int tdm_lr_scheduler_init(tdm_lr_scheduler *s, double max_lr, double min_lr, dou
     if (decay_iters <= 0) decay_iters = train_iters;
     if (decay_iters <= 0) return tdm_errorf(err, "lr schedule: --lr-decay-iters / --train-iters must be positive");
     if (min_lr > max_lr) return tdm_errorf(err, "lr schedule: --min-lr %g exceeds --lr %g", min_lr, max_lr);
+    if (init_lr > max_lr) return tdm_errorf(err, "lr schedule: --lr-warmup-init %g exceeds --lr %g", init_lr, max_lr);
     s->max_lr = max_lr;
     s->min_lr = min_lr;
     s->init_lr = init_lr;

@@ -43,7 +43,7 @@ int tdm_lr_style_parse(const char *name, tdm_lr_style *out);
 const char *tdm_lr_style_name(tdm_lr_style s);
 
 /* Sets up the schedule from iteration counts (see above). warmup_fraction < 0 means
- * "use warmup_iters"; decay_iters <= 0 means train_iters. Errors: max < min, a
+ * "use warmup_iters"; decay_iters <= 0 means train_iters. Errors: max < min, max < init, a
  * warmup longer than the decay, non-positive sizes. */
 int tdm_lr_scheduler_init(tdm_lr_scheduler *s, double max_lr, double min_lr, double init_lr, tdm_lr_style style,
                           int64_t warmup_iters, double warmup_fraction, int64_t decay_iters, int64_t train_iters,

@@ -102,6 +102,14 @@ static void test_validation(void) {
     snprintf(flags, sizeof flags, "%s--lr 1e-4 --min-lr 1e-3", base);
     parse(&a, flags, &err);
     CHECK(tdm_train_args_validate(&a, 1, &err) != 0 && strstr(err.msg, "--min-lr"), "%s", err.msg);
+    /* Megatron's scheduler asserts init_lr <= max_lr: a warm-up that goes down is a typo */
+    snprintf(flags, sizeof flags, "%s--lr 1e-4 --lr-warmup-init 1e-3 --lr-warmup-iters 2", base);
+    parse(&a, flags, &err);
+    CHECK(tdm_train_args_validate(&a, 1, &err) != 0 && strstr(err.msg, "--lr-warmup-init 0.001: must not exceed --lr"),
+          "%s", err.msg);
+    snprintf(flags, sizeof flags, "%s--lr 1e-4 --lr-warmup-init 1e-4 --lr-warmup-iters 2", base);
+    parse(&a, flags, &err);
+    CHECK(tdm_train_args_validate(&a, 1, &err) == 0, "%s", err.msg);
     snprintf(flags, sizeof flags, "%s--train-iters 10 --lr-warmup-iters 11", base);
     parse(&a, flags, &err);
     CHECK(tdm_train_args_validate(&a, 1, &err) != 0 && strstr(err.msg, "--lr-warmup-iters"), "%s", err.msg);

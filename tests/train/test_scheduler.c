@@ -84,6 +84,7 @@ static void test_rejects_bad_setups(void) {
     tdm_error err;
     CHECK(tdm_lr_scheduler_init(&s, 1e-4, 1e-3, 0, TDM_LR_LINEAR, 0, -1, 0, 10, 1, &err) != 0, "min > max");
     CHECK(tdm_lr_scheduler_init(&s, 1e-3, 0, 0, TDM_LR_LINEAR, 11, -1, 0, 10, 1, &err) != 0, "warmup > decay");
+    CHECK(tdm_lr_scheduler_init(&s, 1e-4, 0, 1e-3, TDM_LR_LINEAR, 2, -1, 0, 10, 1, &err) != 0, "init > max");
     CHECK(tdm_lr_scheduler_init(&s, 1e-3, 0, 0, TDM_LR_LINEAR, 0, -1, 0, 10, 0, &err) != 0, "zero batch");
     tdm_lr_style st;
     CHECK(tdm_lr_style_parse("inverse-square-root", &st) == 0 && st == TDM_LR_INVERSE_SQRT, "parse");
