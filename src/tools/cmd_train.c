@@ -42,9 +42,17 @@ int cmd_train(int argc, char **argv) {
     tdm_train_args a;
     tdm_train_args_defaults(&a);
     tdm_error err = {{0}};
-    /* flags are parsed identically on every rank: a bad flag fails everywhere together */
-    if (tdm_train_args_parse(&a, argc - 1, argv + 1, &err) != 0 || tdm_train_args_validate(&a, world, &err) != 0) {
-        if (rank == 0) fprintf(stderr, "tandem train: %s\n", err.msg);
+    /* With one command line a bad flag fails on every rank alike and rank 0 says why. An MPMD launch
+     * (`-np 1 tandem train A : -np 1 tandem train B`) can refuse the flags of some ranks only: all
+     * ranks agree first, so that none is left waiting in a collective for a rank that gave up, and
+     * the lowest refused rank names itself. */
+    int ok = tdm_train_args_parse(&a, argc - 1, argv + 1, &err) == 0 && tdm_train_args_validate(&a, world, &err) == 0;
+    int first_bad = ok ? world : rank, n_bad = !ok;
+    MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &n_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (first_bad < world) {
+        if (rank == first_bad && n_bad == world) fprintf(stderr, "tandem train: %s\n", err.msg);
+        else if (rank == first_bad) fprintf(stderr, "tandem train: rank %d: %s\n", rank, err.msg);
         MPI_Finalize();
         return 2;
     }

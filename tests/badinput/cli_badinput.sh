@@ -188,6 +188,12 @@ if have train; then
     --lr 1e-3 : -np 1 "$TANDEM" "${T[@]}" --lr 2e-3
   refuse "train: ranks with different --train-iters (MPMD)" "train_iters differs between ranks" "${MPMD[@]}" -np 1 \
     "$TANDEM" "${T[@]}" : -np 1 "$TANDEM" "${T[@]}" --train-iters 4
+  # ... and when only one rank's flags are refused by the parser or the checks, that rank says why and every rank
+  # exits (the refused rank waited in MPI_Finalize while the others waited in the flags comparison: a hang)
+  refuse "train: only rank 1 has an unreadable --lr (MPMD)" "rank 1: --lr: expected a number, got '1e-3x'" \
+    "${MPMD[@]}" -np 1 "$TANDEM" "${T[@]}" : -np 1 "$TANDEM" "${T[@]}" --lr 1e-3x
+  refuse "train: only rank 0 has --min-lr above --lr (MPMD)" "rank 0: --min-lr 1: must not exceed --lr" \
+    "${MPMD[@]}" -np 1 "$TANDEM" "${T[@]}" --min-lr 1 : -np 1 "$TANDEM" "${T[@]}"
   refuse_mpi "train: --save names a file" "--save" "${T[@]}" --save "$DATA"
   # a profiler tool config that would record nothing
   echo '{"profile": {"enable": true, "ranks": [5], "start_step": 1, "end_step": 2, "level": 1, "save_path": "'"$W/pr"'"}}' \
