@@ -108,6 +108,7 @@ int cmd_export_batches(int argc, char **argv) {
                         "(tandem export-batches --help)\n");
         return 2;
     }
+    tdm_train_args_resolve(&a, (int)dp);
     if (a.global_batch_size % (a.micro_batch_size * (int)dp) != 0) {
         fprintf(stderr, "tandem export-batches: --global-batch-size %d is not a multiple of --micro-batch-size %d x --dp %lld\n",
                 a.global_batch_size, a.micro_batch_size, (long long)dp);

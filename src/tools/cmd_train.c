@@ -46,7 +46,9 @@ int cmd_train(int argc, char **argv) {
      * (`-np 1 tandem train A : -np 1 tandem train B`) can refuse the flags of some ranks only: all
      * ranks agree first, so that none is left waiting in a collective for a rank that gave up, and
      * the lowest refused rank names itself. */
-    int ok = tdm_train_args_parse(&a, argc - 1, argv + 1, &err) == 0 && tdm_train_args_validate(&a, world, &err) == 0;
+    int ok = tdm_train_args_parse(&a, argc - 1, argv + 1, &err) == 0;
+    if (ok) tdm_train_args_resolve(&a, world);
+    ok = ok && tdm_train_args_validate(&a, world, &err) == 0;
     int first_bad = ok ? world : rank, n_bad = !ok;
     MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, &n_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -409,6 +409,8 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     B->label = "candidate";
     if (side_args(o, o->baseline_flags, "baseline", &A->args, err) != 0) return -1;
     if (side_args(o, o->candidate_flags, "candidate", &B->args, err) != 0) return -1;
+    tdm_train_args_resolve(&A->args, world);
+    tdm_train_args_resolve(&B->args, world);
     if (tdm_train_args_validate(&A->args, world, err) != 0) return tdm_error_prefix(err, "baseline");
     if (tdm_train_args_validate(&B->args, world, err) != 0) return tdm_error_prefix(err, "candidate");
     diff_args(&A->args, &B->args, r);

@@ -70,8 +70,8 @@ static const arg_def ARGS[] = {
     /* batch and length */
     {"micro-batch-size", "micro_batch_size", ARG_INT, F(micro_batch_size), 1, 1 << 20, NONE_NEVER, "1", NULL, "N",
      "samples per micro-batch per rank"},
-    {"global-batch-size", "global_batch_size", ARG_INT, F(global_batch_size), 1, 1 << 24, NONE_NEVER, "8", NULL,
-     "N", "samples per optimizer step over all ranks"},
+    {"global-batch-size", "global_batch_size", ARG_INT, F(global_batch_size), 1, 1 << 24, NONE_IF_ZERO, NULL, NULL,
+     "N", "samples per optimizer step over all ranks (default: --micro-batch-size x data-parallel size)"},
     {"train-iters", "train_iters", ARG_I64, F(train_iters), 1, BIG, NONE_NEVER, "100", NULL, "N",
      "optimizer steps to run (total, counting a resumed checkpoint's)"},
     {"seq-length", "seq_length", ARG_INT, F(seq_length), 8, 1 << 24, NONE_NEVER, "1024", NULL, "N",
@@ -542,12 +542,17 @@ out:
 
 /* ------------------------------------------------------------------ validation */
 
+void tdm_train_args_resolve(tdm_train_args *a, int dp) {
+    if (a->global_batch_size == 0 && dp >= 1) a->global_batch_size = a->micro_batch_size * dp;
+}
+
 int tdm_train_args_validate(const tdm_train_args *a, int dp, tdm_error *err) {
     if (!a->model[0]) return tdm_errorf(err, "--model: required (a directory holding config.json)");
     if (!a->tokenizer[0]) return tdm_errorf(err, "--tokenizer: required (a tokenizer.json)");
     if (a->n_data == 0) return tdm_errorf(err, "--data: required (a dataset JSON file)");
     if (dp < 1) return tdm_errorf(err, "data-parallel size %d: expected at least 1", dp);
     int64_t per_step = (int64_t)a->micro_batch_size * dp;
+    /* unset (0) is micro x dp once resolved: divisible */
     if (a->global_batch_size % per_step != 0)
         return tdm_errorf(err,
                           "--global-batch-size %d: must be divisible by --micro-batch-size x data-parallel size = "

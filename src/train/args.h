@@ -3,6 +3,7 @@
  *   tdm_train_args a;
  *   tdm_train_args_defaults(&a);
  *   if (tdm_train_args_parse(&a, argc - 1, argv + 1, &err) != 0) ...   // --config FILE, then the command line
+ *   tdm_train_args_resolve(&a, dp);                                    // defaults that depend on the dp size
  *   if (tdm_train_args_validate(&a, dp, &err) != 0) ...               // cross-flag rules, needs the dp size
  *   tdm_strbuf sb; tdm_sb_init(&sb); tdm_train_args_format_block(&a, &sb);  // Megatron's arguments block
  *
@@ -45,7 +46,7 @@ typedef struct tdm_train_args {
 
     /* batch and length */
     int micro_batch_size;                /* samples per micro-batch per rank */
-    int global_batch_size;               /* samples per optimizer step, all ranks */
+    int global_batch_size;               /* samples per optimizer step, all ranks; 0: micro x dp */
     int64_t train_iters;
     int seq_length;                      /* token cap per sample */
 
@@ -114,6 +115,11 @@ int tdm_train_args_parse_string(tdm_train_args *a, const char *flags, tdm_error 
 
 /* Applies a JSON config file (keys = flag names). */
 int tdm_train_args_load_config(tdm_train_args *a, const char *path, tdm_error *err);
+
+/* The defaults that depend on the job's `dp` ranks, as Megatron sets them: an unset
+ * --global-batch-size becomes --micro-batch-size x dp (one micro-batch per rank per step).
+ * Call before printing the arguments block; tdm_train_run resolves its own copy. */
+void tdm_train_args_resolve(tdm_train_args *a, int dp);
 
 /* Cross-flag rules and required flags, for a job of `dp` ranks: --model, --data and
  * --tokenizer given; global batch divisible by micro batch x dp; --overlap-param-gather

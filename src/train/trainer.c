@@ -707,11 +707,14 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
     res->failed_rank = -1;
     trainer T, *t = &T;
     memset(t, 0, sizeof *t);
-    t->a = a;
     t->res = res;
     MPI_Comm_dup(comm, &t->comm);
     MPI_Comm_rank(t->comm, &t->rank);
     MPI_Comm_size(t->comm, &t->dp);
+    /* the defaults that need the dp size (an unset --global-batch-size), for callers that left them */
+    tdm_train_args resolved = *a;
+    tdm_train_args_resolve(&resolved, t->dp);
+    t->a = a = &resolved;
     int rc = -1;
 
     /* 0. every rank was started with the same flags (an MPMD launch could give each its own) */

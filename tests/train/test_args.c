@@ -29,6 +29,28 @@ static void test_defaults_are_megatrons(void) {
     CHECK(a.comm_thread_nice == TDM_DDP_COMM_THREAD_NICE, "comm thread nice %d", a.comm_thread_nice);
 }
 
+/* Megatron: without --global-batch-size, one micro-batch per rank per step (micro x dp), no accumulation */
+static void test_global_batch_defaults_to_micro_times_dp(void) {
+    tdm_train_args a;
+    tdm_error err = {{0}};
+    CHECK(parse(&a, "--model m --tokenizer t --data d --micro-batch-size 3", &err) == 0, "%s", err.msg);
+    CHECK(a.global_batch_size == 0, "unset before the dp size is known: %d", a.global_batch_size);
+    tdm_train_args_resolve(&a, 2);
+    CHECK(a.global_batch_size == 6, "3 x 2 ranks: %d", a.global_batch_size);
+    CHECK(tdm_train_args_validate(&a, 2, &err) == 0, "%s", err.msg);
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_train_args_format_block(&a, &sb);
+    /* Megatron's layout: 48 - len(name) dots */
+    CHECK(strstr(sb.data, "  global_batch_size ............................... 6\n") != NULL, "%s", sb.data);
+    tdm_sb_free(&sb);
+    CHECK(parse(&a, "--model m --tokenizer t --data d --micro-batch-size 3 --global-batch-size 12", &err) == 0, "%s",
+          err.msg);
+    tdm_train_args_resolve(&a, 2);
+    CHECK(a.global_batch_size == 12, "explicit value kept: %d", a.global_batch_size);
+    CHECK(parse(&a, "--global-batch-size 0", &err) != 0 && strstr(err.msg, "out of range"), "%s", err.msg);
+}
+
 static void test_values_both_spellings(void) {
     tdm_train_args a;
     tdm_error err = {{0}};
@@ -231,6 +253,7 @@ static void test_edit_distance(void) {
 
 int main(void) {
     RUN(test_defaults_are_megatrons);
+    RUN(test_global_batch_defaults_to_micro_times_dp);
     RUN(test_values_both_spellings);
     RUN(test_errors_are_one_clear_sentence);
     RUN(test_validation);
