@@ -763,7 +763,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
     if (ok && a->run_dir[0] && t->rank == 0) ok = (t->metrics = tdm_metrics_open(a->run_dir, err)) != NULL;
     if (ok && t->valid_feed && a->run_dir[0] && t->rank == 0) {
         char path[TDM_ARGS_PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/valid.jsonl", a->run_dir);
+        snprintf(path, sizeof path, "%.1023s/valid.jsonl", a->run_dir);
         if (!(t->valid_log = fopen(path, "a"))) ok = tdm_errorf(err, "%s: cannot open for appending", path) == 0;
     }
     /* the checkpoint folder must be creatable now, not only when the first save comes (after hours) */
