@@ -571,9 +571,12 @@ int tdm_train_args_validate(const tdm_train_args *a, int dp, tdm_error *err) {
     if (a->lr_warmup_fraction >= 0 && a->lr_warmup_iters > 0)
         return tdm_errorf(err, "--lr-warmup-fraction and --lr-warmup-iters: give at most one of them");
     int64_t decay = a->lr_decay_iters > 0 ? a->lr_decay_iters : a->train_iters;
-    if (a->lr_warmup_iters > decay)
-        return tdm_errorf(err, "--lr-warmup-iters %lld: must not exceed the decay span of %lld iterations",
-                          (long long)a->lr_warmup_iters, (long long)decay);
+    if (a->lr_warmup_iters > 0 && a->lr_warmup_iters >= decay) /* Megatron asserts warmup < decay */
+        return tdm_errorf(err, "--lr-warmup-iters %lld: must be shorter than the decay span of %lld iterations "
+                          "(--lr-decay-iters, else --train-iters)", (long long)a->lr_warmup_iters, (long long)decay);
+    if (a->lr_warmup_fraction >= 1)
+        return tdm_errorf(err, "--lr-warmup-fraction %g: must be below 1 (the warmup must end before the decay span)",
+                          a->lr_warmup_fraction);
     if (a->save_interval > 0 && !a->save[0]) return tdm_errorf(err, "--save-interval: requires --save DIR");
     if ((a->finetune || a->no_load_optim) && !a->load[0])
         return tdm_errorf(err, "--finetune / --no-load-optim: require --load DIR");

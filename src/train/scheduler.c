@@ -32,8 +32,8 @@ int tdm_lr_scheduler_init(tdm_lr_scheduler *s, double max_lr, double min_lr, dou
      * 0.01 x 80 over 0.8 (truncated, it would be 4, and 0: no warmup at all) */
     if (warmup_fraction >= 0) s->warmup_steps = warmup_fraction * (double)s->decay_steps;
     else s->warmup_steps = (double)(warmup_iters * global_batch);
-    if (s->warmup_steps > (double)s->decay_steps)
-        return tdm_errorf(err, "lr schedule: warmup (%g samples) is longer than the decay span (%lld samples)",
+    if (s->warmup_steps > 0 && s->warmup_steps >= (double)s->decay_steps) /* Megatron: warmup < decay */
+        return tdm_errorf(err, "lr schedule: warmup (%g samples) is not shorter than the decay span (%lld samples)",
                           s->warmup_steps, (long long)s->decay_steps);
     return 0;
 }
@@ -50,8 +50,7 @@ double tdm_lr_scheduler_lr_at(const tdm_lr_scheduler *s, int64_t n) {
         return lr > s->min_lr ? lr : s->min_lr;
     }
     double span = (double)s->decay_steps - s->warmup_steps;
-    /* warmup == decay leaves nothing to decay over: Megatron would divide by zero; we hold min */
-    if (span <= 0) return s->min_lr;
+    if (span <= 0) return s->min_lr; /* init refuses warmup >= decay (as Megatron); a guard only */
     double r = ((double)n - s->warmup_steps) / span;
     double coeff = s->style == TDM_LR_LINEAR ? 1.0 - r : 0.5 * (cos(M_PI * r) + 1.0);
     return s->min_lr + coeff * (s->max_lr - s->min_lr);

@@ -859,7 +859,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
             saved_last = 1;
         }
         if (exit_now) {
-            res->interrupted = 1;
+            res->interrupted = t->iteration < a->train_iters; /* an exit at the last iteration is the end */
             tdm_log_info("%s at iteration %lld%s", stop ? "stopping on a signal" : "exiting (--exit-interval)",
                          (long long)t->iteration, a->save[0] ? " after saving a checkpoint" : "");
             break;

@@ -91,6 +91,14 @@ train --data "$W/data/train.json" --train-iters 7 "${VAL[@]}" --run-dir "$W/r" -
 [ "$(vals "$W/r/valid.jsonl")" = "$(vals "$W/a/valid.jsonl")" ] && ok "resume: validation at 3, 6, 7 bitwise as uninterrupted" \
   || { bad "resumed validation differs"; diff <(vals "$W/a/valid.jsonl") <(vals "$W/r/valid.jsonl"); }
 
+# an --exit-interval that falls on the last iteration is the end of training, not an early stop:
+# the final validation runs and the run does not say "stopped early"
+train --data "$W/data/train.json" --train-iters 3 --exit-interval 3 --valid-data-path "$V" --eval-interval 2 \
+  --eval-iters 1 >"$W/x.log" 2>&1 || bad "exit at the last iteration exited non-zero"
+grep -q "validation loss at iteration 3 on validation set" "$W/x.log" && grep -q "training done: iteration 3" "$W/x.log" \
+  && ! grep -q "stopped early" "$W/x.log" && ok "exit-interval at the last iteration: final validation, not 'stopped early'" \
+  || bad "exit at the last iteration: $(grep -E "training done|validation loss" "$W/x.log")"
+
 # --- 4. bad input: one sentence, non-zero exit ------------------------------------------------
 train --data "$W/data/train.json" --train-iters 2 --valid-data-path "$W/nope.json" >"$W/e1.log" 2>&1
 rc=$?

@@ -132,7 +132,7 @@ static void test_validation(void) {
     snprintf(flags, sizeof flags, "%s--lr 1e-4 --lr-warmup-init 1e-4 --lr-warmup-iters 2", base);
     parse(&a, flags, &err);
     CHECK(tdm_train_args_validate(&a, 1, &err) == 0, "%s", err.msg);
-    snprintf(flags, sizeof flags, "%s--train-iters 10 --lr-warmup-iters 11", base);
+    snprintf(flags, sizeof flags, "%s--train-iters 10 --lr-warmup-iters 10", base);
     parse(&a, flags, &err);
     CHECK(tdm_train_args_validate(&a, 1, &err) != 0 && strstr(err.msg, "--lr-warmup-iters"), "%s", err.msg);
     snprintf(flags, sizeof flags, "%s--inject-nan-at 3:2", base);

@@ -84,6 +84,10 @@ static void test_rejects_bad_setups(void) {
     tdm_error err;
     CHECK(tdm_lr_scheduler_init(&s, 1e-4, 1e-3, 0, TDM_LR_LINEAR, 0, -1, 0, 10, 1, &err) != 0, "min > max");
     CHECK(tdm_lr_scheduler_init(&s, 1e-3, 0, 0, TDM_LR_LINEAR, 11, -1, 0, 10, 1, &err) != 0, "warmup > decay");
+    /* Megatron asserts lr_warmup_steps < lr_decay_steps: a warmup that ends with the decay is refused too */
+    CHECK(tdm_lr_scheduler_init(&s, 1e-3, 0, 0, TDM_LR_LINEAR, 10, -1, 0, 10, 1, &err) != 0, "warmup == decay");
+    CHECK(tdm_lr_scheduler_init(&s, 1e-3, 0, 0, TDM_LR_LINEAR, 0, 1.0, 0, 10, 1, &err) != 0, "fraction 1");
+    CHECK(tdm_lr_scheduler_init(&s, 1e-3, 0, 0, TDM_LR_LINEAR, 9, -1, 0, 10, 1, &err) == 0, "warmup < decay");
     CHECK(tdm_lr_scheduler_init(&s, 1e-4, 0, 1e-3, TDM_LR_LINEAR, 2, -1, 0, 10, 1, &err) != 0, "init > max");
     CHECK(tdm_lr_scheduler_init(&s, 1e-3, 0, 0, TDM_LR_LINEAR, 0, -1, 0, 10, 0, &err) != 0, "zero batch");
     tdm_lr_style st;
