@@ -248,8 +248,10 @@ static int unknown_flag(const char *name, size_t n, const char *where, tdm_error
 
 /* ------------------------------------------------------------------ setting values */
 
+/* A decimal integer, or an integral value in exponent form (1e6); not hex (strtod would
+ * read "0x10" as 16), not leading blanks. */
 static int parse_i64(const char *s, int64_t *out) {
-    if (!*s) return -1;
+    if (!*s || isspace((unsigned char)*s) || strpbrk(s, "xX")) return -1;
     errno = 0;
     char *end;
     long long v = strtoll(s, &end, 10);
@@ -287,9 +289,15 @@ static int set_value(tdm_train_args *a, const arg_def *d, const char *val, const
     case ARG_U64: {
         errno = 0;
         char *end;
-        if (!*val || *val == '-') return tdm_errorf(err, "%s: expected a non-negative integer, got '%s'", what, val);
+        if (!*val || *val == '-' || isspace((unsigned char)*val) || strpbrk(val, "xX"))
+            return tdm_errorf(err, "%s: expected a non-negative integer, got '%s'", what, val);
         unsigned long long v = strtoull(val, &end, 10);
-        if (errno || *end) return tdm_errorf(err, "%s: expected a non-negative integer, got '%s'", what, val);
+        if (errno || *end) { /* an integral value in exponent form (1e3), as the other integer flags take */
+            double d = strtod(val, &end);
+            if (*end || !isfinite(d) || d != floor(d) || d < 0 || d > BIG)
+                return tdm_errorf(err, "%s: expected a non-negative integer, got '%s'", what, val);
+            v = (unsigned long long)d;
+        }
         *(uint64_t *)base = v;
         return 0;
     }

@@ -94,6 +94,12 @@ static void test_errors_are_one_clear_sentence(void) {
     CHECK(parse(&a, "--save --lr 1", &err) != 0 && strstr(err.msg, "got the flag '--lr'") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--lr nan", &err) != 0, "nan accepted");
     CHECK(parse(&a, "--inject-nan-at x", &err) != 0, "bad inject accepted");
+    /* integers: decimal or an integral exponent form, the same for every integer flag; never hex */
+    CHECK(parse(&a, "--micro-batch-size 0x10", &err) != 0 && strstr(err.msg, "0x10"), "hex accepted");
+    CHECK(parse(&a, "--seed 0x10", &err) != 0, "hex seed accepted");
+    CHECK(parse(&a, "--seed 1e3", &err) == 0 && a.seed == 1000, "--seed 1e3: %s", err.msg);
+    CHECK(parse(&a, "--train-iters 1e3", &err) == 0 && a.train_iters == 1000, "--train-iters 1e3");
+    CHECK(parse(&a, "--seed 1.5", &err) != 0 && parse(&a, "--train-iters 2.5", &err) != 0, "fractions accepted");
     CHECK(parse(&a, "lr 1", &err) != 0 && strstr(err.msg, "flags start with --") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--lr '1e-3", &err) != 0 && strstr(err.msg, "unterminated quote") != NULL, "%s", err.msg);
 }
