@@ -166,8 +166,14 @@ int cmd_ab(int argc, char **argv) {
             if (parse_i64(name, val, 0, INT64_MAX, &v, msg, sizeof msg) == 0) o.bootstrap_seed = (uint64_t)v;
         }
     }
-    if (msg[0]) {
-        if (rank == 0) fprintf(stderr, "tandem ab: %s\n", msg);
+    /* one command line refuses its flags on every rank alike; an MPMD launch may refuse some
+     * ranks' only: all agree before anything collective, the lowest refused rank says why */
+    int first_bad = msg[0] ? rank : world, n_bad = msg[0] != 0;
+    MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &n_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (first_bad < world) {
+        if (rank == first_bad && n_bad == world) fprintf(stderr, "tandem ab: %s\n", msg);
+        else if (rank == first_bad) fprintf(stderr, "tandem ab: rank %d: %s\n", rank, msg);
         free(common);
         MPI_Finalize();
         return 2;
@@ -185,7 +191,8 @@ int cmd_ab(int argc, char **argv) {
     int rc = tdm_ab_run(&o, MPI_COMM_WORLD, &r, &table, &err);
     if (rc != 0) {
         if (r.setup_failed) {
-            if (rank == 0) fprintf(stderr, "tandem ab: %s\n", err.msg);
+            if (rank == r.setup_failed_rank && r.setup_failed_everywhere) fprintf(stderr, "tandem ab: %s\n", err.msg);
+            else if (rank == r.setup_failed_rank) fprintf(stderr, "tandem ab: rank %d: %s\n", rank, err.msg);
             tdm_ab_result_free(&r);
             MPI_Finalize();
             return 2;

@@ -388,15 +388,8 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     r->skipped_iterations = A->skipped_iterations + B->skipped_iterations;
 }
 
-int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_strbuf *table, tdm_error *err) {
-    memset(r, 0, sizeof *r);
-    uint64_t t_start = tdm_now_ns();
-    int rank, world;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &world);
-    r->world = world;
-    r->fingerprints_equal = -1;
-    r->setup_failed = 1; /* until the first run: flags and options fail identically on every rank */
+/* The options and both sides' flags (no MPI). */
+static int setup_sides(const tdm_ab_options *o, int world, tdm_ab_result *r, tdm_error *err) {
     if (o->steps < 1 || o->repeats < 1 || o->repeats > 1000)
         return tdm_errorf(err, "--steps must be >= 1 and --repeats in [1, 1000]");
     if (o->window_lo < 1 || o->window_hi > o->steps || o->window_lo > o->window_hi)
@@ -413,6 +406,32 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     tdm_train_args_resolve(&B->args, world);
     if (tdm_train_args_validate(&A->args, world, err) != 0) return tdm_error_prefix(err, "baseline");
     if (tdm_train_args_validate(&B->args, world, err) != 0) return tdm_error_prefix(err, "candidate");
+    return 0;
+}
+
+int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_strbuf *table, tdm_error *err) {
+    memset(r, 0, sizeof *r);
+    uint64_t t_start = tdm_now_ns();
+    int rank, world;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &world);
+    r->world = world;
+    r->fingerprints_equal = -1;
+    r->setup_failed = 1; /* until the first run */
+    /* With one command line the flags fail alike on every rank; an MPMD launch can refuse some
+     * ranks' only, and those must not leave the others waiting in a collective: agree first. */
+    const int ok = setup_sides(o, world, r, err) == 0;
+    int first_bad = ok ? world : rank, n_bad = !ok;
+    MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, comm);
+    MPI_Allreduce(MPI_IN_PLACE, &n_bad, 1, MPI_INT, MPI_SUM, comm);
+    if (first_bad < world) {
+        r->setup_failed_rank = first_bad;
+        r->setup_failed_everywhere = n_bad == world;
+        if (ok) tdm_errorf(err, "rank %d refused its flags (its message is printed there)", first_bad);
+        return -1;
+    }
+    r->setup_failed_everywhere = 1; /* what can fail before the first run from here fails on every rank */
+    tdm_ab_side *A = &r->side[0], *B = &r->side[1];
     diff_args(&A->args, &B->args, r);
     if (r->n_diff == 0) /* allowed: an A/A run measures the noise of the machine */
         tdm_log_info("A/B: no argument differs between baseline and candidate (an A/A run: any change is noise)");

@@ -117,7 +117,9 @@ typedef struct tdm_ab_result {
     double wall_s;
     int ddp_line_confirms;         /* each differing argument shown in the DDP config lines has the
                                       side's value there: 1 yes, 0 no, -1 none of them is shown */
-    int setup_failed;              /* the failure came before any run: every rank failed alike */
+    int setup_failed;              /* the failure came before any run: every rank returns it */
+    int setup_failed_rank;         /* the lowest rank whose flags were refused (err holds why there) */
+    int setup_failed_everywhere;   /* every rank refused them (one command line: rank 0 says why) */
 } tdm_ab_result;
 
 /* Runs the protocol (collective over comm). On success, rank 0 has written the report

@@ -289,6 +289,15 @@ if have ab; then
     --candidate "--overlap-grad-reduce" --steps abc
   refuse "ab: unknown flag inside --candidate (2 ranks)" "--overlap-grad-reduse" "${MPI[@]}" "$TANDEM" "${A[@]}" \
     --baseline "" --candidate "--overlap-grad-reduse"
+  # an MPMD launch where only one rank's ab flags or side flags are refused: that rank says why and every rank
+  # exits (the refused rank left, the others waited in a collective: a hang)
+  MPMD=("${MPI[@]:0:${#MPI[@]}-2}")
+  refuse "ab: only rank 1 has --steps abc (MPMD)" "rank 1: --steps" "${MPMD[@]}" -np 1 "$TANDEM" "${A[@]}" \
+    --baseline "" --candidate "--overlap-grad-reduce" : -np 1 "$TANDEM" "${A[@]}" --baseline "" \
+    --candidate "--overlap-grad-reduce" --steps abc
+  refuse "ab: only rank 1 has a bad --candidate flag (MPMD)" "rank 1: --candidate: unknown flag" "${MPMD[@]}" -np 1 "$TANDEM" \
+    "${A[@]}" --baseline "" --candidate "--overlap-grad-reduce" : -np 1 "$TANDEM" "${A[@]}" --baseline "" \
+    --candidate "--overlap-grad-reduse"
 else skipped+=("ab"); fi
 
 [ ${#skipped[@]} -gt 0 ] && echo "skipped (not built into $TANDEM): ${skipped[*]}"
