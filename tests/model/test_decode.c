@@ -2,8 +2,9 @@
  * prompt, each decoded token's logits must equal those of a full forward over the prompt plus every token
  * decoded so far (the reference: no cache, the training forward with flash attention over the whole
  * sequence). Prompts with images (vision rows and DeepStack in the cache) and text only; GQA (4 query
- * heads over 2 kv heads); interleaved M-RoPE at positions that continue the prompt's. Tolerance: 2e-5
- * of the largest |logit| (float32, different summation orders in attention). */
+ * heads over 2 kv heads; also as many kv heads as query heads, head_dim wider than hidden / heads with a
+ * tied lm_head, one layer without DeepStack); interleaved M-RoPE at positions that continue the prompt's.
+ * Tolerance: 2e-5 of the largest |logit| (float32, different summation orders in attention). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,9 +50,10 @@ static double max_abs(const float *x, int n) {
     return m;
 }
 
-static void check_decode(const rb_sample *smp, const char *what) {
+static void check_decode_cfg(const rb_sample *smp, const char *what, void (*edit)(tdm_model_config *)) {
     tdm_model_config c;
     cfg_small(&c, 32, 32, 3, 2, 64);
+    if (edit) edit(&c);
     tdm_error err;
     tdm_freeze fz = {1, 1, 1, 1};
     tdm_model *m = tdm_model_create(&c, &fz, &err);
@@ -105,6 +107,28 @@ static void check_decode(const rb_sample *smp, const char *what) {
     free(want);
 }
 
+static void check_decode(const rb_sample *smp, const char *what) { check_decode_cfg(smp, what, NULL); }
+
+static void edit_mha(tdm_model_config *c) { c->text.num_kv_heads = c->text.num_heads; }
+static void edit_wide(tdm_model_config *c) {
+    c->text.head_dim = 16;
+    c->text.mrope_section[0] = 4;
+    c->text.mrope_section[1] = 2;
+    c->text.mrope_section[2] = 2;
+    c->tie_word_embeddings = 1;
+}
+static void edit_one(tdm_model_config *c) {
+    c->text.num_layers = 1;
+    c->vision.n_deepstack = 0;
+}
+
+static void test_decode_shapes(void) {
+    rb_sample s = {.text_len = 5, .n_images = 2, .gh = {4, 2}, .gw = {2, 6}};
+    check_decode_cfg(&s, "kv heads == q heads", edit_mha);
+    check_decode_cfg(&s, "head_dim 16 != hidden/heads 8, tied", edit_wide);
+    check_decode_cfg(&s, "one layer, no DeepStack", edit_one);
+}
+
 static void test_decode_text_only(void) {
     rb_sample s = {.text_len = 9, .n_images = 0};
     check_decode(&s, "text only");
@@ -145,5 +169,6 @@ int main(void) {
     RUN(test_decode_text_only);
     RUN(test_decode_after_images);
     RUN(test_decode_needs_one_sequence);
+    RUN(test_decode_shapes);
     return TEST_SUMMARY();
 }

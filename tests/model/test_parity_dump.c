@@ -16,7 +16,9 @@
  * without an image), GQA (4 query / 2 kv heads), DeepStack taps at blocks 0, 2 and 3 of
  * 4 (the last one is the tower output), tied and untied lm_head, the freeze settings
  * none, vision+projector, llm (+lm_head), and long segments (an image of 192 patches, a
- * sample of 280 tokens) so attention runs over several tiles.
+ * sample of 280 tokens) so attention runs over several tiles. Config variants real
+ * checkpoints differ in: as many kv heads as query heads, head_dim wider than
+ * hidden / heads, one decoder layer without DeepStack, one vision block with one tap.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,25 +43,39 @@ static const rb_sample LONG_SAMPLES[] = {
     {.text_len = 140, .n_images = 0},
 };
 
+/* Config variants of the same small model: the shapes real checkpoints differ in. */
+enum pshape {
+    PSHAPE_BASE,       /* 4 query / 2 kv heads of 16 = hidden / heads, 3 layers, 3 DeepStack taps */
+    PSHAPE_MHA,        /* num_key_value_heads == num_attention_heads */
+    PSHAPE_WIDE_HEADS, /* head_dim 32 != hidden / heads 16: q/o projections wider than the residual */
+    PSHAPE_ONE_LAYER,  /* one decoder layer and no DeepStack taps */
+    PSHAPE_TAP_LAST,   /* one vision block, one decoder layer, a single tap at block 0 */
+};
+
 typedef struct pcase {
     const char *name;
     int tied;
     tdm_freeze freeze;
     const rb_sample *samples;
     int n_samples;
+    int shape; /* a pshape: the config variant */
 } pcase;
 
 static const pcase CASES[] = {
-    {"untied", 0, {0, 0, 0, 0}, SAMPLES, 3},
-    {"tied", 1, {0, 0, 0, 0}, SAMPLES, 3},
-    {"freeze_vision_projector", 0, {1, 1, 0, 0}, SAMPLES, 3},
-    {"freeze_llm", 0, {0, 0, 1, 1}, SAMPLES, 3},
-    {"tied_freeze_llm", 1, {0, 0, 1, 0}, SAMPLES, 3},
-    {"long_segments", 0, {0, 0, 0, 0}, LONG_SAMPLES, 2},
+    {"untied", 0, {0, 0, 0, 0}, SAMPLES, 3, PSHAPE_BASE},
+    {"tied", 1, {0, 0, 0, 0}, SAMPLES, 3, PSHAPE_BASE},
+    {"freeze_vision_projector", 0, {1, 1, 0, 0}, SAMPLES, 3, PSHAPE_BASE},
+    {"freeze_llm", 0, {0, 0, 1, 1}, SAMPLES, 3, PSHAPE_BASE},
+    {"tied_freeze_llm", 1, {0, 0, 1, 0}, SAMPLES, 3, PSHAPE_BASE},
+    {"long_segments", 0, {0, 0, 0, 0}, LONG_SAMPLES, 2, PSHAPE_BASE},
+    {"mha", 0, {0, 0, 0, 0}, SAMPLES, 3, PSHAPE_MHA},
+    {"wide_heads", 1, {0, 0, 0, 0}, SAMPLES, 3, PSHAPE_WIDE_HEADS},
+    {"one_layer_no_deepstack", 1, {0, 0, 0, 0}, SAMPLES, 3, PSHAPE_ONE_LAYER},
+    {"one_block_one_layer", 0, {0, 0, 0, 0}, SAMPLES, 3, PSHAPE_TAP_LAST},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
-static void parity_config(tdm_model_config *c, int tied) {
+static void parity_config(tdm_model_config *c, int tied, int shape) {
     /* vision 48 wide (4 heads of 12), text 64 wide (4 q / 2 kv heads of 16), vocab 96 */
     cfg_small(c, 48, 64, 4, 3, 96);
     c->vision.n_deepstack = 3;
@@ -70,6 +86,27 @@ static void parity_config(tdm_model_config *c, int tied) {
     c->text.mrope_section[1] = 2;
     c->text.mrope_section[2] = 2;
     c->tie_word_embeddings = tied;
+    switch (shape) {
+    case PSHAPE_MHA:
+        c->text.num_kv_heads = c->text.num_heads;
+        break;
+    case PSHAPE_WIDE_HEADS:
+        c->text.head_dim = 32;
+        c->text.mrope_section[0] = 8;
+        c->text.mrope_section[1] = 4;
+        c->text.mrope_section[2] = 4;
+        break;
+    case PSHAPE_ONE_LAYER:
+        c->text.num_layers = 1;
+        c->vision.n_deepstack = 0;
+        break;
+    case PSHAPE_TAP_LAST:
+        c->vision.depth = 1;
+        c->text.num_layers = 1;
+        c->vision.n_deepstack = 1;
+        c->vision.deepstack_indexes[0] = 0;
+        break;
+    }
 }
 
 /* Random weights with every path exercised: matrices N(0, 1/in), norm weights around
@@ -104,7 +141,7 @@ typedef struct run_out {
 static int run_case(const pcase *pc, run_out *o, tdm_error *err) {
     memset(o, 0, sizeof *o);
     tdm_model_config c;
-    parity_config(&c, pc->tied);
+    parity_config(&c, pc->tied, pc->shape);
     o->m = tdm_model_create(&c, &pc->freeze, err);
     if (!o->m) return -1;
     if (tdm_param_table_alloc(tdm_model_params(o->m), &o->data, &o->grad, err)) return -1;
