@@ -237,10 +237,15 @@ static int read_text(reader *r, const tdm_json *root, const tdm_json *tj, tdm_te
     if (read_bool(r, rope, where, "mrope_interleaved", 1, &t->mrope_interleaved, NULL)) return -1;
     if (!t->mrope_interleaved)
         return fail_field(r, where, "mrope_interleaved", "false is not supported (Qwen3-VL interleaves M-RoPE)");
-    char rope_type[32];
-    if (read_str(r, rope, where, "rope_type", "default", rope_type, sizeof rope_type)) return -1;
-    if (strcmp(rope_type, "default") != 0 && strcmp(rope_type, "mrope") != 0)
-        return fail_field(r, where, "rope_type", "\"%s\" is not supported (expected \"default\")", rope_type);
+    /* transformers still reads the older key "type" as rope_type (and lets it win when both are
+     * there): a {"type": "yarn", "factor": 4} must not pass as plain RoPE. */
+    static const char *const type_keys[] = {"rope_type", "type"};
+    for (int i = 0; i < 2; i++) {
+        char rope_type[32];
+        if (read_str(r, rope, where, type_keys[i], "default", rope_type, sizeof rope_type)) return -1;
+        if (strcmp(rope_type, "default") != 0 && strcmp(rope_type, "mrope") != 0)
+            return fail_field(r, where, type_keys[i], "\"%s\" is not supported (expected \"default\")", rope_type);
+    }
 
     double theta_text = 0, theta_rope = 0;
     int has_text = 0, has_rope = 0;

@@ -167,6 +167,11 @@ static void test_broken_configs(void) {
          "rope_theta"},
         {"not_interleaved", "\"mrope_interleaved\": true", "\"mrope_interleaved\": false", "mrope_interleaved"},
         {"yarn", "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"", "rope_type"},
+        /* transformers reads the older key "type" as rope_type (and lets it win) */
+        {"yarn_as_type", "\"rope_type\": \"default\"", "\"type\": \"yarn\", \"factor\": 4.0",
+         "text_config.rope_scaling.type"},
+        {"yarn_type_beside_default", "\"rope_type\": \"default\"", "\"rope_type\": \"default\", \"type\": \"yarn\"",
+         "text_config.rope_scaling.type"},
         {"no_rope", "\"rope_scaling\"", "\"rope_scalingz\"", "mrope_section"},
         {"attention_bias", "\"attention_bias\": false", "\"attention_bias\": true", "text_config.attention_bias"},
         {"bool_as_string", "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": \"false\"", "tie_word_embeddings"},
@@ -201,6 +206,9 @@ static void test_rope_places(void) {
                      &err, path);
     CHECK(rc == 0, "%s", err.msg);
     CHECK(rc != 0 || (c.text.mrope_section[0] == 12 && c.text.rope_theta == 5e6), "values");
+    /* Qwen2-VL's spelling, "type": "mrope", is plain M-RoPE. */
+    rc = load_edited("rope_type_mrope", "\"rope_type\": \"default\"", "\"type\": \"mrope\"", &c, &err, path);
+    CHECK(rc == 0, "%s", err.msg);
     /* A contradiction inside rope_parameters is reported there. */
     rc = load_edited("rope_parameters_sum", "\"rope_scaling\": {\n      \"mrope_interleaved\": true,\n      \"mrope_section\": [\n        12,",
                      "\"rope_parameters\": {\n      \"mrope_interleaved\": true,\n      \"mrope_section\": [\n        14,", &c,
