@@ -176,6 +176,10 @@ int cmd_dump_grads(int argc, char **argv) {
     if (!tok) { rc = fail(err.msg); goto done; }
     /* the ids the tokenizer gives must be the ones the model was configured with */
     if (tdm_feed_check_tokenizer(tok, tok_path, &cfg, &err) != 0) { rc = fail(err.msg); goto done; }
+    if (tdm_feed_check_preprocessor(&pp, tdm_file_exists(pp_path) ? pp_path : NULL, &cfg, &err) != 0) {
+        rc = fail(err.msg);
+        goto done;
+    }
     const char *files[1] = {data_path};
     tdm_data_options dopt = {.files = files, .n_files = 1, .image_root = image_root};
     data = tdm_data_open(&dopt, tok, &pp, &err);

@@ -57,6 +57,34 @@ int tdm_feed_check_tokenizer(const tdm_tokenizer *tok, const char *tok_path, con
     return 0;
 }
 
+int tdm_feed_check_preprocessor(const tdm_preproc_config *pp, const char *pp_path, const tdm_model_config *cfg,
+                                tdm_error *err) {
+    const tdm_vision_config *v = &cfg->vision;
+    const struct {
+        const char *pp_key, *cfg_key;
+        int pp_val, cfg_val;
+    } pairs[] = {
+        {"patch_size", "patch_size", pp->patch_size, v->patch_size},
+        {"temporal_patch_size", "temporal_patch_size", pp->temporal_patch_size, v->temporal_patch_size},
+        {"merge_size", "spatial_merge_size", pp->merge_size, v->spatial_merge_size},
+    };
+    char src[1200];
+    if (pp_path)
+        snprintf(src, sizeof src, "%s", pp_path);
+    else
+        snprintf(src, sizeof src, "the built-in preprocessor settings (no preprocessor_config.json found)");
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++)
+        if (pairs[i].pp_val != pairs[i].cfg_val)
+            return tdm_errorf(err, "%s: %s %d, but %s has vision_config.%s %d (%s)", src, pairs[i].pp_key,
+                              pairs[i].pp_val, cfg->path, pairs[i].cfg_key, pairs[i].cfg_val,
+                              pp_path ? "a preprocessor made for another model?"
+                                      : "put the model's preprocessor_config.json next to its config.json");
+    if (v->in_channels != 3)
+        return tdm_errorf(err, "%s: vision_config.in_channels %d, but %s gives images as 3 RGB channels", cfg->path,
+                          v->in_channels, src);
+    return 0;
+}
+
 tdm_feed *tdm_feed_create(const tdm_feed_options *o, tdm_error *err) {
     const tdm_train_args *a = o->args;
     tdm_feed *f = tdm_xcalloc(1, sizeof *f);
@@ -65,6 +93,9 @@ tdm_feed *tdm_feed_create(const tdm_feed_options *o, tdm_error *err) {
     if (!f->tok) goto fail;
     if (o->config && tdm_feed_check_tokenizer(f->tok, a->tokenizer, o->config, err) != 0) goto fail;
     if (tdm_feed_load_preprocessor(a->preprocessor, a->model, &f->pp, err) != 0) goto fail;
+    char pp_buf[2200];
+    const char *pp_path = tdm_feed_preprocessor_path(a->preprocessor, a->model, pp_buf, sizeof pp_buf);
+    if (o->config && tdm_feed_check_preprocessor(&f->pp, pp_path, o->config, err) != 0) goto fail;
     const char *files[TDM_ARGS_MAX_DATA];
     for (int i = 0; i < a->n_data; i++) files[i] = a->data[i];
     tdm_data_options d = {.files = files,

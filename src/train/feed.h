@@ -60,5 +60,12 @@ struct tdm_preproc_config;
 const char *tdm_feed_preprocessor_path(const char *flag_path, const char *model_path, char *buf, size_t cap);
 int tdm_feed_load_preprocessor(const char *flag_path, const char *model_path, struct tdm_preproc_config *pp,
                                tdm_error *err);
+/* The preprocessor cuts patches the way the model's vision tower expects them: the same
+ * patch_size, temporal_patch_size and merge_size (= spatial_merge_size) as cfg, and cfg's 3
+ * input channels (images are read as RGB). Otherwise the first image would fail far from the
+ * cause ("batch: patch_dim ...") or not at all. pp_path names the file, NULL for the built-in
+ * defaults. */
+int tdm_feed_check_preprocessor(const struct tdm_preproc_config *pp, const char *pp_path,
+                                const tdm_model_config *cfg, tdm_error *err);
 
 #endif

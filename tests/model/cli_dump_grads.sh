@@ -61,6 +61,12 @@ err=$("$TANDEM" dump-grads --model "$tmp/model" --tokenizer "$tmp/tok.json" --da
 if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [[ "$err" == *"nope.json"* ]]; then ok; else bad "missing data: rc $rc '$err'"; fi
 err=$("$TANDEM" dump-grads --model configs/tiny --tokenizer "$tmp/tok.json" --data "$tmp/d/four.json" --out "$tmp/x.safetensors" 2>&1 >/dev/null); rc=$?
 if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [[ "$err" == *"image_token_id"* ]]; then ok; else bad "vocabulary mismatch: rc $rc '$err'"; fi
+# a preprocessor that cuts other patches than the vision config expects (Qwen2.5-VL's 14) is refused at start
+mkdir -p "$tmp/m14" && cp "$tmp/model/config.json" "$tmp/m14/"
+sed 's/"patch_size": 16/"patch_size": 14/' "$tmp/model/preprocessor_config.json" >"$tmp/m14/preprocessor_config.json"
+err=$("$TANDEM" dump-grads --model "$tmp/m14" "${base[@]:2}" --out "$tmp/x.safetensors" 2>&1 >/dev/null); rc=$?
+if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [[ "$err" == *"m14/preprocessor_config.json: patch_size 14"* && \
+  "$err" == *"vision_config.patch_size 16"* ]]; then ok; else bad "preprocessor mismatch: rc $rc '$err'"; fi
 # a batch whose activations cannot fit in memory is refused before allocating, naming the file
 $PY -c 'import json,sys; json.dump([{"messages":[{"role":"user","content":"a b "*1500000},{"role":"assistant","content":"c"}]}], open(sys.argv[1],"w"))' "$tmp/huge.json"
 err=$("$TANDEM" dump-grads "${base[@]:0:4}" --data "$tmp/huge.json" --out "$tmp/x.safetensors" 2>&1 >/dev/null); rc=$?
