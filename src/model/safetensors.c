@@ -124,6 +124,10 @@ static int cmp_name(const void *a, const void *b) {
     return strcmp(((const tdm_st_tensor *)a)->name, ((const tdm_st_tensor *)b)->name);
 }
 
+static int cmp_name_ptr(const void *a, const void *b) {
+    return strcmp((*(const tdm_st_tensor *const *)a)->name, (*(const tdm_st_tensor *const *)b)->name);
+}
+
 /* One tensor's header entry: dtype, shape, offsets, checked against the data section. */
 static int parse_entry(const char *path, const char *name, const tdm_json *e, uint64_t data_size, tdm_st_tensor *t,
                        tdm_error *err) {
@@ -243,10 +247,19 @@ static int open_file(tdm_safetensors *st, const char *path, tdm_error *err) {
         st->n++;
     }
 
-    /* Sorted by position, the tensors must tile the data section: no overlap, no gap. */
+    /* A name written twice is reported as such, before it could read as two tensors that
+     * overlap (the same entry repeated) or as a tensor "in both" this file and itself. */
     int cnt = st->n - first;
     tdm_st_tensor **by = tdm_xmalloc((size_t)(cnt ? cnt : 1) * sizeof *by);
     for (int i = 0; i < cnt; i++) by[i] = &st->t[first + i];
+    qsort(by, (size_t)cnt, sizeof *by, cmp_name_ptr);
+    for (int i = 1; i < cnt; i++)
+        if (!strcmp(by[i]->name, by[i - 1]->name)) {
+            tdm_errorf(err, "%s: tensor \"%s\" appears twice in the header", path, by[i]->name);
+            free(by);
+            return -1;
+        }
+    /* Sorted by position, the tensors must tile the data section: no overlap, no gap. */
     qsort(by, (size_t)cnt, sizeof *by, cmp_begin);
     uint64_t at = 0;
     int rc = 0;
@@ -383,12 +396,7 @@ tdm_safetensors *tdm_safetensors_open(const char *path, tdm_error *err) {
     } else {
         rc = open_file(st, path, err);
     }
-    if (rc == 0 && st->n_files == 1) {
-        qsort(st->t, (size_t)st->n, sizeof *st->t, cmp_name);
-        for (int i = 1; i < st->n; i++)
-            if (!strcmp(st->t[i].name, st->t[i - 1].name))
-                rc = tdm_errorf(err, "%s: tensor \"%s\" appears twice in the header", st->files[0].path, st->t[i].name);
-    }
+    if (rc == 0 && st->n_files == 1) qsort(st->t, (size_t)st->n, sizeof *st->t, cmp_name);
     if (rc) {
         tdm_safetensors_close(st);
         return NULL;

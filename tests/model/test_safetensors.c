@@ -292,6 +292,11 @@ static void test_broken_files(void) {
          "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
          "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
          8, "twice"},
+        /* the same entry written twice (a tool that appended instead of replacing) */
+        {"duplicate_same_entry",
+         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+         4, "\"a\" appears twice"},
         {"not_json", "this is not json at all", 0, "safetensors header"},
         {"not_object", "[1, 2, 3]", 0, "object"},
         {"metadata_not_strings", "{\"__metadata__\":{\"step\":3}}", 0, "__metadata__"},
