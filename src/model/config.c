@@ -294,9 +294,8 @@ static int check_vision(reader *r, const tdm_vision_config *v, const tdm_text_co
         if (j > 0 && v->deepstack_indexes[j] <= v->deepstack_indexes[j - 1])
             return fail_field(r, s, "deepstack_visual_indexes", "entries must be strictly increasing");
     }
-    if (v->n_deepstack > t->num_layers)
-        return fail_field(r, s, "deepstack_visual_indexes", "%d taps but only %d decoder layers to add them after",
-                          v->n_deepstack, t->num_layers);
+    /* More taps than decoder layers is allowed, as in transformers: feature j joins after layer j
+     * while j < num_hidden_layers, the others reach nothing (a checkpoint cut down to a few layers). */
     if (strcmp(v->hidden_act, "gelu_pytorch_tanh") != 0)
         return fail_field(r, s, "hidden_act", "\"%s\" is not supported (expected \"gelu_pytorch_tanh\")",
                           v->hidden_act);

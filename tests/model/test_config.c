@@ -192,6 +192,18 @@ static void test_broken_configs(void) {
     }
 }
 
+/* Fewer decoder layers than DeepStack taps (a checkpoint cut down to 1 or 2 layers for a quick
+ * run) is a valid HF config: transformers adds feature j after layer j only while j < layers,
+ * and the later taps reach nothing. */
+static void test_fewer_layers_than_taps(void) {
+    tdm_model_config c;
+    tdm_error err;
+    char path[512];
+    int rc = load_edited("one_layer", "\"num_hidden_layers\": 4,", "\"num_hidden_layers\": 1,", &c, &err, path);
+    CHECK(rc == 0, "%s", err.msg);
+    CHECK(rc != 0 || (c.text.num_layers == 1 && c.vision.n_deepstack == 3), "values");
+}
+
 /* The HF 5.x layout (rope_parameters with rope_theta inside) and a top-level rope_scaling
  * are both accepted and give the same values. */
 static void test_rope_places(void) {
@@ -266,6 +278,7 @@ int main(void) {
     RUN(test_shipped_tiny);
     RUN(test_broken_configs);
     RUN(test_rope_places);
+    RUN(test_fewer_layers_than_taps);
     RUN(test_missing_file);
     free(tiny_text);
     char cmd[300];
