@@ -27,6 +27,7 @@ typedef struct reader {
     const char *file; /* for messages */
     tdm_error *err;
     char rope_where[64]; /* where the rotary settings were found, e.g. "text_config.rope_scaling" */
+    int vocab;           /* text_config.vocab_size, once read */
 } reader;
 
 /* "vision_config" + "depth" -> "vision_config.depth"; top level has an empty section. */
@@ -258,14 +259,33 @@ static int read_text(reader *r, const tdm_json *root, const tdm_json *tj, tdm_te
     return 0;
 }
 
+/* A token id that transformers also takes as a list (eos_token_id): an integer, or a non-empty
+ * list of them of which the first counts; every entry must be below `vocab`. */
+static int read_id_or_list(reader *r, const tdm_json *obj, const char *sect, const char *key, int def, int vocab,
+                           int *out) {
+    const tdm_json *v = tdm_json_get(obj, key);
+    if (!v || v->type != TDM_JSON_ARRAY) return OPT_INT(obj, sect, key, 0, INT32_MAX, def, out);
+    int ids[16], n = 0;
+    if (read_int_array(r, obj, sect, key, 16, 0, INT32_MAX, ids, &n)) return -1;
+    if (n == 0) return fail_field(r, sect, key, "an empty list (a token id or a list of them is expected)");
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= vocab)
+            return fail_field(r, sect, key, "entry %d: %d is not below text_config.vocab_size %d", i, ids[i], vocab);
+    *out = ids[0];
+    return 0;
+}
+
 /* Optional integer that may sit in text_config or at the top level (text_config wins);
- * both present and different is a contradiction. */
-static int read_either_int(reader *r, const tdm_json *root, const tdm_json *tj, const char *key, int def,
+ * both present and different is a contradiction. lists: eos_token_id's list form is accepted. */
+static int read_either_int(reader *r, const tdm_json *root, const tdm_json *tj, const char *key, int def, int lists,
                            int *out) {
     int a = def, b = def;
     const tdm_json *in_text = tdm_json_get(tj, key), *in_root = tdm_json_get(root, key);
-    if (OPT_INT(tj, "text_config", key, 0, INT32_MAX, def, &a) || OPT_INT(root, "", key, 0, INT32_MAX, def, &b))
-        return -1;
+    int rc = lists ? read_id_or_list(r, tj, "text_config", key, def, r->vocab, &a) ||
+                         read_id_or_list(r, root, "", key, def, r->vocab, &b)
+                   : OPT_INT(tj, "text_config", key, 0, INT32_MAX, def, &a) ||
+                         OPT_INT(root, "", key, 0, INT32_MAX, def, &b);
+    if (rc) return -1;
     int ht = in_text && in_text->type != TDM_JSON_NULL, hr = in_root && in_root->type != TDM_JSON_NULL;
     if (ht && hr && a != b) return fail_field(r, "text_config", key, "%d contradicts the top-level %s %d", a, key, b);
     *out = ht ? a : b;
@@ -347,7 +367,7 @@ static int check_token(reader *r, const char *sect, const char *key, int id, int
 int tdm_model_config_parse(const char *json, size_t len, const char *name, tdm_model_config *cfg, tdm_error *err) {
     memset(cfg, 0, sizeof *cfg);
     snprintf(cfg->path, sizeof cfg->path, "%s", name);
-    reader rd = {name, err, ""}, *r = &rd;
+    reader rd = {name, err, "", 0}, *r = &rd;
     tdm_json_doc *doc = tdm_json_parse(json, len, name, err);
     if (!doc) return -1;
     const tdm_json *root = tdm_json_root(doc);
@@ -366,6 +386,7 @@ int tdm_model_config_parse(const char *json, size_t len, const char *name, tdm_m
     const tdm_json *tj = vj ? require_object(r, root, "text_config") : NULL;
     if (!tj) goto out;
     if (read_vision(r, vj, &cfg->vision) || read_text(r, root, tj, &cfg->text)) goto out;
+    rd.vocab = cfg->text.vocab_size;
 
     int tie_root = 0, tie_text = 0, has_root = 0, has_text = 0;
     if (read_bool(r, root, "", "tie_word_embeddings", 0, &tie_root, &has_root) ||
@@ -382,9 +403,9 @@ int tdm_model_config_parse(const char *json, size_t len, const char *name, tdm_m
         OPT_INT(root, "", "video_token_id", 0, INT32_MAX, 151656, &cfg->video_token_id) ||
         OPT_INT(root, "", "vision_start_token_id", 0, INT32_MAX, 151652, &cfg->vision_start_token_id) ||
         OPT_INT(root, "", "vision_end_token_id", 0, INT32_MAX, 151653, &cfg->vision_end_token_id) ||
-        read_either_int(r, root, tj, "bos_token_id", -1, &cfg->bos_token_id) ||
-        read_either_int(r, root, tj, "eos_token_id", -1, &cfg->eos_token_id) ||
-        read_either_int(r, root, tj, "pad_token_id", -1, &cfg->pad_token_id))
+        read_either_int(r, root, tj, "bos_token_id", -1, 0, &cfg->bos_token_id) ||
+        read_either_int(r, root, tj, "eos_token_id", -1, 1, &cfg->eos_token_id) ||
+        read_either_int(r, root, tj, "pad_token_id", -1, 0, &cfg->pad_token_id))
         goto out;
 
     if (check_text(r, &cfg->text) || check_vision(r, &cfg->vision, &cfg->text)) goto out;

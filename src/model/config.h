@@ -57,7 +57,8 @@ typedef struct tdm_model_config {
     int video_token_id;
     int vision_start_token_id;
     int vision_end_token_id;
-    /* Optional in config.json (text_config first, then top level); -1 when absent.
+    /* Optional in config.json (text_config first, then top level); -1 when absent. eos_token_id
+     * may also be a list of ids, as transformers allows: the first is kept here.
      * pad_token_id is what the data loader pads with; the shipped configs leave it out
      * of text_config, so the embedding has no padding row (HF padding_idx = None). */
     int bos_token_id;

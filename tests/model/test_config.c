@@ -152,6 +152,8 @@ static void test_broken_configs(void) {
         {"vision_head_dim_not_4", "\"num_heads\": 4,", "\"num_heads\": 64,", "vision_config.num_heads"},
         {"image_token_past_vocab", "\"image_token_id\": 1010", "\"image_token_id\": 1024", "image_token_id"},
         {"eos_past_vocab", "\"eos_token_id\": 1000", "\"eos_token_id\": 5000", "text_config.eos_token_id"},
+        {"eos_list_past_vocab", "\"eos_token_id\": 1000", "\"eos_token_id\": [1000, 5000]", "text_config.eos_token_id"},
+        {"eos_list_of_strings", "\"eos_token_id\": 1000", "\"eos_token_id\": [\"</s>\"]", "text_config.eos_token_id"},
         {"text_act", "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", "text_config.hidden_act"},
         {"vision_act", "\"hidden_act\": \"gelu_pytorch_tanh\"", "\"hidden_act\": \"relu\"", "vision_config.hidden_act"},
         {"model_type", "\"model_type\": \"qwen3_vl\"", "\"model_type\": \"qwen2_vl\"", "model_type"},
@@ -195,6 +197,17 @@ static void test_broken_configs(void) {
 /* Fewer decoder layers than DeepStack taps (a checkpoint cut down to 1 or 2 layers for a quick
  * run) is a valid HF config: transformers adds feature j after layer j only while j < layers,
  * and the later taps reach nothing. */
+/* transformers allows a list of end-of-sequence ids (Llama 3, many fine-tunes): the first is the
+ * model's eos_token_id, every one must be in the vocabulary. */
+static void test_eos_list(void) {
+    tdm_model_config c;
+    tdm_error err;
+    char path[512];
+    int rc = load_edited("eos_list", "\"eos_token_id\": 1000", "\"eos_token_id\": [1000, 998]", &c, &err, path);
+    CHECK(rc == 0, "%s", err.msg);
+    CHECK(rc != 0 || c.eos_token_id == 1000, "eos %d", c.eos_token_id);
+}
+
 static void test_fewer_layers_than_taps(void) {
     tdm_model_config c;
     tdm_error err;
@@ -279,6 +292,7 @@ int main(void) {
     RUN(test_broken_configs);
     RUN(test_rope_places);
     RUN(test_fewer_layers_than_taps);
+    RUN(test_eos_list);
     RUN(test_missing_file);
     free(tiny_text);
     char cmd[300];
