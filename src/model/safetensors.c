@@ -197,6 +197,14 @@ static int open_file(tdm_safetensors *st, const char *path, tdm_error *err) {
     unsigned char lenb[8];
     if (size < 8 || pread_full(f->fd, lenb, 8, 0) != 0)
         return tdm_errorf(err, "%s: %llu bytes, too short for the 8-byte header length", path, (unsigned long long)size);
+    /* A Hugging Face clone made without git-lfs leaves ~130-byte text pointers in place of the
+     * weights; their first 8 bytes, "version ", would read as an absurd header length. */
+    static const char lfs[] = "version https://git-lfs";
+    char head[sizeof lfs - 1];
+    if (size < 1024 && size >= sizeof head && pread_full(f->fd, head, sizeof head, 0) == 0 &&
+        !memcmp(head, lfs, sizeof head))
+        return tdm_errorf(err, "%s: a Git LFS pointer of %llu bytes, not the tensor data (fetch the weights: "
+                               "git lfs pull, or download the file)", path, (unsigned long long)size);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | lenb[i];
     if (hlen > TDM_ST_MAX_HEADER)

@@ -340,6 +340,15 @@ static void test_broken_files(void) {
     CHECK(tdm_safetensors_open(path, &err) == NULL && strstr(err.msg, path), "stub: %s", err.msg);
     tpath(path, "does_not_exist.safetensors");
     CHECK(tdm_safetensors_open(path, &err) == NULL && strstr(err.msg, path), "missing: %s", err.msg);
+    /* A Hugging Face clone made without git-lfs holds pointer files where the weights should be. */
+    tpath(path, "lfs_pointer.safetensors");
+    f = fopen(path, "wb");
+    fputs("version https://git-lfs.github.com/spec/v1\n"
+          "oid sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\nsize 4902257696\n", f);
+    fclose(f);
+    CHECK(tdm_safetensors_open(path, &err) == NULL && strstr(err.msg, path) && strstr(err.msg, "Git LFS pointer") &&
+              strstr(err.msg, "git lfs pull"),
+          "LFS pointer: %s", err.msg);
 
     /* A good file cut short: its last tensor no longer fits. */
     tpath(path, "truncated.safetensors");
