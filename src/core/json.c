@@ -363,6 +363,11 @@ tdm_json_doc *tdm_json_parse_bounded(const char *text, size_t len, const char *n
     }
     return doc;
 err:
+    /* A Hugging Face clone made without git-lfs holds small text pointers in place of large
+     * files (tokenizer.json): say so rather than point at column 1. */
+    if (len < 1024 && len >= 23 && !memcmp(text, "version https://git-lfs", 23))
+        tdm_errorf(err, "%s: a Git LFS pointer, not the file's content (fetch it: git lfs pull, or download the file)",
+                   ps.name);
     tdm_json_free(doc);
     return NULL;
 }

@@ -48,6 +48,10 @@ static void test_json_errors(void) {
     tdm_error err;
     CHECK(parse("{\n  \"a\": 1\n  \"b\": 2}", &err) == NULL, "missing comma");
     CHECK(strstr(err.msg, "t.json:3:3") != NULL, "line:col in %s", err.msg);
+    /* a Git LFS pointer where the file should be (tokenizer.json of an HF clone made without git-lfs) */
+    CHECK(parse("version https://git-lfs.github.com/spec/v1\noid sha256:00ff\nsize 11422654\n", &err) == NULL &&
+              strstr(err.msg, "t.json: a Git LFS pointer") && strstr(err.msg, "git lfs pull"),
+          "LFS pointer: %s", err.msg);
     /* depth bound */
     char deep[1200];
     memset(deep, '[', 600);
