@@ -407,6 +407,9 @@ int tdm_model_config_parse(const char *json, size_t len, const char *name, tdm_m
         read_either_int(r, root, tj, "eos_token_id", -1, 1, &cfg->eos_token_id) ||
         read_either_int(r, root, tj, "pad_token_id", -1, 0, &cfg->pad_token_id))
         goto out;
+    /* Only text_config's copy becomes the embedding's padding_idx, as in transformers. */
+    const tdm_json *tpad = tdm_json_get(tj, "pad_token_id");
+    cfg->text.padding_idx = tpad && tpad->type != TDM_JSON_NULL ? cfg->pad_token_id : -1;
 
     if (check_text(r, &cfg->text) || check_vision(r, &cfg->vision, &cfg->text)) goto out;
     int V = cfg->text.vocab_size;

@@ -46,6 +46,9 @@ typedef struct tdm_text_config {
     int mrope_interleaved;
     int max_position_embeddings;
     char hidden_act[32];      /* "silu" */
+    /* text_config.pad_token_id, -1 when absent: HF's nn.Embedding padding_idx, whose row the
+     * token lookup leaves without gradient (the top-level pad_token_id does not set it) */
+    int padding_idx;
 } tdm_text_config;
 
 typedef struct tdm_model_config {
@@ -59,8 +62,8 @@ typedef struct tdm_model_config {
     int vision_end_token_id;
     /* Optional in config.json (text_config first, then top level); -1 when absent. eos_token_id
      * may also be a list of ids, as transformers allows: the first is kept here.
-     * pad_token_id is what the data loader pads with; the shipped configs leave it out
-     * of text_config, so the embedding has no padding row (HF padding_idx = None). */
+     * The shipped configs leave pad_token_id out of text_config, so the embedding has no
+     * padding row (text.padding_idx -1, HF padding_idx = None). */
     int bos_token_id;
     int eos_token_id;
     int pad_token_id;

@@ -205,7 +205,17 @@ void tdm_decoder_backward(tdm_model *m, const tdm_batch *b, int n_image_rows, in
 
     tdm_model_unit_begin(m, m->u_embed, 1, &t0);
     float *dE = tdm_model_gradp(m, m->embed);
-    if (dE) TDM_KERNEL("embedding_bw", tdm_embedding_backward(dE, a->g, a->embed_ids, T, h));
+    if (dE) {
+        /* HF's nn.Embedding(padding_idx = text_config.pad_token_id): the lookups of that row add
+         * nothing to its gradient (a tied lm_head's share, added earlier, stays). The kernel skips
+         * negative ids, so those rows are hidden from it for the call. */
+        int pad = tc->padding_idx, hidden = 0;
+        for (int i = 0; pad >= 0 && i < T; i++)
+            if (a->embed_ids[i] == pad) a->embed_ids[i] = -2, hidden = 1;
+        TDM_KERNEL("embedding_bw", tdm_embedding_backward(dE, a->g, a->embed_ids, T, h));
+        for (int i = 0; hidden && i < T; i++)
+            if (a->embed_ids[i] == -2) a->embed_ids[i] = pad;
+    }
     tdm_model_grad_ready(m, m->embed);
     if (need_vision)
         for (int r = 0; r < n_image_rows; r++)

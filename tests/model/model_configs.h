@@ -23,6 +23,7 @@ static inline void cfg_common(tdm_model_config *c) {
     c->text.mrope_interleaved = 1;
     c->text.max_position_embeddings = 262144;
     snprintf(c->text.hidden_act, sizeof c->text.hidden_act, "silu");
+    c->text.padding_idx = -1;
     c->image_token_id = 151655;
     c->video_token_id = 151656;
     c->vision_start_token_id = 151652;

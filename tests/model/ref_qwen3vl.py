@@ -275,7 +275,10 @@ def forward(W, cfg, batch):
     h, nh, nkv, hd = t["hidden_size"], t["num_attention_heads"], t["num_key_value_heads"], t["head_dim"]
     eps = t["rms_norm_eps"]
     pt = "model.language_model."
-    x = W[pt + "embed_tokens.weight"][torch.tensor(ids)]
+    # HF builds nn.Embedding(vocab, h, padding_idx=text_config.pad_token_id): the lookup of that
+    # row passes no gradient back to it (the top-level pad_token_id does not count)
+    x = torch.nn.functional.embedding(torch.tensor(ids), W[pt + "embed_tokens.weight"],
+                                      padding_idx=t.get("pad_token_id"))
     img = torch.tensor(ids == cfg["image_token_id"])
     feats = []
     if len(grids) > 0:

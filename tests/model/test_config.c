@@ -92,6 +92,7 @@ static void test_shipped_tiny(void) {
               t->mrope_section[2] == 10 && t->mrope_interleaved,
           "rope");
     CHECK(c.tie_word_embeddings == 0, "tiny is untied");
+    CHECK(c.text.padding_idx == -1, "a top-level pad_token_id is no padding_idx: %d", c.text.padding_idx);
     CHECK(c.bos_token_id == 998 && c.pad_token_id == 998 && c.eos_token_id == 1000, "bos %d pad %d eos %d",
           c.bos_token_id, c.pad_token_id, c.eos_token_id);
     CHECK(c.vision_start_token_id == 1007 && c.vision_end_token_id == 1008 && c.image_token_id == 1010 &&
@@ -208,6 +209,17 @@ static void test_eos_list(void) {
     CHECK(rc != 0 || c.eos_token_id == 1000, "eos %d", c.eos_token_id);
 }
 
+/* text_config.pad_token_id is the embedding's padding_idx (HF: no gradient through its lookups). */
+static void test_text_pad_token(void) {
+    tdm_model_config c;
+    tdm_error err;
+    char path[512];
+    int rc = load_edited("text_pad", "\"bos_token_id\": 998,", "\"bos_token_id\": 998, \"pad_token_id\": 998,", &c,
+                         &err, path);
+    CHECK(rc == 0, "%s", err.msg);
+    CHECK(rc != 0 || (c.text.padding_idx == 998 && c.pad_token_id == 998), "padding_idx %d", c.text.padding_idx);
+}
+
 static void test_fewer_layers_than_taps(void) {
     tdm_model_config c;
     tdm_error err;
@@ -293,6 +305,7 @@ int main(void) {
     RUN(test_rope_places);
     RUN(test_fewer_layers_than_taps);
     RUN(test_eos_list);
+    RUN(test_text_pad_token);
     RUN(test_missing_file);
     free(tiny_text);
     char cmd[300];

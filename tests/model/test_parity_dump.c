@@ -19,7 +19,8 @@
  * sample of 280 tokens) so attention runs over several tiles. Config variants real
  * checkpoints differ in: as many kv heads as query heads, head_dim wider than
  * hidden / heads, one decoder layer without DeepStack, one vision block with one tap,
- * more DeepStack taps than decoder layers.
+ * more DeepStack taps than decoder layers, a text_config.pad_token_id (the embedding's padding_idx) that
+ * occurs in the batch, tied and untied.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ enum pshape {
     PSHAPE_ONE_LAYER,  /* one decoder layer and no DeepStack taps */
     PSHAPE_TAP_LAST,   /* one vision block, one decoder layer, a single tap at block 0 */
     PSHAPE_TAPS_PAST,  /* three taps but two decoder layers: the third feature reaches nothing */
+    PSHAPE_PAD_ROW,    /* text_config.pad_token_id = <|vision_start|>, a token of every image sample */
 };
 
 typedef struct pcase {
@@ -75,6 +77,8 @@ static const pcase CASES[] = {
     {"one_layer_no_deepstack", 1, {0, 0, 0, 0}, SAMPLES, 3, PSHAPE_ONE_LAYER},
     {"one_block_one_layer", 0, {0, 0, 0, 0}, SAMPLES, 3, PSHAPE_TAP_LAST},
     {"taps_past_layers", 0, {0, 0, 0, 0}, SAMPLES, 3, PSHAPE_TAPS_PAST},
+    {"text_pad_token", 0, {0, 0, 0, 0}, SAMPLES, 3, PSHAPE_PAD_ROW},
+    {"text_pad_token_tied", 1, {0, 0, 0, 0}, SAMPLES, 3, PSHAPE_PAD_ROW},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -102,6 +106,9 @@ static void parity_config(tdm_model_config *c, int tied, int shape) {
     case PSHAPE_ONE_LAYER:
         c->text.num_layers = 1;
         c->vision.n_deepstack = 0;
+        break;
+    case PSHAPE_PAD_ROW:
+        c->text.padding_idx = c->vision_start_token_id;
         break;
     case PSHAPE_TAPS_PAST:
         c->text.num_layers = 2;
@@ -248,10 +255,12 @@ static int write_config(const char *path, const tdm_model_config *c) {
                " \"num_key_value_heads\": %d, \"head_dim\": %d, \"intermediate_size\": %d, \"vocab_size\": %d,"
                " \"rope_theta\": %.17g, \"rms_norm_eps\": %.17g, \"hidden_act\": \"%s\", \"attention_bias\": false,"
                " \"rope_scaling\": {\"rope_type\": \"default\", \"mrope_section\": [%d, %d, %d],"
-               " \"mrope_interleaved\": %s}}}\n",
+               " \"mrope_interleaved\": %s}",
             t->hidden_size, t->num_layers, t->num_heads, t->num_kv_heads, t->head_dim, t->intermediate_size,
             t->vocab_size, t->rope_theta, t->rms_norm_eps, t->hidden_act, t->mrope_section[0], t->mrope_section[1],
             t->mrope_section[2], t->mrope_interleaved ? "true" : "false");
+    if (t->padding_idx >= 0) fprintf(f, ", \"pad_token_id\": %d", t->padding_idx);
+    fprintf(f, "}}\n");
     return fclose(f);
 }
 
