@@ -226,6 +226,15 @@ static int read_text(reader *r, const tdm_json *root, const tdm_json *tj, tdm_te
     int bias = 0;
     if (read_bool(r, tj, s, "attention_bias", 0, &bias, NULL)) return -1;
     if (bias) return fail_field(r, s, "attention_bias", "true is not supported (Qwen3-VL has no attention biases)");
+    /* transformers drops attention probabilities in training when this is non-zero; the model
+     * here has no dropout, so anything but 0 would train another model without a word. */
+    const tdm_json *drop = tdm_json_get(tj, "attention_dropout");
+    if (drop && drop->type != TDM_JSON_NULL && drop->type != TDM_JSON_NUMBER)
+        return fail_field(r, s, "attention_dropout", "expected a number, found %s (line %d)",
+                          tdm_json_type_name(drop->type), drop->line);
+    if (drop && drop->type == TDM_JSON_NUMBER && drop->num != 0)
+        return fail_field(r, s, "attention_dropout", "%g is not supported (expected 0.0: no attention dropout here)",
+                          drop->num);
 
     char *where = r->rope_where;
     const tdm_json *rope = find_rope(r, root, tj, where, sizeof r->rope_where);

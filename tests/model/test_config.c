@@ -177,6 +177,11 @@ static void test_broken_configs(void) {
          "text_config.rope_scaling.type"},
         {"no_rope", "\"rope_scaling\"", "\"rope_scalingz\"", "mrope_section"},
         {"attention_bias", "\"attention_bias\": false", "\"attention_bias\": true", "text_config.attention_bias"},
+        /* transformers applies attention dropout in training: it cannot be silently dropped */
+        {"attention_dropout", "\"attention_dropout\": 0.0", "\"attention_dropout\": 0.1",
+         "text_config.attention_dropout: 0.1"},
+        {"attention_dropout_string", "\"attention_dropout\": 0.0", "\"attention_dropout\": \"0\"",
+         "text_config.attention_dropout"},
         {"bool_as_string", "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": \"false\"", "tie_word_embeddings"},
         {"malformed_json", "\"model_type\": \"qwen3_vl\",", "\"model_type\": \"qwen3_vl\" ", ":"},
         {"too_many_deepstack", "0,\n      1,\n      2\n", "0, 1, 2, 3, 4, 5, 6, 7, 8\n", "deepstack_visual_indexes"},
