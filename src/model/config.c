@@ -285,9 +285,11 @@ static int read_id_or_list(reader *r, const tdm_json *obj, const char *sect, con
 }
 
 /* Optional integer that may sit in text_config or at the top level (text_config wins);
- * both present and different is a contradiction. lists: eos_token_id's list form is accepted. */
+ * both present and different is a contradiction, except with `independent` (pad_token_id:
+ * transformers keeps the two apart, text_config's is the embedding's padding_idx).
+ * lists: eos_token_id's list form is accepted. */
 static int read_either_int(reader *r, const tdm_json *root, const tdm_json *tj, const char *key, int def, int lists,
-                           int *out) {
+                           int independent, int *out) {
     int a = def, b = def;
     const tdm_json *in_text = tdm_json_get(tj, key), *in_root = tdm_json_get(root, key);
     int rc = lists ? read_id_or_list(r, tj, "text_config", key, def, r->vocab, &a) ||
@@ -296,7 +298,8 @@ static int read_either_int(reader *r, const tdm_json *root, const tdm_json *tj, 
                          OPT_INT(root, "", key, 0, INT32_MAX, def, &b);
     if (rc) return -1;
     int ht = in_text && in_text->type != TDM_JSON_NULL, hr = in_root && in_root->type != TDM_JSON_NULL;
-    if (ht && hr && a != b) return fail_field(r, "text_config", key, "%d contradicts the top-level %s %d", a, key, b);
+    if (ht && hr && a != b && !independent)
+        return fail_field(r, "text_config", key, "%d contradicts the top-level %s %d", a, key, b);
     *out = ht ? a : b;
     return 0;
 }
@@ -412,9 +415,9 @@ int tdm_model_config_parse(const char *json, size_t len, const char *name, tdm_m
         OPT_INT(root, "", "video_token_id", 0, INT32_MAX, 151656, &cfg->video_token_id) ||
         OPT_INT(root, "", "vision_start_token_id", 0, INT32_MAX, 151652, &cfg->vision_start_token_id) ||
         OPT_INT(root, "", "vision_end_token_id", 0, INT32_MAX, 151653, &cfg->vision_end_token_id) ||
-        read_either_int(r, root, tj, "bos_token_id", -1, 0, &cfg->bos_token_id) ||
-        read_either_int(r, root, tj, "eos_token_id", -1, 1, &cfg->eos_token_id) ||
-        read_either_int(r, root, tj, "pad_token_id", -1, 0, &cfg->pad_token_id))
+        read_either_int(r, root, tj, "bos_token_id", -1, 0, 0, &cfg->bos_token_id) ||
+        read_either_int(r, root, tj, "eos_token_id", -1, 1, 0, &cfg->eos_token_id) ||
+        read_either_int(r, root, tj, "pad_token_id", -1, 0, 1, &cfg->pad_token_id))
         goto out;
     /* Only text_config's copy becomes the embedding's padding_idx, as in transformers. */
     const tdm_json *tpad = tdm_json_get(tj, "pad_token_id");

@@ -54,6 +54,20 @@ for mode in none vision_projector llm; do
   else bad "--out tensors ($mode)"; fi
 done
 
+# text_config.pad_token_id = <|im_start|> (in every sample): HF's embedding padding_idx, whose row
+# gets no gradient from its lookups; the reference checks that through F.embedding(padding_idx)
+mkdir -p "$tmp/mpad" && cp "$tmp/model/preprocessor_config.json" "$tmp/mpad/"
+$PY -c 'import json,sys; c=json.load(open(sys.argv[1])); c["text_config"]["pad_token_id"]=300-26+1
+json.dump(c,open(sys.argv[2],"w"))' "$tmp/model/config.json" "$tmp/mpad/config.json"
+if "$TANDEM" dump-grads --model "$tmp/mpad" "${base[@]:2}" --out "$tmp/g_pad.safetensors" --save-inputs "$tmp/s_pad" \
+  >/dev/null; then
+  out=$($PY tests/model/ref_qwen3vl.py "$tmp/s_pad" --tol 1e-4 2>&1); rc=$?
+  printf '%s\n' "$out" | grep -v ' passed, .* failed$' | sed "s/^dump-grads/dump-grads text pad_token_id/"
+  if [ $rc -eq 0 ]; then ok; else bad "reference parity with text_config.pad_token_id"; fi
+else
+  bad "dump-grads with text_config.pad_token_id"
+fi
+
 # errors: one sentence naming the input, non-zero exit, no core dump
 err=$("$TANDEM" dump-grads "${base[@]}" 2>&1 >/dev/null); rc=$?
 if [ $rc -ne 0 ] && [[ "$err" == *"--out"* ]]; then ok; else bad "missing --out: rc $rc '$err'"; fi

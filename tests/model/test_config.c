@@ -223,6 +223,11 @@ static void test_text_pad_token(void) {
                          &err, path);
     CHECK(rc == 0, "%s", err.msg);
     CHECK(rc != 0 || (c.text.padding_idx == 998 && c.pad_token_id == 998), "padding_idx %d", c.text.padding_idx);
+    /* the top-level pad_token_id (998 in tiny) may differ: transformers keeps them apart */
+    rc = load_edited("text_pad_other", "\"bos_token_id\": 998,", "\"bos_token_id\": 998, \"pad_token_id\": 1001,", &c,
+                     &err, path);
+    CHECK(rc == 0, "%s", err.msg);
+    CHECK(rc != 0 || c.text.padding_idx == 1001, "padding_idx %d", c.text.padding_idx);
 }
 
 static void test_fewer_layers_than_taps(void) {
