@@ -55,6 +55,28 @@ static int opt_triple(const tdm_json *obj, const char *key, int positive, double
     return 0;
 }
 
+/* The processor's switches and settings that tandem implements one way only: a config that
+ * asks for another way is refused, not silently preprocessed the usual way. */
+static int check_fixed_steps(const tdm_json *root, const char *file, tdm_error *err) {
+    static const char *const must_be_true[] = {"do_resize", "do_rescale", "do_normalize", "do_convert_rgb"};
+    for (size_t i = 0; i < sizeof must_be_true / sizeof *must_be_true; i++) {
+        const tdm_json *v = tdm_json_get(root, must_be_true[i]);
+        if (v && v->type != TDM_JSON_TRUE)
+            return tdm_errorf(err, "%s: \"%s\": expected true (tandem always resizes with smart_resize, rescales "
+                              "by 1/255, normalizes with image_mean/image_std and converts to RGB)", file,
+                              must_be_true[i]);
+    }
+    const tdm_json *v = tdm_json_get(root, "rescale_factor");
+    if (v && (v->type != TDM_JSON_NUMBER || fabs(v->num * 255.0 - 1.0) > 1e-9))
+        return tdm_errorf(err, "%s: \"rescale_factor\": expected 1/255 = 0.00392156862745098 (pixels are scaled "
+                          "from 0..255 to 0..1)", file);
+    v = tdm_json_get(root, "resample");
+    if (v && (v->type != TDM_JSON_NUMBER || !v->is_int || v->i64 != 3))
+        return tdm_errorf(err, "%s: \"resample\": expected 3 (PIL's bicubic, the only resampling tandem implements)",
+                          file);
+    return 0;
+}
+
 int tdm_preproc_config_load(const char *path, tdm_preproc_config *c, tdm_error *err) {
     tdm_preproc_config_default(c);
     char file[1100];
@@ -80,6 +102,7 @@ int tdm_preproc_config_load(const char *path, tdm_preproc_config *c, tdm_error *
     /* The bounds are the model config's (patch 1..64, merge 1..8) and the decoder's pixel
      * limit: every resized image, and so every patch buffer, stays bounded by them. */
     const int64_t max_px = TDM_IMAGE_MAX_PIXELS;
+    if (check_fixed_steps(root, file, err) != 0) goto done;
     if (opt_int(root, "patch_size", 1, 64, &P, file, err) ||
         opt_int(root, "temporal_patch_size", 1, 16, &T, file, err) || opt_int(root, "merge_size", 1, 8, &m, file, err))
         goto done;

@@ -267,6 +267,18 @@ static void test_config_file(void) {
         CHECK(tdm_preproc_config_load(path, &c, &err) != 0 && strstr(err.msg, key[i]) && strstr(err.msg, "pp.json"),
               "%s: %s", huge[i], err.msg);
     }
+    /* steps done one way only: asking for another way is refused (it was preprocessed the usual way) */
+    const char *fixed[] = {"{\"do_normalize\": false}", "{\"do_rescale\": false}", "{\"do_resize\": false}",
+                           "{\"do_convert_rgb\": false}", "{\"rescale_factor\": 1.0}", "{\"resample\": 2}"};
+    const char *fkey[] = {"do_normalize", "do_rescale", "do_resize", "do_convert_rgb", "rescale_factor", "resample"};
+    for (int i = 0; i < 6; i++) {
+        tdm_write_file_atomic(path, fixed[i], strlen(fixed[i]), &err);
+        CHECK(tdm_preproc_config_load(path, &c, &err) != 0 && strstr(err.msg, fkey[i]) && strstr(err.msg, "pp.json"),
+              "%s: %s", fixed[i], err.msg);
+    }
+    const char *usual = "{\"do_normalize\": true, \"rescale_factor\": 0.00392156862745098, \"resample\": 3}";
+    tdm_write_file_atomic(path, usual, strlen(usual), &err);
+    CHECK(tdm_preproc_config_load(path, &c, &err) == 0, "the usual settings: %s", err.msg);
     int32_t g[3];
     /* tiny config: a 64x128 image stays, 200x200 shrinks to 128x128 (16384 pixels) */
     tdm_preproc_config_load("configs/tiny", &c, &err);
