@@ -104,7 +104,8 @@ static int load_vocab(tdm_tokenizer *t, const tdm_json *model, tdm_error *err) {
     return 0;
 }
 
-/* One merge, as "left right" (tokenizers < 0.20) or ["left", "right"]. */
+/* One merge, as "left right" (tokenizers < 0.20) or ["left", "right"]; both sides and their
+ * concatenation must be vocabulary entries. */
 static int load_merge(tdm_tokenizer *t, const tdm_json *m, size_t rank, tdm_error *err) {
     const char *l, *r;
     size_t ln, rn;
@@ -134,6 +135,12 @@ static int load_merge(tdm_tokenizer *t, const tdm_json *m, size_t rank, tdm_erro
     memcpy(cat + ln, r, rn);
     int32_t res = symbol(t, cat, ln + rn);
     if (cat != stackbuf) free(cat);
+    /* Hugging Face tokenizers refuses such a file when it loads it; accepting it would
+     * defer the failure (or a silent unk_token) to whichever text first reaches the merge. */
+    int32_t missing = t->sym_id[a] < 0 ? a : t->sym_id[b] < 0 ? b : t->sym_id[res] < 0 ? res : -1;
+    if (missing >= 0)
+        return tdm_errorf(err, "%s: model.merges[%zu] (line %d): \"%.80s\" is not in model.vocab (a merge joins "
+                          "two vocabulary tokens into a third)", t->name, rank, m->line, t->sym_str[missing]);
     /* A repeated pair keeps its last rank, as both tokenizers and transformers.js do. */
     tdm_pairmap_put(&t->merges, a, b, (int32_t)rank, res);
     return 0;

@@ -287,6 +287,13 @@ static void test_errors(void) {
     expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b c\"]}}", "model.merges[0]");
     expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [[\"a\"]]}}", "model.merges[0]");
     expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": {}}}", "model.merges");
+    /* A merge must join two vocabulary entries into a third, as Hugging Face tokenizers
+     * requires when it loads the file; otherwise encoding fails (or silently yields
+     * unk_token) only when some text reaches that merge. */
+    expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"ab\": 1}, \"merges\": [\"a b\"]}}",
+                 "model.merges[0] (line 1): \"b\" is not in model.vocab");
+    expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [[\"a\", \"b\"]]}}",
+                 "model.merges[0] (line 1): \"ab\" is not in model.vocab");
     expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}, \"added_tokens\": [{\"id\": 1, \"content\": \"\"}]}",
                  "added_tokens[0]");
     expect_error_with("\"byte_fallback\": true, ", NULL, "byte_fallback");
