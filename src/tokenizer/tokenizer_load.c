@@ -96,6 +96,19 @@ static int load_vocab(tdm_tokenizer *t, const tdm_json *model, tdm_error *err) {
         t->sym_id[s] = id;
         if (id >= t->n_ids) t->n_ids = id + 1;
     }
+    /* One token per id: with two, what the id decodes to would depend on the order of the file. */
+    int32_t *owner = tdm_xmalloc((size_t)t->n_ids * sizeof *owner); /* id -> index of its key in vocab */
+    memset(owner, 0xFF, (size_t)t->n_ids * sizeof *owner);
+    int rc = 0;
+    for (size_t i = 0; i < vocab->len && rc == 0; i++) {
+        int32_t id = (int32_t)vocab->items[i]->i64, o = owner[id];
+        if (o >= 0 && strcmp(vocab->keys[o], vocab->keys[i]))
+            rc = tdm_errorf(err, "%s: model.vocab[\"%.80s\"] (line %d): id %d is also the id of \"%.80s\" (each id "
+                            "must name one token)", t->name, vocab->keys[i], vocab->items[i]->line, id, vocab->keys[o]);
+        owner[id] = (int32_t)i;
+    }
+    free(owner);
+    if (rc) return rc;
     for (int b = 0; b < 256; b++) {
         char buf[4];
         int n = tdm_utf8_put(buf, tdm_bytelevel_char((uint8_t)b));

@@ -284,6 +284,9 @@ static void test_errors(void) {
     expect_error("{\"added_tokens\": []}", "model");
     expect_error("{\"model\": {\"type\": \"WordPiece\"}}", "WordPiece");
     expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -1}, \"merges\": []}}", "model.vocab[\"a\"]");
+    /* Two tokens with one id: decoding that id would depend on the order of the file. */
+    expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"c\": 0}, \"merges\": []}}",
+                 "model.vocab[\"c\"] (line 1): id 0 is also the id of \"a\"");
     expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b c\"]}}", "model.merges[0]");
     expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [[\"a\"]]}}", "model.merges[0]");
     expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": {}}}", "model.merges");
