@@ -287,9 +287,24 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
     size_t first = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 byte order mark */
     while (first < len && strchr(" \t\r\n", text[first])) first++;
     size_t plen = strlen(path);
-    int jsonl = (plen > 6 && !strcmp(path + plen - 6, ".jsonl")) || (first < len && text[first] != '[');
+    int suffix_jsonl = plen > 6 && !strcmp(path + plen - 6, ".jsonl");
+    int jsonl = suffix_jsonl || (first < len && text[first] != '[');
     int rc = 0;
-    if (!jsonl) {
+    tdm_json_doc *whole = NULL;
+    if (jsonl && !suffix_jsonl) {
+        /* One object spread over several lines is one sample, not JSON Lines whose first line
+         * breaks off; real JSON Lines fail this parse at their second line. */
+        tdm_error ignored;
+        whole = tdm_json_parse(text, len, path, &ignored);
+        if (whole && tdm_json_root(whole)->type != TDM_JSON_OBJECT) {
+            tdm_json_free(whole);
+            whole = NULL;
+        }
+    }
+    if (whole) {
+        rc = add_sample(d, cap, tdm_json_root(whole), file, 0, tdm_json_root(whole)->line, root, opt, err);
+        tdm_json_free(whole);
+    } else if (!jsonl) {
         tdm_json_doc *doc = tdm_json_parse(text, len, path, err);
         if (!doc) {
             free(text);

@@ -2,7 +2,8 @@
  * LLaMA-Factory read, loaded into memory and validated.
  *
  * Accepted layouts (one file may be a JSON array of samples, or JSON Lines: one sample
- * object per line, chosen by a ".jsonl" suffix or a first character that is not '['):
+ * object per line, chosen by a ".jsonl" suffix or a first character that is not '['; a
+ * file other than *.jsonl that is one JSON object, even over several lines, is one sample):
  *
  *   MindSpeed-MM / LLaMA-Factory ("messages"):
  *     {"messages": [{"role": "system"|"user"|"assistant", "content": "<image>Describe."}, ...],

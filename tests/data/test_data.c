@@ -225,6 +225,18 @@ static void test_dataset_errors(void) {
     d = load1("bom.json", 0, &err);
     CHECK(d && d->n_samples == 2, "BOM: %s", d ? "" : err.msg);
     tdm_dataset_free(d);
+    /* one sample written as a JSON object over several lines (not JSON Lines): one sample,
+     * not "line 1: unexpected end of input" */
+    write_text("pretty.json", "{\"messages\": [\n  {\"role\": \"user\", \"content\": \"q\"},\n"
+                              "  {\"role\": \"assistant\", \"content\": \"a\"}\n]}\n");
+    d = load1("pretty.json", 0, &err);
+    CHECK(d && d->n_samples == 1 && d->samples[0].n_turns == 2, "one pretty-printed object: %s", d ? "" : err.msg);
+    tdm_dataset_free(d);
+    write_text("wrapped.json", "{\"data\": [\n  {\"messages\": []}\n]}\n");
+    d = load1("wrapped.json", 0, &err);
+    CHECK(!d && strstr(err.msg, "wrapped.json: sample 0 (line 1): expected a \"messages\" or \"conversations\" list"),
+          "object wrapping the samples: %s", d ? "(loaded)" : err.msg);
+    tdm_dataset_free(d);
     write_text("badline.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
                                 "\"content\": \"a\"}]}\n{\"messages\": [\n");
     d = load1("badline.jsonl", 0, &err);
