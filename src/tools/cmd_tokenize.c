@@ -71,9 +71,20 @@ static int decode_line(const tdm_tokenizer *t, const char *line, size_t lineno, 
                     lineno, p);
             return -1;
         }
-        if (v < 0 || v > INT32_MAX || !tdm_tokenizer_id_token(t, (int32_t)v)) {
+        int n_ids = tdm_tokenizer_vocab_size(t);
+        if (v < 0 || v >= n_ids) {
             fprintf(stderr, "tandem tokenize: stdin line %zu: id %ld is not in the tokenizer (ids are 0..%d)\n", lineno,
-                    v, tdm_tokenizer_vocab_size(t) - 1);
+                    v, n_ids - 1);
+            return -1;
+        }
+        if (!tdm_tokenizer_id_token(t, (int32_t)v)) { /* a hole, e.g. below a trained tokenizer's added tokens */
+            int32_t lo = (int32_t)v, hi = (int32_t)v;
+            while (lo > 0 && !tdm_tokenizer_id_token(t, lo - 1)) lo--;
+            while (hi + 1 < n_ids && !tdm_tokenizer_id_token(t, hi + 1)) hi++;
+            fprintf(stderr, "tandem tokenize: stdin line %zu: id %ld is not used by the tokenizer (no token has it",
+                    lineno, v);
+            if (lo < hi) fprintf(stderr, "; ids %d..%d are unused", (int)lo, (int)hi);
+            fputs(")\n", stderr);
             return -1;
         }
         tdm_ids_push(ids, (int32_t)v);
