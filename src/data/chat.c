@@ -6,10 +6,21 @@
 
 #include "core/strbuf.h"
 
+/* The id of special token s, which the template writes as text: so the text s must also
+ * encode to that one id, which only an added token does (a model.vocab entry alone does
+ * not, and the template would silently become ordinary pieces). */
 static int lookup(const tdm_tokenizer *tok, const char *s, int32_t *out, tdm_error *err) {
     *out = tdm_tokenizer_token_id(tok, s);
     if (*out < 0)
         return tdm_errorf(err, "%s: no %s token, which the Qwen3-VL chat template needs", tdm_tokenizer_name(tok), s);
+    tdm_ids ids = {0};
+    tdm_error e;
+    int ok = tdm_tokenizer_encode(tok, s, strlen(s), &ids, &e) == 0 && ids.len == 1 && ids.data[0] == *out;
+    tdm_ids_free(&ids);
+    if (!ok)
+        return tdm_errorf(err, "%s: %s (id %d) is not an added token, so the text %s does not encode to it "
+                          "(expected it in \"added_tokens\", as the Qwen3-VL chat template writes it as text)",
+                          tdm_tokenizer_name(tok), s, (int)*out, s);
     return 0;
 }
 

@@ -16,7 +16,8 @@
  *
  * Output ids hold ONE <|image_pad|> per image; tdm_rope_expand_pads (rope_index.h) turns
  * it into grid_h*grid_w/merge^2 copies once the image's grid is known.
- * Special-token ids are looked up by string, so any tokenizer.json that has them works.
+ * Special-token ids are looked up by string, so any tokenizer.json that has them as added
+ * tokens works (tdm_chat_init refuses one that has them only in model.vocab).
  */
 #ifndef TDM_CHAT_H
 #define TDM_CHAT_H

