@@ -164,6 +164,11 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
         int k = s->n_turns - 1;
         int first = s->turns[0].role == TDM_ROLE_SYSTEM ? 1 : 0;
         tdm_role want = k < first ? TDM_ROLE_SYSTEM : ((k - first) % 2 == 0 ? TDM_ROLE_USER : TDM_ROLE_ASSISTANT);
+        if (role != want && role == TDM_ROLE_SYSTEM && has_sys && i == 0) {
+            tdm_errorf(err, "message 0: a system message, but the sample's \"system\" field already gives the "
+                       "system prompt (give it once)");
+            goto fail;
+        }
         if (role != want) {
             tdm_errorf(err, "message %zu: expected role %s, got %s (turns are: optional system, then user and "
                        "assistant alternating)", i, tdm_role_name(want), r->str);

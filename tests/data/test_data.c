@@ -181,6 +181,13 @@ static void test_dataset_errors(void) {
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<video>q\"}, "
                               "{\"role\": \"assistant\", \"content\": \"a\"}], \"videos\": [\"clip.mp4\"]}]", good);
     expect_error("video.json", buf, "\"videos\": video samples are not supported");
+    /* a system prompt both in the "system" field and as the first message: say so, not
+     * "expected role user, got system" about a conversation that does start with system */
+    snprintf(buf, sizeof buf, "[%s, {\"system\": \"S\", \"messages\": [{\"role\": \"system\", \"content\": \"T\"}, "
+                              "{\"role\": \"user\", \"content\": \"q\"}, "
+                              "{\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
+    expect_error("twosys.json", buf, "sample 1 (line 1): message 0: a system message, but the sample's "
+                                     "\"system\" field already gives the system prompt");
     snprintf(buf, sizeof buf, "[%s, {\"video\": \"clip.mp4\", \"conversations\": [{\"from\": \"human\", "
                               "\"value\": \"<video>q\"}, {\"from\": \"gpt\", \"value\": \"a\"}]}]", good);
     expect_error("video1.json", buf, "\"video\": video samples are not supported");
