@@ -9,6 +9,11 @@
  *    otherwise also match e.g. "'ſ" (U+017F folds to 's');
  *  - \s and \S become ECMAScript's white-space set, which differs from PCRE2's
  *    Unicode \s at U+FEFF (white space in JavaScript) and U+0085 (not).
+ * \p{L} and \p{N} come from the Unicode tables of the system's PCRE2 (Unicode 14 in
+ * PCRE2 10.42), NFC from utf8proc's (Unicode 15 in 2.8): a letter or digit assigned
+ * later (CJK Extension H at U+31350, say) is "other" here but a letter to a reference
+ * with newer tables (transformers.js on a recent Node), so the pieces around it, and
+ * the ids, can differ from that reference. Code points assigned by Unicode 14 agree.
  */
 #ifndef TDM_TOKENIZER_PRETOK_H
 #define TDM_TOKENIZER_PRETOK_H
