@@ -40,9 +40,10 @@ void tdm_ids_free(tdm_ids *v);
 
 typedef struct tdm_tokenizer tdm_tokenizer;
 
-/* Reads and parses a tokenizer.json (at most 256 MiB; ids below 4M). NULL on error,
+/* Reads and parses a tokenizer.json (at most 256 MiB; ids below 4M), or the
+ * tokenizer.json inside a directory (a Hugging Face model directory). NULL on error,
  * with a message naming the file and the field that is wrong or unsupported. */
-tdm_tokenizer *tdm_tokenizer_load(const char *path, tdm_error *err);
+tdm_tokenizer *tdm_tokenizer_load(const char *file_or_dir, tdm_error *err);
 /* The same from text in memory; `name` stands for the file in messages. */
 tdm_tokenizer *tdm_tokenizer_parse(const char *json, size_t len, const char *name, tdm_error *err);
 /* Frees everything; t may be NULL. */

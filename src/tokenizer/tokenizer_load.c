@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/alloc.h"
 #include "core/fs.h"
@@ -371,7 +372,14 @@ fail:
     return NULL;
 }
 
-tdm_tokenizer *tdm_tokenizer_load(const char *path, tdm_error *err) {
+tdm_tokenizer *tdm_tokenizer_load(const char *file_or_dir, tdm_error *err) {
+    char path[1024];
+    struct stat st;
+    int is_dir = stat(file_or_dir, &st) == 0 && S_ISDIR(st.st_mode);
+    if ((size_t)snprintf(path, sizeof path, is_dir ? "%s/tokenizer.json" : "%s", file_or_dir) >= sizeof path) {
+        tdm_errorf(err, "%.200s: path too long", file_or_dir);
+        return NULL;
+    }
     size_t len;
     char *text = tdm_read_file(path, MAX_FILE_BYTES, &len, err);
     if (!text) return NULL;

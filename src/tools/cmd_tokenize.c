@@ -19,7 +19,7 @@ static void usage(FILE *f) {
             "usage: tandem tokenize --tokenizer FILE [--decode] < in > out\n"
             "  Reads UTF-8 lines on stdin and prints each line's token ids, space-separated.\n"
             "  Special tokens written in the text (<|im_start|>, ...) are recognised.\n"
-            "  --tokenizer FILE  a Hugging Face byte-level BPE tokenizer.json\n"
+            "  --tokenizer FILE  a Hugging Face byte-level BPE tokenizer.json (or a directory holding one)\n"
             "  --decode          read lines of space-separated ids and print their text\n");
 }
 

@@ -55,7 +55,7 @@ static const arg_def ARGS[] = {
     {"hf-weights", "hf_weights", ARG_PATH, F(hf_weights), 0, 0, NONE_NEVER, NULL, NULL, "FILE",
      "initial weights: one .safetensors file"},
     {"tokenizer", "tokenizer", ARG_PATH, F(tokenizer), 0, 0, NONE_NEVER, NULL, NULL, "FILE",
-     "tokenizer.json (Hugging Face byte-level BPE)"},
+     "tokenizer.json (Hugging Face byte-level BPE), or a directory holding one"},
     {"preprocessor", "preprocessor", ARG_PATH, F(preprocessor), 0, 0, NONE_NEVER, NULL, NULL, "FILE",
      "preprocessor_config.json (default: the model directory's, else the built-in one)"},
     {"data", "data", ARG_DATA, offsetof(tdm_train_args, data), 0, 0, 0, NONE_NEVER, NULL, NULL, "FILE",

@@ -38,6 +38,15 @@ expect "help" 0 "" -- "$TANDEM" tokenize --help
 expect "no tokenizer" 2 "--tokenizer FILE is required" -- "$TANDEM" tokenize
 expect "unknown flag" 2 "--frobnicate" -- "$TANDEM" tokenize --tokenizer "$QWEN" --frobnicate
 expect "missing file" 1 "$tmp/none.json" -- "$TANDEM" tokenize --tokenizer "$tmp/none.json"
+# a model directory, as Hugging Face takes it: its tokenizer.json
+mkdir -p "$tmp/model" "$tmp/nomodel"
+cp "$QWEN" "$tmp/model/tokenizer.json"
+printf 'Hello world\n' > "$tmp/in"
+expect "tokenizer directory" 0 "" -- "$TANDEM" tokenize --tokenizer "$tmp/model"
+check "tokenizer directory: its tokenizer.json" test "$(cat "$tmp/out")" = "9707 1879"
+expect "directory without tokenizer.json" 1 "$tmp/nomodel/tokenizer.json: cannot open" -- \
+  "$TANDEM" tokenize --tokenizer "$tmp/nomodel"
+: > "$tmp/in"
 printf '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a"]}}' > "$tmp/bad.json"
 expect "broken tokenizer.json" 1 "$tmp/bad.json: model.merges[0]" -- "$TANDEM" tokenize --tokenizer "$tmp/bad.json"
 expect "empty input" 0 "" -- "$TANDEM" tokenize --tokenizer "$QWEN"
