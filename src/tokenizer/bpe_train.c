@@ -125,20 +125,24 @@ int tdm_bpe_trainer_add_text(tdm_bpe_trainer *tr, const char *text, size_t len, 
 
 /* ---- datasets ---- */
 
-static int add_without_image_tags(tdm_bpe_trainer *tr, const char *s, size_t n, tdm_error *err) {
-    static const char tag[] = "<image>";
-    const size_t tn = sizeof tag - 1;
-    char *buf = tdm_xmalloc(n + 1);
-    size_t m = 0;
+/* Adds text with each "<image>" replaced by <|image_pad|>, an added token: so the tag
+ * separates words as the vision tokens that replace it do when a sample is encoded
+ * (chat.h), and none of its letters are counted. */
+static int add_with_image_tags_cut(tdm_bpe_trainer *tr, const char *s, size_t n, tdm_error *err) {
+    static const char tag[] = "<image>", pad[] = "<|image_pad|>";
+    const size_t tn = sizeof tag - 1, pn = sizeof pad - 1;
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_sb_append(&sb, "", 0);
     for (size_t i = 0; i < n;) {
-        if (n - i >= tn && !memcmp(s + i, tag, tn)) {
-            i += tn;
-        } else {
-            buf[m++] = s[i++];
-        }
+        const char *q = memmem(s + i, n - i, tag, tn);
+        size_t k = q ? (size_t)(q - s) : n;
+        tdm_sb_append(&sb, s + i, k - i);
+        if (q) tdm_sb_append(&sb, pad, pn);
+        i = q ? k + tn : n;
     }
-    int rc = tdm_bpe_trainer_add_text(tr, buf, m, err);
-    free(buf);
+    int rc = tdm_bpe_trainer_add_text(tr, sb.data, sb.len, err);
+    tdm_sb_free(&sb);
     return rc;
 }
 
@@ -154,7 +158,7 @@ static int walk(tdm_bpe_trainer *tr, const tdm_json *v, int in_messages, tdm_err
                 if (walk(tr, x, 1, err) != 0) return -1;
             } else if (in_messages && x->type == TDM_JSON_STRING &&
                        (!strcmp(k, "content") || !strcmp(k, "value") || !strcmp(k, "text"))) {
-                if (add_without_image_tags(tr, x->str, x->len, err) != 0) return -1;
+                if (add_with_image_tags_cut(tr, x->str, x->len, err) != 0) return -1;
             } else if (walk(tr, x, in_messages, err) != 0) {
                 return -1;
             }
