@@ -159,6 +159,10 @@ static int walk(tdm_bpe_trainer *tr, const tdm_json *v, int in_messages, tdm_err
             } else if (in_messages && x->type == TDM_JSON_STRING &&
                        (!strcmp(k, "content") || !strcmp(k, "value") || !strcmp(k, "text"))) {
                 if (add_with_image_tags_cut(tr, x->str, x->len, err) != 0) return -1;
+            } else if (!in_messages && x->type == TDM_JSON_STRING && x->len > 0 && !strcmp(k, "system") &&
+                       (tdm_json_get(v, "messages") || tdm_json_get(v, "conversations"))) {
+                /* a sample's system prompt field (LLaMA-Factory): encoded as its system turn */
+                if (add_with_image_tags_cut(tr, x->str, x->len, err) != 0) return -1;
             } else if (walk(tr, x, in_messages, err) != 0) {
                 return -1;
             }

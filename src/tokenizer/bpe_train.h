@@ -61,7 +61,8 @@ int tdm_bpe_trainer_add_text(tdm_bpe_trainer *tr, const char *text, size_t len, 
 
 /* Adds every text of a dataset file: a JSON document or JSON Lines (one object per
  * line). Walks the JSON and takes the string values of "content", "value" and "text"
- * fields found inside "messages" or "conversations"; a literal "<image>" is not counted
+ * fields found inside "messages" or "conversations", and of a sample's "system" field
+ * (the system turn of LLaMA-Factory's layout); a literal "<image>" is not counted
  * and separates words, as the vision tokens that replace it in a sample do. Errors name
  * the file (and line for JSON Lines). */
 int tdm_bpe_trainer_add_dataset(tdm_bpe_trainer *tr, const char *path, tdm_error *err);

@@ -16,8 +16,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: tandem train-tokenizer --data FILE.json [--data FILE2.json ...] [--vocab-size N] --out tokenizer.json\n"
             "  Trains a byte-level BPE with Qwen's normaliser and pre-tokenizer on the \"content\"/\"value\"\n"
-            "  strings inside \"messages\"/\"conversations\" of JSON or JSON Lines datasets (\"<image>\" not counted:\n"
-            "  it separates words, as its vision tokens do when a sample is encoded).\n"
+            "  strings inside \"messages\"/\"conversations\" (and a sample's \"system\" string) of JSON or JSON\n"
+            "  Lines datasets; \"<image>\" is not counted and separates words, as its vision tokens do.\n"
             "  Ids: 0..255 the bytes (id b = byte b), then merges in order of creation, then Qwen's 26 added\n"
             "  tokens at N-26..N-1 (N = 1024: <|im_start|> 999, <|im_end|> 1000, <|image_pad|> 1010).\n"
             "  --data FILE       dataset file (repeatable, up to %d)\n"

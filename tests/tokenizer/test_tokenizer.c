@@ -388,7 +388,7 @@ static void test_train_dataset_files(void) {
     snprintf(empty_path, sizeof empty_path, "%s/d.json", dir);
     const char *a = "[{\"messages\": [{\"role\": \"user\", \"content\": \"<image>hi there\"},"
                     "{\"role\": \"assistant\", \"content\": [{\"type\": \"text\", \"text\": \"a cat\"}]}],"
-                    " \"content\": \"outside messages\"}]";
+                    " \"content\": \"outside messages\", \"system\": \"be brief\"}]";
     const char *b = "{\"conversations\": [{\"from\": \"human\", \"value\": \"on<image>e\"}]}\n\n"
                     "{\"conversations\": [{\"from\": \"gpt\", \"value\": \"two\"}]}\n";
     const char *c = "{\"conversations\": []}\n{\"conversations\": [}\n";
@@ -407,12 +407,12 @@ static void test_train_dataset_files(void) {
     tdm_strbuf sb;
     tdm_sb_init(&sb);
     tdm_bpe_stats st;
-    /* Texts: "hi there", "a cat", "on<image>e", "two" (not "outside messages"). An image
-     * tag separates words as the vision tokens that replace it do when encoding: "on" and
-     * "e", not "one". */
+    /* Texts: "hi there", "a cat", the sample's "system" field "be brief" (encoded in its
+     * system turn), "on<image>e", "two" (not "outside messages"). An image tag separates
+     * words as the vision tokens that replace it do when encoding: "on" and "e", not "one". */
     CHECK(tdm_bpe_trainer_train(tr, 256 + 26 + 2, &sb, &st, &err) == 0, "%s", err.msg);
-    CHECK(st.texts == 4, "%lld texts", (long long)st.texts);
-    CHECK(st.words == 7 && st.unique_words == 7, "%lld words, %lld distinct", (long long)st.words,
+    CHECK(st.texts == 5, "%lld texts", (long long)st.texts);
+    CHECK(st.words == 9 && st.unique_words == 9, "%lld words, %lld distinct", (long long)st.words,
           (long long)st.unique_words);
     tdm_sb_free(&sb);
     tdm_bpe_trainer_free(tr);
