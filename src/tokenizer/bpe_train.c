@@ -178,6 +178,10 @@ int tdm_bpe_trainer_add_dataset(tdm_bpe_trainer *tr, const char *path, tdm_error
     int64_t texts_before = tr->texts;
     size_t i = 0;
     while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) i++;
+    if (i == len) {
+        free(text);
+        return tdm_errorf(err, "%s: the file is empty (expected a JSON array of samples or JSON Lines)", path);
+    }
     tdm_error jerr;
     tdm_json_doc *doc = tdm_json_parse(text, len, path, &jerr);
     int rc = 0;

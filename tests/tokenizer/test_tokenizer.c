@@ -404,6 +404,9 @@ static void test_train_dataset_files(void) {
     CHECK(tdm_bpe_trainer_add_dataset(tr, bad_path, &err) != 0 && strstr(err.msg, "c.jsonl: line 2"), "bad line: %s",
           err.msg);
     CHECK(tdm_bpe_trainer_add_dataset(tr, empty_path, &err) != 0 && strstr(err.msg, "no text"), "no text: %s", err.msg);
+    tdm_write_file_atomic(empty_path, " \n", 2, &err); /* an empty file: said so, not "1:1: unexpected end" */
+    CHECK(tdm_bpe_trainer_add_dataset(tr, empty_path, &err) != 0 && strstr(err.msg, "d.json: the file is empty"),
+          "empty file: %s", err.msg);
     tdm_strbuf sb;
     tdm_sb_init(&sb);
     tdm_bpe_stats st;
