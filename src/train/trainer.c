@@ -114,6 +114,9 @@ static int build_model(trainer *t, tdm_error *err) {
                      .lm_head = a->freeze_lm_head};
     t->model = tdm_model_create(&t->cfg, &fz, err);
     if (!t->model) return tdm_error_prefix(err, "--model %s", a->model);
+    if (a->freeze_lm_head && !a->freeze_llm && t->cfg.tie_word_embeddings && t->rank == 0)
+        tdm_log_warn("--freeze-lm-head: %s ties lm_head to embed_tokens (tie_word_embeddings), so it trains with the "
+                     "language model; freeze both with --freeze-llm", t->cfg.path);
     /* --vision-lr-mult: the tower trained from scratch beside a language model learns the
      * shapes' colours only with a smaller step (docs/learning.md) */
     tdm_param_table *pt = tdm_model_params(t->model);
