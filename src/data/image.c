@@ -37,8 +37,29 @@ static int check_size(const char *name, int64_t w, int64_t h, int64_t max_pixels
 typedef struct png_io {
     const uint8_t *data;
     size_t len, pos;
+    size_t idat_end; /* end of the last IDAT chunk's data; 0 when the IDAT chunks are cut short */
     char msg[256];
 } png_io;
+
+static uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Where the data of the last chunk of the first run of IDAT chunks ends, when every chunk up to
+ * it lies whole in the file; 0 otherwise (libpng then finds what is wrong). */
+static size_t png_find_idat_end(const uint8_t *d, size_t n) {
+    size_t pos = 8, end = 0;
+    while (n - pos >= 8) {
+        uint32_t len = be32(d + pos);
+        int idat = memcmp(d + pos + 4, "IDAT", 4) == 0;
+        if (end && !idat) break;
+        if (len > n - pos - 8) return 0;
+        if (idat) end = pos + 8 + len;
+        if (n - pos - 8 - len < 4) break; /* its CRC is cut */
+        pos += 12 + (size_t)len;
+    }
+    return end;
+}
 
 static void png_on_error(png_structp png, png_const_charp msg) {
     png_io *io = png_get_error_ptr(png);
@@ -53,14 +74,20 @@ static void png_on_warning(png_structp png, png_const_charp msg) {
 
 static void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
     png_io *io = png_get_io_ptr(png);
-    if (n > io->len - io->pos) png_error(png, "file is truncated");
+    if (n > io->len - io->pos) {
+        /* The CRC of the last IDAT chunk, cut off: PIL never checks it, nor anything after it */
+        if (!io->idat_end || io->pos < io->idat_end || n > io->idat_end + 4 - io->pos)
+            png_error(png, "file is truncated");
+        memset(out, 0, n);
+        n = io->len - io->pos;
+    }
     memcpy(out, io->data + io->pos, n);
     io->pos += n;
 }
 
 static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
                       tdm_error *err) {
-    png_io io = {.data = data, .len = len};
+    png_io io = {.data = data, .len = len, .idat_end = png_find_idat_end(data, len)};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_on_error, png_on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!info) {
@@ -79,6 +106,10 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
     }
     png_set_read_fn(png, &io, png_read_mem);
     png_read_info(png, info);
+    /* As PIL: the CRCs of the IDAT chunks are not checked (their data still goes through
+     * zlib's own check), and nothing after the image data is read, so a file that lacks its
+     * IEND chunk or ends in the last IDAT's CRC decodes, as PIL opens it. */
+    png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_DEFAULT);
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
     if (check_size(name, w, h, max_pixels, err) != 0) {
         size_error = 1;
@@ -110,7 +141,6 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
     rows = tdm_xmalloc(sizeof(png_bytep) * h);
     for (png_uint_32 y = 0; y < h; y++) rows[y] = raw + (size_t)y * row;
     png_read_image(png, rows);
-    png_read_end(png, NULL);
     for (size_t i = 0; grey16 && i < n; i++) { /* big-endian: raw[2i] is the high byte */
         uint8_t v = raw[2 * i] == 0 ? raw[2 * i + 1] : 255;
         pixels[3 * i] = pixels[3 * i + 1] = pixels[3 * i + 2] = v;
@@ -211,10 +241,6 @@ int tdm_image_load(const char *path, int64_t max_pixels, tdm_image *out, tdm_err
 void tdm_image_free(tdm_image *img) {
     free(img->rgb);
     memset(img, 0, sizeof *img);
-}
-
-static uint32_t be32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 static int probe_jpeg(FILE *f, const char *path, int *width, int *height, tdm_error *err) {

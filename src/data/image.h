@@ -11,7 +11,9 @@
  * PIL does for 16-bit RGB; PIL's own 16-bit grey path clips instead, which we do not copy).
  * The pixel count is checked against the caller's limit from the header, before any
  * pixel buffer is allocated. Truncated or corrupt files and files that are neither PNG
- * nor JPEG are errors naming the file; libpng and libjpeg never abort the process.
+ * nor JPEG are errors naming the file; libpng and libjpeg never abort the process. As in
+ * PIL, a PNG is read only up to the end of its image data and its IDAT/IEND CRCs are not
+ * checked: a file cut short after its last IDAT chunk's data (no IEND) still decodes.
  */
 #ifndef TDM_IMAGE_H
 #define TDM_IMAGE_H

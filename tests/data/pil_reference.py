@@ -103,6 +103,30 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
     open(os.path.join(out, "grey16.rs"), "wb").write(rgb.resize((24, 9), Image.BICUBIC).tobytes())
     man.write(f"grey16 {src} {wg} {hg} 24 9\n")
 
+    # Damage after the image data, as in files whose download stopped a few bytes short: PIL
+    # reads a PNG only up to the end of its IDAT chunks and checks no IDAT/IEND CRC, so all of
+    # these open. Each is a variant of rgb_odd (several IDAT chunks would change nothing).
+    good = open(os.path.join(out, "rgb_odd.src.png"), "rb").read()
+    last = good.rindex(b"IDAT")
+    idat_end = last + 4 + struct.unpack(">I", good[last - 4:last])[0]  # end of the last IDAT's data
+    bad_crc = bytearray(good)
+    bad_crc[idat_end] ^= 0xFF
+    variants = {
+        "png_no_iend": good[:-12],
+        "png_cut_in_iend": good[:-6],
+        "png_cut_in_idat_crc": good[:idat_end + 2],
+        "png_cut_after_idat_data": good[:idat_end],
+        "png_bad_idat_crc": bytes(bad_crc),
+        "png_bad_iend_crc": good[:-1] + bytes([good[-1] ^ 0xFF]),
+    }
+    for name, data in variants.items():
+        src = os.path.join(out, f"{name}.src.png")
+        open(src, "wb").write(data)
+        rgb = Image.open(src).convert("RGB")
+        open(os.path.join(out, f"{name}.rgb"), "wb").write(rgb.tobytes())
+        open(os.path.join(out, f"{name}.rs"), "wb").write(rgb.resize((40, 24), Image.BICUBIC).tobytes())
+        man.write(f"{name} {src} {rgb.width} {rgb.height} 40 24\n")
+
 
 def smart_resize(height, width, factor, min_pixels, max_pixels):
     if max(height, width) / min(height, width) > 200:
