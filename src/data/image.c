@@ -124,6 +124,17 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
     /* The transformations of PIL's convert("RGB") for the rest: expand, 8 bits, drop alpha,
      * grey -> RGB. png_set_palette_to_rgb also turns a tRNS chunk into alpha, which is
      * stripped again. */
+    /* A palette shorter than its bit depth allows: libpng expands the missing entries to black,
+     * PIL to its initial grey ramp, (i, i, i) for index i. */
+    png_colorp plte;
+    int n_plte;
+    if (ctype == PNG_COLOR_TYPE_PALETTE && png_get_PLTE(png, info, &plte, &n_plte) == PNG_INFO_PLTE &&
+        n_plte < (1 << depth)) {
+        png_color full[256];
+        for (int i = 0; i < (1 << depth); i++) full[i] = (png_color){(png_byte)i, (png_byte)i, (png_byte)i};
+        memcpy(full, plte, sizeof(png_color) * (size_t)n_plte);
+        png_set_PLTE(png, info, full, 1 << depth);
+    }
     if (!grey16) {
         if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
         if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);

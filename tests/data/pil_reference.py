@@ -103,6 +103,23 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
     open(os.path.join(out, "grey16.rs"), "wb").write(rgb.resize((24, 9), Image.BICUBIC).tobytes())
     man.write(f"grey16 {src} {wg} {hg} 24 9\n")
 
+    # A palette shorter than the indexes used (some encoders write only the colours they think
+    # are used): PIL's palette starts as a grey ramp, so index i past the end is (i, i, i).
+    for name, depth, n_pal, (hs, ws) in (("palette_short4", 4, 5, (13, 19)), ("palette_short8", 8, 3, (10, 21))):
+        idx = rng.integers(0, 1 << depth, (hs, ws), dtype=np.uint8)
+        if depth == 4:
+            idx = (idx[:, 0::2] << 4) | np.pad(idx[:, 1::2], ((0, 0), (0, ws % 2)))
+        raw = b"".join(b"\0" + idx[y].tobytes() for y in range(hs))
+        plte = rng.integers(0, 256, 3 * n_pal, dtype=np.uint8).tobytes()
+        png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", ws, hs, depth, 3, 0, 0, 0))
+        png += chunk(b"PLTE", plte) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+        src = os.path.join(out, f"{name}.src.png")
+        open(src, "wb").write(png)
+        rgb = Image.open(src).convert("RGB")
+        open(os.path.join(out, f"{name}.rgb"), "wb").write(rgb.tobytes())
+        open(os.path.join(out, f"{name}.rs"), "wb").write(rgb.resize((32, 32), Image.BICUBIC).tobytes())
+        man.write(f"{name} {src} {ws} {hs} 32 32\n")
+
     # Damage after the image data, as in files whose download stopped a few bytes short: PIL
     # reads a PNG only up to the end of its IDAT chunks and checks no IDAT/IEND CRC, so all of
     # these open. Each is a variant of rgb_odd (several IDAT chunks would change nothing).
