@@ -276,26 +276,41 @@ static int probe_jpeg(FILE *f, const char *path, int *width, int *height, tdm_er
     return 0;
 }
 
+/* The chunks up to the first IDAT, through libpng as the decoder reads them: a header that is
+ * wrong (bad IHDR values or CRC, an unknown interlace method) is found here, when the dataset is
+ * scanned, rather than when training reaches the picture. */
+static int probe_png(FILE *f, const char *path, int *width, int *height, tdm_error *err) {
+    png_io io = {0};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_on_error, png_on_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        png_destroy_read_struct(&png, NULL, NULL);
+        return tdm_errorf(err, "%s: libpng could not start", path);
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_read_struct(&png, &info, NULL);
+        return tdm_errorf(err, "%s: corrupt PNG: %s", path, io.msg);
+    }
+    png_init_io(png, f);
+    png_read_info(png, info);
+    png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+    png_destroy_read_struct(&png, &info, NULL);
+    if (w == 0 || h == 0 || w > 0x7fffffffu || h > 0x7fffffffu)
+        return tdm_errorf(err, "%s: corrupt PNG: size %ux%u", path, (unsigned)w, (unsigned)h);
+    *width = (int)w;
+    *height = (int)h;
+    return 0;
+}
+
 int tdm_image_probe(const char *path, int *width, int *height, tdm_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return tdm_errorf(err, "%s: cannot open image", path);
-    uint8_t head[33];
+    uint8_t head[8];
     size_t n = fread(head, 1, sizeof head, f);
     int rc;
     if (is_png(head, n)) {
-        /* signature (8), IHDR length (4), "IHDR" (4), width (4), height (4) */
-        if (n < 24 || memcmp(head + 12, "IHDR", 4) != 0) {
-            rc = tdm_errorf(err, "%s: corrupt PNG: no IHDR chunk", path);
-        } else {
-            uint32_t w = be32(head + 16), h = be32(head + 20);
-            if (w == 0 || h == 0 || w > 0x7fffffffu || h > 0x7fffffffu) {
-                rc = tdm_errorf(err, "%s: corrupt PNG: size %ux%u", path, w, h);
-            } else {
-                *width = (int)w;
-                *height = (int)h;
-                rc = 0;
-            }
-        }
+        rewind(f);
+        rc = probe_png(f, path, width, height, err);
     } else if (is_jpeg(head, n)) {
         rewind(f);
         rc = probe_jpeg(f, path, width, height, err);

@@ -103,6 +103,23 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
     open(os.path.join(out, "grey16.rs"), "wb").write(rgb.resize((24, 9), Image.BICUBIC).tobytes())
     man.write(f"grey16 {src} {wg} {hg} 24 9\n")
 
+    # Files whose header is broken (PIL refuses them all): the header probe that runs when the
+    # dataset is scanned must refuse them too, not the decoder in the middle of training.
+    rows = zlib.compress(b"\0" * (1 + 3 * 8) * 8)
+    broken = {
+        "depth3": chunk(b"IHDR", struct.pack(">IIBBBBB", 8, 8, 3, 2, 0, 0, 0)),
+        "ihdr_crc": chunk(b"IHDR", struct.pack(">IIBBBBB", 8, 8, 8, 2, 0, 0, 0))[:-1] + b"\0",
+        "interlace2": chunk(b"IHDR", struct.pack(">IIBBBBB", 8, 8, 8, 2, 0, 0, 2)),
+    }
+    for name, ihdr in broken.items():
+        src = os.path.join(out, f"broken_{name}.png")
+        open(src, "wb").write(b"\x89PNG\r\n\x1a\n" + ihdr + chunk(b"IDAT", rows) + chunk(b"IEND", b""))
+        try:
+            Image.open(src).convert("RGB")
+            raise SystemExit(f"{src}: PIL opens it")
+        except (OSError, SyntaxError, ValueError):
+            pass
+
     # A palette shorter than the indexes used (some encoders write only the colours they think
     # are used): PIL's palette starts as a grey ramp, so index i past the end is (i, i, i).
     for name, depth, n_pal, (hs, ws) in (("palette_short4", 4, 5, (13, 19)), ("palette_short8", 8, 3, (10, 21))):

@@ -222,6 +222,14 @@ static void test_broken_files(void) {
           "missing file: %s", err.msg);
     int w, h;
     CHECK(tdm_image_probe("/nonexistent/x.png", &w, &h, &err) != 0, "probe of a missing file");
+    /* a broken PNG header is found by the probe (when the dataset is scanned), not mid-run */
+    static const char *const broken[] = {"depth3", "ihdr_crc", "interlace2"};
+    for (size_t i = 0; i < sizeof broken / sizeof *broken; i++) {
+        snprintf(path, sizeof path, "%s/broken_%s.png", refdir, broken[i]);
+        CHECK(tdm_image_probe(path, &w, &h, &err) != 0 && strstr(err.msg, path) && strstr(err.msg, "corrupt PNG"),
+              "%s: probe: %s", broken[i], err.msg);
+        CHECK(tdm_image_load(path, TDM_IMAGE_MAX_PIXELS, &img, &err) != 0, "%s: decoded", broken[i]);
+    }
     free(bad);
     free(png);
     free(jpg);
