@@ -37,7 +37,9 @@ static int check_size(const char *name, int64_t w, int64_t h, int64_t max_pixels
 typedef struct png_io {
     const uint8_t *data;
     size_t len, pos;
-    size_t idat_end; /* end of the last IDAT chunk's data; 0 when the IDAT chunks are cut short */
+    size_t cut_chunk;      /* offset of the IDAT chunk the file ends in; 0 when none */
+    uint8_t cut_length[4]; /* what that chunk's length field reads as: the bytes it has */
+    int ran_out;           /* a read went past the end of the file */
     char msg[256];
 } png_io;
 
@@ -45,20 +47,24 @@ static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Where the data of the last chunk of the first run of IDAT chunks ends, when every chunk up to
- * it lies whole in the file; 0 otherwise (libpng then finds what is wrong). */
-static size_t png_find_idat_end(const uint8_t *d, size_t n) {
-    size_t pos = 8, end = 0;
-    while (n - pos >= 8) {
-        uint32_t len = be32(d + pos);
-        int idat = memcmp(d + pos + 4, "IDAT", 4) == 0;
-        if (end && !idat) break;
-        if (len > n - pos - 8) return 0;
-        if (idat) end = pos + 8 + len;
-        if (n - pos - 8 - len < 4) break; /* its CRC is cut */
+/* A file that ends inside an IDAT chunk's data: that chunk is read as if it held just the bytes
+ * that are there, so zlib gets every one of them and the rows they hold are decoded before the
+ * end of the file is met (libpng asks for a chunk's data in one read, which would fail whole). */
+static void png_find_cut_idat(png_io *io) {
+    size_t pos = 8;
+    while (io->len - pos >= 8) {
+        uint32_t len = be32(io->data + pos);
+        if (len > io->len - pos - 8) {
+            if (memcmp(io->data + pos + 4, "IDAT", 4) == 0) {
+                uint32_t have = (uint32_t)(io->len - pos - 8);
+                io->cut_chunk = pos;
+                for (int i = 0; i < 4; i++) io->cut_length[i] = (uint8_t)(have >> (24 - 8 * i));
+            }
+            return;
+        }
+        if (io->len - pos - 8 - len < 4) return; /* cut in the CRC */
         pos += 12 + (size_t)len;
     }
-    return end;
 }
 
 static void png_on_error(png_structp png, png_const_charp msg) {
@@ -75,19 +81,27 @@ static void png_on_warning(png_structp png, png_const_charp msg) {
 static void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
     png_io *io = png_get_io_ptr(png);
     if (n > io->len - io->pos) {
-        /* The CRC of the last IDAT chunk, cut off: PIL never checks it, nor anything after it */
-        if (!io->idat_end || io->pos < io->idat_end || n > io->idat_end + 4 - io->pos)
-            png_error(png, "file is truncated");
-        memset(out, 0, n);
-        n = io->len - io->pos;
+        io->ran_out = 1;
+        png_error(png, "file is truncated");
     }
     memcpy(out, io->data + io->pos, n);
+    for (size_t i = 0; io->cut_chunk && i < 4; i++)
+        if (io->cut_chunk + i >= io->pos && io->cut_chunk + i < io->pos + n)
+            out[io->cut_chunk + i - io->pos] = io->cut_length[i];
     io->pos += n;
+}
+
+/* Whether libpng has produced every row (of the last interlace pass): it counts a row once the
+ * row is in the caller's buffer, before it reads what follows the image data. */
+static int png_rows_done(png_structp png, png_infop info) {
+    if (png_get_interlace_type(png, info) != PNG_INTERLACE_NONE) return png_get_current_pass_number(png) >= 7;
+    return png_get_current_row_number(png) >= png_get_image_height(png, info);
 }
 
 static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
                       tdm_error *err) {
-    png_io io = {.data = data, .len = len, .idat_end = png_find_idat_end(data, len)};
+    png_io io = {.data = data, .len = len};
+    png_find_cut_idat(&io);
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_on_error, png_on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!info) {
@@ -107,8 +121,7 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
     png_set_read_fn(png, &io, png_read_mem);
     png_read_info(png, info);
     /* As PIL: the CRCs of the IDAT chunks are not checked (their data still goes through
-     * zlib's own check), and nothing after the image data is read, so a file that lacks its
-     * IEND chunk or ends in the last IDAT's CRC decodes, as PIL opens it. */
+     * zlib's own check), and nothing after the image data is read (no png_read_end). */
     png_set_crc_action(png, PNG_CRC_QUIET_USE, PNG_CRC_DEFAULT);
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
     if (check_size(name, w, h, max_pixels, err) != 0) {
@@ -121,9 +134,6 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
      * types keep their high byte. Only values below 256 keep their grey: the usual 16-bit grey
      * picture comes out nearly white, as in any pipeline that loads images with PIL. */
     const int grey16 = ctype == PNG_COLOR_TYPE_GRAY && depth == 16;
-    /* The transformations of PIL's convert("RGB") for the rest: expand, 8 bits, drop alpha,
-     * grey -> RGB. png_set_palette_to_rgb also turns a tRNS chunk into alpha, which is
-     * stripped again. */
     /* A palette shorter than its bit depth allows: libpng expands the missing entries to black,
      * PIL to its initial grey ramp, (i, i, i) for index i. */
     png_colorp plte;
@@ -135,6 +145,9 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
         memcpy(full, plte, sizeof(png_color) * (size_t)n_plte);
         png_set_PLTE(png, info, full, 1 << depth);
     }
+    /* The transformations of PIL's convert("RGB") for the rest: expand, 8 bits, drop alpha,
+     * grey -> RGB. png_set_palette_to_rgb also turns a tRNS chunk into alpha, which is
+     * stripped again. */
     if (!grey16) {
         if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
         if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
@@ -148,10 +161,22 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
     if (png_get_rowbytes(png, info) != row) png_error(png, "unexpected row size after conversion");
     /* 16-bit grey rows are read behind the RGB image, then widened into it */
     pixels = tdm_xmalloc(3 * n + (grey16 ? 2 * n : 0));
-    uint8_t *raw = grey16 ? pixels + 3 * n : pixels;
     rows = tdm_xmalloc(sizeof(png_bytep) * h);
-    for (png_uint_32 y = 0; y < h; y++) rows[y] = raw + (size_t)y * row;
-    png_read_image(png, rows);
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = pixels + (grey16 ? 3 * n : 0) + (size_t)y * row;
+    /* PIL stops reading once it has every row: a file that ends after that (in the zlib
+     * checksum, the last CRC, before IEND) opens there, and decodes here too. A checksum that
+     * is present and wrong is still an error, in both. */
+    if (setjmp(png_jmpbuf(png))) {
+        if (!io.ran_out || !png_rows_done(png, info)) {
+            free(pixels);
+            free(rows);
+            png_destroy_read_struct(&png, &info, NULL);
+            return tdm_errorf(err, "%s: corrupt PNG: %s", name, io.msg);
+        }
+    } else {
+        png_read_image(png, rows);
+    }
+    const uint8_t *raw = pixels + 3 * n;
     for (size_t i = 0; grey16 && i < n; i++) { /* big-endian: raw[2i] is the high byte */
         uint8_t v = raw[2 * i] == 0 ? raw[2 * i + 1] : 255;
         pixels[3 * i] = pixels[3 * i + 1] = pixels[3 * i + 2] = v;

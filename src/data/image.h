@@ -12,8 +12,9 @@
  * The pixel count is checked against the caller's limit from the header, before any
  * pixel buffer is allocated. Truncated or corrupt files and files that are neither PNG
  * nor JPEG are errors naming the file; libpng and libjpeg never abort the process. As in
- * PIL, a PNG is read only up to the end of its image data and its IDAT/IEND CRCs are not
- * checked: a file cut short after its last IDAT chunk's data (no IEND) still decodes.
+ * PIL, a PNG is read only until every row is decoded and its IDAT/IEND CRCs are not
+ * checked: a file cut short after its last row (in the zlib checksum, a CRC, no IEND) still
+ * decodes; one cut before its last row does not.
  */
 #ifndef TDM_IMAGE_H
 #define TDM_IMAGE_H

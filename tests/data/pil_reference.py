@@ -150,6 +150,7 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
         "png_cut_in_iend": good[:-6],
         "png_cut_in_idat_crc": good[:idat_end + 2],
         "png_cut_after_idat_data": good[:idat_end],
+        "png_cut_in_zlib_checksum": good[:idat_end - 2],  # every row is there, not the adler32
         "png_bad_idat_crc": bytes(bad_crc),
         "png_bad_iend_crc": good[:-1] + bytes([good[-1] ^ 0xFF]),
     }
