@@ -194,6 +194,8 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
 typedef struct jpeg_err {
     struct jpeg_error_mgr pub;
     jmp_buf jump;
+    int rows_done; /* every scanline has been read */
+    int eof;       /* the data ran out */
     char msg[JMSG_LENGTH_MAX];
 } jpeg_err;
 
@@ -204,9 +206,14 @@ static void jpeg_on_error(j_common_ptr c) {
 }
 
 /* libjpeg only warns on a truncated file and pads it with grey; PIL refuses such a file
- * ("image file is truncated"), and so do we. Other warnings are ignored, as in PIL. */
+ * ("image file is truncated"), and so do we. Once every row is out, PIL stops where the data
+ * runs out (in the markers after the last scan, before EOI) and keeps the image; so does
+ * decode_jpeg. Other warnings are ignored, as in PIL. */
 static void jpeg_on_message(j_common_ptr c, int level) {
-    if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) jpeg_on_error(c);
+    if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) {
+        ((jpeg_err *)c->err)->eof = 1;
+        jpeg_on_error(c);
+    }
 }
 
 static int decode_jpeg(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
@@ -216,8 +223,10 @@ static int decode_jpeg(const uint8_t *data, size_t len, const char *name, int64_
     cinfo.err = jpeg_std_error(&jerr.pub);
     jerr.pub.error_exit = jpeg_on_error;
     jerr.pub.emit_message = jpeg_on_message;
+    jerr.rows_done = jerr.eof = 0;
     uint8_t *volatile pixels = NULL;
     if (setjmp(jerr.jump)) {
+        if (jerr.rows_done && jerr.eof) goto done;
         free(pixels);
         jpeg_destroy_decompress(&cinfo);
         return tdm_errorf(err, "%s: corrupt JPEG: %s", name, jerr.msg);
@@ -246,7 +255,9 @@ static int decode_jpeg(const uint8_t *data, size_t len, const char *name, int64_
         JSAMPROW row = pixels + stride * cinfo.output_scanline;
         jpeg_read_scanlines(&cinfo, &row, 1);
     }
+    jerr.rows_done = 1;
     jpeg_finish_decompress(&cinfo);
+done:
     out->width = (int)cinfo.output_width;
     out->height = (int)cinfo.output_height;
     out->rgb = pixels;
@@ -285,6 +296,7 @@ static int probe_jpeg(FILE *f, const char *path, int *width, int *height, tdm_er
     cinfo.err = jpeg_std_error(&jerr.pub);
     jerr.pub.error_exit = jpeg_on_error;
     jerr.pub.emit_message = jpeg_on_message;
+    jerr.rows_done = jerr.eof = 0;
     if (setjmp(jerr.jump)) {
         jpeg_destroy_decompress(&cinfo);
         return tdm_errorf(err, "%s: corrupt JPEG header: %s", path, jerr.msg);

@@ -120,6 +120,30 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
         except (OSError, SyntaxError, ValueError):
             pass
 
+    # A baseline JPEG whose scan is whole but whose end is cut (a segment after the scan, then
+    # no EOI): PIL has every row when the data runs out and keeps the image. A progressive one
+    # is read whole before its first row, so PIL refuses it cut anywhere, as the decoder must.
+    for name, base, tail in (("jpeg_cut_after_scan", "jpeg_rgb", b"\xff\xfe\x00\x10cut"),
+                             ("jpeg_grey_cut_after_scan", "jpeg_grey", b"\xff\xfe\x00\x10cut"),
+                             ("jpeg_cut_in_dht_after_scan", "jpeg_rgb", b"\xff\xc4\x00")):
+        whole = open(os.path.join(out, f"{base}.src.jpg"), "rb").read()
+        assert whole[-2:] == b"\xff\xd9"
+        src = os.path.join(out, f"{name}.src.jpg")
+        open(src, "wb").write(whole[:-2] + tail)
+        rgb = Image.open(src).convert("RGB")
+        assert rgb.tobytes() == Image.open(os.path.join(out, f"{base}.src.jpg")).convert("RGB").tobytes()
+        open(os.path.join(out, f"{name}.rgb"), "wb").write(rgb.tobytes())
+        open(os.path.join(out, f"{name}.rs"), "wb").write(rgb.resize((40, 40), Image.BICUBIC).tobytes())
+        man.write(f"{name} {src} {rgb.width} {rgb.height} 40 40\n")
+    whole = open(os.path.join(out, "jpeg_progressive_444.src.jpg"), "rb").read()
+    src = os.path.join(out, "broken_jpeg_progressive_cut.jpg")
+    open(src, "wb").write(whole[:-2] + b"\xff\xfe\x00\x10cut")
+    try:
+        Image.open(src).convert("RGB")
+        raise SystemExit(f"{src}: PIL opens it")
+    except OSError:
+        pass
+
     # A palette shorter than the indexes used (some encoders write only the colours they think
     # are used): PIL's palette starts as a grey ramp, so index i past the end is (i, i, i).
     for name, depth, n_pal, (hs, ws) in (("palette_short4", 4, 5, (13, 19)), ("palette_short8", 8, 3, (10, 21))):

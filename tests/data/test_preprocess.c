@@ -230,6 +230,9 @@ static void test_broken_files(void) {
               "%s: probe: %s", broken[i], err.msg);
         CHECK(tdm_image_load(path, TDM_IMAGE_MAX_PIXELS, &img, &err) != 0, "%s: decoded", broken[i]);
     }
+    snprintf(path, sizeof path, "%s/broken_jpeg_progressive_cut.jpg", refdir);
+    CHECK(tdm_image_load(path, TDM_IMAGE_MAX_PIXELS, &img, &err) != 0 && strstr(err.msg, "corrupt JPEG"),
+          "progressive JPEG cut after its last scan: %s", err.msg);
     free(bad);
     free(png);
     free(jpg);
