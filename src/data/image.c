@@ -39,6 +39,7 @@ typedef struct png_io {
     size_t len, pos;
     size_t cut_chunk;      /* offset of the IDAT chunk the file ends in; 0 when none */
     uint8_t cut_length[4]; /* what that chunk's length field reads as: the bytes it has */
+    size_t after_idat;     /* offset of the chunk after the first run of IDAT chunks; SIZE_MAX if none */
     int ran_out;           /* a read went past the end of the file */
     char msg[256];
 } png_io;
@@ -47,15 +48,24 @@ static uint32_t be32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* A file that ends inside an IDAT chunk's data: that chunk is read as if it held just the bytes
- * that are there, so zlib gets every one of them and the rows they hold are decoded before the
- * end of the file is met (libpng asks for a chunk's data in one read, which would fail whole). */
-static void png_find_cut_idat(png_io *io) {
+/* Walks the chunks to the end of the first run of IDAT chunks. A file that ends inside an IDAT
+ * chunk's data: that chunk is read as if it held just the bytes that are there, so zlib gets
+ * every one of them and the rows they hold are decoded before the end of the file is met
+ * (libpng asks for a chunk's data in one read, which would fail whole). */
+static void png_scan_chunks(png_io *io) {
     size_t pos = 8;
+    int in_idat = 0;
+    io->after_idat = SIZE_MAX;
     while (io->len - pos >= 8) {
         uint32_t len = be32(io->data + pos);
+        int idat = memcmp(io->data + pos + 4, "IDAT", 4) == 0;
+        if (in_idat && !idat) {
+            io->after_idat = pos;
+            return;
+        }
+        in_idat = idat;
         if (len > io->len - pos - 8) {
-            if (memcmp(io->data + pos + 4, "IDAT", 4) == 0) {
+            if (idat) {
                 uint32_t have = (uint32_t)(io->len - pos - 8);
                 io->cut_chunk = pos;
                 for (int i = 0; i < 4; i++) io->cut_length[i] = (uint8_t)(have >> (24 - 8 * i));
@@ -101,7 +111,7 @@ static int png_rows_done(png_structp png, png_infop info) {
 static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
                       tdm_error *err) {
     png_io io = {.data = data, .len = len};
-    png_find_cut_idat(&io);
+    png_scan_chunks(&io);
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_on_error, png_on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!info) {
@@ -164,10 +174,12 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
     rows = tdm_xmalloc(sizeof(png_bytep) * h);
     for (png_uint_32 y = 0; y < h; y++) rows[y] = pixels + (grey16 ? 3 * n : 0) + (size_t)y * row;
     /* PIL stops reading once it has every row: a file that ends after that (in the zlib
-     * checksum, the last CRC, before IEND) opens there, and decodes here too. A checksum that
-     * is present and wrong is still an error, in both. */
+     * checksum, the last CRC, before IEND), or whose zlib stream lacks its end (libpng then reads
+     * the next chunk's header for more), opens there, and decodes here too. A checksum that is
+     * present and wrong is still an error, in both. */
     if (setjmp(png_jmpbuf(png))) {
-        if (!io.ran_out || !png_rows_done(png, info)) {
+        int short_data = io.ran_out || (io.after_idat != SIZE_MAX && io.pos >= io.after_idat + 8);
+        if (!short_data || !png_rows_done(png, info)) {
             free(pixels);
             free(rows);
             png_destroy_read_struct(&png, &info, NULL);

@@ -13,9 +13,10 @@
  * pixel buffer is allocated. Truncated or corrupt files and files that are neither PNG
  * nor JPEG are errors naming the file; libpng and libjpeg never abort the process. As in
  * PIL, a PNG is read only until every row is decoded and its IDAT/IEND CRCs are not
- * checked: a file cut short after its last row (in the zlib checksum, a CRC, no IEND) still
- * decodes; one cut before its last row does not. Likewise a JPEG whose data runs out only
- * after its last row (in the markers after the scan, before EOI) decodes, as in PIL.
+ * checked: a file cut short after its last row (in the zlib checksum, a CRC, no IEND), or
+ * whose zlib stream lacks its end, still decodes; one cut before its last row does not.
+ * Likewise a JPEG whose data runs out only after its last row (in the markers after the
+ * scan, before EOI) decodes, as in PIL.
  */
 #ifndef TDM_IMAGE_H
 #define TDM_IMAGE_H

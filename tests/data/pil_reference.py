@@ -169,7 +169,16 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
     idat_end = last + 4 + struct.unpack(">I", good[last - 4:last])[0]  # end of the last IDAT's data
     bad_crc = bytearray(good)
     bad_crc[idat_end] ^= 0xFF
+    first, zdata, pos = None, b"", 8
+    while pos < len(good):  # the IDAT chunks' data, in order
+        n, t = struct.unpack(">I4s", good[pos:pos + 8])
+        if t == b"IDAT":
+            first = pos if first is None else first
+            zdata += good[pos + 8:pos + 8 + n]
+        pos += 12 + n
     variants = {
+        # a zlib stream without its checksum, then IEND: every row is there
+        "png_zlib_stream_short": good[:first] + chunk(b"IDAT", zdata[:-4]) + chunk(b"IEND", b""),
         "png_no_iend": good[:-12],
         "png_cut_in_iend": good[:-6],
         "png_cut_in_idat_crc": good[:idat_end + 2],
