@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "data/dataset.h"
 #include "tools/commands.h"
 #include "train/generate.h"
@@ -46,24 +47,24 @@ static int same_trimmed(const char *x, const char *y) {
     return xe - xb == ye - yb && !memcmp(xb, yb, (size_t)(xe - xb));
 }
 
-/* The kind of a closed question, from its wording (and a numeric reference): colour,
+/* The kind of a closed question, from its whole wording (and a numeric reference): colour,
  * count, position, shape, else "other". Lower-cased keyword search, "<image>" ignored. */
 static const char *kind_of(const char *question, const char *reference) {
-    char q[512];
-    size_t n = 0;
-    for (const char *p = question; *p && n + 1 < sizeof q; p++) q[n++] = (char)tolower((unsigned char)*p);
-    q[n] = 0;
-    if (strstr(q, "colour") || strstr(q, "color")) return "colour";
-    const char *r = reference;
+    size_t len = strlen(question);
+    char *q = tdm_xmalloc(len + 1);
+    for (size_t i = 0; i <= len; i++) q[i] = (char)tolower((unsigned char)question[i]);
+    const char *r = reference, *kind = "other";
     while (isspace((unsigned char)*r)) r++;
     int numeric = isdigit((unsigned char)*r) != 0;
     for (const char *p = r; *p && numeric; p++) numeric = isdigit((unsigned char)*p) || isspace((unsigned char)*p);
-    if (numeric || strstr(q, "how many") || strstr(q, "count") || strstr(q, "number of")) return "count";
-    if (strstr(q, "where") || strstr(q, "located") || strstr(q, "position") || strstr(q, "which part") ||
-        strstr(q, "in which"))
-        return "position";
-    if (strstr(q, "shape")) return "shape";
-    return "other";
+    if (strstr(q, "colour") || strstr(q, "color")) kind = "colour";
+    else if (numeric || strstr(q, "how many") || strstr(q, "count") || strstr(q, "number of")) kind = "count";
+    else if (strstr(q, "where") || strstr(q, "located") || strstr(q, "position") || strstr(q, "which part") ||
+             strstr(q, "in which"))
+        kind = "position";
+    else if (strstr(q, "shape")) kind = "shape";
+    free(q);
+    return kind;
 }
 
 int cmd_evaluate(int argc, char **argv) {

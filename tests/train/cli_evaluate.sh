@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# cli_evaluate.sh - tandem evaluate on the tiny model (one training step, saved):
+#   - the accuracy against an independent computation: each sample's greedy answer from
+#     `tandem generate` (the same prompt: the image, then the question), compared in Python
+#     with the reference after stripping whitespace, overall and per question kind;
+#   - the question kind is read from the whole question, however long (it was told from
+#     the first 511 characters only).
+# Env: TANDEM (build/tandem).
+set -u
+cd "$(dirname "$0")/../.."
+TANDEM=${TANDEM:-build/tandem}
+MPIRUN=${MPIRUN:-mpirun.openmpi}
+case "$MPIRUN" in
+  *openmpi*) MPIFLAGS=(--allow-run-as-root --oversubscribe --bind-to none) ;;
+  *) MPIFLAGS=() ;;
+esac
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1
+PY=/usr/bin/python3
+W=$(mktemp -d /tmp/tdm_cli_eval.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+
+"$TANDEM" gen-data --out "$W/data" --samples 32 --heldout 12 >/dev/null || { bad "gen-data"; echo "$pass passed, $((fail + 1)) failed"; exit 1; }
+mkdir -p "$W/model"
+cp configs/tiny/config.json configs/tiny/preprocessor_config.json "$W/model/"
+if ! "$TANDEM" train-tokenizer --data "$W/data/train.json" --out "$W/tok.json" >/dev/null 2>&1; then
+  # as in cli_train.sh: a smaller tokenizer, the config's special-token ids pointed at it
+  n=$("$TANDEM" train-tokenizer --data "$W/data/train.json" --out /dev/null 2>&1 | sed -nE 's/.*supports only ([0-9]+) tokens.*/\1/p')
+  "$TANDEM" train-tokenizer --data "$W/data/train.json" --vocab-size "${n:-456}" --out "$W/tok.json" >/dev/null || bad "train-tokenizer"
+  ids=($(echo '<|vision_start|><|vision_end|><|image_pad|><|video_pad|>' | "$TANDEM" tokenize --tokenizer "$W/tok.json"))
+  sed -i -E "s/\"vision_start_token_id\": [0-9]+/\"vision_start_token_id\": ${ids[0]}/; s/\"vision_end_token_id\": [0-9]+/\"vision_end_token_id\": ${ids[1]}/; s/\"image_token_id\": [0-9]+/\"image_token_id\": ${ids[2]}/; s/\"video_token_id\": [0-9]+/\"video_token_id\": ${ids[3]}/" "$W/model/config.json"
+fi
+"$MPIRUN" "${MPIFLAGS[@]}" -np 1 "$TANDEM" train --model "$W/model" --tokenizer "$W/tok.json" \
+  --data "$W/data/train.json" --micro-batch-size 4 --global-batch-size 4 --lr 3e-3 --lr-warmup-iters 1 --train-iters 24 \
+  --seq-length 512 --seed 7 --save "$W/ck" > "$W/train.log" 2>&1 || { bad "train"; tail -n 5 "$W/train.log"; }
+M=(--model "$W/model" --tokenizer "$W/tok.json" --load "$W/ck")
+
+# --- 1. accuracy: evaluate against generate + Python -------------------------------------
+# The held-out set with a long question (the kind word past character 511); every sample:
+# one image, then the question. (24 steps: the model answers something, not nothing.)
+"$PY" - "$W/data/test.json" "$W/data/eval.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d[0]["messages"][0]["content"] = "<image>" + "Look at the picture closely. " * 20 + "What colour is the circle?"
+for s in d:
+    assert s["messages"][0]["content"].startswith("<image>") and len(s["images"]) == 1
+json.dump(d, open(sys.argv[2], "w"))
+PYEOF
+n=$("$PY" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$W/data/eval.json")
+: > "$W/answers.txt"
+for ((i = 0; i < n; i++)); do
+  q=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])]["messages"][0]["content"][7:])' "$W/data/eval.json" "$i")
+  img=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])]["images"][0])' "$W/data/eval.json" "$i")
+  a=$("$TANDEM" generate "${M[@]}" --image "$W/data/$img" --prompt "$q" --max-new-tokens 16) || bad "generate sample $i"
+  printf '%s\n' "$a" | "$PY" -c 'import json, sys; print(json.dumps(sys.stdin.read()[:-1]))' >> "$W/answers.txt"
+done
+# references: two right up to surrounding whitespace (one ends in a newline), one wrong by a character
+"$PY" - "$W/data/eval.json" "$W/answers.txt" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+answers = [json.loads(l) for l in open(sys.argv[2])]
+d[1]["messages"][-1]["content"] = " " + answers[1] + " \n"
+d[2]["messages"][-1]["content"] = "\t" + answers[2] + "\n\n"
+d[3]["messages"][-1]["content"] = answers[3] + "x"
+json.dump(d, open(sys.argv[1], "w"))
+PYEOF
+"$TANDEM" evaluate "${M[@]}" --data "$W/data/eval.json" --show "$n" > "$W/eval.out" 2> "$W/eval.err" || { bad "evaluate"; cat "$W/eval.err"; }
+# the expected report: kinds as the documentation states them, in order of first appearance
+want=$("$PY" - "$W/data/eval.json" "$W/answers.txt" <<'PYEOF'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+answers = [json.loads(l) for l in open(sys.argv[2])]
+def kind(q, ref):
+    q = q.lower()
+    if "colour" in q or "color" in q: return "colour"
+    if re.fullmatch(r"[0-9][0-9\s]*", ref.lstrip()) or any(w in q for w in ("how many", "count", "number of")):
+        return "count"
+    if any(w in q for w in ("where", "located", "position", "which part", "in which")): return "position"
+    if "shape" in q: return "shape"
+    return "other"
+kinds, total, right = {}, 0, 0
+for s, a in zip(d, answers):
+    q, ref = s["messages"][0]["content"], s["messages"][1]["content"]
+    k = kind(q, ref)
+    good = int(a.strip(" \t\n\v\f\r") == ref.strip(" \t\n\v\f\r"))
+    kinds.setdefault(k, [0, 0])
+    kinds[k][0] += 1
+    kinds[k][1] += good
+    total, right = total + 1, right + good
+print("accuracy: %.2f%% (%d of %d)" % (100.0 * right / total, right, total))
+for k, (n, c) in kinds.items():
+    print("  %-16s %6.2f%% (%d of %d)" % (k, 100.0 * c / n, c, n))
+PYEOF
+)
+got=$(grep -E '^(accuracy: |  )' "$W/eval.out")
+[ -n "$want" ] && [ "$got" = "$want" ] && ok "evaluate = generate + Python: $(echo "$got" | head -n 1)" \
+  || { bad "evaluate's report differs from the independent computation"; diff <(echo "$want") <(echo "$got"); }
+
+# --- 2. the kind of a long question ---------------------------------------------------
+head -n 1 "$W/eval.out" | grep -qE '^(ok  |MISS) colour ' && ok "a question of 600 characters is told by its whole wording (colour)" \
+  || { bad "the long question's kind"; head -n 1 "$W/eval.out"; }
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
