@@ -40,6 +40,21 @@ static void trim(const char *s, const char **b, const char **e) {
     *e = t;
 }
 
+/* Prints s trimmed, on one line: newlines, carriage returns and tabs inside it written as
+ * \n, \r, \t; padded with spaces to `width` characters. */
+static void put_one_line(const char *s, int width) {
+    const char *b, *e;
+    trim(s, &b, &e);
+    int n = 0;
+    for (const char *p = b; p < e; p++, n++) {
+        if (*p == '\n') n++, fputs("\\n", stdout);
+        else if (*p == '\r') n++, fputs("\\r", stdout);
+        else if (*p == '\t') n++, fputs("\\t", stdout);
+        else putchar(*p);
+    }
+    for (; n < width; n++) putchar(' ');
+}
+
 static int same_trimmed(const char *x, const char *y) {
     const char *xb, *xe, *yb, *ye;
     trim(x, &xb, &xe);
@@ -166,7 +181,13 @@ int cmd_evaluate(int argc, char **argv) {
         if (ki < n_kinds) kinds[ki].n++, kinds[ki].correct += ok;
         total++;
         correct += ok;
-        if (i < show) printf("%s %-12s got %-16s want %s\n", ok ? "ok  " : "MISS", kname, answer, ref);
+        if (i < show) { /* one line per sample, the texts as compared */
+            printf("%s %-12s got ", ok ? "ok  " : "MISS", kname);
+            put_one_line(answer, 16);
+            fputs(" want ", stdout);
+            put_one_line(ref, 0);
+            putchar('\n');
+        }
         free(answer);
     }
     if (rc == 0 && total == 0) {

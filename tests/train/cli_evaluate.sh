@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# cli_evaluate.sh - tandem evaluate on the tiny model (one training step, saved):
+# cli_evaluate.sh - tandem evaluate on the tiny model (24 training steps, saved):
 #   - the accuracy against an independent computation: each sample's greedy answer from
 #     `tandem generate` (the same prompt: the image, then the question), compared in Python
 #     with the reference after stripping whitespace, overall and per question kind;
+#   - --show prints one line per sample, the texts as compared (trimmed, a newline inside
+#     written as \n): a reference that ended in a newline used to break its line in two;
 #   - the question kind is read from the whole question, however long (it was told from
 #     the first 511 characters only).
 # Env: TANDEM (build/tandem).
@@ -33,7 +35,8 @@ if ! "$TANDEM" train-tokenizer --data "$W/data/train.json" --out "$W/tok.json" >
   sed -i -E "s/\"vision_start_token_id\": [0-9]+/\"vision_start_token_id\": ${ids[0]}/; s/\"vision_end_token_id\": [0-9]+/\"vision_end_token_id\": ${ids[1]}/; s/\"image_token_id\": [0-9]+/\"image_token_id\": ${ids[2]}/; s/\"video_token_id\": [0-9]+/\"video_token_id\": ${ids[3]}/" "$W/model/config.json"
 fi
 "$MPIRUN" "${MPIFLAGS[@]}" -np 1 "$TANDEM" train --model "$W/model" --tokenizer "$W/tok.json" \
-  --data "$W/data/train.json" --micro-batch-size 4 --global-batch-size 4 --lr 3e-3 --lr-warmup-iters 1 --train-iters 24 \
+  --data "$W/data/train.json" --micro-batch-size 4 --global-batch-size 4 --lr 3e-3 --lr-warmup-iters 1 \
+  --train-iters 24 \
   --seq-length 512 --seed 7 --save "$W/ck" > "$W/train.log" 2>&1 || { bad "train"; tail -n 5 "$W/train.log"; }
 M=(--model "$W/model" --tokenizer "$W/tok.json" --load "$W/ck")
 
@@ -51,22 +54,26 @@ PYEOF
 n=$("$PY" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))))' "$W/data/eval.json")
 : > "$W/answers.txt"
 for ((i = 0; i < n; i++)); do
-  q=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])]["messages"][0]["content"][7:])' "$W/data/eval.json" "$i")
-  img=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])]["images"][0])' "$W/data/eval.json" "$i")
-  a=$("$TANDEM" generate "${M[@]}" --image "$W/data/$img" --prompt "$q" --max-new-tokens 16) || bad "generate sample $i"
+  sample() { "$PY" -c 'import json, sys; s = json.load(open(sys.argv[1]))[int(sys.argv[2])]; print(eval(sys.argv[3]))' \
+    "$W/data/eval.json" "$i" "$1"; }
+  q=$(sample 's["messages"][0]["content"][7:]')
+  img=$(sample 's["images"][0]')
+  a=$("$TANDEM" generate "${M[@]}" --image "$W/data/$img" --prompt "$q" --max-new-tokens 16) \
+    || bad "generate sample $i"
   printf '%s\n' "$a" | "$PY" -c 'import json, sys; print(json.dumps(sys.stdin.read()[:-1]))' >> "$W/answers.txt"
 done
-# references: two right up to surrounding whitespace (one ends in a newline), one wrong by a character
+# references: two right up to surrounding whitespace (one ends in a newline), one wrong (a newline inside)
 "$PY" - "$W/data/eval.json" "$W/answers.txt" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 answers = [json.loads(l) for l in open(sys.argv[2])]
 d[1]["messages"][-1]["content"] = " " + answers[1] + " \n"
 d[2]["messages"][-1]["content"] = "\t" + answers[2] + "\n\n"
-d[3]["messages"][-1]["content"] = answers[3] + "x"
+d[3]["messages"][-1]["content"] = answers[3] + "\nx"
 json.dump(d, open(sys.argv[1], "w"))
 PYEOF
-"$TANDEM" evaluate "${M[@]}" --data "$W/data/eval.json" --show "$n" > "$W/eval.out" 2> "$W/eval.err" || { bad "evaluate"; cat "$W/eval.err"; }
+"$TANDEM" evaluate "${M[@]}" --data "$W/data/eval.json" --show "$n" > "$W/eval.out" 2> "$W/eval.err" \
+  || { bad "evaluate"; cat "$W/eval.err"; }
 # the expected report: kinds as the documentation states them, in order of first appearance
 want=$("$PY" - "$W/data/eval.json" "$W/answers.txt" <<'PYEOF'
 import json, re, sys
@@ -98,8 +105,12 @@ got=$(grep -E '^(accuracy: |  )' "$W/eval.out")
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "evaluate = generate + Python: $(echo "$got" | head -n 1)" \
   || { bad "evaluate's report differs from the independent computation"; diff <(echo "$want") <(echo "$got"); }
 
-# --- 2. the kind of a long question ---------------------------------------------------
-head -n 1 "$W/eval.out" | grep -qE '^(ok  |MISS) colour ' && ok "a question of 600 characters is told by its whole wording (colour)" \
+# --- 2. --show: one line per sample -------------------------------------------------------
+[ "$(grep -cE '^(ok  |MISS) ' "$W/eval.out")" -eq "$n" ] \
+  && [ "$(wc -l < "$W/eval.out")" -eq $((n + $(echo "$want" | wc -l))) ] \
+  && ok "--show $n: $n sample lines, then the report" || { bad "--show lines"; cat -A "$W/eval.out" | head -n 20; }
+head -n 1 "$W/eval.out" | grep -qE '^(ok  |MISS) colour ' \
+  && ok "a question of 600 characters is told by its whole wording (colour)" \
   || { bad "the long question's kind"; head -n 1 "$W/eval.out"; }
 
 echo "$pass passed, $fail failed"
