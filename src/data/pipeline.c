@@ -298,8 +298,8 @@ int tdm_data_build_prompt(const tdm_tokenizer *tok, const tdm_preproc_config *pp
     int64_t patches = 0;
     for (int k = 0; k < n_images; k++) {
         int w, h;
-        if (tdm_image_probe(images[k], &w, &h, err) != 0 || tdm_preproc_grid(pp, h, w, grids + 3 * k, err) != 0)
-            return -1;
+        if (tdm_image_probe(images[k], &w, &h, err) != 0) return -1;
+        if (tdm_preproc_grid(pp, h, w, grids + 3 * k, err) != 0) return tdm_error_prefix(err, "%s", images[k]);
         patches += (int64_t)grids[3 * k] * grids[3 * k + 1] * grids[3 * k + 2];
     }
     tdm_ids ids = {0};

@@ -152,6 +152,7 @@ images = {
     "wrong_magic_png.png": b"\x89PNX" + png[4:],
     "huge_png.png": png_with_size(100000, 100000),  # valid CRCs: only the size is wrong
     "zero_width_png.png": png_with_size(0, 16),
+    "too_wide_png.png": png_with_size(3000, 10),  # a valid header; smart_resize refuses the aspect ratio
     "bad_crc_png.png": png[:29] + bytes([png[29] ^ 0xFF]) + png[30:],
     "text_as_png.png": b"this is not an image\n",
     "empty.png": b"",
