@@ -7,6 +7,7 @@
  */
 #include "data/image.h"
 
+#include <errno.h>
 #include <stdio.h> /* before jpeglib.h, which needs FILE */
 
 #include <jpeglib.h>
@@ -15,6 +16,7 @@
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/alloc.h"
 #include "core/fs.h"
@@ -352,8 +354,11 @@ static int probe_png(FILE *f, const char *path, int *width, int *height, tdm_err
 }
 
 int tdm_image_probe(const char *path, int *width, int *height, tdm_error *err) {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* fopen opens a directory; its read fails */
+        return tdm_errorf(err, "%s: not a regular file (expected a PNG or JPEG image)", path);
     FILE *f = fopen(path, "rb");
-    if (!f) return tdm_errorf(err, "%s: cannot open image", path);
+    if (!f) return tdm_errorf(err, "%s: cannot open image: %s", path, strerror(errno));
     uint8_t head[8];
     size_t n = fread(head, 1, sizeof head, f);
     int rc;

@@ -250,6 +250,8 @@ if have generate && [ -n "$CK" ]; then
   done
   refuse "generate --hf-weights safetensors/offsets_past_end" "offsets_past_end.safetensors" "$TANDEM" generate \
     --model $MODEL --tokenizer "$TOK" --hf-weights "$C/safetensors/offsets_past_end.safetensors" --prompt "Hi"
+  refuse "generate --image DIRECTORY" "not a regular file" "$TANDEM" generate --model $MODEL --tokenizer "$TOK" \
+    --load "$CK" --image "$C/image" --prompt "What is this?" --max-new-tokens 2
   refuse "generate --max-new-tokens -1" "--max-new-tokens" "$TANDEM" generate --model $MODEL --tokenizer "$TOK" \
     --load "$CK" --prompt "Hi" --max-new-tokens -1
   refuse "generate with --load and --hf-weights" "one source of weights" "$TANDEM" generate --model $MODEL \
