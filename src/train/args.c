@@ -116,7 +116,7 @@ static const arg_def ARGS[] = {
     {"timing-log-level", "timing_log_level", ARG_INT, F(timing_log_level), 0, 2, NONE_NEVER, "0", NULL, "L",
      "0: none; 1: Megatron's step timers (min, max) across ranks"},
     {"run-dir", "run_dir", ARG_PATH, F(run_dir), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
-     "write metrics.jsonl (and fingerprints with --audit-fingerprints) here"},
+     "write metrics.jsonl here (with each step's fingerprint under --audit-fingerprints), and valid.jsonl"},
     {"audit-fingerprints", "audit_fingerprints", ARG_SWITCH, F(audit_fingerprints), 0, 0, NONE_NEVER, NULL, NULL,
      NULL, "record each step's input fingerprint (hash of every rank's micro-batches)"},
     {"profile-config", "profile_config", ARG_PATH, F(profile_config), 0, 0, NONE_NEVER, NULL, NULL, "FILE",
