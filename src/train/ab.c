@@ -56,8 +56,9 @@ const char *const tdm_ab_protocol_flags[][2] = {
     {"--run-dir", "the report goes to --out"},
     {NULL, NULL}};
 
-/* The first protocol flag whose value differs between a and b, or NULL. */
-static const char *protocol_flag_changed(const tdm_train_args *a, const tdm_train_args *b) {
+/* The index in tdm_ab_protocol_flags of the first protocol flag whose value differs
+ * between a and b, or -1. */
+static int protocol_flag_changed(const tdm_train_args *a, const tdm_train_args *b) {
     char va[2048], vb[2048], attr[64];
     for (int k = 0; tdm_ab_protocol_flags[k][0]; k++) {
         snprintf(attr, sizeof attr, "%s", tdm_ab_protocol_flags[k][0] + 2); /* "--save-interval" -> "save_interval" */
@@ -67,10 +68,10 @@ static const char *protocol_flag_changed(const tdm_train_args *a, const tdm_trai
             if (strcmp(tdm_train_args_name(i), attr) != 0) continue;
             tdm_train_args_value(a, i, va, sizeof va);
             tdm_train_args_value(b, i, vb, sizeof vb);
-            if (strcmp(va, vb) != 0) return tdm_ab_protocol_flags[k][0];
+            if (strcmp(va, vb) != 0) return k;
         }
     }
-    return NULL;
+    return -1;
 }
 
 static int side_args(const tdm_ab_options *o, const char *flags, const char *label, tdm_train_args *a,
@@ -80,8 +81,10 @@ static int side_args(const tdm_ab_options *o, const char *flags, const char *lab
     tdm_train_args common = *a;
     if (tdm_train_args_parse_string(a, flags, err) != 0) return tdm_error_prefix(err, "--%s", label);
     /* refused among the common flags (cmd_ab.c); in one side's flags just as silently overridden */
-    const char *set = protocol_flag_changed(a, &common);
-    if (set) return tdm_errorf(err, "--%s: %s is not used by ab (the protocol sets it for every run)", label, set);
+    int set = protocol_flag_changed(a, &common);
+    if (set >= 0)
+        return tdm_errorf(err, "--%s: %s is not used by ab: %s", label, tdm_ab_protocol_flags[set][0],
+                          tdm_ab_protocol_flags[set][1]);
     a->train_iters = o->steps;
     return 0;
 }
