@@ -159,9 +159,9 @@ static const arg_def ARGS[] = {
     {"freeze-projector", "freeze_projector", ARG_SWITCH, F(freeze_projector), 0, 0, NONE_NEVER, NULL, NULL, NULL,
      "freeze the merger and the DeepStack mergers"},
     {"freeze-llm", "freeze_llm", ARG_SWITCH, F(freeze_llm), 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "freeze the language model"},
+     "freeze the language model (and a tied lm_head)"},
     {"freeze-lm-head", "freeze_lm_head", ARG_SWITCH, F(freeze_lm_head), 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "freeze lm_head"},
+     "freeze an untied lm_head (a tied one trains with the language model)"},
 
     {"vision-lr-mult", "vision_lr_mult", ARG_DBL, F(vision_lr_mult), 0, 1000, NONE_NEVER, "1.0", NULL, "X",
      "the vision tower's learning rate is the schedule's times X (patch embedding, position table, blocks)"},
