@@ -114,7 +114,7 @@ static const arg_def ARGS[] = {
     {"log-interval", "log_interval", ARG_INT, F(log_interval), 1, 1 << 30, NONE_NEVER, "1", NULL, "N",
      "print the iteration line every N steps"},
     {"timing-log-level", "timing_log_level", ARG_INT, F(timing_log_level), 0, 2, NONE_NEVER, "0", NULL, "L",
-     "0: none; 1: Megatron's step timers (min, max) across ranks"},
+     "0: none; 1: Megatron's step timers (min, max) across ranks (2: accepted, as 1)"},
     {"run-dir", "run_dir", ARG_PATH, F(run_dir), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
      "write metrics.jsonl here (with each step's fingerprint under --audit-fingerprints), and valid.jsonl"},
     {"audit-fingerprints", "audit_fingerprints", ARG_SWITCH, F(audit_fingerprints), 0, 0, NONE_NEVER, NULL, NULL,
