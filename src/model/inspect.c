@@ -177,5 +177,5 @@ void tdm_inspect_format(const tdm_model_config *cfg, const tdm_param_counts *c, 
                      "buckets span multiples of lcm(dp, 128))\n",
                   commas(a, sizeof a, plan->buffer_dist - plan->buffer_ddp));
     if (plan->activation_bytes < 0)
-        tdm_sb_printf(o, "  activations: not computed (give --micro-batch-tokens and --micro-batch-patches)\n");
+        tdm_sb_printf(o, "  activations: not computed (give --micro-batch-tokens, and --micro-batch-patches for pictures)\n");
 }

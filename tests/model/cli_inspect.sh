@@ -94,7 +94,7 @@ near "$g" "$(awk 'BEGIN { print 8190735360 * 4 / 1073741824 }')" 0.005 && ok || 
 # Activations: present with a micro-batch, and the row is explained when absent.
 "$TANDEM" inspect --model configs/tiny --micro-batch-tokens 512 --micro-batch-patches 256 > "$TMP/tiny.txt" 2>&1 || bad "tiny failed: $(cat "$TMP/tiny.txt")"
 grep -q "^  activations (512 tokens, 256 patches)" "$TMP/tiny.txt" && ok || bad "tiny: no activation row"
-grep -q "activations: not computed" "$TMP/8b.txt" && ok || bad "8B without micro-batch: missing note"
+grep -q "activations: not computed (give --micro-batch-tokens, and" "$TMP/8b.txt" && ok || bad "8B without micro-batch: missing note"
 "$TANDEM" inspect --model configs/tiny --ddp-bucket-size 500000 --dp 2 > "$TMP/tiny_b.txt" 2>&1 || bad "tiny buckets failed"
 grep -Eq "bucket size 500,000 elements: [0-9]+ buckets" "$TMP/tiny_b.txt" && ok || bad "tiny: bucket line"
 n=$(sed -nE 's/.*elements: ([0-9]+) buckets.*/\1/p' "$TMP/tiny_b.txt")
