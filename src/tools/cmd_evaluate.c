@@ -28,7 +28,9 @@ static void usage(FILE *f) {
                "                       [--image-root DIR] [--max-new-tokens N] [--limit N] [--show N] [--preprocessor FILE]\n"
                "                       [--no-kv-cache]\n"
                "  Answer accuracy: the greedy answer to each sample's first question against its first reference\n"
-               "  answer (exact after trimming), overall and per question kind. --show N prints the first N answers.\n");
+               "  answer (exact after trimming), overall and per question kind. --show N prints the first N answers.\n"
+               "  --max-new-tokens N   stop each answer after N tokens (default 16) or at <|im_end|>\n"
+               "  --limit N            evaluate only the first N samples of --data\n");
 }
 
 /* [begin, end) of s without surrounding whitespace. */
