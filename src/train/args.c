@@ -127,7 +127,7 @@ static const arg_def ARGS[] = {
     {"save-interval", "save_interval", ARG_I64, F(save_interval), 0, BIG, NONE_IF_ZERO, NULL, NULL, "N",
      "save every N iterations (and at the end)"},
     {"load", "load", ARG_PATH, F(load), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
-     "checkpoint directory to resume from (its latest_checkpointed_iteration.txt)"},
+     "checkpoint to resume from: a --save directory (its latest_checkpointed_iteration.txt) or one iter_XXXXXXX"},
     {"no-load-optim", "no_load_optim", ARG_SWITCH, F(no_load_optim), 0, 0, NONE_NEVER, NULL, NULL, NULL,
      "with --load: do not load the optimizer state"},
     {"finetune", "finetune", ARG_SWITCH, F(finetune), 0, 0, NONE_NEVER, NULL, NULL, NULL,
