@@ -1,7 +1,7 @@
 /* comm.h - the communication engine: nonblocking MPI collectives issued in FIFO order
  * and progressed either by a communication thread or inline by the compute thread.
  *
- * Why (data-parallel.md, Progress): neither Open MPI nor MPICH advances a nonblocking
+ * Why (the project spec's data-parallel.md, "Progress"): neither Open MPI nor MPICH advances a nonblocking
  * collective unless some MPI call runs in the process, and a thread blocked in
  * MPI_Wait burns a core. So:
  * - THREAD: one thread owns the engine's communicator. The compute thread hands it

@@ -19,7 +19,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 
-/* Who makes MPI progress on the nonblocking collectives (data-parallel.md, Progress). */
+/* Who makes MPI progress on the nonblocking collectives (the project spec's data-parallel.md, "Progress"). */
 typedef enum tdm_ddp_progress {
     TDM_DDP_PROGRESS_THREAD = 0, /* a communication thread per rank polls with short sleeps */
     TDM_DDP_PROGRESS_INLINE = 1, /* the compute thread calls MPI_Test between layers */

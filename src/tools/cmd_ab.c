@@ -148,7 +148,7 @@ int cmd_ab(int argc, char **argv) {
             have_window = 1;
         } else if (!strcmp(name, "--steps")) {
             if (parse_i64(name, val, 1, 100000000, &o.steps, msg, sizeof msg) == 0 && !have_window) {
-                /* the practice's window: skip the first 10% (at least one step), keep the rest */
+                /* the practice's window: skip the first 10% (none below 10 steps, 20 from 200 on), keep the rest */
                 o.window_lo = o.steps >= 200 ? 21 : o.steps / 10 + 1;
                 o.window_hi = o.steps;
             }

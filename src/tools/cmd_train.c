@@ -2,7 +2,7 @@
  *
  * The front end's jobs: MPI with MPI_THREAD_MULTIPLE (the communication thread needs it;
  * the granted level is logged and the trainer falls back to inline progress), BLAS threads
- * per rank, glibc's mmap threshold raised (data-parallel.md: MPI's per-call scratch
+ * per rank, glibc's mmap threshold raised (the project spec's data-parallel.md: MPI's per-call scratch
  * buffers then stay on the heap), the arguments block, and errors: one sentence, and a
  * non-zero exit on every rank (normal exit when all ranks failed together, MPI_Abort when
  * only some did, since the others may be blocked in a collective).
