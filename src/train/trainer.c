@@ -203,6 +203,10 @@ static int load_optimizer(trainer *t, tdm_ckpt *ck, tdm_error *err) {
 /* Flags and model: rank-local, identical on every rank. */
 static int setup(trainer *t, tdm_error *err) {
     if (tdm_train_args_validate(t->a, t->dp, err) != 0) return -1;
+    /* a malformed tool config is an input error like a bad flag: said before anything else is set up
+     * (its ranks and steps are checked against the job and the checkpoint later) */
+    tdm_prof_config pc;
+    if (t->a->profile_config[0] && tdm_prof_config_load(t->a->profile_config, &pc, err) != 0) return -1;
     return build_model(t, err);
 }
 

@@ -202,6 +202,11 @@ if have train; then
   echo '{"profile": {"enable": true, "ranks": [-1], "start_step": 7, "end_step": 9, "level": 1, "save_path": "'"$W/pr"'"}}' \
     > "$W/prof_late.json"
   refuse_mpi "train: profile steps after the run" "nothing would be recorded" "${T[@]}" --profile-config "$W/prof_late.json"
+  # a misspelt key is refused, before the model and the buckets are set up (nothing of them printed)
+  echo '{"profile": {"enable": true, "levle": 1}}' > "$W/prof_typo.json"
+  refuse_mpi "train: profile config with a misspelt key" "profile.levle: unknown key" "${T[@]}" \
+    --profile-config "$W/prof_typo.json"
+  grep -q "Number of buckets" "$W/out" "$W/err" && { failed=$((failed + 1)); echo "FAIL: the bad tool config was found late"; }
   # a tokenizer made for another model: its <|image_pad|> is not the config's image_token_id (1010)
   "$TANDEM" train-tokenizer --data tests/tokenizer/train_sample.json --vocab-size 600 --out "$W/tok600.json" \
     >/dev/null 2>&1 && refuse_mpi "train: tokenizer of another vocabulary" "image_token_id" "${T[@]}" \
