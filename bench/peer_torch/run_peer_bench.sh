@@ -33,6 +33,11 @@ SCALING=${SCALING:-1}
 MAIN=${MAIN:-1}      # 0: skip the tandem-vs-PyTorch runs (scaling only)
 MBS=${MBS:-2}        # micro-batch size (global batch 8 on 2 ranks: 2 micro-batches per rank per step at 2)
 CPU=${CPU:-0}        # 1: one extra profiled tandem run per size (per-thread CPU; metrics.jsonl has the step CPU)
+# tandem's data-parallel flags in the runs against the peer: the distributed optimizer (reduce-scatter + all-gather,
+# the default) or DIST_OPT=0, the plain optimizer (one all-reduce per bucket and the full update on every rank:
+# DDP's own scheme)
+DIST_OPT=${DIST_OPT:-1}
+if [ "$DIST_OPT" = 1 ]; then TOPT=(--use-distributed-optimizer --overlap-grad-reduce); else TOPT=(--overlap-grad-reduce); fi
 PY=/usr/bin/python3
 if [ "$STEPS" -lt 6 ]; then
   echo "run_peer_bench.sh: STEPS=$STEPS: expected at least 6 (the schedule warms up over 5 iterations)" >&2
@@ -64,8 +69,8 @@ BUCKET=500000
 
 model_dir() { if [ "$1" = tiny ]; then echo "$ROOT/configs/tiny"; else echo "$ROOT/bench/peer_torch/configs/$1"; fi; }
 
-printf '{"sizes": [%s], "steps": %d, "window": [%s], "global_batch_size": 8, "repeats": %d}\n' \
-  "$(printf '"%s",' $SIZES | sed 's/,$//')" "$STEPS" "${WINDOW/:/, }" "$REPEATS" >"$OUT/params.json"
+printf '{"sizes": [%s], "steps": %d, "window": [%s], "global_batch_size": 8, "repeats": %d, "dist_opt": %d}\n' \
+  "$(printf '"%s",' $SIZES | sed 's/,$//')" "$STEPS" "${WINDOW/:/, }" "$REPEATS" "$DIST_OPT" >"$OUT/params.json"
 : >"$OUT/runs.tsv"
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -117,11 +122,11 @@ for size in $SIZES; do
     if [ "$MAIN" != 1 ]; then
       :
     elif [ $((rep % 2)) -eq 1 ]; then
-      tandem_run "$size" tandem "$rep" 1 2 --use-distributed-optimizer --overlap-grad-reduce
+      tandem_run "$size" tandem "$rep" 1 2 "${TOPT[@]}"
       torch_run "$size" "$rep"
     else
       torch_run "$size" "$rep"
-      tandem_run "$size" tandem "$rep" 1 2 --use-distributed-optimizer --overlap-grad-reduce
+      tandem_run "$size" tandem "$rep" 1 2 "${TOPT[@]}"
     fi
     if [ "$SCALING" = 1 ]; then
       tandem_run "$size" dp1_t2 "$rep" 2 1 --timing-log-level 1
@@ -135,7 +140,7 @@ for size in $SIZES; do
     # level 0: phases only), to compare with the peer's per-step CPU time
     printf '{"profile": {"enable": true, "ranks": [-1], "start_step": %d, "end_step": %d, "level": 0, "save_path": "%s"}}\n' \
       "${WINDOW%%:*}" "${WINDOW##*:}" "$S/tandem_prof.1/profiling" >"$S/tools.json"
-    tandem_run "$size" tandem_prof 1 1 2 --use-distributed-optimizer --overlap-grad-reduce --profile-config "$S/tools.json"
+    tandem_run "$size" tandem_prof 1 1 2 "${TOPT[@]}" --profile-config "$S/tools.json"
   fi
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"

@@ -69,6 +69,8 @@ def main():
     out = sys.argv[1]
     tol = float(sys.argv[sys.argv.index("--loss-tol") + 1]) if "--loss-tol" in sys.argv else 1e-5
     P = json.load(open(os.path.join(out, "params.json")))
+    if not P.get("dist_opt", 1):  # DIST_OPT=0: DDP's own scheme, all-reduce and the full update on every rank
+        KINDS["tandem"] = "tandem, dp=2 x 1 thread (plain optimizer, overlapped all-reduce)"
     lo, hi, gb = P["window"][0], P["window"][1], P["global_batch_size"]
     runs = {}
     for line in open(os.path.join(out, "runs.tsv")):
