@@ -8,32 +8,8 @@
 #   - the question kind is read from the whole question, however long (it was told from
 #     the first 511 characters only).
 # Env: TANDEM (build/tandem).
-set -u
-cd "$(dirname "$0")/../.."
-TANDEM=${TANDEM:-build/tandem}
-MPIRUN=${MPIRUN:-mpirun.openmpi}
-case "$MPIRUN" in
-  *openmpi*) MPIFLAGS=(--allow-run-as-root --oversubscribe --bind-to none) ;;
-  *) MPIFLAGS=() ;;
-esac
-export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1
-PY=/usr/bin/python3
-W=$(mktemp -d /tmp/tdm_cli_eval.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-
-"$TANDEM" gen-data --out "$W/data" --samples 32 --heldout 12 >/dev/null || { bad "gen-data"; echo "$pass passed, $((fail + 1)) failed"; exit 1; }
-mkdir -p "$W/model"
-cp configs/tiny/config.json configs/tiny/preprocessor_config.json "$W/model/"
-if ! "$TANDEM" train-tokenizer --data "$W/data/train.json" --out "$W/tok.json" >/dev/null 2>&1; then
-  # as in cli_train.sh: a smaller tokenizer, the config's special-token ids pointed at it
-  n=$("$TANDEM" train-tokenizer --data "$W/data/train.json" --out /dev/null 2>&1 | sed -nE 's/.*supports only ([0-9]+) tokens.*/\1/p')
-  "$TANDEM" train-tokenizer --data "$W/data/train.json" --vocab-size "${n:-456}" --out "$W/tok.json" >/dev/null || bad "train-tokenizer"
-  ids=($(echo '<|vision_start|><|vision_end|><|image_pad|><|video_pad|>' | "$TANDEM" tokenize --tokenizer "$W/tok.json"))
-  sed -i -E "s/\"vision_start_token_id\": [0-9]+/\"vision_start_token_id\": ${ids[0]}/; s/\"vision_end_token_id\": [0-9]+/\"vision_end_token_id\": ${ids[1]}/; s/\"image_token_id\": [0-9]+/\"image_token_id\": ${ids[2]}/; s/\"video_token_id\": [0-9]+/\"video_token_id\": ${ids[3]}/" "$W/model/config.json"
-fi
+. "$(dirname "$0")/lib.sh"
+tiny_setup 32 12
 "$MPIRUN" "${MPIFLAGS[@]}" -np 1 "$TANDEM" train --model "$W/model" --tokenizer "$W/tok.json" \
   --data "$W/data/train.json" --micro-batch-size 4 --global-batch-size 4 --lr 3e-3 --lr-warmup-iters 1 \
   --train-iters 24 \
@@ -113,5 +89,4 @@ head -n 1 "$W/eval.out" | grep -qE '^(ok  |MISS) colour ' \
   && ok "a question of 600 characters is told by its whole wording (colour)" \
   || { bad "the long question's kind"; head -n 1 "$W/eval.out"; }
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

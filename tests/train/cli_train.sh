@@ -5,33 +5,8 @@
 #   distributed-optimizer checkpoint into dp=1, SIGTERM (saves and exits 0), bad flags and
 #   bad checkpoints (one sentence, non-zero exit on every rank), NaN injection.
 # Env: TANDEM (build/tandem), MPIRUN (mpirun.openmpi or mpirun.mpich).
-set -u
-cd "$(dirname "$0")/../.."
-TANDEM=${TANDEM:-build/tandem}
-MPIRUN=${MPIRUN:-mpirun.openmpi}
-case "$MPIRUN" in
-  *openmpi*) MPIFLAGS=(--allow-run-as-root --oversubscribe --bind-to none) ;;
-  *) MPIFLAGS=() ;;
-esac
-export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1
-W=$(mktemp -d /tmp/tdm_cli_train.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-
-# --- data, tokenizer, model config ----------------------------------------------------
-"$TANDEM" gen-data --out "$W/data" --samples 96 --heldout 8 >/dev/null || { bad "gen-data"; echo "$pass passed, $((fail + 1)) failed"; exit 1; }
-mkdir -p "$W/model"
-cp configs/tiny/config.json configs/tiny/preprocessor_config.json "$W/model/"
-if ! "$TANDEM" train-tokenizer --data "$W/data/train.json" --out "$W/tok.json" >/dev/null 2>&1; then
-  # the corpus may not support the full vocabulary: train a smaller one and point the
-  # config's special-token ids at it (the model's vocab_size stays, which is allowed)
-  n=$("$TANDEM" train-tokenizer --data "$W/data/train.json" --out /dev/null 2>&1 | sed -nE 's/.*supports only ([0-9]+) tokens.*/\1/p')
-  "$TANDEM" train-tokenizer --data "$W/data/train.json" --vocab-size "${n:-456}" --out "$W/tok.json" >/dev/null || bad "train-tokenizer"
-  ids=($(echo '<|vision_start|><|vision_end|><|image_pad|><|video_pad|>' | "$TANDEM" tokenize --tokenizer "$W/tok.json"))
-  sed -i -E "s/\"vision_start_token_id\": [0-9]+/\"vision_start_token_id\": ${ids[0]}/; s/\"vision_end_token_id\": [0-9]+/\"vision_end_token_id\": ${ids[1]}/; s/\"image_token_id\": [0-9]+/\"image_token_id\": ${ids[2]}/; s/\"video_token_id\": [0-9]+/\"video_token_id\": ${ids[3]}/" "$W/model/config.json"
-fi
+. "$(dirname "$0")/lib.sh"
+tiny_setup 96 8
 
 COMMON=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --micro-batch-size 2
         --global-batch-size 8 --lr 1e-3 --lr-warmup-iters 1 --lr-decay-style cosine --seq-length 512 --seed 7)
@@ -214,5 +189,4 @@ train 2 --model "$W/tied" --train-iters 2 --freeze-lm-head > "$W/tied.log" 2>&1 
   && grep -q "freeze-lm-head: .* ties lm_head to embed_tokens" "$W/tied.log" && ok "--freeze-lm-head on a tied model: warned" \
   || { bad "--freeze-lm-head on a tied model"; grep -m3 "tandem\|warning" "$W/tied.log"; }
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -9,33 +9,9 @@
 # data file whose answer is a placeholder: the prompt is every token before the first
 # labelled one (the same chat template as generate's prompt).
 # Env: TANDEM (build/tandem).
-set -u
-cd "$(dirname "$0")/../.."
-TANDEM=${TANDEM:-build/tandem}
-MPIRUN=${MPIRUN:-mpirun.openmpi}
-case "$MPIRUN" in
-  *openmpi*) MPIFLAGS=(--allow-run-as-root --oversubscribe --bind-to none) ;;
-  *) MPIFLAGS=() ;;
-esac
-export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1
-PY=/usr/bin/python3
-W=$(mktemp -d /tmp/tdm_peer_gen.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+. "$(dirname "$0")/lib.sh"
 $PY -c 'import torch' 2>/dev/null || { echo "$PY cannot import torch"; echo "0 passed, 1 failed"; exit 1; }
-
-"$TANDEM" gen-data --out "$W/data" --samples 32 --heldout 4 >/dev/null || { bad "gen-data"; echo "$pass passed, $((fail + 1)) failed"; exit 1; }
-mkdir -p "$W/model"
-cp configs/tiny/config.json configs/tiny/preprocessor_config.json "$W/model/"
-if ! "$TANDEM" train-tokenizer --data "$W/data/train.json" --out "$W/tok.json" >/dev/null 2>&1; then
-  # as in cli_train.sh: a smaller tokenizer, the config's special-token ids pointed at it
-  n=$("$TANDEM" train-tokenizer --data "$W/data/train.json" --out /dev/null 2>&1 | sed -nE 's/.*supports only ([0-9]+) tokens.*/\1/p')
-  "$TANDEM" train-tokenizer --data "$W/data/train.json" --vocab-size "${n:-456}" --out "$W/tok.json" >/dev/null || bad "train-tokenizer"
-  ids=($(echo '<|vision_start|><|vision_end|><|image_pad|><|video_pad|>' | "$TANDEM" tokenize --tokenizer "$W/tok.json"))
-  sed -i -E "s/\"vision_start_token_id\": [0-9]+/\"vision_start_token_id\": ${ids[0]}/; s/\"vision_end_token_id\": [0-9]+/\"vision_end_token_id\": ${ids[1]}/; s/\"image_token_id\": [0-9]+/\"image_token_id\": ${ids[2]}/; s/\"video_token_id\": [0-9]+/\"video_token_id\": ${ids[3]}/" "$W/model/config.json"
-fi
+tiny_setup 32 4
 "$MPIRUN" "${MPIFLAGS[@]}" -np 1 "$TANDEM" train --model "$W/model" --tokenizer "$W/tok.json" \
   --data "$W/data/train.json" --micro-batch-size 4 --global-batch-size 4 --lr 3e-3 --lr-warmup-iters 1 \
   --train-iters 24 --seq-length 512 --seed 7 --save "$W/ck" > "$W/train.log" 2>&1 \
@@ -122,5 +98,4 @@ check "another picture" "Describe the image." test_000001.png
 check "two pictures" "Which shapes are drawn here?" test_000002.png test_000003.png
 check "text only" "What colour is a ripe banana?"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
