@@ -77,15 +77,20 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
     raw = b"".join(b"\0" + v[y].astype(">u2").tobytes() for y in range(h16))
     def chunk(t, d):
         return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
+
+    def add_case(name, src, data, rs_w, rs_h):
+        """Writes data to src and records what PIL makes of it: NAME.rgb (convert("RGB")), NAME.rs
+        (that resized bicubic to rs_w x rs_h) and the manifest line. Returns the RGB image."""
+        open(src, "wb").write(data)
+        rgb = Image.open(src).convert("RGB")
+        open(os.path.join(out, f"{name}.rgb"), "wb").write(rgb.tobytes())
+        open(os.path.join(out, f"{name}.rs"), "wb").write(rgb.resize((rs_w, rs_h), Image.BICUBIC).tobytes())
+        man.write(f"{name} {src} {rgb.width} {rgb.height} {rs_w} {rs_h}\n")
+        return rgb
     png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w16, h16, 16, 6, 0, 0, 0))
     png += chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
-    src = os.path.join(out, "rgba16.src.png")
-    open(src, "wb").write(png)
-    rgb = Image.open(src).convert("RGB")
+    rgb = add_case("rgba16", os.path.join(out, "rgba16.src.png"), png, 20, 7)
     assert rgb.tobytes() == (v[:, :, :3] >> 8).astype(np.uint8).tobytes()
-    open(os.path.join(out, "rgba16.rgb"), "wb").write(rgb.tobytes())
-    open(os.path.join(out, "rgba16.rs"), "wb").write(rgb.resize((20, 7), Image.BICUBIC).tobytes())
-    man.write(f"rgba16 {src} {w16} {h16} 20 7\n")
 
     # 16-bit grey, by hand too: PIL opens it as a 16-bit integer image and convert("RGB") clips
     # each value to 255 (not the high byte). Half the values below 256, so both sides show.
@@ -95,13 +100,8 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
     raw = b"".join(b"\0" + g[y].astype(">u2").tobytes() for y in range(hg))
     png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", wg, hg, 16, 0, 0, 0, 0))
     png += chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
-    src = os.path.join(out, "grey16.src.png")
-    open(src, "wb").write(png)
-    rgb = Image.open(src).convert("RGB")
+    rgb = add_case("grey16", os.path.join(out, "grey16.src.png"), png, 24, 9)
     assert rgb.tobytes() == np.repeat(np.minimum(g, 255).astype(np.uint8)[:, :, None], 3, 2).tobytes()
-    open(os.path.join(out, "grey16.rgb"), "wb").write(rgb.tobytes())
-    open(os.path.join(out, "grey16.rs"), "wb").write(rgb.resize((24, 9), Image.BICUBIC).tobytes())
-    man.write(f"grey16 {src} {wg} {hg} 24 9\n")
 
     # Files whose header is broken (PIL refuses them all): the header probe that runs when the
     # dataset is scanned must refuse them too, not the decoder in the middle of training.
@@ -128,13 +128,8 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
                              ("jpeg_cut_in_dht_after_scan", "jpeg_rgb", b"\xff\xc4\x00")):
         whole = open(os.path.join(out, f"{base}.src.jpg"), "rb").read()
         assert whole[-2:] == b"\xff\xd9"
-        src = os.path.join(out, f"{name}.src.jpg")
-        open(src, "wb").write(whole[:-2] + tail)
-        rgb = Image.open(src).convert("RGB")
+        rgb = add_case(name, os.path.join(out, f"{name}.src.jpg"), whole[:-2] + tail, 40, 40)
         assert rgb.tobytes() == Image.open(os.path.join(out, f"{base}.src.jpg")).convert("RGB").tobytes()
-        open(os.path.join(out, f"{name}.rgb"), "wb").write(rgb.tobytes())
-        open(os.path.join(out, f"{name}.rs"), "wb").write(rgb.resize((40, 40), Image.BICUBIC).tobytes())
-        man.write(f"{name} {src} {rgb.width} {rgb.height} 40 40\n")
     whole = open(os.path.join(out, "jpeg_progressive_444.src.jpg"), "rb").read()
     src = os.path.join(out, "broken_jpeg_progressive_cut.jpg")
     open(src, "wb").write(whole[:-2] + b"\xff\xfe\x00\x10cut")
@@ -154,12 +149,7 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
         plte = rng.integers(0, 256, 3 * n_pal, dtype=np.uint8).tobytes()
         png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", ws, hs, depth, 3, 0, 0, 0))
         png += chunk(b"PLTE", plte) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
-        src = os.path.join(out, f"{name}.src.png")
-        open(src, "wb").write(png)
-        rgb = Image.open(src).convert("RGB")
-        open(os.path.join(out, f"{name}.rgb"), "wb").write(rgb.tobytes())
-        open(os.path.join(out, f"{name}.rs"), "wb").write(rgb.resize((32, 32), Image.BICUBIC).tobytes())
-        man.write(f"{name} {src} {ws} {hs} 32 32\n")
+        add_case(name, os.path.join(out, f"{name}.src.png"), png, 32, 32)
 
     # Damage after the image data, as in files whose download stopped a few bytes short: PIL
     # reads a PNG only up to the end of its IDAT chunks and checks no IDAT/IEND CRC, so all of
@@ -188,12 +178,7 @@ with open(os.path.join(out, "manifest.txt"), "w") as man:
         "png_bad_iend_crc": good[:-1] + bytes([good[-1] ^ 0xFF]),
     }
     for name, data in variants.items():
-        src = os.path.join(out, f"{name}.src.png")
-        open(src, "wb").write(data)
-        rgb = Image.open(src).convert("RGB")
-        open(os.path.join(out, f"{name}.rgb"), "wb").write(rgb.tobytes())
-        open(os.path.join(out, f"{name}.rs"), "wb").write(rgb.resize((40, 24), Image.BICUBIC).tobytes())
-        man.write(f"{name} {src} {rgb.width} {rgb.height} 40 24\n")
+        add_case(name, os.path.join(out, f"{name}.src.png"), data, 40, 24)
 
 
 def smart_resize(height, width, factor, min_pixels, max_pixels):
