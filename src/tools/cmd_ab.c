@@ -19,6 +19,7 @@
 #include "tools/commands.h"
 #include "tools/mpi_setup.h"
 #include "train/ab.h"
+#include "train/trainer.h"
 #include "train/demo.h"
 
 static void usage(FILE *f) {
@@ -168,12 +169,10 @@ int cmd_ab(int argc, char **argv) {
     }
     /* one command line refuses its flags on every rank alike; an MPMD launch may refuse some
      * ranks' only: all agree before anything collective, the lowest refused rank says why */
-    int first_bad = msg[0] ? rank : world, n_bad = msg[0] != 0;
-    MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &n_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int n_bad;
+    const int first_bad = tdm_first_failed_rank(!msg[0], MPI_COMM_WORLD, &n_bad);
     if (first_bad < world) {
-        if (rank == first_bad && n_bad == world) fprintf(stderr, "tandem ab: %s\n", msg);
-        else if (rank == first_bad) fprintf(stderr, "tandem ab: rank %d: %s\n", rank, msg);
+        tdm_tool_report_refusal("ab", rank, first_bad, n_bad == world, msg);
         free(common);
         MPI_Finalize();
         return 2;
@@ -191,8 +190,7 @@ int cmd_ab(int argc, char **argv) {
     int rc = tdm_ab_run(&o, MPI_COMM_WORLD, &r, &table, &err);
     if (rc != 0) {
         if (r.setup_failed) {
-            if (rank == r.setup_failed_rank && r.setup_failed_everywhere) fprintf(stderr, "tandem ab: %s\n", err.msg);
-            else if (rank == r.setup_failed_rank) fprintf(stderr, "tandem ab: rank %d: %s\n", rank, err.msg);
+            tdm_tool_report_refusal("ab", rank, r.setup_failed_rank, r.setup_failed_everywhere, err.msg);
             tdm_ab_result_free(&r);
             MPI_Finalize();
             return 2;

@@ -49,12 +49,10 @@ int cmd_train(int argc, char **argv) {
     int ok = tdm_train_args_parse(&a, argc - 1, argv + 1, &err) == 0;
     if (ok) tdm_train_args_resolve(&a, world);
     ok = ok && tdm_train_args_validate(&a, world, &err) == 0;
-    int first_bad = ok ? world : rank, n_bad = !ok;
-    MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &n_bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int n_bad;
+    const int first_bad = tdm_first_failed_rank(ok, MPI_COMM_WORLD, &n_bad);
     if (first_bad < world) {
-        if (rank == first_bad && n_bad == world) fprintf(stderr, "tandem train: %s\n", err.msg);
-        else if (rank == first_bad) fprintf(stderr, "tandem train: rank %d: %s\n", rank, err.msg);
+        tdm_tool_report_refusal("train", rank, first_bad, n_bad == world, err.msg);
         MPI_Finalize();
         return 2;
     }

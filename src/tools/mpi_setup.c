@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -33,4 +34,11 @@ void tdm_tool_mpi_init(int *argc, char ***argv, int *rank, int *world) {
         tdm_log_info("MPI granted thread level %d, not MPI_THREAD_MULTIPLE: communication falls back to inline "
                      "progress",
                      provided);
+}
+
+void tdm_tool_report_refusal(const char *cmd, int rank, int first_bad, int all_refused, const char *msg) {
+    if (rank != first_bad) return;
+    if (all_refused) fprintf(stderr, "tandem %s: %s\n", cmd, msg);
+    else fprintf(stderr, "tandem %s: rank %d: %s\n", cmd, rank, msg);
+    fflush(stderr);
 }

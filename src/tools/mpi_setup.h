@@ -10,4 +10,8 @@
  * cores / ranks-on-this-node threads unless OPENBLAS_NUM_THREADS is set. */
 void tdm_tool_mpi_init(int *argc, char ***argv, int *rank, int *world);
 
+/* After tdm_first_failed_rank on refused flags: the lowest refused rank prints "tandem CMD: msg",
+ * with "rank N: " before msg when not every rank refused (an MPMD launch); the others print nothing. */
+void tdm_tool_report_refusal(const char *cmd, int rank, int first_bad, int all_refused, const char *msg);
+
 #endif

@@ -424,9 +424,8 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     /* With one command line the flags fail alike on every rank; an MPMD launch can refuse some
      * ranks' only, and those must not leave the others waiting in a collective: agree first. */
     const int ok = setup_sides(o, world, r, err) == 0;
-    int first_bad = ok ? world : rank, n_bad = !ok;
-    MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, comm);
-    MPI_Allreduce(MPI_IN_PLACE, &n_bad, 1, MPI_INT, MPI_SUM, comm);
+    int n_bad;
+    const int first_bad = tdm_first_failed_rank(ok, comm, &n_bad);
     if (first_bad < world) {
         r->setup_failed_rank = first_bad;
         r->setup_failed_everywhere = n_bad == world;

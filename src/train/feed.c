@@ -15,7 +15,7 @@
 
 struct tdm_feed {
     tdm_feed_options o;
-    tdm_tokenizer *tok;
+    tdm_tokenizer *tok; /* owned unless o.like lent it */
     tdm_preproc_config pp;
     tdm_data *data;
     tdm_loader *loader;
@@ -89,13 +89,18 @@ tdm_feed *tdm_feed_create(const tdm_feed_options *o, tdm_error *err) {
     const tdm_train_args *a = o->args;
     tdm_feed *f = tdm_xcalloc(1, sizeof *f);
     f->o = *o;
-    f->tok = tdm_tokenizer_load(a->tokenizer, err);
-    if (!f->tok) goto fail;
-    if (o->config && tdm_feed_check_tokenizer(f->tok, a->tokenizer, o->config, err) != 0) goto fail;
-    if (tdm_feed_load_preprocessor(a->preprocessor, a->model, &f->pp, err) != 0) goto fail;
-    char pp_buf[2200];
-    const char *pp_path = tdm_feed_preprocessor_path(a->preprocessor, a->model, pp_buf, sizeof pp_buf);
-    if (o->config && tdm_feed_check_preprocessor(&f->pp, pp_path, o->config, err) != 0) goto fail;
+    if (o->like) { /* the validation set's feed: the training feed's tokenizer and preprocessor */
+        f->tok = o->like->tok;
+        f->pp = o->like->pp;
+    } else {
+        f->tok = tdm_tokenizer_load(a->tokenizer, err);
+        if (!f->tok) goto fail;
+        if (o->config && tdm_feed_check_tokenizer(f->tok, a->tokenizer, o->config, err) != 0) goto fail;
+        if (tdm_feed_load_preprocessor(a->preprocessor, a->model, &f->pp, err) != 0) goto fail;
+        char pp_buf[2200]; /* the file it read, to name in the check's message */
+        const char *pp_path = tdm_feed_preprocessor_path(a->preprocessor, a->model, pp_buf, sizeof pp_buf);
+        if (o->config && tdm_feed_check_preprocessor(&f->pp, pp_path, o->config, err) != 0) goto fail;
+    }
     const char *files[TDM_ARGS_MAX_DATA];
     for (int i = 0; i < a->n_data; i++) files[i] = a->data[i];
     tdm_data_options d = {.files = files,
@@ -127,7 +132,7 @@ void tdm_feed_free(tdm_feed *f) {
     if (!f) return;
     tdm_loader_free(f->loader);
     tdm_data_free(f->data);
-    tdm_tokenizer_free(f->tok);
+    if (!f->o.like) tdm_tokenizer_free(f->tok);
     free(f);
 }
 

@@ -27,6 +27,8 @@ typedef struct tdm_feed_options {
     int dp_rank, dp_size;
     const tdm_model_config *config; /* to check the tokenizer against the vocabulary */
     const char *flag;               /* the flag that named args->data, for messages (NULL: "--data") */
+    const struct tdm_feed *like;    /* another feed whose tokenizer and preprocessor to share (loaded and
+                                       checked once; it must outlive this one), or NULL to load them */
 } tdm_feed_options;
 
 typedef struct tdm_feed tdm_feed;

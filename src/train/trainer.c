@@ -94,9 +94,21 @@ static void push_record(trainer *t, const tdm_step_record *r) {
 /* Every rank reports whether its part succeeded; afterwards all know the lowest failing
  * rank. Returns 0 when all succeeded, else -1 on every rank (err of non-failing ranks
  * says which rank failed). */
+int tdm_first_failed_rank(int ok, MPI_Comm comm, int *n_failed) {
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    int first = ok ? size : rank;
+    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (n_failed) {
+        *n_failed = !ok;
+        MPI_Allreduce(MPI_IN_PLACE, n_failed, 1, MPI_INT, MPI_SUM, comm);
+    }
+    return first;
+}
+
 static int agree(trainer *t, int ok, tdm_error *err) {
-    int mine = ok ? t->dp : t->rank, first;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, t->comm);
+    int first = tdm_first_failed_rank(ok, t->comm, NULL);
     if (first == t->dp) return 0;
     t->res->all_ranks_failed = 1;
     t->res->failed_rank = first;
@@ -700,8 +712,8 @@ static int same_flags_everywhere(trainer *t, tdm_error *err) {
 }
 
 static void teardown(trainer *t) {
+    tdm_feed_free(t->valid_feed); /* first: it borrows the training feed's tokenizer */
     tdm_feed_free(t->feed);
-    tdm_feed_free(t->valid_feed);
     if (t->valid_log) fclose(t->valid_log);
     tdm_ddp_free(t->ddp);
     tdm_model_free(t->model);
@@ -739,6 +751,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
             t->valid_args.n_data = a->n_valid_data;
             fo.args = &t->valid_args;
             fo.flag = "--valid-data-path";
+            fo.like = t->feed;
             t->valid_feed = tdm_feed_create(&fo, err);
             ok = t->valid_feed != NULL;
         }
