@@ -178,6 +178,24 @@ void tdm_decoder_forward(tdm_model *m, const tdm_batch *b, int n_image_rows) {
     tdm_model_unit_end(m, m->u_norm, 0, t0);
 }
 
+/* Recomputation: the forward of layers [g0, g1) again, from the kept input of layer g0,
+ * refilling the activations their backward reads (each layer's input included, with the
+ * DeepStack features added as in the forward). The last layer's output is not needed
+ * again and goes to a scratch buffer. */
+static void recompute_layers(tdm_model *m, int g0, int g1, const tdm_batch *b, int n_image_rows) {
+    model_acts *a = &m->a;
+    int h = m->cfg.text.hidden_size, O = m->cfg.vision.out_hidden_size, nds = n_deepstack_used(m, n_image_rows);
+    for (int l = g0; l < g1; l++) {
+        float *out = l + 1 < g1 ? a->lay[l + 1].x : a->rc_out;
+        layer_forward(m, l, out, b);
+        if (l + 1 < g1 && l < nds) {
+            const float *f = a->ds[l].out;
+            for (int r = 0; r < n_image_rows; r++)
+                add_into(out + (int64_t)a->image_rows[r] * h, f + (int64_t)r * O, h);
+        }
+    }
+}
+
 void tdm_decoder_backward(tdm_model *m, const tdm_batch *b, int n_image_rows, int need_vision) {
     const tdm_text_config *tc = &m->cfg.text;
     model_acts *a = &m->a;
@@ -199,6 +217,8 @@ void tdm_decoder_backward(tdm_model *m, const tdm_batch *b, int n_image_rows, in
             for (int r = 0; r < n_image_rows; r++)
                 memcpy(df + (int64_t)r * O, a->g + (int64_t)a->image_rows[r] * h, sizeof(float) * h);
         }
+        int g0, g1;
+        if (tdm_recompute_group(&m->rc, L, l, &g0, &g1) && l == g1 - 1) recompute_layers(m, g0, g1, b, n_image_rows);
         layer_backward(m, l, a->g, b);
         tdm_model_unit_end(m, m->u_layer0 + l, 1, t0);
     }
@@ -259,6 +279,9 @@ int tdm_model_decode(tdm_model *m, int32_t token, const int32_t pos[3], float *l
     if (t <= 0)
         return tdm_errorf(err, "model decode: no prompt to continue (run tdm_model_forward on a one-sequence batch "
                                "first)");
+    if (m->rc.method != TDM_RECOMPUTE_NONE)
+        return tdm_errorf(err, "model decode: the key/value cache needs every layer's activations kept (reserve "
+                               "without recomputation)");
     if (t >= m->limits.max_tokens)
         return tdm_errorf(err, "model decode: token %d is past the %d reserved", t + 1, m->limits.max_tokens);
     if (token < 0 || token >= tc->vocab_size || token == c->image_token_id || token == c->video_token_id)

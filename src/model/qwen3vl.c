@@ -261,10 +261,11 @@ float *tdm_model_gradp(tdm_model *m, int param) {
 
 /* ---- activations ------------------------------------------------------------------ */
 
-int64_t tdm_model_activation_bytes_for(const tdm_model_config *cfg, const tdm_model_limits *limits) {
+int64_t tdm_model_activation_bytes_for(const tdm_model_config *cfg, const tdm_model_limits *limits,
+                                       const tdm_recompute *rc, const tdm_freeze *freeze) {
     model_acts a;
     memset(&a, 0, sizeof a);
-    int64_t bytes = tdm_model_layout_acts(cfg, limits, NULL, &a);
+    int64_t bytes = tdm_model_layout_acts(cfg, limits, rc, !(freeze && freeze->vision), NULL, &a);
     free(a.blk);
     free(a.ds);
     free(a.lay);
@@ -288,14 +289,14 @@ int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *e
         m->act_block = NULL;
     }
     memset(&m->a, 0, sizeof m->a);
-    int64_t bytes = tdm_model_layout_acts(c, limits, NULL, &m->a);
+    int64_t bytes = tdm_model_layout_acts(c, limits, &m->rc, m->train_vision, NULL, &m->a);
     free(m->a.blk);
     free(m->a.ds);
     free(m->a.lay);
     memset(&m->a, 0, sizeof m->a);
     m->act_block = tdm_alloc_big((size_t)bytes, err);
     if (!m->act_block) return tdm_error_prefix(err, "model activations (%lld bytes)", (long long)bytes);
-    tdm_model_layout_acts(c, limits, m->act_block, &m->a);
+    tdm_model_layout_acts(c, limits, &m->rc, m->train_vision, m->act_block, &m->a);
     m->act_bytes = bytes;
     m->limits = *limits;
     m->reserved = 1;
@@ -303,6 +304,11 @@ int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *e
 }
 
 int64_t tdm_model_activation_bytes(const tdm_model *m) { return m->act_bytes; }
+
+void tdm_model_set_recompute(tdm_model *m, const tdm_recompute *rc) {
+    if (rc) m->rc = *rc;
+    else memset(&m->rc, 0, sizeof m->rc);
+}
 
 /* ---- the step ----------------------------------------------------------------------- */
 

@@ -61,6 +61,22 @@ typedef struct tdm_model_limits {
     int max_images;
 } tdm_model_limits;
 
+/* Activation recomputation, as Megatron's --recompute-granularity full with
+ * --recompute-method and --recompute-num-layers, for the decoder layers and (when the
+ * vision tower trains) the ViT blocks. A recomputed layer keeps only the input of its
+ * group; its backward first runs the group's forward again from that input into shared
+ * buffers. Results are bitwise those without recomputation (the same kernels on the same
+ * inputs). A tower without a backward (frozen vision) keeps no block activations anyway. */
+enum {
+    TDM_RECOMPUTE_NONE = 0,
+    TDM_RECOMPUTE_UNIFORM, /* every layer, in groups of num_layers sharing one saved input */
+    TDM_RECOMPUTE_BLOCK,   /* the first num_layers layers, each its own group */
+};
+typedef struct tdm_recompute {
+    int method;     /* TDM_RECOMPUTE_* */
+    int num_layers; /* >= 1 with a method; larger than a tower's depth means all of it */
+} tdm_recompute;
+
 typedef struct tdm_fb_result {
     double loss_sum;      /* sum over counted tokens of -log p(target) */
     int64_t n_tokens;     /* counted tokens (targets != -100) */
@@ -81,9 +97,13 @@ void tdm_model_init_weights(tdm_model *m, uint64_t seed);
 /* Allocates activations and workspaces for the limits (once; reuse for every step). */
 int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *err);
 int64_t tdm_model_activation_bytes(const tdm_model *m);
+/* Recomputation from the next tdm_model_reserve on (NULL or method NONE: keep everything). */
+void tdm_model_set_recompute(tdm_model *m, const tdm_recompute *rc);
 /* The bytes tdm_model_reserve would allocate for this config and these limits, computed
- * without allocating anything (for memory plans of models too big to build here). */
-int64_t tdm_model_activation_bytes_for(const tdm_model_config *cfg, const tdm_model_limits *limits);
+ * without allocating anything (for memory plans of models too big to build here), under
+ * recomputation `rc` and freezing `freeze` (either NULL: none). */
+int64_t tdm_model_activation_bytes_for(const tdm_model_config *cfg, const tdm_model_limits *limits,
+                                       const tdm_recompute *rc, const tdm_freeze *freeze);
 
 void tdm_model_set_hooks(tdm_model *m, const tdm_param_hooks *hooks);
 

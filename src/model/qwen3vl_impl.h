@@ -96,6 +96,9 @@ typedef struct model_acts {
     float *datt, *dq, *dqr;    /* [T,nh*hd] */
     float *dk, *dkr, *dv;      /* [T,nkv*hd] */
     float *dh;                 /* [T,h] gradient of the final norm output (from the loss) */
+    /* recomputation: where a group's last layer writes its (unused) output again */
+    float *rc_out;             /* [T,h] */
+    float *vrc_out;            /* [N,D] */
     /* kernel workspaces */
     float *attn_ws;
     float *xent_ws;
@@ -129,6 +132,7 @@ struct tdm_model {
     int train_vision, train_projector, train_llm, train_head;
 
     /* activations (after tdm_model_reserve) */
+    tdm_recompute rc;
     tdm_model_limits limits;
     int reserved;
     int decode_len; /* rows of the decoder activations tdm_model_decode may continue (0: none) */
@@ -142,9 +146,36 @@ static inline int tdm_merge_rows(const tdm_model_config *c) {
     return c->vision.spatial_merge_size * c->vision.spatial_merge_size;
 }
 
-/* activations.c: lays the activations of `c` for `lim` over `base` (NULL: only count).
- * Returns the bytes needed. */
-int64_t tdm_model_layout_acts(const tdm_model_config *c, const tdm_model_limits *lim, char *base, model_acts *a);
+/* activations.c: lays the activations of `c` for `lim` over `base` (NULL: only count),
+ * keeping what recomputation `rc` (NULL: none) and a vision tower with or without a
+ * backward need. Returns the bytes needed. */
+int64_t tdm_model_layout_acts(const tdm_model_config *c, const tdm_model_limits *lim, const tdm_recompute *rc,
+                              int vision_backward, char *base, model_acts *a);
+
+/* Layer l of a tower of n layers under recomputation rc: 0 when its activations are kept;
+ * else 1, with [*g0, *g1) its group (the layers recomputed together from the saved input
+ * of layer *g0). Uniform: every layer, groups of num_layers; block: the first num_layers
+ * layers, one per group (Megatron's recompute methods). */
+static inline int tdm_recompute_group(const tdm_recompute *rc, int n, int l, int *g0, int *g1) {
+    if (!rc || rc->method == TDM_RECOMPUTE_NONE || rc->num_layers < 1) return 0;
+    int k = rc->num_layers < n ? rc->num_layers : n;
+    if (rc->method == TDM_RECOMPUTE_UNIFORM) {
+        *g0 = l / k * k;
+        *g1 = *g0 + k < n ? *g0 + k : n;
+        return 1;
+    }
+    if (l >= k) return 0;
+    *g0 = l;
+    *g1 = l + 1;
+    return 1;
+}
+
+/* The shared activation sets a tower of n layers needs under rc (the largest group). */
+static inline int tdm_recompute_slots(const tdm_recompute *rc, int n) {
+    if (!rc || rc->method == TDM_RECOMPUTE_NONE || rc->num_layers < 1 || n < 1) return 0;
+    if (rc->method == TDM_RECOMPUTE_BLOCK) return 1;
+    return rc->num_layers < n ? rc->num_layers : n;
+}
 
 /* rope_tables.c */
 /* Interleaved (or chunked) M-RoPE angle tables cos/sin [T, hd/2] from position_ids [3,T]. */

@@ -214,6 +214,9 @@ void tdm_vision_backward(tdm_model *m, const tdm_batch *b, int nseg) {
         for (int j = 0; j < vc->n_deepstack; j++)
             if (vc->deepstack_indexes[j] == i) add_into(a->vg, a->dtap + (int64_t)j * n * D, (int64_t)n * D);
         tdm_model_unit_begin(m, m->u_block0 + i, 1, &t0);
+        int g0, g1;
+        if (tdm_recompute_group(&m->rc, vc->depth, i, &g0, &g1) && i == g1 - 1) /* the group's forward again */
+            for (int k = g0; k < g1; k++) block_forward(m, k, k + 1 < g1 ? block_output(m, k) : a->vrc_out, nseg);
         block_backward(m, i, a->vg, nseg);
         tdm_model_unit_end(m, m->u_block0 + i, 1, t0);
     }

@@ -195,7 +195,7 @@ int cmd_dump_grads(int argc, char **argv) {
     tdm_batch_limits bl;
     tdm_data_batch_limits(data, (int)n, &bl);
     tdm_model_limits need = {bl.tokens, bl.samples, bl.patches, bl.images};
-    double act_gib = (double)tdm_model_activation_bytes_for(&cfg, &need) / (1024.0 * 1024.0 * 1024.0);
+    double act_gib = (double)tdm_model_activation_bytes_for(&cfg, &need, NULL, &freeze) / (1024.0 * 1024.0 * 1024.0);
     double mem_gib = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0 * 1024.0);
     if (act_gib > mem_gib) {
         fprintf(stderr,

@@ -30,7 +30,9 @@ static void usage(FILE *f) {
             "  --micro-batch-tokens T      tokens in one packed micro-batch (for the activation row)\n"
             "  --micro-batch-patches P     vision patches in one micro-batch, before merging (default 0)\n"
             "  --ddp-bucket-size N         bucket size in elements (default Megatron's max(40M, 1M x dp))\n"
-            "  --ddp-num-buckets N         cut the trainable parameters into about N buckets instead\n");
+            "  --ddp-num-buckets N         cut the trainable parameters into about N buckets instead\n"
+            "  --recompute-granularity full --recompute-method uniform|block --recompute-num-layers N\n"
+            "                              the activation row under recomputation, as `tandem train`\n");
 }
 
 /* A whole decimal integer in [lo, hi], or -1 with a message naming the flag. */
@@ -50,7 +52,8 @@ static int parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, in
 int cmd_inspect(int argc, char **argv) {
     const char *model_path = NULL;
     tdm_freeze freeze = {0, 0, 0, 0};
-    int64_t dp = 1, tokens = 0, patches = 0, bucket_size = 0, num_buckets = 0;
+    int64_t dp = 1, tokens = 0, patches = 0, bucket_size = 0, num_buckets = 0, rc_layers = 0;
+    const char *granularity = NULL, *method = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -77,6 +80,12 @@ int cmd_inspect(int argc, char **argv) {
             if (parse_int(a, argv[++i], 1, INT64_C(1) << 40, &bucket_size)) return 2;
         } else if (!strcmp(a, "--ddp-num-buckets") && has_val) {
             if (parse_int(a, argv[++i], 1, 1 << 20, &num_buckets)) return 2;
+        } else if (!strcmp(a, "--recompute-granularity") && has_val) {
+            granularity = argv[++i];
+        } else if (!strcmp(a, "--recompute-method") && has_val) {
+            method = argv[++i];
+        } else if (!strcmp(a, "--recompute-num-layers") && has_val) {
+            if (parse_int(a, argv[++i], 1, 1 << 20, &rc_layers)) return 2;
         } else {
             fprintf(stderr, "tandem inspect: unexpected argument '%s' (tandem inspect --help)\n", a);
             return 2;
@@ -95,11 +104,35 @@ int cmd_inspect(int argc, char **argv) {
         return 2;
     }
 
+    tdm_recompute recompute = {TDM_RECOMPUTE_NONE, 0};
+    if (granularity && strcmp(granularity, "full") && strcmp(granularity, "selective")) {
+        fprintf(stderr, "tandem inspect: --recompute-granularity: expected full or selective, got '%s'\n", granularity);
+        return 2;
+    }
+    if (granularity && !strcmp(granularity, "full")) {
+        if (!method || (strcmp(method, "uniform") && strcmp(method, "block")) || rc_layers == 0) {
+            fprintf(stderr, "tandem inspect: --recompute-granularity full: expected --recompute-method uniform or "
+                            "block and --recompute-num-layers N\n");
+            return 2;
+        }
+        recompute.method = !strcmp(method, "block") ? TDM_RECOMPUTE_BLOCK : TDM_RECOMPUTE_UNIFORM;
+        recompute.num_layers = (int)rc_layers;
+    } else if (method || rc_layers) {
+        fprintf(stderr, "tandem inspect: --recompute-method and --recompute-num-layers: only with "
+                        "--recompute-granularity full\n");
+        return 2;
+    }
+
     tdm_error err;
     tdm_model_config cfg;
     if (tdm_model_config_load(model_path, &cfg, &err)) {
         fprintf(stderr, "tandem inspect: %s\n", err.msg);
         return 1;
+    }
+    if (recompute.num_layers > cfg.text.num_layers) {
+        fprintf(stderr, "tandem inspect: --recompute-num-layers %d: expected between 1 and the %d decoder layers\n",
+                recompute.num_layers, cfg.text.num_layers);
+        return 2;
     }
     int merge = cfg.vision.spatial_merge_size * cfg.vision.spatial_merge_size;
     if (patches % merge) {
@@ -150,7 +183,7 @@ int cmd_inspect(int argc, char **argv) {
         tdm_model_limits lim = {(int)tokens, 1, (int)patches, patches > 0 ? (int)(patches / merge) : 0};
         plan.micro_batch_tokens = tokens;
         plan.micro_batch_patches = patches;
-        plan.activation_bytes = tdm_model_activation_bytes_for(&cfg, &lim);
+        plan.activation_bytes = tdm_model_activation_bytes_for(&cfg, &lim, &recompute, &freeze);
     }
     tdm_inspect_format(&cfg, &counts, &plan, &out);
     fputs(out.data, stdout);

@@ -153,6 +153,18 @@ static const arg_def ARGS[] = {
     {"comm-thread-nice", "comm_thread_nice", ARG_INT, F(comm_thread_nice), 0, 19, NONE_NEVER, "10", NULL, "N",
      "scheduling niceness of the communication thread (0-19; above 0 it yields busy cores to compute)"},
 
+    /* activation recomputation */
+    {"recompute-granularity", "recompute_granularity", ARG_CHOICE, F(recompute_granularity), 0, 0, NONE_NEVER, NULL,
+     "full|selective", "G",
+     "full: run layers' forward again in the backward instead of keeping their activations; selective: the core "
+     "attention only (flash attention keeps no scores: nothing to do)"},
+    {"recompute-method", "recompute_method", ARG_CHOICE, F(recompute_method), 0, 0, NONE_NEVER, NULL,
+     "uniform|block", "M",
+     "with full: uniform = every layer, in groups of --recompute-num-layers keeping one input each; block = the "
+     "first --recompute-num-layers layers"},
+    {"recompute-num-layers", "recompute_num_layers", ARG_INT, F(recompute_num_layers), 1, 1 << 20, NONE_IF_ZERO, NULL,
+     NULL, "N", "layers per recomputed group (uniform) or recomputed layers (block), per tower"},
+
     /* freezing */
     {"freeze-vision", "freeze_vision", ARG_SWITCH, F(freeze_vision), 0, 0, NONE_NEVER, NULL, NULL, NULL,
      "freeze the vision tower (patch embedding, position table, blocks)"},
@@ -595,6 +607,15 @@ int tdm_train_args_validate(const tdm_train_args *a, int dp, tdm_error *err) {
     if (a->inject_nan_iter > a->train_iters)
         return tdm_errorf(err, "--inject-nan-at %lld: after the last iteration (--train-iters %lld), it would never fire",
                           (long long)a->inject_nan_iter, (long long)a->train_iters);
+    /* Megatron's TransformerConfig rules */
+    const int full = !strcmp(a->recompute_granularity, "full");
+    if (full && !a->recompute_method[0])
+        return tdm_errorf(err, "--recompute-granularity full: requires --recompute-method uniform or block");
+    if (full && a->recompute_num_layers == 0)
+        return tdm_errorf(err, "--recompute-granularity full: requires --recompute-num-layers N (at least 1)");
+    if (!full && (a->recompute_method[0] || a->recompute_num_layers))
+        return tdm_errorf(err, "%s: only with --recompute-granularity full",
+                          a->recompute_method[0] ? "--recompute-method" : "--recompute-num-layers");
     if (a->freeze_vision && a->freeze_projector && a->freeze_llm && a->freeze_lm_head)
         return tdm_errorf(err, "freeze flags: every part is frozen, nothing would train");
     return 0;
@@ -661,7 +682,7 @@ void tdm_train_args_value(const tdm_train_args *a, int i, char *out, size_t cap)
         break;
     }
     case ARG_PATH: snprintf(out, cap, "%s", base[0] ? base : "None"); break;
-    case ARG_CHOICE: snprintf(out, cap, "%s", base); break;
+    case ARG_CHOICE: snprintf(out, cap, "%s", base[0] ? base : "None"); break;
     case ARG_SWITCH:
     case ARG_NSWITCH: snprintf(out, cap, "%s", *(const int *)base ? "True" : "False"); break;
     case ARG_DATA: {

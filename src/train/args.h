@@ -92,6 +92,11 @@ typedef struct tdm_train_args {
     char comm_progress[16];              /* thread | inline */
     int comm_thread_nice;                /* 0-19 */
 
+    /* activation recomputation (Megatron's; "" = none) */
+    char recompute_granularity[16];      /* full | selective */
+    char recompute_method[16];           /* uniform | block (with full) */
+    int recompute_num_layers;            /* with full; 0 = not given */
+
     /* freezing */
     int freeze_vision, freeze_projector, freeze_llm, freeze_lm_head;
 

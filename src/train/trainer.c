@@ -80,6 +80,7 @@ typedef struct trainer {
     int micro_per_step;
     tdm_train_result *res;
     int cap_records;
+    char recompute_note[160]; /* the activation log line's tail: what is recomputed */
 } trainer;
 
 static void push_record(trainer *t, const tdm_step_record *r) {
@@ -269,6 +270,35 @@ static int first_launch_of_save_dir(const tdm_train_args *a) {
 
 /* Weights (checkpoint, Hugging Face or seed), optimizer state and position of a resumed
  * run, the LR schedule and AdamW's hyper-parameters. */
+/* --recompute-*: the model's recomputation, checked against its layers, and the words for
+ * the activation log line. */
+static int set_recompute(trainer *t, tdm_error *err) {
+    const tdm_train_args *a = t->a;
+    tdm_recompute rc = {TDM_RECOMPUTE_NONE, 0};
+    int L = t->cfg.text.num_layers, depth = t->cfg.vision.depth;
+    t->recompute_note[0] = 0;
+    if (!strcmp(a->recompute_granularity, "selective")) {
+        snprintf(t->recompute_note, sizeof t->recompute_note,
+                 "; selective recomputation: the core attention keeps no [s, s] scores (flash attention), nothing "
+                 "to recompute");
+    } else if (!strcmp(a->recompute_granularity, "full")) {
+        if (a->recompute_num_layers > L)
+            return tdm_errorf(err, "--recompute-num-layers %d: expected between 1 and the %d decoder layers of %s",
+                              a->recompute_num_layers, L, t->cfg.path);
+        rc.method = !strcmp(a->recompute_method, "block") ? TDM_RECOMPUTE_BLOCK : TDM_RECOMPUTE_UNIFORM;
+        rc.num_layers = a->recompute_num_layers;
+        int k = a->recompute_num_layers, kv = k < depth ? k : depth;
+        if (rc.method == TDM_RECOMPUTE_UNIFORM)
+            snprintf(t->recompute_note, sizeof t->recompute_note,
+                     "; recomputing every layer in groups of %d (decoder) and %d (vision blocks, when trained)", k, kv);
+        else
+            snprintf(t->recompute_note, sizeof t->recompute_note,
+                     "; recomputing the first %d decoder layers and %d vision blocks (when trained)", k, kv);
+    }
+    tdm_model_set_recompute(t->model, &rc);
+    return 0;
+}
+
 static int setup_state(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
     tdm_ckpt ck;
@@ -778,7 +808,11 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
             if (v.max_patches > lim.max_patches) lim.max_patches = v.max_patches;
             if (v.max_images > lim.max_images) lim.max_images = v.max_images;
         }
-        ok = tdm_model_reserve(t->model, &lim, err) == 0;
+        ok = set_recompute(t, err) == 0 && tdm_model_reserve(t->model, &lim, err) == 0;
+        if (ok && t->rank == 0)
+            tdm_log_info("activations: %.1f MiB per rank for micro-batches of up to %d tokens and %d patches%s",
+                         (double)tdm_model_activation_bytes(t->model) / (1024.0 * 1024.0), lim.max_tokens,
+                         lim.max_patches, t->recompute_note);
     }
     if (ok && a->run_dir[0] && t->rank == 0) ok = (t->metrics = tdm_metrics_open(a->run_dir, err)) != NULL;
     if (ok && t->valid_feed && a->run_dir[0] && t->rank == 0) {

@@ -99,6 +99,17 @@ grep -q "activations: not computed (give --micro-batch-tokens, and" "$TMP/8b.txt
 grep -Eq "bucket size 500,000 elements: [0-9]+ buckets" "$TMP/tiny_b.txt" && ok || bad "tiny: bucket line"
 n=$(sed -nE 's/.*elements: ([0-9]+) buckets.*/\1/p' "$TMP/tiny_b.txt")
 [ "${n:-0}" -ge 8 ] && ok || bad "tiny with 500k-element buckets: $n buckets, expected >= 8 (6.27M elements)"
+# Activation memory: a frozen tower keeps no block activations, recomputation keeps group inputs only
+# (the bytes themselves are checked against the reservation in tests/model/test_recompute.c).
+act() { sed -nE 's/^  activations \([^)]*\) +([0-9.]+) GiB.*/\1/p' "$1"; }
+MB=(--model configs/qwen3-vl-8b --micro-batch-tokens 4096 --micro-batch-patches 8192)
+"$TANDEM" inspect "${MB[@]}" > "$TMP/a_all.txt" 2>&1 || bad "8B activations failed"
+"$TANDEM" inspect "${MB[@]}" --freeze-vision > "$TMP/a_fz.txt" 2>&1 || bad "8B frozen activations failed"
+"$TANDEM" inspect "${MB[@]}" --recompute-granularity full --recompute-method uniform --recompute-num-layers 1 \
+  > "$TMP/a_rc.txt" 2>&1 || bad "8B recompute activations failed"
+a=$(act "$TMP/a_all.txt") f=$(act "$TMP/a_fz.txt") r=$(act "$TMP/a_rc.txt")
+awk -v a="$a" -v f="$f" -v r="$r" 'BEGIN { exit !(a > 0 && f > 0 && r > 0 && f < a && r < a / 4) }' && ok \
+  || bad "8B activations: all '$a', frozen vision '$f', uniform 1 '$r' GiB"
 
 # ---- errors: one sentence naming the input, non-zero exit --------------------------------------
 expect_error() { # message-substring, args...
@@ -116,6 +127,11 @@ expect_error "$TMP/broken/config.json" --model "$TMP/broken"
 expect_error "--dp" --model configs/tiny --dp 0
 expect_error "--micro-batch-patches" --model configs/tiny --micro-batch-tokens 64 --micro-batch-patches 6
 expect_error "--bogus" --model configs/tiny --bogus
+expect_error "--recompute-method uniform or block" --model configs/tiny --recompute-granularity full
+expect_error "only with --recompute-granularity full" --model configs/tiny --recompute-num-layers 2
+expect_error "expected full or selective" --model configs/tiny --recompute-granularity half
+expect_error "the 4 decoder layers" --model configs/tiny --recompute-granularity full --recompute-method block \
+  --recompute-num-layers 9
 "$TANDEM" inspect --help > "$TMP/help" 2>&1 && grep -q -- "--freeze-vision" "$TMP/help" && ok || bad "--help"
 
 echo "$pass passed, $fail failed"

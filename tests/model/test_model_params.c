@@ -53,7 +53,7 @@ static void test_8b_counts_and_plan(void) {
     int i = tdm_param_table_find(t, "model.visual.blocks.3.attn.qkv.weight");
     CHECK(i >= 0 && !t->p[i].trainable, "vision frozen");
     tdm_model_limits lim = {.max_tokens = 4096, .max_seqs = 8, .max_patches = 4096, .max_images = 8};
-    int64_t bytes = tdm_model_activation_bytes_for(&c, &lim);
+    int64_t bytes = tdm_model_activation_bytes_for(&c, &lim, NULL, NULL);
     /* at least the saved decoder MLP activations: 36 layers x 3 x T x 12288 floats */
     CHECK(bytes > 36LL * 3 * 4096 * 12288 * 4 && bytes < (int64_t)200 << 30, "activation bytes %lld",
           (long long)bytes);
