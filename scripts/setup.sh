@@ -9,7 +9,7 @@ PKGS=(build-essential make pkg-config
       libopenblas-dev
       libpng-dev libjpeg62-turbo-dev libpcre2-dev libxxhash-dev libutf8proc-dev
       clang libclang-rt-dev
-      python3 python3-torch python3-pil python3-numpy
+      python3 python3-torch python3-pil python3-numpy python3-protobuf python3-crc32c
       iproute2)
 
 # Node.js and npm run the tokenizer peer; install Debian's only where none is present.

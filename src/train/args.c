@@ -119,6 +119,19 @@ static const arg_def ARGS[] = {
      "write metrics.jsonl here (with each step's fingerprint under --audit-fingerprints), and valid.jsonl"},
     {"audit-fingerprints", "audit_fingerprints", ARG_SWITCH, F(audit_fingerprints), 0, 0, NONE_NEVER, NULL, NULL,
      NULL, "record each step's input fingerprint (hash of every rank's micro-batches)"},
+    {"tensorboard-dir", "tensorboard_dir", ARG_PATH, F(tensorboard_dir), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
+     "write TensorBoard event files here (Megatron's scalars and tags; rank 0)"},
+    {"tensorboard-log-interval", "tensorboard_log_interval", ARG_INT, F(tensorboard_log_interval), 1, 1 << 30,
+     NONE_NEVER, "1", NULL, "N", "TensorBoard scalars every N iterations"},
+    {"log-timers-to-tensorboard", "log_timers_to_tensorboard", ARG_SWITCH, F(log_timers_to_tensorboard), 0, 0,
+     NONE_NEVER, NULL, NULL, NULL, "also 'iteration-time' (s) at every --log-interval"},
+    {"log-validation-ppl-to-tensorboard", "log_validation_ppl_to_tensorboard", ARG_SWITCH,
+     F(log_validation_ppl_to_tensorboard), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "also 'lm loss validation ppl' at every evaluation"},
+    {"no-log-loss-scale-to-tensorboard", "log_loss_scale_to_tensorboard", ARG_NSWITCH,
+     F(log_loss_scale_to_tensorboard), 0, 0, NONE_NEVER, NULL, NULL, NULL, "do not write 'loss-scale'"},
+    {"log-world-size-to-tensorboard", "log_world_size_to_tensorboard", ARG_SWITCH, F(log_world_size_to_tensorboard),
+     0, 0, NONE_NEVER, NULL, NULL, NULL, "also 'world-size'"},
     {"profile-config", "profile_config", ARG_PATH, F(profile_config), 0, 0, NONE_NEVER, NULL, NULL, "FILE",
      "profiler tool config (MindSpeed-MM tools.json 'profile' section)"},
 
@@ -383,6 +396,7 @@ static int set_value(tdm_train_args *a, const arg_def *d, const char *val, const
 void tdm_train_args_defaults(tdm_train_args *a) {
     memset(a, 0, sizeof *a);
     a->check_for_nan_in_grad = 1;
+    a->log_loss_scale_to_tensorboard = 1;
     a->inject_nan_rank = -1;
     for (int i = 0; i < N_ARGS; i++)
         if (ARGS[i].def) set_value(a, &ARGS[i], ARGS[i].def, "default", NULL);

@@ -73,6 +73,10 @@ typedef struct tdm_train_args {
     char run_dir[TDM_ARGS_PATH_MAX];     /* metrics.jsonl goes here ("" = none) */
     int audit_fingerprints;
     char profile_config[TDM_ARGS_PATH_MAX];
+    char tensorboard_dir[TDM_ARGS_PATH_MAX]; /* "" = no event files */
+    int tensorboard_log_interval;
+    int log_timers_to_tensorboard, log_validation_ppl_to_tensorboard, log_loss_scale_to_tensorboard;
+    int log_world_size_to_tensorboard;
 
     /* checkpoints */
     char save[TDM_ARGS_PATH_MAX];

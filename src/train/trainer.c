@@ -25,6 +25,7 @@
 #include "train/feed.h"
 #include "train/log.h"
 #include "train/scheduler.h"
+#include "train/tensorboard.h"
 
 /* ------------------------------------------------------------------ signals */
 
@@ -74,6 +75,7 @@ typedef struct trainer {
     tdm_lr_scheduler sched;
     tdm_adamw_config adamw;
     tdm_metrics_writer *metrics;
+    tdm_tb_writer *tb;         /* rank 0 with --tensorboard-dir */
     int profiling;
     int64_t iteration;        /* completed iterations */
     int64_t consumed;         /* samples consumed */
@@ -599,6 +601,40 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     return 0;
 }
 
+/* ------------------------------------------------------------------ TensorBoard */
+
+/* Rank 0, --tensorboard-dir: scalars under Megatron's tags, each also "TAG vs samples" over the
+ * consumed samples, as its training_log writes them. A write error stops the event file with
+ * a warning; training goes on. */
+static void tb_scalars(trainer *t, int n, const char *const *tags, const double *values, int64_t iteration) {
+    tdm_error e;
+    char tag[160];
+    for (int i = 0; t->tb && i < n; i++) {
+        snprintf(tag, sizeof tag, "%s vs samples", tags[i]);
+        if (tdm_tb_scalar(t->tb, tags[i], values[i], iteration, &e) != 0 ||
+            tdm_tb_scalar(t->tb, tag, values[i], t->consumed, &e) != 0) {
+            tdm_log_warn("%s (TensorBoard events stop here)", e.msg);
+            tdm_tb_close(t->tb);
+            t->tb = NULL;
+        }
+    }
+}
+
+static void tb_step(trainer *t, const tdm_step_record *r) {
+    const tdm_train_args *a = t->a;
+    if (!t->tb || r->iteration % a->tensorboard_log_interval != 0) return;
+    const char *tags[5] = {"learning-rate", "batch-size", "lm loss", "grad-norm"};
+    double v[5] = {r->lr, r->global_batch_size, r->loss, r->grad_norm};
+    int n = 4;
+    if (a->log_loss_scale_to_tensorboard) tags[n] = "loss-scale", v[n++] = 1.0;
+    tb_scalars(t, n, tags, v, r->iteration);
+    if (a->log_world_size_to_tensorboard) {
+        const char *ws[1] = {"world-size"};
+        double d = t->dp;
+        tb_scalars(t, 1, ws, &d, r->iteration);
+    }
+}
+
 /* ------------------------------------------------------------------ validation */
 
 /* Megatron's evaluate_and_print_results: --eval-iters global batches of the validation set,
@@ -639,6 +675,9 @@ static int evaluate(trainer *t, const char *prefix, tdm_error *err) {
         tdm_format_validation(&sb, prefix, loss);
         fputs(sb.data, stdout);
         fflush(stdout);
+        const char *tags[2] = {"lm loss validation", "lm loss validation ppl"};
+        double v[2] = {loss, exp(loss < 20 ? loss : 20)};
+        tb_scalars(t, a->log_validation_ppl_to_tensorboard ? 2 : 1, tags, v, t->iteration);
         if (t->valid_log) {
             tdm_sb_clear(&sb);
             tdm_format_validation_json(&sb, t->iteration, t->consumed, loss, (int64_t)sums[1],
@@ -698,6 +737,11 @@ static void log_iteration(trainer *t, interval *iv, const tdm_step_record *r) {
         }
     }
     tdm_sb_free(&sb);
+    if (t->a->log_timers_to_tensorboard) { /* Megatron: seconds per iteration over the log interval */
+        const char *tag[1] = {"iteration-time"};
+        double sec = iv->ms_sum / iv->n / 1000.0;
+        tb_scalars(t, 1, tag, &sec, r->iteration);
+    }
     memset(iv, 0, sizeof *iv);
 }
 
@@ -748,6 +792,7 @@ static void teardown(trainer *t) {
     tdm_ddp_free(t->ddp);
     tdm_model_free(t->model);
     tdm_metrics_close(t->metrics);
+    tdm_tb_close(t->tb);
     if (t->comm != MPI_COMM_NULL) MPI_Comm_free(&t->comm);
 }
 
@@ -815,6 +860,11 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
                          lim.max_patches, t->recompute_note);
     }
     if (ok && a->run_dir[0] && t->rank == 0) ok = (t->metrics = tdm_metrics_open(a->run_dir, err)) != NULL;
+    if (ok && a->tensorboard_dir[0] && t->rank == 0) {
+        ok = (t->tb = tdm_tb_open(a->tensorboard_dir, err)) != NULL;
+        if (ok) tdm_log_info("TensorBoard events: %s", tdm_tb_path(t->tb));
+        else tdm_error_prefix(err, "--tensorboard-dir");
+    }
     if (ok && t->valid_feed && a->run_dir[0] && t->rank == 0) {
         char path[TDM_ARGS_PATH_MAX + 32];
         snprintf(path, sizeof path, "%.1023s/valid.jsonl", a->run_dir);
@@ -888,6 +938,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
         saved_last = 0;
         log_iteration(t, &iv, &rec); /* every rank: the timers report in it is collective */
         if (t->rank == 0) {
+            tb_step(t, &rec);
             if (t->metrics && tdm_metrics_write(t->metrics, &rec, a->audit_fingerprints, err) != 0) {
                 tdm_log_warn("%s (metrics stop here)", err->msg);
                 tdm_metrics_close(t->metrics);
