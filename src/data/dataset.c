@@ -52,6 +52,14 @@ static int count_tags(const char *s) {
     return n;
 }
 
+/* The placeholder in s of a medium tandem does not train ("<video>", "<audio>"), or NULL. */
+static const char *other_media_tag(const char *s) {
+    static const char *const tags[] = {"<video>", "<audio>"};
+    for (size_t i = 0; i < sizeof tags / sizeof *tags; i++)
+        if (strstr(s, tags[i])) return tags[i];
+    return NULL;
+}
+
 static int is_blank(const char *s) {
     for (; *s; s++)
         if (*s != ' ' && *s != '\n' && *s != '\t' && *s != '\r') return 0;
@@ -142,6 +150,9 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
     s->turns = tdm_xcalloc(msgs->len + 1, sizeof(tdm_turn));
     if (has_sys) s->turns[s->n_turns++] = (tdm_turn){TDM_ROLE_SYSTEM, tdm_xstrdup(sys->str)};
     int tags = has_sys ? count_tags(sys->str) : 0; /* counted as in a system message */
+    const char *media = has_sys ? other_media_tag(sys->str) : NULL; /* the first <video>/<audio> tag */
+    const char *media_in = "the \"system\" field";
+    char media_msg[32];
     for (size_t i = 0; i < msgs->len; i++) {
         const tdm_json *m = msgs->items[i];
         const tdm_json *r = tdm_json_get(m, rk);
@@ -184,6 +195,10 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
             goto fail;
         }
         tags += n;
+        if (!media && (media = other_media_tag(text)) != NULL) {
+            snprintf(media_msg, sizeof media_msg, "message %zu", i);
+            media_in = media_msg;
+        }
     }
     if (s->n_turns == 0 || s->turns[s->n_turns - 1].role != TDM_ROLE_ASSISTANT) {
         tdm_errorf(err, "the conversation must end with an assistant answer");
@@ -205,6 +220,11 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
     if (vids && vids->type != TDM_JSON_NULL && !(vids->type == TDM_JSON_ARRAY && vids->len == 0)) {
         tdm_errorf(err, "\"%s\": video samples are not supported (images only)", tdm_json_get(o, "videos") ? "videos"
                                                                                                   : "video");
+        goto fail;
+    }
+    /* a tag with no video list: LLaMA-Factory refuses its count mismatch; here it would be trained as text */
+    if (media) {
+        tdm_errorf(err, "%s: a %s tag, but video and audio samples are not supported (images only)", media_in, media);
         goto fail;
     }
     if (inl.n > 0 && !imgs) { /* the pictures named only in the content parts */

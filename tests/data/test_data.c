@@ -191,6 +191,16 @@ static void test_dataset_errors(void) {
     snprintf(buf, sizeof buf, "[%s, {\"video\": \"clip.mp4\", \"conversations\": [{\"from\": \"human\", "
                               "\"value\": \"<video>q\"}, {\"from\": \"gpt\", \"value\": \"a\"}]}]", good);
     expect_error("video1.json", buf, "\"video\": video samples are not supported");
+    /* a <video> tag without a video list: LLaMA-Factory refuses it (placeholder count), not trained as text */
+    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
+                              "{\"role\": \"assistant\", \"content\": \"a\"}, {\"role\": \"user\", "
+                              "\"content\": \"Now <video>\"}, {\"role\": \"assistant\", \"content\": \"b\"}]}]",
+             good);
+    expect_error("videotag.json", buf, "sample 1 (line 1): message 2: a <video> tag, but video and audio samples are "
+                                       "not supported");
+    snprintf(buf, sizeof buf, "[%s, {\"system\": \"<audio>\", \"messages\": [{\"role\": \"user\", "
+                              "\"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
+    expect_error("audiotag.json", buf, "the \"system\" field: a <audio> tag");
     /* <image> in LLaMA-Factory's system column counts, as in a system message */
     write_png("a.png", 40, 30, 1);
     snprintf(buf, sizeof buf, "[{\"system\": \"See <image>.\", \"messages\": [{\"role\": \"user\", \"content\": "
