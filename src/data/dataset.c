@@ -145,6 +145,10 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
     if (!msgs || msgs->type != TDM_JSON_ARRAY)
         return tdm_errorf(err, "expected a \"messages\" or \"conversations\" list");
     const tdm_json *sys = tdm_json_get(o, "system"); /* LLaMA-Factory's optional system column */
+    if (sys && sys->type != TDM_JSON_STRING && sys->type != TDM_JSON_NULL)
+        return tdm_errorf(err, "\"system\" must be a string (the system prompt)");
+    if (sys && sys->type == TDM_JSON_STRING && strlen(sys->str) != sys->len)
+        return tdm_errorf(err, "\"system\" holds a NUL character");
     int has_sys = sys && sys->type == TDM_JSON_STRING && sys->len > 0;
     inline_images inl = {0};
     s->turns = tdm_xcalloc(msgs->len + 1, sizeof(tdm_turn));

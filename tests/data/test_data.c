@@ -201,6 +201,13 @@ static void test_dataset_errors(void) {
     snprintf(buf, sizeof buf, "[%s, {\"system\": \"<audio>\", \"messages\": [{\"role\": \"user\", "
                               "\"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
     expect_error("audiotag.json", buf, "the \"system\" field: a <audio> tag");
+    /* a system column that is not a string was once dropped without a word */
+    snprintf(buf, sizeof buf, "[%s, {\"system\": [\"Be brief.\"], \"messages\": [{\"role\": \"user\", "
+                              "\"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
+    expect_error("syslist.json", buf, "sample 1 (line 1): \"system\" must be a string");
+    snprintf(buf, sizeof buf, "[%s, {\"system\": \"Be\\u0000 brief.\", \"messages\": [{\"role\": \"user\", "
+                              "\"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
+    expect_error("sysnul.json", buf, "sample 1 (line 1): \"system\" holds a NUL character");
     /* <image> in LLaMA-Factory's system column counts, as in a system message */
     write_png("a.png", 40, 30, 1);
     snprintf(buf, sizeof buf, "[{\"system\": \"See <image>.\", \"messages\": [{\"role\": \"user\", \"content\": "
