@@ -106,8 +106,25 @@ int tdm_preproc_config_load(const char *path, tdm_preproc_config *c, tdm_error *
     if (opt_int(root, "patch_size", 1, 64, &P, file, err) ||
         opt_int(root, "temporal_patch_size", 1, 16, &T, file, err) || opt_int(root, "merge_size", 1, 8, &m, file, err))
         goto done;
+    /* Hugging Face's processor refuses a "size" without both pixel bounds once min_pixels and
+     * max_pixels are applied; it must not fall back to the defaults here ({"height", "width"}
+     * is another processor's size) */
     const tdm_json *size = tdm_json_get(root, "size");
-    if (size && size->type == TDM_JSON_OBJECT) {
+    if (size && size->type != TDM_JSON_NULL) {
+        static const char *const edge[2] = {"shortest_edge", "longest_edge"};
+        static const char *const px[2] = {"min_pixels", "max_pixels"};
+        if (size->type != TDM_JSON_OBJECT) {
+            tdm_errorf(err, "%s: \"size\" must be an object with \"shortest_edge\" and \"longest_edge\" (pixel "
+                       "counts)", file);
+            goto done;
+        }
+        for (int k = 0; k < 2; k++)
+            if (!tdm_json_get(size, edge[k]) && !tdm_json_get(root, px[k])) {
+                tdm_errorf(err, "%s: \"size\" has no \"%s\" (and there is no \"%s\"): expected the pixel bounds "
+                           "\"shortest_edge\" and \"longest_edge\", as Qwen's image processor does", file, edge[k],
+                           px[k]);
+                goto done;
+            }
         if (opt_int(size, "shortest_edge", 1, max_px, &lo, file, err) ||
             opt_int(size, "longest_edge", 1, max_px, &hi, file, err))
             goto done;

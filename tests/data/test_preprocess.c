@@ -268,6 +268,20 @@ static void test_config_file(void) {
     const char *sz = "{\"size\": {\"shortest_edge\": 100, \"longest_edge\": 2000}}";
     tdm_write_file_atomic(path, sz, strlen(sz), &err);
     CHECK(tdm_preproc_config_load(path, &c, &err) == 0 && c.min_pixels == 100 && c.max_pixels == 2000, "size keys");
+    /* a "size" without Qwen's pixel bounds (another processor's) was ignored: the defaults resized */
+    const char *nosize[] = {"{\"size\": {\"height\": 448, \"width\": 448}}", "{\"size\": 448}",
+                            "{\"size\": {\"shortest_edge\": 100}, \"min_pixels\": 50}"};
+    const char *nokey[] = {"\"size\" has no \"shortest_edge\"", "\"size\" must be an object",
+                           "\"size\" has no \"longest_edge\""};
+    for (int i = 0; i < 3; i++) {
+        tdm_write_file_atomic(path, nosize[i], strlen(nosize[i]), &err);
+        CHECK(tdm_preproc_config_load(path, &c, &err) != 0 && strstr(err.msg, nokey[i]) && strstr(err.msg, "pp.json"),
+              "%s: %s", nosize[i], err.msg);
+    }
+    const char *oneedge = "{\"size\": {\"shortest_edge\": 100}, \"max_pixels\": 3000}";
+    tdm_write_file_atomic(path, oneedge, strlen(oneedge), &err);
+    CHECK(tdm_preproc_config_load(path, &c, &err) == 0 && c.min_pixels == 100 && c.max_pixels == 3000,
+          "size with max_pixels: %s", err.msg);
     /* sizes that would resize every picture to terabytes of patches are refused, not allocated */
     const char *huge[] = {"{\"min_pixels\": 10000000000, \"max_pixels\": 20000000000}",
                           "{\"size\": {\"shortest_edge\": 100, \"longest_edge\": 1099511627776}}",
