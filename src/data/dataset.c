@@ -136,11 +136,10 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
     memset(s, 0, sizeof *s);
     if (!o || o->type != TDM_JSON_OBJECT) return tdm_errorf(err, "expected an object");
     const tdm_json *msgs = tdm_json_get(o, "messages");
-    const char *rk = "role", *ck = "content";
+    const char *rk = "role", *ck = "content", *alt_rk = "from", *alt_ck = "value";
     if (!msgs) {
         msgs = tdm_json_get(o, "conversations");
-        rk = "from";
-        ck = "value";
+        rk = "from", ck = "value", alt_rk = "role", alt_ck = "content";
     }
     if (!msgs || msgs->type != TDM_JSON_ARRAY)
         return tdm_errorf(err, "expected a \"messages\" or \"conversations\" list");
@@ -159,9 +158,13 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
     char media_msg[32];
     for (size_t i = 0; i < msgs->len; i++) {
         const tdm_json *m = msgs->items[i];
-        const tdm_json *r = tdm_json_get(m, rk);
+        /* the other layout's keys ("conversations" of role/content, "messages" of from/value), which
+         * LLaMA-Factory's role_tag/content_tag settings allow */
+        const char *mrk = rk, *mck = ck;
+        if (!tdm_json_get(m, rk) && tdm_json_get(m, alt_rk)) mrk = alt_rk, mck = alt_ck;
+        const tdm_json *r = tdm_json_get(m, mrk);
         if (!r || r->type != TDM_JSON_STRING) {
-            tdm_errorf(err, "message %zu has no \"%s\" string", i, rk);
+            tdm_errorf(err, "message %zu has no \"%s\" string", i, mrk);
             goto fail;
         }
         tdm_role role;
@@ -169,7 +172,7 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
             tdm_errorf(err, "message %zu: unknown role \"%s\" (expected system, user or assistant)", i, r->str);
             goto fail;
         }
-        char *text = content_text(tdm_json_get(m, ck), &inl, err);
+        char *text = content_text(tdm_json_get(m, mck), &inl, err);
         if (!text) {
             tdm_error_prefix(err, "message %zu", i);
             goto fail;

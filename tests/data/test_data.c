@@ -132,6 +132,17 @@ static void test_dataset_formats(void) {
     CHECK(d && d->n_samples == 2 && d->samples[0].n_images == 1 && d->samples[1].turns[0].role == TDM_ROLE_SYSTEM,
           "llava: %s", d ? "" : err.msg);
     tdm_dataset_free(d);
+    /* each list with the other layout's keys (LLaMA-Factory's role_tag/content_tag): it was "message 0 has
+     * no \"from\" string" */
+    write_text("mixed.json",
+               "[{\"conversations\": [{\"role\": \"user\", \"content\": \"<image>Q\"},"
+               " {\"role\": \"assistant\", \"content\": \"R\"}], \"images\": [\"a.png\"]},"
+               " {\"messages\": [{\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"gpt\", \"value\": \"r\"}]}]");
+    d = load1("mixed.json", 0, &err);
+    CHECK(d && d->n_samples == 2 && d->samples[0].n_images == 1 && !strcmp(d->samples[0].turns[0].text, "<image>Q") &&
+          d->samples[1].turns[1].role == TDM_ROLE_ASSISTANT && !strcmp(d->samples[1].turns[1].text, "r"),
+          "other layout's keys: %s", d ? "" : err.msg);
+    tdm_dataset_free(d);
     /* several files: samples keep file order and remember their file */
     char p1[512], p2[512];
     snprintf(p1, sizeof p1, "%s/msgs.json", dir);
