@@ -132,7 +132,8 @@ static char *content_text(const tdm_json *c, inline_images *inl, tdm_error *err)
 }
 
 /* Fills s from one sample object; on error s is freed and err says why (no prefix). */
-static int parse_sample(const tdm_json *o, const char *root, int check_images, tdm_sample *s, tdm_error *err) {
+static int parse_sample(const tdm_json *o, const char *root, int image_root_given, int check_images, tdm_sample *s,
+                        tdm_error *err) {
     memset(s, 0, sizeof *s);
     if (!o || o->type != TDM_JSON_OBJECT) return tdm_errorf(err, "expected an object");
     const tdm_json *msgs = tdm_json_get(o, "messages");
@@ -271,7 +272,15 @@ static int parse_sample(const tdm_json *o, const char *root, int check_images, t
         tdm_sb_puts(&sb, p->str);
         s->images[s->n_images++] = sb.data;
         if (check_images && access(sb.data, R_OK) != 0) {
-            tdm_errorf(err, "image %zu: cannot read %s", i, sb.data);
+            /* LLaMA-Factory falls back to the path as written (from the working directory) when
+             * media_dir does not hold it; here the root is fixed, so say which root and how to move it */
+            if (p->str[0] != '/' && access(p->str, R_OK) == 0)
+                tdm_errorf(err, "image %zu: cannot read %s (relative paths resolve against %s; %s is there "
+                           "from the working directory: pass --image-root .)", i, sb.data,
+                           image_root_given ? "--image-root" : "the dataset file's folder", p->str);
+            else
+                tdm_errorf(err, "image %zu: cannot read %s (relative paths resolve against %s)", i, sb.data,
+                           image_root_given ? "--image-root" : "the dataset file's folder, or --image-root");
             goto fail;
         }
     }
@@ -287,7 +296,7 @@ static int add_sample(tdm_dataset *d, int64_t *cap, const tdm_json *o, int file,
                       const char *root, const tdm_dataset_options *opt, tdm_error *err) {
     tdm_sample s;
     tdm_error e;
-    if (parse_sample(o, root, !opt->no_image_check, &s, &e) != 0) {
+    if (parse_sample(o, root, opt->image_root != NULL, !opt->no_image_check, &s, &e) != 0) {
         char where[1200];
         snprintf(where, sizeof where, "%s: sample %lld (line %d): %s", d->files[file], (long long)index, line, e.msg);
         if (!opt->skip_bad_samples) return tdm_errorf(err, "%s", where);

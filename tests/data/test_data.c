@@ -179,7 +179,14 @@ static void test_dataset_errors(void) {
     expect_error("count.json", buf, "2 <image> tags but 1 images listed");
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
                               "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"nope.png\"]}]", good);
-    expect_error("missing.json", buf, "nope.png");
+    expect_error("missing.json", buf, "nope.png (relative paths resolve against the dataset file's folder, or "
+                                      "--image-root)");
+    /* a path that is there from the working directory (the repository root, as test_preprocess's
+     * configs/tiny), as LLaMA-Factory's fallback would read it: the message says how to read it */
+    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
+                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"Makefile\"]}]", good);
+    expect_error("cwd.json", buf, "/Makefile (relative paths resolve against the dataset file's folder; Makefile is "
+                                  "there from the working directory: pass --image-root .)");
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
                               "{\"role\": \"assistant\", \"content\": \"  \"}]}]", good);
     expect_error("empty.json", buf, "empty assistant answer");
