@@ -74,7 +74,7 @@ typedef struct inline_images {
 } inline_images;
 
 /* Message content: a string, or a list of {"type": "text", "text"} / {"type": "image"} parts
- * (turned into text with "<image>" tags; an image part's "image" path is added to *inl).
+ * (turned into text with "<image>" tags; an image part's "image", "path" or "url" is added to *inl).
  * Returns a malloc'ed string or NULL. */
 static char *content_text(const tdm_json *c, inline_images *inl, tdm_error *err) {
     if (c && c->type == TDM_JSON_STRING) {
@@ -100,10 +100,14 @@ static char *content_text(const tdm_json *c, inline_images *inl, tdm_error *err)
             return NULL;
         }
         if (!strcmp(type->str, "image")) {
-            const tdm_json *path = tdm_json_get(part, "image");
+            /* Hugging Face's processors take the picture from "image", "path" or "url" */
+            static const char *const keys[] = {"image", "path", "url"};
+            const tdm_json *path = NULL;
+            size_t k = 0;
+            while (k < sizeof keys / sizeof *keys && !(path = tdm_json_get(part, keys[k]))) k++;
             if (path && (path->type != TDM_JSON_STRING || path->len == 0 || strlen(path->str) != path->len)) {
                 tdm_sb_free(&sb);
-                tdm_errorf(err, "content part %zu: \"image\" must be a file path string", i);
+                tdm_errorf(err, "content part %zu: \"%s\" must be a file path string", i, keys[k]);
                 return NULL;
             }
             if (path) {
@@ -264,6 +268,11 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
         const tdm_json *p = !imgs ? inl.v[i] : imgs->type == TDM_JSON_STRING ? imgs : imgs->items[i];
         if (p->type != TDM_JSON_STRING || p->len == 0) {
             tdm_errorf(err, "image %zu: expected a path string", i);
+            goto fail;
+        }
+        if (!strncmp(p->str, "http://", 7) || !strncmp(p->str, "https://", 8) || !strncmp(p->str, "data:", 5)) {
+            tdm_errorf(err, "image %zu: \"%.100s\" is a URL, but tandem reads local files only (download it and "
+                       "give its path)", i, p->str);
             goto fail;
         }
         tdm_strbuf sb;

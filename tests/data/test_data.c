@@ -258,6 +258,24 @@ static void test_dataset_errors(void) {
     snprintf(sample, sizeof sample, inl, "b.png", ", \"images\": [\"a.png\"]");
     snprintf(buf, sizeof buf, "[%s, %s]", good, sample);
     expect_error("inline3.json", buf, "image 0 is \"b.png\" in a content part but \"a.png\" in \"images\"");
+    /* Hugging Face's other keys of an image part: "path" names the file (it was "1 <image> tags but 0 images
+     * named in content parts"); a "url", or an http(s)/data URL anywhere, is refused as one */
+    const char *part = "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", \"%s\": \"%s\"}]}, "
+                       "{\"role\": \"assistant\", \"content\": \"R\"}]}";
+    snprintf(buf, sizeof buf, part, "path", "b.png");
+    write_text("inlinepath.json", buf);
+    d = load1("inlinepath.json", 0, &err);
+    CHECK(d && d->samples[0].n_images == 1 && !strcmp(d->samples[0].images[0], want), "inline \"path\" part: %s",
+          d ? "(no image)" : err.msg);
+    tdm_dataset_free(d);
+    snprintf(sample, sizeof sample, part, "url", "https://x");
+    snprintf(buf, sizeof buf, "[%s, %s]", good, sample);
+    expect_error("inlineurl.json", buf, "sample 1 (line 1): image 0: \"https://x\" is a URL, but tandem reads local "
+                                        "files only");
+    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
+                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"http://h/a.png\"]}]",
+             good);
+    expect_error("url.json", buf, "image 0: \"http://h/a.png\" is a URL");
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", "
                               "\"image\": 7}]}, {\"role\": \"assistant\", \"content\": \"R\"}]}]", good);
     expect_error("inline4.json", buf, "content part 0: \"image\" must be a file path string");
