@@ -123,7 +123,7 @@ tdm_data *tdm_data_open(const tdm_data_options *o, const tdm_tokenizer *tok, con
         tdm_error e;
         int rc = scan_sample(d, j, o->seq_length, &ids, &labels, &grids, &nt, &np, &e);
         if (rc != 0) {
-            char where[256];
+            char where[1200];
             tdm_dataset_where(ds, j, where, sizeof where);
             if (rc < 0 && !o->skip_bad_samples) {
                 tdm_errorf(err, "%s: %s", where, e.msg);
@@ -138,8 +138,11 @@ tdm_data *tdm_data_open(const tdm_data_options *o, const tdm_tokenizer *tok, con
             const tdm_sample *sj = &ds->samples[j];
             int earlier = !ds->n_skipped || sj->file < ds->first_skip_file ||
                           (sj->file == ds->first_skip_file && sj->index < ds->first_skip_index);
-            if (!scan_problem_seen++ && earlier)
-                snprintf(d->stats.first_problem, sizeof d->stats.first_problem, "%.200s: %.800s", where, e.msg);
+            if (!scan_problem_seen++ && earlier) { /* a long path cuts the reason's end, not the sample's place */
+                tdm_error first;
+                tdm_errorf(&first, "%s: %s", where, e.msg);
+                snprintf(d->stats.first_problem, sizeof d->stats.first_problem, "%s", first.msg);
+            }
             continue;
         }
         int64_t i = d->n++;
@@ -260,7 +263,7 @@ int tdm_data_build_batch(const tdm_data *d, const int64_t *idx, int n, tdm_batch
         const int n_img = (int)(d->img_off[i + 1] - d->img_off[i]);
         const int32_t *grids = d->grids + 3 * d->img_off[i];
         const tdm_sample *smp = &d->ds->samples[d->src[i]];
-        char where[256];
+        char where[1200];
         tdm_dataset_where(d->ds, d->src[i], where, sizeof where);
         if (tdm_rope_expand_pads(d->ids + t0, d->labels + t0, nt, d->chat.image_pad, grids, n_img, m,
                                  b->input_ids + off, b->labels + off, err) != 0 ||

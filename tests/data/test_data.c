@@ -641,6 +641,58 @@ static void test_seq_length_drops(void) {
     tdm_data_free(all);
 }
 
+/* A dataset path of 280 characters: the error and the skip report still name the sample
+ * (the location was cut at 256 and 200 characters, losing "sample 1 (line 1)"). */
+static void test_long_path_keeps_sample(void) {
+    if (!tok) return;
+    char sub[300], name[400], path[700];
+    memset(sub, 'x', 241);
+    sub[120] = '/', sub[241] = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    tdm_error err;
+    if (tdm_mkdirs(path, &err) != 0) fprintf(stderr, "%s\n", err.msg);
+    snprintf(name, sizeof name, "%s/a.png", sub);
+    write_png(name, 40, 30, 1);
+    snprintf(name, sizeof name, "%s/bad.png", sub);
+    write_text(name, "not a picture");
+    snprintf(name, sizeof name, "%s/d.json", sub);
+    write_text(name, "[{\"messages\": [{\"role\": \"user\", \"content\": \"<image>q\"}, {\"role\": \"assistant\", "
+                     "\"content\": \"a\"}], \"images\": [\"a.png\"]}, {\"messages\": [{\"role\": \"user\", \"content\": "
+                     "\"<image>q\"}, {\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"bad.png\"]}]");
+    snprintf(path, sizeof path, "%s/%s/d.json", dir, sub);
+    tdm_preproc_config pp;
+    if (tdm_preproc_config_load("configs/tiny", &pp, &err) != 0) return;
+    const char *files[] = {path};
+    tdm_data_options o = {.files = files, .n_files = 1};
+    tdm_data *d = tdm_data_open(&o, tok, &pp, &err);
+    CHECK(!d && strstr(err.msg, "/d.json: sample 1 (line 1): ") && strstr(err.msg, "bad.png"), "%s",
+          d ? "(opened)" : err.msg);
+    tdm_data_free(d);
+    o.skip_bad_samples = 1;
+    d = tdm_data_open(&o, tok, &pp, &err);
+    CHECK(d && strstr(tdm_data_get_stats(d)->first_problem, "/d.json: sample 1 (line 1): "), "skip: %s",
+          d ? tdm_data_get_stats(d)->first_problem : err.msg);
+    tdm_data_free(d);
+    /* a picture whose header is fine but whose data is cut: found when the batch is built */
+    snprintf(name, sizeof name, "%s/bad.png", sub);
+    write_png(name, 40, 30, 2);
+    snprintf(path, sizeof path, "%s/%s/bad.png", dir, sub);
+    if (truncate(path, 60) != 0) perror(path);
+    snprintf(path, sizeof path, "%s/%s/d.json", dir, sub);
+    o.skip_bad_samples = 0;
+    d = tdm_data_open(&o, tok, &pp, &err);
+    CHECK(d != NULL, "%s", err.msg);
+    if (d) {
+        tdm_batch b;
+        tdm_batch_init(&b);
+        int64_t idx[1] = {1};
+        CHECK(tdm_data_build_batch(d, idx, 1, &b, &err) != 0 && strstr(err.msg, "/d.json: sample 1 (line 1): "),
+              "build: %s", err.msg);
+        tdm_batch_free(&b);
+        tdm_data_free(d);
+    }
+}
+
 static void test_sampler_dp_independent(void) {
     const int64_t N = 103, G = 8;
     tdm_sampler_options o = {.seed = 3, .shuffle = 1, .global_batch_size = G, .micro_batch_size = 2, .dp_rank = 0, .dp_size = 1};
@@ -871,6 +923,7 @@ int main(void) {
     RUN(test_pipeline_packing);
     RUN(test_prompt_is_sample_prefix);
     RUN(test_seq_length_drops);
+    RUN(test_long_path_keeps_sample);
     RUN(test_sampler_dp_independent);
     RUN(test_loader_deterministic);
     RUN(test_loader_error_reaches_caller);
