@@ -334,7 +334,8 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
     size_t len;
     char *text = tdm_read_file(path, TDM_DATASET_MAX_FILE_BYTES, &len, err);
     if (!text) return -1;
-    size_t first = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 byte order mark */
+    const size_t bom = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 byte order mark */
+    size_t first = bom;
     while (first < len && strchr(" \t\r\n", text[first])) first++;
     size_t plen = strlen(path);
     int suffix_jsonl = plen > 6 && !strcmp(path + plen - 6, ".jsonl");
@@ -368,7 +369,7 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
         /* JSON Lines: the sample index is the index among non-blank lines; messages also give the line */
         int64_t index = 0;
         int line = 1;
-        for (size_t pos = 0; pos < len && rc == 0; line++) {
+        for (size_t pos = bom; pos < len && rc == 0; line++) { /* a line holding only the mark is blank */
             size_t end = pos;
             while (end < len && text[end] != '\n') end++;
             size_t b = pos;

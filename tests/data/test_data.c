@@ -285,6 +285,13 @@ static void test_dataset_errors(void) {
     d = load1("bom.json", 0, &err);
     CHECK(d && d->n_samples == 2, "BOM: %s", d ? "" : err.msg);
     tdm_dataset_free(d);
+    /* JSON Lines whose byte order mark stands on a line of its own: that line is blank (it was
+     * "line 1:1:4: unexpected end of input") */
+    snprintf(buf, sizeof buf, "\xEF\xBB\xBF\r\n%s\r\n%s\r\n", good, good);
+    write_text("bomline.jsonl", buf);
+    d = load1("bomline.jsonl", 0, &err);
+    CHECK(d && d->n_samples == 2 && d->samples[1].line == 3, "BOM line: %s", d ? "" : err.msg);
+    tdm_dataset_free(d);
     /* one sample written as a JSON object over several lines (not JSON Lines): one sample,
      * not "line 1: unexpected end of input" */
     write_text("pretty.json", "{\"messages\": [\n  {\"role\": \"user\", \"content\": \"q\"},\n"
