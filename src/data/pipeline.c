@@ -164,9 +164,14 @@ tdm_data *tdm_data_open(const tdm_data_options *o, const tdm_tokenizer *tok, con
     d->labels = labels.data;
     d->grids = grids.data;
     d->stats.n_samples = d->n;
-    if (d->n == 0) {
-        tdm_errorf(err, "%s: no usable sample (first problem: %s)", ds->files[0],
-                   d->stats.first_problem[0] ? d->stats.first_problem : "the file is empty");
+    if (d->n == 0) { /* the first problem may be in another file than the first */
+        char also[64] = "";
+        if (ds->n_files > 1)
+            snprintf(also, sizeof also, " (and %d more dataset file%s)", ds->n_files - 1, ds->n_files > 2 ? "s" : "");
+        tdm_errorf(err, "%s%s: no usable sample (first problem: %s)", ds->files[0], also,
+                   d->stats.first_problem[0] ? d->stats.first_problem
+                   : ds->n_files > 1      ? "the files hold no sample"
+                                          : "the file holds no sample");
         goto fail;
     }
     return d;

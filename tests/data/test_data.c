@@ -700,6 +700,33 @@ static void test_long_path_keeps_sample(void) {
     }
 }
 
+/* No usable sample in two files: the message named only the first file, whose "problem"
+ * came from the second. */
+static void test_no_usable_sample_names_files(void) {
+    if (!tok) return;
+    write_text("none1.json", "[]");
+    write_text("none2.json", "[{\"messages\": [{\"role\": \"user\", \"content\": \"a long question\"}, "
+                             "{\"role\": \"assistant\", \"content\": \"a long answer\"}]}]");
+    char p1[512], p2[512];
+    snprintf(p1, sizeof p1, "%s/none1.json", dir);
+    snprintf(p2, sizeof p2, "%s/none2.json", dir);
+    tdm_preproc_config pp;
+    tdm_error err;
+    if (tdm_preproc_config_load("configs/tiny", &pp, &err) != 0) return;
+    const char *files[] = {p1, p2};
+    tdm_data_options o = {.files = files, .n_files = 2, .seq_length = 8};
+    tdm_data *d = tdm_data_open(&o, tok, &pp, &err);
+    CHECK(!d && strstr(err.msg, "none1.json (and 1 more dataset file): no usable sample (first problem: ") &&
+              strstr(err.msg, "none2.json: sample 0 (line 1): "),
+          "%s", d ? "(opened)" : err.msg);
+    tdm_data_free(d);
+    o.files = files + 0, o.n_files = 1;
+    d = tdm_data_open(&o, tok, &pp, &err);
+    CHECK(!d && strstr(err.msg, "none1.json: no usable sample (first problem: the file holds no sample)"), "%s",
+          d ? "(opened)" : err.msg);
+    tdm_data_free(d);
+}
+
 static void test_sampler_dp_independent(void) {
     const int64_t N = 103, G = 8;
     tdm_sampler_options o = {.seed = 3, .shuffle = 1, .global_batch_size = G, .micro_batch_size = 2, .dp_rank = 0, .dp_size = 1};
@@ -931,6 +958,7 @@ int main(void) {
     RUN(test_prompt_is_sample_prefix);
     RUN(test_seq_length_drops);
     RUN(test_long_path_keeps_sample);
+    RUN(test_no_usable_sample_names_files);
     RUN(test_sampler_dp_independent);
     RUN(test_loader_deterministic);
     RUN(test_loader_error_reaches_caller);
