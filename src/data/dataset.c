@@ -339,7 +339,7 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
     while (first < len && strchr(" \t\r\n", text[first])) first++;
     size_t plen = strlen(path);
     int suffix_jsonl = plen > 6 && !strcmp(path + plen - 6, ".jsonl");
-    int jsonl = suffix_jsonl || (first < len && text[first] != '[');
+    int jsonl = suffix_jsonl || first == len || text[first] != '['; /* an empty file: no lines, no sample */
     int rc = 0;
     tdm_json_doc *whole = NULL;
     if (jsonl && !suffix_jsonl) {

@@ -704,7 +704,8 @@ static void test_long_path_keeps_sample(void) {
  * came from the second. */
 static void test_no_usable_sample_names_files(void) {
     if (!tok) return;
-    write_text("none1.json", "[]");
+    /* only a byte order mark and blanks: no sample (it was "none1.json:2:1: unexpected end of input") */
+    write_text("none1.json", "\xEF\xBB\xBF \r\n");
     write_text("none2.json", "[{\"messages\": [{\"role\": \"user\", \"content\": \"a long question\"}, "
                              "{\"role\": \"assistant\", \"content\": \"a long answer\"}]}]");
     char p1[512], p2[512];
