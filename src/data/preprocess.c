@@ -35,6 +35,18 @@ static int opt_int(const tdm_json *obj, const char *key, int64_t lo, int64_t hi,
     return 0;
 }
 
+/* A pixel bound (min_pixels, max_pixels, size's shortest_edge, longest_edge): null is absent, as
+ * Hugging Face's processor skips a None bound (Qwen3-VL configs ship "max_pixels": null). */
+static const tdm_json *bound(const tdm_json *obj, const char *key) {
+    const tdm_json *v = tdm_json_get(obj, key);
+    return v && v->type != TDM_JSON_NULL ? v : NULL;
+}
+
+static int opt_bound(const tdm_json *obj, const char *key, int64_t hi, int64_t *out, const char *file,
+                     tdm_error *err) {
+    return bound(obj, key) ? opt_int(obj, key, 1, hi, out, file, err) : 0;
+}
+
 static int opt_triple(const tdm_json *obj, const char *key, int positive, double out[3], const char *file,
                       tdm_error *err) {
     const tdm_json *v = tdm_json_get(obj, key);
@@ -119,18 +131,17 @@ int tdm_preproc_config_load(const char *path, tdm_preproc_config *c, tdm_error *
             goto done;
         }
         for (int k = 0; k < 2; k++)
-            if (!tdm_json_get(size, edge[k]) && !tdm_json_get(root, px[k])) {
+            if (!bound(size, edge[k]) && !bound(root, px[k])) {
                 tdm_errorf(err, "%s: \"size\" has no \"%s\" (and there is no \"%s\"): expected the pixel bounds "
                            "\"shortest_edge\" and \"longest_edge\", as Qwen's image processor does", file, edge[k],
                            px[k]);
                 goto done;
             }
-        if (opt_int(size, "shortest_edge", 1, max_px, &lo, file, err) ||
-            opt_int(size, "longest_edge", 1, max_px, &hi, file, err))
+        if (opt_bound(size, "shortest_edge", max_px, &lo, file, err) ||
+            opt_bound(size, "longest_edge", max_px, &hi, file, err))
             goto done;
     }
-    if (opt_int(root, "min_pixels", 1, max_px, &lo, file, err) ||
-        opt_int(root, "max_pixels", 1, max_px, &hi, file, err))
+    if (opt_bound(root, "min_pixels", max_px, &lo, file, err) || opt_bound(root, "max_pixels", max_px, &hi, file, err))
         goto done;
     if (lo > hi) {
         tdm_errorf(err, "%s: min_pixels %lld is larger than max_pixels %lld", file, (long long)lo, (long long)hi);

@@ -282,6 +282,16 @@ static void test_config_file(void) {
     tdm_write_file_atomic(path, oneedge, strlen(oneedge), &err);
     CHECK(tdm_preproc_config_load(path, &c, &err) == 0 && c.min_pixels == 100 && c.max_pixels == 3000,
           "size with max_pixels: %s", err.msg);
+    /* a null bound is absent, as in Hugging Face's processor (it was "must be an integer") */
+    const char *nulls = "{\"size\": {\"shortest_edge\": 100, \"longest_edge\": 2000}, \"min_pixels\": null, "
+                        "\"max_pixels\": null}";
+    tdm_write_file_atomic(path, nulls, strlen(nulls), &err);
+    CHECK(tdm_preproc_config_load(path, &c, &err) == 0 && c.min_pixels == 100 && c.max_pixels == 2000,
+          "null min/max_pixels: %s", err.msg);
+    const char *nulledge = "{\"size\": {\"shortest_edge\": null, \"longest_edge\": 2000}}";
+    tdm_write_file_atomic(path, nulledge, strlen(nulledge), &err);
+    CHECK(tdm_preproc_config_load(path, &c, &err) != 0 && strstr(err.msg, "\"size\" has no \"shortest_edge\""),
+          "null shortest_edge: %s", err.msg);
     /* sizes that would resize every picture to terabytes of patches are refused, not allocated */
     const char *huge[] = {"{\"min_pixels\": 10000000000, \"max_pixels\": 20000000000}",
                           "{\"size\": {\"shortest_edge\": 100, \"longest_edge\": 1099511627776}}",
