@@ -148,6 +148,13 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
     }
     if (!msgs || msgs->type != TDM_JSON_ARRAY)
         return tdm_errorf(err, "expected a \"messages\" or \"conversations\" list");
+    /* LLaMA-Factory writes a "tools" column into the system prompt; dropping it would train another text */
+    const tdm_json *tools = tdm_json_get(o, "tools");
+    if (tools && tools->type != TDM_JSON_NULL &&
+        !((tools->type == TDM_JSON_STRING || tools->type == TDM_JSON_ARRAY || tools->type == TDM_JSON_OBJECT) &&
+          tools->len == 0))
+        return tdm_errorf(err, "\"tools\": tool definitions are not supported (LLaMA-Factory would write them into "
+                          "the system prompt)");
     const tdm_json *sys = tdm_json_get(o, "system"); /* LLaMA-Factory's optional system column */
     if (sys && sys->type != TDM_JSON_STRING && sys->type != TDM_JSON_NULL)
         return tdm_errorf(err, "\"system\" must be a string (the system prompt)");

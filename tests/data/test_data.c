@@ -226,6 +226,17 @@ static void test_dataset_errors(void) {
     snprintf(buf, sizeof buf, "[%s, {\"system\": \"Be\\u0000 brief.\", \"messages\": [{\"role\": \"user\", "
                               "\"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
     expect_error("sysnul.json", buf, "sample 1 (line 1): \"system\" holds a NUL character");
+    /* LLaMA-Factory's "tools" column (written into the system prompt there) was dropped without a word */
+    snprintf(buf, sizeof buf, "[%s, {\"tools\": \"[{\\\"name\\\": \\\"f\\\"}]\", \"messages\": [{\"role\": "
+                              "\"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
+    expect_error("tools.json", buf, "sample 1 (line 1): \"tools\": tool definitions are not supported");
+    snprintf(buf, sizeof buf, "[{\"tools\": \"\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
+                              "{\"role\": \"assistant\", \"content\": \"a\"}]}, {\"tools\": [], \"messages\": "
+                              "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]");
+    write_text("notools.json", buf);
+    d = load1("notools.json", 0, &err);
+    CHECK(d && d->n_samples == 2, "empty tools: %s", d ? "" : err.msg);
+    tdm_dataset_free(d);
     /* <image> in LLaMA-Factory's system column counts, as in a system message */
     write_png("a.png", 40, 30, 1);
     snprintf(buf, sizeof buf, "[{\"system\": \"See <image>.\", \"messages\": [{\"role\": \"user\", \"content\": "
