@@ -184,6 +184,11 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
             tdm_errorf(err, "message %zu: unknown role \"%s\" (expected system, user or assistant)", i, r->str);
             goto fail;
         }
+        const tdm_json *calls = tdm_json_get(m, "tool_calls"); /* OpenAI's; its content is often null */
+        if (calls && calls->type != TDM_JSON_NULL && !(calls->type == TDM_JSON_ARRAY && calls->len == 0)) {
+            tdm_errorf(err, "message %zu: \"tool_calls\" are not supported (no tool template)", i);
+            goto fail;
+        }
         char *text = content_text(tdm_json_get(m, mck), &inl, err);
         if (!text) {
             tdm_error_prefix(err, "message %zu", i);

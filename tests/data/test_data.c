@@ -230,6 +230,9 @@ static void test_dataset_errors(void) {
     snprintf(buf, sizeof buf, "[%s, {\"tools\": \"[{\\\"name\\\": \\\"f\\\"}]\", \"messages\": [{\"role\": "
                               "\"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
     expect_error("tools.json", buf, "sample 1 (line 1): \"tools\": tool definitions are not supported");
+    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": "
+                              "\"assistant\", \"content\": null, \"tool_calls\": [{\"type\": \"function\"}]}]}]", good);
+    expect_error("toolcalls.json", buf, "sample 1 (line 1): message 1: \"tool_calls\" are not supported");
     snprintf(buf, sizeof buf, "[{\"tools\": \"\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
                               "{\"role\": \"assistant\", \"content\": \"a\"}]}, {\"tools\": [], \"messages\": "
                               "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]");
