@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,6 +47,45 @@ char *tdm_read_file(const char *path, size_t max_bytes, size_t *len, tdm_error *
     buf[n] = 0;
     if (len) *len = n;
     return buf;
+}
+
+const char *tdm_map_file(const char *path, size_t max_bytes, size_t *len, tdm_error *err) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        tdm_errorf(err, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        tdm_errorf(err, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        tdm_errorf(err, "%s: file is %lld bytes, more than the limit of %zu", path, (long long)st.st_size,
+                   max_bytes);
+        close(fd);
+        return NULL;
+    }
+    size_t n = (size_t)st.st_size;
+    *len = n;
+    if (n == 0) {
+        close(fd);
+        return "";
+    }
+    void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        tdm_errorf(err, "%s: cannot map %zu bytes: %s", path, n, strerror(e));
+        return NULL;
+    }
+    madvise(p, n, MADV_SEQUENTIAL);
+    return p;
+}
+
+void tdm_unmap_file(const char *p, size_t len) {
+    if (p && len > 0) munmap((void *)p, len);
 }
 
 int tdm_write_all(int fd, const void *data, size_t len, const char *path, tdm_error *err) {

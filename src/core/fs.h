@@ -16,6 +16,12 @@
 /* Reads the whole file; the buffer is NUL-terminated (not counted in *len). free() it. */
 char *tdm_read_file(const char *path, size_t max_bytes, size_t *len, tdm_error *err);
 
+/* Maps the whole file read-only (shared with every process that maps it: the ranks of one
+ * node read a dataset once into the page cache); not NUL-terminated. Release with
+ * tdm_unmap_file(p, len). An empty file maps to a valid pointer of length 0. */
+const char *tdm_map_file(const char *path, size_t max_bytes, size_t *len, tdm_error *err);
+void tdm_unmap_file(const char *p, size_t len);
+
 int tdm_write_file_atomic(const char *path, const void *data, size_t len, tdm_error *err);
 
 /* Writes `len` bytes fully, retrying short writes; names `path` in the error. */

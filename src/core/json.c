@@ -372,6 +372,72 @@ err:
     return NULL;
 }
 
+/* ---- one element at a time ---------------------------------------------------------- */
+
+static parser reader_parser(const tdm_json_array_reader *r, tdm_error *err) {
+    parser ps = {.s = r->text, .end = r->end, .p = r->p, .name = r->name, .line = r->line,
+                 .line_start = r->line_start, .err = err, .max_values = TDM_JSON_MAX_VALUES};
+    return ps;
+}
+
+static void reader_keep(tdm_json_array_reader *r, const parser *ps) {
+    r->p = ps->p;
+    r->line = ps->line;
+    r->line_start = ps->line_start;
+}
+
+int tdm_json_array_begin(tdm_json_array_reader *r, const char *text, size_t len, const char *name, tdm_error *err) {
+    *r = (tdm_json_array_reader){.text = text, .end = text + len, .p = text, .line_start = text,
+                                 .name = name ? name : "<json>", .line = 1};
+    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
+        (unsigned char)text[2] == 0xBF)
+        r->p += 3;
+    parser ps = reader_parser(r, err);
+    skip_ws(&ps);
+    if (ps.p >= ps.end || *ps.p != '[') return fail(&ps, "expected '[' (a JSON array)");
+    ps.p++;
+    skip_ws(&ps);
+    if (ps.p < ps.end && *ps.p == ']') { /* an empty array: closed at once */
+        ps.p++;
+        r->state = 3;
+    }
+    reader_keep(r, &ps);
+    return 0;
+}
+
+int tdm_json_array_next(tdm_json_array_reader *r, tdm_json_doc **doc, tdm_error *err) {
+    *doc = NULL;
+    if (r->state == 2) return 0;
+    parser ps = reader_parser(r, err);
+    if (r->state == 1) { /* after an element: ',' then the next one, or ']' */
+        skip_ws(&ps);
+        if (ps.p < ps.end && *ps.p == ',') {
+            ps.p++;
+        } else if (ps.p < ps.end && *ps.p == ']') {
+            ps.p++;
+            r->state = 3;
+        } else {
+            return fail(&ps, "expected ',' or ']'");
+        }
+    }
+    if (r->state == 3) { /* the array is closed */
+        skip_ws(&ps);
+        if (ps.p != ps.end) return fail(&ps, "trailing characters after the JSON value");
+        reader_keep(r, &ps);
+        r->state = 2;
+        return 0;
+    }
+    ps.doc = tdm_xcalloc(1, sizeof *ps.doc);
+    if (parse_value(&ps, &ps.doc->root, 1) != 0) {
+        tdm_json_free(ps.doc);
+        return -1;
+    }
+    reader_keep(r, &ps);
+    r->state = 1;
+    *doc = ps.doc;
+    return 1;
+}
+
 void tdm_json_free(tdm_json_doc *doc) {
     if (!doc) return;
     arena_block *b = doc->blocks;

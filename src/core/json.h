@@ -57,6 +57,22 @@ tdm_json_doc *tdm_json_parse(const char *text, size_t len, const char *name, tdm
 tdm_json_doc *tdm_json_parse_bounded(const char *text, size_t len, const char *name, int64_t max_values,
                                      tdm_error *err);
 void tdm_json_free(tdm_json_doc *doc);
+
+/* The elements of a top-level JSON array, one document each, so that a large array (a
+ * dataset file) never holds more than one element's tree; the value bound applies per
+ * element. Positions and messages are those of parsing the whole text (line:col of the
+ * file). The text must outlive the reader. */
+typedef struct tdm_json_array_reader {
+    const char *text, *end, *p, *line_start, *name;
+    int line;
+    int state; /* 0: an element comes next; 1: after an element; 3: after ']'; 2: done */
+} tdm_json_array_reader;
+/* Positions r at the array's first element; fails when the text (after an optional UTF-8
+ * byte order mark and blanks) does not start with '['. */
+int tdm_json_array_begin(tdm_json_array_reader *r, const char *text, size_t len, const char *name, tdm_error *err);
+/* 1 with *doc the next element (free it with tdm_json_free), 0 after the closing bracket
+ * when only blanks follow it, -1 with a message on any error. */
+int tdm_json_array_next(tdm_json_array_reader *r, tdm_json_doc **doc, tdm_error *err);
 const tdm_json *tdm_json_root(const tdm_json_doc *doc);
 
 /* Object member by key, or NULL (also when v is NULL or not an object). */

@@ -344,7 +344,7 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
     if (opt->image_root) snprintf(root, sizeof root, "%s", opt->image_root);
     else tdm_dirname(path, root, sizeof root);
     size_t len;
-    char *text = tdm_read_file(path, TDM_DATASET_MAX_FILE_BYTES, &len, err);
+    const char *text = tdm_map_file(path, TDM_DATASET_MAX_FILE_BYTES, &len, err);
     if (!text) return -1;
     const size_t bom = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 byte order mark */
     size_t first = bom;
@@ -368,15 +368,20 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
         rc = add_sample(d, cap, tdm_json_root(whole), file, 0, tdm_json_root(whole)->line, root, opt, err);
         tdm_json_free(whole);
     } else if (!jsonl) {
-        tdm_json_doc *doc = tdm_json_parse(text, len, path, err);
-        if (!doc) {
-            free(text);
-            return -1;
+        /* a JSON array, one element at a time: a large file never holds more than one
+         * sample's tree (positions and messages as parsing it whole) */
+        tdm_json_array_reader rd;
+        tdm_json_doc *doc;
+        int got;
+        rc = tdm_json_array_begin(&rd, text, len, path, err);
+        for (int64_t i = 0; rc == 0 && (got = tdm_json_array_next(&rd, &doc, err)) != 0; i++) {
+            if (got < 0) {
+                rc = -1;
+                break;
+            }
+            rc = add_sample(d, cap, tdm_json_root(doc), file, i, tdm_json_root(doc)->line, root, opt, err);
+            tdm_json_free(doc);
         }
-        const tdm_json *root_v = tdm_json_root(doc);
-        for (size_t i = 0; i < root_v->len && rc == 0; i++)
-            rc = add_sample(d, cap, root_v->items[i], file, (int64_t)i, root_v->items[i]->line, root, opt, err);
-        tdm_json_free(doc);
     } else {
         /* JSON Lines: the sample index is the index among non-blank lines; messages also give the line */
         int64_t index = 0;
@@ -407,7 +412,7 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
             pos = end + 1;
         }
     }
-    free(text);
+    tdm_unmap_file(text, len);
     return rc;
 }
 

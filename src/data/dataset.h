@@ -30,7 +30,7 @@
 
 #include "core/error.h"
 
-#define TDM_DATASET_MAX_FILE_BYTES ((size_t)1 << 30)
+#define TDM_DATASET_MAX_FILE_BYTES ((size_t)1 << 36)
 #define TDM_DATASET_MAX_IMAGES_PER_SAMPLE 64
 
 typedef enum tdm_role { TDM_ROLE_SYSTEM, TDM_ROLE_USER, TDM_ROLE_ASSISTANT } tdm_role;

@@ -75,6 +75,84 @@ static void test_json_errors(void) {
           "value bound: %s", err.msg);
 }
 
+/* The array reader against parsing the whole text: the same elements (values and line:col)
+ * for valid arrays, the same message for broken ones. */
+static void check_reader(const char *text) {
+    tdm_error e1, e2;
+    tdm_json_doc *whole = tdm_json_parse(text, strlen(text), "f.json", &e1);
+    const tdm_json *root = whole ? tdm_json_root(whole) : NULL;
+    if (whole && root->type != TDM_JSON_ARRAY) { /* not an array: begin refuses it */
+        tdm_json_array_reader r;
+        CHECK(tdm_json_array_begin(&r, text, strlen(text), "f.json", &e2) != 0, "reader took a %s: %s",
+              tdm_json_type_name(root->type), text);
+        tdm_json_free(whole);
+        return;
+    }
+    tdm_json_array_reader r;
+    int rc = tdm_json_array_begin(&r, text, strlen(text), "f.json", &e2);
+    const char *first = text + (strncmp(text, "\xEF\xBB\xBF", 3) ? 0 : 3);
+    first += strspn(first, " \t\r\n");
+    if (*first != '[') { /* the dataset reads such files another way; begin refuses them */
+        CHECK(rc != 0 && strstr(e2.msg, "expected '[' (a JSON array)"), "%s: begin rc %d", text, rc);
+        tdm_json_free(whole);
+        return;
+    }
+    size_t i = 0;
+    tdm_json_doc *doc;
+    while (rc == 0) {
+        int got = tdm_json_array_next(&r, &doc, &e2);
+        if (got <= 0) {
+            rc = got;
+            break;
+        }
+        const tdm_json *a = tdm_json_root(doc), *b = whole && i < root->len ? root->items[i] : NULL;
+        char path[128] = "";
+        if (whole) /* a broken array's elements before the break have no whole-parse twin */
+            CHECK(b && !tdm_json_first_difference(a, b, path, sizeof path) && a->line == b->line && a->col == b->col,
+                  "%s: element %zu differs at '%s' or at its position", text, i, path);
+        tdm_json_free(doc);
+        i++;
+    }
+    if (whole) {
+        CHECK(rc == 0 && i == root->len, "%s: reader gave %zu elements (rc %d), whole parse %zu", text, i, rc,
+              root->len);
+    } else {
+        CHECK(rc != 0 && !strcmp(e1.msg, e2.msg), "%s: whole parse says '%s', the reader '%s'", text, e1.msg,
+              rc ? e2.msg : "(nothing)");
+    }
+    tdm_json_free(whole);
+}
+
+static void test_json_array_reader(void) {
+    static const char *const ok[] = {
+        "[]", " [ ] \n", "\xEF\xBB\xBF[1]", "[1, \"two\", {\"a\": [3, 4]},\n  [5, [6]], null, true, false, -7.5e3]",
+        "\xEF\xBB\xBF [\n {\"conversations\": [{\"from\": \"human\", \"value\": \"<image>hi\"}],\n  \"images\": [\"a.png\"]},\n"
+        " {\"messages\": []}\n]\n",
+        "{\"not\": \"an array\"}", "3",
+    };
+    static const char *const bad[] = {
+        "", "[", "[1", "[1,", "[1,]", "[,1]", "[1 2]", "[1] x", "[1]]", "[{\"a\": 1,}]", "[\"\\x\"]",
+        "[1,\n  {\"a\":\n   tru}]", "x[1]",
+    };
+    for (size_t k = 0; k < sizeof ok / sizeof *ok; k++) check_reader(ok[k]);
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) check_reader(bad[k]);
+    /* three million elements, each its own small document */
+    size_t n = 3 * 1000 * 1000;
+    char *big = malloc(2 * n + 3);
+    big[0] = '[';
+    for (size_t i = 0; i < n; i++) big[1 + 2 * i] = '0', big[2 + 2 * i] = ',';
+    big[2 * n] = ']';
+    big[2 * n + 1] = 0;
+    tdm_error e;
+    tdm_json_array_reader r;
+    size_t count = 0;
+    tdm_json_doc *doc;
+    CHECK(tdm_json_array_begin(&r, big, 2 * n + 1, "big.json", &e) == 0, "begin: %s", e.msg);
+    while (tdm_json_array_next(&r, &doc, &e) == 1) count++, tdm_json_free(doc);
+    CHECK(count == n, "reader: %zu of %zu elements", count, n);
+    free(big);
+}
+
 static void test_json_difference(void) {
     tdm_error err;
     const char *base = "{\"a\": 1, \"t\": {\"rope_theta\": 5000000, \"m\": [1, 2, {\"x\": \"s\"}]}, \"n\": null}";
@@ -177,6 +255,7 @@ int main(void) {
     RUN(test_json_values);
     RUN(test_json_errors);
     RUN(test_json_difference);
+    RUN(test_json_array_reader);
     RUN(test_rng);
     RUN(test_strbuf);
     RUN(test_files);
