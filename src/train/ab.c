@@ -303,12 +303,16 @@ static int write_profile_config(const tdm_ab_options *o, tdm_ab_side *s, int64_t
     snprintf(cfg_path, cap, "%s/tools.json", s->trace_dir);
     int bad = 0;
     if (rank == 0) {
-        char text[1600];
-        int n = snprintf(text, sizeof text,
-                         "{\"profile\": {\"enable\": true, \"ranks\": [-1], \"start_step\": %lld, \"end_step\": %lld, "
-                         "\"level\": %d, \"capacity\": 262144, \"save_path\": \"%s\"}}\n",
-                         (long long)first, (long long)last, o->profile_level, s->trace_dir);
-        bad = tdm_mkdirs(s->trace_dir, err) != 0 || tdm_write_file_atomic(cfg_path, text, (size_t)n, err) != 0;
+        tdm_strbuf text; /* the path as a JSON string: --out may hold a quote or a backslash */
+        tdm_sb_init(&text);
+        tdm_sb_printf(&text,
+                      "{\"profile\": {\"enable\": true, \"ranks\": [-1], \"start_step\": %lld, \"end_step\": %lld, "
+                      "\"level\": %d, \"capacity\": 262144, \"save_path\": ",
+                      (long long)first, (long long)last, o->profile_level);
+        tdm_sb_json_string(&text, s->trace_dir, strlen(s->trace_dir));
+        tdm_sb_puts(&text, "}}\n");
+        bad = tdm_mkdirs(s->trace_dir, err) != 0 || tdm_write_file_atomic(cfg_path, text.data, text.len, err) != 0;
+        tdm_sb_free(&text);
     }
     MPI_Bcast(&bad, 1, MPI_INT, 0, comm);
     if (bad && rank != 0) tdm_errorf(err, "%s: rank 0 could not write the profiler config", cfg_path);
