@@ -226,14 +226,16 @@ static void precision_check(const tdm_ab_side *a, const tdm_ab_side *b, tdm_ab_r
         if (!isfinite(x->loss) || !isfinite(y->loss) || !isfinite(x->grad_norm) || !isfinite(y->grad_norm))
             r->all_finite = 0;
     }
-    /* every repeat of a side must reproduce its first run bit for bit */
+    /* every repeat of a side must reproduce its first run bit for bit: loss and grad norm, as the sides above */
     r->repeats_bitwise_equal = 1;
     for (int s = 0; s < 2; s++) {
         const tdm_ab_side *side = s ? b : a;
         for (int k = 1; k < side->repeats; k++)
-            for (int64_t i = 0; i < side->steps; i++)
-                if (!same_double(side->records[k * side->steps + i].loss, side->records[i].loss))
+            for (int64_t i = 0; i < side->steps; i++) {
+                const tdm_step_record *x = &side->records[i], *y = &side->records[k * side->steps + i];
+                if (!same_double(x->loss, y->loss) || !same_double(x->grad_norm, y->grad_norm))
                     r->repeats_bitwise_equal = 0;
+            }
     }
 }
 

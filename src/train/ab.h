@@ -109,7 +109,7 @@ typedef struct tdm_ab_result {
     int all_finite;
     int64_t first_loss_diff_step, first_grad_norm_diff_step; /* 0 when equal */
     double max_rel_loss_dev, max_rel_grad_norm_dev;
-    int repeats_bitwise_equal;     /* every repeat of a side gave the same losses */
+    int repeats_bitwise_equal;     /* every repeat of a side gave the same losses and grad norms */
     int fingerprints_equal;        /* -1 when not audited */
     int64_t first_fingerprint_diff_step;
     int nan_iterations, skipped_iterations; /* both sides, all runs */

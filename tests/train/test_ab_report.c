@@ -115,6 +115,17 @@ static void test_precision_differences(void) {
     CHECK(!r.lr_equal && r.consumed_samples_equal, "lr differs only");
     CHECK(strstr(r.noise_sentence, "inside the noise") != NULL, "same speed: %s", r.noise_sentence);
     tdm_ab_result_free(&r);
+
+    /* a repeat that reproduces the loss but not the grad norm is not bitwise identical */
+    fake(&o, &r, 100.0, 100.0);
+    tdm_ab_compute(&o, &r);
+    CHECK(r.repeats_bitwise_equal, "identical repeats");
+    r.side[0].records[STEPS + 12].grad_norm *= 1.0 + 1e-12; /* the baseline's second repeat, step 13 */
+    tdm_ab_compute(&o, &r);
+    CHECK(!r.repeats_bitwise_equal && r.loss_bitwise_equal && r.grad_norm_bitwise_equal,
+          "a repeat's grad norm departs: repeats %d, sides' loss %d and grad norm %d", r.repeats_bitwise_equal,
+          r.loss_bitwise_equal, r.grad_norm_bitwise_equal);
+    tdm_ab_result_free(&r);
 }
 
 static void test_report_files(void) {
