@@ -435,7 +435,8 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
         quote_flags(&sb, o->common_argc, o->common_argv);
         const char *f = s ? o->candidate_flags : o->baseline_flags;
         if (f && *f) tdm_sb_printf(&sb, " %s", f);
-        tdm_sb_printf(&sb, " --train-iters %lld\n", (long long)o->steps);
+        /* from a --load checkpoint at iteration L the runs trained iterations L+1 to L+steps */
+        tdm_sb_printf(&sb, " --train-iters %lld\n", (long long)(r->side[s].start_iteration + o->steps));
     }
     tdm_sb_puts(&sb, "```\n\n## Machine and libraries\n\n");
     machine_info(&sb);

@@ -178,6 +178,9 @@ assert all(math.isfinite(float(r["loss"])) for r in rows)
 s = json.load(open(sys.argv[2]))
 assert s["all_finite"] is True and s["loss_bitwise_equal"] is True, s
 PYEOF
+  # the report's commands for one timing run by hand train the same iterations: 4 to 6, so to --train-iters 6
+  [ "$(grep -c "build/tandem train .*--load .* --train-iters 6$" "$W/abl/report.md")" = 2 ] && ok \
+    || bad "ab --load: report.md's timing run by hand: $(grep "build/tandem train" "$W/abl/report.md")"
 else
   bad "train --save or ab --load exited non-zero:"; tail -n 5 "$W/ck.out" "$W/abl.out"
 fi
