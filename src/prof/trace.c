@@ -37,8 +37,72 @@ static void sep(tdm_strbuf *sb, int *first) {
     else tdm_sb_puts(sb, ",\n");
 }
 
+/* The ends of the open events of one lane, innermost last. */
+typedef struct lane_stack {
+    double *end;
+    int64_t n, cap;
+} lane_stack;
+
+typedef struct thread_lanes {
+    lane_stack *lane;
+    int n;
+} thread_lanes;
+
+typedef struct by_start {
+    double t0, t1;
+    int64_t i;
+} by_start;
+
+static int cmp_by_start(const void *a, const void *b) {
+    const by_start *x = a, *y = b;
+    if (x->t0 != y->t0) return x->t0 < y->t0 ? -1 : 1;
+    if (x->t1 != y->t1) return x->t1 > y->t1 ? -1 : 1; /* enclosing first */
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* The lane of each record (lane[i] for recs[i]) and the number of lanes of each thread (tl[t].n).
+ * The complete ("X") events of one Chrome trace thread must nest: a viewer drops or misdraws an event
+ * that starts inside another and ends after it (Perfetto counts slice_drop_overlapping_complete_event).
+ * Collectives in flight overlap on the communication thread (the parameter all-gathers posted together,
+ * gradient buckets), and a COMM record of the inline progress mode spans the compute thread's layers. So
+ * each event goes to the first lane of its thread in which it nests; lane 0 is the thread's own track. */
+static int *assign_lanes(const tdm_prof_rec *recs, int64_t n, thread_lanes *tl, int n_threads) {
+    int *lane = tdm_xcalloc((size_t)n + 1, sizeof *lane);
+    by_start *order = tdm_xmalloc((size_t)(n + 1) * sizeof *order);
+    for (int64_t i = 0; i < n; i++) order[i] = (by_start){recs[i].t0_us, recs[i].t1_us, i};
+    qsort(order, (size_t)n, sizeof *order, cmp_by_start);
+    for (int64_t k = 0; k < n; k++) {
+        const tdm_prof_rec *r = &recs[order[k].i];
+        if (r->tid < 0 || r->tid >= n_threads) continue; /* not in the thread table: its own track as is */
+        thread_lanes *t = &tl[r->tid];
+        /* a collective in flight recorded on a thread of another kind (inline progress) never takes the thread's
+         * own track: one posted before the step would push the step and its layers off it */
+        int l = r->cat == TDM_PROF_COMM && r->thread_kind != TDM_PROF_THREAD_COMM ? 1 : 0;
+        for (;; l++) {
+            while (t->n <= l) {
+                t->lane = tdm_xrealloc(t->lane, (size_t)(t->n + 1) * sizeof *t->lane);
+                t->lane[t->n++] = (lane_stack){0};
+            }
+            lane_stack *st = &t->lane[l];
+            while (st->n > 0 && st->end[st->n - 1] <= r->t0_us) st->n--; /* closed before r starts */
+            if (st->n == 0 || r->t1_us <= st->end[st->n - 1]) break;  /* r nests in the innermost open one */
+        }
+        lane_stack *st = &t->lane[l];
+        if (st->n == st->cap) {
+            st->cap = st->cap ? 2 * st->cap : 16;
+            st->end = tdm_xrealloc(st->end, (size_t)st->cap * sizeof *st->end);
+        }
+        st->end[st->n++] = r->t1_us;
+        lane[order[k].i] = l;
+    }
+    free(order);
+    return lane;
+}
+
 void tdm_prof_trace_append_rank(tdm_strbuf *sb, int32_t rank, const tdm_prof_thread *threads, int n_threads,
                                 const tdm_prof_rec *recs, int64_t n, int *first) {
+    thread_lanes *tl = tdm_xcalloc((size_t)n_threads + 1, sizeof *tl);
+    int *lane = assign_lanes(recs, n, tl, n_threads);
     sep(sb, first);
     tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d\"}}",
                   rank, rank);
@@ -47,15 +111,24 @@ void tdm_prof_trace_append_rank(tdm_strbuf *sb, int32_t rank, const tdm_prof_thr
                   rank, rank);
     for (int i = 0; i < n_threads; i++) {
         if (!threads[i].present) continue;
-        sep(sb, first);
-        tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", rank,
-                      threads[i].tid);
-        tdm_sb_json_string(sb, threads[i].name, strlen(threads[i].name));
-        tdm_sb_puts(sb, "}}");
-        /* compute first, then comm, then loader, in Perfetto's track order */
-        sep(sb, first);
-        tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
-                      rank, threads[i].tid, (int)tdm_prof_thread_kind_of(threads[i].name) * 100 + threads[i].tid);
+        const int idx = threads[i].tid, lanes = idx >= 0 && idx < n_threads && tl[idx].n > 1 ? tl[idx].n : 1;
+        for (int l = 0; l < lanes; l++) { /* lane l > 0: track tid + l * TDM_PROF_TRACE_LANE_TID, "comm (2)" */
+            const int64_t tid = (int64_t)idx + (int64_t)l * TDM_PROF_TRACE_LANE_TID;
+            char name[48];
+            if (l == 0) snprintf(name, sizeof name, "%s", threads[i].name);
+            else snprintf(name, sizeof name, "%s (%d)", threads[i].name, l + 1);
+            sep(sb, first);
+            tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%lld,\"args\":{\"name\":",
+                          rank, (long long)tid);
+            tdm_sb_json_string(sb, name, strlen(name));
+            tdm_sb_puts(sb, "}}");
+            /* compute first, then comm, then loader, in Perfetto's track order; a thread's lanes beside it */
+            sep(sb, first);
+            tdm_sb_printf(sb,
+                          "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%lld,"
+                          "\"args\":{\"sort_index\":%d}}",
+                          rank, (long long)tid, (int)tdm_prof_thread_kind_of(threads[i].name) * 100 + idx);
+        }
     }
     for (int64_t i = 0; i < n; i++) {
         const tdm_prof_rec *r = &recs[i];
@@ -68,9 +141,15 @@ void tdm_prof_trace_append_rank(tdm_strbuf *sb, int32_t rank, const tdm_prof_thr
         else
             tdm_sb_printf(sb, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f", tdm_prof_cat_name(r->cat),
                           r->t0_us, r->t1_us - r->t0_us);
-        tdm_sb_printf(sb, ",\"pid\":%d,\"tid\":%d,\"args\":{\"arg\":%lld,\"level\":%d}}", r->rank, r->tid,
-                      (long long)r->arg, r->level);
+        tdm_sb_printf(sb, ",\"pid\":%d,\"tid\":%lld,\"args\":{\"arg\":%lld,\"level\":%d}}", r->rank,
+                      (long long)r->tid + (long long)lane[i] * TDM_PROF_TRACE_LANE_TID, (long long)r->arg, r->level);
     }
+    for (int t = 0; t < n_threads; t++) {
+        for (int l = 0; l < tl[t].n; l++) free(tl[t].lane[l].end);
+        free(tl[t].lane);
+    }
+    free(tl);
+    free(lane);
 }
 
 void tdm_prof_trace_open(tdm_strbuf *sb) { tdm_sb_puts(sb, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n"); }

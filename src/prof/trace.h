@@ -26,7 +26,11 @@
 tdm_prof_rec *tdm_prof_recs_from_collection(const tdm_prof_collection *c, int32_t rank, int64_t *n);
 
 /* Appends one rank's metadata and events as JSON array items, each preceded by ",\n"
- * except the very first item of the array when *first is set (then cleared). */
+ * except the very first item of the array when *first is set (then cleared). The events of a
+ * thread must nest in the format; one that overlaps another without nesting (collectives in
+ * flight together) goes to an extra track of its thread, tid + k * TDM_PROF_TRACE_LANE_TID,
+ * named after it with " (k+1)" ("comm (2)"), so that it is classified like its thread. */
+#define TDM_PROF_TRACE_LANE_TID 65536
 void tdm_prof_trace_append_rank(tdm_strbuf *sb, int32_t rank, const tdm_prof_thread *threads, int n_threads,
                                 const tdm_prof_rec *recs, int64_t n, int *first);
 

@@ -252,6 +252,83 @@ static void test_sparse_ranks_summarized(void) {
     tdm_prof_trace_free(&t);
 }
 
+/* Whether the complete events of each (pid, tid) of a parsed trace nest (the Chrome trace format's rule; t.recs
+ * are sorted by rank, then start, enclosing first). */
+static int events_nest_per_thread(const tdm_prof_trace *t) {
+    for (int64_t i = 0; i < t->n; i++) {
+        const tdm_prof_rec *a = &t->recs[i];
+        if (a->instant) continue;
+        for (int64_t j = i + 1; j < t->n && t->recs[j].rank == a->rank; j++) {
+            const tdm_prof_rec *b = &t->recs[j]; /* starts at or after a */
+            if (b->instant || b->tid != a->tid || b->t0_us >= a->t1_us) continue;
+            if (b->t1_us > a->t1_us) return 0; /* starts inside a, ends after it */
+        }
+    }
+    return 1;
+}
+
+/* Collectives in flight together overlap on the comm thread (and an inline-progress COMM record spans the
+ * compute thread's layers): in the trace each thread's events must still nest, the ones that do not on extra
+ * tracks of that thread, named after it so that the analysis classifies them alike and gives the same numbers. */
+static void test_overlapping_events_get_their_own_tracks(void) {
+    tdm_prof_thread th[2] = {{.name = "compute", .tid = 0, .present = 1}, {.name = "comm", .tid = 1, .present = 1}};
+    tdm_prof_rec r[] = {
+        {.name = "param all-gather", .t0_us = -5, .t1_us = 20, .tid = 0, .cat = TDM_PROF_COMM}, /* in flight */
+        {.name = "step", .t0_us = 0, .t1_us = 100, .tid = 0, .cat = TDM_PROF_PHASE, .arg = 1},
+        {.name = "layer.0", .t0_us = 10, .t1_us = 40, .tid = 0, .cat = TDM_PROF_LAYER},
+        {.name = "grad reduce-scatter", .t0_us = 30, .t1_us = 60, .tid = 0, .cat = TDM_PROF_COMM}, /* inline */
+        {.name = "layer.1", .t0_us = 40, .t1_us = 70, .tid = 0, .cat = TDM_PROF_LAYER},
+        {.name = "param all-gather", .t0_us = 70, .t1_us = 90, .tid = 1, .cat = TDM_PROF_COMM, .thread_kind = 1},
+        {.name = "param all-gather", .t0_us = 71, .t1_us = 95, .tid = 1, .cat = TDM_PROF_COMM, .thread_kind = 1},
+        {.name = "param all-gather", .t0_us = 72, .t1_us = 80, .tid = 1, .cat = TDM_PROF_COMM, .thread_kind = 1},
+        {.name = "param all-gather", .t0_us = 73, .t1_us = 99, .tid = 1, .cat = TDM_PROF_COMM, .thread_kind = 1},
+        {.name = "param all-gather posted", .t0_us = 70, .t1_us = 70, .tid = 0, .cat = TDM_PROF_MARK, .instant = 1},
+    };
+    const int64_t n = sizeof r / sizeof *r;
+    tdm_prof_step_stats direct, read;
+    CHECK(tdm_prof_analyze_rank(r, n, 0, &direct, 1) == 1, "one step in the records");
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_prof_trace_open(&sb);
+    int first = 1;
+    tdm_prof_trace_append_rank(&sb, 0, th, 2, r, n, &first);
+    tdm_prof_trace_close(&sb);
+    tdm_prof_trace t;
+    tdm_error err;
+    int rc = tdm_prof_trace_parse(sb.data, sb.len, "lanes.json", &t, &err);
+    CHECK(rc == 0 && t.n == n, "%s", rc ? err.msg : "every event read back");
+    if (rc == 0) {
+        CHECK(events_nest_per_thread(&t), "the events of every track nest");
+        int comm_tracks = 0, compute_tracks = 0;
+        int64_t seen[8] = {0};
+        for (int64_t i = 0; i < t.n; i++) {
+            int k = 0;
+            while (k < 8 && seen[k] && seen[k] != t.recs[i].tid + 1) k++;
+            if (k == 8 || seen[k]) continue;
+            seen[k] = t.recs[i].tid + 1;
+            if (t.recs[i].thread_kind == TDM_PROF_THREAD_COMM) comm_tracks++;
+            else compute_tracks++;
+        }
+        /* all-gathers [70,90) [71,95) [72,80) [73,99): two nest, three tracks; the inline ones: a second */
+        CHECK(comm_tracks == 3 && compute_tracks == 2, "comm tracks %d, compute tracks %d", comm_tracks,
+              compute_tracks);
+        CHECK(strstr(sb.data, "\"name\":\"comm (3)\"") && !strstr(sb.data, "comm (4)") &&
+                  strstr(sb.data, "\"name\":\"compute (2)\""),
+              "extra tracks named after their thread");
+        for (int64_t i = 0; i < t.n; i++) /* the thread's own work stays on its own track */
+            if (t.recs[i].cat != TDM_PROF_COMM)
+                CHECK(t.recs[i].tid == 0 || t.recs[i].tid == 1, "%s on track %d", t.recs[i].name, t.recs[i].tid);
+        CHECK(tdm_prof_analyze_rank(t.recs, t.n, 0, &read, 1) == 1, "one step read back");
+        CHECK_NEAR(read.comm_ms, direct.comm_ms, 1e-12);
+        CHECK_NEAR(read.compute_ms, direct.compute_ms, 1e-12);
+        CHECK_NEAR(read.hidden_ms, direct.hidden_ms, 1e-12);
+        CHECK_NEAR(read.last_comm_ms, direct.last_comm_ms, 1e-12);
+        CHECK_NEAR(read.sched_hideable_ms, direct.sched_hideable_ms, 1e-12);
+        tdm_prof_trace_free(&t);
+    }
+    tdm_sb_free(&sb);
+}
+
 /* Thread names are looked up by (pid, tid), the last one given winning, wherever they
  * stand in the file (now by binary search: a trace may name as many threads as events). */
 static void test_thread_names_looked_up(void) {
@@ -346,6 +423,7 @@ int main(void) {
     RUN(test_trace_errors);
     RUN(test_sparse_ranks_summarized);
     RUN(test_thread_names_looked_up);
+    RUN(test_overlapping_events_get_their_own_tracks);
     RUN(test_config);
     return TEST_SUMMARY();
 }

@@ -118,6 +118,17 @@ assert any(e["name"] == "step" for e in x), "no step envelopes"
 assert all(e["ph"] in ("X", "i", "M") for e in ev), "unexpected phases"
 names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
 assert "compute" in names and "comm" in names, names
+named = {(e["pid"], e["tid"]) for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+assert all((e["pid"], e["tid"]) in named for e in ev if e["ph"] != "M"), "an event on an unnamed thread"
+# the format's rule (Perfetto drops what breaks it): the complete events of one thread nest
+tracks = {}
+for e in x: tracks.setdefault((e["pid"], e["tid"]), []).append((e["ts"], -(e["ts"] + e["dur"])))
+for k, iv in tracks.items():
+    open_ends = []
+    for t0, neg_t1 in sorted(iv):
+        while open_ends and open_ends[-1] <= t0: open_ends.pop()
+        assert not open_ends or -neg_t1 <= open_ends[-1] + 1e-3, f"{k}: an event at {t0} overlaps one without nesting"
+        open_ends.append(-neg_t1)
 PYEOF
   then ok; else bad "$side trace invalid"; fi
   "$TANDEM" trace-summary "$OUT/traces/$side" >"$W/ts.out" 2>&1 && grep -q "cannot be added up" "$W/ts.out" \
