@@ -60,15 +60,17 @@ static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, in
 
 /* The command as typed (quoted where needed), for the report's "reproduce" section. */
 static void command_line(tdm_strbuf *sb, int world, int argc, char **argv) {
+    static const char plain[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./:=,+@%";
     tdm_sb_printf(sb, "mpirun -np %d build/tandem ab", world);
     for (int i = 1; i < argc; i++) {
         tdm_sb_putc(sb, ' ');
-        if (argv[i][0] && !strpbrk(argv[i], " \"'$\\")) {
-            tdm_sb_puts(sb, argv[i]);
-        } else {
+        const char *a = argv[i];
+        if (a[0] && strspn(a, plain) == strlen(a)) {
+            tdm_sb_puts(sb, a);
+        } else { /* in double quotes a shell still expands $ and `...`, and \ escapes */
             tdm_sb_putc(sb, '"');
-            for (const char *p = argv[i]; *p; p++) {
-                if (*p == '"' || *p == '\\' || *p == '$') tdm_sb_putc(sb, '\\');
+            for (const char *p = a; *p; p++) {
+                if (*p == '"' || *p == '\\' || *p == '$' || *p == '`') tdm_sb_putc(sb, '\\');
                 tdm_sb_putc(sb, *p);
             }
             tdm_sb_putc(sb, '"');

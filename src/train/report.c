@@ -331,15 +331,22 @@ static void machine_info(tdm_strbuf *sb) {
                   openblas_get_num_threads() == 1 ? "" : "s");
 }
 
+/* The arguments as a shell reads them back: anything beyond plain characters in single quotes, a single
+ * quote inside as '\'' (close, an escaped quote, reopen). */
 static void quote_flags(tdm_strbuf *sb, int argc, char **argv) {
+    static const char plain[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./:=,+@%";
     for (int i = 0; i < argc; i++) {
         tdm_sb_putc(sb, ' ');
-        if (argv[i][0] && !strpbrk(argv[i], " \"'$\\")) tdm_sb_puts(sb, argv[i]);
-        else {
-            tdm_sb_putc(sb, '\'');
-            tdm_sb_puts(sb, argv[i]);
-            tdm_sb_putc(sb, '\'');
+        const char *a = argv[i];
+        if (a[0] && strspn(a, plain) == strlen(a)) {
+            tdm_sb_puts(sb, a);
+            continue;
         }
+        tdm_sb_putc(sb, '\'');
+        for (const char *p = a; *p; p++)
+            if (*p == '\'') tdm_sb_puts(sb, "'\\''");
+            else tdm_sb_putc(sb, *p);
+        tdm_sb_putc(sb, '\'');
     }
 }
 

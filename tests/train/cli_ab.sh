@@ -162,10 +162,21 @@ else
 fi
 
 # the first run's --out again, without profiling: its timelines and traces are gone, not listed as this run's
-# (a file of the user's in traces/ stays)
+# (a file of the user's in traces/ stays). Its data lies in a folder whose name a shell would expand or split: the
+# commands report.md gives to reproduce the run must hand tandem that path unchanged.
 echo keep >"$OUT/traces/baseline/notes.txt"
+QD="$W/it's \`x\` \$HOME \"q\""
+mkdir -p "$QD" && cp "$W/data/train.json" "$QD/" && ln -s "$W/data/images" "$QD/images"
 if timeout 300 "${MPI[@]}" "$TANDEM" ab --baseline "" --candidate "--overlap-grad-reduce" "${COMMON[@]}" \
-     --steps 2 --window 2:2 --repeats 1 --profile-steps 0 --audit-steps 0 --out "$OUT" >"$W/ab0.out" 2>&1; then
+     --data "$QD/train.json" --steps 2 --window 2:2 --repeats 1 --profile-steps 0 --audit-steps 0 --out "$OUT" \
+     >"$W/ab0.out" 2>&1; then
+  n=0
+  while IFS= read -r line; do # each command, run by a shell that prints the last --data it would get
+    got=$(bash -c "set -- ${line#mpirun -np 2 build/tandem * }"'; d=; while [ $# -gt 0 ]; do
+                   [ "$1" = --data ] && d=$2; shift; done; printf %s "$d"' 2>&1)
+    [ "$got" = "$QD/train.json" ] && n=$((n + 1)) || echo "  reproduce line gives --data '$got'"
+  done < <(grep "^mpirun -np 2 build/tandem " "$OUT/report.md")
+  [ "$n" = 3 ] && ok || bad "report.md's commands do not reproduce the --data path ($n of 3 do)"
   if [ ! -e "$OUT/timeline_baseline.svg" ] && [ ! -e "$OUT/timeline_candidate.svg" ] \
      && [ ! -e "$OUT/traces/candidate" ] && [ ! -e "$OUT/traces/baseline/trace.json" ] \
      && [ -s "$OUT/traces/baseline/notes.txt" ] && ! grep -q "timeline_\|traces/" "$OUT/report.md"; then ok
