@@ -54,6 +54,8 @@ const char *const tdm_ab_protocol_flags[][2] = {
     {"--profile-config", "the profiled runs are set by --profile-steps and --profile-level"},
     {"--audit-fingerprints", "the audit run is set by --audit-steps"},
     {"--run-dir", "the report goes to --out"},
+    {"--valid-data-path", "measured runs do not evaluate (an evaluation between steps changes the time of the step "
+                          "after it: with --overlap-param-gather it waits for the all-gather that step would overlap)"},
     {NULL, NULL}};
 
 /* The index in tdm_ab_protocol_flags of the first protocol flag whose value differs

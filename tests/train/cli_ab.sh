@@ -219,6 +219,16 @@ timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce --save $W
   --out "$W/x" >"$W/e5" 2>&1 && bad "--save in --candidate accepted (and ignored)" \
   || { grep -q -- "--candidate: --save is not used by ab: measured runs save no checkpoint" "$W/e5" && ok \
          || bad "--candidate --save error: $(cat "$W/e5")"; }
+# validation between the measured steps would shift their times (and wait for --overlap-param-gather's all-gather)
+timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 2 \
+  --valid-data-path "$W/data/train.json" --eval-interval 1 --eval-iters 1 --out "$W/x" >"$W/e6" 2>&1 \
+  && bad "--valid-data-path accepted" \
+  || { grep -q -- "--valid-data-path is not used by ab: measured runs do not evaluate" "$W/e6" && ok \
+         || bad "--valid-data-path error: $(cat "$W/e6")"; }
+timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce --valid-data-path $W/data/train.json" \
+  "${COMMON[@]}" --steps 2 --out "$W/x" >"$W/e7" 2>&1 && bad "--valid-data-path in --candidate accepted" \
+  || { grep -q -- "--candidate: --valid-data-path is not used by ab" "$W/e7" && ok \
+         || bad "--candidate --valid-data-path error: $(cat "$W/e7")"; }
 # a profile buffer too small for the steps: the lost events are reported, not silently missing from the analysis
 echo '{"profile": {"enable": true, "ranks": [-1], "start_step": 2, "end_step": 2, "level": 2, "capacity": 64,
        "save_path": "'"$W/prdrop"'"}}' > "$W/prdrop.json"
