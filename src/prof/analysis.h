@@ -4,8 +4,10 @@
  *
  * Per step (the PHASE "step" envelope of the compute thread), per rank, in ms:
  *   compute   union of compute intervals on compute threads (PHASE other than "step",
- *             LAYER, KERNEL), minus the time those threads were waiting (WAIT, DATA)
- *             or running a collective themselves (COMM)
+ *             LAYER, KERNEL), minus the time those threads were waiting (WAIT, DATA); a
+ *             COMM record on a compute thread (inline progress) is not subtracted: it spans
+ *             its collective's flight while the thread computed on, and the part the thread
+ *             blocked on is that collective's WAIT
  *   comm      union of COMM intervals on every thread (communication busy time)
  *   hidden    comm ∩ compute: communication that ran while the model computed
  *   exposed   comm - hidden
