@@ -268,8 +268,9 @@ static int timeline_svg(const tdm_ab_side *s, const char *out, tdm_strbuf *sb) {
             row_rank[row] = e->rank;
             row_tid[row] = e->tid;
             static const char *const kinds[] = {"compute", "comm", "loader"};
-            snprintf(labels[row], sizeof labels[row], "rank %d %s", e->rank,
-                     kinds[e->thread_kind < 3 ? e->thread_kind : 0]);
+            const int lane = e->tid / TDM_PROF_TRACE_LANE_TID; /* a thread's extra track: "rank 0 comm (2)" */
+            snprintf(labels[row], sizeof labels[row], lane > 0 ? "rank %d %s (%d)" : "rank %d %s", e->rank,
+                     kinds[e->thread_kind < 3 ? e->thread_kind : 0], lane + 1);
         }
         int kind = e->cat == TDM_PROF_COMM ? TDM_SVG_COMM
                    : e->cat == TDM_PROF_WAIT ? TDM_SVG_WAIT

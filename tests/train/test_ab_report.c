@@ -182,6 +182,29 @@ static void test_report_files(void) {
     for (size_t i = 0; text && i < len; i++) lines += text[i] == '\n';
     CHECK(lines == 1 + REPEATS * STEPS, "csv rows %d", lines);
     free(text);
+    /* the timeline of a profiled step: two collectives in flight together are on the comm thread's two tracks
+     * (prof/trace.h), two rows named apart */
+    snprintf(r.side[1].trace_dir, sizeof r.side[1].trace_dir, "%s/traces/candidate", o.out);
+    CHECK(tdm_mkdirs(r.side[1].trace_dir, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/trace.json", r.side[1].trace_dir);
+    const char *trace =
+        "{\"traceEvents\":["
+        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"compute\"}},"
+        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"comm\"}},"
+        "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":65537,\"args\":{\"name\":\"comm (2)\"}},"
+        "{\"name\":\"step\",\"cat\":\"phase\",\"ph\":\"X\",\"ts\":0,\"dur\":100,\"pid\":0,\"tid\":0,"
+        "\"args\":{\"arg\":3}},"
+        "{\"name\":\"layer.0\",\"cat\":\"layer\",\"ph\":\"X\",\"ts\":5,\"dur\":50,\"pid\":0,\"tid\":0},"
+        "{\"name\":\"grad reduce-scatter\",\"cat\":\"comm\",\"ph\":\"X\",\"ts\":10,\"dur\":40,\"pid\":0,\"tid\":1},"
+        "{\"name\":\"grad reduce-scatter\",\"cat\":\"comm\",\"ph\":\"X\",\"ts\":20,\"dur\":60,\"pid\":0,"
+        "\"tid\":65537}]}\n";
+    CHECK(tdm_write_file_atomic(path, trace, strlen(trace), &err) == 0, "%s", err.msg);
+    CHECK(tdm_ab_write_report(&o, &r, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/timeline_candidate.svg", o.out);
+    text = tdm_read_file(path, 1 << 20, &len, &err);
+    CHECK(text && strstr(text, ">rank 0 comm<") && strstr(text, ">rank 0 comm (2)<"), "timeline rows: %s",
+          text ? "not named apart" : err.msg);
+    free(text);
     char cmd[1300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", o.out);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", o.out);
