@@ -287,7 +287,12 @@ void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_
     m->rank = -1;
     m->step = -1;
     m->overlap_efficiency = m->sched_overlap_efficiency = NAN;
-    if (n <= 0) return;
+    if (n <= 0) { /* no step: every figure unknown (null in JSON, n/a in ab's table), not a step of 0 ms */
+        m->step_ms = m->compute_ms = m->comm_ms = m->hidden_ms = m->exposed_ms = m->hideable_ms = NAN;
+        m->last_comm_ms = m->data_wait_ms = m->wait_ms = m->ideal_step_ms = NAN;
+        m->sched_hideable_ms = m->sched_ideal_step_ms = NAN;
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         m->step_ms += s[i].step_ms;
         m->compute_ms += s[i].compute_ms;

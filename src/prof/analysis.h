@@ -103,7 +103,7 @@ typedef struct tdm_prof_step_stats {
 int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank, tdm_prof_step_stats *out,
                               int64_t cap);
 
-/* Mean over steps and ranks (overlap efficiencies: total hidden / total hideable). */
+/* Mean over steps and ranks (overlap efficiencies: total hidden / total hideable); every figure NaN for n == 0. */
 void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_step_stats *mean);
 
 typedef struct tdm_prof_op_row {

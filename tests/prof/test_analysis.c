@@ -390,7 +390,9 @@ static void test_clipped_to_step_and_empty(void) {
     /* empty sets */
     CHECK(tdm_prof_analyze_rank(NULL, 0, 0, s, 2) == 0, "no records, no steps");
     tdm_prof_step_stats_mean(s, 0, &m);
-    CHECK(m.step_ms == 0 && isnan(m.overlap_efficiency), "mean of nothing");
+    CHECK(isnan(m.step_ms) && isnan(m.comm_ms) && isnan(m.exposed_ms) && isnan(m.ideal_step_ms) &&
+              isnan(m.sched_ideal_step_ms) && isnan(m.overlap_efficiency),
+          "mean of nothing: unknown, not 0 ms (ab's table would show a step without communication)");
     /* a step with nothing inside */
     tdm_prof_rec only = R(TDM_PROF_PHASE, C, "step", 0, 10);
     CHECK(tdm_prof_analyze_rank(&only, 1, 0, s, 1) == 1 && s[0].compute_ms == 0 && s[0].comm_ms == 0 &&

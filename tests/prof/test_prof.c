@@ -329,6 +329,31 @@ static void test_overlapping_events_get_their_own_tracks(void) {
     tdm_sb_free(&sb);
 }
 
+/* A profile that kept no complete step (its buffer filled up in the first one) has no mean: analysis.json says
+ * null, which `tandem ab` reads as n/a, not a step of 0 ms without any communication. */
+static void test_no_step_mean_is_null(void) {
+    const char *text = "[{\"ph\":\"X\",\"name\":\"grad reduce-scatter\",\"cat\":\"comm\",\"ts\":1,\"dur\":4,\"pid\":0,"
+                       "\"tid\":1}]";
+    tdm_prof_trace t;
+    tdm_error err;
+    int rc = tdm_prof_trace_parse(text, strlen(text), "nostep.json", &t, &err);
+    CHECK(rc == 0, "%s", rc ? err.msg : "");
+    if (rc != 0) return;
+    tdm_strbuf json;
+    tdm_sb_init(&json);
+    tdm_prof_trace_summarize(&t, NULL, &json);
+    tdm_json_doc *d = tdm_json_parse(json.data, json.len, "analysis", &err);
+    const tdm_json *m = d ? tdm_json_get(tdm_json_root(d), "mean") : NULL;
+    const char *keys[] = {"step_ms", "comm_ms", "exposed_comm_ms", "hidden_comm_ms", "ideal_step_ms"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const tdm_json *v = tdm_json_get(m, keys[i]);
+        CHECK(v && v->type == TDM_JSON_NULL, "mean.%s of no step is null", keys[i]);
+    }
+    tdm_json_free(d);
+    tdm_sb_free(&json);
+    tdm_prof_trace_free(&t);
+}
+
 /* Thread names are looked up by (pid, tid), the last one given winning, wherever they
  * stand in the file (now by binary search: a trace may name as many threads as events). */
 static void test_thread_names_looked_up(void) {
@@ -423,6 +448,7 @@ int main(void) {
     RUN(test_trace_errors);
     RUN(test_sparse_ranks_summarized);
     RUN(test_thread_names_looked_up);
+    RUN(test_no_step_mean_is_null);
     RUN(test_overlapping_events_get_their_own_tracks);
     RUN(test_config);
     return TEST_SUMMARY();
