@@ -183,7 +183,8 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     tdm_sb_printf(sb, "  \"loss_bitwise_equal\": %s,\n  \"first_loss_diff_step\": %lld,\n  ", tf[!!r->loss_bitwise_equal],
                   (long long)r->first_loss_diff_step);
     json_num(sb, "max_rel_loss_dev", r->max_rel_loss_dev);
-    tdm_sb_printf(sb, ",\n  \"grad_norm_bitwise_equal\": %s,\n  ", tf[!!r->grad_norm_bitwise_equal]);
+    tdm_sb_printf(sb, ",\n  \"grad_norm_bitwise_equal\": %s,\n  \"first_grad_norm_diff_step\": %lld,\n  ",
+                  tf[!!r->grad_norm_bitwise_equal], (long long)r->first_grad_norm_diff_step);
     json_num(sb, "max_rel_grad_norm_dev", r->max_rel_grad_norm_dev);
     tdm_sb_printf(sb,
                   ",\n  \"lr_equal\": %s,\n  \"consumed_samples_equal\": %s,\n  \"global_batch_size_equal\": %s,\n"

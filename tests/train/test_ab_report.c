@@ -154,7 +154,7 @@ static void test_report_files(void) {
         const char *top[] = {"step_time_change_pct", "throughput_change_pct", "ci95_pct", "window", "repeats",
                              "loss_bitwise_equal", "max_rel_loss_dev", "lr_equal", "consumed_samples_equal",
                              "fingerprints_equal", "nan_iterations", "skipped_iterations", "overlap_efficiency",
-                             "sched_overlap_efficiency"};
+                             "sched_overlap_efficiency", "first_loss_diff_step", "first_grad_norm_diff_step"};
         for (size_t i = 0; i < sizeof top / sizeof *top; i++)
             CHECK(tdm_json_get(root, top[i]) != NULL, "summary.json lacks %s", top[i]);
         const char *side_keys[] = {"mean_step_ms", "samples_per_s", "exposed_comm_ms"};
