@@ -532,6 +532,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
                              "profiling steps %lld-%lld instead", o->profile_steps, (long long)o->window_lo,
                              (long long)o->steps, (long long)first, (long long)last);
         }
+        r->profile_first = first, r->profile_last = last;
         char cfg[1300];
         const int64_t at = side->start_iteration; /* the profiler counts the trainer's iterations */
         if (write_profile_config(o, side, at + first, at + last, rank, comm, cfg, sizeof cfg, err) != 0) return -1;

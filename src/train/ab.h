@@ -110,6 +110,7 @@ typedef struct tdm_ab_result {
     int64_t first_loss_diff_step, first_grad_norm_diff_step; /* 0 when equal */
     double max_rel_loss_dev, max_rel_grad_norm_dev;
     int repeats_bitwise_equal;     /* every repeat of a side gave the same losses and grad norms */
+    int64_t profile_first, profile_last; /* the steps the profiled runs recorded (counted as the window) */
     int fingerprints_equal;        /* -1 when not audited */
     int64_t first_fingerprint_diff_step;
     int nan_iterations, skipped_iterations; /* both sides, all runs */

@@ -422,11 +422,11 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
         tdm_sb_printf(&sb, "- One fingerprint audit run per side (%lld steps): the hash of every rank's micro-batches "
                            "at every step, compared between the sides.\n",
                       (long long)A->audit_steps);
-    if (o->profile_steps > 0)
-        tdm_sb_printf(&sb, "- One profiled run per side (%d steps at level %d): traces in `traces/<side>/` "
+    if (o->profile_steps > 0) /* the steps recorded: --profile-steps from the window's start, moved back from the end */
+        tdm_sb_printf(&sb, "- One profiled run per side (steps %lld-%lld at level %d): traces in `traces/<side>/` "
                            "(`trace.json` opens in https://ui.perfetto.dev), analysis by `tandem trace-summary "
                            "traces/<side>`.\n",
-                      o->profile_steps, o->profile_level);
+                      (long long)r->profile_first, (long long)r->profile_last, o->profile_level);
     tdm_sb_puts(&sb, "\n## Plots\n\n![loss](loss.svg)\n\n![step time](step_time.svg)\n\n![distribution](step_time_hist.svg)\n\n");
     for (int s = 0; s < 2; s++)
         if (have_tl[s]) tdm_sb_printf(&sb, "![timeline %s](timeline_%s.svg)\n\n", r->side[s].label, r->side[s].label);

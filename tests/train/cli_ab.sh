@@ -147,16 +147,20 @@ PYEOF
 done
 
 # a one-step window gives no interval (a resample could only repeat the data): the table and the sentence say so;
-# two profiled steps from the window's step 2 would pass the last step: the log says which steps are profiled.
+# three profiled steps from the window's step 2 would pass the last step: the log and report.md say which steps
+# were profiled.
 # The --out holds a quote and a backslash: the profiler's tools.json must still be valid JSON naming that path.
 AB1="$W/ab1 \"q\\"
 if timeout 300 "${MPI[@]}" "$TANDEM" ab --baseline "" --candidate "--overlap-grad-reduce" "${COMMON[@]}" \
-     --steps 2 --window 2:2 --repeats 1 --profile-steps 2 --out "$AB1" >"$W/ab1.out" 2>&1; then
+     --steps 2 --window 2:2 --repeats 1 --profile-steps 3 --out "$AB1" >"$W/ab1.out" 2>&1; then
   grep -q "(no interval)" "$W/ab1.out" && grep -q "No interval: 1 step(s) per repeat" "$W/ab1.out" \
     && grep -q '"ci95_pct": null' "$AB1/summary.json" && ok || bad "one-step window: $(grep -m2 -i interval "$W/ab1.out")"
-  grep -q "profiling steps 1-2 instead" "$W/ab1.out" && ok || bad "shifted profiled steps not logged"
-  [ -s "$AB1/traces/candidate/trace.json" ] && $PY -c 'import json, sys; assert json.load(open(sys.argv[1]))["profile"]["save_path"] == sys.argv[2]' \
-    "$AB1/traces/candidate/tools.json" "$AB1/traces/candidate" && ok || bad "tools.json under an --out with a quote"
+  grep -q "profiling steps 1-2 instead" "$W/ab1.out" && grep -q "profiled run per side (steps 1-2 at level 1)" \
+    "$AB1/report.md" && ok || bad "shifted profiled steps not logged: $(grep -h "profil" "$W/ab1.out" "$AB1/report.md")"
+  [ -s "$AB1/traces/candidate/trace.json" ] \
+    && $PY -c 'import json, sys; assert json.load(open(sys.argv[1]))["profile"]["save_path"] == sys.argv[2]' \
+         "$AB1/traces/candidate/tools.json" "$AB1/traces/candidate" && ok \
+    || bad "tools.json under an --out with a quote"
 else
   bad "tandem ab with a one-step window exited non-zero:"; tail -n 5 "$W/ab1.out"
 fi
