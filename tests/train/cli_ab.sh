@@ -154,7 +154,8 @@ AB1="$W/ab1 \"q\\"
 if timeout 300 "${MPI[@]}" "$TANDEM" ab --baseline "" --candidate "--overlap-grad-reduce" "${COMMON[@]}" \
      --steps 2 --window 2:2 --repeats 1 --profile-steps 3 --out "$AB1" >"$W/ab1.out" 2>&1; then
   grep -q "(no interval)" "$W/ab1.out" && grep -q "No interval: 1 step(s) per repeat" "$W/ab1.out" \
-    && grep -q '"ci95_pct": null' "$AB1/summary.json" && ok || bad "one-step window: $(grep -m2 -i interval "$W/ab1.out")"
+    && grep -q '"ci95_pct": null' "$AB1/summary.json" && ok \
+    || bad "one-step window: $(grep -m2 -i interval "$W/ab1.out")"
   grep -q "profiling steps 1-2 instead" "$W/ab1.out" && grep -q "profiled run per side (steps 1-2 at level 1)" \
     "$AB1/report.md" && ok || bad "shifted profiled steps not logged: $(grep -h "profil" "$W/ab1.out" "$AB1/report.md")"
   [ -s "$AB1/traces/candidate/trace.json" ] \
