@@ -80,7 +80,13 @@ static int side_args(const tdm_ab_options *o, const char *flags, const char *lab
                      tdm_error *err) {
     tdm_train_args_defaults(a);
     if (tdm_train_args_parse(a, o->common_argc, o->common_argv, err) != 0) return -1;
-    tdm_train_args common = *a;
+    tdm_train_args common = *a, defaults;
+    /* cmd_ab.c refuses them on the command line; a --config file among the common flags may set them too */
+    tdm_train_args_defaults(&defaults);
+    int in_common = protocol_flag_changed(&common, &defaults);
+    if (in_common >= 0)
+        return tdm_errorf(err, "the common flags (a --config file) set %s, which is not used by ab: %s",
+                          tdm_ab_protocol_flags[in_common][0], tdm_ab_protocol_flags[in_common][1]);
     if (tdm_train_args_parse_string(a, flags, err) != 0) return tdm_error_prefix(err, "--%s", label);
     /* refused among the common flags (cmd_ab.c); in one side's flags just as silently overridden */
     int set = protocol_flag_changed(a, &common);

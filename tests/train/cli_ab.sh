@@ -234,6 +234,13 @@ timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce --valid-d
   "${COMMON[@]}" --steps 2 --out "$W/x" >"$W/e7" 2>&1 && bad "--valid-data-path in --candidate accepted" \
   || { grep -q -- "--candidate: --valid-data-path is not used by ab" "$W/e7" && ok \
          || bad "--candidate --valid-data-path error: $(cat "$W/e7")"; }
+# the same flags set by a --config file among the common flags: refused, not silently overridden (or, for the
+# validation set, obeyed)
+echo '{"valid-data-path": "'"$W/data/train.json"'", "eval-interval": 1}' >"$W/abcfg.json"
+timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --config "$W/abcfg.json" \
+  --steps 2 --out "$W/x" >"$W/e8" 2>&1 && bad "--valid-data-path in a --config file accepted" \
+  || { grep -q -- "a --config file) set --valid-data-path, which is not used by ab" "$W/e8" && ok \
+         || bad "--config --valid-data-path error: $(cat "$W/e8")"; }
 # a profile buffer too small for the steps: the lost events are reported, not silently missing from the analysis
 echo '{"profile": {"enable": true, "ranks": [-1], "start_step": 2, "end_step": 2, "level": 2, "capacity": 64,
        "save_path": "'"$W/prdrop"'"}}' > "$W/prdrop.json"
