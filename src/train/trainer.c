@@ -312,7 +312,21 @@ static int setup_state(trainer *t, tdm_error *err) {
         if ((weights_only ? tdm_ckpt_open_weights : tdm_ckpt_open)(a->load, &ck, err) != 0) return -1;
         have_ck = 1;
     }
-    int rc = init_weights(t, &ck, have_ck, err);
+    int rc = 0;
+    /* the sampler continues at global batch consumed / G: a resume with another global batch
+     * size (also an unset one at another dp: micro x dp) must divide what was consumed */
+    if (have_ck && !a->finetune && ck.state.consumed_samples % a->global_batch_size != 0) {
+        const tdm_ckpt_state *s = &ck.state;
+        char was[96] = "";
+        if (s->iteration > 0 && s->consumed_samples % s->iteration == 0)
+            snprintf(was, sizeof was, ", e.g. the saved run's %lld", (long long)(s->consumed_samples / s->iteration));
+        rc = tdm_errorf(err, "--load %s: the checkpoint consumed %lld samples, not a multiple of the global batch "
+                        "size %d (--global-batch-size; unset, --micro-batch-size x data-parallel size): resume with one "
+                        "that divides %lld%s",
+                        ck.dir, (long long)s->consumed_samples, a->global_batch_size, (long long)s->consumed_samples,
+                        was);
+    }
+    if (rc == 0) rc = init_weights(t, &ck, have_ck, err);
     if (rc == 0 && have_ck && !a->finetune) {
         t->iteration = ck.state.iteration;
         t->consumed = ck.state.consumed_samples;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cli_bad_checkpoint.sh - `tandem train --load` refuses, on every rank and with a message
 # naming the file, a checkpoint of another model shape, a truncated weights file, a
-# corrupt safetensors header, a tracker naming a missing or garbled iteration, and a
-# corrupt trainer_state.json; and `dump-grads --load` refuses the same weights.
+# corrupt safetensors header, a tracker naming a missing or garbled iteration, a
+# corrupt trainer_state.json and a --global-batch-size that does not divide the samples
+# consumed; and `dump-grads --load` refuses the same weights.
 source "$(dirname "$0")/lib.sh"
 have train || skip_all "tandem train is not built"
 make_data
@@ -41,6 +42,11 @@ json.dump(c, open(sys.argv[2], "w"), indent=1)
 PYEOF
 cp configs/tiny/preprocessor_config.json "$W/wide/" 2>/dev/null
 refused other_shape "$IT" --model "$W/wide" --load "$W/good"
+
+# another global batch size that does not divide the 2 samples consumed (the sampler's error named neither
+# --load nor the flag)
+refused other_global_batch "consumed 2 samples, not a multiple of the global batch size 4" --load "$W/good" \
+  --global-batch-size 4
 
 variant truncated
 truncate -s 1000000 "$W/truncated/$IT/model.safetensors"
