@@ -194,27 +194,36 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
     if (rc != 0) goto fail;
     if (tdm_fsync_dir(tmp_dir, err) != 0) goto fail;
 
-    /* 5. publish: rename the directory into place, then move the tracker */
+    /* 5. publish: rename the directory into place, then move the tracker. An existing
+     * directory of this iteration (the tracker may name it) is swapped with the new one in one
+     * step, so that no crash leaves the tracker naming a missing directory; only where the file
+     * system cannot swap is it moved aside first. */
     int had_old = 0;
-    if (tdm_file_exists(final_dir)) {
-        remove_tree(old_dir);
-        if (rename(final_dir, old_dir) != 0) {
-            tdm_errorf(err, "%s: cannot move the existing checkpoint aside: %s", final_dir, strerror(errno));
+    const char *old_at = old_dir;
+    if (tdm_file_exists(final_dir) && renameat2(AT_FDCWD, tmp_dir, AT_FDCWD, final_dir, RENAME_EXCHANGE) == 0) {
+        had_old = 1;
+        old_at = tmp_dir; /* the replaced checkpoint, under the temporary name */
+    } else {
+        if (tdm_file_exists(final_dir)) {
+            remove_tree(old_dir);
+            if (rename(final_dir, old_dir) != 0) {
+                tdm_errorf(err, "%s: cannot move the existing checkpoint aside: %s", final_dir, strerror(errno));
+                goto fail;
+            }
+            had_old = 1;
+        }
+        if (rename(tmp_dir, final_dir) != 0) {
+            tdm_errorf(err, "%s: rename to %s failed: %s", tmp_dir, final_dir, strerror(errno));
+            if (had_old) rename(old_dir, final_dir);
             goto fail;
         }
-        had_old = 1;
-    }
-    if (rename(tmp_dir, final_dir) != 0) {
-        tdm_errorf(err, "%s: rename to %s failed: %s", tmp_dir, final_dir, strerror(errno));
-        if (had_old) rename(old_dir, final_dir);
-        goto fail;
     }
     if (tdm_fsync_dir(save_dir, err) != 0) goto fail_published;
     char tracker[PATH_CAP], text[32];
     snprintf(tracker, sizeof tracker, "%s/%s", save_dir, TDM_CKPT_TRACKER);
     int n = snprintf(text, sizeof text, "%lld\n", (long long)st->iteration);
     if (tdm_write_file_atomic(tracker, text, (size_t)n, err) != 0) goto fail_published;
-    if (had_old) remove_tree(old_dir);
+    if (had_old) remove_tree(old_at);
     for (int i = 0; i < n_ent; i++) free(names[i]);
     free(names);
     free(ents);

@@ -15,9 +15,11 @@
  *
  * Atomicity: everything is written into <save>/iter_0000010.tmp.<pid>/ (each file
  * fsynced), the directory is fsynced and renamed to iter_0000010, <save> is fsynced,
- * and only then is the tracker replaced atomically (core/fs.h). A crash at any point
- * leaves the previous checkpoint complete and the tracker pointing at it; leftover
- * *.tmp.* directories are ignored by loading.
+ * and only then is the tracker replaced atomically (core/fs.h). An existing directory of
+ * the same iteration is swapped with the new one in one step (renameat2 RENAME_EXCHANGE;
+ * moved aside first only where the file system cannot swap). A crash at any point leaves
+ * the previous checkpoint complete and the tracker pointing at it; leftover *.tmp.*
+ * directories are ignored by loading.
  *
  * Loading checks the tracker, the files' sizes and checksums (a truncated or corrupted
  * file is refused before any tensor is used) and the model's tensor names and shapes.

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -111,6 +113,68 @@ static void test_crash_leaves_previous_checkpoint(void) {
     tdm_free_big(grad);
 }
 
+/* A crash in the middle of publishing a checkpoint: this program's rename() and renameat2()
+ * (linked before libc's) do what libc's do, and once g_die_after is set they end the process
+ * right after the first call that moves that path. */
+static const char *g_die_after;
+
+static int do_rename(int from_fd, const char *from, int to_fd, const char *to, unsigned int flags) {
+    int rc = (int)syscall(SYS_renameat2, from_fd, from, to_fd, to, flags);
+    if (g_die_after && (!strcmp(from, g_die_after) || !strcmp(to, g_die_after))) _exit(0);
+    return rc;
+}
+
+int rename(const char *from, const char *to) { return do_rename(AT_FDCWD, from, AT_FDCWD, to, 0); }
+
+int renameat2(int from_fd, const char *from, int to_fd, const char *to, unsigned int flags) {
+    return do_rename(from_fd, from, to_fd, to, flags);
+}
+
+/* Saving the iteration the tracker names again replaces its directory: a crash at that moment
+ * must leave a complete checkpoint under the tracker's name (it moved the old one aside first,
+ * and a crash before the new one took its place left the tracker naming a missing directory). */
+static void test_crash_while_replacing_the_tracked_checkpoint(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad, 6);
+    tdm_error err = {{0}};
+    CHECK(save(&t, 30, 4.0f, &err) == 0, "%s", err.msg);
+    char final_dir[512];
+    snprintf(final_dir, sizeof final_dir, "%s/iter_0000030", g_dir);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        g_die_after = final_dir;
+        save(&t, 30, 5.0f, &err);
+        _exit(1); /* the save never moved iter_0000030 */
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the save did not die while moving %s", final_dir);
+    tdm_ckpt ck;
+    int opened = tdm_ckpt_open(g_dir, &ck, &err) == 0;
+    CHECK(opened, "after a crash while replacing iteration 30: %s", err.msg);
+    float m[18], v[18];
+    if (opened) {
+        CHECK(ck.state.iteration == 30, "iteration %lld", (long long)ck.state.iteration);
+        CHECK(tdm_ckpt_read_optimizer(&ck, &t, 0, m, v, &err) == 0 && (m[1] == 4.0f || m[1] == 5.0f),
+              "the old or the new checkpoint: m[1] = %g", m[1]);
+        tdm_ckpt_close(&ck);
+    }
+    /* and a save that does not crash replaces it, leaving no temporary directory */
+    CHECK(save(&t, 30, 6.0f, &err) == 0, "%s", err.msg);
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0, "%s", err.msg);
+    CHECK(tdm_ckpt_read_optimizer(&ck, &t, 0, m, v, &err) == 0 && m[1] == 6.0f, "replaced: m[1] = %g", m[1]);
+    tdm_ckpt_close(&ck);
+    char path[600];
+    snprintf(path, sizeof path, "%s.tmp.%d", final_dir, (int)getpid());
+    CHECK(!tdm_file_exists(path), "%s was left behind", path);
+    tdm_param_table_free(&t);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+}
+
 static void flip_byte(const char *path, long off) {
     int fd = open(path, O_RDWR);
     unsigned char c;
@@ -173,6 +237,7 @@ int main(void) {
     RUN(test_round_trip);
     RUN(test_crash_leaves_previous_checkpoint);
     RUN(test_refusals);
+    RUN(test_crash_while_replacing_the_tracked_checkpoint);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
