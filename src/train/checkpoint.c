@@ -353,6 +353,7 @@ static int ckpt_open(const char *load, int with_optimizer, tdm_ckpt *ck, tdm_err
     int64_t sizes[N_CKPT_FILES];
     int present[N_CKPT_FILES];
     int rc = parse_state(path, text, len, &ck->state, hashes, sizes, present, err);
+    ck->state_hash = XXH3_64bits(text, len);
     free(text);
     if (rc != 0) return -1;
     for (int i = 0; i < N_CKPT_FILES; i++) {

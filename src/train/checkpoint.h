@@ -77,6 +77,7 @@ int tdm_ckpt_resolve(const char *load, char *iter_dir, size_t cap, tdm_error *er
 typedef struct tdm_ckpt {
     char dir[4096];
     tdm_ckpt_state state;
+    uint64_t state_hash;        /* XXH3 of trainer_state.json (it holds every file's checksum) */
     tdm_safetensors *model;     /* model.safetensors */
     tdm_safetensors *optimizer; /* optimizer.safetensors, NULL when has_optimizer == 0 */
 } tdm_ckpt;

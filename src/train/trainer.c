@@ -79,6 +79,8 @@ typedef struct trainer {
     int profiling;
     int64_t iteration;        /* completed iterations */
     int64_t consumed;         /* samples consumed */
+    int64_t ck_iteration;     /* iteration of the checkpoint --load read, -1: none */
+    uint64_t ck_hash;         /* its trainer_state.json's XXH3 (0: none) */
     int micro_per_step;
     tdm_train_result *res;
     int cap_records;
@@ -327,6 +329,10 @@ static int setup_state(trainer *t, tdm_error *err) {
                         was);
     }
     if (rc == 0) rc = init_weights(t, &ck, have_ck, err);
+    if (have_ck) {
+        t->ck_iteration = ck.state.iteration;
+        t->ck_hash = ck.state_hash;
+    }
     if (rc == 0 && have_ck && !a->finetune) {
         t->iteration = ck.state.iteration;
         t->consumed = ck.state.consumed_samples;
@@ -771,6 +777,34 @@ static uint64_t params_checksum(tdm_model *m) {
     return h;
 }
 
+/* Every rank starts from the same checkpoint, or every rank from none. Rank 0 alone writes
+ * --save, so a folder on node-local disks holds the checkpoints on rank 0's node only: with
+ * `--save ck --load ck` the other nodes' ranks took their launch for the first one and started
+ * from iteration 0, trained other weights and ran more steps than rank 0, into a hang; a stale
+ * copy would train other weights silently. Collective; called only with --load (the same
+ * flags on every rank). */
+static void describe_checkpoint(int64_t iteration, int another_copy, char *out, size_t cap) {
+    if (iteration < 0) snprintf(out, cap, "no checkpoint");
+    else snprintf(out, cap, "%siteration %lld", another_copy ? "another copy of " : "", (long long)iteration);
+}
+
+static int same_checkpoint_everywhere(trainer *t, tdm_error *err) {
+    const int64_t mine[2] = {(int64_t)t->ck_hash, t->ck_iteration};
+    int64_t root[2] = {mine[0], mine[1]}, other[2] = {mine[0], mine[1]};
+    MPI_Bcast(root, 2, MPI_INT64_T, 0, t->comm);
+    int first = tdm_first_failed_rank(root[0] == mine[0] && root[1] == mine[1], t->comm, NULL);
+    if (first == t->dp) return 0;
+    MPI_Bcast(other, 2, MPI_INT64_T, first, t->comm);
+    t->res->all_ranks_failed = 1;
+    t->res->failed_rank = 0;
+    char a[64], b[64];
+    describe_checkpoint(root[1], 0, a, sizeof a);
+    describe_checkpoint(other[1], other[1] == root[1], b, sizeof b);
+    return tdm_errorf(err, "--load %s: rank %d read %s there, rank 0 %s: every rank must read the same checkpoint "
+                           "(rank 0 alone writes --save: on node-local disks only its node has them)",
+                      t->a->load, first, b, a);
+}
+
 /* Data parallelism needs one configuration: ranks started with other flags (`mpirun -np 1
  * tandem train A : -np 1 tandem train B`) would each step with their own learning rate, or
  * post other collectives and hang. Collective: a hash of each flag's value, compared by the
@@ -816,6 +850,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
     trainer T, *t = &T;
     memset(t, 0, sizeof *t);
     t->res = res;
+    t->ck_iteration = -1;
     MPI_Comm_dup(comm, &t->comm);
     MPI_Comm_rank(t->comm, &t->rank);
     MPI_Comm_size(t->comm, &t->dp);
@@ -896,6 +931,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
         ok = tdm_feed_start(t->valid_feed, t->iteration / a->eval_interval * a->eval_iters * a->global_batch_size,
                             err) == 0;
     if (agree(t, ok, err) != 0) goto out;
+    if (a->load[0] && same_checkpoint_everywhere(t, err) != 0) goto out;
     if (a->inject_nan_iter > 0 && (a->inject_nan_rank < 0 || a->inject_nan_rank == t->rank))
         tdm_ddp_inject_nan(t->ddp, t->rank, a->inject_nan_iter, -1);
     tdm_ddp_set_iteration(t->ddp, t->iteration + 1);
