@@ -239,6 +239,17 @@ fail_published:
     return tdm_error_prefix(err, "saving checkpoint %s", final_dir);
 }
 
+int tdm_ckpt_check_save_dir(const char *save_dir, tdm_error *err) {
+    if (tdm_mkdirs(save_dir, err) != 0) return tdm_error_prefix(err, "--save");
+    char probe[PATH_CAP];
+    if ((size_t)snprintf(probe, sizeof probe, "%s/iter_probe.tmp.%d", save_dir, (int)getpid()) >= sizeof probe)
+        return tdm_errorf(err, "--save %.64s...: path too long", save_dir);
+    if (mkdir(probe, 0755) != 0 && errno != EEXIST)
+        return tdm_errorf(err, "--save %s: cannot write a checkpoint there: %s", save_dir, strerror(errno));
+    rmdir(probe);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ loading */
 
 int tdm_ckpt_resolve(const char *load, char *iter_dir, size_t cap, tdm_error *err) {

@@ -68,6 +68,11 @@ typedef struct tdm_ckpt_save_spec {
  * rank 0 calls it. */
 int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *out_dir, size_t cap, tdm_error *err);
 
+/* Creates save_dir if needed and checks that a checkpoint can be written there (a
+ * directory is created in it and removed), so that a read-only or foreign folder is
+ * refused when the run starts, not at its first save. Errors name --save. */
+int tdm_ckpt_check_save_dir(const char *save_dir, tdm_error *err);
+
 /* The iteration directory `load` stands for: `load` itself when it holds a
  * trainer_state.json, else <load>/iter_XXXXXXX named by its tracker. Errors: no
  * tracker, a tracker that does not hold an iteration number, a missing directory. */

@@ -919,11 +919,9 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
         snprintf(path, sizeof path, "%.1023s/valid.jsonl", a->run_dir);
         if (!(t->valid_log = fopen(path, "a"))) ok = tdm_errorf(err, "%s: cannot open for appending", path) == 0;
     }
-    /* the checkpoint folder must be creatable now, not only when the first save comes (after hours) */
-    if (ok && a->save[0] && t->rank == 0 && tdm_mkdirs(a->save, err) != 0) {
-        tdm_error_prefix(err, "--save");
-        ok = 0;
-    }
+    /* the checkpoint folder must be creatable and writable now, not only when the first save
+     * comes (after hours) */
+    if (ok && a->save[0] && t->rank == 0 && tdm_ckpt_check_save_dir(a->save, err) != 0) ok = 0;
     if (ok) ok = tdm_feed_start(t->feed, t->consumed, err) == 0;
     /* where evaluations at every --eval-interval so far left the validation loader (Megatron's
      * consumed_valid_samples on resume) */

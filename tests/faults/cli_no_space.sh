@@ -2,7 +2,8 @@
 # cli_no_space.sh - the disk fills during a checkpoint save. --save points into a small
 # tmpfs (mounted here, unmounted on exit) with room for one checkpoint but not two: the
 # first save succeeds, the second must fail with a clear error naming the path, on every
-# rank, and leave the first checkpoint complete, loadable and named by the tracker.
+# rank, and leave the first checkpoint complete, loadable and named by the tracker. Then the
+# same mount read-only: a --save there is refused before the first step, not at the first save.
 source "$(dirname "$0")/lib.sh"
 have train || skip_all "tandem train is not built"
 [ "$(id -u)" = 0 ] || skip_all "mounting a tmpfs needs root"
@@ -34,4 +35,13 @@ start_job "$log2" "${TRAIN[@]}" --load "$ck" --train-iters 3
 wait_job 120
 if [ "$RC" -eq 0 ] && grep -qE "iteration +3/" "$log2"; then ok
 else bad "the previous checkpoint does not resume (exit $RC)"; tail -n 8 "$log2"; fi
+
+umount "$MNT" && mount -t tmpfs -o ro,size=1m tmpfs "$MNT" || { bad "cannot remount $MNT read-only"; finish; exit 1; }
+log3="$W/readonly.log"
+start_job "$log3" "${TRAIN[@]}" --train-iters 2 --save "$MNT" --save-interval 2
+wait_job 120
+echo "read-only --save: exit $RC: $(grep -m1 '^tandem train' "$log3")"
+if [ "$RC" -ne 0 ] && [ "$RC" -lt 124 ] && grep -q "^tandem train: --save $MNT: cannot write a checkpoint there: Read-only" "$log3"
+then ok; else bad "read-only --save (exit $RC)"; tail -n 5 "$log3"; fi
+grep -qE "iteration +1/" "$log3" && bad "read-only --save: training started before the folder was refused" || ok
 finish
