@@ -343,6 +343,18 @@ static int parse_state(const char *file, const char *text, size_t len, tdm_ckpt_
         tdm_errorf(err, "%s: files: model.safetensors is not listed", file);
         goto out_err;
     }
+    /* the file is not checksummed itself: a hand-edited count would start the loop, the
+     * sampler or Adam's bias correction somewhere that does not exist */
+    const struct { const char *key; int64_t v, min; } counts[] = {
+        {"iteration", s->iteration, 0}, {"consumed_samples", s->consumed_samples, 0},
+        {"scheduler.num_steps", s->scheduler_num_steps, 0}, {"adam_step", s->adam_step, 0},
+        {"data_parallel_size", s->dp, 1}};
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++)
+        if (counts[k].v < counts[k].min) {
+            tdm_errorf(err, "%s: %s is %lld, expected at least %lld", file, counts[k].key, (long long)counts[k].v,
+                       (long long)counts[k].min);
+            goto out_err;
+        }
     tdm_json_free(doc);
     return 0;
 bad:

@@ -10,6 +10,7 @@
 
 #include "core/alloc.h"
 #include "core/fs.h"
+#include "core/strbuf.h"
 #include "harness.h"
 #include "train/checkpoint.h"
 
@@ -175,6 +176,50 @@ static void test_crash_while_replacing_the_tracked_checkpoint(void) {
     tdm_free_big(grad);
 }
 
+/* trainer_state.json is not checksummed: a negative count in it (hand-edited) is refused, not
+ * used (a negative iteration trained "iteration -2", a negative consumed_samples failed in the
+ * sampler without naming the file) */
+static void test_negative_counts_refused(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad, 6);
+    tdm_error err = {{0}};
+    CHECK(save(&t, 40, 1.0f, &err) == 0, "%s", err.msg);
+    char path[512];
+    snprintf(path, sizeof path, "%s/iter_0000040/trainer_state.json", g_dir);
+    size_t len;
+    char *good = tdm_read_file(path, 1 << 20, &len, &err);
+    CHECK(good != NULL, "%s", err.msg);
+    const char *const edits[][2] = {{"\"iteration\": 40,", "\"iteration\": -40,"},
+                                    {"\"consumed_samples\": 320,", "\"consumed_samples\": -8,"},
+                                    {"\"adam_step\": 40,", "\"adam_step\": -1,"},
+                                    {"\"data_parallel_size\": 2,", "\"data_parallel_size\": 0,"}};
+    const char *const want[] = {"iteration is -40, expected at least 0", "consumed_samples is -8, expected at least 0",
+                                "adam_step is -1, expected at least 0", "data_parallel_size is 0, expected at least 1"};
+    for (int k = 0; good && k < 4; k++) {
+        char *at = strstr(good, edits[k][0]);
+        CHECK(at != NULL, "%s not in %s", edits[k][0], path);
+        if (!at) continue;
+        tdm_strbuf sb;
+        tdm_sb_init(&sb);
+        tdm_sb_printf(&sb, "%.*s%s%s", (int)(at - good), good, edits[k][1], at + strlen(edits[k][0]));
+        CHECK(tdm_write_file_atomic(path, sb.data, sb.len, &err) == 0, "%s", err.msg);
+        tdm_sb_free(&sb);
+        tdm_ckpt ck;
+        int rc = tdm_ckpt_open(g_dir, &ck, &err);
+        CHECK(rc != 0 && strstr(err.msg, want[k]) && strstr(err.msg, path), "edit %d: %s", k, rc ? err.msg : "opened");
+        if (rc == 0) tdm_ckpt_close(&ck);
+    }
+    if (good) CHECK(tdm_write_file_atomic(path, good, len, &err) == 0, "%s", err.msg);
+    tdm_ckpt ck;
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0, "restored: %s", err.msg);
+    tdm_ckpt_close(&ck);
+    free(good);
+    tdm_param_table_free(&t);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+}
+
 static void flip_byte(const char *path, long off) {
     int fd = open(path, O_RDWR);
     unsigned char c;
@@ -238,6 +283,7 @@ int main(void) {
     RUN(test_crash_leaves_previous_checkpoint);
     RUN(test_refusals);
     RUN(test_crash_while_replacing_the_tracked_checkpoint);
+    RUN(test_negative_counts_refused);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
