@@ -1,6 +1,7 @@
 /* checkpoint.c - atomic checkpoint directories (see checkpoint.h). */
 #include "train/checkpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -79,6 +80,24 @@ static void remove_tree(const char *path) {
     if (tdm_file_exists(path)) nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* Removes what earlier saves of this iteration left when they were killed (any pid):
+ * <name>.tmp.* (a half-written checkpoint, or the replaced one after a swap) and <name>.old.*,
+ * each as large as a checkpoint. Loading ignores them; without this every save killed by a
+ * scheduler's time limit kept one on the disk for good. */
+static void remove_leftovers(const char *save_dir, const char *name) {
+    DIR *d = opendir(save_dir);
+    if (!d) return;
+    size_t n = strlen(name);
+    char path[PATH_CAP];
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, name, n) != 0) continue;
+        if (strncmp(e->d_name + n, ".tmp.", 5) != 0 && strncmp(e->d_name + n, ".old.", 5) != 0) continue;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", save_dir, e->d_name) < sizeof path) remove_tree(path);
+    }
+    closedir(d);
+}
+
 static int copy_file(const char *src, const char *dst, tdm_error *err) {
     size_t len;
     char *data = tdm_read_file(src, (size_t)64 << 20, &len, err);
@@ -123,7 +142,7 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
     snprintf(final_dir, sizeof final_dir, "%s/%s", save_dir, name);
     snprintf(tmp_dir, sizeof tmp_dir, "%s.tmp.%d", final_dir, (int)getpid());
     snprintf(old_dir, sizeof old_dir, "%s.old.%d", final_dir, (int)getpid());
-    remove_tree(tmp_dir);
+    remove_leftovers(save_dir, name);
     if (mkdir(tmp_dir, 0755) != 0) return tdm_errorf(err, "%s: cannot create directory: %s", tmp_dir, strerror(errno));
 
     uint64_t hashes[N_CKPT_FILES] = {0};

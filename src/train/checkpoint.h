@@ -19,7 +19,7 @@
  * the same iteration is swapped with the new one in one step (renameat2 RENAME_EXCHANGE;
  * moved aside first only where the file system cannot swap). A crash at any point leaves
  * the previous checkpoint complete and the tracker pointing at it; leftover *.tmp.*
- * directories are ignored by loading.
+ * directories are ignored by loading and removed by the next save of their iteration.
  *
  * Loading checks the tracker, the files' sizes and checksums (a truncated or corrupted
  * file is refused before any tensor is used) and the model's tensor names and shapes.

@@ -99,8 +99,10 @@ static void test_crash_leaves_previous_checkpoint(void) {
     CHECK(ck.state.iteration == 10, "loads the previous checkpoint: %lld", (long long)ck.state.iteration);
     CHECK(tdm_ckpt_load_weights(&ck, &t, &err) == 0, "%s", err.msg);
     tdm_ckpt_close(&ck);
-    /* a complete save afterwards moves the tracker */
+    /* a complete save afterwards moves the tracker, and removes what the killed one left */
     CHECK(save(&t, 20, 2.0f, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/iter_0000020.tmp.99999", g_dir);
+    CHECK(!tdm_file_exists(path), "%s (a killed save of the same iteration) was left on the disk", path);
     CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0 && ck.state.iteration == 20, "%s", err.msg);
     tdm_ckpt_close(&ck);
     /* re-saving the tracked iteration replaces it */
@@ -169,6 +171,8 @@ static void test_crash_while_replacing_the_tracked_checkpoint(void) {
     CHECK(tdm_ckpt_read_optimizer(&ck, &t, 0, m, v, &err) == 0 && m[1] == 6.0f, "replaced: m[1] = %g", m[1]);
     tdm_ckpt_close(&ck);
     char path[600];
+    snprintf(path, sizeof path, "%s.tmp.%d", final_dir, (int)pid);
+    CHECK(!tdm_file_exists(path), "%s (the killed save's) was left behind", path);
     snprintf(path, sizeof path, "%s.tmp.%d", final_dir, (int)getpid());
     CHECK(!tdm_file_exists(path), "%s was left behind", path);
     tdm_param_table_free(&t);
