@@ -118,20 +118,15 @@ static void diff_args(const tdm_train_args *a, const tdm_train_args *b, tdm_ab_r
 
 typedef enum run_kind { RUN_TIMING, RUN_AUDIT, RUN_PROFILE } run_kind;
 
-/* The iteration a side's runs start from: its --load checkpoint's (Megatron's iter_NNNNNNN
- * name of the directory the tracker points at), 0 without one or with --finetune. */
+/* The iteration a side's runs start from: its --load checkpoint's (the iteration its
+ * trainer_state.json records, where the trainer resumes; the directory's name does not matter:
+ * "ck/iter_0000003/" or a copy in "best/" were refused), 0 without one or with --finetune. */
 static int start_iteration(const tdm_train_args *a, int64_t *out, tdm_error *err) {
     *out = 0;
     if (!a->load[0] || a->finetune) return 0;
-    char dir[4096];
-    if (tdm_ckpt_resolve(a->load, dir, sizeof dir, err) != 0) return tdm_error_prefix(err, "--load");
-    const char *base = strrchr(dir, '/');
-    base = base ? base + 1 : dir;
-    long long it;
-    char tail;
-    if (sscanf(base, "iter_%lld%c", &it, &tail) != 1 || it < 0)
-        return tdm_errorf(err, "--load %s: %s is not an iter_NNNNNNN directory", a->load, dir);
-    *out = it;
+    tdm_ckpt ck;
+    if (tdm_ckpt_read_state(a->load, &ck, err) != 0) return -1;
+    *out = ck.state.iteration;
     return 0;
 }
 

@@ -383,7 +383,9 @@ out_err:
     return -1;
 }
 
-static int ckpt_open(const char *load, int with_optimizer, tdm_ckpt *ck, tdm_error *err) {
+/* Resolves `load` into ck->dir and reads its trainer_state.json into ck->state and ck->state_hash. */
+static int read_state(const char *load, tdm_ckpt *ck, uint64_t *hashes, int64_t *sizes, int *present,
+                      tdm_error *err) {
     memset(ck, 0, sizeof *ck);
     if (tdm_ckpt_resolve(load, ck->dir, sizeof ck->dir, err) != 0) return -1;
     char path[PATH_CAP + 64];
@@ -391,13 +393,25 @@ static int ckpt_open(const char *load, int with_optimizer, tdm_ckpt *ck, tdm_err
     size_t len;
     char *text = tdm_read_file(path, 1 << 20, &len, err);
     if (!text) return -1;
-    uint64_t hashes[N_CKPT_FILES];
-    int64_t sizes[N_CKPT_FILES];
-    int present[N_CKPT_FILES];
     int rc = parse_state(path, text, len, &ck->state, hashes, sizes, present, err);
     ck->state_hash = XXH3_64bits(text, len);
     free(text);
-    if (rc != 0) return -1;
+    return rc;
+}
+
+int tdm_ckpt_read_state(const char *load, tdm_ckpt *ck, tdm_error *err) {
+    uint64_t hashes[N_CKPT_FILES];
+    int64_t sizes[N_CKPT_FILES];
+    int present[N_CKPT_FILES];
+    return read_state(load, ck, hashes, sizes, present, err);
+}
+
+static int ckpt_open(const char *load, int with_optimizer, tdm_ckpt *ck, tdm_error *err) {
+    uint64_t hashes[N_CKPT_FILES];
+    int64_t sizes[N_CKPT_FILES];
+    int present[N_CKPT_FILES];
+    if (read_state(load, ck, hashes, sizes, present, err) != 0) return -1;
+    char path[PATH_CAP + 64];
     for (int i = 0; i < N_CKPT_FILES; i++) {
         if (!present[i] || (i == 1 && !with_optimizer)) continue; /* [1]: optimizer.safetensors */
         snprintf(path, sizeof path, "%s/%s", ck->dir, CKPT_FILES[i]);

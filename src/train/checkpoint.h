@@ -93,6 +93,10 @@ int tdm_ckpt_open(const char *load, tdm_ckpt *ck, tdm_error *err);
 /* The same for a use of the weights alone (generate, evaluate, --finetune, --no-load-optim):
  * optimizer.safetensors is neither read nor required (ck->optimizer stays NULL). */
 int tdm_ckpt_open_weights(const char *load, tdm_ckpt *ck, tdm_error *err);
+/* Resolves and reads trainer_state.json alone (ck->dir, ck->state, ck->state_hash), no file is
+ * verified or opened: what a checkpoint is (its iteration) without reading its tensors. Needs
+ * no tdm_ckpt_close. */
+int tdm_ckpt_read_state(const char *load, tdm_ckpt *ck, tdm_error *err);
 void tdm_ckpt_close(tdm_ckpt *ck);
 
 /* Loads the weights into the table (data bound). Refuses a checkpoint of another model

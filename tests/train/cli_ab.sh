@@ -211,6 +211,13 @@ PYEOF
 else
   bad "train --save or ab --load exited non-zero:"; tail -n 5 "$W/ck.out" "$W/abl.out"
 fi
+# the same checkpoint copied elsewhere and named with a trailing slash, as train --load takes it (ab read the
+# iteration from the directory's name and refused "best/": "is not an iter_NNNNNNN directory")
+cp -r "$W/ck/iter_0000003" "$W/best"
+if timeout 300 "${MPI[@]}" "$TANDEM" ab --baseline "" --candidate "--overlap-grad-reduce" "${COMMON[@]}" \
+     --load "$W/best/" --steps 2 --window 2:2 --repeats 1 --profile-steps 0 --audit-steps 0 --out "$W/abb" \
+     >"$W/abb.out" 2>&1 && grep -q "from the checkpoint's iteration 3" "$W/abb.out"; then ok
+else bad "ab --load of a renamed iteration directory: $(grep -m2 -iE "tandem ab|error" "$W/abb.out")"; fi
 
 # bad input: one sentence, non-zero exit, no hang
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --window 3:9 \
