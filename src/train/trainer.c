@@ -777,17 +777,17 @@ static uint64_t params_checksum(tdm_model *m) {
     return h;
 }
 
+static void describe_checkpoint(int64_t iteration, int another_copy, char *out, size_t cap) {
+    if (iteration < 0) snprintf(out, cap, "no checkpoint");
+    else snprintf(out, cap, "%siteration %lld", another_copy ? "another copy of " : "", (long long)iteration);
+}
+
 /* Every rank starts from the same checkpoint, or every rank from none. Rank 0 alone writes
  * --save, so a folder on node-local disks holds the checkpoints on rank 0's node only: with
  * `--save ck --load ck` the other nodes' ranks took their launch for the first one and started
  * from iteration 0, trained other weights and ran more steps than rank 0, into a hang; a stale
  * copy would train other weights silently. Collective; called only with --load (the same
  * flags on every rank). */
-static void describe_checkpoint(int64_t iteration, int another_copy, char *out, size_t cap) {
-    if (iteration < 0) snprintf(out, cap, "no checkpoint");
-    else snprintf(out, cap, "%siteration %lld", another_copy ? "another copy of " : "", (long long)iteration);
-}
-
 static int same_checkpoint_everywhere(trainer *t, tdm_error *err) {
     const int64_t mine[2] = {(int64_t)t->ck_hash, t->ck_iteration};
     int64_t root[2] = {mine[0], mine[1]}, other[2] = {mine[0], mine[1]};
