@@ -48,6 +48,8 @@ int tdm_ab_parse_window(const char *s, int64_t *lo, int64_t *hi, tdm_error *err)
 
 const char *const tdm_ab_protocol_flags[][2] = {
     {"--train-iters", "the length of each run is --steps"},
+    {"--train-samples", "the length of each run is --steps"},
+    {"--tensorboard-dir", "the report goes to --out"},
     {"--save", "measured runs save no checkpoint"},
     {"--save-interval", "measured runs save no checkpoint"},
     {"--exit-interval", "every run trains --steps steps"},

@@ -72,8 +72,11 @@ static const arg_def ARGS[] = {
      "samples per micro-batch per rank"},
     {"global-batch-size", "global_batch_size", ARG_INT, F(global_batch_size), 1, 1 << 24, NONE_IF_ZERO, NULL, NULL,
      "N", "samples per optimizer step over all ranks (default: --micro-batch-size x data-parallel size)"},
-    {"train-iters", "train_iters", ARG_I64, F(train_iters), 1, BIG, NONE_NEVER, "100", NULL, "N",
-     "optimizer steps to run (total, counting a resumed checkpoint's)"},
+    {"train-iters", "train_iters", ARG_I64, F(train_iters), 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
+     "optimizer steps to run (total, counting a resumed checkpoint's; default 100, or from --train-samples)"},
+    {"train-samples", "train_samples", ARG_I64, F(train_samples), 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
+     "samples to train on instead of --train-iters: --train-samples / --global-batch-size iterations, and the "
+     "learning-rate schedule in samples (--lr-warmup-samples, --lr-decay-samples)"},
     {"seq-length", "seq_length", ARG_INT, F(seq_length), 8, 1 << 24, NONE_NEVER, "1024", NULL, "N",
      "maximum tokens of one sample"},
 
@@ -89,6 +92,10 @@ static const arg_def ARGS[] = {
      "F", "warmup as a fraction of the decay span (instead of --lr-warmup-iters)"},
     {"lr-warmup-init", "lr_warmup_init", ARG_DBL, F(lr_warmup_init), 0, 10, NONE_NEVER, "0.0", NULL, "LR",
      "learning rate at the start of warmup"},
+    {"lr-warmup-samples", "lr_warmup_samples", ARG_I64, F(lr_warmup_samples), 0, BIG, NONE_NEVER, "0", NULL, "N",
+     "with --train-samples: samples of linear warmup"},
+    {"lr-decay-samples", "lr_decay_samples", ARG_I64, F(lr_decay_samples), 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
+     "with --train-samples: samples over which to decay (default --train-samples)"},
     {"lr-decay-iters", "lr_decay_iters", ARG_I64, F(lr_decay_iters), 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
      "iterations over which to decay (default: --train-iters)"},
 
@@ -145,6 +152,14 @@ static const arg_def ARGS[] = {
      "with --load: do not load the optimizer state"},
     {"finetune", "finetune", ARG_SWITCH, F(finetune), 0, 0, NONE_NEVER, NULL, NULL, NULL,
      "with --load: load the weights only and start at iteration 0"},
+    {"no-save-optim", "no_save_optim", ARG_SWITCH, F(no_save_optim), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "save weights without the optimizer state (resuming them needs --no-load-optim)"},
+    {"no-save-rng", "no_save_rng", ARG_SWITCH, F(no_save_rng), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "accepted: a tandem checkpoint holds no RNG state (everything random follows --seed and the samples consumed)"},
+    {"no-load-rng", "no_load_rng", ARG_SWITCH, F(no_load_rng), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "accepted: a tandem checkpoint holds no RNG state to load"},
+    {"exit-signal-handler", "exit_signal_handler", ARG_SWITCH, F(exit_signal_handler), 0, 0, NONE_NEVER, NULL, NULL,
+     NULL, "accepted: SIGTERM and SIGINT always save (with --save) and exit at the end of the step"},
     {"exit-interval", "exit_interval", ARG_I64, F(exit_interval), 0, BIG, NONE_IF_ZERO, NULL, NULL, "N",
      "stop (saving with --save) when the iteration is a multiple of N"},
 
@@ -578,9 +593,19 @@ out:
 
 void tdm_train_args_resolve(tdm_train_args *a, int dp) {
     if (a->global_batch_size == 0 && dp >= 1) a->global_batch_size = a->micro_batch_size * dp;
+    /* Megatron's update_train_iters: sample-based training runs train_samples // global batch
+     * iterations (validate refuses both flags given: this one was derived, or not) */
+    if (a->train_samples > 0 && (a->train_iters == 0 || a->train_iters_from_samples) && a->global_batch_size > 0) {
+        a->train_iters = a->train_samples / a->global_batch_size;
+        a->train_iters_from_samples = 1;
+    }
+    if (a->train_iters == 0 && a->train_samples == 0) a->train_iters = 100;
 }
 
-int tdm_train_args_validate(const tdm_train_args *a, int dp, tdm_error *err) {
+int tdm_train_args_validate(const tdm_train_args *unresolved, int dp, tdm_error *err) {
+    tdm_train_args resolved = *unresolved; /* the rules read the dp-dependent defaults */
+    tdm_train_args_resolve(&resolved, dp);
+    const tdm_train_args *a = &resolved;
     if (!a->model[0]) return tdm_errorf(err, "--model: required (a directory holding config.json)");
     if (!a->tokenizer[0]) return tdm_errorf(err, "--tokenizer: required (a tokenizer.json)");
     if (a->n_data == 0) return tdm_errorf(err, "--data: required (a dataset JSON file)");
@@ -602,12 +627,36 @@ int tdm_train_args_validate(const tdm_train_args *a, int dp, tdm_error *err) {
     if (a->lr_warmup_init > a->lr)
         return tdm_errorf(err, "--lr-warmup-init %g: must not exceed --lr %g (the warm-up rises to --lr)",
                           a->lr_warmup_init, a->lr);
-    if (a->lr_warmup_fraction >= 0 && a->lr_warmup_iters > 0)
-        return tdm_errorf(err, "--lr-warmup-fraction and --lr-warmup-iters: give at most one of them");
-    int64_t decay = a->lr_decay_iters > 0 ? a->lr_decay_iters : a->train_iters;
-    if (a->lr_warmup_iters > 0 && a->lr_warmup_iters >= decay) /* Megatron asserts warmup < decay */
-        return tdm_errorf(err, "--lr-warmup-iters %lld: must be shorter than the decay span of %lld iterations "
-                          "(--lr-decay-iters, else --train-iters)", (long long)a->lr_warmup_iters, (long long)decay);
+    if (a->lr_warmup_fraction >= 0 && (a->lr_warmup_iters > 0 || a->lr_warmup_samples > 0))
+        return tdm_errorf(err, "--lr-warmup-fraction and --lr-warmup-%s: give at most one of them",
+                          a->lr_warmup_iters > 0 ? "iters" : "samples");
+    /* Megatron: iteration-based or sample-based training, each with its own schedule flags */
+    if (a->train_samples > 0) {
+        if (!a->train_iters_from_samples)
+            return tdm_errorf(err, "--train-iters and --train-samples: give one of them (iteration-based or "
+                                   "sample-based training)");
+        if (a->lr_decay_iters > 0 || a->lr_warmup_iters > 0)
+            return tdm_errorf(err, "--lr-%s-iters: with --train-samples the schedule is in samples (--lr-%s-samples)",
+                              a->lr_decay_iters > 0 ? "decay" : "warmup", a->lr_decay_iters > 0 ? "decay" : "warmup");
+        if (a->train_iters < 1)
+            return tdm_errorf(err, "--train-samples %lld: fewer than one global batch of %d", (long long)a->train_samples,
+                              a->global_batch_size);
+        int64_t decay = a->lr_decay_samples > 0 ? a->lr_decay_samples : a->train_samples;
+        if (a->lr_warmup_samples > 0 && a->lr_warmup_samples >= decay)
+            return tdm_errorf(err, "--lr-warmup-samples %lld: must be fewer than the decay span of %lld samples "
+                              "(--lr-decay-samples, else --train-samples)", (long long)a->lr_warmup_samples,
+                              (long long)decay);
+    } else {
+        if (a->lr_decay_samples > 0 || a->lr_warmup_samples > 0)
+            return tdm_errorf(err, "--lr-%s-samples: only with --train-samples (with --train-iters the schedule is in "
+                                   "iterations: --lr-%s-iters)",
+                              a->lr_decay_samples > 0 ? "decay" : "warmup", a->lr_decay_samples > 0 ? "decay" : "warmup");
+        int64_t decay = a->lr_decay_iters > 0 ? a->lr_decay_iters : a->train_iters;
+        if (a->lr_warmup_iters > 0 && a->lr_warmup_iters >= decay) /* Megatron asserts warmup < decay */
+            return tdm_errorf(err, "--lr-warmup-iters %lld: must be shorter than the decay span of %lld iterations "
+                              "(--lr-decay-iters, else --train-iters)", (long long)a->lr_warmup_iters,
+                              (long long)decay);
+    }
     if (a->lr_warmup_fraction >= 1)
         return tdm_errorf(err, "--lr-warmup-fraction %g: must be below 1 (the warmup must end before the decay span)",
                           a->lr_warmup_fraction);
@@ -772,7 +821,8 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
     /* attributes that change the numbers of a run; paths are compared by name only */
     static const char *const numeric[] = {
         "micro_batch_size", "global_batch_size", "seq_length", "lr", "min_lr", "lr_decay_style",
-        "lr_warmup_iters", "lr_warmup_fraction", "lr_warmup_init", "lr_decay_iters", "weight_decay",
+        "lr_warmup_iters", "lr_warmup_fraction", "lr_warmup_init", "lr_decay_iters", "lr_warmup_samples",
+        "weight_decay",
         "adam_beta1", "adam_beta2", "adam_eps", "clip_grad", "seed", "freeze_vision", "freeze_projector",
         "freeze_llm", "freeze_lm_head", "vision_lr_mult", "data", "skip_bad_samples",
     };
@@ -788,7 +838,8 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
     }
     /* the schedule's span: without --lr-decay-iters it is --train-iters, so raising
      * --train-iters to train on changes every learning rate after the warm-up */
-    int64_t span = a->lr_decay_iters > 0 ? a->lr_decay_iters : a->train_iters;
+    int64_t span = a->train_samples > 0 ? (a->lr_decay_samples > 0 ? a->lr_decay_samples : a->train_samples)
+                                        : (a->lr_decay_iters > 0 ? a->lr_decay_iters : a->train_iters);
     h = fnv1a(h, "lr_decay_span", sizeof "lr_decay_span");
     h = fnv1a(h, &span, sizeof span);
     return h;

@@ -47,7 +47,9 @@ typedef struct tdm_train_args {
     /* batch and length */
     int micro_batch_size;                /* samples per micro-batch per rank */
     int global_batch_size;               /* samples per optimizer step, all ranks; 0: micro x dp */
-    int64_t train_iters;
+    int64_t train_iters;                 /* 0 until resolved: 100, or from --train-samples */
+    int64_t train_samples;               /* --train-samples; 0 = iteration-based */
+    int train_iters_from_samples;        /* set by tdm_train_args_resolve (not a flag) */
     int seq_length;                      /* token cap per sample */
 
     /* learning rate (Megatron's OptimizerParamScheduler) */
@@ -57,6 +59,7 @@ typedef struct tdm_train_args {
     double lr_warmup_fraction;           /* < 0: not given */
     double lr_warmup_init;
     int64_t lr_decay_iters;              /* 0: = train_iters */
+    int64_t lr_warmup_samples, lr_decay_samples; /* with --train-samples (decay 0: = train_samples) */
 
     /* AdamW and clipping */
     double weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad;
@@ -85,6 +88,8 @@ typedef struct tdm_train_args {
     int no_load_optim;
     int finetune;                        /* load weights only; start at iteration 0 */
     int64_t exit_interval;               /* stop (saving) when iteration % exit_interval == 0 */
+    int no_save_optim;                   /* checkpoints without optimizer.safetensors */
+    int no_save_rng, no_load_rng, exit_signal_handler; /* Megatron's; what tandem does anyway */
 
     /* data parallel */
     int use_distributed_optimizer;

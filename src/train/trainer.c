@@ -365,8 +365,12 @@ static int setup_state(trainer *t, tdm_error *err) {
     tdm_lr_style style;
     if (tdm_lr_style_parse(a->lr_decay_style, &style) != 0)
         return tdm_errorf(err, "--lr-decay-style %s: unknown", a->lr_decay_style);
-    if (tdm_lr_scheduler_init(&t->sched, a->lr, a->min_lr, a->lr_warmup_init, style, a->lr_warmup_iters,
-                              a->lr_warmup_fraction, a->lr_decay_iters, a->train_iters, a->global_batch_size,
+    /* the scheduler counts samples: sample-based flags are spans of one "iteration" of one sample */
+    int by_samples = a->train_samples > 0;
+    if (tdm_lr_scheduler_init(&t->sched, a->lr, a->min_lr, a->lr_warmup_init, style,
+                              by_samples ? a->lr_warmup_samples : a->lr_warmup_iters, a->lr_warmup_fraction,
+                              by_samples ? a->lr_decay_samples : a->lr_decay_iters,
+                              by_samples ? a->train_samples : a->train_iters, by_samples ? 1 : a->global_batch_size,
                               err) != 0)
         return -1;
     /* the schedule is a function of samples consumed: resuming restores it exactly */
@@ -408,7 +412,7 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
     uint64_t t0 = tdm_now_ns();
     int ok = 1;
     float **m = NULL, **v = NULL;
-    if (t->rank == 0) {
+    if (t->rank == 0 && !a->no_save_optim) {
         m = tdm_xcalloc((size_t)pt->n, sizeof *m);
         v = tdm_xcalloc((size_t)pt->n, sizeof *v);
         for (int i = 0; i < pt->n; i++) {
@@ -419,7 +423,7 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
     }
     /* rank by rank, pieces then m and v; without the distributed optimizer every rank holds
        everything and rank 0's own copy is enough */
-    int senders = distributed ? t->dp : 1;
+    int senders = a->no_save_optim ? 0 : distributed ? t->dp : 1; /* --no-save-optim: nothing to gather */
     for (int r = 0; r < senders; r++) {
         int n = np;
         int64_t sn = state_n;
@@ -480,7 +484,7 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
                                    .exp_avg_sq = (const float *const *)v,
                                    .state = &st};
         ok = tdm_ckpt_save(a->save, &spec, t->res->saved_checkpoint, sizeof t->res->saved_checkpoint, err) == 0;
-        for (int i = 0; i < pt->n; i++) free(m[i]), free(v[i]);
+        for (int i = 0; m && i < pt->n; i++) free(m[i]), free(v[i]);
         free(m);
         free(v);
     }

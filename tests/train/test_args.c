@@ -141,6 +141,39 @@ static void test_validation(void) {
     snprintf(flags, sizeof flags, "%s--train-iters 10 --lr-warmup-iters 10", base);
     parse(&a, flags, &err);
     CHECK(tdm_train_args_validate(&a, 1, &err) != 0 && strstr(err.msg, "--lr-warmup-iters"), "%s", err.msg);
+    /* Megatron's sample-based training: one of --train-iters / --train-samples, each with its schedule flags */
+    static const struct { const char *flags, *want; } samples[] = {
+        {"--train-samples 80", NULL},
+        {"--train-samples 80 --lr-warmup-samples 8 --lr-decay-samples 60", NULL},
+        {"--train-samples 80 --lr-warmup-fraction 0.1", NULL},
+        {"--train-samples 80 --train-iters 10", "--train-iters and --train-samples: give one of them"},
+        {"--train-samples 80 --lr-decay-iters 5", "--lr-decay-iters: with --train-samples the schedule is in samples"},
+        {"--train-samples 80 --lr-warmup-iters 1", "--lr-warmup-iters: with --train-samples"},
+        {"--lr-warmup-samples 8", "--lr-warmup-samples: only with --train-samples"},
+        {"--train-iters 5 --lr-decay-samples 40", "--lr-decay-samples: only with --train-samples"},
+        {"--train-samples 80 --lr-warmup-samples 80", "--lr-warmup-samples 80: must be fewer than the decay span"},
+        {"--train-samples 80 --lr-warmup-samples 8 --lr-warmup-fraction 0.1", "give at most one of them"},
+        {"--train-samples 7 --global-batch-size 8", "--train-samples 7: fewer than one global batch of 8"},
+    };
+    for (size_t k = 0; k < sizeof samples / sizeof *samples; k++) {
+        snprintf(flags, sizeof flags, "%s%s", base, samples[k].flags);
+        CHECK(parse(&a, flags, &err) == 0, "%s: %s", samples[k].flags, err.msg);
+        int rc = tdm_train_args_validate(&a, 1, &err);
+        if (samples[k].want) CHECK(rc != 0 && strstr(err.msg, samples[k].want), "%s: '%s'", samples[k].flags,
+                                   rc ? err.msg : "accepted");
+        else CHECK(rc == 0, "%s: %s", samples[k].flags, err.msg);
+    }
+    /* resolved: 80 samples at a global batch of 8 are 10 iterations; 85 are 10 too (Megatron's //) */
+    snprintf(flags, sizeof flags, "%s--train-samples 85 --global-batch-size 8", base);
+    parse(&a, flags, &err);
+    tdm_train_args_resolve(&a, 1);
+    CHECK(a.train_iters == 10, "--train-samples 85 at 8: %lld iterations", (long long)a.train_iters);
+    tdm_train_args_resolve(&a, 1); /* idempotent */
+    CHECK(a.train_iters == 10 && tdm_train_args_validate(&a, 1, &err) == 0, "resolved twice: %lld, %s",
+          (long long)a.train_iters, err.msg);
+    parse(&a, base, &err);
+    tdm_train_args_resolve(&a, 1);
+    CHECK(a.train_iters == 100, "default --train-iters %lld", (long long)a.train_iters);
     snprintf(flags, sizeof flags, "%s--inject-nan-at 3:2", base);
     parse(&a, flags, &err);
     CHECK(tdm_train_args_validate(&a, 2, &err) != 0 && strstr(err.msg, "rank 2"), "%s", err.msg);

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# cli_megatron_flags.sh - Megatron launch-script flags beyond the basic ones, 2 ranks, tiny model:
+#   - sample-based training (--train-samples, --lr-warmup-samples, --lr-decay-samples): on sample counts that
+#     are whole global batches it is the iteration-based run bitwise (every lr, loss and grad norm); on others
+#     it runs train_samples // global batch iterations with the schedule over the samples, against a float64
+#     reference of Megatron's formula;
+#   - --no-save-optim: the checkpoint has no optimizer file, resuming it asks for --no-load-optim and works
+#     with it;
+#   - --exit-signal-handler, --no-load-rng and --no-save-rng are accepted (what tandem does anyway) and show
+#     in the arguments block.
+# Env: TANDEM (build/tandem), MPIRUN (mpirun.openmpi or mpirun.mpich).
+. "$(dirname "$0")/lib.sh"
+tiny_setup 96 0
+COMMON=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --micro-batch-size 2
+        --global-batch-size 8 --lr 1e-3 --min-lr 1e-5 --lr-decay-style cosine --seq-length 512 --seed 7
+        --freeze-vision --freeze-projector)
+train() { "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${COMMON[@]}" "$@"; }
+curve() { sed -E 's/.*"iteration":([0-9]+),"consumed_samples":([0-9]+),"lr":([^,]+),.*"loss":([^,]+),"grad_norm":([^,]+),.*/\1 \2 \3 \4 \5/' "$1"; }
+
+# --- 1. samples against iterations -------------------------------------------------------------
+train --train-iters 6 --lr-warmup-iters 1 --lr-decay-iters 5 --run-dir "$W/it" >"$W/it.log" 2>&1 \
+  || bad "iteration-based run exited non-zero: $(tail -3 "$W/it.log")"
+train --train-samples 48 --lr-warmup-samples 8 --lr-decay-samples 40 --run-dir "$W/sa" >"$W/sa.log" 2>&1 \
+  || bad "sample-based run exited non-zero: $(tail -3 "$W/sa.log")"
+[ -n "$(curve "$W/it/metrics.jsonl")" ] && [ "$(curve "$W/sa/metrics.jsonl")" = "$(curve "$W/it/metrics.jsonl")" ] \
+  && ok "--train-samples 48 (warm-up 8, decay 40 samples) = --train-iters 6 (1, 5): every lr, loss, grad norm bitwise" \
+  || bad "sample-based run differs from the iteration-based one"
+grep -q "train_samples \.* 48" "$W/sa.log" && grep -q "train_iters \.* 6$" "$W/sa.log" \
+  && ok "the arguments block shows train_samples 48 and the derived train_iters 6" || bad "arguments block"
+train --train-samples 45 --lr-warmup-samples 3 --lr-warmup-init 1e-4 --run-dir "$W/odd" >"$W/odd.log" 2>&1 \
+  || bad "--train-samples 45 exited non-zero: $(tail -3 "$W/odd.log")"
+if $PY - "$W/odd/metrics.jsonl" <<'PYEOF'; then ok "--train-samples 45: 5 iterations, lr of Megatron's sample schedule (float64, rel. 1e-12)"; else bad "--train-samples 45 schedule"; fi
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["iteration"] for r in rows] == [1, 2, 3, 4, 5], rows   # 45 // 8
+def lr(n, max_lr=1e-3, min_lr=1e-5, init=1e-4, warm=3, decay=45):   # Megatron's OptimizerParamScheduler.get_lr
+    if warm > 0 and n <= warm:
+        return init + (max_lr - init) * n / warm
+    if n > decay:
+        return min_lr
+    r = (n - warm) / (decay - warm)
+    return min_lr + 0.5 * (math.cos(math.pi * r) + 1.0) * (max_lr - min_lr)
+for r in rows:   # the logged lr is the one after the step: of the samples consumed so far
+    ref = lr(r["consumed_samples"])
+    assert abs(r["lr"] - ref) <= 1e-12 * ref, (r["iteration"], r["lr"], ref)
+PYEOF
+if train --train-samples 48 --train-iters 6 >"$W/both.log" 2>&1; then bad "--train-samples with --train-iters accepted"
+else grep -q "give one of them" "$W/both.log" && ok "--train-samples with --train-iters refused" \
+  || bad "both: $(tail -2 "$W/both.log")"; fi
+
+# --- 2. --no-save-optim --------------------------------------------------------------------------
+train --train-iters 3 --lr-warmup-iters 1 --save "$W/ck" --no-save-optim >"$W/ns.log" 2>&1 \
+  || bad "--no-save-optim run exited non-zero: $(tail -3 "$W/ns.log")"
+d=$(ls -d "$W"/ck/iter_* 2>/dev/null | tail -1)
+[ -n "$d" ] && [ -f "$d/model.safetensors" ] && [ ! -e "$d/optimizer.safetensors" ] \
+  && ok "--no-save-optim: weights saved, no optimizer file" || bad "--no-save-optim checkpoint: $(ls "$d" 2>&1)"
+if train --train-iters 4 --lr-warmup-iters 1 --load "$W/ck" >"$W/nl.log" 2>&1; then
+  bad "resuming an optimizer-less checkpoint without --no-load-optim accepted"
+else
+  grep -q "holds no optimizer state (add --no-load-optim)" "$W/nl.log" && ok "resuming it asks for --no-load-optim" \
+    || bad "resume without --no-load-optim: $(tail -2 "$W/nl.log")"
+fi
+train --train-iters 4 --lr-warmup-iters 1 --load "$W/ck" --no-load-optim >"$W/nlo.log" 2>&1 \
+  && grep -q "iteration        4/       4" "$W/nlo.log" && ok "--no-load-optim resumes it at iteration 4" \
+  || bad "--no-load-optim resume: $(tail -3 "$W/nlo.log")"
+
+# --- 3. flags accepted for what tandem does anyway -------------------------------------------------
+train --train-iters 2 --lr-warmup-iters 1 --exit-signal-handler --no-load-rng --no-save-rng >"$W/acc.log" 2>&1 \
+  && grep -q "exit_signal_handler \.* True" "$W/acc.log" && grep -q "no_load_rng \.* True" "$W/acc.log" \
+  && ok "--exit-signal-handler --no-load-rng --no-save-rng accepted" || bad "accepted flags: $(tail -3 "$W/acc.log")"
+finish
