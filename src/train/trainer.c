@@ -809,6 +809,28 @@ static int same_checkpoint_everywhere(trainer *t, tdm_error *err) {
                       t->a->load, first, b, a);
 }
 
+/* Every rank must start from the same weights: --pretrained / --hf-weights files that differ
+ * between nodes (a stale copy on one of them) would train a different model on each rank,
+ * silently: the gradients are averaged as if they were one. Collective: each rank's checksum of
+ * every parameter against rank 0's (one pass over the weights at start-up). */
+static int same_weights_everywhere(trainer *t, tdm_error *err) {
+    const uint64_t mine = params_checksum(t->model);
+    uint64_t root = mine;
+    MPI_Bcast(&root, 1, MPI_UINT64_T, 0, t->comm);
+    int first = tdm_first_failed_rank(root == mine, t->comm, NULL);
+    if (first == t->dp) return 0;
+    t->res->all_ranks_failed = 1;
+    t->res->failed_rank = 0;
+    const char *from = t->a->load[0] && !t->a->finetune ? "--load"
+                       : t->a->pretrained[0]           ? "--pretrained"
+                       : t->a->hf_weights[0]           ? "--hf-weights"
+                       : t->a->load[0]                 ? "--load"
+                                                       : "--seed";
+    return tdm_errorf(err, "the initial weights differ between ranks: rank %d's are not rank 0's (checksum %016llx); "
+                           "every rank must read the same %s files (copies on each node must be identical)",
+                      first, (unsigned long long)root, from);
+}
+
 /* Data parallelism needs one configuration: ranks started with other flags (`mpirun -np 1
  * tandem train A : -np 1 tandem train B`) would each step with their own learning rate, or
  * post other collectives and hang. Collective: a hash of each flag's value, compared by the
@@ -934,6 +956,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
                             err) == 0;
     if (agree(t, ok, err) != 0) goto out;
     if (a->load[0] && same_checkpoint_everywhere(t, err) != 0) goto out;
+    if (same_weights_everywhere(t, err) != 0) goto out;
     if (a->inject_nan_iter > 0 && (a->inject_nan_rank < 0 || a->inject_nan_rank == t->rank))
         tdm_ddp_inject_nan(t->ddp, t->rank, a->inject_nan_iter, -1);
     tdm_ddp_set_iteration(t->ddp, t->iteration + 1);
