@@ -160,6 +160,12 @@ static const arg_def ARGS[] = {
      "accepted: a tandem checkpoint holds no RNG state to load"},
     {"exit-signal-handler", "exit_signal_handler", ARG_SWITCH, F(exit_signal_handler), 0, 0, NONE_NEVER, NULL, NULL,
      NULL, "accepted: SIGTERM and SIGINT always save (with --save) and exit at the end of the step"},
+    {"override-opt-param-scheduler", "override_opt_param_scheduler", ARG_SWITCH, F(override_opt_param_scheduler), 0,
+     0, NONE_NEVER, NULL, NULL, NULL,
+     "with --load: the learning-rate schedule of these flags, not the checkpoint's (tandem's default too)"},
+    {"use-checkpoint-opt-param-scheduler", "use_checkpoint_opt_param_scheduler", ARG_SWITCH,
+     F(use_checkpoint_opt_param_scheduler), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "with --load: the checkpoint's learning-rate schedule (peak, floor, warm-up, decay span and style)"},
     {"exit-interval", "exit_interval", ARG_I64, F(exit_interval), 0, BIG, NONE_IF_ZERO, NULL, NULL, "N",
      "stop (saving with --save) when the iteration is a multiple of N"},
 
@@ -660,6 +666,11 @@ int tdm_train_args_validate(const tdm_train_args *unresolved, int dp, tdm_error 
     if (a->lr_warmup_fraction >= 1)
         return tdm_errorf(err, "--lr-warmup-fraction %g: must be below 1 (the warmup must end before the decay span)",
                           a->lr_warmup_fraction);
+    if (a->override_opt_param_scheduler && a->use_checkpoint_opt_param_scheduler)
+        return tdm_errorf(err, "--override-opt_param-scheduler and --use-checkpoint-opt_param-scheduler: give at most "
+                               "one of them");
+    if (a->use_checkpoint_opt_param_scheduler && (!a->load[0] || a->finetune))
+        return tdm_errorf(err, "--use-checkpoint-opt_param-scheduler: requires --load DIR (without --finetune)");
     if (a->save_interval > 0 && !a->save[0]) return tdm_errorf(err, "--save-interval: requires --save DIR");
     if ((a->finetune || a->no_load_optim) && !a->load[0])
         return tdm_errorf(err, "--finetune / --no-load-optim: require --load DIR");

@@ -89,6 +89,8 @@ typedef struct tdm_train_args {
     int finetune;                        /* load weights only; start at iteration 0 */
     int64_t exit_interval;               /* stop (saving) when iteration % exit_interval == 0 */
     int no_save_optim;                   /* checkpoints without optimizer.safetensors */
+    int override_opt_param_scheduler;    /* with --load: these flags' schedule (the default here) */
+    int use_checkpoint_opt_param_scheduler; /* with --load: the checkpoint's schedule */
     int no_save_rng, no_load_rng, exit_signal_handler; /* Megatron's; what tandem does anyway */
 
     /* data parallel */

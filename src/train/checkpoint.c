@@ -116,6 +116,8 @@ static void state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_t *
                       "\"decay_style\": ",
                   (long long)s->scheduler_num_steps, s->lr, s->min_lr);
     tdm_sb_json_string(sb, s->lr_decay_style, strlen(s->lr_decay_style));
+    tdm_sb_printf(sb, ", \"warmup_init\": %.17g, \"warmup_steps\": %.17g, \"decay_steps\": %lld", s->lr_warmup_init,
+                  s->lr_warmup_steps, (long long)s->lr_decay_steps);
     tdm_sb_printf(sb, "},\n  \"seed\": \"%" PRIu64 "\",\n  \"adam_step\": %lld,\n", s->seed, (long long)s->adam_step);
     tdm_sb_printf(sb, "  \"data_parallel_size\": %d,\n  \"distributed_optimizer\": %s,\n  \"has_optimizer\": %s,\n",
                   s->dp, s->distributed_optimizer ? "true" : "false", s->has_optimizer ? "true" : "false");
@@ -337,6 +339,13 @@ static int parse_state(const char *file, const char *text, size_t len, tdm_ckpt_
     const char *style = tdm_json_get_str(sch, "decay_style", err);
     if (!style) goto bad;
     snprintf(s->lr_decay_style, sizeof s->lr_decay_style, "%s", style);
+    if (tdm_json_get(sch, "decay_steps")) { /* the whole schedule (not in checkpoints of before 2026-11-30) */
+        if (tdm_json_get_num(sch, "warmup_init", &s->lr_warmup_init, err) != 0 ||
+            tdm_json_get_num(sch, "warmup_steps", &s->lr_warmup_steps, err) != 0 ||
+            tdm_json_get_int(sch, "decay_steps", &s->lr_decay_steps, err) != 0)
+            goto bad;
+        s->has_schedule = 1;
+    }
     const char *seed = tdm_json_get_str(r, "seed", err);
     if (!seed) goto bad;
     s->seed = strtoull(seed, NULL, 10);

@@ -41,8 +41,12 @@ typedef struct tdm_ckpt_state {
     int64_t iteration;
     int64_t consumed_samples;
     int64_t scheduler_num_steps;   /* samples the LR scheduler has counted */
-    double lr, min_lr;             /* the schedule's peak and floor at save time (informational) */
+    double lr, min_lr;             /* the schedule's peak and floor at save time */
     char lr_decay_style[24];
+    double lr_warmup_init;         /* and its start, warm-up and decay span (samples), for */
+    double lr_warmup_steps;        /* --use-checkpoint-opt_param-scheduler; has_schedule = 0 */
+    int64_t lr_decay_steps;        /* in checkpoints written before they were saved */
+    int has_schedule;
     uint64_t seed;
     int64_t adam_step;             /* Adam's bias-correction step count */
     int dp;                        /* data-parallel size at save time */

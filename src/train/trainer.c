@@ -314,6 +314,8 @@ static int setup_state(trainer *t, tdm_error *err) {
         if ((weights_only ? tdm_ckpt_open_weights : tdm_ckpt_open)(a->load, &ck, err) != 0) return -1;
         have_ck = 1;
     }
+    tdm_ckpt_state ck_state; /* kept past tdm_ckpt_close, for the schedule */
+    if (have_ck) ck_state = ck.state;
     int rc = 0;
     /* the sampler continues at global batch consumed / G: a resume with another global batch
      * size (also an unset one at another dp: micro x dp) must divide what was consumed */
@@ -373,6 +375,25 @@ static int setup_state(trainer *t, tdm_error *err) {
                               by_samples ? a->train_samples : a->train_iters, by_samples ? 1 : a->global_batch_size,
                               err) != 0)
         return -1;
+    if (a->use_checkpoint_opt_param_scheduler && have_ck) { /* validate: with --load, not --finetune */
+        tdm_lr_style cs;
+        if (!ck_state.has_schedule)
+            return tdm_errorf(err, "--use-checkpoint-opt_param-scheduler: %s does not record its warm-up and decay "
+                                   "span (written before they were saved); resume without the flag",
+                              a->load);
+        if (tdm_lr_style_parse(ck_state.lr_decay_style, &cs) != 0)
+            return tdm_errorf(err, "--load %s: unknown lr decay style '%s'", a->load, ck_state.lr_decay_style);
+        t->sched.max_lr = ck_state.lr;
+        t->sched.min_lr = ck_state.min_lr;
+        t->sched.init_lr = ck_state.lr_warmup_init;
+        t->sched.style = cs;
+        t->sched.warmup_steps = ck_state.lr_warmup_steps;
+        t->sched.decay_steps = ck_state.lr_decay_steps;
+        tdm_log_info("learning-rate schedule of the checkpoint (--use-checkpoint-opt_param-scheduler): peak %g, "
+                     "floor %g, %s decay over %lld samples after %g of warm-up",
+                     ck_state.lr, ck_state.min_lr, ck_state.lr_decay_style, (long long)ck_state.lr_decay_steps,
+                     ck_state.lr_warmup_steps);
+    }
     /* the schedule is a function of samples consumed: resuming restores it exactly */
     t->sched.num_steps = t->consumed;
     t->adamw.beta1 = (float)a->adam_beta1;
@@ -474,7 +495,12 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
             .distributed_optimizer = distributed,
             .args_fingerprint = tdm_train_args_fingerprint(a),
         };
-        snprintf(st.lr_decay_style, sizeof st.lr_decay_style, "%s", a->lr_decay_style);
+        snprintf(st.lr_decay_style, sizeof st.lr_decay_style, "%s", tdm_lr_style_name(t->sched.style));
+        st.lr = t->sched.max_lr; /* the schedule in force (the checkpoint's under --use-checkpoint-...) */
+        st.min_lr = t->sched.min_lr;
+        st.lr_warmup_init = t->sched.init_lr;
+        st.lr_warmup_steps = t->sched.warmup_steps;
+        st.lr_decay_steps = t->sched.decay_steps;
         char pp_buf[2200];
         tdm_ckpt_save_spec spec = {.config_json_path = t->config_json,
                                    .preprocessor_json_path =

@@ -6,6 +6,8 @@
 #     reference of Megatron's formula;
 #   - --no-save-optim: the checkpoint has no optimizer file, resuming it asks for --no-load-optim and works
 #     with it;
+#   - --use-checkpoint-opt_param-scheduler resumes with the checkpoint's schedule whatever the flags say (the
+#     run equals an uninterrupted one bitwise), --override-opt_param-scheduler with the flags' (tandem's default);
 #   - --exit-signal-handler, --no-load-rng and --no-save-rng are accepted (what tandem does anyway) and show
 #     in the arguments block.
 # Env: TANDEM (build/tandem), MPIRUN (mpirun.openmpi or mpirun.mpich).
@@ -64,7 +66,29 @@ train --train-iters 4 --lr-warmup-iters 1 --load "$W/ck" --no-load-optim >"$W/nl
   && grep -q "iteration        4/       4" "$W/nlo.log" && ok "--no-load-optim resumes it at iteration 4" \
   || bad "--no-load-optim resume: $(tail -3 "$W/nlo.log")"
 
-# --- 3. flags accepted for what tandem does anyway -------------------------------------------------
+# --- 3. the schedule on resume: --use-checkpoint-opt_param-scheduler / --override-opt_param-scheduler ------
+S6=(--lr-warmup-iters 1 --lr-decay-iters 6)
+train --train-iters 6 "${S6[@]}" --run-dir "$W/s_all" >"$W/s_all.log" 2>&1 || bad "6-iteration run failed"
+train --train-iters 3 "${S6[@]}" --run-dir "$W/s_res" --save "$W/ck_s" >"$W/s_a.log" 2>&1 || bad "3-iteration run failed"
+train --train-iters 6 --lr 5e-4 --min-lr 0 --lr-decay-style linear --lr-warmup-iters 2 --run-dir "$W/s_res" \
+  --load "$W/ck_s" --use-checkpoint-opt_param-scheduler >"$W/s_b.log" 2>&1 \
+  || bad "--use-checkpoint-opt_param-scheduler resume failed: $(tail -3 "$W/s_b.log")"
+[ "$(curve "$W/s_res/metrics.jsonl")" = "$(curve "$W/s_all/metrics.jsonl")" ] \
+  && ok "--use-checkpoint-opt_param-scheduler: the checkpoint's schedule; every lr, loss, grad norm as uninterrupted" \
+  || bad "--use-checkpoint-opt_param-scheduler: the resumed run differs from the uninterrupted one"
+train --train-iters 6 --lr 5e-4 "${S6[@]}" --run-dir "$W/s_ovr" --load "$W/ck_s" --override-opt_param-scheduler \
+  >"$W/s_c.log" 2>&1 || bad "--override-opt_param-scheduler resume failed: $(tail -3 "$W/s_c.log")"
+lr4() { sed -nE 's/.*"iteration":4,.*"lr":([^,]+),.*/\1/p' "$1"; }
+[ -n "$(lr4 "$W/s_ovr/metrics.jsonl")" ] && [ "$(lr4 "$W/s_ovr/metrics.jsonl")" != "$(lr4 "$W/s_all/metrics.jsonl")" ] \
+  && ok "--override-opt_param-scheduler: the flags' schedule (lr $(lr4 "$W/s_ovr/metrics.jsonl") at iteration 4)" \
+  || bad "--override-opt_param-scheduler: lr at iteration 4 '$(lr4 "$W/s_ovr/metrics.jsonl")'"
+for f in "--override-opt_param-scheduler --use-checkpoint-opt_param-scheduler --load $W/ck_s|give at most one" \
+         "--use-checkpoint-opt_param-scheduler|requires --load DIR"; do
+  if train --train-iters 4 ${f%%|*} >"$W/s_bad.log" 2>&1; then bad "${f%%|*} accepted"
+  else grep -q "${f##*|}" "$W/s_bad.log" && ok "refused: ${f%%|*}" || bad "${f%%|*}: $(tail -2 "$W/s_bad.log")"; fi
+done
+
+# --- 4. flags accepted for what tandem does anyway -------------------------------------------------
 train --train-iters 2 --lr-warmup-iters 1 --exit-signal-handler --no-load-rng --no-save-rng >"$W/acc.log" 2>&1 \
   && grep -q "exit_signal_handler \.* True" "$W/acc.log" && grep -q "no_load_rng \.* True" "$W/acc.log" \
   && ok "--exit-signal-handler --no-load-rng --no-save-rng accepted" || bad "accepted flags: $(tail -3 "$W/acc.log")"
