@@ -285,7 +285,53 @@ static const char *closest_flag(const char *name, size_t n) {
     return best_d <= limit ? best : NULL;
 }
 
+/* Megatron / MindSpeed-MM flags that tandem does not take, and why: a launch script that
+ * passes them gets the reason, not "unknown flag". */
+static const char *const NOT_TAKEN[][2] = {
+    {"bf16", "tandem trains in float32 (no mixed precision): drop it"},
+    {"fp16", "tandem trains in float32 (no mixed precision): drop it"},
+    {"tensor-model-parallel-size", "tandem has data parallelism only (the data-parallel size is the number of MPI "
+                                   "ranks): drop it"},
+    {"pipeline-model-parallel-size", "tandem has data parallelism only: drop it"},
+    {"context-parallel-size", "tandem has data parallelism only: drop it"},
+    {"expert-model-parallel-size", "tandem has data parallelism only: drop it"},
+    {"sequence-parallel", "tandem has data parallelism only: drop it"},
+    {"num-layers", "the architecture comes from --model's config.json: drop it"},
+    {"hidden-size", "the architecture comes from --model's config.json: drop it"},
+    {"ffn-hidden-size", "the architecture comes from --model's config.json: drop it"},
+    {"num-attention-heads", "the architecture comes from --model's config.json: drop it"},
+    {"num-query-groups", "the architecture comes from --model's config.json: drop it"},
+    {"group-query-attention", "the architecture comes from --model's config.json: drop it"},
+    {"max-position-embeddings", "the architecture comes from --model's config.json: drop it"},
+    {"position-embedding-type", "the architecture comes from --model's config.json: drop it"},
+    {"rotary-base", "the architecture comes from --model's config.json: drop it"},
+    {"normalization", "the architecture comes from --model's config.json: drop it"},
+    {"norm-epsilon", "the architecture comes from --model's config.json: drop it"},
+    {"swiglu", "the architecture comes from --model's config.json: drop it"},
+    {"untie-embeddings-and-output-weights", "the architecture comes from --model's config.json "
+                                            "(tie_word_embeddings): drop it"},
+    {"disable-bias-linear", "the architecture comes from --model's config.json: drop it"},
+    {"make-vocab-size-divisible-by", "the vocabulary size comes from --model's config.json: drop it"},
+    {"use-mcore-models", "tandem has one implementation of the model: drop it"},
+    {"use-flash-attn", "tandem's attention is always flash-style (no [s, s] scores kept): drop it"},
+    {"use-fused-rmsnorm", "tandem's RMSNorm is always fused: drop it"},
+    {"use-fused-swiglu", "tandem's SwiGLU is always fused: drop it"},
+    {"no-gradient-accumulation-fusion", "a CUDA fusion; tandem accumulates weight gradients in its GEMMs: drop it"},
+    {"no-masked-softmax-fusion", "a CUDA fusion; tandem's attention is flash-style: drop it"},
+    {"tokenizer-type", "give --tokenizer FILE (a Hugging Face tokenizer.json)"},
+    {"tokenizer-model", "give --tokenizer FILE (a Hugging Face tokenizer.json)"},
+    {"mm-data", "MindSpeed-MM's data.json: give its dataset files with --data and the preprocessor with "
+                "--preprocessor"},
+    {"mm-model", "MindSpeed-MM's model.json: give the Hugging Face model directory with --model, and the freezing "
+                 "with --freeze-vision / --freeze-projector / --freeze-llm"},
+    {"num-workers", "tandem reads and decodes data in one loader thread per rank, ahead of the steps: drop it"},
+    {"ckpt-format", "tandem writes one format (Megatron-style directories of safetensors): drop it"},
+    {NULL, NULL}};
+
 static int unknown_flag(const char *name, size_t n, const char *where, tdm_error *err) {
+    for (int k = 0; NOT_TAKEN[k][0]; k++)
+        if (name_eq(name, n, NOT_TAKEN[k][0]))
+            return tdm_errorf(err, "%s--%s: not a tandem flag; %s", where, NOT_TAKEN[k][0], NOT_TAKEN[k][1]);
     const char *s = closest_flag(name, n);
     if (s)
         return tdm_errorf(err, "%sunknown flag '--%.*s'; did you mean '--%s'?", where, (int)n, name, s);
@@ -442,12 +488,25 @@ static int parse_argv(tdm_train_args *a, int argc, char **argv, tdm_error *err) 
             if (!eq && i >= argc) return tdm_errorf(err, "--config: expected a file name after it");
             continue;
         }
-        const arg_def *d = find_arg(name, n);
+        /* Megatron's and MindSpeed-MM's other names for a flag */
+        const char *fixed = NULL; /* a value the alias implies */
+        const arg_def *d;
+        if (name_eq(name, n, "mm-tool")) {
+            d = find_arg("profile-config", strlen("profile-config")); /* the same tools.json */
+        } else if (name_eq(name, n, "recompute-activations")) {
+            d = find_arg("recompute-granularity", strlen("recompute-granularity"));
+            fixed = "selective"; /* Megatron: --recompute-activations is selective recomputation */
+            if (eq) return tdm_errorf(err, "--recompute-activations: a switch, it takes no value");
+        } else {
+            d = find_arg(name, n);
+        }
         if (!d) return unknown_flag(name, n, "", err);
         char what[96];
         snprintf(what, sizeof what, "--%s", d->flag);
         const char *val;
-        if (eq) {
+        if (fixed) {
+            val = fixed;
+        } else if (eq) {
             val = eq + 1;
         } else if (is_switch(d)) {
             val = "true";

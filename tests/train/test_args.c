@@ -81,6 +81,15 @@ static void test_errors_are_one_clear_sentence(void) {
     CHECK(parse(&a, "--overlap_grad_reduse", &err) != 0, "unknown flag accepted");
     CHECK(strstr(err.msg, "'--overlap-grad-reduce'") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--zzzzzzzzzzzzzzzzz", &err) != 0 && strstr(err.msg, "did you mean") == NULL, "%s", err.msg);
+    /* Megatron flags tandem does not take get their reason; MindSpeed-MM's and Megatron's other names work */
+    CHECK(parse(&a, "--bf16", &err) != 0 && strstr(err.msg, "--bf16: not a tandem flag; tandem trains in float32"),
+          "%s", err.msg);
+    CHECK(parse(&a, "--tensor-model-parallel-size 1", &err) != 0 && strstr(err.msg, "data parallelism only"), "%s",
+          err.msg);
+    CHECK(parse(&a, "--mm-tool tools.json --recompute-activations", &err) == 0 &&
+              !strcmp(a.profile_config, "tools.json") && !strcmp(a.recompute_granularity, "selective"),
+          "aliases: %s '%s' '%s'", err.msg, a.profile_config, a.recompute_granularity);
+    CHECK(parse(&a, "--recompute-activations=full", &err) != 0 && strstr(err.msg, "takes no value"), "%s", err.msg);
     CHECK(parse(&a, "--lr", &err) != 0 && strstr(err.msg, "--lr: expected a value") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--lr abc", &err) != 0 && strstr(err.msg, "expected a number, got 'abc'") != NULL, "%s",
           err.msg);
