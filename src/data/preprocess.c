@@ -12,6 +12,7 @@
 #include "data/resize.h"
 
 void tdm_preproc_config_default(tdm_preproc_config *c) {
+    memset(c, 0, sizeof *c);
     c->patch_size = 16;
     c->temporal_patch_size = 2;
     c->merge_size = 2;
@@ -191,8 +192,38 @@ int tdm_preproc_patch_dim(const tdm_preproc_config *c) {
     return 3 * c->temporal_patch_size * c->patch_size * c->patch_size;
 }
 
+int tdm_preproc_set_bounds(tdm_preproc_config *c, int64_t max_pixels, int64_t min_pixels, tdm_error *err) {
+    if (max_pixels < 0 || min_pixels < 0 || (max_pixels > 0 && min_pixels > max_pixels))
+        return tdm_errorf(err, "--image-min-pixels %lld: larger than --image-max-pixels %lld", (long long)min_pixels,
+                          (long long)max_pixels);
+    c->pre_max_pixels = max_pixels;
+    c->pre_min_pixels = min_pixels;
+    return 0;
+}
+
+/* LLaMA-Factory's _preprocess_image bounds: the size the picture has when the processor gets it
+ * (Python: int(w * sqrt(bound / (w * h))), in doubles as here). */
+static int prescaled(const tdm_preproc_config *c, int height, int width, int *out_h, int *out_w, tdm_error *err) {
+    double w = width, h = height;
+    if (c->pre_max_pixels > 0 && w * h > (double)c->pre_max_pixels) {
+        double f = sqrt((double)c->pre_max_pixels / (w * h));
+        w = (double)(int64_t)(w * f), h = (double)(int64_t)(h * f);
+    }
+    if (c->pre_min_pixels > 0 && w * h < (double)c->pre_min_pixels) {
+        double f = sqrt((double)c->pre_min_pixels / (w * h));
+        w = (double)(int64_t)(w * f), h = (double)(int64_t)(h * f);
+    }
+    if (w < 1 || h < 1 || w > 65535 || h > 65535)
+        return tdm_errorf(err, "image of %dx%d pixels: --image-max-pixels / --image-min-pixels scale it to %.0fx%.0f",
+                          width, height, w, h);
+    *out_w = (int)w;
+    *out_h = (int)h;
+    return 0;
+}
+
 int tdm_preproc_grid(const tdm_preproc_config *c, int height, int width, int32_t grid_thw[3], tdm_error *err) {
     int rh, rw;
+    if (prescaled(c, height, width, &height, &width, err) != 0) return -1;
     if (tdm_smart_resize(height, width, c->patch_size * c->merge_size, c->min_pixels, c->max_pixels, &rh, &rw,
                          err) != 0)
         return -1;
@@ -229,18 +260,23 @@ void tdm_preproc_patchify(const tdm_preproc_config *c, const uint8_t *rgb, int h
 int tdm_preproc_image(const tdm_preproc_config *c, const tdm_image *img, float *out, int32_t grid_thw[3],
                       tdm_error *err) {
     if (tdm_preproc_grid(c, img->height, img->width, grid_thw, err) != 0) return -1;
-    int rh = grid_thw[1] * c->patch_size, rw = grid_thw[2] * c->patch_size;
+    int rh = grid_thw[1] * c->patch_size, rw = grid_thw[2] * c->patch_size, ph, pw;
+    if (prescaled(c, img->height, img->width, &ph, &pw, err) != 0) return -1;
     const uint8_t *rgb = img->rgb;
-    uint8_t *resized = NULL;
-    if (rh != img->height || rw != img->width) {
+    uint8_t *pre = NULL, *resized = NULL;
+    int rc = 0;
+    if (ph != img->height || pw != img->width) { /* LLaMA-Factory's resize before the processor's */
+        pre = tdm_xmalloc((size_t)ph * pw * 3);
+        rc = tdm_resize_bicubic_u8(rgb, img->width, img->height, 3, pre, pw, ph, err);
+        rgb = pre;
+    }
+    if (rc == 0 && (rh != ph || rw != pw)) {
         resized = tdm_xmalloc((size_t)rh * rw * 3);
-        if (tdm_resize_bicubic_u8(img->rgb, img->width, img->height, 3, resized, rw, rh, err) != 0) {
-            free(resized);
-            return -1;
-        }
+        rc = tdm_resize_bicubic_u8(rgb, pw, ph, 3, resized, rw, rh, err);
         rgb = resized;
     }
-    tdm_preproc_patchify(c, rgb, rh, rw, out);
+    if (rc == 0) tdm_preproc_patchify(c, rgb, rh, rw, out);
+    free(pre);
     free(resized);
-    return 0;
+    return rc;
 }

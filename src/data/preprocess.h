@@ -30,10 +30,17 @@ typedef struct tdm_preproc_config {
     int64_t max_pixels;      /* size.longest_edge */
     double image_mean[3];
     double image_std[3];
+    /* LLaMA-Factory's image_max_pixels / image_min_pixels (0: none): before the processor, a picture
+     * of more (fewer) pixels is scaled by sqrt(bound / (w*h)), each side truncated, with PIL's bicubic
+     * Image.resize, as its mm_plugin does; then smart_resize as usual */
+    int64_t pre_max_pixels, pre_min_pixels;
 } tdm_preproc_config;
 
 /* The Qwen3-VL values: P 16, T 2, m 2, min 65536, max 16777216, mean = std = 0.5. */
 void tdm_preproc_config_default(tdm_preproc_config *c);
+/* LLaMA-Factory's --image-max-pixels / --image-min-pixels (0: none); a minimum above the maximum is
+ * refused, naming both flags. */
+int tdm_preproc_set_bounds(tdm_preproc_config *c, int64_t max_pixels, int64_t min_pixels, tdm_error *err);
 
 /* Reads a Hugging Face preprocessor_config.json (path of the file or of its folder).
  * Keys: patch_size, temporal_patch_size, merge_size, image_mean, image_std, and

@@ -26,6 +26,7 @@ typedef struct kind {
 static void usage(FILE *f) {
     fprintf(f, "usage: tandem evaluate --model DIR --tokenizer FILE (--load CKPT | --hf-weights FILE) --data test.json\n"
                "                       [--image-root DIR] [--max-new-tokens N] [--limit N] [--show N] [--preprocessor FILE]\n"
+               "                       [--image-max-pixels N] [--image-min-pixels N] (as the model was trained)\n"
                "                       [--no-kv-cache]\n"
                "  Answer accuracy: the greedy answer to each sample's first question against its first reference\n"
                "  answer (exact after trimming), overall and per question kind. --show N prints the first N answers.\n"
@@ -112,6 +113,15 @@ int cmd_evaluate(int argc, char **argv) {
         else if (!strcmp(f, "--load")) o.load = v;
         else if (!strcmp(f, "--hf-weights")) o.hf_weights = v;
         else if (!strcmp(f, "--preprocessor")) o.preprocessor = v;
+        else if (!strcmp(f, "--image-max-pixels") || !strcmp(f, "--image-min-pixels")) {
+            char *e;
+            long long n = strtoll(v, &e, 10);
+            if (*e || n < 1) {
+                fprintf(stderr, "tandem evaluate: %s %s: expected a positive integer (pixels)\n", f, v);
+                return 2;
+            }
+            *(!strcmp(f, "--image-max-pixels") ? &o.image_max_pixels : &o.image_min_pixels) = n;
+        }
         else if (!strcmp(f, "--data")) data = v;
         else if (!strcmp(f, "--image-root")) image_root = v;
         else if (!strcmp(f, "--max-new-tokens") || !strcmp(f, "--limit") || !strcmp(f, "--show")) {

@@ -10,6 +10,7 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: tandem generate --model DIR --tokenizer FILE (--load CKPT | --hf-weights FILE) [--image FILE]\n"
                "                       --prompt TEXT [--system TEXT] [--max-new-tokens N] [--preprocessor FILE]\n"
+               "                       [--image-max-pixels N] [--image-min-pixels N] (as the model was trained)\n"
                "                       [--no-kv-cache]\n"
                "  Greedy decoding. The image goes before the prompt text (as \"<image>TEXT\"); prints the answer.\n"
                "  --load CKPT          a checkpoint directory (--save DIR of tandem train, or one iter_XXXXXXX)\n"
@@ -43,6 +44,15 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(f, "--load")) o.load = v;
         else if (!strcmp(f, "--hf-weights")) o.hf_weights = v;
         else if (!strcmp(f, "--preprocessor")) o.preprocessor = v;
+        else if (!strcmp(f, "--image-max-pixels") || !strcmp(f, "--image-min-pixels")) {
+            char *e;
+            long long n = strtoll(v, &e, 10);
+            if (*e || n < 1) {
+                fprintf(stderr, "tandem generate: %s %s: expected a positive integer (pixels)\n", f, v);
+                return 2;
+            }
+            *(!strcmp(f, "--image-max-pixels") ? &o.image_max_pixels : &o.image_min_pixels) = n;
+        }
         else if (!strcmp(f, "--image")) image = v;
         else if (!strcmp(f, "--prompt")) prompt = v;
         else if (!strcmp(f, "--system")) system_text = v;

@@ -64,6 +64,10 @@ static const arg_def ARGS[] = {
      NULL, "FILE", "validation dataset (repeatable): its loss is printed every --eval-interval iterations"},
     {"image-root", "image_root", ARG_PATH, F(image_root), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
      "directory image paths resolve against (default: each dataset file's folder)"},
+    {"image-max-pixels", "image_max_pixels", ARG_I64, F(image_max_pixels), 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
+     "LLaMA-Factory's bound: scale a larger picture down to about N pixels before the processor (default: none)"},
+    {"image-min-pixels", "image_min_pixels", ARG_I64, F(image_min_pixels), 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
+     "LLaMA-Factory's bound: scale a smaller picture up to about N pixels before the processor (default: none)"},
     {"skip-bad-samples", "skip_bad_samples", ARG_SWITCH, F(skip_bad_samples), 0, 0, NONE_NEVER, NULL, NULL, NULL,
      "skip and count malformed samples instead of stopping"},
 
@@ -894,7 +898,8 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
         "lr_warmup_iters", "lr_warmup_fraction", "lr_warmup_init", "lr_decay_iters", "lr_warmup_samples",
         "weight_decay",
         "adam_beta1", "adam_beta2", "adam_eps", "clip_grad", "seed", "freeze_vision", "freeze_projector",
-        "freeze_llm", "freeze_lm_head", "vision_lr_mult", "data", "skip_bad_samples",
+        "freeze_llm", "freeze_lm_head", "vision_lr_mult", "data", "skip_bad_samples", "image_max_pixels",
+        "image_min_pixels",
     };
     uint64_t h = 1469598103934665603ull;
     char value[TDM_ARGS_PATH_MAX * TDM_ARGS_MAX_DATA + 64];

@@ -43,6 +43,7 @@ typedef struct tdm_train_args {
     int n_valid_data;
     char image_root[TDM_ARGS_PATH_MAX];  /* "" = each dataset file's folder */
     int skip_bad_samples;
+    int64_t image_max_pixels, image_min_pixels; /* LLaMA-Factory's pre-processor bounds; 0 = none */
 
     /* batch and length */
     int micro_batch_size;                /* samples per micro-batch per rank */

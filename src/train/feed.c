@@ -100,6 +100,7 @@ tdm_feed *tdm_feed_create(const tdm_feed_options *o, tdm_error *err) {
         char pp_buf[2200]; /* the file it read, to name in the check's message */
         const char *pp_path = tdm_feed_preprocessor_path(a->preprocessor, a->model, pp_buf, sizeof pp_buf);
         if (o->config && tdm_feed_check_preprocessor(&f->pp, pp_path, o->config, err) != 0) goto fail;
+        if (tdm_preproc_set_bounds(&f->pp, a->image_max_pixels, a->image_min_pixels, err) != 0) goto fail;
     }
     const char *files[TDM_ARGS_MAX_DATA];
     for (int i = 0; i < a->n_data; i++) files[i] = a->data[i];

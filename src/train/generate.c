@@ -66,6 +66,7 @@ tdm_generator *tdm_generator_create(const tdm_generator_options *o, tdm_error *e
     char pp_buf[2200];
     const char *pp_path = tdm_feed_preprocessor_path(o->preprocessor, o->model, pp_buf, sizeof pp_buf);
     if (tdm_feed_check_preprocessor(&g->pp, pp_path, &g->cfg, err) != 0) goto fail;
+    if (tdm_preproc_set_bounds(&g->pp, o->image_max_pixels, o->image_min_pixels, err) != 0) goto fail;
     g->stop_ids[0] = tdm_tokenizer_token_id(g->tok, "<|im_end|>");
     g->stop_ids[1] = tdm_tokenizer_token_id(g->tok, "<|endoftext|>");
     if (g->stop_ids[0] < 0) {

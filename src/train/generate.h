@@ -27,6 +27,7 @@ typedef struct tdm_generator_options {
     const char *hf_weights;   /* a safetensors file / HF directory, or NULL (one of load/hf_weights) */
     const char *preprocessor; /* NULL: next to the model config, else the defaults */
     int no_kv_cache;          /* 1: every step re-runs the whole forward (slow; for checking the cache) */
+    int64_t image_max_pixels, image_min_pixels; /* LLaMA-Factory's bounds, as in training (0: none) */
 } tdm_generator_options;
 
 typedef struct tdm_generator tdm_generator;

@@ -6,7 +6,8 @@
 #     every sample ends with a trained "<|im_end|>\n";
 #   - image-pad runs match the grids; pixel values lie in [-1, 1];
 #   - dp=1 and dp=2 export the same micro-batches (same fingerprints) for every step;
-#   - two exports are byte-identical.
+#   - two exports are byte-identical;
+#   - --image-min-pixels (LLaMA-Factory's bound) scales the pictures up before the processor: more patches.
 #   TANDEM=build/tandem bash tests/data/cli_export_batches.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -23,6 +24,10 @@ flags=(--data "$tmp/d/train.json" --tokenizer "$tmp/tok.json" --preprocessor con
 "$TANDEM" export-batches "${flags[@]}" --out "$tmp/e2" --dp 2 >/dev/null || fail "export dp=2"
 "$TANDEM" export-batches "${flags[@]}" --out "$tmp/e1b" >/dev/null || fail "export dp=1 again"
 "$TANDEM" export-batches "${flags[@]}" --out "$tmp/bad" --dp 3 >/dev/null 2>&1 && fail "dp 3 does not divide 8"
+# LLaMA-Factory's bounds before the processor: pictures scaled up to 128 x 128 give four times the patches
+"$TANDEM" export-batches "${flags[@]}" --out "$tmp/lf" --image-min-pixels 16384 >/dev/null || fail "--image-min-pixels"
+"$TANDEM" export-batches "${flags[@]}" --out "$tmp/bad" --image-min-pixels 9 --image-max-pixels 8 2>&1 >/dev/null \
+  | grep -q "image-min-pixels 9: larger than --image-max-pixels 8" || fail "--image-min-pixels above the max accepted"
 
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, os, sys
@@ -108,6 +113,9 @@ check(len(f1) == 12 and f1 == f2, "dp=1 and dp=2 micro-batches differ")
 e1b = json.load(open(os.path.join(tmp, "e1b", "index.json")))["batches"]
 check([b["fingerprint"] for b in e1] == [b["fingerprint"] for b in e1b], "export not reproducible")
 check(len(set(f1.values())) == 12, "micro-batches repeat")
+lf = json.load(open(os.path.join(tmp, "lf", "index.json")))["batches"]
+p1, plf = sum(b["n_patches"] for b in e1), sum(b["n_patches"] for b in lf)
+check(plf > p1, f"--image-min-pixels 16384: {plf} patches, {p1} without")
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
 PY

@@ -221,3 +221,30 @@ x = x.reshape(gh * gw, 3 * T * P * P)
 x.astype(np.float32).tofile(os.path.join(out, "patches.f32"))
 with open(os.path.join(out, "patches.txt"), "w") as f:
     f.write(f"{H} {W} {gh * gw} {3 * T * P * P}\n")
+
+# LLaMA-Factory's picture bounds before the processor (mm_plugin's _preprocess_image, transcribed:
+# each side int()-truncated, PIL's default bicubic Image.resize), then the processor (smart_resize
+# and a bicubic resize): lf.txt "name src max_px min_px proc_min proc_max pw ph rw rh" and NAME.lf,
+# the bytes the patches are cut from.
+def lf_prescale(img, max_px, min_px):
+    if max_px and img.width * img.height > max_px:
+        f = math.sqrt(max_px / (img.width * img.height))
+        img = img.resize((int(img.width * f), int(img.height * f)))
+    if min_px and img.width * img.height < min_px:
+        f = math.sqrt(min_px / (img.width * img.height))
+        img = img.resize((int(img.width * f), int(img.height * f)))
+    return img
+
+
+with open(os.path.join(out, "lf.txt"), "w") as f:
+    lf_cases = [("lf_down", (300, 211), 20000, 0), ("lf_up", (37, 29), 0, 4000), ("lf_both_noop", (90, 120), 20000, 1000),
+                ("lf_down_odd", (1001, 333), 65537, 1024), ("lf_up_then_proc_up", (13, 40), 0, 900)]
+    for name, (h, w), max_px, min_px in lf_cases:
+        src = os.path.join(out, f"{name}.src.png")
+        Image.fromarray(pattern(h, w, 3), "RGB").save(src)
+        pre = lf_prescale(Image.open(src).convert("RGB"), max_px, min_px)
+        lo, hi = 3136, 12845056
+        rh, rw = smart_resize(pre.height, pre.width, 32, lo, hi)
+        rs = pre.resize((rw, rh), Image.BICUBIC) if (rw, rh) != pre.size else pre
+        open(os.path.join(out, f"{name}.lf"), "wb").write(rs.tobytes())
+        f.write(f"{name} {src} {max_px} {min_px} {lo} {hi} {pre.width} {pre.height} {rw} {rh}\n")

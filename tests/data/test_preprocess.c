@@ -185,6 +185,61 @@ static void test_patches_match_numpy(void) {
     free(ref);
 }
 
+/* LLaMA-Factory's --image-max-pixels / --image-min-pixels before the processor: the patches of
+ * tdm_preproc_image equal those cut from PIL's pixels after both of its resizes (lf_prescale in
+ * pil_reference.py), exactly; the grid is the processor's on the pre-scaled size. */
+static void test_llamafactory_bounds_match_pil(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/lf.txt", refdir);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "no lf.txt");
+    if (!f) return;
+    char name[64], src[400];
+    long long maxp, minp, lo, hi;
+    int pw, ph, rw, rh, cases = 0;
+    while (fscanf(f, "%63s %399s %lld %lld %lld %lld %d %d %d %d", name, src, &maxp, &minp, &lo, &hi, &pw, &ph, &rw,
+                  &rh) == 10) {
+        cases++;
+        tdm_preproc_config c;
+        tdm_preproc_config_default(&c);
+        c.min_pixels = lo, c.max_pixels = hi, c.pre_max_pixels = maxp, c.pre_min_pixels = minp;
+        tdm_image img;
+        tdm_error err;
+        if (tdm_image_load(src, TDM_IMAGE_MAX_PIXELS, &img, &err) != 0) {
+            CHECK(0, "%s: %s", name, err.msg);
+            continue;
+        }
+        int32_t grid[3];
+        int64_t n = (int64_t)(rh / c.patch_size) * (rw / c.patch_size) * tdm_preproc_patch_dim(&c);
+        float *out = malloc(sizeof(float) * (size_t)n), *want = malloc(sizeof(float) * (size_t)n);
+        CHECK(tdm_preproc_image(&c, &img, out, grid, &err) == 0, "%s: %s", name, err.msg);
+        CHECK(grid[1] * c.patch_size == rh && grid[2] * c.patch_size == rw, "%s: grid %dx%d, PIL's %dx%d", name,
+              grid[1] * c.patch_size, grid[2] * c.patch_size, rh, rw);
+        size_t nb;
+        snprintf(path, sizeof path, "%s/%s.lf", refdir, name);
+        uint8_t *ref = read_all(path, &nb);
+        if (ref && nb == (size_t)rh * rw * 3 && grid[1] * c.patch_size == rh && grid[2] * c.patch_size == rw) {
+            tdm_preproc_patchify(&c, ref, rh, rw, want);
+            CHECK(!memcmp(out, want, sizeof(float) * (size_t)n), "%s: patches differ from PIL's pixels", name);
+        } else {
+            CHECK(0, "%s: reference %zu bytes", name, ref ? nb : 0);
+        }
+        free(ref);
+        free(out);
+        free(want);
+        tdm_image_free(&img);
+    }
+    fclose(f);
+    CHECK(cases == 5, "%d cases", cases);
+    /* a bound that leaves no pixel is refused, not resized to nothing */
+    tdm_preproc_config c;
+    tdm_preproc_config_default(&c);
+    c.pre_max_pixels = 1;
+    int32_t grid[3];
+    tdm_error err;
+    CHECK(tdm_preproc_grid(&c, 40, 3, grid, &err) != 0 && strstr(err.msg, "--image-max-pixels"), "%s", err.msg);
+}
+
 static void test_broken_files(void) {
     char path[300];
     tdm_error err;
@@ -329,6 +384,7 @@ int main(void) {
     RUN(test_smart_resize_matches_python);
     RUN(test_patch_order_synthetic);
     RUN(test_patches_match_numpy);
+    RUN(test_llamafactory_bounds_match_pil);
     RUN(test_broken_files);
     RUN(test_png_writer_roundtrip);
     RUN(test_config_file);
