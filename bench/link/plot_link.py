@@ -7,8 +7,9 @@ Each DIR is a run_link_bench.sh output folder (its ab/<rate>gbit_<mode>_<cand>/s
 LABEL names the MPI library it used. One panel per (label, progress mode) found, each with
 the mean step time of the baseline (no overlap; the mean of the A/B runs' baselines at that
 rate), of the two candidates (--overlap-grad-reduce; both overlap flags) and, dashed, each
-candidate's ideal step time: max(compute, communication - last bucket) + last bucket, from
-its profiled steps. --relative divides every value by the baseline's mean step time at that rate
+candidate's ideal step time: the step less the hideable communication it did not hide (analysis.json's
+ideal_step_ms, docs/profiling.md; for a step with no idle time, max(compute, communication - last
+bucket) + last bucket), from its profiled steps. --relative divides every value by the baseline's mean step time at that rate
 (for runs whose batch differs from rate to rate, MBS_BY_RATE). --reanalyze recomputes the ideal from
 the saved traces with TANDEM's analysis (bench/link/ab_table.py). Plain SVG, no plotting library.
 """
@@ -127,7 +128,7 @@ def main():
         panel(o, i * PW, 0, PW, PH, title, runs, mode, a.relative)
     x, y = 60, PH + 18
     items = [("baseline (no overlap)", BASE_COLOR, "")] + [(lab, col, "") for _, lab, col in CANDS] + \
-            [("ideal: max(compute, comm - last bucket) + last bucket", "#888", 'stroke-dasharray="5,4"')]
+            [("ideal: step - (hideable - hidden) comm.", "#888", 'stroke-dasharray="5,4"')]
     for lab, col, dash in items:
         o.append(f'<line x1="{x}" y1="{y}" x2="{x + 24}" y2="{y}" stroke="{col}" stroke-width="2" {dash}/>')
         o.append(f'<text x="{x + 30}" y="{y + 4}">{lab}</text>')
