@@ -379,8 +379,19 @@ void tdm_prof_trace_summarize(const tdm_prof_trace *t, tdm_strbuf *text, tdm_str
     free(steps);
 }
 
-void tdm_prof_format_threads(tdm_strbuf *sb, const tdm_json *th) {
+void tdm_prof_format_threads(tdm_strbuf *sb, const tdm_json *th) { tdm_prof_format_threads_of(sb, th, NULL, 0); }
+
+void tdm_prof_format_threads_of(tdm_strbuf *sb, const tdm_json *th, const int *ranks, int n_ranks) {
     if (!th || th->type != TDM_JSON_ARRAY || !th->len) return;
+    size_t shown = 0;
+    for (size_t i = 0; i < th->len; i++) { /* the rows of the listed ranks only, when a list is given */
+        double r = -1;
+        tdm_json_get_num(th->items[i], "rank", &r, NULL);
+        int keep = !ranks;
+        for (int k = 0; !keep && k < n_ranks; k++) keep = ranks[k] == (int)r;
+        shown += keep;
+    }
+    if (!shown) return;
     tdm_sb_printf(sb, "\nPer-thread CPU statistics over the profiled steps\n");
     tdm_sb_printf(sb, "  %4s %-12s %9s %9s %9s %9s %9s %9s %8s\n", "rank", "thread", "user ms", "sys ms", "run ms",
                   "vol csw", "invol csw", "minflt", "dropped");
@@ -391,6 +402,9 @@ void tdm_prof_format_threads(tdm_strbuf *sb, const tdm_json *th) {
         const char *keys[] = {"rank", "user_ms", "system_ms", "run_ms", "voluntary_switches",
                               "involuntary_switches", "minor_faults", "dropped_events"};
         for (int k = 0; k < 8; k++) tdm_json_get_num(t, keys[k], &v[k], NULL);
+        int keep = !ranks;
+        for (int k = 0; !keep && k < n_ranks; k++) keep = ranks[k] == (int)v[0];
+        if (!keep) continue;
         tdm_sb_printf(sb, "  %4.0f %-12.12s %9.1f %9.1f %9.2f %9.0f %9.0f %9.0f %8.0f\n", v[0],
                       nm && nm->type == TDM_JSON_STRING ? nm->str : "?", v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
     }

@@ -62,5 +62,7 @@ void tdm_prof_trace_summarize(const tdm_prof_trace *t, tdm_strbuf *text, tdm_str
  * array is missing or empty. summary.txt and `trace-summary` end with it. */
 struct tdm_json;
 void tdm_prof_format_threads(tdm_strbuf *sb, const struct tdm_json *threads);
+/* The same, only the rows of ranks[0..n_ranks) (ranks NULL: all); nothing when none is listed. */
+void tdm_prof_format_threads_of(tdm_strbuf *sb, const struct tdm_json *threads, const int *ranks, int n_ranks);
 
 #endif

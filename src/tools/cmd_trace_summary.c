@@ -23,7 +23,9 @@ static void usage(FILE *f) {
                "  trace by this build, e.g. to re-read old traces after the analysis changed.\n");
 }
 
-static void print_threads(const char *dir) {
+/* analysis.json's thread table (every rank of the run), the rows of the trace's ranks only: a
+ * trace_rank1.json shows rank 1's threads. */
+static void print_threads(const char *dir, const tdm_prof_trace *tr) {
     char path[4200];
     snprintf(path, sizeof path, "%s/analysis.json", dir);
     size_t len;
@@ -34,7 +36,7 @@ static void print_threads(const char *dir) {
     if (!d) return;
     tdm_strbuf sb;
     tdm_sb_init(&sb);
-    tdm_prof_format_threads(&sb, tdm_json_get(tdm_json_root(d), "threads"));
+    tdm_prof_format_threads_of(&sb, tdm_json_get(tdm_json_root(d), "threads"), tr->ranks, tr->n_ranks);
     fputs(sb.data ? sb.data : "", stdout);
     tdm_sb_free(&sb);
     tdm_json_free(d);
@@ -74,7 +76,7 @@ int cmd_trace_summary(int argc, char **argv) {
     else fputs(text.data ? text.data : "", stdout);
     tdm_sb_free(&text);
     tdm_sb_free(&json);
+    if (!as_json) print_threads(dir, &t);
     tdm_prof_trace_free(&t);
-    if (!as_json) print_threads(dir);
     return 0;
 }

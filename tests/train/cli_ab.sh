@@ -135,6 +135,11 @@ PYEOF
     && grep -q "Per-step analysis" "$W/ts.out" && ok || bad "trace-summary $side: $(head -3 "$W/ts.out")"
   cmp -s "$W/ts.out" "$OUT/traces/$side/summary.txt" && grep -q "Per-thread CPU" "$W/ts.out" && ok \
     || bad "summary.txt is not what trace-summary prints ($side)"
+  # one rank's trace: that rank's threads only in the CPU table (analysis.json holds every rank's)
+  "$TANDEM" trace-summary "$OUT/traces/$side/trace_rank1.json" >"$W/ts1.out" 2>&1 \
+    && awk '/^Per-thread CPU/ { t = 1; next } t && $1 ~ /^[0-9]+$/ { n++; if ($1 != 1) bad = 1 }
+            END { exit !(n > 0 && !bad) }' "$W/ts1.out" && ok \
+    || bad "trace-summary trace_rank1.json ($side): CPU rows $(grep -A6 'Per-thread CPU' "$W/ts1.out" | tail -4)"
   # --json recomputes the analysis from trace.json: the same mean as the run's own analysis.json
   if "$TANDEM" trace-summary --json "$OUT/traces/$side" >"$W/ts.json" 2>"$W/ts.err" \
      && python3 - "$W/ts.json" "$OUT/traces/$side/analysis.json" <<'PYEOF'
