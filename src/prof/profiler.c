@@ -322,10 +322,15 @@ static int write_rank_outputs(tdm_strbuf *items, tdm_strbuf *cpu, tdm_error *err
                           (long long)t->cpu.involuntary_switches, (long long)t->cpu.minor_faults,
                           (long long)t->cpu.major_faults);
         tdm_sb_printf(cpu, ",\"dropped_events\":%lld}", (long long)t->dropped);
-        if (t->dropped) /* steps with a lost event drop out of the analysis: say why, and what to change */
-            fprintf(stderr, "profiler: rank %d, thread %s: %lld events dropped (capacity %lld per thread): the "
-                            "analysis leaves out the steps they belong to; raise profile.capacity or shorten the "
-                            "step range\n", S.rank, t->name, (long long)t->dropped, (long long)S.cfg.capacity);
+        if (t->dropped) /* what the loss does to the analysis, and what to change */
+            fprintf(stderr, "profiler: rank %d, thread %s: %lld events dropped (capacity %lld per thread): %s; raise "
+                            "profile.capacity or shorten the step range\n", S.rank, t->name, (long long)t->dropped,
+                    (long long)S.cfg.capacity,
+                    /* the compute thread records the step envelopes: a step without one is not analysed */
+                    strcmp(t->name, "compute") == 0
+                        ? "the analysis leaves out the steps whose events were lost"
+                        : "the steps they belong to are analysed without them (their communication or data waits "
+                          "are missing)");
     }
     if (cpu->len) tdm_sb_puts(cpu, ",\n");
     free(recs);
