@@ -548,18 +548,20 @@ int tdm_train_args_parse(tdm_train_args *a, int argc, char **argv, tdm_error *er
     return parse_argv(a, argc, argv, err);
 }
 
-int tdm_train_args_parse_string(tdm_train_args *a, const char *flags, tdm_error *err) {
+int tdm_train_args_split(const char *flags, char ***words, int *n_words, tdm_error *err) {
     size_t n = strlen(flags);
     if (n > 65536) return tdm_errorf(err, "flags string: %zu bytes, more than 65536", n);
-    char *buf = tdm_xmalloc(n + 1);
-    char **words = tdm_xmalloc(sizeof(char *) * (n / 2 + 2));
+    /* one block: the word pointers, then the words (NUL-terminated) */
+    size_t cap_words = n / 2 + 2;
+    char **w = tdm_xmalloc(sizeof(char *) * cap_words + n + 1);
+    char *buf = (char *)(w + cap_words);
     int nw = 0;
     size_t o = 0;
     const char *p = flags;
     while (*p) {
         while (*p && isspace((unsigned char)*p)) p++;
         if (!*p) break;
-        words[nw++] = buf + o;
+        w[nw++] = buf + o;
         char quote = 0;
         while (*p && (quote || !isspace((unsigned char)*p))) {
             if (!quote && (*p == '\'' || *p == '"')) quote = *p;
@@ -569,13 +571,20 @@ int tdm_train_args_parse_string(tdm_train_args *a, const char *flags, tdm_error 
         }
         buf[o++] = 0;
         if (quote) {
-            free(buf);
-            free(words);
+            free(w);
             return tdm_errorf(err, "flags string '%s': unterminated quote", flags);
         }
     }
+    *words = w;
+    *n_words = nw;
+    return 0;
+}
+
+int tdm_train_args_parse_string(tdm_train_args *a, const char *flags, tdm_error *err) {
+    char **words;
+    int nw;
+    if (tdm_train_args_split(flags, &words, &nw, err) != 0) return -1;
     int rc = tdm_train_args_parse(a, nw, words, err);
-    free(buf);
     free(words);
     return rc;
 }

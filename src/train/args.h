@@ -130,6 +130,10 @@ int tdm_train_args_parse(tdm_train_args *a, int argc, char **argv, tdm_error *er
  * quotes group words) and parses it like tdm_train_args_parse. */
 int tdm_train_args_parse_string(tdm_train_args *a, const char *flags, tdm_error *err);
 
+/* The words of such a string (quotes group, and are removed), as tdm_train_args_parse_string
+ * reads them: *words is one allocation (free(*words)). */
+int tdm_train_args_split(const char *flags, char ***words, int *n_words, tdm_error *err);
+
 /* Applies a JSON config file (keys = flag names). */
 int tdm_train_args_load_config(tdm_train_args *a, const char *path, tdm_error *err);
 

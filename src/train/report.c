@@ -442,8 +442,15 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     for (int s = 0; s < 2; s++) {
         tdm_sb_printf(&sb, "mpirun -np %d build/tandem train", r->world);
         quote_flags(&sb, o->common_argc, o->common_argv);
+        /* the side's flags as tandem split them, each quoted for the shell ($ and ` stay literal) */
         const char *f = s ? o->candidate_flags : o->baseline_flags;
-        if (f && *f) tdm_sb_printf(&sb, " %s", f);
+        char **words;
+        int nw;
+        tdm_error e;
+        if (f && *f && tdm_train_args_split(f, &words, &nw, &e) == 0) {
+            quote_flags(&sb, nw, words);
+            free(words);
+        }
         /* from a --load checkpoint at iteration L the runs trained iterations L+1 to L+steps */
         tdm_sb_printf(&sb, " --train-iters %lld\n", (long long)(r->side[s].start_iteration + o->steps));
     }

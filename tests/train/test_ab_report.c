@@ -134,6 +134,8 @@ static void test_report_files(void) {
     fake(&o, &r, 100.0, 90.0);
     tdm_ab_compute(&o, &r);
     snprintf(o.out, sizeof o.out, "/tmp/tdm_test_ab_report_%d", (int)getpid());
+    /* a side's flags reach report.md's commands quoted for the shell: $ and ` stay literal */
+    o.candidate_flags = "--overlap-grad-reduce --image-root \"/im$HOME`id`\"";
     tdm_error err;
     CHECK(tdm_mkdirs(o.out, &err) == 0, "%s", err.msg);
     CHECK(tdm_ab_write_report(&o, &r, &err) == 0, "%s", err.msg);
@@ -175,6 +177,8 @@ static void test_report_files(void) {
     CHECK(text && strstr(text, "mean step time") && strstr(text, "overlap_grad_reduce: False -> True") &&
               strstr(text, "MPI library") && strstr(text, "OpenBLAS"),
           "report.md has the table, the diff and the machine");
+    CHECK(text && strstr(text, " --overlap-grad-reduce --image-root '/im$HOME`id`' --train-iters"),
+          "report.md: the candidate's flags quoted for the shell");
     free(text);
     snprintf(path, sizeof path, "%s/steps_candidate.csv", o.out);
     text = tdm_read_file(path, 1 << 20, &len, &err);
