@@ -418,8 +418,14 @@ static int setup_sides(const tdm_ab_options *o, int world, tdm_ab_result *r, tdm
     if (side_args(o, o->candidate_flags, "candidate", &B->args, err) != 0) return -1;
     tdm_train_args_resolve(&A->args, world);
     tdm_train_args_resolve(&B->args, world);
-    if (tdm_train_args_validate(&A->args, world, err) != 0) return tdm_error_prefix(err, "baseline");
-    if (tdm_train_args_validate(&B->args, world, err) != 0) return tdm_error_prefix(err, "candidate");
+    for (int s = 0; s < 2; s++) {
+        tdm_ab_side *side = s ? B : A;
+        if (tdm_train_args_validate(&side->args, world, err) == 0) continue;
+        /* ab sets --train-iters from --steps: a rule that names it is about --steps here */
+        if (strstr(err->msg, "--train-iters") && strlen(err->msg) + 48 < sizeof err->msg)
+            strcat(err->msg, " (in ab, --train-iters is --steps)");
+        return tdm_error_prefix(err, "%s", side->label);
+    }
     return 0;
 }
 

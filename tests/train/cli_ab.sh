@@ -246,6 +246,11 @@ timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce --valid-d
   "${COMMON[@]}" --steps 2 --out "$W/x" >"$W/e7" 2>&1 && bad "--valid-data-path in --candidate accepted" \
   || { grep -q -- "--candidate: --valid-data-path is not used by ab" "$W/e7" && ok \
          || bad "--candidate --valid-data-path error: $(cat "$W/e7")"; }
+# a schedule rule that names --train-iters is about --steps in ab (COMMON warms up over 1 iteration)
+timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 1 --out "$W/x" \
+  >"$W/e9" 2>&1 && bad "--steps 1 with --lr-warmup-iters 1 accepted" \
+  || { grep -q -- "--lr-warmup-iters 1: must be shorter.*(in ab, --train-iters is --steps)" "$W/e9" && ok \
+         || bad "--steps 1 error: $(cat "$W/e9")"; }
 # the same flags set by a --config file among the common flags: refused, not silently overridden (or, for the
 # validation set, obeyed)
 echo '{"valid-data-path": "'"$W/data/train.json"'", "eval-interval": 1}' >"$W/abcfg.json"
