@@ -249,11 +249,10 @@ static int timeline_svg(const tdm_ab_side *s, const char *out, tdm_strbuf *sb) {
     }
     double lo = env->t0_us, hi = env->t1_us;
     int64_t step = env->arg;
-    /* rows: distinct (rank, tid) with events in range */
-    enum { MAX_ROWS = 64 };
-    int row_rank[MAX_ROWS], row_tid[MAX_ROWS], n_rows = 0;
-    char labels[MAX_ROWS][48];
-    const char *label_ptr[MAX_ROWS];
+    /* rows: distinct (rank, tid) with events in range (every one: 8 ranks with extra tracks are many) */
+    int cap_rows = 16, n_rows = 0;
+    int *row_rank = tdm_xmalloc(sizeof(int) * (size_t)cap_rows), *row_tid = tdm_xmalloc(sizeof(int) * (size_t)cap_rows);
+    char(*labels)[48] = tdm_xmalloc(sizeof *labels * (size_t)cap_rows);
     tdm_svg_bar *bars = tdm_xmalloc((size_t)(t.n + 1) * sizeof *bars);
     int64_t nb = 0;
     for (int64_t i = 0; i < t.n; i++) {
@@ -264,7 +263,12 @@ static int timeline_svg(const tdm_ab_side *s, const char *out, tdm_strbuf *sb) {
         for (int k = 0; k < n_rows; k++)
             if (row_rank[k] == e->rank && row_tid[k] == e->tid) row = k;
         if (row < 0) {
-            if (n_rows == MAX_ROWS) continue;
+            if (n_rows == cap_rows) {
+                cap_rows *= 2;
+                row_rank = tdm_xrealloc(row_rank, sizeof(int) * (size_t)cap_rows);
+                row_tid = tdm_xrealloc(row_tid, sizeof(int) * (size_t)cap_rows);
+                labels = tdm_xrealloc(labels, sizeof *labels * (size_t)cap_rows);
+            }
             row = n_rows++;
             row_rank[row] = e->rank;
             row_tid[row] = e->tid;
@@ -281,12 +285,15 @@ static int timeline_svg(const tdm_ab_side *s, const char *out, tdm_strbuf *sb) {
         bars[nb++] = (tdm_svg_bar){row, (e->t0_us - lo) / 1e3, (e->t1_us - lo) / 1e3, kind, depth};
     }
     /* rows in reading order: by rank, then compute, comm, loader */
-    int order[MAX_ROWS], where[MAX_ROWS], kind_of[MAX_ROWS];
+    size_t nr = (size_t)n_rows + 1;
+    int *order = tdm_xmalloc(sizeof(int) * nr), *where = tdm_xmalloc(sizeof(int) * nr);
+    int *kind_of = tdm_xmalloc(sizeof(int) * nr);
+    const char **label_ptr = tdm_xmalloc(sizeof(char *) * nr);
     for (int k = 0; k < n_rows; k++) {
         order[k] = k;
         kind_of[k] = strstr(labels[k], "compute") ? 0 : strstr(labels[k], "comm") ? 1 : 2;
     }
-    for (int i = 1; i < n_rows; i++) /* insertion sort: a handful of rows */
+    for (int i = 1; i < n_rows; i++) /* insertion sort: tens of rows */
         for (int j = i; j > 0; j--) {
             int x = order[j - 1], y = order[j];
             long kx = (long)row_rank[x] * 16 + kind_of[x], ky = (long)row_rank[y] * 16 + kind_of[y];
@@ -302,6 +309,7 @@ static int timeline_svg(const tdm_ab_side *s, const char *out, tdm_strbuf *sb) {
     snprintf(title, sizeof title, "%s: step %lld timeline (rank 0's step, all ranks)", s->label, (long long)step);
     tdm_svg_timeline(sb, title, label_ptr, n_rows, bars, nb, 0, (hi - lo) / 1e3);
     free(bars);
+    free(row_rank), free(row_tid), free(labels), free(order), free(where), free(kind_of), free(label_ptr);
     tdm_prof_trace_free(&t);
     return 0;
 }

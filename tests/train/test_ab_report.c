@@ -209,6 +209,27 @@ static void test_report_files(void) {
     CHECK(text && strstr(text, ">rank 0 comm<") && strstr(text, ">rank 0 comm (2)<"), "timeline rows: %s",
           text ? "not named apart" : err.msg);
     free(text);
+    /* 80 ranks' compute threads: every row is drawn (64 were, the rest dropped without a word) */
+    tdm_strbuf big;
+    tdm_sb_init(&big);
+    tdm_sb_puts(&big, "{\"traceEvents\":[{\"name\":\"step\",\"cat\":\"phase\",\"ph\":\"X\",\"ts\":0,\"dur\":100,"
+                      "\"pid\":0,\"tid\":0,\"args\":{\"arg\":3}}");
+    for (int rk = 0; rk < 80; rk++)
+        tdm_sb_printf(&big,
+                      ",{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"compute\"}},"
+                      "{\"name\":\"layer.0\",\"cat\":\"layer\",\"ph\":\"X\",\"ts\":5,\"dur\":50,\"pid\":%d,"
+                      "\"tid\":0}",
+                      rk, rk);
+    tdm_sb_puts(&big, "]}\n");
+    snprintf(path, sizeof path, "%s/trace.json", r.side[1].trace_dir);
+    CHECK(tdm_write_file_atomic(path, big.data, big.len, &err) == 0, "%s", err.msg);
+    tdm_sb_free(&big);
+    CHECK(tdm_ab_write_report(&o, &r, &err) == 0, "%s", err.msg);
+    snprintf(path, sizeof path, "%s/timeline_candidate.svg", o.out);
+    text = tdm_read_file(path, 1 << 22, &len, &err);
+    CHECK(text && strstr(text, ">rank 0 compute<") && strstr(text, ">rank 79 compute<"), "timeline of 80 ranks: %s",
+          text ? "rows missing" : err.msg);
+    free(text);
     char cmd[1300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", o.out);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", o.out);
