@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -16,6 +17,7 @@
 #include "model/qwen3vl.h"
 #include "model/safetensors.h"
 #include "tokenizer/tokenizer.h"
+#include "train/checkpoint.h"
 #include "train/feed.h"
 #include "tools/commands.h"
 
@@ -31,7 +33,8 @@ static void usage(FILE *f) {
             "  --image-root DIR     resolve image paths against DIR (default: the data file's folder)\n"
             "  --out FILE           output .safetensors\n"
             "  --seed S             initial weights from seed S (default 1234)\n"
-            "  --load WEIGHTS       load weights from a .safetensors file or checkpoint directory instead\n"
+            "  --load WEIGHTS       load weights from a .safetensors file or a checkpoint (a --save folder or one\n"
+            "                       iter_XXXXXXX directory, checksums verified) instead\n"
             "  --freeze-vision --freeze-projector --freeze-llm --freeze-lm-head   as in `tandem train`\n"
             "  --save-inputs DIR    also write what a reference implementation needs to redo the step\n"
             "                       (config.json, case.json, weights, batch, loss; tests/model/cli_dump_grads.sh)\n");
@@ -216,7 +219,16 @@ int cmd_dump_grads(int argc, char **argv) {
     if (!m) { rc = fail(err.msg); goto done; }
     tdm_param_table *t = tdm_model_params(m);
     if (tdm_param_table_alloc(t, &wdata, &wgrad, &err)) { rc = fail(err.msg); goto done; }
-    if (load) {
+    struct stat lst;
+    if (load && stat(load, &lst) == 0 && S_ISDIR(lst.st_mode)) {
+        /* a checkpoint: a --save folder (its tracker picks the iteration) or one iter_XXXXXXX, its files'
+         * checksums verified, as train --load and generate --load read it */
+        tdm_ckpt ck;
+        if (tdm_ckpt_open_weights(load, &ck, &err) != 0) { rc = fail(err.msg); goto done; }
+        int lrc = tdm_ckpt_load_weights(&ck, t, &err);
+        tdm_ckpt_close(&ck);
+        if (lrc) { rc = fail(err.msg); goto done; }
+    } else if (load) {
         tdm_safetensors *st = tdm_safetensors_open(load, &err);
         if (!st) { rc = fail(err.msg); goto done; }
         int lrc = tdm_safetensors_load_params(st, t, cfg.tie_word_embeddings ? TDM_ST_TIED_LM_HEAD : 0, NULL, &err);

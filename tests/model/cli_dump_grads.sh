@@ -85,6 +85,18 @@ if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [[ "$err" == *"m14/preprocessor_config.js
 $PY -c 'import json,sys; json.dump([{"messages":[{"role":"user","content":"a b "*1500000},{"role":"assistant","content":"c"}]}], open(sys.argv[1],"w"))' "$tmp/huge.json"
 err=$("$TANDEM" dump-grads "${base[@]:0:4}" --data "$tmp/huge.json" --out "$tmp/x.safetensors" 2>&1 >/dev/null); rc=$?
 if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [[ "$err" == *"huge.json"* && "$err" == *"GiB"* ]]; then ok; else bad "huge batch: rc $rc '$err'"; fi
+# --load of a checkpoint: the --save folder and its model.safetensors give the same gradients; a damaged
+# file is refused by its checksum, as train --load refuses it
+OMPI_MCA_btl_vader_single_copy_mechanism=none "$TANDEM" train "${base[@]}" --lr 0 --train-iters 1 \
+  --global-batch-size 2 --save "$tmp/ck" >"$tmp/ck.log" 2>&1 || bad "making a checkpoint: $(tail -2 "$tmp/ck.log")"
+l1=$("$TANDEM" dump-grads "${base[@]}" --load "$tmp/ck" --out "$tmp/l1.safetensors" 2>&1)
+l2=$("$TANDEM" dump-grads "${base[@]}" --load "$tmp/ck/iter_0000001/model.safetensors" --out "$tmp/l2.safetensors" 2>&1)
+if [[ "$l1" =~ ^loss ]] && [ "$l1" = "$l2" ] && cmp -s "$tmp/l1.safetensors" "$tmp/l2.safetensors"; then ok
+else bad "--load of the save folder: '$l1' vs the file: '$l2'"; fi
+printf 'X' | dd of="$tmp/ck/iter_0000001/model.safetensors" bs=1 seek=4000 conv=notrunc 2>/dev/null
+err=$("$TANDEM" dump-grads "${base[@]}" --load "$tmp/ck" --out "$tmp/l3.safetensors" 2>&1 >/dev/null); rc=$?
+if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [[ "$err" == *"model.safetensors"* ]]; then ok
+else bad "damaged checkpoint: rc $rc '$err'"; fi
 "$TANDEM" dump-grads --help | grep -q -- "--freeze-llm" && ok || bad "--help"
 
 echo "$passed passed, $failed failed"
