@@ -32,6 +32,7 @@ struct tdm_comm {
     tdm_ddp_progress mode;
     int max_ops;
     int thread_nice;
+    uint64_t timeout_ns;    /* a wait longer than this aborts the job; 0: wait forever */
     int applied_nice;       /* what the thread read back; -1 until then (guarded by mu) */
 
     pthread_mutex_t mu;
@@ -152,6 +153,25 @@ static void *comm_main(void *arg) {
     return NULL;
 }
 
+/* A collective that has not completed after the timeout waits for a rank that will never
+ * join: stuck (a failed allocation that a library retries forever, a stopped process) or
+ * gone without its launcher noticing. Nothing can be returned to the caller with the
+ * collective still posted, so the job ends here, on every rank. bucket < 0: a control
+ * collective. */
+static void timeout_abort(const tdm_comm *c, const char *what, int bucket, uint64_t waited_ns) {
+    char where[32] = "";
+    if (bucket >= 0) snprintf(where, sizeof where, " of bucket %d", bucket + 1);
+    fprintf(stderr,
+            "tandem: rank %d: the data-parallel %s%s has not completed after %.1f s "
+            "(--distributed-timeout-minutes %g): another rank is stuck or has died; aborting the job\n",
+            c->rank, what ? what : "collective", where, (double)waited_ns / 1e9, (double)c->timeout_ns / 60e9);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort(); /* MPI_Abort does not return; if it did, the job must still end */
+}
+
+void tdm_comm_set_timeout(tdm_comm *c, uint64_t timeout_ns) { c->timeout_ns = timeout_ns; }
+
 tdm_comm *tdm_comm_create(MPI_Comm comm, tdm_ddp_progress mode, int max_ops, int thread_nice, tdm_error *err) {
     tdm_comm *c = tdm_xcalloc(1, sizeof *c);
     c->comm = comm;
@@ -168,7 +188,11 @@ tdm_comm *tdm_comm_create(MPI_Comm comm, tdm_ddp_progress mode, int max_ops, int
     c->pending = tdm_xcalloc((size_t)c->max_ops, sizeof *c->pending);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->work_cv, NULL);
-    pthread_cond_init(&c->done_cv, NULL);
+    pthread_condattr_t ca; /* timed waits on done_cv count on the clock of tdm_now_ns */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->done_cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (mode == TDM_DDP_PROGRESS_THREAD) {
         if (pthread_create(&c->thread, NULL, comm_main, c) != 0) {
             tdm_comm_free(c);
@@ -263,6 +287,8 @@ uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op) {
             for (int idle = 0;; idle++) {
                 tdm_comm_progress(c);
                 if (op->state == TDM_COMM_DONE) break;
+                uint64_t now = tdm_now_ns();
+                if (c->timeout_ns && now - t0 > c->timeout_ns) timeout_abort(c, op->name, op->bucket, now - t0);
                 poll_backoff(idle);
             }
             waited = tdm_now_ns() - t0;
@@ -272,7 +298,17 @@ uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op) {
         pthread_mutex_lock(&c->mu);
         if (op->state == TDM_COMM_QUEUED) {
             uint64_t t0 = tdm_now_ns();
-            while (op->state != TDM_COMM_DONE) pthread_cond_wait(&c->done_cv, &c->mu);
+            const uint64_t deadline = t0 + c->timeout_ns;
+            const struct timespec dl = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
+            while (op->state != TDM_COMM_DONE) {
+                if (!c->timeout_ns) {
+                    pthread_cond_wait(&c->done_cv, &c->mu);
+                } else if (pthread_cond_timedwait(&c->done_cv, &c->mu, &dl) == ETIMEDOUT &&
+                           op->state != TDM_COMM_DONE) {
+                    pthread_mutex_unlock(&c->mu);
+                    timeout_abort(c, op->name, op->bucket, tdm_now_ns() - t0);
+                }
+            }
             waited = tdm_now_ns() - t0;
         }
         op->state = TDM_COMM_IDLE;
@@ -283,6 +319,19 @@ uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op) {
         tdm_prof_complete(TDM_PROF_WAIT, 1, op->name, t1 - waited, t1, op->bucket);
     }
     return waited;
+}
+
+uint64_t tdm_comm_wait_request(tdm_comm *c, MPI_Request *req, const char *what) {
+    uint64_t t0 = tdm_now_ns();
+    for (int idle = 0;; idle++) {
+        int flag = 0;
+        MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        if (flag) break;
+        uint64_t now = tdm_now_ns();
+        if (c->timeout_ns && now - t0 > c->timeout_ns) timeout_abort(c, what, -1, now - t0);
+        poll_backoff(idle);
+    }
+    return tdm_now_ns() - t0;
 }
 
 void tdm_comm_wait_all(tdm_comm *c) {

@@ -61,6 +61,11 @@ typedef struct tdm_comm tdm_comm;
 /* Takes ownership of `comm` (frees it). max_ops bounds the ops in flight at once;
  * thread_nice (0-19) is the communication thread's niceness (THREAD mode only). */
 tdm_comm *tdm_comm_create(MPI_Comm comm, tdm_ddp_progress mode, int max_ops, int thread_nice, tdm_error *err);
+/* A wait (tdm_comm_wait, tdm_comm_wait_request) that lasts longer than timeout_ns (0, the default: forever) means
+ * that a peer rank will never join the collective: stuck, or gone without its launcher
+ * noticing. The engine then prints one line naming the collective, its bucket and the
+ * timeout, and ends the job with MPI_Abort, so that no rank hangs. */
+void tdm_comm_set_timeout(tdm_comm *c, uint64_t timeout_ns);
 /* Waits for every posted op, stops the thread, frees the communicator. */
 void tdm_comm_free(tdm_comm *c);
 
@@ -71,6 +76,10 @@ void tdm_comm_progress(tdm_comm *c);
 /* Blocks until `op` is DONE (returns at once if it is, or if it was never posted),
  * then sets it IDLE. Returns the nanoseconds spent blocked. */
 uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op);
+/* Waits for `req`, a nonblocking collective the compute thread started on another
+ * communicator (the control collectives: agreement, sums, timers), polling with the
+ * engine's back-off and timeout. Returns the nanoseconds spent. */
+uint64_t tdm_comm_wait_request(tdm_comm *c, MPI_Request *req, const char *what);
 /* Waits for every op posted so far. */
 void tdm_comm_wait_all(tdm_comm *c);
 

@@ -10,6 +10,7 @@ void tdm_ddp_config_default(tdm_ddp_config *c) {
     c->grad_reduce_in_fp32 = 1;
     c->progress = TDM_DDP_PROGRESS_THREAD;
     c->comm_thread_nice = TDM_DDP_COMM_THREAD_NICE;
+    c->timeout_minutes = TDM_DDP_TIMEOUT_MINUTES;
 }
 
 int tdm_ddp_config_check(const tdm_ddp_config *c, tdm_error *err) {
@@ -25,6 +26,9 @@ int tdm_ddp_config_check(const tdm_ddp_config *c, tdm_error *err) {
         return tdm_errorf(err, "average_in_collective: gradients are summed and scaled by 1/tokens instead");
     if (c->comm_thread_nice < 0 || c->comm_thread_nice > 19)
         return tdm_errorf(err, "--comm-thread-nice %d: expected 0 to 19", c->comm_thread_nice);
+    if (!(c->timeout_minutes >= 0 && c->timeout_minutes <= 1e6))
+        return tdm_errorf(err, "--distributed-timeout-minutes %g: expected 0 (wait forever) to 1e6",
+                          c->timeout_minutes);
     if (c->progress != TDM_DDP_PROGRESS_THREAD && c->progress != TDM_DDP_PROGRESS_INLINE)
         return tdm_errorf(err, "progress mode %d: expected thread or inline", (int)c->progress);
     return 0;

@@ -31,6 +31,9 @@ typedef enum tdm_ddp_progress {
  * docs/benchmarks.md ("The communication thread's priority"). */
 #define TDM_DDP_COMM_THREAD_NICE 10
 
+/* Megatron's default --distributed-timeout-minutes (torch.distributed's process-group timeout). */
+#define TDM_DDP_TIMEOUT_MINUTES 10.0
+
 typedef struct tdm_ddp_config {
     int use_distributed_optimizer; /* ZeRO-1: reduce-scatter, sharded AdamW, all-gather */
     int overlap_grad_reduce;       /* start each bucket's collective as soon as it is ready */
@@ -42,12 +45,15 @@ typedef struct tdm_ddp_config {
     tdm_ddp_progress progress;     /* default THREAD */
     int comm_thread_nice;          /* scheduling niceness of the communication thread, 0-19
                                       (default TDM_DDP_COMM_THREAD_NICE) */
+    double timeout_minutes;        /* a bucket collective not done after this long ends the job on every
+                                      rank (Megatron's --distributed-timeout-minutes, default
+                                      TDM_DDP_TIMEOUT_MINUTES); 0 = wait forever */
     int grad_reduce_in_fp32;       /* always 1: gradients are fp32 here */
     int average_in_collective;     /* always 0: we sum, and the optimizer scales by 1/tokens */
 } tdm_ddp_config;
 
 /* Fills Megatron's defaults: everything off except check_for_nan_in_grad and
- * grad_reduce_in_fp32, bucket_size 0 (default), thread progress. */
+ * grad_reduce_in_fp32, bucket_size 0 (default), thread progress, a 10-minute timeout. */
 void tdm_ddp_config_default(tdm_ddp_config *c);
 
 /* Rejects combinations Megatron rejects (overlap_param_gather without the distributed

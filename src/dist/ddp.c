@@ -132,6 +132,10 @@ static void record_control_wait(const char *name, uint64_t t0_ns) {
     if (tdm_prof_on(1)) tdm_prof_complete(TDM_PROF_WAIT, 1, name, t0_ns, tdm_now_ns(), -1);
 }
 
+/* Waits for a control collective started on ddp->ctl: polled, and bounded by the timeout
+ * like the bucket collectives (a blocking call would wait for a stuck rank forever). */
+static void ctl_wait(tdm_ddp *ddp, MPI_Request *req, const char *what) { tdm_comm_wait_request(ddp->eng, req, what); }
+
 static void launch_bucket(tdm_ddp *ddp, int b) {
     if (ddp->inject_iteration == ddp->iteration && (ddp->inject_rank < 0 || ddp->inject_rank == ddp->rank)) {
         int i = ddp->inject_param >= 0 ? ddp->inject_param : ddp->L.order[ddp->L.buckets[0].first];
@@ -256,6 +260,7 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
                                          err)) != NULL;
     else
         MPI_Comm_free(&bucket_comm);
+    if (ok) tdm_comm_set_timeout(ddp->eng, (uint64_t)(cfg->timeout_minutes * 60e9));
     int mine = ok ? INT_MAX : ddp->rank, first_bad = INT_MAX;
     MPI_Allreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, ddp->ctl);
     if (first_bad != INT_MAX) {
@@ -329,7 +334,9 @@ int tdm_ddp_broadcast_params(tdm_ddp *ddp, int root, tdm_error *err) {
     for (int k = 0; k < 2; k++)
         for (int64_t o = 0; o < lens[k]; o += INT_MAX / 2) {
             int64_t n = lens[k] - o < INT_MAX / 2 ? lens[k] - o : INT_MAX / 2;
-            MPI_Bcast(bufs[k] + o, (int)n, MPI_FLOAT, root, ddp->ctl);
+            MPI_Request req;
+            MPI_Ibcast(bufs[k] + o, (int)n, MPI_FLOAT, root, ddp->ctl, &req);
+            ctl_wait(ddp, &req, "parameter broadcast");
         }
     return 0;
 }
@@ -372,12 +379,15 @@ int tdm_ddp_finish_grad_sync(tdm_ddp *ddp, tdm_error *err) {
     int flags[3] = {ddp->nan_bucket >= 0 ? ddp->rank : INT_MAX, missing,
                     ddp->dup_param >= 0 ? ddp->dup_param : INT_MAX};
     uint64_t t_agree = tdm_now_ns();
-    MPI_Allreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MIN, ddp->ctl);
+    MPI_Request req;
+    MPI_Iallreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MIN, ddp->ctl, &req);
+    ctl_wait(ddp, &req, "agreement after the gradient sync");
     record_control_wait("grad sync: ranks agree", t_agree);
     int rc = 0;
     if (flags[0] != INT_MAX) {
         int64_t info[3] = {ddp->iteration, ddp->nan_bucket, ddp->nan_param};
-        MPI_Bcast(info, 3, MPI_INT64_T, flags[0], ddp->ctl);
+        MPI_Ibcast(info, 3, MPI_INT64_T, flags[0], ddp->ctl, &req);
+        ctl_wait(ddp, &req, "NaN report");
         const char *pname = info[2] >= 0 && info[2] < ddp->L.n_params ? ddp->t->p[info[2]].name : "(padding)";
         rc = tdm_errorf(err,
                         "rank %d, iteration %lld: found NaN or Inf in the local gradient before data-parallel "
@@ -403,7 +413,9 @@ void tdm_ddp_wait_params(tdm_ddp *ddp) { tdm_ddp__wait_all_gathers(ddp); }
 int tdm_ddp_sum_across_ranks(tdm_ddp *ddp, double *vals, int n, tdm_error *err) {
     if (n < 0 || n > 64) return tdm_errorf(err, "sum across ranks: %d values, expected at most 64", n);
     uint64_t t0 = tdm_now_ns();
-    MPI_Allgather(vals, n, MPI_DOUBLE, ddp->gather_scratch, n, MPI_DOUBLE, ddp->ctl);
+    MPI_Request req;
+    MPI_Iallgather(vals, n, MPI_DOUBLE, ddp->gather_scratch, n, MPI_DOUBLE, ddp->ctl, &req);
+    ctl_wait(ddp, &req, "sum across ranks");
     record_control_wait("sum across ranks", t0);
     for (int k = 0; k < n; k++) {
         double s = 0.0;
@@ -432,9 +444,11 @@ int tdm_ddp_timers_report(tdm_ddp *ddp, double normalizer, tdm_timing *out, tdm_
         mn[i] = used[i] ? tdm_timers_elapsed_ms(&ddp->timers, i) / normalizer : INFINITY;
         mx[i] = used[i] ? tdm_timers_elapsed_ms(&ddp->timers, i) / normalizer : -INFINITY;
     }
-    MPI_Allreduce(MPI_IN_PLACE, mn, TDM_TIMER_COUNT, MPI_DOUBLE, MPI_MIN, ddp->ctl);
-    MPI_Allreduce(MPI_IN_PLACE, mx, TDM_TIMER_COUNT, MPI_DOUBLE, MPI_MAX, ddp->ctl);
-    MPI_Allreduce(MPI_IN_PLACE, used, TDM_TIMER_COUNT, MPI_INT, MPI_MAX, ddp->ctl);
+    MPI_Request req[3];
+    MPI_Iallreduce(MPI_IN_PLACE, mn, TDM_TIMER_COUNT, MPI_DOUBLE, MPI_MIN, ddp->ctl, &req[0]);
+    MPI_Iallreduce(MPI_IN_PLACE, mx, TDM_TIMER_COUNT, MPI_DOUBLE, MPI_MAX, ddp->ctl, &req[1]);
+    MPI_Iallreduce(MPI_IN_PLACE, used, TDM_TIMER_COUNT, MPI_INT, MPI_MAX, ddp->ctl, &req[2]);
+    for (int k = 0; k < 3; k++) ctl_wait(ddp, &req[k], "timers report");
     for (int i = 0; i < TDM_TIMER_COUNT; i++) {
         out->valid[i] = used[i];
         out->min_ms[i] = used[i] ? mn[i] : 0.0;

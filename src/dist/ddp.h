@@ -49,6 +49,10 @@
  * - A trainable parameter that never reported grad_ready in the last micro-batch: the
  *   remaining buckets are still communicated, then finish_grad_sync returns -1 on every
  *   rank: "parameter X received no gradient in iteration N".
+ * - A rank that never joins a bucket collective (stuck in a library that retries a failed
+ *   allocation forever, stopped, or gone without its launcher noticing): a wait for a
+ *   gradient or parameter collective longer than cfg.timeout_minutes prints one line
+ *   naming the collective and calls MPI_Abort (comm.h), which ends every rank.
  *
  * Threads: with TDM_DDP_PROGRESS_THREAD (requires MPI_THREAD_MULTIPLE) a communication
  * thread per rank owns the collectives on a private duplicate of dp_comm; the compute

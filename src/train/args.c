@@ -190,6 +190,9 @@ static const arg_def ARGS[] = {
      "MODE", "who progresses MPI: a communication thread, or the compute thread between layers"},
     {"comm-thread-nice", "comm_thread_nice", ARG_INT, F(comm_thread_nice), 0, 19, NONE_NEVER, "10", NULL, "N",
      "scheduling niceness of the communication thread (0-19; above 0 it yields busy cores to compute)"},
+    {"distributed-timeout-minutes", "distributed_timeout_minutes", ARG_DBL, F(distributed_timeout_minutes), 0, 1e6,
+     NONE_NEVER, "10", NULL, "M",
+     "end the job when a gradient or parameter collective waits longer than M minutes for a stuck rank (0: never)"},
 
     /* activation recomputation */
     {"recompute-granularity", "recompute_granularity", ARG_CHOICE, F(recompute_granularity), 0, 0, NONE_NEVER, NULL,

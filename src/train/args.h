@@ -103,6 +103,7 @@ typedef struct tdm_train_args {
     int check_for_nan_in_grad;
     char comm_progress[16];              /* thread | inline */
     int comm_thread_nice;                /* 0-19 */
+    double distributed_timeout_minutes;  /* 0: wait forever */
 
     /* activation recomputation (Megatron's; "" = none) */
     char recompute_granularity[16];      /* full | selective */

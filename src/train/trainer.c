@@ -157,6 +157,7 @@ static int build_ddp(trainer *t, tdm_error *err) {
     dc.num_buckets = a->ddp_num_buckets;
     if (tdm_ddp_progress_parse(a->comm_progress, &dc.progress, err) != 0) return -1;
     dc.comm_thread_nice = a->comm_thread_nice;
+    dc.timeout_minutes = a->distributed_timeout_minutes;
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
     tdm_strbuf note;

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# cli_stuck_rank.sh - one rank stops making progress without dying (SIGSTOP: as a rank spinning
+# forever in a library that retries a failed allocation, or a node that froze): its launcher sees
+# nothing wrong, so only the other ranks can end the job. With --distributed-timeout-minutes the
+# first data-parallel collective (bucket or control) that waits longer must end every rank
+# non-zero with a message naming the timeout, for both progress modes and either victim.
+source "$(dirname "$0")/lib.sh"
+have train || skip_all "tandem train is not built"
+make_data
+
+TIMEOUT_MIN=0.05 # 3 s
+for mode in thread inline; do
+  for victim in 1 0; do
+    what="SIGSTOP rank $victim ($mode progress)"
+    log="$W/stop_${mode}_$victim.log"
+    start_job "$log" "${TRAIN[@]}" --train-iters 100000 --comm-progress "$mode" \
+      --distributed-timeout-minutes "$TIMEOUT_MIN" --use-distributed-optimizer --overlap-grad-reduce
+    if ! wait_log "$log" "iteration +3/" 120; then
+      bad "$what: training did not reach iteration 3"; tail -n 5 "$log"; wait_job 5; continue
+    fi
+    pid=$(rank_pid "$victim") || { bad "$what: cannot find rank $victim"; wait_job 1; continue; }
+    kill -STOP "$pid"
+    t0=$SECONDS
+    wait_job 40; rc=$RC
+    dt=$((SECONDS - t0))
+    if [ "$rc" = 124 ]; then bad "$what: the job still ran 40 s after the rank stopped"; tail -n 5 "$log"; continue; fi
+    [ "$rc" -ne 0 ] && ok || bad "$what: mpirun exited 0"
+    [ "$(ranks_left)" = 0 ] && ok || bad "$what: a rank outlived mpirun"
+    grep -q "has not completed after .*(--distributed-timeout-minutes $TIMEOUT_MIN): another rank is stuck" "$log" \
+      && ok || { bad "$what: no message names the timeout"; tail -n 8 "$log"; }
+    echo "$what: job ended ${dt}s after the stop, exit $rc"
+  done
+done
+finish
