@@ -713,7 +713,8 @@ static void test_control_collectives_are_waits(void) {
     CHECK(agree == 3, "%d waits for the ranks' agreement in 3 steps", agree);
     CHECK(sums == 3 * 2 + 1, "%d sums across ranks recorded as waits (3 steps of a loss sum and a gradient norm, + 1)",
           sums);
-    if (g_rank == 0) CHECK(late_ms > 10.0, "rank 0 waited %.1f ms for a rank 50 ms late", late_ms);
+    if (g_rank == 0 && g_size > 1) /* alone, rank 0 has nobody to wait for */
+        CHECK(late_ms > 10.0, "rank 0 waited %.1f ms for a rank 50 ms late", late_ms);
     tdm_prof_collection_free(&c);
     tdm_ddp_free(ddp);
     tbl_free(&s->t);
