@@ -397,6 +397,35 @@ static void test_distributed_matches_plain(void) {
     run_free(&b);
 }
 
+/* Every rank ends every step with the same parameters, loss and grad norm, bit for bit:
+ * with the plain optimizer each rank updates its own full copy from its own all-reduced
+ * gradients, so a reduction whose result differed between ranks in one bit would let the
+ * replicas drift apart without any error. */
+static void test_replicas_identical(void) {
+    for (int dist = 0; dist <= 1; dist++)
+        for (int prog = 0; prog <= 1; prog++) {
+            run_result r;
+            run_opts o = default_opts(dist, 1, dist, prog ? TDM_DDP_PROGRESS_INLINE : TDM_DDP_PROGRESS_THREAD);
+            CHECK(run(&o, &r) == 0, "%s", r.err);
+            float *p0 = malloc((size_t)r.n_values * sizeof(float));
+            double ln0[2 * STEPS];
+            memcpy(p0, r.params, (size_t)r.n_values * sizeof(float));
+            memcpy(ln0, r.loss, sizeof r.loss);
+            memcpy(ln0 + STEPS, r.norm, sizeof r.norm);
+            MPI_Bcast(p0, (int)r.n_values, MPI_FLOAT, 0, MPI_COMM_WORLD);
+            MPI_Bcast(ln0, 2 * STEPS, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+            int differ[2] = {memcmp(p0, r.params, (size_t)r.n_values * sizeof(float)) != 0,
+                             memcmp(ln0, r.loss, sizeof r.loss) != 0 ||
+                                 memcmp(ln0 + STEPS, r.norm, sizeof r.norm) != 0};
+            MPI_Allreduce(MPI_IN_PLACE, differ, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            CHECK(!differ[0], "%s, %s progress: the ranks' parameters differ after %d steps",
+                  dist ? "distributed" : "plain", prog ? "inline" : "thread", STEPS);
+            CHECK(!differ[1], "%s: the ranks' losses or grad norms differ", dist ? "distributed" : "plain");
+            free(p0);
+            run_free(&r);
+        }
+}
+
 static void test_missing_gradient_is_an_error(void) {
     for (int overlap = 0; overlap <= 1; overlap++) {
         run_opts o = default_opts(1, overlap, 0, TDM_DDP_PROGRESS_THREAD);
@@ -842,6 +871,7 @@ int main(int argc, char **argv) {
     RUN(test_thread_vs_inline_bitwise);
     RUN(test_dp_matches_single_rank);
     RUN(test_distributed_matches_plain);
+    RUN(test_replicas_identical);
     RUN(test_missing_gradient_is_an_error);
     RUN(test_nan_injection_stops_every_rank);
     RUN(test_structural_overlap_order);
