@@ -224,6 +224,30 @@ static int alloc_buffers(tdm_ddp *ddp, tdm_error *err) {
     return 0;
 }
 
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+    for (size_t j = 0; j < n; j++) h = (h ^ ((const unsigned char *)p)[j]) * 1099511628211ull;
+    return h;
+}
+
+/* What ranks must agree on before pairing bucket collectives: [0] a hash of every trainable
+ * parameter's name, size and place and every bucket's padded size, [1] the number of
+ * trainable tensors, [2] their elements. */
+static void layout_signature(const tdm_ddp_layout *L, const tdm_param_table *t, uint64_t out[3]) {
+    uint64_t h = 1469598103934665603ull;
+    int64_t numel = 0;
+    for (int k = 0; k < L->n_trainable; k++) {
+        const tdm_param *p = &t->p[L->order[k]];
+        h = fnv1a(h, p->name, strlen(p->name) + 1);
+        h = fnv1a(h, &p->numel, sizeof p->numel);
+        h = fnv1a(h, &L->offset[L->order[k]], sizeof L->offset[0]);
+        numel += p->numel;
+    }
+    for (int b = 0; b < L->n_buckets; b++) h = fnv1a(h, &L->buckets[b].padded, sizeof L->buckets[b].padded);
+    out[0] = h;
+    out[1] = (uint64_t)L->n_trainable;
+    out[2] = (uint64_t)numel;
+}
+
 tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_config *cfg, tdm_error *err) {
     if (tdm_ddp_config_check(cfg, err) != 0) return NULL;
     if (cfg->progress == TDM_DDP_PROGRESS_THREAD) {
@@ -247,24 +271,48 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
     ddp->inject_rank = -1;
     ddp->inject_iteration = -1;
     tdm_timers_reset(&ddp->timers);
-    if (tdm_ddp_layout_build(&ddp->L, t, ddp->size, cfg, err) != 0) goto fail;
-    /* Everything above fails on every rank alike; an allocation can fail on one rank
-     * alone. So the collective duplications come first, and the ranks agree on the
-     * outcome before returning: none is left waiting in a collective the others skipped. */
+    /* The layout is built from this rank's table, and the tables can differ between ranks
+     * (another model config on one node), and with them whether building succeeds; an
+     * allocation can fail on one rank alone. So the collective duplications come first, the
+     * ranks compare their layouts with rank 0's (different bucket sizes would pair
+     * collectives of different lengths), and they agree on the outcome before returning:
+     * none is left waiting in a collective the others skipped. */
     MPI_Comm bucket_comm;
     MPI_Comm_dup(dp_comm, &ddp->ctl);
     MPI_Comm_dup(dp_comm, &bucket_comm);
-    int ok = alloc_buffers(ddp, err) == 0;
-    if (ok)
+    int ok = tdm_ddp_layout_build(&ddp->L, t, ddp->size, cfg, err) == 0;
+    uint64_t mine[3] = {0, 0, 0}, root[3];
+    if (ok) layout_signature(&ddp->L, t, mine);
+    memcpy(root, mine, sizeof root);
+    MPI_Bcast(root, 3, MPI_UINT64_T, 0, ddp->ctl);
+    const int same = ok && memcmp(root, mine, sizeof root) == 0;
+    if (same) ok = alloc_buffers(ddp, err) == 0;
+    if (same && ok)
         ok = (ddp->eng = tdm_comm_create(bucket_comm, cfg->progress, 2 * ddp->L.n_buckets, cfg->comm_thread_nice,
                                          err)) != NULL;
     else
         MPI_Comm_free(&bucket_comm);
-    if (ok) tdm_comm_set_timeout(ddp->eng, (uint64_t)(cfg->timeout_minutes * 60e9));
-    int mine = ok ? INT_MAX : ddp->rank, first_bad = INT_MAX;
-    MPI_Allreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, ddp->ctl);
-    if (first_bad != INT_MAX) {
-        if (ok) tdm_errorf(err, "data-parallel setup failed on rank %d (out of memory?)", first_bad);
+    if (same && ok) tdm_comm_set_timeout(ddp->eng, (uint64_t)(cfg->timeout_minutes * 60e9));
+    /* [0] lowest rank that failed on its own, [1] lowest rank whose layout is not rank 0's */
+    int bad[2] = {ok ? INT_MAX : ddp->rank, ok && !same ? ddp->rank : INT_MAX};
+    MPI_Allreduce(MPI_IN_PLACE, bad, 2, MPI_INT, MPI_MIN, ddp->ctl);
+    if (bad[1] != INT_MAX) {
+        if (bad[1] == ddp->rank)
+            tdm_errorf(err,
+                       "rank %d: the trainable parameters differ from rank 0's (here %llu tensors, %llu elements; "
+                       "rank 0: %llu, %llu, or the same counts in other names, shapes or order): every "
+                       "data-parallel rank must load the same model config with the same freezing flags",
+                       ddp->rank, (unsigned long long)mine[1], (unsigned long long)mine[2],
+                       (unsigned long long)root[1], (unsigned long long)root[2]);
+        else if (ok)
+            tdm_errorf(err,
+                       "rank %d's trainable parameters differ from rank 0's (%llu tensors, %llu elements on rank 0): "
+                       "every data-parallel rank must load the same model config with the same freezing flags",
+                       bad[1], (unsigned long long)root[1], (unsigned long long)root[2]);
+        goto fail;
+    }
+    if (bad[0] != INT_MAX) {
+        if (ok) tdm_errorf(err, "data-parallel setup failed on rank %d (its message says why)", bad[0]);
         goto fail;
     }
     return ddp;

@@ -82,10 +82,11 @@ typedef struct tdm_ddp tdm_ddp;
  * its own data storage (grad = NULL), and starts the communication thread. Parameter
  * values are zero: initialise or load them through the table afterwards (identically
  * on every rank, or call tdm_ddp_broadcast_params). The table must outlive the ddp and
- * keep its tensor set. Fails on a bad config, a layout error, an allocation failure,
- * or THREAD progress when MPI was not initialised with MPI_THREAD_MULTIPLE, and then
- * on every rank alike (an allocation that fails on one rank fails the others too, with
- * a message naming that rank), so no rank is left waiting in a collective. */
+ * keep its tensor set. Fails on a bad config, a layout error, a layout that differs
+ * from rank 0's (trainable tensors' names, sizes or order: another model config on one
+ * node), an allocation failure, or THREAD progress when MPI was not initialised with
+ * MPI_THREAD_MULTIPLE, and then on every rank alike (a failure on one rank fails the
+ * others too, with a message naming that rank), so no rank is left waiting in a collective. */
 tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_config *cfg, tdm_error *err);
 
 /* Waits for outstanding collectives, stops the communication thread, frees the buffers

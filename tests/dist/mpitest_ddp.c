@@ -803,6 +803,39 @@ static void test_create_fails_on_every_rank(void) {
     free(s);
 }
 
+/* Ranks whose parameter tables differ (another model config on one node) must not pair
+ * bucket collectives of different lengths: tdm_ddp_create fails on every rank, naming the
+ * odd rank. (a) the last rank has one more trainable tensor; (b) everything is frozen there,
+ * so its layout cannot be built at all: it used to return before the collective
+ * duplications, leaving the other ranks in MPI_Comm_dup for good. */
+static void test_create_refuses_different_tables(void) {
+    if (g_size < 2) return;
+    const int odd = g_size - 1;
+    for (int c = 0; c < 2; c++) {
+        synth *s = malloc(sizeof *s);
+        synth_build(s);
+        if (g_rank == odd && c == 0) {
+            int64_t sh[1] = {5};
+            tbl_add(&s->t, "extra.bias", 1, sh, 1, SY_L + 2);
+        }
+        if (g_rank == odd && c == 1)
+            for (int i = 0; i < s->t.n; i++) s->t.p[i].trainable = 0;
+        tdm_ddp_config cfg;
+        tdm_ddp_config_default(&cfg);
+        tdm_error err = {{0}};
+        tdm_ddp *ddp = tdm_ddp_create(MPI_COMM_WORLD, &s->t, &cfg, &err);
+        char want[32];
+        snprintf(want, sizeof want, "rank %d", odd);
+        const char *expect = c == 0 ? "differ from rank 0" : g_rank == odd ? "no trainable parameter" : "failed on";
+        CHECK(ddp == NULL && strstr(err.msg, expect) && (g_rank == odd || strstr(err.msg, want)),
+              "case %d, rank %d: %s", c, g_rank, ddp ? "created" : err.msg);
+        if (g_rank == 0 && c == 0) printf("  %s\n", err.msg);
+        tdm_ddp_free(ddp);
+        tbl_free(&s->t);
+        free(s);
+    }
+}
+
 /* MPI's profiling interface: this binary's MPI_Test counts the calls the main thread
  * makes while counting is on, then hands over to the library's PMPI_Test. */
 static pthread_t g_main_thread;
@@ -883,6 +916,7 @@ int main(int argc, char **argv) {
     RUN(test_control_collectives_are_waits);
     RUN(test_report_comm_thread_cpu);
     RUN(test_create_fails_on_every_rank);
+    RUN(test_create_refuses_different_tables);
     RUN(test_inline_progress_at_each_gradient);
     /* one summary for the job: failures on any rank count */
     int counts[2] = {t_passed, t_failed}, worst[2];
