@@ -68,8 +68,9 @@ int cmd_train(int argc, char **argv) {
     int rc = tdm_train_run(&a, MPI_COMM_WORLD, &res, &err);
     if (rc != 0) {
         if (res.all_ranks_failed) {
-            if (rank == res.failed_rank || (res.failed_rank < 0 && rank == 0))
-                fprintf(stderr, "tandem train: %s%s\n", world > 1 ? "" : "", err.msg);
+            /* an error of some ranks only (a file missing on one node) says which rank */
+            tdm_tool_report_refusal("train", rank, res.failed_rank < 0 ? 0 : res.failed_rank, !res.failed_alone,
+                                    err.msg);
             tdm_train_result_free(&res);
             MPI_Finalize();
             return 1;

@@ -113,10 +113,12 @@ int tdm_first_failed_rank(int ok, MPI_Comm comm, int *n_failed) {
 }
 
 static int agree(trainer *t, int ok, tdm_error *err) {
-    int first = tdm_first_failed_rank(ok, t->comm, NULL);
+    int n_failed;
+    int first = tdm_first_failed_rank(ok, t->comm, &n_failed);
     if (first == t->dp) return 0;
     t->res->all_ranks_failed = 1;
     t->res->failed_rank = first;
+    t->res->failed_alone = n_failed < t->dp;
     if (ok) tdm_errorf(err, "rank %d failed (its message is printed there)", first);
     return -1;
 }

@@ -80,6 +80,8 @@ typedef struct tdm_train_result {
      * blocked in a collective, so the caller must MPI_Abort. */
     int all_ranks_failed;
     int failed_rank;
+    int failed_alone;          /* all_ranks_failed, but the error itself happened on failed_rank (and
+                                  perhaps others), not on every rank: the message must name the rank */
 } tdm_train_result;
 
 /* Runs one training job (see above). On failure returns -1 with one sentence in err;
