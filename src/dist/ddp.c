@@ -4,6 +4,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -312,7 +313,11 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
         goto fail;
     }
     if (bad[0] != INT_MAX) {
-        if (ok) tdm_errorf(err, "data-parallel setup failed on rank %d (its message says why)", bad[0]);
+        /* every rank returns the failing rank's reason: a caller prints one rank's message */
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", ddp->rank == bad[0] ? err->msg : "");
+        MPI_Bcast(why, (int)sizeof why, MPI_CHAR, bad[0], ddp->ctl);
+        if (ok) tdm_errorf(err, "data-parallel setup failed on rank %d: %s", bad[0], why);
         goto fail;
     }
     return ddp;
