@@ -185,7 +185,8 @@ static const arg_def ARGS[] = {
     {"ddp-num-buckets", "ddp_num_buckets", ARG_INT, F(ddp_num_buckets), 1, 1 << 20, NONE_IF_ZERO, NULL, NULL, "N",
      "split the gradient buffer into about N buckets (instead of --ddp-bucket-size)"},
     {"no-check-for-nan-in-grad", "check_for_nan_in_grad", ARG_NSWITCH, F(check_for_nan_in_grad), 0, 0, NONE_NEVER,
-     NULL, NULL, NULL, "do not check each bucket's gradients for NaN/Inf"},
+     NULL, NULL, NULL, "do not check each bucket's gradients for NaN/Inf (Megatron's spelling: "
+     "--no-check-for-nan-in-loss-and-grad)"},
     {"comm-progress", "comm_progress", ARG_CHOICE, F(comm_progress), 0, 0, NONE_NEVER, "thread", "thread|inline",
      "MODE", "who progresses MPI: a communication thread, or the compute thread between layers"},
     {"comm-thread-nice", "comm_thread_nice", ARG_INT, F(comm_thread_nice), 0, 19, NONE_NEVER, "10", NULL, "N",
@@ -247,9 +248,17 @@ static int name_eq(const char *typed, size_t n, const char *flag) {
     return i == n && flag[i] == 0;
 }
 
+/* Megatron's spellings of flags named otherwise here: its launch scripts run unchanged. */
+static const char *const ALIASES[][2] = {
+    /* Megatron's switch also stops checking the loss; here a NaN/Inf loss always stops the job */
+    {"no-check-for-nan-in-loss-and-grad", "no-check-for-nan-in-grad"},
+};
+
 static const arg_def *find_arg(const char *name, size_t n) {
     for (int i = 0; i < N_ARGS; i++)
         if (name_eq(name, n, ARGS[i].flag)) return &ARGS[i];
+    for (size_t k = 0; k < sizeof ALIASES / sizeof *ALIASES; k++)
+        if (name_eq(name, n, ALIASES[k][0])) return find_arg(ALIASES[k][1], strlen(ALIASES[k][1]));
     return NULL;
 }
 

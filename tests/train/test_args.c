@@ -96,6 +96,15 @@ static void test_errors_are_one_clear_sentence(void) {
     CHECK(parse(&a, "--micro-batch-size 0", &err) != 0 && strstr(err.msg, "out of range") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--comm-thread-nice 20", &err) != 0 && strstr(err.msg, "out of range") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--comm-thread-nice 0", &err) == 0 && a.comm_thread_nice == 0, "%s", err.msg);
+    /* Megatron's spelling of the NaN switch, and the timeout Megatron also has */
+    CHECK(parse(&a, "--no-check-for-nan-in-loss-and-grad", &err) == 0 && a.check_for_nan_in_grad == 0, "%s",
+          err.msg);
+    CHECK(parse(&a, "", &err) == 0 && a.distributed_timeout_minutes == TDM_DDP_TIMEOUT_MINUTES, "timeout %g",
+          a.distributed_timeout_minutes);
+    CHECK(parse(&a, "--distributed-timeout-minutes 0.5", &err) == 0 && a.distributed_timeout_minutes == 0.5, "%s",
+          err.msg);
+    CHECK(parse(&a, "--distributed-timeout-minutes -1", &err) != 0 && strstr(err.msg, "out of range"), "%s",
+          err.msg);
     CHECK(parse(&a, "--micro-batch-size 2.5", &err) != 0 && strstr(err.msg, "expected an integer") != NULL, "%s",
           err.msg);
     CHECK(parse(&a, "--lr-decay-style cosin", &err) != 0 && strstr(err.msg, "expected one of") != NULL, "%s",
