@@ -11,25 +11,28 @@
 
 #include "core/alloc.h"
 
-char *tdm_read_file(const char *path, size_t max_bytes, size_t *len, tdm_error *err) {
+/* Opens a regular file of at most max_bytes: its descriptor and size, or -1 with a message. */
+static int open_bounded(const char *path, size_t max_bytes, size_t *size, tdm_error *err) {
     int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        tdm_errorf(err, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+    if (fd < 0) return tdm_errorf(err, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        tdm_errorf(err, "%s: not a regular file", path);
         close(fd);
-        return NULL;
+        return tdm_errorf(err, "%s: not a regular file", path);
     }
     if ((uint64_t)st.st_size > max_bytes) {
-        tdm_errorf(err, "%s: file is %lld bytes, more than the limit of %zu", path, (long long)st.st_size,
-                   max_bytes);
         close(fd);
-        return NULL;
+        return tdm_errorf(err, "%s: file is %lld bytes, more than the limit of %zu", path, (long long)st.st_size,
+                          max_bytes);
     }
-    size_t n = (size_t)st.st_size;
+    *size = (size_t)st.st_size;
+    return fd;
+}
+
+char *tdm_read_file(const char *path, size_t max_bytes, size_t *len, tdm_error *err) {
+    size_t n;
+    int fd = open_bounded(path, max_bytes, &n, err);
+    if (fd < 0) return NULL;
     char *buf = tdm_xmalloc(n + 1);
     size_t got = 0;
     while (got < n) {
@@ -50,24 +53,9 @@ char *tdm_read_file(const char *path, size_t max_bytes, size_t *len, tdm_error *
 }
 
 const char *tdm_map_file(const char *path, size_t max_bytes, size_t *len, tdm_error *err) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        tdm_errorf(err, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        tdm_errorf(err, "%s: not a regular file", path);
-        close(fd);
-        return NULL;
-    }
-    if ((uint64_t)st.st_size > max_bytes) {
-        tdm_errorf(err, "%s: file is %lld bytes, more than the limit of %zu", path, (long long)st.st_size,
-                   max_bytes);
-        close(fd);
-        return NULL;
-    }
-    size_t n = (size_t)st.st_size;
+    size_t n;
+    int fd = open_bounded(path, max_bytes, &n, err);
+    if (fd < 0) return NULL;
     *len = n;
     if (n == 0) {
         close(fd);
