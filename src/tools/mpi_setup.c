@@ -37,8 +37,12 @@ void tdm_tool_mpi_init(int *argc, char ***argv, int *rank, int *world) {
 }
 
 void tdm_tool_report_refusal(const char *cmd, int rank, int first_bad, int all_refused, const char *msg) {
-    if (rank != first_bad) return;
-    if (all_refused) fprintf(stderr, "tandem %s: %s\n", cmd, msg);
-    else fprintf(stderr, "tandem %s: rank %d: %s\n", cmd, rank, msg);
-    fflush(stderr);
+    if (rank == first_bad) {
+        if (all_refused) fprintf(stderr, "tandem %s: %s\n", cmd, msg);
+        else fprintf(stderr, "tandem %s: rank %d: %s\n", cmd, rank, msg);
+        fflush(stderr);
+    }
+    /* no rank leaves before the message is out: mpirun kills the others as soon as one rank exits
+     * non-zero, which on a busy machine came before the speaking rank had printed */
+    MPI_Barrier(MPI_COMM_WORLD);
 }

@@ -11,7 +11,8 @@
 void tdm_tool_mpi_init(int *argc, char ***argv, int *rank, int *world);
 
 /* After tdm_first_failed_rank on refused flags: the lowest refused rank prints "tandem CMD: msg",
- * with "rank N: " before msg when not every rank refused (an MPMD launch); the others print nothing. */
+ * with "rank N: " before msg when not every rank refused (an MPMD launch); the others print nothing.
+ * Collective on MPI_COMM_WORLD: every rank returns once the message is written. */
 void tdm_tool_report_refusal(const char *cmd, int rank, int first_bad, int all_refused, const char *msg);
 
 #endif
