@@ -252,6 +252,7 @@ static int name_eq(const char *typed, size_t n, const char *flag) {
 static const char *const ALIASES[][2] = {
     /* Megatron's switch also stops checking the loss; here a NaN/Inf loss always stops the job */
     {"no-check-for-nan-in-loss-and-grad", "no-check-for-nan-in-grad"},
+    {"mm-tool", "profile-config"}, /* MindSpeed-MM's: the same tools.json */
 };
 
 static const arg_def *find_arg(const char *name, size_t n) {
@@ -507,9 +508,7 @@ static int parse_argv(tdm_train_args *a, int argc, char **argv, tdm_error *err) 
         /* Megatron's and MindSpeed-MM's other names for a flag */
         const char *fixed = NULL; /* a value the alias implies */
         const arg_def *d;
-        if (name_eq(name, n, "mm-tool")) {
-            d = find_arg("profile-config", strlen("profile-config")); /* the same tools.json */
-        } else if (name_eq(name, n, "recompute-activations")) {
+        if (name_eq(name, n, "recompute-activations")) {
             d = find_arg("recompute-granularity", strlen("recompute-granularity"));
             fixed = "selective"; /* Megatron: --recompute-activations is selective recomputation */
             if (eq) return tdm_errorf(err, "--recompute-activations: a switch, it takes no value");
@@ -623,6 +622,17 @@ int tdm_train_args_load_config(tdm_train_args *a, const char *path, tdm_error *e
         snprintf(what, sizeof what, "%s: key '%s'", path, key);
         const char *name = key;
         while (*name == '-') name++;
+        if (name_eq(name, strlen(name), "recompute-activations")) { /* as on the command line: selective */
+            if (v->type != TDM_JSON_TRUE && v->type != TDM_JSON_FALSE && v->type != TDM_JSON_NULL) {
+                tdm_errorf(err, "%s: expected true or false", what);
+                goto out;
+            }
+            if (v->type == TDM_JSON_TRUE &&
+                set_value(a, find_arg("recompute-granularity", strlen("recompute-granularity")), "selective", what,
+                          err) != 0)
+                goto out;
+            continue;
+        }
         const arg_def *d = find_arg(name, strlen(name));
         if (!d) {
             char where[1100];

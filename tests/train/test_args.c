@@ -242,6 +242,21 @@ static void test_config_file_and_precedence(void) {
     CHECK(write(fd, badtype, strlen(badtype)) == (ssize_t)strlen(badtype), "write");
     close(fd);
     CHECK(parse(&a, flags, &err) != 0 && strstr(err.msg, "expected true or false"), "%s", err.msg);
+    /* the other names the command line takes work as keys too */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    const char *aliases = "{\"mm_tool\": \"tools.json\", \"recompute_activations\": true, "
+                          "\"no_check_for_nan_in_loss_and_grad\": true}";
+    CHECK(write(fd, aliases, strlen(aliases)) == (ssize_t)strlen(aliases), "write");
+    close(fd);
+    CHECK(parse(&a, flags, &err) == 0 && !strcmp(a.profile_config, "tools.json") &&
+              !strcmp(a.recompute_granularity, "selective") && a.check_for_nan_in_grad == 0,
+          "aliases in a config file: %s '%s' '%s'", err.msg, a.profile_config, a.recompute_granularity);
+    fd = open(path, O_WRONLY | O_TRUNC);
+    const char *off = "{\"recompute_activations\": false}";
+    CHECK(write(fd, off, strlen(off)) == (ssize_t)strlen(off), "write");
+    close(fd);
+    CHECK(parse(&a, flags, &err) == 0 && a.recompute_granularity[0] == 0, "%s '%s'", err.msg,
+          a.recompute_granularity);
     unlink(path);
     CHECK(parse(&a, flags, &err) != 0 && strstr(err.msg, "cannot open"), "%s", err.msg);
 }
