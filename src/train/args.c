@@ -89,7 +89,8 @@ static const arg_def ARGS[] = {
     {"min-lr", "min_lr", ARG_DBL, F(min_lr), 0, 10, NONE_NEVER, "0.0", NULL, "LR",
      "learning rate at the end of the decay"},
     {"lr-decay-style", "lr_decay_style", ARG_CHOICE, F(lr_decay_style), 0, 0, NONE_NEVER, "linear",
-     "constant|linear|cosine|inverse-square-root", "STYLE", "decay after warmup"},
+     "constant|linear|cosine|inverse-square-root", "STYLE",
+     "decay after warmup: constant, linear, cosine or inverse-square-root"},
     {"lr-warmup-iters", "lr_warmup_iters", ARG_I64, F(lr_warmup_iters), 0, BIG, NONE_NEVER, "0", NULL, "N",
      "iterations of linear warmup"},
     {"lr-warmup-fraction", "lr_warmup_fraction", ARG_DBL, F(lr_warmup_fraction), 0, 1, NONE_IF_NEG, "-1", NULL,
@@ -188,7 +189,7 @@ static const arg_def ARGS[] = {
      NULL, NULL, NULL, "do not check each bucket's gradients for NaN/Inf (Megatron's spelling: "
      "--no-check-for-nan-in-loss-and-grad)"},
     {"comm-progress", "comm_progress", ARG_CHOICE, F(comm_progress), 0, 0, NONE_NEVER, "thread", "thread|inline",
-     "MODE", "who progresses MPI: a communication thread, or the compute thread between layers"},
+     "MODE", "who progresses MPI: thread (a communication thread) or inline (the compute thread, between layers)"},
     {"comm-thread-nice", "comm_thread_nice", ARG_INT, F(comm_thread_nice), 0, 19, NONE_NEVER, "10", NULL, "N",
      "scheduling niceness of the communication thread (0-19; above 0 it yields busy cores to compute)"},
     {"distributed-timeout-minutes", "distributed_timeout_minutes", ARG_DBL, F(distributed_timeout_minutes), 0, 1e6,
