@@ -345,6 +345,7 @@ static const char *const NOT_TAKEN[][2] = {
                  "with --freeze-vision / --freeze-projector / --freeze-llm"},
     {"num-workers", "tandem reads and decodes data in one loader thread per rank, ahead of the steps: drop it"},
     {"ckpt-format", "tandem writes one format (Megatron-style directories of safetensors): drop it"},
+    {"tensorboard-queue-size", "every TensorBoard event is flushed as it is written (no queue): drop it"},
     {NULL, NULL}};
 
 static int unknown_flag(const char *name, size_t n, const char *where, tdm_error *err) {

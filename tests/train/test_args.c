@@ -86,6 +86,10 @@ static void test_errors_are_one_clear_sentence(void) {
           "%s", err.msg);
     CHECK(parse(&a, "--tensor-model-parallel-size 1", &err) != 0 && strstr(err.msg, "data parallelism only"), "%s",
           err.msg);
+    /* the user guide says why it is not a flag; it was 'did you mean --tensorboard-dir?' */
+    CHECK(parse(&a, "--tensorboard-queue-size 1", &err) != 0 &&
+              strstr(err.msg, "--tensorboard-queue-size: not a tandem flag; every TensorBoard event is flushed"),
+          "%s", err.msg);
     CHECK(parse(&a, "--mm-tool tools.json --recompute-activations", &err) == 0 &&
               !strcmp(a.profile_config, "tools.json") && !strcmp(a.recompute_granularity, "selective"),
           "aliases: %s '%s' '%s'", err.msg, a.profile_config, a.recompute_granularity);
