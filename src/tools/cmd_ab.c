@@ -39,7 +39,18 @@ static void usage(FILE *f) {
             "  --profile-level L       profiler level 1 or 2 (default 1; 0 records no communication)\n"
             "  --bootstrap-seed S      seed of the bootstrap interval (default 20261129)\n"
             "  --out DIR               report directory (default ab-report)\n"
-            "  every other flag is a `tandem train` flag (see tandem train --help), given to both sides.\n"
+            "  every other flag is a `tandem train` flag (see tandem train --help), given to both sides,\n"
+            "  except those the protocol sets itself, which are refused, saying what sets them:\n"
+            "   ");
+    size_t col = 3; /* the list is tdm_ab_protocol_flags, wrapped under 100 columns */
+    for (int k = 0; tdm_ab_protocol_flags[k][0]; k++) {
+        const size_t n = strlen(tdm_ab_protocol_flags[k][0]) + 1;
+        if (col + n > 100) fprintf(f, "\n   "), col = 3;
+        fprintf(f, " %s", tdm_ab_protocol_flags[k][0]);
+        col += n;
+    }
+    fprintf(f,
+            "\n"
             "  With no arguments at all it runs the built-in demo: a short protocol on the tiny configuration\n"
             "  (configs/tiny) and the built-in synthetic data, prepared in ./tandem-demo (or $TANDEM_DEMO_DIR);\n"
             "  scripts/demo.sh does exactly that on 2 ranks.\n"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cli_docs.sh - the documentation against the binary: every flag of `tandem train --help` is in
 # docs/user-guide.md's flag table and every flag of the table is one `--help` lists (or one of the
-# other names the parser accepts); every command that `tandem --help` lists answers its own
-# --help; README.md's first two commands are scripts/demo.sh and scripts/test-all.sh.
+# other names the parser accepts); docs/ab-protocol.md names every train flag ab refuses; every
+# command that `tandem --help` lists answers its own --help; README.md's first two commands are
+# scripts/demo.sh and scripts/test-all.sh.
 #   TANDEM=build/tandem bash tests/train/cli_docs.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -40,6 +41,14 @@ cmds=$("$TANDEM" --help | awk '/^commands:/{on=1; next} on && /^  [a-z]/{print $
 check "tandem --help lists commands" test -n "$cmds"
 for c in $cmds; do
   check "tandem $c --help" bash -c "'$TANDEM' $c --help 2>&1 | grep -q '^usage: '"
+done
+
+# the train flags ab refuses (its --help prints src/train/ab.c's list) are the ones docs/ab-protocol.md names
+refused=$("$TANDEM" ab --help | awk '/which are refused/{on=1; next} on && /^    --/{print; next} {on=0}' \
+  | tr ' ' '\n' | grep -E '^--' | sort -u)
+check "ab --help lists the flags ab refuses" test -n "$refused"
+for f in $refused; do
+  check "docs/ab-protocol.md names $f among the flags ab refuses" grep -qF -- "\`$f\`" docs/ab-protocol.md
 done
 
 # the project's rule: README.md opens with these two commands
