@@ -131,6 +131,10 @@ int cmd_ab(int argc, char **argv) {
         const char *eq = strchr(a, '=');
         size_t nl = eq ? (size_t)(eq - a) : strlen(a);
         snprintf(name, sizeof name, "%.*s", (int)(nl < 63 ? nl : 63), a);
+        /* the spellings tandem train accepts for one flag: '_' for '-', MindSpeed-MM's --mm-tool */
+        for (char *c = name + 2; name[0] == '-' && name[1] == '-' && *c; c++)
+            if (*c == '_') *c = '-';
+        if (!strcmp(name, "--mm-tool")) snprintf(name, sizeof name, "--profile-config");
         static const char *const own[] = {"--baseline", "--candidate", "--steps", "--window", "--repeats", "--out",
                                           "--audit-steps", "--profile-steps", "--profile-level", "--bootstrap-seed"};
         for (size_t k = 0; tdm_ab_protocol_flags[k][0] && !msg[0]; k++)

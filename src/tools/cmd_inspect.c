@@ -82,6 +82,8 @@ int cmd_inspect(int argc, char **argv) {
             if (parse_int(a, argv[++i], 1, 1 << 20, &num_buckets)) return 2;
         } else if (!strcmp(a, "--recompute-granularity") && has_val) {
             granularity = argv[++i];
+        } else if (!strcmp(a, "--recompute-activations")) { /* Megatron's name for selective, as in train */
+            granularity = "selective";
         } else if (!strcmp(a, "--recompute-method") && has_val) {
             method = argv[++i];
         } else if (!strcmp(a, "--recompute-num-layers") && has_val) {

@@ -130,6 +130,7 @@ expect_error "--bogus" --model configs/tiny --bogus
 expect_error "--recompute-method uniform or block" --model configs/tiny --recompute-granularity full
 expect_error "only with --recompute-granularity full" --model configs/tiny --recompute-num-layers 2
 expect_error "expected full or selective" --model configs/tiny --recompute-granularity half
+"$TANDEM" inspect --model configs/tiny --recompute-activations >/dev/null 2>&1 && ok || bad "--recompute-activations refused"
 expect_error "the 4 decoder layers" --model configs/tiny --recompute-granularity full --recompute-method block \
   --recompute-num-layers 9
 "$TANDEM" inspect --help > "$TMP/help" 2>&1 && grep -q -- "--freeze-vision" "$TMP/help" && ok || bad "--help"
