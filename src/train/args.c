@@ -309,11 +309,6 @@ static const char *closest_flag(const char *name, size_t n) {
 static const char *const NOT_TAKEN[][2] = {
     {"bf16", "tandem trains in float32 (no mixed precision): drop it"},
     {"fp16", "tandem trains in float32 (no mixed precision): drop it"},
-    {"tensor-model-parallel-size", "tandem has data parallelism only (the data-parallel size is the number of MPI "
-                                   "ranks): drop it"},
-    {"pipeline-model-parallel-size", "tandem has data parallelism only: drop it"},
-    {"context-parallel-size", "tandem has data parallelism only: drop it"},
-    {"expert-model-parallel-size", "tandem has data parallelism only: drop it"},
     {"sequence-parallel", "tandem has data parallelism only: drop it"},
     {"num-layers", "the architecture comes from --model's config.json: drop it"},
     {"hidden-size", "the architecture comes from --model's config.json: drop it"},
@@ -331,12 +326,6 @@ static const char *const NOT_TAKEN[][2] = {
                                             "(tie_word_embeddings): drop it"},
     {"disable-bias-linear", "the architecture comes from --model's config.json: drop it"},
     {"make-vocab-size-divisible-by", "the vocabulary size comes from --model's config.json: drop it"},
-    {"use-mcore-models", "tandem has one implementation of the model: drop it"},
-    {"use-flash-attn", "tandem's attention is always flash-style (no [s, s] scores kept): drop it"},
-    {"use-fused-rmsnorm", "tandem's RMSNorm is always fused: drop it"},
-    {"use-fused-swiglu", "tandem's SwiGLU is always fused: drop it"},
-    {"no-gradient-accumulation-fusion", "a CUDA fusion; tandem accumulates weight gradients in its GEMMs: drop it"},
-    {"no-masked-softmax-fusion", "a CUDA fusion; tandem's attention is flash-style: drop it"},
     {"tokenizer-type", "give --tokenizer FILE (a Hugging Face tokenizer.json)"},
     {"tokenizer-model", "give --tokenizer FILE (a Hugging Face tokenizer.json)"},
     {"mm-data", "MindSpeed-MM's data.json: give its dataset files with --data and the preprocessor with "
@@ -347,6 +336,53 @@ static const char *const NOT_TAKEN[][2] = {
     {"ckpt-format", "tandem writes one format (Megatron-style directories of safetensors): drop it"},
     {"tensorboard-queue-size", "every TensorBoard event is flushed as it is written (no queue): drop it"},
     {NULL, NULL}};
+
+static int parse_bool(const char *s, int *out);
+
+/* Megatron flags that ask for what tandem does anyway, accepted so that launch scripts run as they
+ * are: switches (value NULL), and sizes or rates accepted at the one value tandem has. */
+static const char *const ALREADY_SO[][3] = {
+    {"tensor-model-parallel-size", "1", "tandem has data parallelism only"},
+    {"pipeline-model-parallel-size", "1", "tandem has data parallelism only"},
+    {"context-parallel-size", "1", "tandem has data parallelism only"},
+    {"expert-model-parallel-size", "1", "tandem has data parallelism only"},
+    {"attention-dropout", "0", "tandem trains without dropout (a config.json attention_dropout above 0 is refused)"},
+    {"hidden-dropout", "0", "tandem trains without dropout"},
+    {"use-mcore-models", NULL, NULL},          /* one implementation of the model */
+    {"use-flash-attn", NULL, NULL},            /* the attention is always flash-style */
+    {"use-fused-rmsnorm", NULL, NULL},         /* always fused */
+    {"use-fused-swiglu", NULL, NULL},          /* always fused */
+    {"no-gradient-accumulation-fusion", NULL, NULL}, /* CUDA fusions: nothing to turn off */
+    {"no-masked-softmax-fusion", NULL, NULL},
+    {"no-bias-swiglu-fusion", NULL, NULL},
+    {"no-rope-fusion", NULL, NULL},
+    {"attention-softmax-in-fp32", NULL, NULL}, /* everything is float32 */
+    {"variable-seq-lengths", NULL, NULL},      /* samples of any length are packed */
+    {NULL, NULL, NULL}};
+
+/* The ALREADY_SO entry of argv[*i] (consuming its value), 1 when accepted, 0 when not such a flag,
+ * -1 with a message when its value is not the one tandem has. */
+static int already_so(const char *name, size_t n, const char *eq, int argc, char **argv, int *i, tdm_error *err) {
+    for (int k = 0; ALREADY_SO[k][0]; k++) {
+        if (!name_eq(name, n, ALREADY_SO[k][0])) continue;
+        const char *want = ALREADY_SO[k][1];
+        if (!want) {
+            int b = 1;
+            if (eq && parse_bool(eq + 1, &b) != 0)
+                return tdm_errorf(err, "--%s: a switch, expected true or false, got '%s'", ALREADY_SO[k][0], eq + 1);
+            if (!b) return tdm_errorf(err, "--%s=false: tandem has no other way to run", ALREADY_SO[k][0]);
+            return 1;
+        }
+        const char *val = eq ? eq + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+        char *end;
+        double v = val ? strtod(val, &end) : 1.0;
+        if (!val || end == val || *end || v != strtod(want, NULL))
+            return tdm_errorf(err, "--%s %s: %s; only %s is accepted", ALREADY_SO[k][0], val ? val : "(no value)",
+                              ALREADY_SO[k][2], want);
+        return 1;
+    }
+    return 0;
+}
 
 static int unknown_flag(const char *name, size_t n, const char *where, tdm_error *err) {
     for (int k = 0; NOT_TAKEN[k][0]; k++)
@@ -518,7 +554,12 @@ static int parse_argv(tdm_train_args *a, int argc, char **argv, tdm_error *err) 
         } else {
             d = find_arg(name, n);
         }
-        if (!d) return unknown_flag(name, n, "", err);
+        if (!d) {
+            int so = already_so(name, n, eq, argc, argv, &i, err);
+            if (so < 0) return -1;
+            if (so > 0) continue;
+            return unknown_flag(name, n, "", err);
+        }
         char what[96];
         snprintf(what, sizeof what, "--%s", d->flag);
         const char *val;

@@ -84,8 +84,15 @@ static void test_errors_are_one_clear_sentence(void) {
     /* Megatron flags tandem does not take get their reason; MindSpeed-MM's and Megatron's other names work */
     CHECK(parse(&a, "--bf16", &err) != 0 && strstr(err.msg, "--bf16: not a tandem flag; tandem trains in float32"),
           "%s", err.msg);
-    CHECK(parse(&a, "--tensor-model-parallel-size 1", &err) != 0 && strstr(err.msg, "data parallelism only"), "%s",
-          err.msg);
+    /* Megatron flags that ask for what tandem does anyway: accepted at tandem's value, refused at another */
+    CHECK(parse(&a, "--tensor-model-parallel-size 1 --pipeline-model-parallel-size=1 --use-flash-attn "
+                    "--hidden-dropout 0.0 --attention-dropout 0 --no-gradient-accumulation-fusion --lr 2e-4",
+                &err) == 0 && a.lr == 2e-4,
+          "%s", err.msg);
+    CHECK(parse(&a, "--tensor-model-parallel-size 2", &err) != 0 && strstr(err.msg, "data parallelism only; only 1"),
+          "%s", err.msg);
+    CHECK(parse(&a, "--hidden-dropout 0.1", &err) != 0 && strstr(err.msg, "without dropout; only 0"), "%s", err.msg);
+    CHECK(parse(&a, "--use-flash-attn=false", &err) != 0 && strstr(err.msg, "no other way"), "%s", err.msg);
     /* the user guide says why it is not a flag; it was 'did you mean --tensorboard-dir?' */
     CHECK(parse(&a, "--tensorboard-queue-size 1", &err) != 0 &&
               strstr(err.msg, "--tensorboard-queue-size: not a tandem flag; every TensorBoard event is flushed"),
