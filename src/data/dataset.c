@@ -338,6 +338,10 @@ static int add_sample(tdm_dataset *d, int64_t *cap, const tdm_json *o, int file,
     return 0;
 }
 
+/* JSON's blanks; not NUL (strchr(" \t\r\n", c) matches its terminator: a file of zero bytes
+ * read as empty, no sample and no word) */
+static int is_json_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
 static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_options *opt, tdm_error *err) {
     const char *path = d->files[file];
     char root[1024];
@@ -348,7 +352,7 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
     if (!text) return -1;
     const size_t bom = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 byte order mark */
     size_t first = bom;
-    while (first < len && strchr(" \t\r\n", text[first])) first++;
+    while (first < len && is_json_blank(text[first])) first++;
     size_t plen = strlen(path);
     int suffix_jsonl = plen > 6 && !strcmp(path + plen - 6, ".jsonl");
     int jsonl = suffix_jsonl || first == len || text[first] != '['; /* an empty file: no lines, no sample */
@@ -390,7 +394,7 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
             size_t end = pos;
             while (end < len && text[end] != '\n') end++;
             size_t b = pos;
-            while (b < end && strchr(" \t\r", text[b])) b++;
+            while (b < end && is_json_blank(text[b])) b++;
             if (b < end) {
                 char name[1100];
                 snprintf(name, sizeof name, "%s line %d", path, line);

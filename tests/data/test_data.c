@@ -192,6 +192,20 @@ static void test_dataset_errors(void) {
     expect_error("empty.json", buf, "empty assistant answer");
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}]", good);
     expect_error("noanswer.json", buf, "must end with an assistant");
+    /* NUL bytes (a file zero-filled by a crash) are not blanks: such a file was read as empty,
+     * and a line of them as blank, each dropped without a word */
+    static const char *const zeros[] = {"zeros.json", "zeros.jsonl"};
+    for (int k = 0; k < 2; k++) {
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", dir, zeros[k]);
+        size_t n = (size_t)snprintf(buf, sizeof buf, "%s\n", k ? good : "");
+        memcpy(buf + n, "\0\0\0\n\0", 5);
+        if (tdm_write_file_atomic(p, buf, n + 5, &err) != 0) fprintf(stderr, "%s\n", err.msg);
+        d = load1(zeros[k], 0, &err);
+        CHECK(!d && strstr(err.msg, zeros[k]) && strstr(err.msg, "line 2:1:1: unexpected character"), "%s: %s",
+              zeros[k], d ? "(loaded)" : err.msg);
+        tdm_dataset_free(d);
+    }
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
                               "{\"role\": \"user\", \"content\": \"q\"}]}]", good);
     expect_error("order.json", buf, "message 1: expected role assistant, got user");
