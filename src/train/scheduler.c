@@ -38,6 +38,20 @@ int tdm_lr_scheduler_init(tdm_lr_scheduler *s, double max_lr, double min_lr, dou
     return 0;
 }
 
+int tdm_lr_scheduler_check(const tdm_lr_scheduler *s, tdm_error *err) {
+    if (!isfinite(s->max_lr) || !isfinite(s->min_lr) || !isfinite(s->init_lr) || s->min_lr < 0 || s->init_lr < 0 ||
+        s->min_lr > s->max_lr || s->init_lr > s->max_lr)
+        return tdm_errorf(err, "scheduler: max_lr %g, min_lr %g, warmup_init %g: expected finite rates with "
+                          "0 <= min_lr <= max_lr and 0 <= warmup_init <= max_lr", s->max_lr, s->min_lr, s->init_lr);
+    if ((unsigned)s->style > TDM_LR_INVERSE_SQRT) return tdm_errorf(err, "scheduler: unknown decay style");
+    if (s->decay_steps < 1)
+        return tdm_errorf(err, "scheduler: decay_steps is %lld, expected at least 1", (long long)s->decay_steps);
+    if (!(s->warmup_steps >= 0) || (s->warmup_steps > 0 && s->warmup_steps >= (double)s->decay_steps))
+        return tdm_errorf(err, "scheduler: warmup_steps is %g, expected 0 or more and fewer than decay_steps %lld",
+                          s->warmup_steps, (long long)s->decay_steps);
+    return 0;
+}
+
 double tdm_lr_scheduler_lr_at(const tdm_lr_scheduler *s, int64_t n) {
     if (s->warmup_steps > 0 && n <= s->warmup_steps)
         return s->init_lr + (s->max_lr - s->init_lr) * (double)n / s->warmup_steps;

@@ -49,6 +49,12 @@ int tdm_lr_scheduler_init(tdm_lr_scheduler *s, double max_lr, double min_lr, dou
                           int64_t warmup_iters, double warmup_fraction, int64_t decay_iters, int64_t train_iters,
                           int64_t global_batch, tdm_error *err);
 
+/* Checks a schedule set up other than by tdm_lr_scheduler_init (a checkpoint's, under
+ * --use-checkpoint-opt_param-scheduler) against init's rules: finite, non-negative rates with
+ * min <= max and init <= max, a decay span of at least one sample, a warmup of none or
+ * shorter than it. Errors name the trainer_state.json keys. */
+int tdm_lr_scheduler_check(const tdm_lr_scheduler *s, tdm_error *err);
+
 /* lr at the current num_steps. */
 double tdm_lr_scheduler_lr(const tdm_lr_scheduler *s);
 /* lr at any sample count n (a pure function of the setup). */

@@ -392,6 +392,8 @@ static int setup_state(trainer *t, tdm_error *err) {
         t->sched.style = cs;
         t->sched.warmup_steps = ck_state.lr_warmup_steps;
         t->sched.decay_steps = ck_state.lr_decay_steps;
+        if (tdm_lr_scheduler_check(&t->sched, err) != 0) /* the file is not checksummed: hand-edited */
+            return tdm_error_prefix(err, "--use-checkpoint-opt_param-scheduler: %s/trainer_state.json", ck.dir);
         tdm_log_info("learning-rate schedule of the checkpoint (--use-checkpoint-opt_param-scheduler): peak %g, "
                      "floor %g, %s decay over %lld samples after %g of warm-up",
                      ck_state.lr, ck_state.min_lr, ck_state.lr_decay_style, (long long)ck_state.lr_decay_steps,

@@ -87,6 +87,14 @@ for f in "--override-opt_param-scheduler --use-checkpoint-opt_param-scheduler --
   if train --train-iters 4 ${f%%|*} >"$W/s_bad.log" 2>&1; then bad "${f%%|*} accepted"
   else grep -q "${f##*|}" "$W/s_bad.log" && ok "refused: ${f%%|*}" || bad "${f%%|*}: $(tail -2 "$W/s_bad.log")"; fi
 done
+# trainer_state.json is not checksummed: a hand-edited schedule is refused, not resumed (decay_steps 0 trained
+# at the floor rate from the first step)
+st=$(ls -d "$W"/ck_s/iter_* | tail -1)/trainer_state.json
+sed -i -E 's/"decay_steps": [0-9]+/"decay_steps": 0/' "$st"
+if train --train-iters 6 "${S6[@]}" --load "$W/ck_s" --use-checkpoint-opt_param-scheduler >"$W/s_bad.log" 2>&1; then
+  bad "--use-checkpoint-opt_param-scheduler took decay_steps 0"
+else grep -q "trainer_state.json: scheduler: decay_steps is 0, expected at least 1" "$W/s_bad.log" \
+  && ok "refused: a checkpoint schedule with decay_steps 0" || bad "decay_steps 0: $(tail -2 "$W/s_bad.log")"; fi
 
 # --- 4. flags accepted for what tandem does anyway -------------------------------------------------
 train --train-iters 2 --lr-warmup-iters 1 --exit-signal-handler --no-load-rng --no-save-rng >"$W/acc.log" 2>&1 \

@@ -95,11 +95,41 @@ static void test_rejects_bad_setups(void) {
     CHECK(tdm_lr_style_parse("cosin", &st) != 0, "bad name");
 }
 
+/* A checkpoint's schedule (--use-checkpoint-opt_param-scheduler) bypasses init: the same rules,
+ * checked apart (a hand-edited decay_steps 0 resumed at min_lr, a NaN rate trained NaN) */
+static void test_check_of_a_loaded_schedule(void) {
+    tdm_lr_scheduler s;
+    tdm_error err;
+    setup(&s, TDM_LR_COSINE);
+    CHECK(tdm_lr_scheduler_check(&s, &err) == 0, "init's schedule: %s", err.msg);
+    struct { const char *what; tdm_lr_scheduler s; const char *want; } bad[] = {
+        {"decay 0", s, "decay_steps is 0, expected at least 1"},
+        {"warmup == decay", s, "warmup_steps is 40, expected 0 or more and fewer than decay_steps 40"},
+        {"negative warmup", s, "warmup_steps is -1"},
+        {"NaN warmup", s, "warmup_steps is nan"},
+        {"min > max", s, "0 <= min_lr <= max_lr"},
+        {"NaN lr", s, "max_lr nan"},
+        {"init > max", s, "0 <= warmup_init <= max_lr"},
+    };
+    bad[0].s.decay_steps = 0;
+    bad[1].s.warmup_steps = 40;
+    bad[2].s.warmup_steps = -1;
+    bad[3].s.warmup_steps = NAN;
+    bad[4].s.min_lr = 1;
+    bad[5].s.max_lr = NAN;
+    bad[6].s.init_lr = 1;
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        int rc = tdm_lr_scheduler_check(&bad[k].s, &err);
+        CHECK(rc != 0 && strstr(err.msg, bad[k].want), "%s: %s", bad[k].what, rc ? err.msg : "accepted");
+    }
+}
+
 int main(void) {
     RUN(test_warmup_is_linear_from_init);
     RUN(test_decay_styles);
     RUN(test_fraction_and_stepping);
     RUN(test_fractional_warmup_is_not_truncated);
     RUN(test_rejects_bad_setups);
+    RUN(test_check_of_a_loaded_schedule);
     return TEST_SUMMARY();
 }
