@@ -209,7 +209,9 @@ static int prescaled(const tdm_preproc_config *c, int height, int width, int *ou
         double f = sqrt((double)c->pre_max_pixels / (w * h));
         w = (double)(int64_t)(w * f), h = (double)(int64_t)(h * f);
     }
-    if (c->pre_min_pixels > 0 && w * h < (double)c->pre_min_pixels) {
+    /* a side the max bound truncated to 0 (a 10000x1 strip) is refused below: the min bound's
+     * factor would be sqrt(N / 0), and converting infinity to an integer is undefined */
+    if (c->pre_min_pixels > 0 && w >= 1 && h >= 1 && w * h < (double)c->pre_min_pixels) {
         double f = sqrt((double)c->pre_min_pixels / (w * h));
         w = (double)(int64_t)(w * f), h = (double)(int64_t)(h * f);
     }

@@ -238,6 +238,11 @@ static void test_llamafactory_bounds_match_pil(void) {
     int32_t grid[3];
     tdm_error err;
     CHECK(tdm_preproc_grid(&c, 40, 3, grid, &err) != 0 && strstr(err.msg, "--image-max-pixels"), "%s", err.msg);
+    /* the max bound truncates a 10000x1 strip to 1000x0; the min bound must not scale that by sqrt(N / 0) */
+    c.pre_max_pixels = 100, c.pre_min_pixels = 50;
+    CHECK(tdm_preproc_grid(&c, 1, 10000, grid, &err) != 0 && strstr(err.msg, "image of 10000x1 pixels") &&
+              strstr(err.msg, "scale it to 1000x0"),
+          "%s", err.msg);
 }
 
 static void test_broken_files(void) {
