@@ -47,8 +47,9 @@ static void *arena_alloc(tdm_json_doc *doc, size_t n) {
 }
 
 static int fail(parser *ps, const char *what) {
-    int col = (int)(ps->p - ps->line_start) + 1;
-    return tdm_errorf(ps->err, "%s:%d:%d: %s", ps->name, ps->line, col, what);
+    /* a byte count: one line of a minified file can be longer than an int counts */
+    long long col = (long long)(ps->p - ps->line_start) + 1;
+    return tdm_errorf(ps->err, "%s:%d:%lld: %s", ps->name, ps->line, col, what);
 }
 
 static void skip_ws(parser *ps) {

@@ -1,6 +1,7 @@
 /* Unit tests for src/core: JSON reader, random generator, string buffer, files. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -153,6 +154,40 @@ static void test_json_array_reader(void) {
     free(big);
 }
 
+/* A one-line array past 2 GiB (json.dump writes no newline; files up to 64 GiB are read): the
+ * column of an error is the byte's, not an int's wrap-around. The 2050 MiB of text are one
+ * page-cache MiB of blanks mapped 2048 times between a first and a last MiB. */
+static void test_json_column_past_2gib(void) {
+    const size_t mib = (size_t)1 << 20, n = 2050 * mib;
+    int fd = memfd_create("json_columns", 0);
+    char *chunk = malloc(mib);
+    int ok = fd >= 0 && chunk != NULL;
+    for (int k = 0; ok && k < 3; k++) {
+        memset(chunk, ' ', mib);
+        if (k == 0) chunk[0] = '[';
+        if (k == 2) chunk[mib - 1] = 'x';
+        ok = pwrite(fd, chunk, mib, (off_t)(k * mib)) == (ssize_t)mib;
+    }
+    free(chunk);
+    char *text = ok ? mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
+    for (size_t s = 0; text != MAP_FAILED && s < 2050; s++) {
+        off_t off = (off_t)(s == 0 ? 0 : s == 2049 ? 2 * mib : mib);
+        if (mmap(text + s * mib, mib, PROT_READ, MAP_SHARED | MAP_FIXED, fd, off) == MAP_FAILED) ok = 0;
+    }
+    CHECK(ok && text != MAP_FAILED, "setting up 2050 MiB of text");
+    if (ok && text != MAP_FAILED) {
+        tdm_error err;
+        tdm_json_array_reader r;
+        tdm_json_doc *doc;
+        int rc = tdm_json_array_begin(&r, text, n, "one_line.json", &err);
+        if (rc == 0) rc = tdm_json_array_next(&r, &doc, &err);
+        CHECK(rc < 0 && strstr(err.msg, "one_line.json:1:2149580800: unexpected character"), "reader: %s",
+              rc < 0 ? err.msg : "no error");
+    }
+    if (text != MAP_FAILED) munmap(text, n);
+    if (fd >= 0) close(fd);
+}
+
 static void test_json_difference(void) {
     tdm_error err;
     const char *base = "{\"a\": 1, \"t\": {\"rope_theta\": 5000000, \"m\": [1, 2, {\"x\": \"s\"}]}, \"n\": null}";
@@ -256,6 +291,7 @@ int main(void) {
     RUN(test_json_errors);
     RUN(test_json_difference);
     RUN(test_json_array_reader);
+    RUN(test_json_column_past_2gib);
     RUN(test_rng);
     RUN(test_strbuf);
     RUN(test_files);
