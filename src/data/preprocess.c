@@ -202,13 +202,17 @@ int tdm_preproc_set_bounds(tdm_preproc_config *c, int64_t max_pixels, int64_t mi
 }
 
 /* LLaMA-Factory's _preprocess_image bounds: the size the picture has when the processor gets it
- * (Python: int(w * sqrt(bound / (w * h))), in doubles as here). */
-static int prescaled(const tdm_preproc_config *c, int height, int width, int *out_h, int *out_w, tdm_error *err) {
+ * (Python: int(w * sqrt(bound / (w * h))), in doubles as here), and in *mid_h x *mid_w (NULL:
+ * not wanted) the size after the max bound alone: when the min bound then changes it again,
+ * PIL resizes twice. */
+static int prescaled(const tdm_preproc_config *c, int height, int width, int *out_h, int *out_w, int *mid_h,
+                     int *mid_w, tdm_error *err) {
     double w = width, h = height;
     if (c->pre_max_pixels > 0 && w * h > (double)c->pre_max_pixels) {
         double f = sqrt((double)c->pre_max_pixels / (w * h));
         w = (double)(int64_t)(w * f), h = (double)(int64_t)(h * f);
     }
+    if (mid_h) *mid_h = (int)h, *mid_w = (int)w; /* checked with the final size below */
     /* a side the max bound truncated to 0 (a 10000x1 strip) is refused below: the min bound's
      * factor would be sqrt(N / 0), and converting infinity to an integer is undefined */
     if (c->pre_min_pixels > 0 && w >= 1 && h >= 1 && w * h < (double)c->pre_min_pixels) {
@@ -225,7 +229,7 @@ static int prescaled(const tdm_preproc_config *c, int height, int width, int *ou
 
 int tdm_preproc_grid(const tdm_preproc_config *c, int height, int width, int32_t grid_thw[3], tdm_error *err) {
     int rh, rw;
-    if (prescaled(c, height, width, &height, &width, err) != 0) return -1;
+    if (prescaled(c, height, width, &height, &width, NULL, NULL, err) != 0) return -1;
     if (tdm_smart_resize(height, width, c->patch_size * c->merge_size, c->min_pixels, c->max_pixels, &rh, &rw,
                          err) != 0)
         return -1;
@@ -262,23 +266,23 @@ void tdm_preproc_patchify(const tdm_preproc_config *c, const uint8_t *rgb, int h
 int tdm_preproc_image(const tdm_preproc_config *c, const tdm_image *img, float *out, int32_t grid_thw[3],
                       tdm_error *err) {
     if (tdm_preproc_grid(c, img->height, img->width, grid_thw, err) != 0) return -1;
-    int rh = grid_thw[1] * c->patch_size, rw = grid_thw[2] * c->patch_size, ph, pw;
-    if (prescaled(c, img->height, img->width, &ph, &pw, err) != 0) return -1;
+    /* the sizes in turn: the picture, LLaMA-Factory's max bound, its min bound (each its own
+     * PIL resize), the processor's smart_resize */
+    int hs[4] = {img->height, 0, 0, grid_thw[1] * c->patch_size};
+    int ws[4] = {img->width, 0, 0, grid_thw[2] * c->patch_size};
+    if (prescaled(c, img->height, img->width, &hs[2], &ws[2], &hs[1], &ws[1], err) != 0) return -1;
     const uint8_t *rgb = img->rgb;
-    uint8_t *pre = NULL, *resized = NULL;
-    int rc = 0;
-    if (ph != img->height || pw != img->width) { /* LLaMA-Factory's resize before the processor's */
-        pre = tdm_xmalloc((size_t)ph * pw * 3);
-        rc = tdm_resize_bicubic_u8(rgb, img->width, img->height, 3, pre, pw, ph, err);
-        rgb = pre;
+    uint8_t *owned = NULL;
+    int rc = 0, k = 0; /* rgb is hs[k] x ws[k] */
+    for (int s = 1; s < 4 && rc == 0; s++) {
+        if (hs[s] == hs[k] && ws[s] == ws[k]) continue; /* PIL returns a copy for the same size */
+        uint8_t *next = tdm_xmalloc((size_t)hs[s] * ws[s] * 3);
+        rc = tdm_resize_bicubic_u8(rgb, ws[k], hs[k], 3, next, ws[s], hs[s], err);
+        free(owned);
+        rgb = owned = next;
+        k = s;
     }
-    if (rc == 0 && (rh != ph || rw != pw)) {
-        resized = tdm_xmalloc((size_t)rh * rw * 3);
-        rc = tdm_resize_bicubic_u8(rgb, pw, ph, 3, resized, rw, rh, err);
-        rgb = resized;
-    }
-    if (rc == 0) tdm_preproc_patchify(c, rgb, rh, rw, out);
-    free(pre);
-    free(resized);
+    if (rc == 0) tdm_preproc_patchify(c, rgb, hs[3], ws[3], out);
+    free(owned);
     return rc;
 }

@@ -238,7 +238,10 @@ def lf_prescale(img, max_px, min_px):
 
 with open(os.path.join(out, "lf.txt"), "w") as f:
     lf_cases = [("lf_down", (300, 211), 20000, 0), ("lf_up", (37, 29), 0, 4000), ("lf_both_noop", (90, 120), 20000, 1000),
-                ("lf_down_odd", (1001, 333), 65537, 1024), ("lf_up_then_proc_up", (13, 40), 0, 900)]
+                ("lf_down_odd", (1001, 333), 65537, 1024), ("lf_up_then_proc_up", (13, 40), 0, 900),
+                # min = max: the max bound's truncated sides fall under the min bound, a second PIL resize
+                # (333x1001 -> 57x173 -> 57x174)
+                ("lf_max_then_min", (1001, 333), 9999, 9999)]
     for name, (h, w), max_px, min_px in lf_cases:
         src = os.path.join(out, f"{name}.src.png")
         Image.fromarray(pattern(h, w, 3), "RGB").save(src)

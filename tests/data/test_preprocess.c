@@ -230,7 +230,7 @@ static void test_llamafactory_bounds_match_pil(void) {
         tdm_image_free(&img);
     }
     fclose(f);
-    CHECK(cases == 5, "%d cases", cases);
+    CHECK(cases == 6, "%d cases", cases);
     /* a bound that leaves no pixel is refused, not resized to nothing */
     tdm_preproc_config c;
     tdm_preproc_config_default(&c);
