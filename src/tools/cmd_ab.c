@@ -137,9 +137,16 @@ int cmd_ab(int argc, char **argv) {
         if (!strcmp(name, "--mm-tool")) snprintf(name, sizeof name, "--profile-config");
         static const char *const own[] = {"--baseline", "--candidate", "--steps", "--window", "--repeats", "--out",
                                           "--audit-steps", "--profile-steps", "--profile-level", "--bootstrap-seed"};
-        for (size_t k = 0; tdm_ab_protocol_flags[k][0] && !msg[0]; k++)
-            if (!strcmp(name, tdm_ab_protocol_flags[k][0]))
-                snprintf(msg, sizeof msg, "%s is not used by ab: %s", name, tdm_ab_protocol_flags[k][1]);
+        /* by the flag it sets: "--train_iters" and Megatron's "--mm-tool" (--profile-config) too */
+        const char *flag = strncmp(name, "--", 2) ? NULL : tdm_train_args_flag(name + 2, strlen(name + 2));
+        for (size_t k = 0; flag && tdm_ab_protocol_flags[k][0] && !msg[0]; k++)
+            if (!strcmp(flag, tdm_ab_protocol_flags[k][0] + 2)) {
+                if (!strcmp(name + 2, flag))
+                    snprintf(msg, sizeof msg, "%s is not used by ab: %s", name, tdm_ab_protocol_flags[k][1]);
+                else
+                    snprintf(msg, sizeof msg, "%s sets --%s, which is not used by ab: %s", name, flag,
+                             tdm_ab_protocol_flags[k][1]);
+            }
         if (msg[0]) break;
         int is_own = 0;
         for (size_t k = 0; k < sizeof own / sizeof *own; k++)

@@ -867,6 +867,12 @@ int tdm_train_args_count(void) { return N_ARGS; }
 
 const char *tdm_train_args_name(int i) { return i >= 0 && i < N_ARGS ? ARGS[i].attr : NULL; }
 
+const char *tdm_train_args_flag(const char *typed, size_t n) {
+    const char *fixed;
+    const arg_def *d = find_flag(typed, n, &fixed);
+    return d ? d->flag : NULL;
+}
+
 void tdm_train_args_value(const tdm_train_args *a, int i, char *out, size_t cap) {
     if (cap == 0) return;
     out[0] = 0;

@@ -156,6 +156,9 @@ int tdm_train_args_validate(const tdm_train_args *a, int dp, tdm_error *err);
 int tdm_train_args_count(void);
 const char *tdm_train_args_name(int i);
 void tdm_train_args_value(const tdm_train_args *a, int i, char *out, size_t cap);
+/* The flag (without its dashes) that a name as typed sets: "train_iters" -> "train-iters",
+ * Megatron's "mm-tool" -> "profile-config"; NULL when no flag has that name. */
+const char *tdm_train_args_flag(const char *typed, size_t n);
 
 /* The Megatron block: a header line, one "  name ..... value" line per argument sorted
  * by name, a footer line; each line ends with '\n'. */

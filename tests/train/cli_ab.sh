@@ -232,6 +232,11 @@ timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduse" "${COMMO
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --train-iters 50 \
   --out "$W/x" >"$W/e4" 2>&1 && bad "--train-iters accepted (and ignored)" \
   || { grep -q -- "--train-iters is not used by ab" "$W/e4" && ok || bad "--train-iters error: $(cat "$W/e4")"; }
+# under another name (Megatron's --mm-tool is --profile-config; an underscore spelling): the same refusal, saying so
+timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --mm-tool "$W/t.json" \
+  --out "$W/x" >"$W/e10" 2>&1 && bad "--mm-tool accepted (and ignored)" \
+  || { grep -q -- "--mm-tool sets --profile-config, which is not used by ab" "$W/e10" && ok \
+         || bad "--mm-tool error: $(cat "$W/e10")"; }
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce --save $W/ck_cand" "${COMMON[@]}" --steps 4 \
   --out "$W/x" >"$W/e5" 2>&1 && bad "--save in --candidate accepted (and ignored)" \
   || { grep -q -- "--candidate: --save is not used by ab: measured runs save no checkpoint" "$W/e5" && ok \
