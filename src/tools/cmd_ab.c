@@ -131,10 +131,6 @@ int cmd_ab(int argc, char **argv) {
         const char *eq = strchr(a, '=');
         size_t nl = eq ? (size_t)(eq - a) : strlen(a);
         snprintf(name, sizeof name, "%.*s", (int)(nl < 63 ? nl : 63), a);
-        /* the spellings tandem train accepts for one flag: '_' for '-', MindSpeed-MM's --mm-tool */
-        for (char *c = name + 2; name[0] == '-' && name[1] == '-' && *c; c++)
-            if (*c == '_') *c = '-';
-        if (!strcmp(name, "--mm-tool")) snprintf(name, sizeof name, "--profile-config");
         static const char *const own[] = {"--baseline", "--candidate", "--steps", "--window", "--repeats", "--out",
                                           "--audit-steps", "--profile-steps", "--profile-level", "--bootstrap-seed"};
         /* by the flag it sets: "--train_iters" and Megatron's "--mm-tool" (--profile-config) too */

@@ -265,6 +265,17 @@ static const arg_def *find_arg(const char *name, size_t n) {
     return NULL;
 }
 
+/* find_arg, and Megatron's --recompute-activations: a switch meaning --recompute-granularity
+ * selective (*fixed: the value it implies; NULL for every other flag). */
+static const arg_def *find_flag(const char *name, size_t n, const char **fixed) {
+    *fixed = NULL;
+    if (name_eq(name, n, "recompute-activations")) {
+        *fixed = "selective";
+        return find_arg("recompute-granularity", strlen("recompute-granularity"));
+    }
+    return find_arg(name, n);
+}
+
 int tdm_edit_distance(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
     if (la > 128 || lb > 128) return (int)(la > lb ? la : lb);
@@ -544,16 +555,10 @@ static int parse_argv(tdm_train_args *a, int argc, char **argv, tdm_error *err) 
             if (!eq && i >= argc) return tdm_errorf(err, "--config: expected a file name after it");
             continue;
         }
-        /* Megatron's and MindSpeed-MM's other names for a flag */
-        const char *fixed = NULL; /* a value the alias implies */
-        const arg_def *d;
-        if (name_eq(name, n, "recompute-activations")) {
-            d = find_arg("recompute-granularity", strlen("recompute-granularity"));
-            fixed = "selective"; /* Megatron: --recompute-activations is selective recomputation */
-            if (eq) return tdm_errorf(err, "--recompute-activations: a switch, it takes no value");
-        } else {
-            d = find_arg(name, n);
-        }
+        /* Megatron's and MindSpeed-MM's other names for a flag (find_arg's ALIASES, find_flag) */
+        const char *fixed; /* a value the name implies */
+        const arg_def *d = find_flag(name, n, &fixed);
+        if (fixed && eq) return tdm_errorf(err, "--%.*s: a switch, it takes no value", (int)n, name);
         if (!d) {
             int so = already_so(name, n, eq, argc, argv, &i, err);
             if (so < 0) return -1;

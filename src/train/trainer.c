@@ -343,8 +343,11 @@ static int setup_state(trainer *t, tdm_error *err) {
         t->consumed = ck.state.consumed_samples;
         if (ck.state.args_fingerprint != tdm_train_args_fingerprint(a))
             tdm_log_info("note: resuming %s with flags that change the numerics (batch sizes, schedule, optimizer, "
-                         "seed, data or freezing differ from the saved run)",
-                         ck.dir);
+                         "seed, data or freezing differ from the saved run)%s",
+                         ck.dir, a->use_checkpoint_opt_param_scheduler
+                                     ? "; the learning-rate schedule is the checkpoint's (--use-checkpoint-opt_param-"
+                                       "scheduler)"
+                                     : "");
         char pp_buf[2200];
         if (tdm_file_exists(t->cfg.path)) note_config_change(ck.dir, "config.json", t->cfg.path, "model config");
         note_config_change(ck.dir, "preprocessor_config.json",
@@ -857,7 +860,8 @@ static int same_weights_everywhere(trainer *t, tdm_error *err) {
                        : t->a->hf_weights[0]           ? "--hf-weights"
                        : t->a->load[0]                 ? "--load"
                                                        : "--seed";
-    return tdm_errorf(err, "the initial weights differ between ranks: rank %d's are not rank 0's (checksum %016llx); "
+    return tdm_errorf(err, "the initial weights differ between ranks: rank %d's are not rank 0's (rank 0's checksum "
+                           "%016llx); "
                            "every rank must read the same %s files (copies on each node must be identical)",
                       first, (unsigned long long)root, from);
 }
