@@ -11,6 +11,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "dist/ddp_internal.h"
+#include "kernels/kernels.h"
 #include "prof/prof.h"
 
 /* ---- hooks ----------------------------------------------------------------------- */
@@ -77,19 +78,12 @@ tdm_param_hooks tdm_ddp_hooks(tdm_ddp *ddp) {
 /* ---- gradient launch ---------------------------------------------------------------- */
 
 /* Local NaN/Inf check of bucket b before it is communicated (Megatron's
- * check_for_nan_in_grad): one pass in double; only on failure do we look for the
- * first parameter holding the bad value. */
+ * check_for_nan_in_grad): one vectorised pass (tdm_all_finite; a sum of squares in double
+ * said the same, since it cannot overflow for finite floats, at 4.3x the instructions); only
+ * on failure do we look for the first parameter holding the bad value. */
 static void check_bucket(tdm_ddp *ddp, int b) {
     const tdm_ddp_bucket *bk = &ddp->L.buckets[b];
-    const float *g = ddp->grads + bk->offset;
-    /* four partial sums: independent chains the CPU can overlap (no -ffast-math) */
-    double s4[4] = {0, 0, 0, 0};
-    int64_t k = 0;
-    for (; k + 4 <= bk->padded; k += 4)
-        for (int j = 0; j < 4; j++) s4[j] += (double)g[k + j] * (double)g[k + j];
-    for (; k < bk->padded; k++) s4[0] += (double)g[k] * (double)g[k];
-    double ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
-    if (isfinite(ss) || ddp->nan_bucket >= 0) return;
+    if (tdm_all_finite(ddp->grads + bk->offset, bk->padded) || ddp->nan_bucket >= 0) return;
     ddp->nan_bucket = b;
     for (int k = bk->first; k < bk->first + bk->count; k++) {
         int i = ddp->L.order[k];

@@ -55,3 +55,23 @@ void tdm_adamw_step(float *p, const float *grad, float *m, float *v, int64_t n, 
         p[i] = p[i] * decay - step_size * mi / denom;
     }
 }
+
+/* x - x is +0 for every finite x and NaN for an infinity or a NaN, and a NaN stays in a
+ * sum: the four sums are zero exactly when every element is finite. Four vectors of
+ * independent adds (one load, one subtract, one add per eight elements), against the
+ * latency-bound chains of a sum of squares in double. */
+int tdm_all_finite(const float *x, int64_t n) {
+    tdm_v8 a0 = tdm_v8_set1(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        tdm_v8 x0 = tdm_v8_load(x + i), x1 = tdm_v8_load(x + i + 8);
+        tdm_v8 x2 = tdm_v8_load(x + i + 16), x3 = tdm_v8_load(x + i + 24);
+        a0 += x0 - x0;
+        a1 += x1 - x1;
+        a2 += x2 - x2;
+        a3 += x3 - x3;
+    }
+    float s = tdm_v8_sum((a0 + a1) + (a2 + a3));
+    for (; i < n; i++) s += x[i] - x[i];
+    return s == 0.0f;
+}

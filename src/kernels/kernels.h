@@ -109,4 +109,8 @@ double tdm_xent_fused(float *dh, float *dw, const float *h, const float *w, cons
 void tdm_adamw_step(float *p, const float *grad, float *m, float *v, int64_t n, float lr, float beta1, float beta2,
                     float eps, float weight_decay, int64_t step, float grad_scale);
 
+/* ---- checks ------------------------------------------------------------------------ */
+/* 1 when every x[i], i < n, is finite (no NaN, no infinity), else 0. */
+int tdm_all_finite(const float *x, int64_t n);
+
 #endif

@@ -17,6 +17,8 @@
  */
 #include "kernels/kernels.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 
 #include "adamw_golden.h"
@@ -557,6 +559,29 @@ static void test_adamw_matches_torch(void) {
     CHECK(up <= 4 && um <= 4 && uv <= 4, "ulps from torch: p %d, m %d, v %d (tolerance 4)", up, um, uv);
 }
 
+/* Every length 0..70 (vector body and tail) and every position of one bad value: NaN, the
+ * infinities; the largest finite float and -0 are finite. */
+static void test_all_finite(void) {
+    float x[70];
+    const float bad[] = {NAN, INFINITY, -INFINITY}, good[] = {FLT_MAX, -FLT_MAX, -0.0f, FLT_MIN / 2};
+    for (int n = 0; n <= 70; n++) {
+        for (int i = 0; i < n; i++) x[i] = (float)(i % 7) - 3.5f;
+        CHECK(tdm_all_finite(x, n), "n %d: finite values reported non-finite", n);
+        for (int i = 0; i < n; i++) {
+            float keep = x[i];
+            for (int b = 0; b < 3; b++) {
+                x[i] = bad[b];
+                CHECK(!tdm_all_finite(x, n), "n %d: %g at %d not found", n, (double)bad[b], i);
+            }
+            for (int b = 0; b < 4; b++) {
+                x[i] = good[b];
+                CHECK(tdm_all_finite(x, n), "n %d: %g at %d reported non-finite", n, (double)good[b], i);
+            }
+            x[i] = keep;
+        }
+    }
+}
+
 int main(void) {
     RUN(test_linear);
     RUN(test_layernorm);
@@ -572,5 +597,6 @@ int main(void) {
     RUN(test_adamw_iterated);
     RUN(test_adamw_closed_form);
     RUN(test_adamw_matches_torch);
+    RUN(test_all_finite);
     return TEST_SUMMARY();
 }
