@@ -109,6 +109,10 @@ double tdm_xent_fused(float *dh, float *dw, const float *h, const float *w, cons
 void tdm_adamw_step(float *p, const float *grad, float *m, float *v, int64_t n, float lr, float beta1, float beta2,
                     float eps, float weight_decay, int64_t step, float grad_scale);
 
+/* ---- elementwise -------------------------------------------------------------------- */
+/* y[i] += x[i] for i < n (the residual adds); the arrays may not overlap unless equal. */
+void tdm_add_into(float *y, const float *x, int64_t n);
+
 /* ---- checks ------------------------------------------------------------------------ */
 /* 1 when every x[i], i < n, is finite (no NaN, no infinity), else 0. */
 int tdm_all_finite(const float *x, int64_t n);

@@ -15,9 +15,7 @@
 #include "model/qwen3vl_impl.h"
 #include "prof/prof.h"
 
-static void add_into(float *y, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += x[i];
-}
+static void add_into(float *y, const float *x, int64_t n) { tdm_add_into(y, x, n); }
 
 /* DeepStack features that reach the decoder: feature j is added after layer j. */
 static int n_deepstack_used(const tdm_model *m, int n_image_rows) {
