@@ -143,6 +143,13 @@ static float max_row(const float *p, int ncol) {
     return tdm_v8_hmax(mx);
 }
 
+/* a[c] *= f for c < n (eight lanes at a time: GCC 12 at -O2 leaves the plain loop scalar) */
+static void scale_row(float *a, int n, float f) {
+    int c = 0;
+    for (; c + 8 <= n; c += 8) tdm_v8_store(a + c, tdm_v8_load(a + c) * f);
+    for (; c < n; c++) a[c] *= f;
+}
+
 /* Number of keys of the tile [k0, k0 + mk) that position qi may see. */
 static int visible_keys(int causal, int qi, int k0, int mk) {
     if (!causal) return mk;
@@ -203,17 +210,13 @@ static void forward_block(float *out, float *lse, const float *q, const kv_pack 
             float sum = exp_row(row, ncol, mk, mnew);
             l[r] = l[r] * alpha + sum;
             m[r] = mnew;
-            if (alpha != 1.0f) {
-                float *a = acc + (int64_t)r * lh;
-                for (int c = 0; c < hd; c++) a[c] *= alpha;
-            }
+            if (alpha != 1.0f) scale_row(acc + (int64_t)r * lh, hd, alpha);
         }
         tdm_tile_matmul(M, hd, mk, 1.0f, s, LDS, 1, kv->vr + (int64_t)j0 * kv->ld, kv->ld, 1, acc, lh);
     }
     for (int r = 0; r < M; r++) {
         float *a = acc + (int64_t)r * lh;
-        float inv = 1.0f / l[r];
-        for (int c = 0; c < hd; c++) a[c] *= inv;
+        scale_row(a, hd, 1.0f / l[r]);
         if (lse) lse[(int64_t)(b->q0 + r / b->G) * b->nh + b->kvh * b->G + r % b->G] = m[r] + logf(l[r]);
     }
     unpack_rows(out, acc, lh, b);
