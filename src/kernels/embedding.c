@@ -13,8 +13,6 @@ void tdm_embedding_forward(float *out, const float *table, const int32_t *ids, i
 void tdm_embedding_backward(float *dtable, const float *dout, const int32_t *ids, int n, int d) {
     for (int i = 0; i < n; i++) {
         if (ids[i] < 0) continue;
-        float *dst = dtable + (int64_t)ids[i] * d;
-        const float *src = dout + (int64_t)i * d;
-        for (int j = 0; j < d; j++) dst[j] += src[j];
+        tdm_add_into(dtable + (int64_t)ids[i] * d, dout + (int64_t)i * d, d); /* vectorised: the same adds */
     }
 }

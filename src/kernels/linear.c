@@ -36,10 +36,8 @@ void tdm_linear_backward(float *dx, float *dw, float *db, const float *dy, const
     if (dw && in > 0 && out > 0)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
     if (db) {
-        /* Row by row: each pass is a contiguous vectorisable axpy over out. */
-        for (int i = 0; i < n; i++) {
-            const float *g = dy + (int64_t)i * out;
-            for (int j = 0; j < out; j++) db[j] += g[j];
-        }
+        /* Row by row: each pass a contiguous add over out (tdm_add_into: GCC 12 -O2 left the
+         * plain loop scalar). */
+        for (int i = 0; i < n; i++) tdm_add_into(db, dy + (int64_t)i * out, out);
     }
 }
