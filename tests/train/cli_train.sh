@@ -172,7 +172,7 @@ expect_error() { # name, pattern, command...
 expect_error "misspelt flag" "did you mean '--micro-batch-size'" train 2 --micro-batch-sise 2
 expect_error "indivisible global batch" "divisible by --micro-batch-size x data-parallel size = 2 x 2 = 4" train 2 --global-batch-size 6
 expect_error "overlap-param-gather alone" "requires --use-distributed-optimizer" train 2 --overlap-param-gather
-expect_error "missing tokenizer file" "^tandem train: .*nonexistent.json" "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train --model "$W/model" --tokenizer "$W/nonexistent.json" --data "$W/data/train.json" --global-batch-size 8 --micro-batch-size 2
+expect_error "missing tokenizer file" "tandem train: .*nonexistent.json" "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train --model "$W/model" --tokenizer "$W/nonexistent.json" --data "$W/data/train.json" --global-batch-size 8 --micro-batch-size 2
 expect_error "load without tracker" "no latest_checkpointed_iteration.txt" train 2 --train-iters 2 --load "$W/data"
 # Megatron's auto-restart idiom: --save ck --load ck starts from scratch on the first launch, resumes after
 train 2 --train-iters 2 --save "$W/auto" --load "$W/auto/" > "$W/auto1.log" 2>&1 \
