@@ -23,7 +23,7 @@ refused() {
   start_job "$log" "${TRAIN[@]}" --train-iters 2 "$@"
   wait_job 60
   local msg
-  msg=$(grep "^tandem train" "$log" | head -n1)
+  msg=$(grep -o "tandem train: .*" "$log" | head -n1)
   echo "$name: exit $RC: $msg"
   if [ "$RC" = 124 ]; then bad "$name: hung"
   elif [ "$RC" -eq 0 ] || [ "$RC" -ge 128 ]; then bad "$name: exit $RC"; tail -n 5 "$log"

@@ -27,7 +27,7 @@ split() {
   JOB=$!
   wait_job 90
   local msg
-  msg=$(grep "^tandem train" "$log" | head -n1)
+  msg=$(grep -o "tandem train: .*" "$log" | head -n1)
   echo "$name: exit $RC: $msg"
   if [ "$RC" = 124 ]; then bad "$name: hung"; tail -n 5 "$log"
   elif [ "$RC" -eq 0 ] || [ "$RC" -ge 128 ]; then bad "$name: exit $RC"; tail -n 5 "$log"
@@ -55,7 +55,7 @@ log="$W/weights.log"
   -np 1 env -C "$W/n1" "$TANDEM" "${TRAIN[@]}" --train-iters 2 --hf-weights w.safetensors >"$log" 2>&1 </dev/null &
 JOB=$!
 wait_job 90
-msg=$(grep "^tandem train" "$log" | head -n1)
+msg=$(grep -o "tandem train: .*" "$log" | head -n1)
 echo "weights: exit $RC: $msg"
 if [ "$RC" = 124 ]; then bad "weights: hung"
 elif [ "$RC" -eq 0 ] || [ "$RC" -ge 128 ]; then bad "weights: exit $RC"; tail -n 5 "$log"

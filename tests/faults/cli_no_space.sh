@@ -40,8 +40,8 @@ umount "$MNT" && mount -t tmpfs -o ro,size=1m tmpfs "$MNT" || { bad "cannot remo
 log3="$W/readonly.log"
 start_job "$log3" "${TRAIN[@]}" --train-iters 2 --save "$MNT" --save-interval 2
 wait_job 120
-echo "read-only --save: exit $RC: $(grep -m1 '^tandem train' "$log3")"
-if [ "$RC" -ne 0 ] && [ "$RC" -lt 124 ] && grep -qE "^tandem train: (rank 0: )?--save $MNT: cannot write a checkpoint there: Read-only" "$log3"
+echo "read-only --save: exit $RC: $(grep -o -m1 'tandem train: .*' "$log3")"
+if [ "$RC" -ne 0 ] && [ "$RC" -lt 124 ] && grep -qE "tandem train: (rank 0: )?--save $MNT: cannot write a checkpoint there: Read-only" "$log3"
 then ok; else bad "read-only --save (exit $RC)"; tail -n 5 "$log3"; fi
 grep -qE "iteration +1/" "$log3" && bad "read-only --save: training started before the folder was refused" || ok
 finish

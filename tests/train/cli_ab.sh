@@ -254,7 +254,7 @@ timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce --valid-d
 # another spelling of a protocol flag on the command line is refused as such (it was blamed on a --config file)
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --train_iters 5 \
   --out "$W/x" >"$W/e11" 2>&1 && bad "--train_iters accepted" \
-  || { grep -q -- "^tandem ab: --train_iters sets --train-iters, which is not used by ab" "$W/e11" && ok \
+  || { grep -q -- "tandem ab: --train_iters sets --train-iters, which is not used by ab" "$W/e11" && ok \
          || bad "--train_iters error: $(cat "$W/e11")"; }
 # a schedule rule that names --train-iters is about --steps in ab (COMMON warms up over 1 iteration)
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 1 --out "$W/x" \
