@@ -305,6 +305,32 @@ int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *e
 
 int64_t tdm_model_activation_bytes(const tdm_model *m) { return m->act_bytes; }
 
+int tdm_recompute_from_flags(const char *granularity, const char *method, int num_layers, const tdm_model_config *cfg,
+                             tdm_recompute *rc, tdm_error *err) {
+    rc->method = TDM_RECOMPUTE_NONE;
+    rc->num_layers = 0;
+    const int full = granularity && !strcmp(granularity, "full"), given = method && method[0];
+    if (granularity && granularity[0] && !full && strcmp(granularity, "selective"))
+        return tdm_errorf(err, "--recompute-granularity %s: expected full or selective", granularity);
+    if (!full) {
+        if (given || num_layers)
+            return tdm_errorf(err, "%s: only with --recompute-granularity full",
+                              given ? "--recompute-method" : "--recompute-num-layers");
+        return 0;
+    }
+    if (!given) return tdm_errorf(err, "--recompute-granularity full: requires --recompute-method uniform or block");
+    if (strcmp(method, "uniform") && strcmp(method, "block"))
+        return tdm_errorf(err, "--recompute-method %s: expected uniform or block", method);
+    if (num_layers < 1)
+        return tdm_errorf(err, "--recompute-granularity full: requires --recompute-num-layers N (at least 1)");
+    if (num_layers > cfg->text.num_layers)
+        return tdm_errorf(err, "--recompute-num-layers %d: expected between 1 and the %d decoder layers of %s",
+                          num_layers, cfg->text.num_layers, cfg->path);
+    rc->method = !strcmp(method, "block") ? TDM_RECOMPUTE_BLOCK : TDM_RECOMPUTE_UNIFORM;
+    rc->num_layers = num_layers;
+    return 0;
+}
+
 void tdm_model_set_recompute(tdm_model *m, const tdm_recompute *rc) {
     if (rc) m->rc = *rc;
     else memset(&m->rc, 0, sizeof m->rc);

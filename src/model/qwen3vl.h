@@ -97,6 +97,12 @@ void tdm_model_init_weights(tdm_model *m, uint64_t seed);
 /* Allocates activations and workspaces for the limits (once; reuse for every step). */
 int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *err);
 int64_t tdm_model_activation_bytes(const tdm_model *m);
+/* Megatron's --recompute-granularity (NULL or "": none; "full"; "selective", which recomputes
+ * nothing here: flash attention keeps no scores), --recompute-method ("uniform" | "block") and
+ * --recompute-num-layers (0: not given) as *rc, under Megatron's rules (full needs the other two,
+ * they are refused without it; num_layers at most the decoder's layers of cfg). */
+int tdm_recompute_from_flags(const char *granularity, const char *method, int num_layers, const tdm_model_config *cfg,
+                             tdm_recompute *rc, tdm_error *err);
 /* Recomputation from the next tdm_model_reserve on (NULL or method NONE: keep everything). */
 void tdm_model_set_recompute(tdm_model *m, const tdm_recompute *rc);
 /* The bytes tdm_model_reserve would allocate for this config and these limits, computed

@@ -106,34 +106,15 @@ int cmd_inspect(int argc, char **argv) {
         return 2;
     }
 
-    tdm_recompute recompute = {TDM_RECOMPUTE_NONE, 0};
-    if (granularity && strcmp(granularity, "full") && strcmp(granularity, "selective")) {
-        fprintf(stderr, "tandem inspect: --recompute-granularity: expected full or selective, got '%s'\n", granularity);
-        return 2;
-    }
-    if (granularity && !strcmp(granularity, "full")) {
-        if (!method || (strcmp(method, "uniform") && strcmp(method, "block")) || rc_layers == 0) {
-            fprintf(stderr, "tandem inspect: --recompute-granularity full: expected --recompute-method uniform or "
-                            "block and --recompute-num-layers N\n");
-            return 2;
-        }
-        recompute.method = !strcmp(method, "block") ? TDM_RECOMPUTE_BLOCK : TDM_RECOMPUTE_UNIFORM;
-        recompute.num_layers = (int)rc_layers;
-    } else if (method || rc_layers) {
-        fprintf(stderr, "tandem inspect: --recompute-method and --recompute-num-layers: only with "
-                        "--recompute-granularity full\n");
-        return 2;
-    }
-
     tdm_error err;
     tdm_model_config cfg;
     if (tdm_model_config_load(model_path, &cfg, &err)) {
         fprintf(stderr, "tandem inspect: %s\n", err.msg);
         return 1;
     }
-    if (recompute.num_layers > cfg.text.num_layers) {
-        fprintf(stderr, "tandem inspect: --recompute-num-layers %d: expected between 1 and the %d decoder layers\n",
-                recompute.num_layers, cfg.text.num_layers);
+    tdm_recompute recompute;
+    if (tdm_recompute_from_flags(granularity, method, (int)rc_layers, &cfg, &recompute, &err) != 0) {
+        fprintf(stderr, "tandem inspect: %s\n", err.msg);
         return 2;
     }
     int merge = cfg.vision.spatial_merge_size * cfg.vision.spatial_merge_size;

@@ -824,15 +824,6 @@ int tdm_train_args_validate(const tdm_train_args *unresolved, int dp, tdm_error 
     if (a->inject_nan_iter > a->train_iters)
         return tdm_errorf(err, "--inject-nan-at %lld: after the last iteration (--train-iters %lld), it would never fire",
                           (long long)a->inject_nan_iter, (long long)a->train_iters);
-    /* Megatron's TransformerConfig rules */
-    const int full = !strcmp(a->recompute_granularity, "full");
-    if (full && !a->recompute_method[0])
-        return tdm_errorf(err, "--recompute-granularity full: requires --recompute-method uniform or block");
-    if (full && a->recompute_num_layers == 0)
-        return tdm_errorf(err, "--recompute-granularity full: requires --recompute-num-layers N (at least 1)");
-    if (!full && (a->recompute_method[0] || a->recompute_num_layers))
-        return tdm_errorf(err, "%s: only with --recompute-granularity full",
-                          a->recompute_method[0] ? "--recompute-method" : "--recompute-num-layers");
     if (a->freeze_vision && a->freeze_projector && a->freeze_llm && a->freeze_lm_head)
         return tdm_errorf(err, "freeze flags: every part is frozen, nothing would train");
     return 0;

@@ -281,27 +281,22 @@ static int first_launch_of_save_dir(const tdm_train_args *a) {
  * the activation log line. */
 static int set_recompute(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
-    tdm_recompute rc = {TDM_RECOMPUTE_NONE, 0};
-    int L = t->cfg.text.num_layers, depth = t->cfg.vision.depth;
+    tdm_recompute rc;
+    if (tdm_recompute_from_flags(a->recompute_granularity, a->recompute_method, a->recompute_num_layers, &t->cfg, &rc,
+                                 err) != 0)
+        return -1;
+    int k = rc.num_layers, kv = k < t->cfg.vision.depth ? k : t->cfg.vision.depth;
     t->recompute_note[0] = 0;
-    if (!strcmp(a->recompute_granularity, "selective")) {
+    if (!strcmp(a->recompute_granularity, "selective"))
         snprintf(t->recompute_note, sizeof t->recompute_note,
                  "; selective recomputation: the core attention keeps no [s, s] scores (flash attention), nothing "
                  "to recompute");
-    } else if (!strcmp(a->recompute_granularity, "full")) {
-        if (a->recompute_num_layers > L)
-            return tdm_errorf(err, "--recompute-num-layers %d: expected between 1 and the %d decoder layers of %s",
-                              a->recompute_num_layers, L, t->cfg.path);
-        rc.method = !strcmp(a->recompute_method, "block") ? TDM_RECOMPUTE_BLOCK : TDM_RECOMPUTE_UNIFORM;
-        rc.num_layers = a->recompute_num_layers;
-        int k = a->recompute_num_layers, kv = k < depth ? k : depth;
-        if (rc.method == TDM_RECOMPUTE_UNIFORM)
-            snprintf(t->recompute_note, sizeof t->recompute_note,
-                     "; recomputing every layer in groups of %d (decoder) and %d (vision blocks, when trained)", k, kv);
-        else
-            snprintf(t->recompute_note, sizeof t->recompute_note,
-                     "; recomputing the first %d decoder layers and %d vision blocks (when trained)", k, kv);
-    }
+    else if (rc.method == TDM_RECOMPUTE_UNIFORM)
+        snprintf(t->recompute_note, sizeof t->recompute_note,
+                 "; recomputing every layer in groups of %d (decoder) and %d (vision blocks, when trained)", k, kv);
+    else if (rc.method == TDM_RECOMPUTE_BLOCK)
+        snprintf(t->recompute_note, sizeof t->recompute_note,
+                 "; recomputing the first %d decoder layers and %d vision blocks (when trained)", k, kv);
     tdm_model_set_recompute(t->model, &rc);
     return 0;
 }
