@@ -323,7 +323,7 @@ int tdm_recompute_from_flags(const char *granularity, const char *method, int nu
         return tdm_errorf(err, "--recompute-method %s: expected uniform or block", method);
     if (num_layers < 1)
         return tdm_errorf(err, "--recompute-granularity full: requires --recompute-num-layers N (at least 1)");
-    if (num_layers > cfg->text.num_layers)
+    if (cfg && num_layers > cfg->text.num_layers)
         return tdm_errorf(err, "--recompute-num-layers %d: expected between 1 and the %d decoder layers of %s",
                           num_layers, cfg->text.num_layers, cfg->path);
     rc->method = !strcmp(method, "block") ? TDM_RECOMPUTE_BLOCK : TDM_RECOMPUTE_UNIFORM;

@@ -100,7 +100,7 @@ int64_t tdm_model_activation_bytes(const tdm_model *m);
 /* Megatron's --recompute-granularity (NULL or "": none; "full"; "selective", which recomputes
  * nothing here: flash attention keeps no scores), --recompute-method ("uniform" | "block") and
  * --recompute-num-layers (0: not given) as *rc, under Megatron's rules (full needs the other two,
- * they are refused without it; num_layers at most the decoder's layers of cfg). */
+ * they are refused without it; num_layers at most the decoder's layers of cfg, when cfg is given). */
 int tdm_recompute_from_flags(const char *granularity, const char *method, int num_layers, const tdm_model_config *cfg,
                              tdm_recompute *rc, tdm_error *err);
 /* Recomputation from the next tdm_model_reserve on (NULL or method NONE: keep everything). */

@@ -12,6 +12,7 @@
 #include "core/alloc.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "model/qwen3vl.h"
 
 typedef enum arg_type {
     ARG_INT,    /* int, range-checked */
@@ -824,6 +825,12 @@ int tdm_train_args_validate(const tdm_train_args *unresolved, int dp, tdm_error 
     if (a->inject_nan_iter > a->train_iters)
         return tdm_errorf(err, "--inject-nan-at %lld: after the last iteration (--train-iters %lld), it would never fire",
                           (long long)a->inject_nan_iter, (long long)a->train_iters);
+    /* Megatron's recompute rules, before anything is loaded (ab's sides too); the layer count once the
+     * config is read (trainer) */
+    tdm_recompute rc;
+    if (tdm_recompute_from_flags(a->recompute_granularity, a->recompute_method, a->recompute_num_layers, NULL, &rc,
+                                 err) != 0)
+        return -1;
     if (a->freeze_vision && a->freeze_projector && a->freeze_llm && a->freeze_lm_head)
         return tdm_errorf(err, "freeze flags: every part is frozen, nothing would train");
     return 0;
