@@ -103,6 +103,34 @@ int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_
     return 0;
 }
 
+/* Megatron's --log-params-norm and --log-num-zeros-in-grad, over the owned elements of every
+ * trained parameter (padding skipped), combined across ranks in rank order like the gradient
+ * norm. Reads only: the step's results are the same with or without it. */
+int tdm_ddp_param_stats(tdm_ddp *ddp, double *params_norm, double *grad_zeros, tdm_error *err) {
+    const tdm_ddp_layout *L = &ddp->L;
+    double s4[4] = {0, 0, 0, 0};
+    int64_t zeros = 0;
+    for (int b = 0; b < L->n_buckets; b++) {
+        const tdm_ddp_bucket *bk = &L->buckets[b];
+        int64_t s, e;
+        tdm_ddp_layout_shard(L, b, ddp->rank, &s, &e);
+        for (int k = bk->first; k < bk->first + bk->count; k++) {
+            int64_t lo, hi;
+            if (!owned_part(ddp, L->order[k], s, e, &lo, &hi)) continue;
+            for (int64_t j = lo; j < hi; j++) {
+                const double p = ddp->params[j];
+                s4[j & 3] += p * p;
+                zeros += ddp->grads[j] == 0.0f;
+            }
+        }
+    }
+    double v[2] = {(s4[0] + s4[1]) + (s4[2] + s4[3]), (double)zeros};
+    if (L->distributed && tdm_ddp_sum_across_ranks(ddp, v, 2, err) != 0) return -1;
+    if (params_norm) *params_norm = sqrt(v[0]);
+    if (grad_zeros) *grad_zeros = v[1];
+    return 0;
+}
+
 /* ---- state for checkpoints ---------------------------------------------------------------- */
 
 int tdm_ddp_opt_pieces(const tdm_ddp *ddp, tdm_ddp_opt_piece *out, int cap) {

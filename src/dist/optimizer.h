@@ -41,6 +41,12 @@ typedef struct tdm_adamw_config {
 int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_scale, double *grad_norm,
                            tdm_error *err);
 
+/* Collective (distributed optimizer; local otherwise). After a step: the L2 norm of the trained
+ * parameters (Megatron's "params norm") and the number of gradient elements equal to zero
+ * (its "num zeros": the reduced gradient, before clipping), each element counted once across
+ * ranks, padding excluded. Either output may be NULL. */
+int tdm_ddp_param_stats(tdm_ddp *ddp, double *params_norm, double *grad_zeros, tdm_error *err);
+
 /* ---- optimizer state, for checkpoints ------------------------------------------------ */
 
 /* A run of one parameter's elements in this rank's state: elements

@@ -144,6 +144,7 @@ static int run_once(const tdm_ab_side *side, run_kind kind, int64_t iters, const
     a.save_interval = 0;
     a.run_dir[0] = 0;       /* no metrics file I/O either */
     a.exit_interval = 0;
+    a.exit_duration_in_mins = 0;
     a.audit_fingerprints = kind == RUN_AUDIT;
     a.profile_config[0] = 0;
     if (kind == RUN_PROFILE) snprintf(a.profile_config, sizeof a.profile_config, "%s", profile_config);

@@ -145,6 +145,13 @@ static const arg_def ARGS[] = {
      F(log_loss_scale_to_tensorboard), 0, 0, NONE_NEVER, NULL, NULL, NULL, "do not write 'loss-scale'"},
     {"log-world-size-to-tensorboard", "log_world_size_to_tensorboard", ARG_SWITCH, F(log_world_size_to_tensorboard),
      0, 0, NONE_NEVER, NULL, NULL, NULL, "also 'world-size'"},
+    {"log-throughput", "log_throughput", ARG_SWITCH, F(log_throughput), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "add the model FLOP/s per rank to the iteration line ('throughput' in TensorBoard with "
+     "--log-timers-to-tensorboard)"},
+    {"log-params-norm", "log_params_norm", ARG_SWITCH, F(log_params_norm), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "add the L2 norm of the trained parameters after each step to the iteration line ('params-norm')"},
+    {"log-num-zeros-in-grad", "log_num_zeros_in_grad", ARG_SWITCH, F(log_num_zeros_in_grad), 0, 0, NONE_NEVER, NULL,
+     NULL, NULL, "add the count of gradient elements equal to zero to the iteration line ('num-zeros')"},
     {"profile-config", "profile_config", ARG_PATH, F(profile_config), 0, 0, NONE_NEVER, NULL, NULL, "FILE",
      "profiler tool config (MindSpeed-MM tools.json 'profile' section)"},
 
@@ -174,6 +181,8 @@ static const arg_def ARGS[] = {
      "with --load: the checkpoint's learning-rate schedule (peak, floor, warm-up, decay span and style)"},
     {"exit-interval", "exit_interval", ARG_I64, F(exit_interval), 0, BIG, NONE_IF_ZERO, NULL, NULL, "N",
      "stop (saving with --save) when the iteration is a multiple of N"},
+    {"exit-duration-in-mins", "exit_duration_in_mins", ARG_DBL, F(exit_duration_in_mins), 0, 1e9, NONE_IF_ZERO,
+     NULL, NULL, "M", "stop (saving with --save) at the end of the first step after M minutes of running"},
 
     /* data parallel */
     {"use-distributed-optimizer", "use_distributed_optimizer", ARG_SWITCH, F(use_distributed_optimizer), 0, 0,
@@ -347,6 +356,13 @@ static const char *const NOT_TAKEN[][2] = {
     {"num-workers", "tandem reads and decodes data in one loader thread per rank, ahead of the steps: drop it"},
     {"ckpt-format", "tandem writes one format (Megatron-style directories of safetensors): drop it"},
     {"tensorboard-queue-size", "every TensorBoard event is flushed as it is written (no queue): drop it"},
+    {"distributed-backend", "tandem's distributed engine is MPI (launch it with mpirun): drop it"},
+    {"reuse-fp32-param", "the parameters are float32 already (no bf16 copy to share memory with): drop it"},
+    {"swap-attention", "activations stay in host memory already; --recompute-granularity full trades compute for "
+                       "their memory: drop it"},
+    {"padded-vocab-size", "the vocabulary size comes from --model's config.json: drop it"},
+    {"rotary-percent", "the architecture comes from --model's config.json: drop it"},
+    {"use-rotary-position-embeddings", "the architecture comes from --model's config.json: drop it"},
     {NULL, NULL}};
 
 static int parse_bool(const char *s, int *out);
@@ -370,6 +386,11 @@ static const char *const ALREADY_SO[][3] = {
     {"no-rope-fusion", NULL, NULL},
     {"attention-softmax-in-fp32", NULL, NULL}, /* everything is float32 */
     {"variable-seq-lengths", NULL, NULL},      /* samples of any length are packed */
+    {"calculate-per-token-loss", NULL, NULL},  /* the loss is summed over the global batch's tokens / their count */
+    {"use-fused-rotary-pos-emb", NULL, NULL},  /* RoPE is applied in one pass */
+    {"trust-remote-code", NULL, NULL},         /* config.json is read as data; no code is run */
+    {"no-create-attention-mask-in-dataloader", NULL, NULL}, /* packed samples need no mask tensor */
+    {"init-method-std", "0.02", "initial weights are drawn with std 0.02, Qwen3-VL's initializer_range"},
     {NULL, NULL, NULL}};
 
 /* The ALREADY_SO entry of argv[*i] (consuming its value), 1 when accepted, 0 when not such a flag,

@@ -81,6 +81,9 @@ typedef struct tdm_train_args {
     int tensorboard_log_interval;
     int log_timers_to_tensorboard, log_validation_ppl_to_tensorboard, log_loss_scale_to_tensorboard;
     int log_world_size_to_tensorboard;
+    int log_throughput;                  /* "throughput per GPU (TFLOP/s/GPU)" in the iteration line */
+    int log_params_norm;                 /* "params norm" (trained parameters, after the step) */
+    int log_num_zeros_in_grad;           /* "num zeros" (gradient elements equal to 0, before clipping) */
 
     /* checkpoints */
     char save[TDM_ARGS_PATH_MAX];
@@ -89,6 +92,7 @@ typedef struct tdm_train_args {
     int no_load_optim;
     int finetune;                        /* load weights only; start at iteration 0 */
     int64_t exit_interval;               /* stop (saving) when iteration % exit_interval == 0 */
+    double exit_duration_in_mins;        /* stop (saving) once a rank has run this long; 0 = never */
     int no_save_optim;                   /* checkpoints without optimizer.safetensors */
     int override_opt_param_scheduler;    /* with --load: these flags' schedule (the default here) */
     int use_checkpoint_opt_param_scheduler; /* with --load: the checkpoint's schedule */

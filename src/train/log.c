@@ -20,11 +20,15 @@ void tdm_format_iter_line(tdm_strbuf *sb, const struct timespec *now, const tdm_
     tdm_sb_printf(sb, " iteration %8lld/%8lld |", (long long)l->iteration, (long long)l->train_iters);
     tdm_sb_printf(sb, " consumed samples: %12lld |", (long long)l->consumed_samples);
     tdm_sb_printf(sb, " elapsed time per iteration (ms): %.1f |", l->elapsed_ms_per_iter);
+    /* Megatron prints one decimal; CPU ranks run at hundredths of a TFLOP/s */
+    if (l->has_throughput) tdm_sb_printf(sb, " throughput per GPU (TFLOP/s/GPU): %.4f |", l->throughput);
     tdm_sb_printf(sb, " learning rate: %.6E |", l->lr);
     tdm_sb_printf(sb, " global batch size: %5d |", l->global_batch_size);
     tdm_sb_printf(sb, " lm loss: %.6E |", l->loss);
     tdm_sb_printf(sb, " loss scale: %.1f |", l->loss_scale);
     tdm_sb_printf(sb, " grad norm: %.3f |", l->grad_norm);
+    if (l->has_num_zeros) tdm_sb_printf(sb, " num zeros: %.1f |", l->num_zeros);
+    if (l->has_params_norm) tdm_sb_printf(sb, " params norm: %.3f |", l->params_norm);
     tdm_sb_printf(sb, " number of skipped iterations: %3d |", l->skipped);
     tdm_sb_printf(sb, " number of nan iterations: %3d |", l->nan);
 }
@@ -55,6 +59,9 @@ void tdm_format_metrics_json(tdm_strbuf *sb, const tdm_step_record *r, int with_
     json_num(sb, "loss", r->loss, "%.17g");
     json_num(sb, "grad_norm", r->grad_norm, "%.17g");
     tdm_sb_printf(sb, ",\"skipped\":%d,\"nan\":%d", r->skipped, r->nan);
+    json_num(sb, "model_flops", r->model_flops, "%.17g");
+    if (r->has_params_norm) json_num(sb, "params_norm", r->params_norm, "%.17g");
+    if (r->has_num_zeros) json_num(sb, "num_zeros", r->num_zeros, "%.17g");
     json_num(sb, "step_ms", r->step_ms, "%.3f");
     json_num(sb, "data_wait_ms", r->data_wait_ms, "%.3f");
     json_num(sb, "fwd_bwd_ms", r->fwd_bwd_ms, "%.3f");

@@ -31,6 +31,11 @@ typedef struct tdm_iter_line {
     double loss_scale;          /* 1.0: fp32 training has no loss scaling */
     double grad_norm;           /* of the last step */
     int skipped, nan;           /* counts over the interval */
+    /* Megatron's optional fields, each printed only when its has_ flag is set */
+    int has_throughput, has_num_zeros, has_params_norm;
+    double throughput;          /* --log-throughput: model TFLOP/s per rank over the interval */
+    double num_zeros;           /* --log-num-zeros-in-grad: of the last step */
+    double params_norm;         /* --log-params-norm: of the last step */
 } tdm_iter_line;
 
 /* Appends the iteration line (no newline) stamped with wall-clock time `now`

@@ -85,6 +85,7 @@ typedef struct trainer {
     tdm_train_result *res;
     int cap_records;
     char recompute_note[160]; /* the activation log line's tail: what is recomputed */
+    uint64_t start_ns;        /* when tdm_train_run began: --exit-duration-in-mins counts from here */
 } trainer;
 
 static void push_record(trainer *t, const tdm_step_record *r) {
@@ -534,7 +535,9 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
 
 static double ms_since(uint64_t t0) { return (double)(tdm_now_ns() - t0) / 1e6; }
 
-/* Runs iteration t->iteration + 1. *stop is set when all ranks agreed to stop after it. */
+enum { STOP_SIGNAL = 1, STOP_DURATION = 2 };
+
+/* Runs iteration t->iteration + 1. *stop is set (STOP_*) when all ranks agreed to stop after it. */
 static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *err) {
     const tdm_train_args *a = t->a;
     int64_t it = t->iteration + 1;
@@ -547,7 +550,7 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     tdm_prof_step_begin(it);
 
     /* forward and backward of this rank's micro-batches; gradients accumulate */
-    double loss_sum = 0, tokens = 0;
+    double loss_sum = 0, tokens = 0, flops = 0;
     uint64_t fp_local = 0;
     XXH3_state_t *fps = XXH3_createState();
     XXH3_64bits_reset(fps);
@@ -579,6 +582,7 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
         }
         loss_sum += r.loss_sum;
         tokens += (double)r.n_tokens;
+        flops += tdm_model_flops(t->model, b);
     }
     fp_local = XXH3_64bits_digest(fps);
     XXH3_freeState(fps);
@@ -597,12 +601,16 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
         return -1;
     }
 
-    /* one small collective: loss sum, token count and the stop flag, summed in rank order */
-    double sums[3] = {loss_sum, tokens, g_stop_requested ? 1.0 : 0.0};
-    if (tdm_ddp_sum_across_ranks(t->ddp, sums, 3, err) != 0) return -1;
+    /* one small collective, summed in rank order: loss sum, token count, model FLOPs, and the two
+     * reasons to stop after this step (a signal; --exit-duration-in-mins, by any rank's clock) */
+    const int out_of_time =
+        a->exit_duration_in_mins > 0 && (double)(tdm_now_ns() - t->start_ns) / 60e9 > a->exit_duration_in_mins;
+    double sums[5] = {loss_sum, tokens, flops, g_stop_requested ? 1.0 : 0.0, out_of_time ? 1.0 : 0.0};
+    if (tdm_ddp_sum_across_ranks(t->ddp, sums, 5, err) != 0) return -1;
     rec->tokens = (int64_t)sums[1];
     rec->loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
-    *stop = sums[2] > 0;
+    rec->model_flops = sums[2];
+    *stop = sums[3] > 0 ? STOP_SIGNAL : sums[4] > 0 ? STOP_DURATION : 0;
     if (sums[1] <= 0 || !isfinite(rec->loss)) {
         t->res->all_ranks_failed = 1;
         t->res->failed_rank = 0;
@@ -634,6 +642,11 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     rec->global_batch_size = a->global_batch_size;
     rec->lr = tdm_lr_scheduler_lr(&t->sched);
     rec->grad_norm = a->clip_grad > 0 ? norm : 0.0; /* the spec: --clip-grad 0 logs 0.0 */
+    if (a->log_params_norm || a->log_num_zeros_in_grad) {
+        if (tdm_ddp_param_stats(t->ddp, &rec->params_norm, &rec->num_zeros, err) != 0) return -1;
+        rec->has_params_norm = a->log_params_norm;
+        rec->has_num_zeros = a->log_num_zeros_in_grad;
+    }
     rec->param_gather_ms = tdm_ddp_timer_elapsed_ms(t->ddp, TDM_TIMER_PARAMS_ALL_GATHER) - gather0;
     if (rec->param_gather_ms < 0) rec->param_gather_ms = 0;
     tdm_ddp_stats st1;
@@ -676,10 +689,12 @@ static void tb_scalars(trainer *t, int n, const char *const *tags, const double 
 static void tb_step(trainer *t, const tdm_step_record *r) {
     const tdm_train_args *a = t->a;
     if (!t->tb || r->iteration % a->tensorboard_log_interval != 0) return;
-    const char *tags[5] = {"learning-rate", "batch-size", "lm loss", "grad-norm"};
-    double v[5] = {r->lr, r->global_batch_size, r->loss, r->grad_norm};
+    const char *tags[7] = {"learning-rate", "batch-size", "lm loss", "grad-norm"};
+    double v[7] = {r->lr, r->global_batch_size, r->loss, r->grad_norm};
     int n = 4;
     if (a->log_loss_scale_to_tensorboard) tags[n] = "loss-scale", v[n++] = 1.0;
+    if (r->has_num_zeros) tags[n] = "num-zeros", v[n++] = r->num_zeros;
+    if (r->has_params_norm) tags[n] = "params-norm", v[n++] = r->params_norm;
     tb_scalars(t, n, tags, v, r->iteration);
     if (a->log_world_size_to_tensorboard) {
         const char *ws[1] = {"world-size"};
@@ -751,7 +766,7 @@ static int evaluate(trainer *t, const char *prefix, tdm_error *err) {
 
 typedef struct interval {
     int n;
-    double loss_sum, ms_sum;
+    double loss_sum, ms_sum, flops_sum;
     int skipped, nan;
 } interval;
 
@@ -759,6 +774,7 @@ static void log_iteration(trainer *t, interval *iv, const tdm_step_record *r) {
     iv->n++;
     iv->loss_sum += r->loss;
     iv->ms_sum += r->step_ms;
+    iv->flops_sum += r->model_flops;
     iv->skipped += r->skipped;
     iv->nan += r->nan;
     if (r->iteration % t->a->log_interval != 0 && r->iteration != t->a->train_iters) return;
@@ -772,7 +788,14 @@ static void log_iteration(trainer *t, interval *iv, const tdm_step_record *r) {
                        .loss_scale = 1.0,
                        .grad_norm = r->grad_norm,
                        .skipped = iv->skipped,
-                       .nan = iv->nan};
+                       .nan = iv->nan,
+                       .has_throughput = t->a->log_throughput && iv->ms_sum > 0,
+                       .has_num_zeros = r->has_num_zeros,
+                       .has_params_norm = r->has_params_norm,
+                       .num_zeros = r->num_zeros,
+                       .params_norm = r->params_norm};
+    /* Megatron's: model FLOPs / (seconds x 1e12 x world size), over the log interval */
+    if (l.has_throughput) l.throughput = iv->flops_sum / (iv->ms_sum / 1e3 * 1e12 * t->dp);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     tdm_strbuf sb;
@@ -791,9 +814,9 @@ static void log_iteration(trainer *t, interval *iv, const tdm_step_record *r) {
     }
     tdm_sb_free(&sb);
     if (t->a->log_timers_to_tensorboard) { /* Megatron: seconds per iteration over the log interval */
-        const char *tag[1] = {"iteration-time"};
-        double sec = iv->ms_sum / iv->n / 1000.0;
-        tb_scalars(t, 1, tag, &sec, r->iteration);
+        const char *tag[2] = {"iteration-time", "throughput"};
+        double v[2] = {iv->ms_sum / iv->n / 1000.0, l.throughput};
+        tb_scalars(t, l.has_throughput ? 2 : 1, tag, v, r->iteration);
     }
     memset(iv, 0, sizeof *iv);
 }
@@ -907,6 +930,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
     memset(t, 0, sizeof *t);
     t->res = res;
     t->ck_iteration = -1;
+    t->start_ns = tdm_now_ns();
     MPI_Comm_dup(comm, &t->comm);
     MPI_Comm_rank(t->comm, &t->rank);
     MPI_Comm_size(t->comm, &t->dp);
@@ -1070,7 +1094,10 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
         }
         if (exit_now) {
             res->interrupted = t->iteration < a->train_iters; /* an exit at the last iteration is the end */
-            tdm_log_info("%s at iteration %lld%s", stop ? "stopping on a signal" : "exiting (--exit-interval)",
+            tdm_log_info("%s at iteration %lld%s",
+                         stop == STOP_SIGNAL     ? "stopping on a signal"
+                         : stop == STOP_DURATION ? "exiting (--exit-duration-in-mins)"
+                                                 : "exiting (--exit-interval)",
                          (long long)t->iteration, a->save[0] ? " after saving a checkpoint" : "");
             break;
         }

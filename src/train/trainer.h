@@ -49,6 +49,11 @@ typedef struct tdm_step_record {
     double grad_norm;          /* global L2 norm before clipping (0.0 with --clip-grad 0, as the spec says) */
     int skipped;               /* 1 when the step was skipped (not finite) */
     int nan;                   /* 1 when loss or grads were not finite */
+    double model_flops;        /* tdm_model_flops of every rank's micro-batches of this step, summed */
+    int has_params_norm;       /* --log-params-norm: */
+    double params_norm;        /*   L2 norm of the trained parameters after the step */
+    int has_num_zeros;         /* --log-num-zeros-in-grad: */
+    double num_zeros;          /*   gradient elements equal to 0 (before clipping) */
     /* timings of this rank, milliseconds (rank-local, not reduced) */
     double step_ms;            /* whole step, data wait included */
     double data_wait_ms;       /* waiting for the loader */

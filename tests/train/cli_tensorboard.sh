@@ -6,7 +6,9 @@
 #   - the TFRecord framing and both masked CRC-32Cs of every record; the first event is "brain.Event:2";
 #   - Megatron's tags at every --tensorboard-log-interval, each also "... vs samples" over consumed samples,
 #     with the values of metrics.jsonl / valid.jsonl (as float32, TensorBoard's simple_value);
-#   - iteration-time at --log-interval with --log-timers-to-tensorboard; validation ppl with its flag;
+#   - iteration-time at --log-interval with --log-timers-to-tensorboard (and throughput with --log-throughput:
+#     the interval's model FLOPs / (seconds x 1e12 x ranks) of metrics.jsonl); validation ppl with its flag;
+#   - num-zeros and params-norm with --log-num-zeros-in-grad and --log-params-norm;
 #   - a resumed run adds a second event file and continues the steps;
 #   - a --tensorboard-dir that cannot be created is refused with one sentence.
 # Env: TANDEM (build/tandem), MPIRUN (mpirun.openmpi or mpirun.mpich).
@@ -16,7 +18,8 @@ COMMON=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json"
         --global-batch-size 8 --lr 1e-3 --lr-warmup-iters 1 --seq-length 512 --seed 7 --freeze-vision
         --valid-data-path "$W/data/test.json" --eval-interval 3 --eval-iters 1 --run-dir "$W/run"
         --tensorboard-dir "$W/tb" --tensorboard-log-interval 2 --log-interval 3 --log-timers-to-tensorboard
-        --log-validation-ppl-to-tensorboard --log-world-size-to-tensorboard --save "$W/ckpt")
+        --log-validation-ppl-to-tensorboard --log-world-size-to-tensorboard --save "$W/ckpt"
+        --log-throughput --log-num-zeros-in-grad --log-params-norm)
 train() { "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${COMMON[@]}" "$@"; }
 
 train --train-iters 6 >"$W/a.log" 2>&1 || bad "first run exited non-zero: $(tail -3 "$W/a.log")"
@@ -81,7 +84,7 @@ valid = {r["iteration"]: r for r in map(json.loads, open(sys.argv[3]))}
 logged = [i for i in sorted(metrics) if i % 2 == 0]
 assert logged == [2, 4, 6, 8], logged
 for tag, key in [("lm loss", "loss"), ("learning-rate", "lr"), ("grad-norm", "grad_norm"),
-                 ("batch-size", "global_batch_size")]:
+                 ("batch-size", "global_batch_size"), ("num-zeros", "num_zeros"), ("params-norm", "params_norm")]:
     assert sorted(scalars[tag]) == logged, (tag, scalars[tag])
     for i in logged:
         m = metrics[i]
@@ -91,6 +94,10 @@ assert all(v == 1.0 for v in scalars["loss-scale"].values()) and sorted(scalars[
 assert all(v == 2.0 for v in scalars["world-size"].values())
 assert sorted(scalars["iteration-time"]) == [3, 6, 8], scalars["iteration-time"]   # --log-interval 3, and the last
 assert all(0 < v < 60 for v in scalars["iteration-time"].values())
+assert sorted(scalars["throughput"]) == [3, 6, 8], scalars["throughput"]
+for i, its in [(3, [1, 2, 3]), (6, [4, 5, 6]), (8, [7, 8])]:   # the resumed run's interval starts at 7
+    ref = sum(metrics[k]["model_flops"] for k in its) / (sum(metrics[k]["step_ms"] for k in its) / 1e3 * 1e12 * 2)
+    assert abs(scalars["throughput"][i] - ref) <= 1e-4 * ref, (i, scalars["throughput"][i], ref)
 assert sorted(scalars["lm loss validation"]) == sorted(valid) == [3, 6, 8], (scalars["lm loss validation"], valid)
 for i, r in valid.items():
     assert scalars["lm loss validation"][i] == f32(r["loss"])

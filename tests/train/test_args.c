@@ -97,6 +97,19 @@ static void test_errors_are_one_clear_sentence(void) {
     CHECK(parse(&a, "--tensorboard-queue-size 1", &err) != 0 &&
               strstr(err.msg, "--tensorboard-queue-size: not a tandem flag; every TensorBoard event is flushed"),
           "%s", err.msg);
+    /* the practice's launch script (MindSpeed-MM's Qwen3-VL) and Megatron's logging flags */
+    CHECK(parse(&a, "--trust-remote-code --calculate-per-token-loss --use-fused-rotary-pos-emb --init-method-std 0.02 "
+                    "--no-create-attention-mask-in-dataloader --log-throughput --log-params-norm "
+                    "--log-num-zeros-in-grad --exit-duration-in-mins 230",
+                &err) == 0 &&
+              a.log_throughput && a.log_params_norm && a.log_num_zeros_in_grad && a.exit_duration_in_mins == 230,
+          "%s", err.msg);
+    CHECK(parse(&a, "--init-method-std 0.01", &err) != 0 && strstr(err.msg, "std 0.02") && strstr(err.msg, "only 0.02"),
+          "%s", err.msg);
+    CHECK(parse(&a, "--distributed-backend nccl", &err) != 0 && strstr(err.msg, "MPI (launch it with mpirun)"), "%s",
+          err.msg);
+    CHECK(parse(&a, "--reuse-fp32-param", &err) != 0 && strstr(err.msg, "float32 already"), "%s", err.msg);
+    CHECK(parse(&a, "--exit-duration-in-mins -1", &err) != 0 && strstr(err.msg, "out of range"), "%s", err.msg);
     CHECK(parse(&a, "--mm-tool tools.json --recompute-activations", &err) == 0 &&
               !strcmp(a.profile_config, "tools.json") && !strcmp(a.recompute_granularity, "selective"),
           "aliases: %s '%s' '%s'", err.msg, a.profile_config, a.recompute_granularity);

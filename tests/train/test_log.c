@@ -29,6 +29,21 @@ static void test_iteration_line_is_megatrons(void) {
     CHECK(strstr(sb.data, "learning rate: 3.500000E-123 |"), "%s", sb.data);
     CHECK(strstr(sb.data, "lm loss: INF |"), "%s", sb.data);
     CHECK(strstr(sb.data, "number of nan iterations:  12 |"), "%s", sb.data);
+    CHECK(!strstr(sb.data, "throughput") && !strstr(sb.data, "num zeros") && !strstr(sb.data, "params norm"), "%s",
+          sb.data);
+    /* Megatron's optional fields, where its training_log puts them */
+    tdm_sb_clear(&sb);
+    l = (tdm_iter_line){.iteration = 5, .train_iters = 20, .consumed_samples = 40, .elapsed_ms_per_iter = 812.34,
+                        .lr = 1e-4, .global_batch_size = 8, .loss = 6.54321, .loss_scale = 1.0, .grad_norm = 1.23456,
+                        .has_throughput = 1, .throughput = 0.0421875, .has_num_zeros = 1, .num_zeros = 1234,
+                        .has_params_norm = 1, .params_norm = 81.10075};
+    tdm_format_iter_line(&sb, &now, &l);
+    want = "[2026-11-29 18:00:00.123456] iteration        5/      20 | consumed samples:           40 | "
+           "elapsed time per iteration (ms): 812.3 | throughput per GPU (TFLOP/s/GPU): 0.0422 | "
+           "learning rate: 1.000000E-04 | global batch size:     8 | lm loss: 6.543210E+00 | loss scale: 1.0 | "
+           "grad norm: 1.235 | num zeros: 1234.0 | params norm: 81.101 | number of skipped iterations:   0 | "
+           "number of nan iterations:   0 |";
+    CHECK(!strcmp(sb.data, want), "\n got  %s\n want %s", sb.data, want);
     tdm_sb_free(&sb);
 }
 
@@ -54,7 +69,7 @@ static void test_metrics_json(void) {
     tdm_format_metrics_json(&sb, &r, 1);
     const char *want = "{\"iteration\":3,\"consumed_samples\":24,\"lr\":0.10000000000000001,\"global_batch_size\":8,"
                        "\"tokens\":100,\"loss\":0.66666666666666663,\"grad_norm\":0.5,\"skipped\":0,\"nan\":0,"
-                       "\"step_ms\":12.500,\"data_wait_ms\":0.000,\"fwd_bwd_ms\":0.000,\"grad_sync_ms\":0.000,"
+                       "\"model_flops\":0,\"step_ms\":12.500,\"data_wait_ms\":0.000,\"fwd_bwd_ms\":0.000,\"grad_sync_ms\":0.000,"
                        "\"optimizer_ms\":0.000,\"param_gather_ms\":0.000,\"comm_thread_cpu_ms\":0.000,"
                        "\"compute_cpu_ms\":11.250,\"cpu_ms\":13.000,\"fingerprint\":\"0000000000000abc\"}";
     CHECK(!strcmp(sb.data, want), "\n got  %s\n want %s", sb.data, want);
@@ -64,6 +79,14 @@ static void test_metrics_json(void) {
     r.loss = r.loss != r.loss ? r.loss : __builtin_nan("");
     tdm_format_metrics_json(&sb, &r, 0);
     CHECK(strstr(sb.data, "\"loss\":\"NaN\"") && !strstr(sb.data, "fingerprint"), "%s", sb.data);
+    CHECK(!strstr(sb.data, "params_norm") && !strstr(sb.data, "num_zeros"), "%s", sb.data);
+    tdm_sb_clear(&sb);
+    r.model_flops = 13841211392.0;
+    r.has_params_norm = 1, r.params_norm = 81.1;
+    r.has_num_zeros = 1, r.num_zeros = 240128;
+    tdm_format_metrics_json(&sb, &r, 0);
+    CHECK(strstr(sb.data, "\"nan\":0,\"model_flops\":13841211392,\"params_norm\":81.099999999999994,"
+                          "\"num_zeros\":240128,\"step_ms\""), "%s", sb.data);
     tdm_sb_free(&sb);
 }
 

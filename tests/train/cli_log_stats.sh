@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# cli_log_stats.sh - Megatron's optional iteration-line fields and --exit-duration-in-mins, 2 ranks, tiny model:
+#   - --log-params-norm: the logged "params norm" of the last step equals the L2 norm (float64, numpy) of the
+#     trained tensors of the checkpoint saved after it, relative 1e-9 (plain and distributed optimizer);
+#   - --log-num-zeros-in-grad: at iteration 1 (the whole data set as one global batch) "num zeros" equals the
+#     count of exact zeros in the gradient `tandem dump-grads` writes for the same samples as one packed batch
+#     (another code path: one rank, one micro-batch, no buckets);
+#   - --log-throughput: "throughput per GPU (TFLOP/s/GPU)" = model FLOPs / (seconds x 1e12 x ranks) of
+#     metrics.jsonl, and the step's model FLOPs do not depend on how the global batch is split over ranks;
+#   - none of them changes the training: loss, grad norm and the final checksum bitwise those of a plain run;
+#   - --exit-duration-in-mins: the run stops after its first step past the limit, saves, exits 0, and resuming
+#     that checkpoint ends bitwise where an uninterrupted run ends.
+# Env: TANDEM (build/tandem), MPIRUN (mpirun.openmpi or mpirun.mpich).
+. "$(dirname "$0")/lib.sh"
+tiny_setup 8 0
+COMMON=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --micro-batch-size 2
+        --global-batch-size 8 --lr 1e-3 --lr-warmup-iters 1 --seq-length 512 --seed 7 --freeze-vision)
+STATS=(--log-params-norm --log-num-zeros-in-grad --log-throughput)
+train() { "$MPIRUN" "${MPIFLAGS[@]}" -np "$NP" "$TANDEM" train "${COMMON[@]}" "$@"; }
+field() { grep -o "iteration *$2/.*" "$1" | grep -o "$3: [0-9.eE+-]*" | head -1 | sed 's/.*: //'; }
+curve() { sed -E 's/.*"loss":([^,]+),"grad_norm":([^,]+),.*/\1 \2/' "$1"; }
+checksum() { grep -o "parameters checksum [0-9a-f]*" "$1"; }
+
+NP=2
+for opt in plain dist; do
+  extra=(); [ $opt = dist ] && extra=(--use-distributed-optimizer --overlap-grad-reduce)
+  train --train-iters 3 "${extra[@]}" "${STATS[@]}" --save "$W/ck_$opt" --run-dir "$W/m_$opt" >"$W/$opt.log" 2>&1 \
+    || bad "$opt: run with the three flags exited non-zero: $(tail -3 "$W/$opt.log")"
+  train --train-iters 3 "${extra[@]}" --run-dir "$W/p_$opt" >"$W/p_$opt.log" 2>&1 \
+    || bad "$opt: plain run exited non-zero: $(tail -3 "$W/p_$opt.log")"
+  [ -n "$(curve "$W/p_$opt/metrics.jsonl")" ] && [ "$(curve "$W/m_$opt/metrics.jsonl")" = "$(curve "$W/p_$opt/metrics.jsonl")" ] \
+    && [ "$(checksum "$W/$opt.log")" = "$(checksum "$W/p_$opt.log")" ] \
+    && ok "$opt: the three flags change nothing (loss, grad norm, final checksum bitwise)" \
+    || bad "$opt: the flags changed the training"
+  pn=$(field "$W/$opt.log" 3 "params norm")
+  if "$PY" - "$W/ck_$opt/iter_0000003/model.safetensors" "$pn" "$W/m_$opt/metrics.jsonl" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+hdr = json.loads(raw[8:8 + n])
+ss = 0.0
+for name, info in hdr.items():
+    # --freeze-vision: the tower is frozen, its merger (the projector) trains
+    if name == "__metadata__" or (name.startswith("model.visual.") and ".merger" not in name
+                                  and "deepstack_merger" not in name):
+        continue
+    b, e = info["data_offsets"]
+    a = np.frombuffer(raw[8 + n + b:8 + n + e], dtype=np.float32).astype(np.float64)
+    ss += float(np.dot(a, a))
+ref = ss ** 0.5
+rows = [json.loads(l) for l in open(sys.argv[3])]
+exact = rows[-1]["params_norm"]
+assert abs(exact - ref) <= 1e-9 * ref, (exact, ref)
+assert abs(float(sys.argv[2]) - ref) <= 0.0005 + 1e-6 * ref, (sys.argv[2], ref)   # printed with 3 decimals
+PYEOF
+  then ok "$opt: params norm $pn = the L2 norm of the saved trained tensors (rel. 1e-9)"
+  else bad "$opt: params norm $pn differs from the checkpoint's"; fi
+  if "$PY" - "$W/m_$opt/metrics.jsonl" "$W/$opt.log" <<'PYEOF'
+import json, re, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+lines = [l for l in open(sys.argv[2]) if re.search(r"iteration +\d+/", l)]
+assert len(lines) == len(rows) == 3
+for r, l in zip(rows, lines):
+    tp = float(re.search(r"throughput per GPU \(TFLOP/s/GPU\): ([0-9.]+)", l).group(1))
+    ms = float(re.search(r"elapsed time per iteration \(ms\): ([0-9.]+)", l).group(1))
+    ref = r["model_flops"] / (ms / 1e3 * 1e12 * 2)
+    assert r["model_flops"] > 1e6 and abs(tp - ref) <= 0.00005 + 0.01 * ref, (tp, ref)
+PYEOF
+  then ok "$opt: throughput = model FLOPs / (s x 1e12 x 2 ranks) at every line"
+  else bad "$opt: throughput field"; fi
+done
+
+# --- num zeros against dump-grads: iteration 1 trains on all 8 samples, at the initial weights -----------------
+"$TANDEM" dump-grads --model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --seed 7 \
+  --freeze-vision --out "$W/g.safetensors" >"$W/dg.log" 2>&1 || bad "dump-grads: $(tail -2 "$W/dg.log")"
+for opt in plain dist; do
+  nz=$(field "$W/$opt.log" 1 "num zeros")
+  if "$PY" - "$W/g.safetensors" "$nz" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+hdr = json.loads(raw[8:8 + n])
+zeros = sum(int(np.count_nonzero(np.frombuffer(raw[8 + n + i["data_offsets"][0]:8 + n + i["data_offsets"][1]],
+                                               dtype=np.float32) == 0))
+            for k, i in hdr.items() if k != "__metadata__")
+assert zeros > 0 and float(sys.argv[2]) == zeros, (sys.argv[2], zeros)
+PYEOF
+  then ok "$opt: num zeros $nz at iteration 1 = exact zeros of dump-grads' gradient of the same 8 samples"
+  else bad "$opt: num zeros $nz differs from dump-grads'"; fi
+done
+
+# --- the model FLOPs of a step do not depend on the split over ranks -----------------------------------------
+NP=1
+train --train-iters 3 --log-throughput --run-dir "$W/m_one" >"$W/one.log" 2>&1 || bad "1 rank: $(tail -3 "$W/one.log")"
+flops() { grep -o '"model_flops":[0-9.e+]*' "$1"; }
+[ -n "$(flops "$W/m_one/metrics.jsonl")" ] && [ "$(flops "$W/m_one/metrics.jsonl")" = "$(flops "$W/m_plain/metrics.jsonl")" ] \
+  && ok "model FLOPs per step: 1 rank x 4 micro-batches = 2 ranks x 2" || bad "model FLOPs differ between 1 and 2 ranks"
+NP=2
+
+# --- --exit-duration-in-mins ----------------------------------------------------------------------------------
+train --train-iters 4 --use-distributed-optimizer --exit-duration-in-mins 0.00001 --save "$W/ck_x" >"$W/x.log" 2>&1 \
+  && grep -q "exiting (--exit-duration-in-mins) at iteration 1 after saving a checkpoint" "$W/x.log" \
+  && [ "$(cat "$W/ck_x/latest_checkpointed_iteration.txt" 2>/dev/null)" = 1 ] \
+  && ok "--exit-duration-in-mins: stopped after iteration 1, saved it, exit 0" \
+  || bad "--exit-duration-in-mins: $(grep -E "exiting|FAIL|rror" "$W/x.log" | head -3)"
+train --train-iters 4 --use-distributed-optimizer --load "$W/ck_x" --save "$W/ck_x" >"$W/xr.log" 2>&1 \
+  || bad "resume after --exit-duration-in-mins: $(tail -3 "$W/xr.log")"
+train --train-iters 4 --use-distributed-optimizer >"$W/xu.log" 2>&1 || bad "uninterrupted: $(tail -3 "$W/xu.log")"
+[ -n "$(checksum "$W/xu.log")" ] && [ "$(checksum "$W/xr.log")" = "$(checksum "$W/xu.log")" ] \
+  && ok "resumed after the duration exit: final checksum bitwise the uninterrupted run's" \
+  || bad "resumed run: $(checksum "$W/xr.log") vs $(checksum "$W/xu.log")"
+finish
