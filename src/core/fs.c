@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,6 +76,51 @@ const char *tdm_map_file(const char *path, size_t max_bytes, size_t *len, tdm_er
 
 void tdm_unmap_file(const char *p, size_t len) {
     if (p && len > 0) munmap((void *)p, len);
+}
+
+/* ---- SIGBUS guards (fs.h) */
+
+static _Thread_local tdm_map_guard *g_guard; /* this thread's innermost guard */
+static struct sigaction g_prev_bus;          /* the handler before ours */
+static pthread_once_t g_bus_once = PTHREAD_ONCE_INIT;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc) {
+    const char *a = si->si_addr;
+    for (tdm_map_guard *g = g_guard; g; g = g->prev)
+        if (a >= g->lo && (size_t)(a - g->lo) < g->len + (size_t)sysconf(_SC_PAGESIZE)) {
+            g_guard = g->prev;
+            siglongjmp(g->jb, 1);
+        }
+    /* not a guarded read: hand it to the previous handler */
+    if (g_prev_bus.sa_flags & SA_SIGINFO) {
+        g_prev_bus.sa_sigaction(sig, si, uc);
+    } else if (g_prev_bus.sa_handler != SIG_IGN && g_prev_bus.sa_handler != SIG_DFL) {
+        g_prev_bus.sa_handler(sig);
+    } else {
+        /* the default action: returning re-executes the faulting access, which now crashes */
+        signal(SIGBUS, SIG_DFL);
+    }
+}
+
+static void install_sigbus(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &g_prev_bus);
+}
+
+void tdm_map_guard_arm(tdm_map_guard *g, const char *p, size_t len) {
+    pthread_once(&g_bus_once, install_sigbus);
+    g->lo = p;
+    g->len = len;
+    g->prev = g_guard;
+    g_guard = g;
+}
+
+void tdm_map_guard_leave(tdm_map_guard *g) {
+    if (g_guard == g) g_guard = g->prev;
 }
 
 int tdm_write_all(int fd, const void *data, size_t len, const char *path, tdm_error *err) {

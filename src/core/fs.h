@@ -8,6 +8,7 @@
 #ifndef TDM_FS_H
 #define TDM_FS_H
 
+#include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,27 @@ char *tdm_read_file(const char *path, size_t max_bytes, size_t *len, tdm_error *
  * tdm_unmap_file(p, len). An empty file maps to a valid pointer of length 0. */
 const char *tdm_map_file(const char *path, size_t max_bytes, size_t *len, tdm_error *err);
 void tdm_unmap_file(const char *p, size_t len);
+
+/* A mapped file that another program shortens while it is read raises SIGBUS at the first
+ * page past its new end. Reads of a mapping inside a guard turn that into a return instead:
+ *
+ *     tdm_map_guard g;
+ *     tdm_map_guard_arm(&g, p, len);
+ *     if (sigsetjmp(g.jb, 1) != 0) { ...the file shrank: report it (the guard is off)... }
+ *     ...read p[0 .. len)...
+ *     tdm_map_guard_leave(&g);
+ *
+ * The jump skips whatever the reads had under way: the caller must be able to drop it (the
+ * dataset loader ends the run with the error). Guards nest per thread; a SIGBUS outside every
+ * guard of its thread goes to the handler that was there before (by default the crash). */
+typedef struct tdm_map_guard {
+    sigjmp_buf jb;
+    const char *lo;
+    size_t len;
+    struct tdm_map_guard *prev;
+} tdm_map_guard;
+void tdm_map_guard_arm(tdm_map_guard *g, const char *p, size_t len);
+void tdm_map_guard_leave(tdm_map_guard *g);
 
 int tdm_write_file_atomic(const char *path, const void *data, size_t len, tdm_error *err);
 

@@ -342,14 +342,10 @@ static int add_sample(tdm_dataset *d, int64_t *cap, const tdm_json *o, int file,
  * read as empty, no sample and no word) */
 static int is_json_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
-static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_options *opt, tdm_error *err) {
+/* The samples of one file's text (mapped: see load_file). */
+static int parse_file(tdm_dataset *d, int64_t *cap, int file, const char *text, size_t len, const char *root,
+                      const tdm_dataset_options *opt, tdm_error *err) {
     const char *path = d->files[file];
-    char root[1024];
-    if (opt->image_root) snprintf(root, sizeof root, "%s", opt->image_root);
-    else tdm_dirname(path, root, sizeof root);
-    size_t len;
-    const char *text = tdm_map_file(path, TDM_DATASET_MAX_FILE_BYTES, &len, err);
-    if (!text) return -1;
     const size_t bom = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 byte order mark */
     size_t first = bom;
     while (first < len && is_json_blank(text[first])) first++;
@@ -416,6 +412,29 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
             pos = end + 1;
         }
     }
+    return rc;
+}
+
+static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_options *opt, tdm_error *err) {
+    const char *path = d->files[file];
+    char root[1024];
+    if (opt->image_root) snprintf(root, sizeof root, "%s", opt->image_root);
+    else tdm_dirname(path, root, sizeof root);
+    size_t len;
+    const char *text = tdm_map_file(path, TDM_DATASET_MAX_FILE_BYTES, &len, err);
+    if (!text) return -1;
+    /* Another program cutting the file short while it is parsed would otherwise kill the run
+     * with SIGBUS; the guard makes it this error (what was parsed of the file is dropped with
+     * the dataset: the run ends). */
+    tdm_map_guard g;
+    tdm_map_guard_arm(&g, text, len);
+    if (sigsetjmp(g.jb, 1) != 0) {
+        tdm_unmap_file(text, len);
+        return tdm_errorf(err, "%s: the file shrank below its %zu bytes while it was read (another program is "
+                               "writing it?): load it once it is complete", path, len);
+    }
+    int rc = parse_file(d, cap, file, text, len, root, opt, err);
+    tdm_map_guard_leave(&g);
     tdm_unmap_file(text, len);
     return rc;
 }
