@@ -90,8 +90,8 @@ static const arg_def ARGS[] = {
     {"min-lr", "min_lr", ARG_DBL, F(min_lr), 0, 10, NONE_NEVER, "0.0", NULL, "LR",
      "learning rate at the end of the decay"},
     {"lr-decay-style", "lr_decay_style", ARG_CHOICE, F(lr_decay_style), 0, 0, NONE_NEVER, "linear",
-     "constant|linear|cosine|inverse-square-root", "STYLE",
-     "decay after warmup: constant, linear, cosine or inverse-square-root"},
+     "constant|linear|cosine|inverse-square-root|WSD", "STYLE",
+     "decay after warmup: constant, linear, cosine, inverse-square-root or WSD (warmup-stable-decay)"},
     {"lr-warmup-iters", "lr_warmup_iters", ARG_I64, F(lr_warmup_iters), 0, BIG, NONE_NEVER, "0", NULL, "N",
      "iterations of linear warmup"},
     {"lr-warmup-fraction", "lr_warmup_fraction", ARG_DBL, F(lr_warmup_fraction), 0, 1, NONE_IF_NEG, "-1", NULL,
@@ -104,10 +104,23 @@ static const arg_def ARGS[] = {
      "with --train-samples: samples over which to decay (default --train-samples)"},
     {"lr-decay-iters", "lr_decay_iters", ARG_I64, F(lr_decay_iters), 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
      "iterations over which to decay (default: --train-iters)"},
+    {"lr-wsd-decay-style", "lr_wsd_decay_style", ARG_CHOICE, F(lr_wsd_decay_style), 0, 0, NONE_NEVER, "exponential",
+     "exponential|linear|cosine|minus_sqrt", "STYLE", "WSD: the shape of the final decay"},
+    {"lr-wsd-decay-iters", "lr_wsd_decay_iters", ARG_I64, F(lr_wsd_decay_iters), 1, BIG, NONE_IF_ZERO, NULL, NULL,
+     "N", "WSD: iterations of the final decay, at the end of the decay span"},
+    {"lr-wsd-decay-samples", "lr_wsd_decay_samples", ARG_I64, F(lr_wsd_decay_samples), 1, BIG, NONE_IF_ZERO, NULL,
+     NULL, "N", "WSD with --train-samples: samples of the final decay"},
 
     /* optimizer */
     {"weight-decay", "weight_decay", ARG_DBL, F(weight_decay), 0, 10, NONE_NEVER, "0.01", NULL, "WD",
      "AdamW decoupled weight decay (not applied to biases and norms)"},
+    {"start-weight-decay", "start_weight_decay", ARG_DBL, F(start_weight_decay), 0, 10, NONE_IF_NEG, "-1", NULL,
+     "WD", "with --weight-decay-incr-style linear|cosine: the weight decay at the start"},
+    {"end-weight-decay", "end_weight_decay", ARG_DBL, F(end_weight_decay), 0, 10, NONE_IF_NEG, "-1", NULL, "WD",
+     "with --weight-decay-incr-style linear|cosine: the weight decay at the last iteration"},
+    {"weight-decay-incr-style", "weight_decay_incr_style", ARG_CHOICE, F(weight_decay_incr_style), 0, 0, NONE_NEVER,
+     "constant", "constant|linear|cosine", "STYLE",
+     "constant (--weight-decay throughout), or linear / cosine from --start- to --end-weight-decay over the run"},
     {"adam-beta1", "adam_beta1", ARG_DBL, F(adam_beta1), 0, 0.999999, NONE_NEVER, "0.9", NULL, "B", "Adam beta1"},
     {"adam-beta2", "adam_beta2", ARG_DBL, F(adam_beta2), 0, 0.999999999, NONE_NEVER, "0.999", NULL, "B",
      "Adam beta2"},
@@ -828,6 +841,26 @@ int tdm_train_args_validate(const tdm_train_args *unresolved, int dp, tdm_error 
                               "(--lr-decay-iters, else --train-iters)", (long long)a->lr_warmup_iters,
                               (long long)decay);
     }
+    /* WSD's final decay, in the unit of the schedule (Megatron's assertion, as a sentence) */
+    if (a->train_samples > 0 ? a->lr_wsd_decay_iters > 0 : a->lr_wsd_decay_samples > 0)
+        return tdm_errorf(err, a->train_samples > 0 ? "--lr-wsd-decay-iters: with --train-samples the schedule is in "
+                                                      "samples (--lr-wsd-decay-samples)"
+                                                    : "--lr-wsd-decay-samples: only with --train-samples (with "
+                                                      "--train-iters: --lr-wsd-decay-iters)");
+    if (!strcmp(a->lr_decay_style, "WSD") && a->lr_wsd_decay_iters <= 0 && a->lr_wsd_decay_samples <= 0)
+        return tdm_errorf(err, "--lr-decay-style WSD: requires the length of its final decay (--lr-wsd-decay-%s N)",
+                          a->train_samples > 0 ? "samples" : "iters");
+    /* Megatron's weight-decay increment: both ends with linear / cosine, neither with constant */
+    const int wd_const = !strcmp(a->weight_decay_incr_style, "constant");
+    if (wd_const && (a->start_weight_decay >= 0 || a->end_weight_decay >= 0))
+        return tdm_errorf(err, "--%s-weight-decay: only with --weight-decay-incr-style linear or cosine (constant "
+                               "uses --weight-decay)", a->start_weight_decay >= 0 ? "start" : "end");
+    if (!wd_const && (a->start_weight_decay < 0 || a->end_weight_decay < 0))
+        return tdm_errorf(err, "--weight-decay-incr-style %s: requires --start-weight-decay and --end-weight-decay",
+                          a->weight_decay_incr_style);
+    if (!wd_const && a->end_weight_decay < a->start_weight_decay)
+        return tdm_errorf(err, "--end-weight-decay %g: below --start-weight-decay %g (the weight decay only increases)",
+                          a->end_weight_decay, a->start_weight_decay);
     if (a->lr_warmup_fraction >= 1)
         return tdm_errorf(err, "--lr-warmup-fraction %g: must be below 1 (the warmup must end before the decay span)",
                           a->lr_warmup_fraction);
@@ -1012,6 +1045,25 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
         for (int i = 0; i < N_ARGS; i++) {
             if (strcmp(ARGS[i].attr, numeric[k]) != 0) continue;
             tdm_train_args_value(a, i, value, sizeof value);
+            h = fnv1a(h, ARGS[i].attr, strlen(ARGS[i].attr) + 1);
+            h = fnv1a(h, value, strlen(value) + 1);
+        }
+    }
+    /* later flags, hashed only away from their defaults: checkpoints written before they existed keep their
+     * fingerprint */
+    static tdm_train_args defaults_store; /* large: not on the stack */
+    static int have_defaults;
+    if (!have_defaults) tdm_train_args_defaults(&defaults_store), have_defaults = 1;
+    const tdm_train_args *defaults = &defaults_store;
+    static const char *const later[] = {"lr_wsd_decay_style", "lr_wsd_decay_iters", "lr_wsd_decay_samples",
+                                        "start_weight_decay", "end_weight_decay", "weight_decay_incr_style"};
+    for (size_t k = 0; k < sizeof later / sizeof *later; k++) {
+        for (int i = 0; i < N_ARGS; i++) {
+            if (strcmp(ARGS[i].attr, later[k]) != 0) continue;
+            tdm_train_args_value(a, i, value, sizeof value);
+            char dflt[64];
+            tdm_train_args_value(defaults, i, dflt, sizeof dflt);
+            if (!strcmp(value, dflt)) continue;
             h = fnv1a(h, ARGS[i].attr, strlen(ARGS[i].attr) + 1);
             h = fnv1a(h, value, strlen(value) + 1);
         }

@@ -55,11 +55,15 @@ typedef struct tdm_train_args {
 
     /* learning rate (Megatron's OptimizerParamScheduler) */
     double lr, min_lr;
-    char lr_decay_style[24];             /* constant | linear | cosine | inverse-square-root */
+    char lr_decay_style[24];             /* constant | linear | cosine | inverse-square-root | WSD */
     int64_t lr_warmup_iters;
     double lr_warmup_fraction;           /* < 0: not given */
     double lr_warmup_init;
     int64_t lr_decay_iters;              /* 0: = train_iters */
+    char lr_wsd_decay_style[32];         /* WSD's final decay: exponential|linear|cosine|minus_sqrt */
+    int64_t lr_wsd_decay_iters, lr_wsd_decay_samples; /* its length; 0: unset */
+    double start_weight_decay, end_weight_decay; /* < 0: unset (both --weight-decay) */
+    char weight_decay_incr_style[16];    /* constant|linear|cosine */
     int64_t lr_warmup_samples, lr_decay_samples; /* with --train-samples (decay 0: = train_samples) */
 
     /* AdamW and clipping */

@@ -55,6 +55,7 @@ void tdm_format_metrics_json(tdm_strbuf *sb, const tdm_step_record *r, int with_
     tdm_sb_printf(sb, "{\"iteration\":%lld,\"consumed_samples\":%lld", (long long)r->iteration,
                   (long long)r->consumed_samples);
     json_num(sb, "lr", r->lr, "%.17g");
+    json_num(sb, "weight_decay", r->weight_decay, "%.17g");
     tdm_sb_printf(sb, ",\"global_batch_size\":%d,\"tokens\":%lld", r->global_batch_size, (long long)r->tokens);
     json_num(sb, "loss", r->loss, "%.17g");
     json_num(sb, "grad_norm", r->grad_norm, "%.17g");

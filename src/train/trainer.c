@@ -377,6 +377,21 @@ static int setup_state(trainer *t, tdm_error *err) {
                               by_samples ? a->train_samples : a->train_iters, by_samples ? 1 : a->global_batch_size,
                               err) != 0)
         return -1;
+    if (style == TDM_LR_WSD) {
+        tdm_wsd_style ws = TDM_WSD_EXPONENTIAL;
+        tdm_wsd_style_parse(a->lr_wsd_decay_style, &ws); /* a choice flag: one of the four */
+        if (tdm_lr_scheduler_set_wsd(&t->sched, ws, by_samples ? a->lr_wsd_decay_samples : a->lr_wsd_decay_iters,
+                                     by_samples ? 1 : a->global_batch_size, err) != 0)
+            return -1;
+    }
+    /* Megatron's weight-decay increment spans the whole run: train_iters x global batch, or train_samples */
+    tdm_wd_style wds = TDM_WD_CONSTANT;
+    tdm_wd_style_parse(a->weight_decay_incr_style, &wds);
+    const int wd_const = wds == TDM_WD_CONSTANT;
+    if (tdm_lr_scheduler_set_wd(&t->sched, wds, wd_const ? a->weight_decay : a->start_weight_decay,
+                                wd_const ? a->weight_decay : a->end_weight_decay,
+                                by_samples ? a->train_samples : a->train_iters * a->global_batch_size, err) != 0)
+        return -1;
     if (a->use_checkpoint_opt_param_scheduler && have_ck) { /* validate: with --load, not --finetune */
         tdm_lr_style cs;
         if (!ck_state.has_schedule)
@@ -403,7 +418,7 @@ static int setup_state(trainer *t, tdm_error *err) {
     t->adamw.beta1 = (float)a->adam_beta1;
     t->adamw.beta2 = (float)a->adam_beta2;
     t->adamw.eps = (float)a->adam_eps;
-    t->adamw.weight_decay = (float)a->weight_decay;
+    t->adamw.weight_decay = (float)tdm_lr_scheduler_wd(&t->sched);
     t->adamw.clip_grad = (float)a->clip_grad;
     return 0;
 }
@@ -623,6 +638,7 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
 
     /* optimizer: Megatron's timing: this step runs at lr(consumed before it) */
     t->adamw.lr = (float)tdm_lr_scheduler_lr(&t->sched);
+    t->adamw.weight_decay = (float)tdm_lr_scheduler_wd(&t->sched);
     uint64_t t_opt = tdm_now_ns();
     double norm = 0;
     tdm_prof_begin(TDM_PROF_PHASE, 0, "optimizer", -1);
@@ -641,6 +657,7 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     rec->consumed_samples = t->consumed;
     rec->global_batch_size = a->global_batch_size;
     rec->lr = tdm_lr_scheduler_lr(&t->sched);
+    rec->weight_decay = tdm_lr_scheduler_wd(&t->sched);
     rec->grad_norm = a->clip_grad > 0 ? norm : 0.0; /* the spec: --clip-grad 0 logs 0.0 */
     if (a->log_params_norm || a->log_num_zeros_in_grad) {
         if (tdm_ddp_param_stats(t->ddp, &rec->params_norm, &rec->num_zeros, err) != 0) return -1;

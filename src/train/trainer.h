@@ -45,6 +45,7 @@ typedef struct tdm_step_record {
     int global_batch_size;     /* samples in this step */
     int64_t tokens;            /* loss tokens (targets != -100) in the global batch */
     double lr;                 /* the learning rate Megatron logs for this iteration */
+    double weight_decay;       /* the weight decay of the schedule, at the same point as lr */
     double loss;               /* per-token mean over the global batch */
     double grad_norm;          /* global L2 norm before clipping (0.0 with --clip-grad 0, as the spec says) */
     int skipped;               /* 1 when the step was skipped (not finite) */

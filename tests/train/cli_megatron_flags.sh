@@ -8,6 +8,9 @@
 #     with it;
 #   - --use-checkpoint-opt_param-scheduler resumes with the checkpoint's schedule whatever the flags say (the
 #     run equals an uninterrupted one bitwise), --override-opt_param-scheduler with the flags' (tandem's default);
+#   - --lr-decay-style WSD (each --lr-wsd-decay-style) and --weight-decay-incr-style: lr and weight decay of every
+#     iteration against a float64 transcription of Megatron's get_lr / get_wd; WSD over the whole decay span
+#     and a flat increment are the linear decay and --weight-decay bitwise; the rules refused with a sentence;
 #   - --exit-signal-handler, --no-load-rng and --no-save-rng are accepted (what tandem does anyway) and show
 #     in the arguments block.
 # Env: TANDEM (build/tandem), MPIRUN (mpirun.openmpi or mpirun.mpich).
@@ -96,7 +99,68 @@ if train --train-iters 6 "${S6[@]}" --load "$W/ck_s" --use-checkpoint-opt_param-
 else grep -q "trainer_state.json: scheduler: decay_steps is 0, expected at least 1" "$W/s_bad.log" \
   && ok "refused: a checkpoint schedule with decay_steps 0" || bad "decay_steps 0: $(tail -2 "$W/s_bad.log")"; fi
 
-# --- 4. flags accepted for what tandem does anyway -------------------------------------------------
+# --- 4. WSD and the weight-decay increment, against a float64 transcription of Megatron's get_lr / get_wd ------
+for ws in exponential linear cosine minus_sqrt; do
+  train --train-iters 8 --lr-warmup-iters 1 --lr-decay-style WSD --lr-wsd-decay-style $ws --lr-wsd-decay-iters 3 \
+    --min-lr 1e-5 --weight-decay-incr-style cosine --start-weight-decay 0.01 --end-weight-decay 0.1 \
+    --run-dir "$W/wsd_$ws" >"$W/wsd_$ws.log" 2>&1 || bad "WSD $ws: $(tail -3 "$W/wsd_$ws.log")"
+  if $PY - "$W/wsd_$ws/metrics.jsonl" $ws <<'PYEOF'; then ok "WSD $ws (final 3 of 8 iterations) and a cosine weight-decay increase: every lr and wd as Megatron's (rel. 1e-12)"; else bad "WSD $ws schedule"; fi
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+style = sys.argv[2]
+assert [r["iteration"] for r in rows] == list(range(1, 9)), rows
+max_lr, min_lr, warm, decay, wsd = 1e-3, 1e-5, 8, 64, 24      # samples: iterations x global batch 8
+def lr(n):                                                      # OptimizerParamScheduler.get_lr, WSD branch
+    if n <= warm:
+        return max_lr * n / warm
+    if n > decay:
+        return min_lr
+    start = decay - wsd
+    if n <= start:
+        c = 1.0
+    else:
+        q = (n - start) / wsd
+        c = {"linear": 1.0 - q, "cosine": 0.5 * (math.cos(math.pi * q) + 1.0),
+             "exponential": 2.0 * math.pow(0.5, q) - 1.0, "minus_sqrt": 1.0 - math.sqrt(q)}[style]
+    return min_lr + c * (max_lr - min_lr)
+def wd(n, start=0.01, end=0.1, incr=64):                        # get_wd, cosine
+    if n > incr:
+        return end
+    return start + 0.5 * (math.cos(math.pi * (1 - n / incr)) + 1.0) * (end - start)
+for r in rows:
+    n = r["consumed_samples"]
+    assert abs(r["lr"] - lr(n)) <= 1e-12 * max(lr(n), 1e-30), (r["iteration"], r["lr"], lr(n))
+    assert abs(r["weight_decay"] - wd(n)) <= 1e-12 * wd(n), (r["iteration"], r["weight_decay"], wd(n))
+assert rows[2]["lr"] == max_lr and rows[-1]["lr"] == min_lr     # stable, then decayed to the floor
+PYEOF
+done
+# the same numbers reach the optimizer: WSD over the whole decay span is the linear decay, and a flat increment is
+# --weight-decay, bitwise in every loss and grad norm
+train --train-iters 6 --lr-warmup-iters 1 --lr-decay-style linear --weight-decay 0.05 --run-dir "$W/lin" \
+  >"$W/lin.log" 2>&1 || bad "linear run: $(tail -3 "$W/lin.log")"
+train --train-iters 6 --lr-warmup-iters 1 --lr-decay-style WSD --lr-wsd-decay-style linear --lr-wsd-decay-iters 5 \
+  --weight-decay-incr-style linear --start-weight-decay 0.05 --end-weight-decay 0.05 --run-dir "$W/wsdlin" \
+  >"$W/wsdlin.log" 2>&1 || bad "WSD linear run: $(tail -3 "$W/wsdlin.log")"
+[ -n "$(curve "$W/lin/metrics.jsonl")" ] && [ "$(curve "$W/wsdlin/metrics.jsonl")" = "$(curve "$W/lin/metrics.jsonl")" ] \
+  && ok "WSD linear over the whole decay span + a flat wd increment = linear decay + --weight-decay, bitwise" \
+  || bad "WSD linear / flat increment differ from linear / --weight-decay"
+train --train-iters 6 --lr-warmup-iters 1 --lr-decay-style linear --weight-decay-incr-style linear \
+  --start-weight-decay 0 --end-weight-decay 0.5 --run-dir "$W/wdinc" >"$W/wdinc.log" 2>&1 || bad "wd increment run"
+[ "$(curve "$W/wdinc/metrics.jsonl" | sed -n 1p)" = "$(curve "$W/lin/metrics.jsonl" | sed -n 1p)" ] \
+  && [ "$(curve "$W/wdinc/metrics.jsonl" | tail -1)" != "$(curve "$W/lin/metrics.jsonl" | tail -1)" ] \
+  && ok "a weight-decay increase from 0 changes the training after the first step, not before it" \
+  || bad "weight-decay increase: first or last step unexpected"
+for f in "--lr-decay-style WSD|requires the length of its final decay (--lr-wsd-decay-iters N)" \
+         "--lr-decay-style WSD --lr-wsd-decay-iters 9|at most the decay span" \
+         "--start-weight-decay 0.1|only with --weight-decay-incr-style linear or cosine" \
+         "--weight-decay-incr-style linear --start-weight-decay 0.1|requires --start-weight-decay and --end-weight-decay" \
+         "--weight-decay-incr-style cosine --start-weight-decay 0.2 --end-weight-decay 0.1|only increases" \
+         "--lr-wsd-decay-samples 8|only with --train-samples"; do
+  if train --train-iters 8 ${f%%|*} >"$W/w_bad.log" 2>&1; then bad "${f%%|*} accepted"
+  else grep -q -- "${f##*|}" "$W/w_bad.log" && ok "refused: ${f%%|*}" || bad "${f%%|*}: $(tail -2 "$W/w_bad.log")"; fi
+done
+
+# --- 5. flags accepted for what tandem does anyway -------------------------------------------------
 train --train-iters 2 --lr-warmup-iters 1 --exit-signal-handler --no-load-rng --no-save-rng >"$W/acc.log" 2>&1 \
   && grep -q "exit_signal_handler \.* True" "$W/acc.log" && grep -q "no_load_rng \.* True" "$W/acc.log" \
   && ok "--exit-signal-handler --no-load-rng --no-save-rng accepted" || bad "accepted flags: $(tail -3 "$W/acc.log")"

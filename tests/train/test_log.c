@@ -67,7 +67,8 @@ static void test_metrics_json(void) {
     tdm_strbuf sb;
     tdm_sb_init(&sb);
     tdm_format_metrics_json(&sb, &r, 1);
-    const char *want = "{\"iteration\":3,\"consumed_samples\":24,\"lr\":0.10000000000000001,\"global_batch_size\":8,"
+    const char *want = "{\"iteration\":3,\"consumed_samples\":24,\"lr\":0.10000000000000001,\"weight_decay\":0,"
+                       "\"global_batch_size\":8,"
                        "\"tokens\":100,\"loss\":0.66666666666666663,\"grad_norm\":0.5,\"skipped\":0,\"nan\":0,"
                        "\"model_flops\":0,\"step_ms\":12.500,\"data_wait_ms\":0.000,\"fwd_bwd_ms\":0.000,\"grad_sync_ms\":0.000,"
                        "\"optimizer_ms\":0.000,\"param_gather_ms\":0.000,\"comm_thread_cpu_ms\":0.000,"
