@@ -194,6 +194,10 @@ static const arg_def ARGS[] = {
      "with --load: the checkpoint's learning-rate schedule (peak, floor, warm-up, decay span and style)"},
     {"exit-interval", "exit_interval", ARG_I64, F(exit_interval), 0, BIG, NONE_IF_ZERO, NULL, NULL, "N",
      "stop (saving with --save) when the iteration is a multiple of N"},
+    {"check-weight-hash-across-dp-replicas-interval", "check_weight_hash_across_dp_replicas_interval", ARG_I64,
+     F(check_weight_hash_across_dp_replicas_interval), 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
+     "every N iterations, check that every rank holds bitwise the same weights (stops naming the first tensor "
+     "that differs)"},
     {"exit-duration-in-mins", "exit_duration_in_mins", ARG_DBL, F(exit_duration_in_mins), 0, 1e9, NONE_IF_ZERO,
      NULL, NULL, "M", "stop (saving with --save) at the end of the first step after M minutes of running"},
 

@@ -97,6 +97,7 @@ typedef struct tdm_train_args {
     int finetune;                        /* load weights only; start at iteration 0 */
     int64_t exit_interval;               /* stop (saving) when iteration % exit_interval == 0 */
     double exit_duration_in_mins;        /* stop (saving) once a rank has run this long; 0 = never */
+    int64_t check_weight_hash_across_dp_replicas_interval; /* compare the weights of all ranks every N; 0: never */
     int no_save_optim;                   /* checkpoints without optimizer.safetensors */
     int override_opt_param_scheduler;    /* with --load: these flags' schedule (the default here) */
     int use_checkpoint_opt_param_scheduler; /* with --load: the checkpoint's schedule */

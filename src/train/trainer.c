@@ -850,6 +850,37 @@ static uint64_t params_checksum(tdm_model *m) {
     return h;
 }
 
+int tdm_first_differing_param(const tdm_param_table *pt, MPI_Comm comm) {
+    uint64_t *lo = tdm_xcalloc((size_t)pt->n + 1, sizeof *lo), *hi = tdm_xcalloc((size_t)pt->n + 1, sizeof *hi);
+    for (int i = 0; i < pt->n; i++)
+        lo[i] = hi[i] = pt->p[i].data ? XXH3_64bits(pt->p[i].data, sizeof(float) * (size_t)pt->p[i].numel) : 0;
+    MPI_Allreduce(MPI_IN_PLACE, lo, pt->n, MPI_UINT64_T, MPI_MIN, comm);
+    MPI_Allreduce(MPI_IN_PLACE, hi, pt->n, MPI_UINT64_T, MPI_MAX, comm);
+    int first = -1;
+    for (int i = 0; i < pt->n && first < 0; i++)
+        if (lo[i] != hi[i]) first = i;
+    free(lo);
+    free(hi);
+    return first;
+}
+
+/* --check-weight-hash-across-dp-replicas-interval: after the step (and its parameter all-gather),
+ * every rank must hold the same bits. Collective; fails on every rank. */
+static int weights_agree(trainer *t, tdm_error *err) {
+    tdm_ddp_wait_params(t->ddp); /* --overlap-param-gather: the all-gathers of this step */
+    const tdm_param_table *pt = tdm_model_params(t->model);
+    int first = tdm_first_differing_param(pt, t->comm);
+    if (first < 0) {
+        tdm_log_info(">>> Weight hashes match after %lld iterations...", (long long)t->iteration);
+        return 0;
+    }
+    t->res->all_ranks_failed = 1;
+    t->res->failed_rank = 0;
+    return tdm_errorf(err, "iteration %lld: the weights differ between data-parallel ranks, first at %s "
+                           "(--check-weight-hash-across-dp-replicas-interval): the ranks no longer train one model",
+                      (long long)t->iteration, pt->p[first].name);
+}
+
 static void describe_checkpoint(int64_t iteration, int another_copy, char *out, size_t cap) {
     if (iteration < 0) snprintf(out, cap, "no checkpoint");
     else snprintf(out, cap, "%siteration %lld", another_copy ? "another copy of " : "", (long long)iteration);
@@ -1104,6 +1135,9 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
             snprintf(prefix, sizeof prefix, "iteration %lld", (long long)t->iteration);
             if (evaluate(t, prefix, err) != 0) goto out;
         }
+        if (a->check_weight_hash_across_dp_replicas_interval > 0 &&
+            t->iteration % a->check_weight_hash_across_dp_replicas_interval == 0 && weights_agree(t, err) != 0)
+            goto out;
         int exit_now = stop || (a->exit_interval > 0 && t->iteration % a->exit_interval == 0);
         if (a->save[0] && ((a->save_interval > 0 && t->iteration % a->save_interval == 0) || exit_now)) {
             if (save_checkpoint(t, err) != 0) goto out;

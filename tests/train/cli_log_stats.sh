@@ -7,6 +7,8 @@
 #     (another code path: one rank, one micro-batch, no buckets);
 #   - --log-throughput: "throughput per GPU (TFLOP/s/GPU)" = model FLOPs / (seconds x 1e12 x ranks) of
 #     metrics.jsonl, and the step's model FLOPs do not depend on how the global batch is split over ranks;
+#   - --check-weight-hash-across-dp-replicas-interval 1 reports matching weights after every iteration (also
+#     with --overlap-param-gather, whose all-gathers it waits for); the mismatch path is mpitest_trainer's;
 #   - none of them changes the training: loss, grad norm and the final checksum bitwise those of a plain run;
 #   - --exit-duration-in-mins: the run stops after its first step past the limit, saves, exits 0, and resuming
 #     that checkpoint ends bitwise where an uninterrupted run ends.
@@ -15,7 +17,7 @@
 tiny_setup 8 0
 COMMON=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --micro-batch-size 2
         --global-batch-size 8 --lr 1e-3 --lr-warmup-iters 1 --seq-length 512 --seed 7 --freeze-vision)
-STATS=(--log-params-norm --log-num-zeros-in-grad --log-throughput)
+STATS=(--log-params-norm --log-num-zeros-in-grad --log-throughput --check-weight-hash-across-dp-replicas-interval 1)
 train() { "$MPIRUN" "${MPIFLAGS[@]}" -np "$NP" "$TANDEM" train "${COMMON[@]}" "$@"; }
 field() { grep -o "iteration *$2/.*" "$1" | grep -o "$3: [0-9.eE+-]*" | head -1 | sed 's/.*: //'; }
 curve() { sed -E 's/.*"loss":([^,]+),"grad_norm":([^,]+),.*/\1 \2/' "$1"; }
@@ -23,15 +25,18 @@ checksum() { grep -o "parameters checksum [0-9a-f]*" "$1"; }
 
 NP=2
 for opt in plain dist; do
-  extra=(); [ $opt = dist ] && extra=(--use-distributed-optimizer --overlap-grad-reduce)
+  extra=(); [ $opt = dist ] && extra=(--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather)
   train --train-iters 3 "${extra[@]}" "${STATS[@]}" --save "$W/ck_$opt" --run-dir "$W/m_$opt" >"$W/$opt.log" 2>&1 \
     || bad "$opt: run with the three flags exited non-zero: $(tail -3 "$W/$opt.log")"
   train --train-iters 3 "${extra[@]}" --run-dir "$W/p_$opt" >"$W/p_$opt.log" 2>&1 \
     || bad "$opt: plain run exited non-zero: $(tail -3 "$W/p_$opt.log")"
   [ -n "$(curve "$W/p_$opt/metrics.jsonl")" ] && [ "$(curve "$W/m_$opt/metrics.jsonl")" = "$(curve "$W/p_$opt/metrics.jsonl")" ] \
     && [ "$(checksum "$W/$opt.log")" = "$(checksum "$W/p_$opt.log")" ] \
-    && ok "$opt: the three flags change nothing (loss, grad norm, final checksum bitwise)" \
+    && ok "$opt: the four flags change nothing (loss, grad norm, final checksum bitwise)" \
     || bad "$opt: the flags changed the training"
+  [ "$(grep -c ">>> Weight hashes match after [123] iterations" "$W/$opt.log")" = 3 ] \
+    && ok "$opt: weight hashes checked and matching after iterations 1, 2, 3" \
+    || bad "$opt: weight-hash lines: $(grep -c "Weight hashes" "$W/$opt.log")"
   pn=$(field "$W/$opt.log" 3 "params norm")
   if "$PY" - "$W/ck_$opt/iter_0000003/model.safetensors" "$pn" "$W/m_$opt/metrics.jsonl" <<'PYEOF'
 import json, struct, sys

@@ -8,10 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/alloc.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "data/synth.h"
+#include "model/params.h"
 #include "harness.h"
 #include "tokenizer/bpe_train.h"
 #include "tokenizer/tokenizer.h"
@@ -135,6 +137,32 @@ static void test_overlap_changes_no_bit(void) {
         CHECK_NEAR(overlap.records[i].loss, base.records[i].loss, 1e-5 * base.records[i].loss);
 }
 
+/* --check-weight-hash-across-dp-replicas-interval's comparison: equal tables agree; one bit flipped in one
+ * tensor on one rank is found, and named by its index, on every rank. */
+static void test_weight_hashes(void) {
+    tdm_param_table pt = {0};
+    const int64_t shape_a[2] = {3, 5}, shape_b[1] = {7};
+    tdm_param_table_add(&pt, "a.weight", 2, shape_a, 1, 0);
+    tdm_param_table_add(&pt, "b.weight", 1, shape_b, 0, 0);
+    tdm_param_table_add(&pt, "c.weight", 2, shape_a, 1, 1);
+    float *data = NULL, *grad = NULL;
+    tdm_error err;
+    CHECK(tdm_param_table_alloc(&pt, &data, &grad, &err) == 0, "%s", err.msg);
+    for (int64_t i = 0; i < 15 + 7 + 15; i++) data[i] = 0.25f * (float)i - 3.0f;
+    CHECK(tdm_first_differing_param(&pt, MPI_COMM_WORLD) == -1, "identical tables disagree");
+    if (g_rank == 1) {
+        uint32_t bits;
+        memcpy(&bits, &pt.p[2].data[4], sizeof bits);
+        bits ^= 1u; /* one ulp of one element */
+        memcpy(&pt.p[2].data[4], &bits, sizeof bits);
+    }
+    int first = tdm_first_differing_param(&pt, MPI_COMM_WORLD);
+    CHECK(first == 2 && !strcmp(pt.p[first].name, "c.weight"), "first differing parameter %d", first);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+    tdm_param_table_free(&pt);
+}
+
 int main(int argc, char **argv) {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -157,6 +185,7 @@ int main(int argc, char **argv) {
         RUN(test_same_flags_twice_are_bitwise_equal);
         RUN(test_overlap_changes_no_bit);
     }
+    RUN(test_weight_hashes);
     tdm_train_result_free(&base);
     tdm_train_result_free(&again);
     tdm_train_result_free(&overlap);
