@@ -159,16 +159,20 @@ static void *comm_main(void *arg) {
  * gone without its launcher noticing. Nothing can be returned to the caller with the
  * collective still posted, so the job ends here, on every rank. bucket < 0: a control
  * collective. */
-static void timeout_abort(const tdm_comm *c, const char *what, int bucket, uint64_t waited_ns) {
+static void timeout_abort_as(int rank, uint64_t timeout_ns, const char *what, int bucket, uint64_t waited_ns) {
     char where[32] = "";
     if (bucket >= 0) snprintf(where, sizeof where, " of bucket %d", bucket + 1);
     fprintf(stderr,
             "tandem: rank %d: the data-parallel %s%s has not completed after %.1f s "
             "(--distributed-timeout-minutes %g): another rank is stuck or has died; aborting the job\n",
-            c->rank, what ? what : "collective", where, (double)waited_ns / 1e9, (double)c->timeout_ns / 60e9);
+            rank, what ? what : "collective", where, (double)waited_ns / 1e9, (double)timeout_ns / 60e9);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
     abort(); /* MPI_Abort does not return; if it did, the job must still end */
+}
+
+static void timeout_abort(const tdm_comm *c, const char *what, int bucket, uint64_t waited_ns) {
+    timeout_abort_as(c->rank, c->timeout_ns, what, bucket, waited_ns);
 }
 
 void tdm_comm_set_timeout(tdm_comm *c, uint64_t timeout_ns) { c->timeout_ns = timeout_ns; }
@@ -322,7 +326,7 @@ uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op) {
     return waited;
 }
 
-uint64_t tdm_comm_wait_request(tdm_comm *c, MPI_Request *req, const char *what) {
+static uint64_t wait_request(int rank, uint64_t timeout_ns, MPI_Request *req, const char *what) {
     /* Control collectives are small and usually wait for a peer that is about to arrive: the
      * first CTL_SPIN_NS poll back to back, as the blocking call did (a sleep there costs
      * ~0.1 ms with the compute thread's timer slack); longer waits back off like the others. */
@@ -332,10 +336,20 @@ uint64_t tdm_comm_wait_request(tdm_comm *c, MPI_Request *req, const char *what) 
         MPI_Test(req, &flag, MPI_STATUS_IGNORE);
         if (flag) break;
         uint64_t now = tdm_now_ns();
-        if (c->timeout_ns && now - t0 > c->timeout_ns) timeout_abort(c, what, -1, now - t0);
+        if (timeout_ns && now - t0 > timeout_ns) timeout_abort_as(rank, timeout_ns, what, -1, now - t0);
         if (now - t0 > CTL_SPIN_NS) poll_backoff(++idle);
     }
     return tdm_now_ns() - t0;
+}
+
+uint64_t tdm_comm_wait_request(tdm_comm *c, MPI_Request *req, const char *what) {
+    return wait_request(c->rank, c->timeout_ns, req, what);
+}
+
+uint64_t tdm_wait_request_bounded(MPI_Request *req, uint64_t timeout_ns, const char *what) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return wait_request(rank, timeout_ns, req, what);
 }
 
 void tdm_comm_wait_all(tdm_comm *c) {

@@ -82,6 +82,9 @@ uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op);
 uint64_t tdm_comm_wait_request(tdm_comm *c, MPI_Request *req, const char *what);
 /* Waits for every op posted so far. */
 void tdm_comm_wait_all(tdm_comm *c);
+/* The same wait for a collective outside any engine (the trainer's start-up, validation and audit
+ * agreements): polled, and after timeout_ns (0: never) one line naming `what` and the job ends. */
+uint64_t tdm_wait_request_bounded(MPI_Request *req, uint64_t timeout_ns, const char *what);
 
 /* CPU time the communication thread has consumed (0 in INLINE mode). */
 uint64_t tdm_comm_thread_cpu_ns(const tdm_comm *c);

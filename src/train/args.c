@@ -221,8 +221,8 @@ static const arg_def ARGS[] = {
      "scheduling niceness of the communication thread (0-19; above 0 it yields busy cores to compute)"},
     {"distributed-timeout-minutes", "distributed_timeout_minutes", ARG_DBL, F(distributed_timeout_minutes), 0, 1e6,
      NONE_NEVER, "10", NULL, "M",
-     "end the job when a data-parallel collective (gradient buckets, parameter all-gathers, the step's agreement and "
-     "sums) waits longer than M minutes for a stuck rank (0: never)"},
+     "end the job when a collective (gradient buckets, parameter all-gathers, the step's sums, the start-up, "
+     "validation and audit agreements; not checkpoint I/O) waits longer than M minutes for a stuck rank (0: never)"},
 
     /* activation recomputation */
     {"recompute-granularity", "recompute_granularity", ARG_CHOICE, F(recompute_granularity), 0, 0, NONE_NEVER, NULL,

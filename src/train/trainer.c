@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "dist/comm.h"
 #include "dist/ddp.h"
 #include "dist/optimizer.h"
 #include "model/config.h"
@@ -86,6 +87,7 @@ typedef struct trainer {
     int cap_records;
     char recompute_note[160]; /* the activation log line's tail: what is recomputed */
     uint64_t start_ns;        /* when tdm_train_run began: --exit-duration-in-mins counts from here */
+    uint64_t timeout_ns;      /* --distributed-timeout-minutes, for the trainer's own collectives too (0: none) */
 } trainer;
 
 static void push_record(trainer *t, const tdm_step_record *r) {
@@ -113,9 +115,37 @@ int tdm_first_failed_rank(int ok, MPI_Comm comm, int *n_failed) {
     return first;
 }
 
+/* The trainer's own collectives on t->comm (agreements, checks, the fingerprint audit): nonblocking, and
+ * waited for like the data-parallel ones, so that a rank stuck in set-up, validation or a check ends the job
+ * after --distributed-timeout-minutes instead of hanging it. (Checkpoint saving and loading stay unbounded:
+ * their waits are rank 0's I/O, which may take longer on slow disks.) */
+static void t_allreduce(trainer *t, void *buf, int n, MPI_Datatype type, MPI_Op op, const char *what) {
+    MPI_Request r;
+    MPI_Iallreduce(MPI_IN_PLACE, buf, n, type, op, t->comm, &r);
+    tdm_wait_request_bounded(&r, t->timeout_ns, what);
+}
+
+static void t_bcast(trainer *t, void *buf, int n, MPI_Datatype type, int root, const char *what) {
+    MPI_Request r;
+    MPI_Ibcast(buf, n, type, root, t->comm, &r);
+    tdm_wait_request_bounded(&r, t->timeout_ns, what);
+}
+
+/* tdm_first_failed_rank, bounded */
+static int first_failed(trainer *t, int ok, int *n_failed, const char *what) {
+    int first = ok ? t->dp : t->rank, nf = !ok;
+    MPI_Request r[2];
+    MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, t->comm, &r[0]);
+    MPI_Iallreduce(MPI_IN_PLACE, &nf, 1, MPI_INT, MPI_SUM, t->comm, &r[1]);
+    tdm_wait_request_bounded(&r[0], t->timeout_ns, what);
+    tdm_wait_request_bounded(&r[1], t->timeout_ns, what);
+    if (n_failed) *n_failed = nf;
+    return first;
+}
+
 static int agree(trainer *t, int ok, tdm_error *err) {
     int n_failed;
-    int first = tdm_first_failed_rank(ok, t->comm, &n_failed);
+    int first = first_failed(t, ok, &n_failed, "agreement of the ranks");
     if (first == t->dp) return 0;
     t->res->all_ranks_failed = 1;
     t->res->failed_rank = first;
@@ -673,7 +703,9 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     /* the input fingerprint of the step: every rank's micro-batch hashes, in rank order */
     if (a->audit_fingerprints) {
         uint64_t *all = tdm_xmalloc(sizeof(uint64_t) * (size_t)t->dp);
-        MPI_Allgather(&fp_local, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, t->comm);
+        MPI_Request r;
+        MPI_Iallgather(&fp_local, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, t->comm, &r);
+        tdm_wait_request_bounded(&r, t->timeout_ns, "input fingerprint audit");
         rec->fingerprint = XXH3_64bits(all, sizeof(uint64_t) * (size_t)t->dp);
         free(all);
     }
@@ -850,12 +882,15 @@ static uint64_t params_checksum(tdm_model *m) {
     return h;
 }
 
-int tdm_first_differing_param(const tdm_param_table *pt, MPI_Comm comm) {
+int tdm_first_differing_param(const tdm_param_table *pt, MPI_Comm comm, uint64_t timeout_ns) {
     uint64_t *lo = tdm_xcalloc((size_t)pt->n + 1, sizeof *lo), *hi = tdm_xcalloc((size_t)pt->n + 1, sizeof *hi);
     for (int i = 0; i < pt->n; i++)
         lo[i] = hi[i] = pt->p[i].data ? XXH3_64bits(pt->p[i].data, sizeof(float) * (size_t)pt->p[i].numel) : 0;
-    MPI_Allreduce(MPI_IN_PLACE, lo, pt->n, MPI_UINT64_T, MPI_MIN, comm);
-    MPI_Allreduce(MPI_IN_PLACE, hi, pt->n, MPI_UINT64_T, MPI_MAX, comm);
+    MPI_Request r[2];
+    MPI_Iallreduce(MPI_IN_PLACE, lo, pt->n, MPI_UINT64_T, MPI_MIN, comm, &r[0]);
+    MPI_Iallreduce(MPI_IN_PLACE, hi, pt->n, MPI_UINT64_T, MPI_MAX, comm, &r[1]);
+    tdm_wait_request_bounded(&r[0], timeout_ns, "weight-hash check");
+    tdm_wait_request_bounded(&r[1], timeout_ns, "weight-hash check");
     int first = -1;
     for (int i = 0; i < pt->n && first < 0; i++)
         if (lo[i] != hi[i]) first = i;
@@ -869,7 +904,7 @@ int tdm_first_differing_param(const tdm_param_table *pt, MPI_Comm comm) {
 static int weights_agree(trainer *t, tdm_error *err) {
     tdm_ddp_wait_params(t->ddp); /* --overlap-param-gather: the all-gathers of this step */
     const tdm_param_table *pt = tdm_model_params(t->model);
-    int first = tdm_first_differing_param(pt, t->comm);
+    int first = tdm_first_differing_param(pt, t->comm, t->timeout_ns);
     if (first < 0) {
         tdm_log_info(">>> Weight hashes match after %lld iterations...", (long long)t->iteration);
         return 0;
@@ -895,10 +930,10 @@ static void describe_checkpoint(int64_t iteration, int another_copy, char *out, 
 static int same_checkpoint_everywhere(trainer *t, tdm_error *err) {
     const int64_t mine[2] = {(int64_t)t->ck_hash, t->ck_iteration};
     int64_t root[2] = {mine[0], mine[1]}, other[2] = {mine[0], mine[1]};
-    MPI_Bcast(root, 2, MPI_INT64_T, 0, t->comm);
-    int first = tdm_first_failed_rank(root[0] == mine[0] && root[1] == mine[1], t->comm, NULL);
+    t_bcast(t, root, 2, MPI_INT64_T, 0, "checkpoint agreement");
+    int first = first_failed(t, root[0] == mine[0] && root[1] == mine[1], NULL, "checkpoint agreement");
     if (first == t->dp) return 0;
-    MPI_Bcast(other, 2, MPI_INT64_T, first, t->comm);
+    t_bcast(t, other, 2, MPI_INT64_T, first, "checkpoint agreement");
     t->res->all_ranks_failed = 1;
     t->res->failed_rank = 0;
     char a[64], b[64];
@@ -916,8 +951,8 @@ static int same_checkpoint_everywhere(trainer *t, tdm_error *err) {
 static int same_weights_everywhere(trainer *t, tdm_error *err) {
     const uint64_t mine = params_checksum(t->model);
     uint64_t root = mine;
-    MPI_Bcast(&root, 1, MPI_UINT64_T, 0, t->comm);
-    int first = tdm_first_failed_rank(root == mine, t->comm, NULL);
+    t_bcast(t, &root, 1, MPI_UINT64_T, 0, "initial-weights agreement");
+    int first = first_failed(t, root == mine, NULL, "initial-weights agreement");
     if (first == t->dp) return 0;
     t->res->all_ranks_failed = 1;
     t->res->failed_rank = 0;
@@ -944,8 +979,8 @@ static int same_flags_everywhere(trainer *t, tdm_error *err) {
         tdm_train_args_value(t->a, i, value, sizeof value);
         lo[i] = hi[i] = XXH3_64bits(value, strlen(value));
     }
-    MPI_Allreduce(MPI_IN_PLACE, lo, n, MPI_UINT64_T, MPI_MIN, t->comm);
-    MPI_Allreduce(MPI_IN_PLACE, hi, n, MPI_UINT64_T, MPI_MAX, t->comm);
+    t_allreduce(t, lo, n, MPI_UINT64_T, MPI_MIN, "flags agreement");
+    t_allreduce(t, hi, n, MPI_UINT64_T, MPI_MAX, "flags agreement");
     int first = -1;
     for (int i = 0; i < n && first < 0; i++)
         if (lo[i] != hi[i]) first = i;
@@ -986,6 +1021,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
     tdm_train_args resolved = *a;
     tdm_train_args_resolve(&resolved, t->dp);
     t->a = a = &resolved;
+    t->timeout_ns = (uint64_t)(a->distributed_timeout_minutes * 60e9);
     int rc = -1;
 
     /* 0. every rank was started with the same flags (an MPMD launch could give each its own) */

@@ -105,7 +105,7 @@ int tdm_first_failed_rank(int ok, MPI_Comm comm, int *n_failed);
  * parameter, compared across the ranks of comm by their minimum and maximum. Returns the index of
  * the first parameter whose bits differ on some rank, or -1 when all agree. */
 struct tdm_param_table;
-int tdm_first_differing_param(const struct tdm_param_table *pt, MPI_Comm comm);
+int tdm_first_differing_param(const struct tdm_param_table *pt, MPI_Comm comm, uint64_t timeout_ns);
 
 void tdm_train_result_free(tdm_train_result *res);
 

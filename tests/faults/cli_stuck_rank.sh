@@ -3,7 +3,8 @@
 # forever in a library that retries a failed allocation, or a node that froze): its launcher sees
 # nothing wrong, so only the other ranks can end the job. With --distributed-timeout-minutes the
 # first data-parallel collective (bucket or control) that waits longer must end every rank
-# non-zero with a message naming the timeout, for both progress modes and either victim.
+# non-zero with a message naming the timeout, for both progress modes and either victim; and so must the
+# trainer's own agreements (a rank stopped during validation).
 source "$(dirname "$0")/lib.sh"
 have train || skip_all "tandem train is not built"
 make_data
@@ -30,5 +31,29 @@ for mode in thread inline; do
       && ok || { bad "$what: no message names the timeout"; tail -n 8 "$log"; }
     echo "$what: job ended ${dt}s after the stop, exit $rc"
   done
+done
+
+# The trainer's own collectives are bounded too: a rank stopped in the middle of a validation pass (no collective
+# inside it) leaves the other waiting in the validation's agreement, which must end the job the same way. Before
+# they were bounded this hung until mpirun was killed.
+for victim in 1 0; do
+  what="SIGSTOP rank $victim during validation"
+  log="$W/stop_valid_$victim.log"
+  start_job "$log" "${TRAIN[@]}" --train-iters 100 --valid-data-path "$W/data/train.json" --eval-interval 2 \
+    --eval-iters 400 --distributed-timeout-minutes "$TIMEOUT_MIN"
+  if ! wait_log "$log" "iteration +2/" 120; then
+    bad "$what: training did not reach iteration 2"; tail -n 5 "$log"; wait_job 5; continue
+  fi
+  pid=$(rank_pid "$victim") || { bad "$what: cannot find rank $victim"; wait_job 1; continue; }
+  kill -STOP "$pid"
+  t0=$SECONDS
+  wait_job 90; rc=$RC
+  dt=$((SECONDS - t0))
+  if [ "$rc" = 124 ]; then bad "$what: the job still ran 90 s after the rank stopped"; tail -n 5 "$log"; continue; fi
+  [ "$rc" -ne 0 ] && ok || bad "$what: mpirun exited 0"
+  [ "$(ranks_left)" = 0 ] && ok || bad "$what: a rank outlived mpirun"
+  grep -q "agreement of the ranks has not completed after .*(--distributed-timeout-minutes $TIMEOUT_MIN)" "$log" \
+    && ok || { bad "$what: no message names the timeout"; tail -n 8 "$log"; }
+  echo "$what: job ended ${dt}s after the stop, exit $rc"
 done
 finish

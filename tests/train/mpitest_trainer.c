@@ -149,14 +149,14 @@ static void test_weight_hashes(void) {
     tdm_error err;
     CHECK(tdm_param_table_alloc(&pt, &data, &grad, &err) == 0, "%s", err.msg);
     for (int64_t i = 0; i < 15 + 7 + 15; i++) data[i] = 0.25f * (float)i - 3.0f;
-    CHECK(tdm_first_differing_param(&pt, MPI_COMM_WORLD) == -1, "identical tables disagree");
+    CHECK(tdm_first_differing_param(&pt, MPI_COMM_WORLD, 0) == -1, "identical tables disagree");
     if (g_rank == 1) {
         uint32_t bits;
         memcpy(&bits, &pt.p[2].data[4], sizeof bits);
         bits ^= 1u; /* one ulp of one element */
         memcpy(&pt.p[2].data[4], &bits, sizeof bits);
     }
-    int first = tdm_first_differing_param(&pt, MPI_COMM_WORLD);
+    int first = tdm_first_differing_param(&pt, MPI_COMM_WORLD, 0);
     CHECK(first == 2 && !strcmp(pt.p[first].name, "c.weight"), "first differing parameter %d", first);
     tdm_free_big(data);
     tdm_free_big(grad);
