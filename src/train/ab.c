@@ -168,10 +168,11 @@ static int in_window(const tdm_ab_options *o, int64_t it) { return it >= o->wind
 
 /* The window's step times of every repeat, one repeat after the other (run_len[r] of repeat r; run_len has
  * s->repeats entries), and the side's summary statistics. */
-static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, double **times, int64_t *n_times, int64_t *run_len) {
+static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, int world, double **times, int64_t *n_times,
+                         int64_t *run_len) {
     double *t = tdm_xmalloc((size_t)(s->repeats * s->steps + 1) * sizeof *t);
     int64_t n = 0;
-    double total_ms = 0;
+    double total_ms = 0, flops = 0;
     free(s->repeat_mean_ms);
     s->repeat_mean_ms = tdm_xcalloc((size_t)s->repeats, sizeof *s->repeat_mean_ms);
     s->window_samples = 0;
@@ -189,6 +190,7 @@ static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, double **times
             k++;
             total_ms += rec->step_ms;
             s->window_samples += rec->global_batch_size;
+            flops += rec->model_flops;
         }
         s->repeat_mean_ms[r] = k ? sum / (double)k : NAN;
         run_len[r] = k;
@@ -197,6 +199,7 @@ static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, double **times
     s->median_step_ms = tdm_stats_median(t, n);
     s->stddev_step_ms = tdm_stats_stddev(t, n);
     s->samples_per_s = total_ms > 0 ? (double)s->window_samples / (total_ms / 1e3) : NAN;
+    s->model_gflops_per_rank = total_ms > 0 && world > 0 ? flops / (total_ms / 1e3) / 1e9 / world : NAN;
     *times = t;
     *n_times = n;
 }
@@ -365,8 +368,8 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     int64_t na, nb;
     int64_t *la = tdm_xcalloc((size_t)A->repeats + 1, sizeof *la);
     int64_t *lb = tdm_xcalloc((size_t)B->repeats + 1, sizeof *lb);
-    window_stats(o, A, &ta, &na, la);
-    window_stats(o, B, &tb, &nb, lb);
+    window_stats(o, A, r->world, &ta, &na, la);
+    window_stats(o, B, r->world, &tb, &nb, lb);
     r->step_time_change_pct = tdm_stats_rel_change_pct(A->mean_step_ms, B->mean_step_ms);
     r->median_change_pct = tdm_stats_rel_change_pct(A->median_step_ms, B->median_step_ms);
     r->throughput_change_pct = tdm_stats_rel_change_pct(A->samples_per_s, B->samples_per_s);

@@ -79,6 +79,7 @@ typedef struct tdm_ab_side {
     int64_t audit_steps;
     /* window statistics, pooled over repeats */
     double mean_step_ms, median_step_ms, stddev_step_ms, samples_per_s;
+    double model_gflops_per_rank; /* model FLOPs of the window's steps / their time / ranks (Megatron's throughput) */
     double *repeat_mean_ms;        /* [repeats] */
     int64_t window_samples;
     int nan_iterations, skipped_iterations;

@@ -58,6 +58,7 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     row3(sb, "median step time (ms)", A->median_step_ms, B->median_step_ms, ch);
     snprintf(ch, sizeof ch, "%+.2f%%", r->throughput_change_pct);
     row3(sb, "sample throughput (samples/s)", A->samples_per_s, B->samples_per_s, ch);
+    row3(sb, "model throughput per rank (GFLOP/s)", A->model_gflops_per_rank, B->model_gflops_per_rank, NULL);
     tdm_sb_printf(sb, "  %s\n", r->noise_sentence);
 
     if (r->ddp_line_confirms >= 0)
@@ -139,6 +140,7 @@ static void json_side(tdm_strbuf *sb, const tdm_ab_side *s) {
     json_num(sb, "median_step_ms", s->median_step_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "stddev_step_ms", s->stddev_step_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "samples_per_s", s->samples_per_s), tdm_sb_puts(sb, ",\n    ");
+    json_num(sb, "model_gflops_per_rank", s->model_gflops_per_rank), tdm_sb_puts(sb, ",\n    ");
     json_num(sb, "comm_ms", s->comm_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "hidden_comm_ms", s->hidden_comm_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "exposed_comm_ms", s->exposed_comm_ms), tdm_sb_puts(sb, ", ");

@@ -94,6 +94,9 @@ for side in ["baseline", "candidate"]:
 if not isinstance(s["candidate"].get("sched_overlap_efficiency"), (int, float)):
     errs.append("candidate (--overlap-grad-reduce) has no schedule efficiency")
 if s.get("window") != [2, 4] or s.get("repeats") != 2: errs.append("window/repeats not as asked")
+# the same batches on both sides: model FLOPs / window time, so GFLOP/s x mean step is the same on both
+g = [s[k].get("model_gflops_per_rank", 0) * s[k]["mean_step_ms"] for k in ["baseline", "candidate"]]
+if not (g[0] > 0 and abs(g[0] - g[1]) <= 1e-9 * g[0]): errs.append(f"model GFLOP/s x step time differ: {g}")
 # both sides ran the same window in every repeat: the interval pairs them, in blocks of 1 step (ceil(3^(1/3)) =
 # 2, capped at half the window's 3 steps so that a block has two places to start)
 if s.get("ci_paired") is not True or s.get("ci_block_steps") != 1:

@@ -46,6 +46,7 @@ static void fake(tdm_ab_options *o, tdm_ab_result *r, double base_ms, double can
                 x->grad_norm = 1.0 + 0.01 * i;
                 double noise = 0.02 * tdm_rng_normal(5, (uint64_t)(s * 10 + k), (uint64_t)i);
                 x->step_ms = (s ? cand_ms : base_ms) * (1.0 + noise);
+                x->model_flops = 3.0e9; /* per step, both sides: the same batches */
             }
         side->comm_ms = side->hidden_comm_ms = side->exposed_comm_ms = NAN;
         side->compute_ms = side->data_wait_ms = side->ideal_step_ms = side->prof_step_ms = NAN;
@@ -71,6 +72,8 @@ static void test_statistics_and_equal_precision(void) {
           (long long)r.side[0].window_samples);
     /* samples/s = samples / window time = 8 / (mean step in s) */
     CHECK_NEAR(r.side[0].samples_per_s, 8.0 / (r.side[0].mean_step_ms / 1e3), 1e-9);
+    /* model GFLOP/s per rank = FLOPs / window time / ranks */
+    CHECK_NEAR(r.side[1].model_gflops_per_rank, 3.0 / (r.side[1].mean_step_ms / 1e3) / r.world, 1e-9);
     CHECK_NEAR(r.step_time_change_pct, -10.0, 1.0);
     CHECK(r.step_time_ci.lo_pct < r.step_time_change_pct && r.step_time_change_pct < r.step_time_ci.hi_pct &&
               r.step_time_ci.hi_pct < 0,
