@@ -88,6 +88,7 @@ typedef struct trainer {
     char recompute_note[160]; /* the activation log line's tail: what is recomputed */
     uint64_t start_ns;        /* when tdm_train_run began: --exit-duration-in-mins counts from here */
     uint64_t timeout_ns;      /* --distributed-timeout-minutes, for the trainer's own collectives too (0: none) */
+    int memory_reported;      /* the memory line follows the first iteration line only */
 } trainer;
 
 static void push_record(trainer *t, const tdm_step_record *r) {
@@ -813,6 +814,21 @@ static int evaluate(trainer *t, const char *prefix, tdm_error *err) {
 
 /* ------------------------------------------------------------------ logging */
 
+/* This process's resident memory now and at its peak (/proc/self/status VmRSS, VmHWM), in MiB; -1 when
+ * unknown. */
+static void resident_mib(double *now, double *peak) {
+    *now = *peak = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return;
+    char line[256];
+    long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) *now = (double)kb / 1024.0;
+        else if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) *peak = (double)kb / 1024.0;
+    }
+    fclose(f);
+}
+
 typedef struct interval {
     int n;
     double loss_sum, ms_sum, flops_sum;
@@ -851,6 +867,14 @@ static void log_iteration(trainer *t, interval *iv, const tdm_step_record *r) {
     tdm_sb_init(&sb);
     tdm_format_iter_line(&sb, &now, &l);
     tdm_log_info("%s", sb.data); /* rank 0 prints */
+    if (!t->memory_reported) { /* Megatron's report_memory after the first line; host memory here */
+        t->memory_reported = 1;
+        double now, peak;
+        resident_mib(&now, &peak);
+        if (now >= 0 && peak >= 0)
+            tdm_log_info("[Rank %d] (after %lld iterations) memory (MB) | resident: %.1f | max resident: %.1f",
+                         t->rank, (long long)r->iteration, now, peak);
+    }
     if (t->a->timing_log_level >= 1) {
         tdm_timing tm;
         tdm_error e;

@@ -10,6 +10,7 @@
 #   - --check-weight-hash-across-dp-replicas-interval 1 reports matching weights after every iteration (also
 #     with --overlap-param-gather, whose all-gathers it waits for); the mismatch path is mpitest_trainer's;
 #   - none of them changes the training: loss, grad norm and the final checksum bitwise those of a plain run;
+#   - Megatron's "[Rank 0] (after 1 iterations) memory (MB)" line, once, with the process's resident memory;
 #   - --exit-duration-in-mins: the run stops after its first step past the limit, saves, exits 0, and resuming
 #     that checkpoint ends bitwise where an uninterrupted run ends.
 # Env: TANDEM (build/tandem), MPIRUN (mpirun.openmpi or mpirun.mpich).
@@ -75,6 +76,18 @@ PYEOF
   then ok "$opt: throughput = model FLOPs / (s x 1e12 x 2 ranks) at every line"
   else bad "$opt: throughput field"; fi
 done
+
+# --- Megatron's memory line after the first iteration line: host memory, /proc/self/status of rank 0 ----------
+if "$PY" - "$W/dist.log" <<'PYEOF'
+import re, sys
+lines = [l for l in open(sys.argv[1]) if "memory (MB)" in l]
+assert len(lines) == 1, lines   # once, after the first iteration line
+m = re.search(r"\[Rank 0\] \(after 1 iterations\) memory \(MB\) \| resident: ([0-9.]+) \| max resident: ([0-9.]+)", lines[0])
+now, peak = float(m.group(1)), float(m.group(2))
+assert 20 < now <= peak < 4096, (now, peak)
+PYEOF
+then ok "the memory line follows the first iteration line once: $(grep -o "resident: .*" "$W/dist.log")"
+else bad "memory line: $(grep "memory (MB)" "$W/dist.log")"; fi
 
 # --- num zeros against dump-grads: iteration 1 trains on all 8 samples, at the initial weights -----------------
 "$TANDEM" dump-grads --model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --seed 7 \
