@@ -9,27 +9,35 @@ source "$(dirname "$0")/lib.sh"
 have train || skip_all "tandem train is not built"
 make_data
 
-TIMEOUT_MIN=0.1 # 6 s: well above a step of this job under load, well below the wait below
+TIMEOUT_MIN=0.1 # 6 s: well above a step of this job under load, well below the waits below
+
+# stop_and_expect WHAT LOG VICTIM WHEN WAITER SECONDS TRAIN-ARGS...: starts the job, SIGSTOPs rank VICTIM once
+# the log matches WHEN, and expects every rank gone, non-zero, within SECONDS, with the timeout's message for the
+# collective WAITER.
+stop_and_expect() {
+  local what=$1 log=$2 victim=$3 when=$4 waiter=$5 limit=$6 pid t0 dt rc
+  shift 6
+  start_job "$log" "${TRAIN[@]}" --distributed-timeout-minutes "$TIMEOUT_MIN" "$@"
+  if ! wait_log "$log" "$when" 120; then
+    bad "$what: training did not reach '$when'"; tail -n 5 "$log"; wait_job 5; return
+  fi
+  pid=$(rank_pid "$victim") || { bad "$what: cannot find rank $victim"; wait_job 1; return; }
+  kill -STOP "$pid"
+  t0=$SECONDS
+  wait_job "$limit"; rc=$RC
+  dt=$((SECONDS - t0))
+  if [ "$rc" = 124 ]; then bad "$what: the job still ran $limit s after the rank stopped"; tail -n 5 "$log"; return; fi
+  [ "$rc" -ne 0 ] && ok || bad "$what: mpirun exited 0"
+  [ "$(ranks_left)" = 0 ] && ok || bad "$what: a rank outlived mpirun"
+  grep -q "$waiter.* has not completed after .*(--distributed-timeout-minutes $TIMEOUT_MIN): another rank is stuck" \
+    "$log" && ok || { bad "$what: no message names the timeout"; tail -n 8 "$log"; }
+  echo "$what: job ended ${dt}s after the stop, exit $rc"
+}
+
 for mode in thread inline; do
   for victim in 1 0; do
-    what="SIGSTOP rank $victim ($mode progress)"
-    log="$W/stop_${mode}_$victim.log"
-    start_job "$log" "${TRAIN[@]}" --train-iters 100000 --comm-progress "$mode" \
-      --distributed-timeout-minutes "$TIMEOUT_MIN" --use-distributed-optimizer --overlap-grad-reduce
-    if ! wait_log "$log" "iteration +3/" 120; then
-      bad "$what: training did not reach iteration 3"; tail -n 5 "$log"; wait_job 5; continue
-    fi
-    pid=$(rank_pid "$victim") || { bad "$what: cannot find rank $victim"; wait_job 1; continue; }
-    kill -STOP "$pid"
-    t0=$SECONDS
-    wait_job 60; rc=$RC
-    dt=$((SECONDS - t0))
-    if [ "$rc" = 124 ]; then bad "$what: the job still ran 60 s after the rank stopped"; tail -n 5 "$log"; continue; fi
-    [ "$rc" -ne 0 ] && ok || bad "$what: mpirun exited 0"
-    [ "$(ranks_left)" = 0 ] && ok || bad "$what: a rank outlived mpirun"
-    grep -q "has not completed after .*(--distributed-timeout-minutes $TIMEOUT_MIN): another rank is stuck" "$log" \
-      && ok || { bad "$what: no message names the timeout"; tail -n 8 "$log"; }
-    echo "$what: job ended ${dt}s after the stop, exit $rc"
+    stop_and_expect "SIGSTOP rank $victim ($mode progress)" "$W/stop_${mode}_$victim.log" "$victim" "iteration +3/" \
+      "data-parallel" 60 --train-iters 100000 --comm-progress "$mode" --use-distributed-optimizer --overlap-grad-reduce
   done
 done
 
@@ -37,23 +45,8 @@ done
 # inside it) leaves the other waiting in the validation's agreement, which must end the job the same way. Before
 # they were bounded this hung until mpirun was killed.
 for victim in 1 0; do
-  what="SIGSTOP rank $victim during validation"
-  log="$W/stop_valid_$victim.log"
-  start_job "$log" "${TRAIN[@]}" --train-iters 100 --valid-data-path "$W/data/train.json" --eval-interval 2 \
-    --eval-iters 400 --distributed-timeout-minutes "$TIMEOUT_MIN"
-  if ! wait_log "$log" "iteration +2/" 120; then
-    bad "$what: training did not reach iteration 2"; tail -n 5 "$log"; wait_job 5; continue
-  fi
-  pid=$(rank_pid "$victim") || { bad "$what: cannot find rank $victim"; wait_job 1; continue; }
-  kill -STOP "$pid"
-  t0=$SECONDS
-  wait_job 90; rc=$RC
-  dt=$((SECONDS - t0))
-  if [ "$rc" = 124 ]; then bad "$what: the job still ran 90 s after the rank stopped"; tail -n 5 "$log"; continue; fi
-  [ "$rc" -ne 0 ] && ok || bad "$what: mpirun exited 0"
-  [ "$(ranks_left)" = 0 ] && ok || bad "$what: a rank outlived mpirun"
-  grep -q "agreement of the ranks has not completed after .*(--distributed-timeout-minutes $TIMEOUT_MIN)" "$log" \
-    && ok || { bad "$what: no message names the timeout"; tail -n 8 "$log"; }
-  echo "$what: job ended ${dt}s after the stop, exit $rc"
+  stop_and_expect "SIGSTOP rank $victim during validation" "$W/stop_valid_$victim.log" "$victim" "iteration +2/" \
+    "agreement of the ranks" 90 --train-iters 100 --valid-data-path "$W/data/train.json" --eval-interval 2 \
+    --eval-iters 400
 done
 finish
