@@ -541,15 +541,31 @@ int tdm_safetensors_load_params(tdm_safetensors *st, tdm_param_table *tab, int f
 
 static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
+/* Writes buf[n] and shows it to the observer, in pieces of at most 4 MiB so that what the
+ * observer reads is still in the cache the write left it in. */
+static int put(int fd, const void *buf, size_t n, const char *path, tdm_st_write_observer observe, void *ctx,
+               tdm_error *err) {
+    const char *p = buf;
+    while (n > 0) {
+        size_t k = !observe || n < ((size_t)4 << 20) ? n : (size_t)4 << 20;
+        if (tdm_write_all(fd, p, k, path, err) != 0) return -1;
+        if (observe) observe(ctx, p, k);
+        p += k;
+        n -= k;
+    }
+    return 0;
+}
+
 /* Writes data[n] as BF16 through a bounded staging buffer. */
-static int write_bf16(int fd, const float *data, int64_t n, const char *path, tdm_error *err) {
+static int write_bf16(int fd, const float *data, int64_t n, const char *path, tdm_st_write_observer observe,
+                      void *ctx, tdm_error *err) {
     enum { CHUNK = 1 << 16 };
     uint16_t *buf = tdm_xmalloc(CHUNK * sizeof *buf);
     int rc = 0;
     for (int64_t i = 0; i < n && rc == 0; i += CHUNK) {
         int64_t m = n - i < CHUNK ? n - i : CHUNK;
         for (int64_t j = 0; j < m; j++) buf[j] = tdm_f32_to_bf16(data[i + j]);
-        rc = tdm_write_all(fd, buf, (size_t)m * 2, path, err);
+        rc = put(fd, buf, (size_t)m * 2, path, observe, ctx, err);
     }
     free(buf);
     return rc;
@@ -557,6 +573,12 @@ static int write_bf16(int fd, const float *data, int64_t n, const char *path, td
 
 int tdm_safetensors_write(const char *path, const tdm_st_entry *ts, int n, tdm_st_dtype dtype,
                           const char *const *meta, int n_meta, tdm_error *err) {
+    return tdm_safetensors_write_observed(path, ts, n, dtype, meta, n_meta, NULL, NULL, err);
+}
+
+int tdm_safetensors_write_observed(const char *path, const tdm_st_entry *ts, int n, tdm_st_dtype dtype,
+                                   const char *const *meta, int n_meta, tdm_st_write_observer observe, void *ctx,
+                                   tdm_error *err) {
     if (dtype != TDM_ST_F32 && dtype != TDM_ST_BF16)
         return tdm_errorf(err, "%s: writing %s is not supported (F32 or BF16)", path, tdm_st_dtype_name(dtype));
     if (n < 0 || n_meta < 0) return tdm_errorf(err, "%s: negative tensor or metadata count", path);
@@ -635,17 +657,17 @@ int tdm_safetensors_write(const char *path, const tdm_st_entry *ts, int n, tdm_s
     }
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)h.len >> (8 * i));
-    int rc = tdm_write_all(fd, lenb, 8, tmp, err);
-    if (rc == 0) rc = tdm_write_all(fd, h.data, h.len, tmp, err);
+    int rc = put(fd, lenb, 8, tmp, observe, ctx, err);
+    if (rc == 0) rc = put(fd, h.data, h.len, tmp, observe, ctx, err);
     tdm_sb_free(&h);
     for (int i = 0; i < n && rc == 0; i++) {
         int64_t numel = 1;
         for (int d = 0; d < ts[i].ndim; d++) numel *= ts[i].shape[d];
         if (numel == 0) continue;
         if (dtype == TDM_ST_F32)
-            rc = tdm_write_all(fd, ts[i].data, (size_t)numel * 4, tmp, err);
+            rc = put(fd, ts[i].data, (size_t)numel * 4, tmp, observe, ctx, err);
         else
-            rc = write_bf16(fd, ts[i].data, numel, tmp, err);
+            rc = write_bf16(fd, ts[i].data, numel, tmp, observe, ctx, err);
     }
     if (rc == 0 && fsync(fd) != 0) rc = tdm_errorf(err, "%s: fsync failed: %s", tmp, strerror(errno));
     if (close(fd) != 0 && rc == 0) rc = tdm_errorf(err, "%s: close failed: %s", tmp, strerror(errno));

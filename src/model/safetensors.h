@@ -139,6 +139,17 @@ typedef struct tdm_st_entry {
 int tdm_safetensors_write(const char *path, const tdm_st_entry *tensors, int n, tdm_st_dtype dtype,
                           const char *const *meta, int n_meta, tdm_error *err);
 
+/* Sees every byte tdm_safetensors_write_observed writes, in file order, once it is written
+ * (e.g. a checksum of the file computed as it is written instead of by reading it back). */
+typedef void (*tdm_st_write_observer)(void *ctx, const void *bytes, size_t n);
+
+/* tdm_safetensors_write, showing the file's bytes to observe(ctx, ...) as they are written;
+ * observe == NULL is tdm_safetensors_write. After a failure the observer has seen a prefix of
+ * the bytes (PATH is left as it was). */
+int tdm_safetensors_write_observed(const char *path, const tdm_st_entry *tensors, int n, tdm_st_dtype dtype,
+                                   const char *const *meta, int n_meta, tdm_st_write_observer observe, void *ctx,
+                                   tdm_error *err);
+
 /* Writes every tensor of the table (its `data`) in table order; see tdm_safetensors_write. */
 int tdm_safetensors_save_params(const char *path, const tdm_param_table *t, tdm_st_dtype dtype,
                                 const char *const *meta, int n_meta, tdm_error *err);
