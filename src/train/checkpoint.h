@@ -21,8 +21,13 @@
  * the previous checkpoint complete and the tracker pointing at it; leftover *.tmp.*
  * directories are ignored by loading and removed by the next save of their iteration.
  *
- * Loading checks the tracker, the files' sizes and checksums (a truncated or corrupted
- * file is refused before any tensor is used) and the model's tensor names and shapes.
+ * Loading checks the tracker, the files' sizes and checksums and the model's tensor names and
+ * shapes. Every byte of a file is read once: the two safetensors files are hashed as their
+ * tensors are loaded (a wrong size is refused when they are opened, a wrong checksum when the
+ * load reaches the file's end), and what was read is vouched for only once that checksum
+ * matched: tdm_ckpt_load_weights returns 0 only then (and wipes the table otherwise), and Adam
+ * state read with tdm_ckpt_read_optimizer must not be used before tdm_ckpt_finish_optimizer
+ * returned 0. Saving hashes each file as it is written, without reading it back.
  */
 #ifndef TDM_CHECKPOINT_H
 #define TDM_CHECKPOINT_H
@@ -82,17 +87,21 @@ int tdm_ckpt_check_save_dir(const char *save_dir, tdm_error *err);
  * tracker, a tracker that does not hold an iteration number, a missing directory. */
 int tdm_ckpt_resolve(const char *load, char *iter_dir, size_t cap, tdm_error *err);
 
-/* An opened checkpoint: state read, files verified. */
+/* An opened checkpoint: state read, sizes checked; the tensor files' checksums are checked as
+ * they are loaded. */
 typedef struct tdm_ckpt {
     char dir[4096];
     tdm_ckpt_state state;
     uint64_t state_hash;        /* XXH3 of trainer_state.json (it holds every file's checksum) */
-    tdm_safetensors *model;     /* model.safetensors */
+    tdm_safetensors *model;     /* model.safetensors: its header (tensor names, shapes, offsets) */
     tdm_safetensors *optimizer; /* optimizer.safetensors, NULL when has_optimizer == 0 */
+    struct tdm_ckpt_stream *model_in, *optimizer_in; /* private: each file read once, hashed on the way */
 } tdm_ckpt;
 
-/* Resolves, reads trainer_state.json, verifies every file's size and checksum, opens
- * the safetensors files. */
+/* Resolves, reads trainer_state.json, checks every file's size, verifies the checksums of
+ * the small JSON copies, opens the safetensors files (headers parsed, no tensor read). A
+ * safetensors header that does not parse is reported as the checksum mismatch it is when
+ * the file's checksum does not match. */
 int tdm_ckpt_open(const char *load, tdm_ckpt *ck, tdm_error *err);
 /* The same for a use of the weights alone (generate, evaluate, --finetune, --no-load-optim):
  * optimizer.safetensors is neither read nor required (ck->optimizer stays NULL). */
@@ -103,12 +112,23 @@ int tdm_ckpt_open_weights(const char *load, tdm_ckpt *ck, tdm_error *err);
 int tdm_ckpt_read_state(const char *load, tdm_ckpt *ck, tdm_error *err);
 void tdm_ckpt_close(tdm_ckpt *ck);
 
-/* Loads the weights into the table (data bound). Refuses a checkpoint of another model
- * shape with a sentence naming the first tensor that differs. */
+/* Loads the weights into the table (data bound), reading model.safetensors once in file order
+ * and checking its checksum on the way. Refuses a checkpoint of another model shape with a
+ * sentence naming the first tensor that differs (before reading any tensor), and a corrupted
+ * file with one naming it and both checksums; after a failure once tensors were read, every
+ * tensor of the table is zero, so that nothing the checksum did not vouch for survives. */
 int tdm_ckpt_load_weights(tdm_ckpt *ck, tdm_param_table *t, tdm_error *err);
 
-/* Reads the Adam state of trainable parameter `i` of the table into m[numel], v[numel]. */
+/* Reads the Adam state of trainable parameter `i` of the table into m[numel], v[numel],
+ * hashing optimizer.safetensors on the way (cheapest in table order, the order it is saved
+ * in; any order works). The values are unverified until tdm_ckpt_finish_optimizer. */
 int tdm_ckpt_read_optimizer(tdm_ckpt *ck, const tdm_param_table *t, int i, float *m, float *v, tdm_error *err);
+
+/* Reads what the tdm_ckpt_read_optimizer calls left out to the end of optimizer.safetensors
+ * (state of parameters that are frozen now) and compares the file's size and checksum with
+ * trainer_state.json. Call it after the last tdm_ckpt_read_optimizer and before the state
+ * they read is used: a corrupted file is refused here, with one sentence naming it. */
+int tdm_ckpt_finish_optimizer(tdm_ckpt *ck, tdm_error *err);
 
 /* A hash of the table's tensor names and shapes, in order (not of trainability). */
 uint64_t tdm_ckpt_model_fingerprint(const tdm_param_table *t);

@@ -246,6 +246,9 @@ static int load_optimizer(trainer *t, tdm_ckpt *ck, tdm_error *err) {
         }
         rc = tdm_ddp_opt_load_piece(t->ddp, i, 0, pt->p[i].numel, m, v, err);
     }
+    /* the file's checksum, from the bytes read above: a mismatch fails the set-up on every rank
+     * (each reads the whole file) before any step uses the pieces loaded */
+    if (rc == 0) rc = tdm_ckpt_finish_optimizer(ck, err);
     free(m);
     free(v);
     if (rc == 0) tdm_ddp_opt_set_step_count(t->ddp, ck->state.adam_step);
