@@ -460,7 +460,9 @@ struct tdm_ckpt_stream {
     uint64_t want;
 };
 
-#define STREAM_CHUNK ((size_t)4 << 20) /* bytes per read: hashed while still in the cache */
+/* bytes per read: hashed while still in the core's cache (64 KiB to 4 MiB measured the same
+ * within noise on the 2-core VM, 3 GB checkpoint) */
+#define STREAM_CHUNK ((size_t)256 << 10)
 
 static void stream_close(struct tdm_ckpt_stream *s) {
     if (!s) return;
