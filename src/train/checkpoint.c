@@ -450,14 +450,26 @@ int tdm_ckpt_read_state(const char *load, tdm_ckpt *ck, tdm_error *err) {
  * tdm_ckpt_finish_optimizer do it before they return 0. A tensor asked for out of file order
  * (a table in another order than the file) was hashed already when the stream passed it, and is
  * read a second time with pread: correct, only slower. The safetensors header is read twice:
- * once by tdm_safetensors_open to parse it, once here to hash it (kilobytes: 8 + N bytes). */
+ * once by tdm_safetensors_open to parse it, once here to hash it (8 + N bytes: 100-200 KB at 8B). */
+/* The two refusals of a file that is not what trainer_state.json recorded. Return -1. */
+static int size_mismatch(const char *path, long long have, long long want, tdm_error *err) {
+    return tdm_errorf(err, "%s: %lld bytes, trainer_state.json says %lld: the file is truncated or was replaced", path,
+                      have, want);
+}
+
+static int checksum_mismatch(const char *path, uint64_t have, uint64_t want, tdm_error *err) {
+    return tdm_errorf(err, "%s: checksum %016" PRIx64 " does not match trainer_state.json's %016" PRIx64
+                           ": the file is corrupted",
+                      path, have, want);
+}
+
 struct tdm_ckpt_stream {
     int fd;
     char path[PATH_CAP + 64];
     XXH3_state_t *h;
     uint64_t at;   /* bytes hashed so far, from the start: where the stream reads next */
-    uint64_t size; /* what trainer_state.json records */
-    uint64_t want;
+    uint64_t size; /* bytes, as trainer_state.json records them */
+    uint64_t want; /* its XXH3, likewise */
 };
 
 /* bytes per read: hashed while still in the core's cache (64 KiB to 4 MiB measured the same
@@ -480,9 +492,13 @@ static struct tdm_ckpt_stream *stream_open(const char *path, int64_t size, uint6
         return NULL;
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || sb.st_size != size) {
-        tdm_errorf(err, "%s: %lld bytes, trainer_state.json says %lld: the file is truncated or was replaced", path,
-                   (long long)sb.st_size, (long long)size);
+    if (fstat(fd, &sb) != 0) {
+        tdm_errorf(err, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (sb.st_size != size) {
+        size_mismatch(path, (long long)sb.st_size, size, err);
         close(fd);
         return NULL;
     }
@@ -564,11 +580,7 @@ static int stream_finish(struct tdm_ckpt_stream *s, tdm_error *err) {
                                "was read",
                           s->path, (unsigned long long)s->size);
     uint64_t h = XXH3_64bits_digest(s->h);
-    if (h != s->want)
-        return tdm_errorf(err, "%s: checksum %016" PRIx64 " does not match trainer_state.json's %016" PRIx64
-                               ": the file is corrupted",
-                          s->path, h, s->want);
-    return 0;
+    return h == s->want ? 0 : checksum_mismatch(s->path, h, s->want, err);
 }
 
 /* For an error the file's header may have caused (it does not parse, names a tensor the model
@@ -609,13 +621,8 @@ static int ckpt_open(const char *load, int with_optimizer, tdm_ckpt *ck, tdm_err
         uint64_t h = 0;
         int64_t n = 0;
         if (hash_file(path, &h, &n, err) != 0) return -1;
-        if (n != sizes[i])
-            return tdm_errorf(err, "%s: %lld bytes, trainer_state.json says %lld: the file is truncated or was replaced",
-                              path, (long long)n, (long long)sizes[i]);
-        if (h != hashes[i])
-            return tdm_errorf(err, "%s: checksum %016" PRIx64 " does not match trainer_state.json's %016" PRIx64
-                                   ": the file is corrupted",
-                              path, h, hashes[i]);
+        if (n != sizes[i]) return size_mismatch(path, n, sizes[i], err);
+        if (h != hashes[i]) return checksum_mismatch(path, h, hashes[i], err);
     }
     snprintf(path, sizeof path, "%s/model.safetensors", ck->dir);
     if (open_tensors(path, sizes[0], hashes[0], &ck->model_in, &ck->model, err) != 0) return -1;
