@@ -115,8 +115,9 @@ void tdm_ckpt_close(tdm_ckpt *ck);
 /* Loads the weights into the table (data bound), reading model.safetensors once in file order
  * and checking its checksum on the way. Refuses a checkpoint of another model shape with a
  * sentence naming the first tensor that differs (before reading any tensor), and a corrupted
- * file with one naming it and both checksums; after a failure once tensors were read, every
- * tensor of the table is zero, so that nothing the checksum did not vouch for survives. */
+ * file with one naming it and both checksums (also when a damaged header made the tensors
+ * look like another model's); after a failure once tensors were read, every tensor of the
+ * table is zero, so that nothing the checksum did not vouch for survives. */
 int tdm_ckpt_load_weights(tdm_ckpt *ck, tdm_param_table *t, tdm_error *err);
 
 /* Reads the Adam state of trainable parameter `i` of the table into m[numel], v[numel],
