@@ -145,6 +145,11 @@ static void state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_t *
     tdm_sb_json_string(sb, s->lr_decay_style, strlen(s->lr_decay_style));
     tdm_sb_printf(sb, ", \"warmup_init\": %.17g, \"warmup_steps\": %.17g, \"decay_steps\": %lld", s->lr_warmup_init,
                   s->lr_warmup_steps, (long long)s->lr_decay_steps);
+    if (s->has_wd_schedule) {
+        tdm_sb_printf(sb, ", \"start_wd\": %.17g, \"end_wd\": %.17g, \"wd_incr_steps\": %lld, \"wd_incr_style\": ",
+                      s->start_wd, s->end_wd, (long long)s->wd_incr_steps);
+        tdm_sb_json_string(sb, s->wd_incr_style, strlen(s->wd_incr_style));
+    }
     tdm_sb_printf(sb, "},\n  \"seed\": \"%" PRIu64 "\",\n  \"adam_step\": %lld,\n", s->seed, (long long)s->adam_step);
     tdm_sb_printf(sb, "  \"data_parallel_size\": %d,\n  \"distributed_optimizer\": %s,\n  \"has_optimizer\": %s,\n",
                   s->dp, s->distributed_optimizer ? "true" : "false", s->has_optimizer ? "true" : "false");
@@ -370,6 +375,15 @@ static int parse_state(const char *file, const char *text, size_t len, tdm_ckpt_
             tdm_json_get_int(sch, "decay_steps", &s->lr_decay_steps, err) != 0)
             goto bad;
         s->has_schedule = 1;
+    }
+    if (tdm_json_get(sch, "wd_incr_style")) { /* the weight-decay schedule (likewise) */
+        const char *wds = tdm_json_get_str(sch, "wd_incr_style", err);
+        if (!wds || tdm_json_get_num(sch, "start_wd", &s->start_wd, err) != 0 ||
+            tdm_json_get_num(sch, "end_wd", &s->end_wd, err) != 0 ||
+            tdm_json_get_int(sch, "wd_incr_steps", &s->wd_incr_steps, err) != 0)
+            goto bad;
+        snprintf(s->wd_incr_style, sizeof s->wd_incr_style, "%s", wds);
+        s->has_wd_schedule = 1;
     }
     const char *seed = tdm_json_get_str(r, "seed", err);
     if (!seed) goto bad;

@@ -52,6 +52,10 @@ typedef struct tdm_ckpt_state {
     double lr_warmup_steps;        /* --use-checkpoint-opt_param-scheduler; has_schedule = 0 */
     int64_t lr_decay_steps;        /* in checkpoints written before they were saved */
     int has_schedule;
+    double start_wd, end_wd;       /* the weight-decay schedule (Megatron's state keeps it too); */
+    int64_t wd_incr_steps;         /* has_wd_schedule = 0 in checkpoints written before */
+    char wd_incr_style[16];        /* it was saved (2026-11-30) */
+    int has_wd_schedule;
     uint64_t seed;
     int64_t adam_step;             /* Adam's bias-correction step count */
     int dp;                        /* data-parallel size at save time */

@@ -33,6 +33,7 @@ int tdm_wd_style_parse(const char *name, tdm_wd_style *out) {
 }
 
 const char *tdm_lr_style_name(tdm_lr_style s) { return (unsigned)s < 5 ? STYLE_NAMES[s] : "?"; }
+const char *tdm_wd_style_name(tdm_wd_style s) { return (unsigned)s < 3 ? WD_NAMES[s] : "?"; }
 
 int tdm_lr_scheduler_init(tdm_lr_scheduler *s, double max_lr, double min_lr, double init_lr, tdm_lr_style style,
                           int64_t warmup_iters, double warmup_fraction, int64_t decay_iters, int64_t train_iters,

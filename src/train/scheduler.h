@@ -59,6 +59,7 @@ const char *tdm_lr_style_name(tdm_lr_style s);
 /* "exponential" | "linear" | "cosine" | "minus_sqrt"; "constant" | "linear" | "cosine". -1 if unknown. */
 int tdm_wsd_style_parse(const char *name, tdm_wsd_style *out);
 int tdm_wd_style_parse(const char *name, tdm_wd_style *out);
+const char *tdm_wd_style_name(tdm_wd_style s);
 
 /* Sets up the schedule from iteration counts (see above). warmup_fraction < 0 means
  * "use warmup_iters"; decay_iters <= 0 means train_iters. Errors: max < min, max < init, a

@@ -442,10 +442,23 @@ static int setup_state(trainer *t, tdm_error *err) {
         t->sched.decay_steps = ck_state.lr_decay_steps;
         if (tdm_lr_scheduler_check(&t->sched, err) != 0) /* the file is not checksummed: hand-edited */
             return tdm_error_prefix(err, "--use-checkpoint-opt_param-scheduler: %s/trainer_state.json", ck.dir);
+        if (ck_state.has_wd_schedule) { /* older checkpoints: the flags' weight decay */
+            tdm_wd_style cws;
+            if (tdm_wd_style_parse(ck_state.wd_incr_style, &cws) != 0)
+                return tdm_errorf(err, "--load %s: unknown weight decay increment style '%s'", a->load,
+                                  ck_state.wd_incr_style);
+            if (tdm_lr_scheduler_set_wd(&t->sched, cws, ck_state.start_wd, ck_state.end_wd, ck_state.wd_incr_steps,
+                                        err) != 0)
+                return tdm_error_prefix(err, "--use-checkpoint-opt_param-scheduler: %s/trainer_state.json", ck.dir);
+        }
+        char wd[160] = "; weight decay of the flags (the checkpoint records none)";
+        if (ck_state.has_wd_schedule)
+            snprintf(wd, sizeof wd, "; weight decay %s from %g to %g over %lld samples", ck_state.wd_incr_style,
+                     ck_state.start_wd, ck_state.end_wd, (long long)ck_state.wd_incr_steps);
         tdm_log_info("learning-rate schedule of the checkpoint (--use-checkpoint-opt_param-scheduler): peak %g, "
-                     "floor %g, %s decay over %lld samples after %g of warm-up",
+                     "floor %g, %s decay over %lld samples after %g of warm-up%s",
                      ck_state.lr, ck_state.min_lr, ck_state.lr_decay_style, (long long)ck_state.lr_decay_steps,
-                     ck_state.lr_warmup_steps);
+                     ck_state.lr_warmup_steps, wd);
     }
     /* the schedule is a function of samples consumed: resuming restores it exactly */
     t->sched.num_steps = t->consumed;
@@ -554,6 +567,11 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
         st.lr_warmup_init = t->sched.init_lr;
         st.lr_warmup_steps = t->sched.warmup_steps;
         st.lr_decay_steps = t->sched.decay_steps;
+        st.has_wd_schedule = 1;
+        st.start_wd = t->sched.start_wd;
+        st.end_wd = t->sched.end_wd;
+        st.wd_incr_steps = t->sched.wd_incr_steps;
+        snprintf(st.wd_incr_style, sizeof st.wd_incr_style, "%s", tdm_wd_style_name(t->sched.wd_style));
         char pp_buf[2200];
         tdm_ckpt_save_spec spec = {.config_json_path = t->config_json,
                                    .preprocessor_json_path =

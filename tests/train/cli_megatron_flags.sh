@@ -85,6 +85,18 @@ lr4() { sed -nE 's/.*"iteration":4,.*"lr":([^,]+),.*/\1/p' "$1"; }
 [ -n "$(lr4 "$W/s_ovr/metrics.jsonl")" ] && [ "$(lr4 "$W/s_ovr/metrics.jsonl")" != "$(lr4 "$W/s_all/metrics.jsonl")" ] \
   && ok "--override-opt_param-scheduler: the flags' schedule (lr $(lr4 "$W/s_ovr/metrics.jsonl") at iteration 4)" \
   || bad "--override-opt_param-scheduler: lr at iteration 4 '$(lr4 "$W/s_ovr/metrics.jsonl")'"
+# the weight-decay schedule is the checkpoint's too (as Megatron's state): saved by a 6-iteration run stopped at 3
+WD=(--weight-decay-incr-style linear --start-weight-decay 0 --end-weight-decay 0.3)
+wdcurve() { sed -E 's/.*"lr":([^,]+),"weight_decay":([^,]+),.*"loss":([^,]+),"grad_norm":([^,]+),.*/\1 \2 \3 \4/' "$1"; }
+train --train-iters 6 "${S6[@]}" "${WD[@]}" --run-dir "$W/wd_all" >"$W/wd_all.log" 2>&1 || bad "wd: 6-iteration run"
+train --train-iters 6 "${S6[@]}" "${WD[@]}" --exit-interval 3 --save "$W/ck_wd" --run-dir "$W/wd_res" \
+  >"$W/wd_a.log" 2>&1 || bad "wd: run stopped at 3"
+train --train-iters 6 "${S6[@]}" --weight-decay 0.05 --run-dir "$W/wd_res" --load "$W/ck_wd" \
+  --use-checkpoint-opt_param-scheduler >"$W/wd_b.log" 2>&1 || bad "wd: resume failed: $(tail -3 "$W/wd_b.log")"
+[ -n "$(wdcurve "$W/wd_all/metrics.jsonl")" ] && [ "$(wdcurve "$W/wd_res/metrics.jsonl")" = "$(wdcurve "$W/wd_all/metrics.jsonl")" ] \
+  && grep -q "weight decay linear from 0 to 0.3 over 48 samples" "$W/wd_b.log" \
+  && ok "--use-checkpoint-opt_param-scheduler: the checkpoint's weight-decay increase too; every lr, wd, loss, grad norm as uninterrupted" \
+  || bad "--use-checkpoint-opt_param-scheduler: weight-decay schedule not the checkpoint's"
 for f in "--override-opt_param-scheduler --use-checkpoint-opt_param-scheduler --load $W/ck_s|give at most one" \
          "--use-checkpoint-opt_param-scheduler|requires --load DIR"; do
   if train --train-iters 4 ${f%%|*} >"$W/s_bad.log" 2>&1; then bad "${f%%|*} accepted"
