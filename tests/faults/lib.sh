@@ -47,6 +47,15 @@ make_data() {
          --freeze-vision --freeze-projector --global-batch-size 2 --seq-length 512 --lr 1e-4 --seed 7)
 }
 
+# make_checkpoint: a 1-iteration checkpoint of the tiny job in $W/good ($IT: its iteration directory's name);
+# the test ends when it cannot be made.
+make_checkpoint() {
+  start_job "$W/good.log" "${TRAIN[@]}" --train-iters 1 --save "$W/good"
+  wait_job 120
+  [ "$RC" -eq 0 ] || { bad "making a checkpoint failed (exit $RC)"; tail -n 5 "$W/good.log"; finish; exit 1; }
+  IT=iter_0000001
+}
+
 # start_job LOG ARGS...: `tandem train ARGS` on 2 ranks in the background; $JOB is mpirun's pid.
 start_job() {
   local log=$1; shift

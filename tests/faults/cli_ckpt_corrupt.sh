@@ -5,15 +5,12 @@
 # at its last byte, in its header, in the middle of model.safetensors, and a truncated
 # optimizer.safetensors. Each refusal names the file and the mismatch, exits non-zero before the
 # first step on every rank, leaves no rank behind; the undamaged checkpoint resumes.
-source "$(dirname "$0")/../faults/lib.sh"
+source "$(dirname "$0")/lib.sh"
 have train || skip_all "tandem train is not built"
 make_data
 PY=/usr/bin/python3
 
-start_job "$W/good.log" "${TRAIN[@]}" --train-iters 1 --save "$W/good"
-wait_job 120
-[ "$RC" -eq 0 ] || { bad "making a checkpoint failed (exit $RC)"; tail -n 5 "$W/good.log"; finish; exit 1; }
-IT=iter_0000001
+make_checkpoint
 
 # damaged NAME FILE WHERE: a copy of the checkpoint with one byte of FILE flipped at WHERE
 # (middle, last, header) or FILE cut by 8 bytes (cut)
