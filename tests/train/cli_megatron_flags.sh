@@ -146,6 +146,13 @@ for r in rows:
 assert rows[2]["lr"] == max_lr and rows[-1]["lr"] == min_lr     # stable, then decayed to the floor
 PYEOF
 done
+# in samples (--train-samples): the same schedule as the iteration-based WSD linear run above, bitwise
+train --train-samples 64 --lr-warmup-samples 8 --lr-decay-style WSD --lr-wsd-decay-style linear \
+  --lr-wsd-decay-samples 24 --min-lr 1e-5 --weight-decay-incr-style cosine --start-weight-decay 0.01 \
+  --end-weight-decay 0.1 --run-dir "$W/wsd_sa" >"$W/wsd_sa.log" 2>&1 || bad "WSD in samples: $(tail -3 "$W/wsd_sa.log")"
+[ -n "$(wdcurve "$W/wsd_linear/metrics.jsonl")" ] && [ "$(wdcurve "$W/wsd_sa/metrics.jsonl")" = "$(wdcurve "$W/wsd_linear/metrics.jsonl")" ] \
+  && ok "WSD with --train-samples 64 / --lr-wsd-decay-samples 24 = --train-iters 8 / --lr-wsd-decay-iters 3, bitwise" \
+  || bad "WSD in samples differs from WSD in iterations"
 # the same numbers reach the optimizer: WSD over the whole decay span is the linear decay, and a flat increment is
 # --weight-decay, bitwise in every loss and grad norm
 train --train-iters 6 --lr-warmup-iters 1 --lr-decay-style linear --weight-decay 0.05 --run-dir "$W/lin" \
