@@ -1078,5 +1078,13 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
                                         : (a->lr_decay_iters > 0 ? a->lr_decay_iters : a->train_iters);
     h = fnv1a(h, "lr_decay_span", sizeof "lr_decay_span");
     h = fnv1a(h, &span, sizeof span);
+    /* an increasing weight decay spans the whole run (--train-iters x global batch, or --train-samples),
+     * whatever --lr-decay-iters says: raising --train-iters changes every later weight decay (hashed only
+     * with a non-constant style, so that other checkpoints keep their fingerprint) */
+    if (strcmp(a->weight_decay_incr_style, "constant") != 0) {
+        int64_t wd_span = a->train_samples > 0 ? a->train_samples : a->train_iters;
+        h = fnv1a(h, "wd_incr_span", sizeof "wd_incr_span");
+        h = fnv1a(h, &wd_span, sizeof wd_span);
+    }
     return h;
 }

@@ -339,6 +339,13 @@ static void test_listing_diffs_two_sides(void) {
     tdm_train_args_parse_string(&p, "--lr-decay-iters 20", &err);
     tdm_train_args_parse_string(&q, "--lr-decay-iters 20", &err);
     CHECK(tdm_train_args_fingerprint(&p) == tdm_train_args_fingerprint(&q), "train-iters alone, with a fixed span");
+    /* ...but an increasing weight decay spans --train-iters whatever --lr-decay-iters says */
+    tdm_train_args_parse_string(&p, "--weight-decay-incr-style linear --start-weight-decay 0 --end-weight-decay 0.1",
+                                &err);
+    tdm_train_args_parse_string(&q, "--weight-decay-incr-style linear --start-weight-decay 0 --end-weight-decay 0.1",
+                                &err);
+    CHECK(tdm_train_args_fingerprint(&p) != tdm_train_args_fingerprint(&q),
+          "the weight-decay span (--train-iters) changes the fingerprint with --weight-decay-incr-style linear");
 }
 
 static void test_edit_distance(void) {
