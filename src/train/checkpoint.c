@@ -747,11 +747,14 @@ int tdm_ckpt_load_weights(tdm_ckpt *ck, tdm_param_table *t, tdm_error *err) {
     return rc;
 }
 
-/* One Adam tensor, as tdm_safetensors_read_f32 would read it (same messages), through the stream. */
-static int read_adam(tdm_ckpt *ck, const char *name, float *dst, int64_t numel, tdm_error *err) {
+/* One Adam tensor, as tdm_safetensors_read_f32 would read it (same messages), through the stream.
+ * A tensor missing from an intact file is the state of a parameter that was frozen when it was
+ * saved (param names it); from a damaged file, the damage is said instead. */
+static int read_adam(tdm_ckpt *ck, const char *param, const char *name, float *dst, int64_t numel, tdm_error *err) {
     const tdm_st_tensor *x = tdm_safetensors_find(ck->optimizer, name);
     if (!x) {
-        tdm_errorf(err, "%s: tensor \"%s\": not in the checkpoint", ck->optimizer_in->path, name);
+        tdm_errorf(err, "%s: tensor \"%s\": not in the checkpoint (was %s frozen when it was saved? then add "
+                        "--no-load-optim)", ck->optimizer_in->path, name, param);
         return corrupted_instead(ck->optimizer_in, err);
     }
     if (x->numel != numel) {
@@ -766,9 +769,9 @@ int tdm_ckpt_read_optimizer(tdm_ckpt *ck, const tdm_param_table *t, int i, float
     if (!ck->optimizer) return tdm_errorf(err, "--load %s: the checkpoint holds no optimizer state", ck->dir);
     char name[TDM_PARAM_NAME_MAX + 16];
     snprintf(name, sizeof name, "exp_avg.%s", t->p[i].name);
-    if (read_adam(ck, name, m, t->p[i].numel, err) != 0) return -1;
+    if (read_adam(ck, t->p[i].name, name, m, t->p[i].numel, err) != 0) return -1;
     snprintf(name, sizeof name, "exp_avg_sq.%s", t->p[i].name);
-    return read_adam(ck, name, v, t->p[i].numel, err);
+    return read_adam(ck, t->p[i].name, name, v, t->p[i].numel, err);
 }
 
 int tdm_ckpt_finish_optimizer(tdm_ckpt *ck, tdm_error *err) {

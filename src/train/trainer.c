@@ -239,9 +239,8 @@ static int load_optimizer(trainer *t, tdm_ckpt *ck, tdm_error *err) {
     for (int i = 0; i < pt->n && rc == 0; i++) {
         if (!pt->p[i].trainable) continue;
         rc = tdm_ckpt_read_optimizer(ck, pt, i, m, v, err);
-        if (rc != 0) {
-            tdm_error_prefix(err, "--load %s (was %s frozen when it was saved? then add --no-load-optim)", ck->dir,
-                             pt->p[i].name);
+        if (rc != 0) { /* a parameter frozen at the save, or a damaged file: the message says which */
+            tdm_error_prefix(err, "--load %s", ck->dir);
             break;
         }
         rc = tdm_ddp_opt_load_piece(t->ddp, i, 0, pt->p[i].numel, m, v, err);

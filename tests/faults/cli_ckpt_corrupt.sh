@@ -13,7 +13,7 @@ PY=/usr/bin/python3
 make_checkpoint
 
 # damaged NAME FILE WHERE: a copy of the checkpoint with one byte of FILE flipped at WHERE
-# (middle, last, header) or FILE cut by 8 bytes (cut)
+# (middle, last, header), an Adam tensor's name changed in the header (rename), or FILE cut by 8 bytes (cut)
 damaged() {
   rm -rf "$W/$1"; cp -r "$W/good" "$W/$1"
   $PY - "$W/$1/$IT/$2" "$3" <<'PYEOF'
@@ -22,6 +22,10 @@ p, where = sys.argv[1], sys.argv[2]
 b = bytearray(open(p, "rb").read())
 if where == "cut":
     b = b[:-8]
+elif where == "rename":  # one Adam tensor's name in the header, same length: the header still parses
+    n = struct.unpack("<Q", b[:8])[0]
+    at = b.index(b'"exp_avg.', 8, 8 + n) + len('"exp_avg.')
+    b[at] ^= 0x20
 else:
     n = struct.unpack("<Q", b[:8])[0]
     at = {"middle": 8 + n + (len(b) - 8 - n) // 2, "last": len(b) - 1, "header": 8 + n // 2}[where]
@@ -56,6 +60,10 @@ damaged opt_last optimizer.safetensors last
 refused opt_last "optimizer.safetensors" "corrupted"
 damaged opt_header optimizer.safetensors header
 refused opt_header "optimizer.safetensors" "corrupted"
+damaged opt_rename optimizer.safetensors rename
+refused opt_rename "optimizer.safetensors" "corrupted"
+grep -q "frozen when it was saved" "$W/opt_rename.log" \
+  && bad "opt_rename: a damaged file is blamed on a parameter frozen at the save" || ok
 damaged opt_cut optimizer.safetensors cut
 refused opt_cut "optimizer.safetensors" "truncated"
 damaged model_middle model.safetensors middle

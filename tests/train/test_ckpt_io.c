@@ -338,6 +338,32 @@ static void test_damage_in_skipped_tensor(void) {
     tdm_free_big(grad);
 }
 
+/* A damaged header that renames an Adam tensor (the header still parses) is said as the damage
+ * it is, not as the state of a parameter frozen at the save. */
+static void test_renamed_adam_tensor(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad);
+    tdm_error err = {{0}};
+    size_t len;
+    char *good = slurp("optimizer.safetensors", &len);
+    char *at = good ? memmem(good, len, "exp_avg_sq.model.language_model.norm", 36) : NULL;
+    CHECK(at != NULL, "no such tensor name in the header");
+    if (at) {
+        at[11] ^= 0x20; /* "model" -> "Model": same length, the header parses */
+        put_back("optimizer.safetensors", good, len);
+        CHECK(load_all(&t, 0, -1, &err) == 3 && strstr(err.msg, "corrupted") && !strstr(err.msg, "frozen"), "%s",
+              err.msg);
+        at[11] ^= 0x20;
+        put_back("optimizer.safetensors", good, len);
+        CHECK(load_all(&t, 0, -1, &err) == 0, "%s", err.msg);
+    }
+    free(good);
+    tdm_param_table_free(&t);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+}
+
 /* A hand-made checkpoint with BF16 weights (tandem writes F32) loads through the same stream:
  * converted, and checksummed. */
 static void test_bf16_weights(void) {
@@ -403,6 +429,7 @@ int main(void) {
     RUN(test_load_reads_each_byte_once);
     RUN(test_damage_refused);
     RUN(test_damage_in_skipped_tensor);
+    RUN(test_renamed_adam_tensor);
     RUN(test_bf16_weights);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
