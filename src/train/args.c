@@ -222,7 +222,8 @@ static const arg_def ARGS[] = {
     {"distributed-timeout-minutes", "distributed_timeout_minutes", ARG_DBL, F(distributed_timeout_minutes), 0, 1e6,
      NONE_NEVER, "10", NULL, "M",
      "end the job when a collective (gradient buckets, parameter all-gathers, the step's sums, the start-up, "
-     "validation and audit agreements; not checkpoint I/O) waits longer than M minutes for a stuck rank (0: never)"},
+     "validation and audit agreements; not rank 0's checkpoint save) waits longer than M minutes for a stuck rank "
+     "(0: never)"},
 
     /* activation recomputation */
     {"recompute-granularity", "recompute_granularity", ARG_CHOICE, F(recompute_granularity), 0, 0, NONE_NEVER, NULL,
@@ -407,7 +408,8 @@ static const char *const ALREADY_SO[][3] = {
     {"use-fused-rotary-pos-emb", NULL, NULL},  /* RoPE is applied in one pass */
     {"trust-remote-code", NULL, NULL},         /* config.json is read as data; no code is run */
     {"no-create-attention-mask-in-dataloader", NULL, NULL}, /* packed samples need no mask tensor */
-    {"init-method-std", "0.02", "initial weights are drawn with std 0.02, Qwen3-VL's initializer_range"},
+    {"init-method-std", "0.02", "initial weights are drawn with std 0.02 (Qwen3-VL's initializer_range; the vision "
+                                "position table at 0.02 x sqrt(patch size), docs/learning.md)"},
     {NULL, NULL, NULL}};
 
 /* The ALREADY_SO entry of argv[*i] (consuming its value), 1 when accepted, 0 when not such a flag,

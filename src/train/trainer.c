@@ -439,6 +439,17 @@ static int setup_state(trainer *t, tdm_error *err) {
         t->sched.style = cs;
         t->sched.warmup_steps = ck_state.lr_warmup_steps;
         t->sched.decay_steps = ck_state.lr_decay_steps;
+        if (cs == TDM_LR_WSD && t->sched.wsd_decay_steps == 0) { /* not in the state, as in Megatron's */
+            if (a->lr_wsd_decay_iters <= 0 && a->lr_wsd_decay_samples <= 0)
+                return tdm_errorf(err, "--use-checkpoint-opt_param-scheduler: %s decays by WSD, whose final decay "
+                                       "checkpoints do not record: give it with --lr-wsd-decay-%s N",
+                                  ck.dir, by_samples ? "samples" : "iters");
+            tdm_wsd_style ws = TDM_WSD_EXPONENTIAL;
+            tdm_wsd_style_parse(a->lr_wsd_decay_style, &ws);
+            if (tdm_lr_scheduler_set_wsd(&t->sched, ws, by_samples ? a->lr_wsd_decay_samples : a->lr_wsd_decay_iters,
+                                         by_samples ? 1 : a->global_batch_size, err) != 0)
+                return -1;
+        }
         if (tdm_lr_scheduler_check(&t->sched, err) != 0) /* the file is not checksummed: hand-edited */
             return tdm_error_prefix(err, "--use-checkpoint-opt_param-scheduler: %s/trainer_state.json", ck.dir);
         if (ck_state.has_wd_schedule) { /* older checkpoints: the flags' weight decay */

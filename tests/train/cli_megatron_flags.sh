@@ -153,6 +153,22 @@ train --train-samples 64 --lr-warmup-samples 8 --lr-decay-style WSD --lr-wsd-dec
 [ -n "$(wdcurve "$W/wsd_linear/metrics.jsonl")" ] && [ "$(wdcurve "$W/wsd_sa/metrics.jsonl")" = "$(wdcurve "$W/wsd_linear/metrics.jsonl")" ] \
   && ok "WSD with --train-samples 64 / --lr-wsd-decay-samples 24 = --train-iters 8 / --lr-wsd-decay-iters 3, bitwise" \
   || bad "WSD in samples differs from WSD in iterations"
+# resuming a WSD checkpoint under --use-checkpoint-opt_param-scheduler: its style and weight decay are the
+# checkpoint's, the final decay's length and shape the flags' (no checkpoint records them, as Megatron's)
+train --train-iters 8 --lr-warmup-iters 1 --lr-decay-style WSD --lr-wsd-decay-style linear --lr-wsd-decay-iters 3 \
+  --min-lr 1e-5 --weight-decay-incr-style cosine --start-weight-decay 0.01 --end-weight-decay 0.1 --exit-interval 3 \
+  --save "$W/ck_wsd" --run-dir "$W/wsd_r" >"$W/wsd_r.log" 2>&1 || bad "WSD run stopped at 3: $(tail -3 "$W/wsd_r.log")"
+if train --train-iters 8 --lr-warmup-iters 1 --min-lr 1e-5 --load "$W/ck_wsd" --use-checkpoint-opt_param-scheduler \
+     >"$W/wsd_r1.log" 2>&1; then bad "a WSD checkpoint resumed without the final decay's length"
+else grep -q "decays by WSD, whose final decay checkpoints do not record: give it with --lr-wsd-decay-iters N" \
+  "$W/wsd_r1.log" && ok "refused: a WSD checkpoint's schedule without --lr-wsd-decay-iters" \
+  || bad "WSD resume without length: $(tail -2 "$W/wsd_r1.log")"; fi
+train --train-iters 8 --lr-warmup-iters 1 --min-lr 1e-5 --lr-wsd-decay-style linear --lr-wsd-decay-iters 3 \
+  --load "$W/ck_wsd" --use-checkpoint-opt_param-scheduler --run-dir "$W/wsd_r" >"$W/wsd_r2.log" 2>&1 \
+  || bad "WSD resume: $(tail -3 "$W/wsd_r2.log")"
+[ "$(wdcurve "$W/wsd_r/metrics.jsonl")" = "$(wdcurve "$W/wsd_linear/metrics.jsonl")" ] \
+  && ok "a WSD checkpoint resumed with --lr-wsd-decay-iters: every lr, wd, loss, grad norm as uninterrupted" \
+  || bad "WSD resume differs from the uninterrupted run"
 # the same numbers reach the optimizer: WSD over the whole decay span is the linear decay, and a flat increment is
 # --weight-decay, bitwise in every loss and grad norm
 train --train-iters 6 --lr-warmup-iters 1 --lr-decay-style linear --weight-decay 0.05 --run-dir "$W/lin" \
