@@ -483,24 +483,29 @@ double tdm_ddp_timer_elapsed_ms(const tdm_ddp *ddp, tdm_timer_id id) { return td
 
 int tdm_ddp_timers_report(tdm_ddp *ddp, double normalizer, tdm_timing *out, tdm_error *err) {
     if (!(normalizer > 0)) return tdm_errorf(err, "timers: normalizer %g, expected > 0", normalizer);
-    double mn[TDM_TIMER_COUNT], mx[TDM_TIMER_COUNT];
-    int used[TDM_TIMER_COUNT];
+    /* every rank's values (-1: the rank did not use the timer, and must not drag the min to 0) */
+    double mine[TDM_TIMER_COUNT];
+    for (int i = 0; i < TDM_TIMER_COUNT; i++)
+        mine[i] = ddp->timers.used[i] ? tdm_timers_elapsed_ms(&ddp->timers, i) / normalizer : -1.0;
+    double *all = tdm_xmalloc(sizeof(double) * TDM_TIMER_COUNT * (size_t)ddp->size);
+    MPI_Request req;
+    MPI_Iallgather(mine, TDM_TIMER_COUNT, MPI_DOUBLE, all, TDM_TIMER_COUNT, MPI_DOUBLE, ddp->ctl, &req);
+    ctl_wait(ddp, &req, "timers report");
+    out->n_ranks = ddp->size;
     for (int i = 0; i < TDM_TIMER_COUNT; i++) {
-        used[i] = ddp->timers.used[i];
-        /* A rank that did not use a timer must not drag the min to 0. */
-        mn[i] = used[i] ? tdm_timers_elapsed_ms(&ddp->timers, i) / normalizer : INFINITY;
-        mx[i] = used[i] ? tdm_timers_elapsed_ms(&ddp->timers, i) / normalizer : -INFINITY;
+        double mn = INFINITY, mx = -INFINITY;
+        for (int r = 0; r < ddp->size; r++) {
+            const double v = all[(size_t)r * TDM_TIMER_COUNT + i];
+            if (r < TDM_TIMING_MAX_RANKS) out->rank_ms[r][i] = v;
+            if (v < 0) continue;
+            mn = v < mn ? v : mn;
+            mx = v > mx ? v : mx;
+        }
+        out->valid[i] = mx >= 0;
+        out->min_ms[i] = out->valid[i] ? mn : 0.0;
+        out->max_ms[i] = out->valid[i] ? mx : 0.0;
     }
-    MPI_Request req[3];
-    MPI_Iallreduce(MPI_IN_PLACE, mn, TDM_TIMER_COUNT, MPI_DOUBLE, MPI_MIN, ddp->ctl, &req[0]);
-    MPI_Iallreduce(MPI_IN_PLACE, mx, TDM_TIMER_COUNT, MPI_DOUBLE, MPI_MAX, ddp->ctl, &req[1]);
-    MPI_Iallreduce(MPI_IN_PLACE, used, TDM_TIMER_COUNT, MPI_INT, MPI_MAX, ddp->ctl, &req[2]);
-    for (int k = 0; k < 3; k++) ctl_wait(ddp, &req[k], "timers report");
-    for (int i = 0; i < TDM_TIMER_COUNT; i++) {
-        out->valid[i] = used[i];
-        out->min_ms[i] = used[i] ? mn[i] : 0.0;
-        out->max_ms[i] = used[i] ? mx[i] : 0.0;
-    }
+    free(all);
     tdm_timers_reset(&ddp->timers);
     return 0;
 }

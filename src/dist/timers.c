@@ -28,8 +28,20 @@ void tdm_timers_stop(tdm_timers *t, tdm_timer_id id) {
 
 double tdm_timers_elapsed_ms(const tdm_timers *t, tdm_timer_id id) { return (double)t->elapsed_ns[id] / 1e6; }
 
-void tdm_timing_format(const tdm_timing *tm, tdm_strbuf *out) {
-    tdm_sb_puts(out, "(min, max) time across ranks (ms):\n");
+void tdm_timing_format_option(const tdm_timing *tm, tdm_timing_option option, tdm_strbuf *out) {
+    if (option == TDM_TIMING_ALL) {
+        tdm_sb_puts(out, "times across ranks (ms):\n");
+        const int kept = tm->n_ranks < TDM_TIMING_MAX_RANKS ? tm->n_ranks : TDM_TIMING_MAX_RANKS;
+        for (int i = 0; i < TDM_TIMER_COUNT; i++) {
+            if (!tm->valid[i]) continue;
+            tdm_sb_printf(out, "  %s:\n", names[i]);
+            for (int r = 0; r < kept; r++)
+                if (tm->rank_ms[r][i] >= 0) tdm_sb_printf(out, "     rank %2d: %.2f\n", r, tm->rank_ms[r][i]);
+            if (tm->n_ranks > kept) tdm_sb_printf(out, "     (%d more ranks)\n", tm->n_ranks - kept);
+        }
+        return;
+    }
+    tdm_sb_puts(out, option == TDM_TIMING_MAX ? "max time across ranks (ms):\n" : "(min, max) time across ranks (ms):\n");
     for (int i = 0; i < TDM_TIMER_COUNT; i++) {
         if (!tm->valid[i]) continue;
         /* Megatron: (name + ' ').ljust(48, '.') */
@@ -39,6 +51,9 @@ void tdm_timing_format(const tdm_timing *tm, tdm_strbuf *out) {
         col[n++] = ' ';
         while (n < 48) col[n++] = '.';
         col[n] = 0;
-        tdm_sb_printf(out, "    %s: (%.2f, %.2f)\n", col, tm->min_ms[i], tm->max_ms[i]);
+        if (option == TDM_TIMING_MAX) tdm_sb_printf(out, "    %s: %.2f\n", col, tm->max_ms[i]);
+        else tdm_sb_printf(out, "    %s: (%.2f, %.2f)\n", col, tm->min_ms[i], tm->max_ms[i]);
     }
 }
+
+void tdm_timing_format(const tdm_timing *tm, tdm_strbuf *out) { tdm_timing_format_option(tm, TDM_TIMING_MINMAX, out); }

@@ -35,11 +35,18 @@ typedef struct tdm_timers {
 
 /* One reduced timer value set: ms per iteration, min and max over ranks; valid[i] = 0
  * when no rank used timer i. */
+enum { TDM_TIMING_MAX_RANKS = 256 }; /* ranks whose own values a report keeps (--timing-log-option all) */
+
 typedef struct tdm_timing {
     double min_ms[TDM_TIMER_COUNT];
     double max_ms[TDM_TIMER_COUNT];
     int valid[TDM_TIMER_COUNT];
+    int n_ranks;                                          /* ranks in the job */
+    double rank_ms[TDM_TIMING_MAX_RANKS][TDM_TIMER_COUNT]; /* each rank's value, < 0 when it did not use the timer */
 } tdm_timing;
+
+/* Megatron's --timing-log-option */
+typedef enum tdm_timing_option { TDM_TIMING_MINMAX, TDM_TIMING_MAX, TDM_TIMING_ALL } tdm_timing_option;
 
 const char *tdm_timer_name(tdm_timer_id id); /* "forward-backward", ... */
 void tdm_timers_reset(tdm_timers *t);
@@ -51,5 +58,9 @@ double tdm_timers_elapsed_ms(const tdm_timers *t, tdm_timer_id id);
 /* Appends the block above (header line and one line per valid timer, each
  * newline-terminated), names dotted out to Megatron's column. */
 void tdm_timing_format(const tdm_timing *tm, tdm_strbuf *out);
+/* The same for each --timing-log-option, in Megatron's words: minmax as above; max "max time across ranks
+ * (ms):" and one value per timer; all "times across ranks (ms):", then per timer "  name:" and a line
+ * "     rank  R: ms" for each rank that used it (the first TDM_TIMING_MAX_RANKS ranks, then how many more). */
+void tdm_timing_format_option(const tdm_timing *tm, tdm_timing_option option, tdm_strbuf *out);
 
 #endif

@@ -141,6 +141,9 @@ static const arg_def ARGS[] = {
      "print the iteration line every N steps"},
     {"timing-log-level", "timing_log_level", ARG_INT, F(timing_log_level), 0, 2, NONE_NEVER, "0", NULL, "L",
      "0: none; 1: Megatron's step timers (min, max) across ranks (2: accepted, as 1)"},
+    {"timing-log-option", "timing_log_option", ARG_CHOICE, F(timing_log_option), 0, 0, NONE_NEVER, "minmax",
+     "max|minmax|all", "OPT", "with --timing-log-level 1: each timer's (min, max) across ranks, its max, or every "
+     "rank's value"},
     {"run-dir", "run_dir", ARG_PATH, F(run_dir), 0, 0, NONE_NEVER, NULL, NULL, "DIR",
      "write metrics.jsonl here (with each step's fingerprint under --audit-fingerprints), and valid.jsonl"},
     {"audit-fingerprints", "audit_fingerprints", ARG_SWITCH, F(audit_fingerprints), 0, 0, NONE_NEVER, NULL, NULL,

@@ -78,6 +78,7 @@ typedef struct tdm_train_args {
     /* logging */
     int log_interval;
     int timing_log_level;
+    char timing_log_option[8];           /* minmax | max | all (Megatron's --timing-log-option) */
     char run_dir[TDM_ARGS_PATH_MAX];     /* metrics.jsonl goes here ("" = none) */
     int audit_fingerprints;
     char profile_config[TDM_ARGS_PATH_MAX];

@@ -911,7 +911,10 @@ static void log_iteration(trainer *t, interval *iv, const tdm_step_record *r) {
         tdm_error e;
         if (tdm_ddp_timers_report(t->ddp, iv->n, &tm, &e) == 0) {
             tdm_sb_clear(&sb);
-            tdm_timing_format(&tm, &sb);
+            const char *o = t->a->timing_log_option;
+            tdm_timing_format_option(&tm, !strcmp(o, "max") ? TDM_TIMING_MAX : !strcmp(o, "all") ? TDM_TIMING_ALL
+                                                                                                 : TDM_TIMING_MINMAX,
+                                     &sb);
             if (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = 0;
             tdm_log_info("%s", sb.data);
         }

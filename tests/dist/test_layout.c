@@ -328,6 +328,25 @@ static void test_timing_format(void) {
                        "    forward-backward ...............................: (123.45, 124.56)\n"
                        "    optimizer ......................................: (1.00, 2.00)\n";
     CHECK(strcmp(sb.data, want) == 0, "got:\n%s", sb.data);
+    /* Megatron's other --timing-log-option layouts (megatron/core/timers.py) */
+    tdm_sb_clear(&sb);
+    tdm_timing_format_option(&tm, TDM_TIMING_MAX, &sb);
+    want = "max time across ranks (ms):\n"
+           "    forward-backward ...............................: 124.56\n"
+           "    optimizer ......................................: 2.00\n";
+    CHECK(strcmp(sb.data, want) == 0, "got:\n%s", sb.data);
+    tm.n_ranks = 2;
+    tm.rank_ms[0][TDM_TIMER_FORWARD_BACKWARD] = 123.454, tm.rank_ms[1][TDM_TIMER_FORWARD_BACKWARD] = 124.556;
+    tm.rank_ms[0][TDM_TIMER_OPTIMIZER] = -1, tm.rank_ms[1][TDM_TIMER_OPTIMIZER] = 2; /* rank 0 did not use it */
+    tdm_sb_clear(&sb);
+    tdm_timing_format_option(&tm, TDM_TIMING_ALL, &sb);
+    want = "times across ranks (ms):\n"
+           "  forward-backward:\n"
+           "     rank  0: 123.45\n"
+           "     rank  1: 124.56\n"
+           "  optimizer:\n"
+           "     rank  1: 2.00\n";
+    CHECK(strcmp(sb.data, want) == 0, "got:\n%s", sb.data);
     tdm_sb_free(&sb);
     tdm_timers tt;
     tdm_timers_reset(&tt);

@@ -10,6 +10,7 @@
 #   - --check-weight-hash-across-dp-replicas-interval 1 reports matching weights after every iteration (also
 #     with --overlap-param-gather, whose all-gathers it waits for); the mismatch path is mpitest_trainer's;
 #   - none of them changes the training: loss, grad norm and the final checksum bitwise those of a plain run;
+#   - --timing-log-option max and all print Megatron's other two layouts of the timers block;
 #   - Megatron's "[Rank 0] (after 1 iterations) memory (MB)" line, once, with the process's resident memory;
 #   - --exit-duration-in-mins: the run stops after its first step past the limit, saves, exits 0, and resuming
 #     that checkpoint ends bitwise where an uninterrupted run ends.
@@ -76,6 +77,30 @@ PYEOF
   then ok "$opt: throughput = model FLOPs / (s x 1e12 x 2 ranks) at every line"
   else bad "$opt: throughput field"; fi
 done
+
+# --- --timing-log-option: Megatron's three layouts of the timers block -------------------------------------------
+for o in max all; do
+  train --train-iters 2 --use-distributed-optimizer --timing-log-level 1 --timing-log-option $o >"$W/t_$o.log" 2>&1 \
+    || bad "--timing-log-option $o: $(tail -3 "$W/t_$o.log")"
+done
+[ "$(grep -c "^max time across ranks (ms):" "$W/t_max.log")" = 2 ] \
+  && grep -qE "^    forward-backward \.+: [0-9]+\.[0-9]{2}$" "$W/t_max.log" \
+  && ok "--timing-log-option max: 'max time across ranks (ms):' and one value per timer" \
+  || bad "--timing-log-option max: $(grep -A2 "time across" "$W/t_max.log" | head -3)"
+if "$PY" - "$W/t_all.log" <<'PYEOF'
+import re, sys
+text = open(sys.argv[1]).read()
+blocks = text.split("times across ranks (ms):\n")[1:]
+assert len(blocks) == 2, len(blocks)                     # one per logged iteration
+for b in blocks:
+    lines = b.split("\n")
+    i = lines.index("  forward-backward:")
+    r0 = re.fullmatch(r"     rank  0: ([0-9.]+)", lines[i + 1]); r1 = re.fullmatch(r"     rank  1: ([0-9.]+)", lines[i + 2])
+    assert r0 and r1 and float(r0.group(1)) > 0 and float(r1.group(1)) > 0, lines[i:i + 3]
+    assert "  optimizer:" in lines and "  params-all-gather:" in lines, lines
+PYEOF
+then ok "--timing-log-option all: 'times across ranks (ms):', each timer with one line per rank"
+else bad "--timing-log-option all: $(grep -A4 "times across" "$W/t_all.log" | head -5)"; fi
 
 # --- Megatron's memory line after the first iteration line: host memory, /proc/self/status of rank 0 ----------
 if "$PY" - "$W/dist.log" <<'PYEOF'
