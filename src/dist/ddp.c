@@ -481,7 +481,7 @@ void tdm_ddp_timer_start(tdm_ddp *ddp, tdm_timer_id id) { tdm_timers_start(&ddp-
 void tdm_ddp_timer_stop(tdm_ddp *ddp, tdm_timer_id id) { tdm_timers_stop(&ddp->timers, id); }
 double tdm_ddp_timer_elapsed_ms(const tdm_ddp *ddp, tdm_timer_id id) { return tdm_timers_elapsed_ms(&ddp->timers, id); }
 
-int tdm_ddp_timers_report(tdm_ddp *ddp, double normalizer, tdm_timing *out, tdm_error *err) {
+static int timers_report(tdm_ddp *ddp, double normalizer, int reset, tdm_timing *out, tdm_error *err) {
     if (!(normalizer > 0)) return tdm_errorf(err, "timers: normalizer %g, expected > 0", normalizer);
     /* every rank's values (-1: the rank did not use the timer, and must not drag the min to 0) */
     double mine[TDM_TIMER_COUNT];
@@ -506,8 +506,16 @@ int tdm_ddp_timers_report(tdm_ddp *ddp, double normalizer, tdm_timing *out, tdm_
         out->max_ms[i] = out->valid[i] ? mx : 0.0;
     }
     free(all);
-    tdm_timers_reset(&ddp->timers);
+    if (reset) tdm_timers_reset(&ddp->timers);
     return 0;
+}
+
+int tdm_ddp_timers_report(tdm_ddp *ddp, double normalizer, tdm_timing *out, tdm_error *err) {
+    return timers_report(ddp, normalizer, 1, out, err);
+}
+
+int tdm_ddp_timers_peek(tdm_ddp *ddp, double normalizer, tdm_timing *out, tdm_error *err) {
+    return timers_report(ddp, normalizer, 0, out, err);
 }
 
 void tdm_ddp_get_stats(const tdm_ddp *ddp, tdm_ddp_stats *out) {

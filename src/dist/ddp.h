@@ -161,6 +161,8 @@ double tdm_ddp_timer_elapsed_ms(const tdm_ddp *ddp, tdm_timer_id id);
 /* Collective: (min, max) across ranks of each timer's ms / normalizer, then resets the
  * timers. Format with tdm_timing_format. */
 int tdm_ddp_timers_report(tdm_ddp *ddp, double normalizer, tdm_timing *out, tdm_error *err);
+/* The same without resetting them (Megatron's timers.write to TensorBoard between two reports). */
+int tdm_ddp_timers_peek(tdm_ddp *ddp, double normalizer, tdm_timing *out, tdm_error *err);
 
 /* ---- measurements and test hooks ----------------------------------------------------- */
 

@@ -153,12 +153,15 @@ static const arg_def ARGS[] = {
     {"tensorboard-log-interval", "tensorboard_log_interval", ARG_INT, F(tensorboard_log_interval), 1, 1 << 30,
      NONE_NEVER, "1", NULL, "N", "TensorBoard scalars every N iterations"},
     {"log-timers-to-tensorboard", "log_timers_to_tensorboard", ARG_SWITCH, F(log_timers_to_tensorboard), 0, 0,
-     NONE_NEVER, NULL, NULL, NULL, "also 'iteration-time' (s) at every --log-interval"},
+     NONE_NEVER, NULL, NULL, NULL,
+     "also each step timer's max across ranks as 'NAME-time' (s per iteration) and 'iteration-time' (s)"},
     {"log-validation-ppl-to-tensorboard", "log_validation_ppl_to_tensorboard", ARG_SWITCH,
      F(log_validation_ppl_to_tensorboard), 0, 0, NONE_NEVER, NULL, NULL, NULL,
      "also 'lm loss validation ppl' at every evaluation"},
     {"no-log-loss-scale-to-tensorboard", "log_loss_scale_to_tensorboard", ARG_NSWITCH,
      F(log_loss_scale_to_tensorboard), 0, 0, NONE_NEVER, NULL, NULL, NULL, "do not write 'loss-scale'"},
+    {"no-log-learning-rate-to-tensorboard", "log_learning_rate_to_tensorboard", ARG_NSWITCH,
+     F(log_learning_rate_to_tensorboard), 0, 0, NONE_NEVER, NULL, NULL, NULL, "do not write 'learning-rate'"},
     {"log-world-size-to-tensorboard", "log_world_size_to_tensorboard", ARG_SWITCH, F(log_world_size_to_tensorboard),
      0, 0, NONE_NEVER, NULL, NULL, NULL, "also 'world-size'"},
     {"log-throughput", "log_throughput", ARG_SWITCH, F(log_throughput), 0, 0, NONE_NEVER, NULL, NULL, NULL,
@@ -575,6 +578,7 @@ void tdm_train_args_defaults(tdm_train_args *a) {
     memset(a, 0, sizeof *a);
     a->check_for_nan_in_grad = 1;
     a->log_loss_scale_to_tensorboard = 1;
+    a->log_learning_rate_to_tensorboard = 1;
     a->inject_nan_rank = -1;
     for (int i = 0; i < N_ARGS; i++)
         if (ARGS[i].def) set_value(a, &ARGS[i], ARGS[i].def, "default", NULL);

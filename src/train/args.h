@@ -86,6 +86,7 @@ typedef struct tdm_train_args {
     int tensorboard_log_interval;
     int log_timers_to_tensorboard, log_validation_ppl_to_tensorboard, log_loss_scale_to_tensorboard;
     int log_world_size_to_tensorboard;
+    int log_learning_rate_to_tensorboard; /* 'learning-rate' (Megatron's default; --no-log-learning-rate-...) */
     int log_throughput;                  /* "throughput per GPU (TFLOP/s/GPU)" in the iteration line */
     int log_params_norm;                 /* "params norm" (trained parameters, after the step) */
     int log_num_zeros_in_grad;           /* "num zeros" (gradient elements equal to 0, before clipping) */

@@ -770,9 +770,9 @@ static void tb_scalars(trainer *t, int n, const char *const *tags, const double 
 static void tb_step(trainer *t, const tdm_step_record *r) {
     const tdm_train_args *a = t->a;
     if (!t->tb || r->iteration % a->tensorboard_log_interval != 0) return;
-    const char *tags[7] = {"learning-rate", "batch-size", "lm loss", "grad-norm"};
-    double v[7] = {r->lr, r->global_batch_size, r->loss, r->grad_norm};
-    int n = 4;
+    const char *tags[7] = {"batch-size", "lm loss", "grad-norm", "learning-rate"};
+    double v[7] = {r->global_batch_size, r->loss, r->grad_norm, r->lr};
+    int n = a->log_learning_rate_to_tensorboard ? 4 : 3;
     if (a->log_loss_scale_to_tensorboard) tags[n] = "loss-scale", v[n++] = 1.0;
     if (r->has_num_zeros) tags[n] = "num-zeros", v[n++] = r->num_zeros;
     if (r->has_params_norm) tags[n] = "params-norm", v[n++] = r->params_norm;
@@ -873,6 +873,26 @@ static void log_iteration(trainer *t, interval *iv, const tdm_step_record *r) {
     iv->flops_sum += r->model_flops;
     iv->skipped += r->skipped;
     iv->nan += r->nan;
+    /* Megatron's timers.write (--log-timers-to-tensorboard): at every TensorBoard interval, each timer's max
+     * across ranks of its mean per iteration since the last iteration line, in seconds, as 'NAME-time'.
+     * Collective: every rank asks, rank 0 writes. */
+    if (t->a->log_timers_to_tensorboard && t->a->tensorboard_dir[0] &&
+        r->iteration % t->a->tensorboard_log_interval == 0) {
+        tdm_timing tm;
+        tdm_error e;
+        if (tdm_ddp_timers_peek(t->ddp, iv->n, &tm, &e) == 0)
+            for (int i = 0; i < TDM_TIMER_COUNT; i++) {
+                if (!tm.valid[i]) continue;
+                char tag[64];
+                snprintf(tag, sizeof tag, "%s-time", tdm_timer_name(i));
+                /* as timers.write: by iteration only, no 'vs samples' twin */
+                if (t->rank == 0 && t->tb && tdm_tb_scalar(t->tb, tag, tm.max_ms[i] / 1e3, r->iteration, &e) != 0) {
+                    tdm_log_warn("%s (TensorBoard events stop here)", e.msg);
+                    tdm_tb_close(t->tb);
+                    t->tb = NULL;
+                }
+            }
+    }
     if (r->iteration % t->a->log_interval != 0 && r->iteration != t->a->train_iters) return;
     tdm_iter_line l = {.iteration = r->iteration,
                        .train_iters = t->a->train_iters,

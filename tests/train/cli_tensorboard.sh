@@ -9,6 +9,8 @@
 #   - iteration-time at --log-interval with --log-timers-to-tensorboard (and throughput with --log-throughput:
 #     the interval's model FLOPs / (seconds x 1e12 x ranks) of metrics.jsonl); validation ppl with its flag;
 #   - num-zeros and params-norm with --log-num-zeros-in-grad and --log-params-norm;
+#   - each step timer as NAME-time with --log-timers-to-tensorboard (Megatron's timers.write), and no
+#     learning-rate with --no-log-learning-rate-to-tensorboard;
 #   - a resumed run adds a second event file and continues the steps;
 #   - a --tensorboard-dir that cannot be created is refused with one sentence.
 # Env: TANDEM (build/tandem), MPIRUN (mpirun.openmpi or mpirun.mpich).
@@ -94,6 +96,15 @@ assert all(v == 1.0 for v in scalars["loss-scale"].values()) and sorted(scalars[
 assert all(v == 2.0 for v in scalars["world-size"].values())
 assert sorted(scalars["iteration-time"]) == [3, 6, 8], scalars["iteration-time"]   # --log-interval 3, and the last
 assert all(0 < v < 60 for v in scalars["iteration-time"].values())
+# Megatron's timers.write: every timer's max across ranks of its mean per iteration since the last iteration line,
+# in seconds, at every --tensorboard-log-interval (2), by iteration only; at least rank 0's own mean (metrics.jsonl)
+since = {2: [1, 2], 4: [4], 6: [4, 5, 6], 8: [7, 8]}   # iteration lines at 3 and 6; the resumed run starts at 7
+for tag in ["forward-backward-time", "all-grads-sync-time", "optimizer-time"]:
+    assert sorted(scalars[tag]) == logged and tag + " vs samples" not in scalars, (tag, scalars.get(tag))
+for i, its in since.items():
+    fb = scalars["forward-backward-time"][i]
+    mine = sum(metrics[k]["fwd_bwd_ms"] for k in its) / len(its) / 1e3
+    assert 0.9 * mine <= fb < 60 and scalars["all-grads-sync-time"][i] <= fb, (i, fb, mine)
 assert sorted(scalars["throughput"]) == [3, 6, 8], scalars["throughput"]
 for i, its in [(3, [1, 2, 3]), (6, [4, 5, 6]), (8, [7, 8])]:   # the resumed run's interval starts at 7
     ref = sum(metrics[k]["model_flops"] for k in its) / (sum(metrics[k]["step_ms"] for k in its) / 1e3 * 1e12 * 2)
@@ -105,6 +116,14 @@ for i, r in valid.items():
     assert scalars["lm loss validation ppl"][i] == f32(math.exp(min(20, r["loss"])))
 print(len(scalars), "tags;", sum(len(v) for v in scalars.values()), "scalars in", len(files), "files")
 PYEOF
+
+# --- --no-log-learning-rate-to-tensorboard ------------------------------------------------------------------------
+"$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${COMMON[@]}" --train-iters 2 --save "$W/ckpt3" --tensorboard-dir "$W/tb3" \
+  --no-log-learning-rate-to-tensorboard >"$W/d.log" 2>&1 || bad "--no-log-learning-rate-to-tensorboard run: $(tail -3 "$W/d.log")"
+f=$(ls "$W"/tb3/*tfevents* 2>/dev/null | head -1)
+[ -n "$f" ] && ! grep -q "learning-rate" "$f" && grep -q "grad-norm" "$f" \
+  && ok "--no-log-learning-rate-to-tensorboard: no learning-rate tag, the others written" \
+  || bad "--no-log-learning-rate-to-tensorboard: $(strings "$f" 2>/dev/null | grep -c learning-rate) learning-rate records"
 
 # --- a directory that cannot be created --------------------------------------------------------
 : >"$W/plainfile"
