@@ -86,7 +86,7 @@ typedef struct trainer {
     tdm_train_result *res;
     int cap_records;
     char recompute_note[160]; /* the activation log line's tail: what is recomputed */
-    uint64_t start_ns;        /* when tdm_train_run began: --exit-duration-in-mins counts from here */
+    uint64_t start_ns;        /* when the earliest rank's process started: --exit-duration-in-mins counts from here */
     uint64_t timeout_ns;      /* --distributed-timeout-minutes, for the trainer's own collectives too (0: none) */
     int memory_reported;      /* the memory line follows the first iteration line only */
 } trainer;
@@ -1073,6 +1073,31 @@ static int same_flags_everywhere(trainer *t, tdm_error *err) {
                       t->rank == 0 ? value : "see rank 0");
 }
 
+/* When this process started, on tdm_now_ns's clock (CLOCK_MONOTONIC): /proc/self/stat's starttime, in clock
+ * ticks since boot, against CLOCK_BOOTTIME. Megatron's _TRAIN_START_TIME is likewise taken as its training module
+ * loads, before the distributed set-up. tdm_now_ns() when it cannot be read. */
+static uint64_t process_start_ns(void) {
+    const uint64_t now = tdm_now_ns();
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f) return now;
+    char buf[1024];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    unsigned long long ticks = 0;
+    /* after ") ": state is field 3, starttime field 22 */
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                     &ticks) != 1)
+        return now;
+    struct timespec bt;
+    const long hz = sysconf(_SC_CLK_TCK);
+    if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &bt) != 0) return now;
+    const double since_boot = (double)bt.tv_sec + (double)bt.tv_nsec / 1e9, started = (double)ticks / (double)hz;
+    const double elapsed_ns = (since_boot - started) * 1e9;
+    return elapsed_ns > 0 && elapsed_ns < (double)now ? now - (uint64_t)elapsed_ns : now;
+}
+
 static void teardown(trainer *t) {
     tdm_feed_free(t->valid_feed); /* first: it borrows the training feed's tokenizer */
     tdm_feed_free(t->feed);
@@ -1091,7 +1116,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
     memset(t, 0, sizeof *t);
     t->res = res;
     t->ck_iteration = -1;
-    t->start_ns = tdm_now_ns();
+    t->start_ns = process_start_ns();
     MPI_Comm_dup(comm, &t->comm);
     MPI_Comm_rank(t->comm, &t->rank);
     MPI_Comm_size(t->comm, &t->dp);
@@ -1104,6 +1129,13 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
 
     /* 0. every rank was started with the same flags (an MPMD launch could give each its own) */
     if (same_flags_everywhere(t, err) != 0) goto out;
+    /* --exit-duration-in-mins counts from the earliest start of any rank, as Megatron's (a MIN all-reduce of
+     * start times): here the longest time any rank has run, since the machines' clocks need not agree */
+    if (a->exit_duration_in_mins > 0) {
+        uint64_t longest = tdm_now_ns() - t->start_ns;
+        t_allreduce(t, &longest, 1, MPI_UINT64_T, MPI_MAX, "start-time agreement");
+        t->start_ns = tdm_now_ns() - longest;
+    }
 
     /* 1. flags, model, data: each rank on its own, then agree */
     int ok = setup(t, err) == 0;
@@ -1259,11 +1291,13 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
         }
         if (exit_now) {
             res->interrupted = t->iteration < a->train_iters; /* an exit at the last iteration is the end */
-            tdm_log_info("%s at iteration %lld%s",
-                         stop == STOP_SIGNAL     ? "stopping on a signal"
-                         : stop == STOP_DURATION ? "exiting (--exit-duration-in-mins)"
-                                                 : "exiting (--exit-interval)",
-                         (long long)t->iteration, a->save[0] ? " after saving a checkpoint" : "");
+            char why[96] = "exiting (--exit-interval)";
+            if (stop == STOP_SIGNAL) snprintf(why, sizeof why, "stopping on a signal");
+            if (stop == STOP_DURATION) /* Megatron: 'exiting program after N minutes' */
+                snprintf(why, sizeof why, "exiting (--exit-duration-in-mins) after %.4f minutes",
+                         (double)(tdm_now_ns() - t->start_ns) / 60e9);
+            tdm_log_info("%s at iteration %lld%s", why, (long long)t->iteration,
+                         a->save[0] ? " after saving a checkpoint" : "");
             break;
         }
     }

@@ -143,11 +143,20 @@ flops() { grep -o '"model_flops":[0-9.e+]*' "$1"; }
 NP=2
 
 # --- --exit-duration-in-mins ----------------------------------------------------------------------------------
+t0=$(date +%s.%N)
 train --train-iters 4 --use-distributed-optimizer --exit-duration-in-mins 0.00001 --save "$W/ck_x" >"$W/x.log" 2>&1 \
-  && grep -q "exiting (--exit-duration-in-mins) at iteration 1 after saving a checkpoint" "$W/x.log" \
+  && grep -qE "exiting \(--exit-duration-in-mins\) after [0-9.]+ minutes at iteration 1 after saving a checkpoint" \
+       "$W/x.log" \
   && [ "$(cat "$W/ck_x/latest_checkpointed_iteration.txt" 2>/dev/null)" = 1 ] \
   && ok "--exit-duration-in-mins: stopped after iteration 1, saved it, exit 0" \
   || bad "--exit-duration-in-mins: $(grep -E "exiting|FAIL|rror" "$W/x.log" | head -3)"
+# the minutes count from the processes' start (Megatron's _TRAIN_START_TIME), read from /proc: past the limit,
+# and within the wall time of the whole launch
+m=$(grep -oE "after [0-9.]+ minutes" "$W/x.log" | grep -oE "[0-9.]+")
+wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+if [ -n "$m" ] && awk -v m="$m" -v w="$wall" 'BEGIN { exit !(m > 0.00001 && m * 60 <= w) }'; then
+  ok "--exit-duration-in-mins counted $m min from the processes' start (the launch took $wall s)"
+else bad "--exit-duration-in-mins: '$m' minutes against a launch of $wall s"; fi
 train --train-iters 4 --use-distributed-optimizer --load "$W/ck_x" --save "$W/ck_x" >"$W/xr.log" 2>&1 \
   || bad "resume after --exit-duration-in-mins: $(tail -3 "$W/xr.log")"
 train --train-iters 4 --use-distributed-optimizer >"$W/xu.log" 2>&1 || bad "uninterrupted: $(tail -3 "$W/xu.log")"
