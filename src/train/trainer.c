@@ -103,16 +103,42 @@ static void push_record(trainer *t, const tdm_step_record *r) {
 /* Every rank reports whether its part succeeded; afterwards all know the lowest failing
  * rank. Returns 0 when all succeeded, else -1 on every rank (err of non-failing ranks
  * says which rank failed). */
-int tdm_first_failed_rank(int ok, MPI_Comm comm, int *n_failed) {
+static int first_failed_within(int ok, MPI_Comm comm, int *n_failed, uint64_t timeout_ns, const char *what) {
     int rank, size;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    int first = ok ? size : rank;
-    MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm);
+    int first = ok ? size : rank, nf = !ok;
+    MPI_Request r[2];
+    MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm, &r[0]);
+    if (n_failed) MPI_Iallreduce(MPI_IN_PLACE, &nf, 1, MPI_INT, MPI_SUM, comm, &r[1]);
+    tdm_wait_request_bounded(&r[0], timeout_ns, what);
     if (n_failed) {
-        *n_failed = !ok;
-        MPI_Allreduce(MPI_IN_PLACE, n_failed, 1, MPI_INT, MPI_SUM, comm);
+        tdm_wait_request_bounded(&r[1], timeout_ns, what);
+        *n_failed = nf;
     }
+    return first;
+}
+
+int tdm_first_failed_rank(int ok, MPI_Comm comm, int *n_failed) {
+    return first_failed_within(ok, comm, n_failed, 0, "agreement of the ranks");
+}
+
+/* The index of the first of n hashes whose value differs on some rank of comm (compared by their minimum
+ * and maximum across ranks), -1 when all agree. Collective, bounded by timeout_ns. */
+static int first_differing_hash(const uint64_t *h, int n, MPI_Comm comm, uint64_t timeout_ns, const char *what) {
+    uint64_t *lo = tdm_xmalloc(sizeof *lo * ((size_t)n + 1)), *hi = tdm_xmalloc(sizeof *hi * ((size_t)n + 1));
+    memcpy(lo, h, sizeof *lo * (size_t)n);
+    memcpy(hi, h, sizeof *hi * (size_t)n);
+    MPI_Request r[2];
+    MPI_Iallreduce(MPI_IN_PLACE, lo, n, MPI_UINT64_T, MPI_MIN, comm, &r[0]);
+    MPI_Iallreduce(MPI_IN_PLACE, hi, n, MPI_UINT64_T, MPI_MAX, comm, &r[1]);
+    tdm_wait_request_bounded(&r[0], timeout_ns, what);
+    tdm_wait_request_bounded(&r[1], timeout_ns, what);
+    int first = -1;
+    for (int i = 0; i < n && first < 0; i++)
+        if (lo[i] != hi[i]) first = i;
+    free(lo);
+    free(hi);
     return first;
 }
 
@@ -134,14 +160,7 @@ static void t_bcast(trainer *t, void *buf, int n, MPI_Datatype type, int root, c
 
 /* tdm_first_failed_rank, bounded */
 static int first_failed(trainer *t, int ok, int *n_failed, const char *what) {
-    int first = ok ? t->dp : t->rank, nf = !ok;
-    MPI_Request r[2];
-    MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, t->comm, &r[0]);
-    MPI_Iallreduce(MPI_IN_PLACE, &nf, 1, MPI_INT, MPI_SUM, t->comm, &r[1]);
-    tdm_wait_request_bounded(&r[0], t->timeout_ns, what);
-    tdm_wait_request_bounded(&r[1], t->timeout_ns, what);
-    if (n_failed) *n_failed = nf;
-    return first;
+    return first_failed_within(ok, t->comm, n_failed, t->timeout_ns, what);
 }
 
 static int agree(trainer *t, int ok, tdm_error *err) {
@@ -961,19 +980,11 @@ static uint64_t params_checksum(tdm_model *m) {
 }
 
 int tdm_first_differing_param(const tdm_param_table *pt, MPI_Comm comm, uint64_t timeout_ns) {
-    uint64_t *lo = tdm_xcalloc((size_t)pt->n + 1, sizeof *lo), *hi = tdm_xcalloc((size_t)pt->n + 1, sizeof *hi);
+    uint64_t *h = tdm_xcalloc((size_t)pt->n + 1, sizeof *h);
     for (int i = 0; i < pt->n; i++)
-        lo[i] = hi[i] = pt->p[i].data ? XXH3_64bits(pt->p[i].data, sizeof(float) * (size_t)pt->p[i].numel) : 0;
-    MPI_Request r[2];
-    MPI_Iallreduce(MPI_IN_PLACE, lo, pt->n, MPI_UINT64_T, MPI_MIN, comm, &r[0]);
-    MPI_Iallreduce(MPI_IN_PLACE, hi, pt->n, MPI_UINT64_T, MPI_MAX, comm, &r[1]);
-    tdm_wait_request_bounded(&r[0], timeout_ns, "weight-hash check");
-    tdm_wait_request_bounded(&r[1], timeout_ns, "weight-hash check");
-    int first = -1;
-    for (int i = 0; i < pt->n && first < 0; i++)
-        if (lo[i] != hi[i]) first = i;
-    free(lo);
-    free(hi);
+        h[i] = pt->p[i].data ? XXH3_64bits(pt->p[i].data, sizeof(float) * (size_t)pt->p[i].numel) : 0;
+    int first = first_differing_hash(h, pt->n, comm, timeout_ns, "weight-hash check");
+    free(h);
     return first;
 }
 
@@ -1051,19 +1062,14 @@ static int same_weights_everywhere(trainer *t, tdm_error *err) {
  * minimum and maximum over ranks; rank 0 names the first flag that differs. */
 static int same_flags_everywhere(trainer *t, tdm_error *err) {
     int n = tdm_train_args_count();
-    uint64_t *lo = tdm_xcalloc((size_t)n, sizeof *lo), *hi = tdm_xcalloc((size_t)n, sizeof *hi);
+    uint64_t *h = tdm_xcalloc((size_t)n + 1, sizeof *h);
     char value[8192];
     for (int i = 0; i < n; i++) {
         tdm_train_args_value(t->a, i, value, sizeof value);
-        lo[i] = hi[i] = XXH3_64bits(value, strlen(value));
+        h[i] = XXH3_64bits(value, strlen(value));
     }
-    t_allreduce(t, lo, n, MPI_UINT64_T, MPI_MIN, "flags agreement");
-    t_allreduce(t, hi, n, MPI_UINT64_T, MPI_MAX, "flags agreement");
-    int first = -1;
-    for (int i = 0; i < n && first < 0; i++)
-        if (lo[i] != hi[i]) first = i;
-    free(lo);
-    free(hi);
+    int first = first_differing_hash(h, n, t->comm, t->timeout_ns, "flags agreement");
+    free(h);
     if (first < 0) return 0;
     t->res->all_ranks_failed = 1;
     t->res->failed_rank = 0;
