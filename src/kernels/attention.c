@@ -26,6 +26,12 @@
  * Causal masking: position i sees keys j <= i of its segment, so key tiles past the
  * block's last position are never visited and a tile crossing the diagonal masks the
  * keys each row may not see.
+ *
+ * Query subsets (the _rows entry points): the queries may be a sorted subset of the key
+ * rows, packed densely, query i standing at key row q_pos[i] and segment s owning queries
+ * cu_q[s] .. cu_q[s+1]-1. Only the position changes: blocks are runs of packed queries,
+ * the causal bound of a row is its q_pos, and a block reads keys up to its last q_pos.
+ * The full entry points are the identity map.
  */
 #include "kernels/kernels.h"
 
@@ -157,12 +163,16 @@ static int visible_keys(int causal, int qi, int k0, int mk) {
     return c < 0 ? 0 : (c > mk ? mk : c);
 }
 
-/* A block: positions [q0, q0 + mq) of segment [kb, ke), kv head kvh with its G query
- * heads. Packed row r is position q0 + r / G, query head kvh * G + r % G. */
+/* A block: queries [q0, q0 + mq) of segment [kb, ke), kv head kvh with its G query
+ * heads. Packed row r is query q0 + r / G, query head kvh * G + r % G; query i stands
+ * at key row pos[i] (i itself when pos is NULL). */
 typedef struct {
     int q0, mq, kb, ke, kvh, G, nh, nkv, hd, causal;
     float scale;
+    const int32_t *pos;
 } block;
+
+static int query_pos(const block *b, int i) { return b->pos ? b->pos[i] : i; }
 
 /* dst row r (stride ld) = the q/dout/out row of packed row r, from arrays [n, nh, hd] */
 static void pack_rows(float *dst, int ld, const float *src, const block *b) {
@@ -180,7 +190,8 @@ static void unpack_rows(float *dst, const float *src, int ld, const block *b) {
 /* last key (exclusive) the block needs */
 static int block_key_end(const block *b) {
     if (!b->causal) return b->ke;
-    return b->q0 + b->mq < b->ke ? b->q0 + b->mq : b->ke;
+    int last = query_pos(b, b->q0 + b->mq - 1) + 1;
+    return last < b->ke ? last : b->ke;
 }
 
 static void forward_block(float *out, float *lse, const float *q, const kv_pack *kv, const block *b, float *ws) {
@@ -199,7 +210,7 @@ static void forward_block(float *out, float *lse, const float *q, const kv_pack 
         tdm_tile_matmul(M, (mk + 7) & ~7, hd, b->scale, qp, lh, 1, kv->kt + j0, kv->ldt, 0, s, LDS);
         for (int r = 0; r < M; r++) {
             float *row = s + (int64_t)r * LDS;
-            int ncol = visible_keys(b->causal, b->q0 + r / b->G, k0, mk);
+            int ncol = visible_keys(b->causal, query_pos(b, b->q0 + r / b->G), k0, mk);
             if (ncol == 0) {
                 memset(row, 0, sizeof(float) * (size_t)mk);
                 continue;
@@ -222,22 +233,29 @@ static void forward_block(float *out, float *lse, const float *q, const kv_pack 
     unpack_rows(out, acc, lh, b);
 }
 
-void tdm_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-                           const int32_t *cu_seqlens, int nseg, int nh, int nkv, int hd, int causal, float scale,
-                           float *workspace) {
+void tdm_attention_forward_rows(float *out, float *lse, const float *q, const float *k, const float *v,
+                                const int32_t *cu_seqlens, const int32_t *cu_q, const int32_t *q_pos, int nseg, int nh,
+                                int nkv, int hd, int causal, float scale, float *workspace) {
     int tq = block_positions(nh / nkv), n = nseg > 0 ? cu_seqlens[nseg] : 0;
     float *scratch = workspace + kv_pack_floats(n, hd);
     for (int sg = 0; sg < nseg; sg++) {
-        int kb = cu_seqlens[sg], ke = cu_seqlens[sg + 1];
-        if (ke <= kb) continue;
+        int kb = cu_seqlens[sg], ke = cu_seqlens[sg + 1], qb = cu_q[sg], qe = cu_q[sg + 1];
+        if (ke <= kb || qe <= qb) continue;
         for (int kvh = 0; kvh < nkv; kvh++) {
             kv_pack kv = pack_kv(workspace, n, k, v, kb, ke, kvh, nkv, hd, 0);
-            for (int q0 = kb; q0 < ke; q0 += tq) {
-                block b = {q0, ke - q0 < tq ? ke - q0 : tq, kb, ke, kvh, nh / nkv, nh, nkv, hd, causal, scale};
+            for (int q0 = qb; q0 < qe; q0 += tq) {
+                block b = {q0, qe - q0 < tq ? qe - q0 : tq, kb, ke, kvh, nh / nkv, nh, nkv, hd, causal, scale, q_pos};
                 forward_block(out, lse, q, &kv, &b, scratch);
             }
         }
     }
+}
+
+void tdm_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
+                           const int32_t *cu_seqlens, int nseg, int nh, int nkv, int hd, int causal, float scale,
+                           float *workspace) {
+    tdm_attention_forward_rows(out, lse, q, k, v, cu_seqlens, cu_seqlens, NULL, nseg, nh, nkv, hd, causal, scale,
+                               workspace);
 }
 
 static void backward_block(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *out,
@@ -267,7 +285,7 @@ static void backward_block(float *dq, float *dk, float *dv, const float *dout, c
         int64_t koff = ((int64_t)k0 * b->nkv + b->kvh) * hd;
         tdm_tile_matmul(M, npad, hd, b->scale, qp, lh, 1, kv->kt + j0, kv->ldt, 0, p, LDS);
         for (int r = 0; r < M; r++)
-            exp_row(p + (int64_t)r * LDS, visible_keys(b->causal, b->q0 + r / G, k0, mk), mk, lr[r]);
+            exp_row(p + (int64_t)r * LDS, visible_keys(b->causal, query_pos(b, b->q0 + r / G), k0, mk), mk, lr[r]);
         if (dv) tdm_tile_matmul(mk, hd, M, 1.0f, p, 1, LDS, dop, lh, 1, dv + koff, ldk);
         if (!dq && !dk) continue;
         tdm_tile_matmul(M, npad, hd, 1.0f, dop, lh, 1, kv->vt + j0, kv->ldt, 0, dp, LDS);
@@ -284,26 +302,34 @@ static void backward_block(float *dq, float *dk, float *dv, const float *dout, c
     if (dq) unpack_rows(dq, dqp, lh, b);
 }
 
-void tdm_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                            const float *v, const float *out, const float *lse, const int32_t *cu_seqlens,
-                            int nseg, int nh, int nkv, int hd, int causal, float scale, float *workspace) {
+void tdm_attention_backward_rows(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                                 const float *v, const float *out, const float *lse, const int32_t *cu_seqlens,
+                                 const int32_t *cu_q, const int32_t *q_pos, int nseg, int nh, int nkv, int hd,
+                                 int causal, float scale, float *workspace) {
     if (nseg <= 0) return;
     int r0 = cu_seqlens[0], r1 = cu_seqlens[nseg];
-    /* dk and dv are sums over query blocks: start from zero on every row the segments
-     * cover. dq is written block by block. */
+    /* dk and dv are sums over query blocks: start from zero on every key row the segments
+     * cover (also rows no query sees). dq is written block by block. */
     if (dk) memset(dk + (int64_t)r0 * nkv * hd, 0, sizeof(float) * (size_t)(r1 - r0) * nkv * hd);
     if (dv) memset(dv + (int64_t)r0 * nkv * hd, 0, sizeof(float) * (size_t)(r1 - r0) * nkv * hd);
     int tq = block_positions(nh / nkv), n = cu_seqlens[nseg];
     float *scratch = workspace + kv_pack_floats(n, hd);
     for (int sg = 0; sg < nseg; sg++) {
-        int kb = cu_seqlens[sg], ke = cu_seqlens[sg + 1];
-        if (ke <= kb) continue;
+        int kb = cu_seqlens[sg], ke = cu_seqlens[sg + 1], qb = cu_q[sg], qe = cu_q[sg + 1];
+        if (ke <= kb || qe <= qb) continue;
         for (int kvh = 0; kvh < nkv; kvh++) {
             kv_pack kv = pack_kv(workspace, n, k, v, kb, ke, kvh, nkv, hd, dq || dk);
-            for (int q0 = kb; q0 < ke; q0 += tq) {
-                block b = {q0, ke - q0 < tq ? ke - q0 : tq, kb, ke, kvh, nh / nkv, nh, nkv, hd, causal, scale};
+            for (int q0 = qb; q0 < qe; q0 += tq) {
+                block b = {q0, qe - q0 < tq ? qe - q0 : tq, kb, ke, kvh, nh / nkv, nh, nkv, hd, causal, scale, q_pos};
                 backward_block(dq, dk, dv, dout, q, out, lse, &kv, &b, scratch);
             }
         }
     }
+}
+
+void tdm_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                            const float *v, const float *out, const float *lse, const int32_t *cu_seqlens,
+                            int nseg, int nh, int nkv, int hd, int causal, float scale, float *workspace) {
+    tdm_attention_backward_rows(dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, cu_seqlens, NULL, nseg, nh, nkv, hd,
+                                causal, scale, workspace);
 }

@@ -77,6 +77,18 @@ void tdm_attention_forward(float *out, float *lse, const float *q, const float *
 void tdm_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                             const float *v, const float *out, const float *lse, const int32_t *cu_seqlens,
                             int nseg, int nh, int nkv, int hd, int causal, float scale, float *workspace);
+/* The same with the queries a sorted subset of the key rows, packed: q, out, lse and
+ * dout hold nq = cu_q[nseg] rows, query i stands at key row q_pos[i], and segment s owns
+ * queries cu_q[s] .. cu_q[s+1]-1 (their q_pos inside the segment's keys). k, v, dk, dv
+ * keep every key row; dk and dv are overwritten on all rows of cu_seqlens, so rows no
+ * query sees get zero. The model's last decoder layer computes only the rows the loss reads. */
+void tdm_attention_forward_rows(float *out, float *lse, const float *q, const float *k, const float *v,
+                                const int32_t *cu_seqlens, const int32_t *cu_q, const int32_t *q_pos, int nseg, int nh,
+                                int nkv, int hd, int causal, float scale, float *workspace);
+void tdm_attention_backward_rows(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                                 const float *v, const float *out, const float *lse, const int32_t *cu_seqlens,
+                                 const int32_t *cu_q, const int32_t *q_pos, int nseg, int nh, int nkv, int hd,
+                                 int causal, float scale, float *workspace);
 
 /* ---- Embedding -------------------------------------------------------------------- */
 /* out[i] = table[ids[i]] for i < n; rows with ids[i] < 0 are left untouched (the model

@@ -182,6 +182,90 @@ static void test_uneven_segments(void) { run_layout(cu_uneven, 3, "segments 5/70
 static void test_length_one_segments(void) { run_layout(cu_ones, 4, "4 segments of 1"); }
 static void test_mixed_segments(void) { run_layout(cu_mixed, 4, "segments 1/66/1/1"); }
 
+/* Query subsets (tdm_attention_*_rows): the kept rows of every layout, packed, against the
+ * double reference restricted to them. The reference's backward runs with dout zero on the
+ * rows left out, which is what a subset means for dk and dv (those rows add nothing). The
+ * forward must also equal the full kernel's rows bit for bit: a row's tiles, keys and
+ * order of operations do not depend on which other rows share its block. */
+static void check_subset(const int32_t *cu, int nseg, int nh, int nkv, int hd, int causal, int every,
+                         const char *label) {
+    att_case a = make_case(cu, nseg, nh, nkv, hd, causal);
+    int64_t n = a.n, rq = (int64_t)nh * hd, rk = (int64_t)nkv * hd;
+    /* kept rows: every `every`-th row plus each segment's last; segment 1 keeps nothing */
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n), cuq[8] = {0};
+    int nq = 0;
+    for (int s = 0; s < nseg; s++) {
+        for (int i = cu[s]; i < cu[s + 1]; i++)
+            if (s != 1 && (i % every == 0 || i == cu[s + 1] - 1)) pos[nq++] = i;
+        cuq[s + 1] = nq;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int kept = 0;
+        for (int j = 0; j < nq; j++) kept |= pos[j] == i;
+        if (!kept)
+            for (int64_t e = 0; e < rq; e++) a.c.r[i * rq + e] = 0.0;
+    }
+    double *oref = kc_zerod(a.nq), *lref = kc_zerod(n * nh), *dqr = kc_zerod(a.nq), *dkr = kc_zerod(a.nk),
+           *dvr = kc_zerod(a.nk);
+    att_ref(&a.c, oref, lref, a.c.r, dqr, dkr, dvr);
+    /* packed inputs and references */
+    float *qc = kc_nanf(nq * rq + 1), *doc = kc_nanf(nq * rq + 1);
+    double *ocr = kc_zerod(nq * rq + 1), *lcr = kc_zerod((int64_t)nq * nh + 1), *dqcr = kc_zerod(nq * rq + 1);
+    for (int j = 0; j < nq; j++) {
+        memcpy(qc + j * rq, a.q + pos[j] * rq, sizeof(float) * (size_t)rq);
+        memcpy(doc + j * rq, a.dout + pos[j] * rq, sizeof(float) * (size_t)rq);
+        memcpy(ocr + j * rq, oref + pos[j] * rq, sizeof(double) * (size_t)rq);
+        memcpy(lcr + (int64_t)j * nh, lref + (int64_t)pos[j] * nh, sizeof(double) * (size_t)nh);
+        memcpy(dqcr + j * rq, dqr + pos[j] * rq, sizeof(double) * (size_t)rq);
+    }
+    int64_t wsn = tdm_attention_workspace_floats((int)n, nh, nkv, hd);
+    float *ws = kc_nanf(wsn), *out = kc_nanf(nq * rq + 1), *lse = kc_nanf((int64_t)nq * nh + 1);
+    float *fout = kc_nanf(a.nq), *flse = kc_nanf(n * nh), scale = (float)a.c.scale;
+    tdm_attention_forward_rows(out, lse, qc, a.k, a.v, cu, cuq, pos, nseg, nh, nkv, hd, causal, scale, ws);
+    CHECK_ERR(kc_err(out, ocr, nq * rq), FWD_TOL, "subset out");
+    CHECK_ERR(kc_err(lse, lcr, (int64_t)nq * nh), FWD_TOL, "subset lse");
+    tdm_attention_forward(fout, flse, a.q, a.k, a.v, cu, nseg, nh, nkv, hd, causal, scale, ws);
+    int same = 1;
+    for (int j = 0; j < nq; j++)
+        same &= !memcmp(out + j * rq, fout + pos[j] * rq, sizeof(float) * (size_t)rq) &&
+                !memcmp(lse + (int64_t)j * nh, flse + (int64_t)pos[j] * nh, sizeof(float) * (size_t)nh);
+    CHECK(same, "subset forward differs from the full kernel's rows [%s]", label);
+
+    float *dq = kc_nanf(nq * rq + 1), *dk = kc_nanf(a.nk), *dv = kc_nanf(a.nk);
+    tdm_attention_backward_rows(dq, dk, dv, doc, qc, a.k, a.v, out, lse, cu, cuq, pos, nseg, nh, nkv, hd, causal,
+                                scale, ws);
+    CHECK_ERR(kc_err(dq, dqcr, nq * rq), BWD_TOL, "subset dq");
+    CHECK_ERR(kc_err(dk, dkr, a.nk), BWD_TOL, "subset dk");
+    CHECK_ERR(kc_err(dv, dvr, a.nk), BWD_TOL, "subset dv");
+    if (nseg > 1) { /* segment 1 has no query: its key rows get exact zeros */
+        int zero = 1;
+        for (int64_t i = cu[1] * rk; i < cu[2] * rk; i++) zero &= dk[i] == 0.0f && dv[i] == 0.0f;
+        CHECK(zero, "a segment without queries has nonzero dk or dv [%s]", label);
+    }
+    free_case(&a);
+    free(pos), free(qc), free(doc), free(ocr), free(lcr), free(dqcr), free(oref), free(lref), free(dqr), free(dkr);
+    free(dvr), free(ws), free(out), free(lse), free(fout), free(flse), free(dq), free(dk), free(dv);
+}
+
+static void test_query_subsets(void) {
+    static const struct {
+        const int32_t *cu;
+        int nseg;
+        const char *name;
+    } layouts[] = {{cu_one, 1, "1 segment of 37"}, {cu_uneven, 3, "segments 5/70/140"},
+                   {cu_mixed, 4, "segments 1/66/1/1"}};
+    const int ratios[] = {1, 4}, every[] = {1, 3, 17};
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++)
+        for (int ri = 0; ri < 2; ri++)
+            for (int ei = 0; ei < 3; ei++)
+                for (int causal = 0; causal <= 1; causal++) {
+                    char label[160];
+                    snprintf(label, sizeof label, "%s, gqa %d, every %d rows, %s", layouts[li].name, ratios[ri],
+                             every[ei], causal ? "causal" : "bidirectional");
+                    check_subset(layouts[li].cu, layouts[li].nseg, 4, 4 / ratios[ri], 32, causal, every[ei], label);
+                }
+}
+
 /* The reference backward and the kernel backward both agree with finite differences of
  * the reference forward, so the reference cannot share a mistake with the kernel. */
 static void test_reference_matches_finite_differences(void) {
@@ -286,5 +370,6 @@ int main(void) {
     RUN(test_length_one_segments);
     RUN(test_mixed_segments);
     RUN(test_segments_isolated);
+    RUN(test_query_subsets);
     return TEST_SUMMARY();
 }
