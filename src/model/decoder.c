@@ -4,6 +4,15 @@
  * packed sample, SwiGLU MLP), DeepStack features added after the first layers, and
  * the final norm. The loss (fused with lm_head) is driven from qwen3vl.c. And one more
  * token at a time for generation (tdm_model_decode), through the same layer halves.
+ *
+ * The last layer on the loss's rows only. The loss reads the final hidden state of the
+ * rows whose target counts (the assistant's reply: about an eighth of the tokens of an
+ * image-text conversation), and of every layer only the last one's output is read at no
+ * other row. So that layer computes its keys and values for every row (the kept rows'
+ * queries attend to all earlier ones) and everything else (q, attention, o, the MLP, the
+ * final norm, the loss) for the kept rows alone, packed. The result is the same
+ * arithmetic: every kernel is row-wise but the weight-gradient products, to which the
+ * rows left out add exact zeros. tdm_model_set_prune_last_layer(m, 0) turns it off.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -50,8 +59,10 @@ static void layer_qkv(tdm_model *m, int l, int r0, int n) {
 }
 
 /* Rows [r0, r0 + n) of layer l after the attention (d->att filled): the o projection and
- * its residual, ln2, the SwiGLU MLP and its residual into out (the rows of the next input). */
-static void layer_out(tdm_model *m, int l, int r0, int n, float *out) {
+ * its residual, ln2, the SwiGLU MLP and its residual into out (the rows of the next input).
+ * res_rows: the packed rows' token rows when the layer runs on the loss's rows (r0 = 0),
+ * where the residual reads its input; NULL when the rows are the token rows themselves. */
+static void layer_out(tdm_model *m, int l, int r0, int n, float *out, const int32_t *res_rows) {
     const tdm_text_config *tc = &m->cfg.text;
     dec_layer_act *d = &m->a.lay[l];
     const dec_layer_ix *ix = &m->dl[l];
@@ -59,7 +70,9 @@ static void layer_out(tdm_model *m, int l, int r0, int n, float *out) {
     int64_t o = r0 * (int64_t)h, oi = r0 * (int64_t)I;
     float *hh = d->h + o, *ln2 = d->ln2 + o;
     TDM_KERNEL("linear", tdm_linear_forward(hh, d->att + r0 * (int64_t)Q, tdm_model_w(m, ix->o), NULL, n, Q, h));
-    add_into(hh, d->x + o, (int64_t)n * h);
+    if (!res_rows) add_into(hh, d->x + o, (int64_t)n * h);
+    else
+        for (int i = 0; i < n; i++) add_into(hh + (int64_t)i * h, d->x + (int64_t)res_rows[i] * h, h);
     TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(ln2, d->ln2_rstd + r0, hh, tdm_model_w(m, ix->post_norm), n, h,
                                               (float)tc->rms_norm_eps));
     TDM_KERNEL("linear", tdm_linear_forward(d->gate + oi, ln2, tdm_model_w(m, ix->gate), NULL, n, h, I));
@@ -69,15 +82,46 @@ static void layer_out(tdm_model *m, int l, int r0, int n, float *out) {
     add_into(out + o, hh, (int64_t)n * h);
 }
 
+/* The last layer on the kept rows (a->pruned): ln1, k and v on every row; q from the kept
+ * rows' ln1 (packed into keep_ln1), their attention over all earlier keys, and the rest
+ * of the layer on them, packed into the first n_keep rows of d's arrays and of out. */
+static void layer_forward_kept(tdm_model *m, int l, float *out, const tdm_batch *b) {
+    const tdm_text_config *tc = &m->cfg.text;
+    model_acts *a = &m->a;
+    dec_layer_act *d = &a->lay[l];
+    const dec_layer_ix *ix = &m->dl[l];
+    int T = b->n_tokens, K = a->n_keep, h = tc->hidden_size, nh = tc->num_heads, nkv = tc->num_kv_heads;
+    int hd = tc->head_dim, Q = nh * hd, KV = nkv * hd;
+    float eps = (float)tc->rms_norm_eps;
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->ln1, d->ln1_rstd, d->x, tdm_model_w(m, ix->in_norm), T, h, eps));
+    for (int i = 0; i < K; i++)
+        memcpy(a->keep_ln1 + (int64_t)i * h, d->ln1 + (int64_t)a->keep_rows[i] * h, sizeof(float) * (size_t)h);
+    TDM_KERNEL("linear", tdm_linear_forward(d->q_raw, a->keep_ln1, tdm_model_w(m, ix->q), NULL, K, h, Q));
+    TDM_KERNEL("linear", tdm_linear_forward(d->k_raw, d->ln1, tdm_model_w(m, ix->k), NULL, T, h, KV));
+    TDM_KERNEL("linear", tdm_linear_forward(d->v, d->ln1, tdm_model_w(m, ix->v), NULL, T, h, KV));
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->q, d->q_rstd, d->q_raw, tdm_model_w(m, ix->q_norm), K * nh, hd, eps));
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->k, d->k_rstd, d->k_raw, tdm_model_w(m, ix->k_norm), T * nkv, hd, eps));
+    TDM_KERNEL("rope", tdm_rope_forward(d->q, a->keep_cos, a->keep_sin, K, nh, hd));
+    TDM_KERNEL("rope", tdm_rope_forward(d->k, a->txt_rope_cos, a->txt_rope_sin, T, nkv, hd));
+    TDM_KERNEL("attention", tdm_attention_forward_rows(d->att, d->lse, d->q, d->k, d->v, b->cu_seqlens, a->keep_cu,
+                                                       a->keep_rows, b->n_seqs, nh, nkv, hd, 1,
+                                                       1.0f / sqrtf((float)hd), a->attn_ws));
+    layer_out(m, l, 0, K, out, a->keep_rows);
+}
+
 static void layer_forward(tdm_model *m, int l, float *out, const tdm_batch *b) {
     const tdm_text_config *tc = &m->cfg.text;
     dec_layer_act *d = &m->a.lay[l];
     int T = b->n_tokens, hd = tc->head_dim;
+    if (m->a.pruned && l == tc->num_layers - 1) {
+        layer_forward_kept(m, l, out, b);
+        return;
+    }
     layer_qkv(m, l, 0, T);
     TDM_KERNEL("attention", tdm_attention_forward(d->att, d->lse, d->q, d->k, d->v, b->cu_seqlens, b->n_seqs,
                                                   tc->num_heads, tc->num_kv_heads, hd, 1, 1.0f / sqrtf((float)hd),
                                                   m->a.attn_ws));
-    layer_out(m, l, 0, T, out);
+    layer_out(m, l, 0, T, out, NULL);
 }
 
 /* g [T,h]: gradient of the layer output on entry, of the layer input on return.
@@ -138,7 +182,101 @@ static void layer_backward(tdm_model *m, int l, float *g, const tdm_batch *b) {
     add_into(g, a->gt2, Th); /* g = d x */
 }
 
-void tdm_decoder_forward(tdm_model *m, const tdm_batch *b, int n_image_rows) {
+/* Backward of the last layer on the kept rows: g holds the gradient of its n_keep packed
+ * output rows on entry, and of the layer input, on every token row, on return. The same
+ * operations in the same order as layer_backward on the kept rows; the input gradient of
+ * the q product is scattered to its token rows (zero elsewhere) before the k and v parts
+ * are added, as layer_backward adds them. */
+static void layer_backward_kept(tdm_model *m, int l, float *g, const tdm_batch *b) {
+    const tdm_text_config *tc = &m->cfg.text;
+    model_acts *a = &m->a;
+    dec_layer_act *d = &a->lay[l];
+    const dec_layer_ix *ix = &m->dl[l];
+    int T = b->n_tokens, K = a->n_keep, h = tc->hidden_size, nh = tc->num_heads, nkv = tc->num_kv_heads;
+    int hd = tc->head_dim, I = tc->intermediate_size, Q = nh * hd, KV = nkv * hd;
+    int64_t Kh = (int64_t)K * h, Th = (int64_t)T * h;
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->dI1, tdm_model_gradp(m, ix->down), NULL, g, d->act,
+                                                tdm_model_w(m, ix->down), K, I, h));
+    tdm_model_grad_ready(m, ix->down);
+    TDM_KERNEL("swiglu_bw", tdm_swiglu_backward(a->dI2, a->dI3, a->dI1, d->gate, d->up, K, I));
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt, tdm_model_gradp(m, ix->gate), NULL, a->dI2, d->ln2,
+                                                tdm_model_w(m, ix->gate), K, h, I));
+    tdm_model_grad_ready(m, ix->gate);
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->up), NULL, a->dI3, d->ln2,
+                                                tdm_model_w(m, ix->up), K, h, I));
+    tdm_model_grad_ready(m, ix->up);
+    add_into(a->gt, a->gt2, Kh);
+    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->gt2, tdm_model_gradp(m, ix->post_norm), a->gt, d->h, d->ln2_rstd,
+                                                  tdm_model_w(m, ix->post_norm), K, h));
+    tdm_model_grad_ready(m, ix->post_norm);
+    add_into(g, a->gt2, Kh); /* g = d h, packed */
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->datt, tdm_model_gradp(m, ix->o), NULL, g, d->att,
+                                                tdm_model_w(m, ix->o), K, Q, h));
+    tdm_model_grad_ready(m, ix->o);
+    TDM_KERNEL("attention_bw", tdm_attention_backward_rows(a->dq, a->dk, a->dv, a->datt, d->q, d->k, d->v, d->att,
+                                                           d->lse, b->cu_seqlens, a->keep_cu, a->keep_rows, b->n_seqs,
+                                                           nh, nkv, hd, 1, 1.0f / sqrtf((float)hd), a->attn_ws));
+    TDM_KERNEL("rope_bw", tdm_rope_backward(a->dq, a->keep_cos, a->keep_sin, K, nh, hd));
+    TDM_KERNEL("rope_bw", tdm_rope_backward(a->dk, a->txt_rope_cos, a->txt_rope_sin, T, nkv, hd));
+    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->dqr, tdm_model_gradp(m, ix->q_norm), a->dq, d->q_raw, d->q_rstd,
+                                                  tdm_model_w(m, ix->q_norm), K * nh, hd));
+    tdm_model_grad_ready(m, ix->q_norm);
+    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->dkr, tdm_model_gradp(m, ix->k_norm), a->dk, d->k_raw, d->k_rstd,
+                                                  tdm_model_w(m, ix->k_norm), T * nkv, hd));
+    tdm_model_grad_ready(m, ix->k_norm);
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->q), NULL, a->dqr, a->keep_ln1,
+                                                tdm_model_w(m, ix->q), K, h, Q));
+    tdm_model_grad_ready(m, ix->q);
+    memset(a->gt, 0, sizeof(float) * (size_t)Th);
+    for (int i = 0; i < K; i++)
+        memcpy(a->gt + (int64_t)a->keep_rows[i] * h, a->gt2 + (int64_t)i * h, sizeof(float) * (size_t)h);
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->k), NULL, a->dkr, d->ln1,
+                                                tdm_model_w(m, ix->k), T, h, KV));
+    tdm_model_grad_ready(m, ix->k);
+    add_into(a->gt, a->gt2, Th);
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->v), NULL, a->dv, d->ln1,
+                                                tdm_model_w(m, ix->v), T, h, KV));
+    tdm_model_grad_ready(m, ix->v);
+    add_into(a->gt, a->gt2, Th);
+    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->gt2, tdm_model_gradp(m, ix->in_norm), a->gt, d->x, d->ln1_rstd,
+                                                  tdm_model_w(m, ix->in_norm), T, h));
+    tdm_model_grad_ready(m, ix->in_norm);
+    /* g = d x: the ln1 path on every row plus the residual's d h on the kept rows */
+    memcpy(a->gt, a->gt2, sizeof(float) * (size_t)Th);
+    for (int i = 0; i < K; i++) {
+        float *row = a->gt + (int64_t)a->keep_rows[i] * h;
+        memcpy(row, g + (int64_t)i * h, sizeof(float) * (size_t)h);
+        add_into(row, a->gt2 + (int64_t)a->keep_rows[i] * h, h);
+    }
+    memcpy(g, a->gt, sizeof(float) * (size_t)Th);
+}
+
+/* Decides whether this micro-batch's last layer runs on the loss's rows (see the top of the
+ * file) and packs what that layer needs. Not when a DeepStack feature joins the last
+ * layer's output (a decoder no deeper than the taps), nor when no target counts. */
+static void plan_kept_rows(tdm_model *m, const tdm_batch *b, int n_image_rows, int prune) {
+    model_acts *a = &m->a;
+    const tdm_text_config *tc = &m->cfg.text;
+    int L = tc->num_layers, half = tc->head_dim / 2, K = 0;
+    a->pruned = 0;
+    if (!prune || !m->prune_last || L < 1 || n_deepstack_used(m, n_image_rows) >= L) return;
+    for (int s = 0; s < b->n_seqs; s++) {
+        a->keep_cu[s] = K;
+        for (int i = b->cu_seqlens[s]; i < b->cu_seqlens[s + 1]; i++)
+            if (b->targets[i] != -100) {
+                a->keep_rows[K] = i;
+                a->keep_targets[K] = b->targets[i];
+                memcpy(a->keep_cos + (int64_t)K * half, a->txt_rope_cos + (int64_t)i * half, sizeof(float) * half);
+                memcpy(a->keep_sin + (int64_t)K * half, a->txt_rope_sin + (int64_t)i * half, sizeof(float) * half);
+                K++;
+            }
+    }
+    a->keep_cu[b->n_seqs] = K;
+    a->n_keep = K;
+    a->pruned = K > 0;
+}
+
+void tdm_decoder_forward(tdm_model *m, const tdm_batch *b, int n_image_rows, int prune) {
     const tdm_text_config *tc = &m->cfg.text;
     model_acts *a = &m->a;
     int T = b->n_tokens, h = tc->hidden_size, L = tc->num_layers;
@@ -159,7 +297,8 @@ void tdm_decoder_forward(tdm_model *m, const tdm_batch *b, int n_image_rows) {
         memcpy(x0 + (int64_t)a->image_rows[r] * h, a->merger.out + (int64_t)r * O, sizeof(float) * h);
     tdm_model_unit_end(m, m->u_embed, 0, t0);
 
-    int nds = n_deepstack_used(m, n_image_rows);
+    plan_kept_rows(m, b, n_image_rows, prune);
+    int nds = n_deepstack_used(m, n_image_rows), rows = a->pruned ? a->n_keep : T;
     for (int l = 0; l < L; l++) {
         tdm_model_unit_begin(m, m->u_layer0 + l, 0, &t0);
         float *out = l + 1 < L ? a->lay[l + 1].x : a->x_final;
@@ -171,8 +310,8 @@ void tdm_decoder_forward(tdm_model *m, const tdm_batch *b, int n_image_rows) {
         tdm_model_unit_end(m, m->u_layer0 + l, 0, t0);
     }
     tdm_model_unit_begin(m, m->u_norm, 0, &t0);
-    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(a->fin, a->fin_rstd, a->x_final, tdm_model_w(m, m->final_norm), T, h,
-                                              (float)tc->rms_norm_eps));
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(a->fin, a->fin_rstd, a->x_final, tdm_model_w(m, m->final_norm), rows,
+                                              h, (float)tc->rms_norm_eps));
     tdm_model_unit_end(m, m->u_norm, 0, t0);
 }
 
@@ -201,7 +340,8 @@ void tdm_decoder_backward(tdm_model *m, const tdm_batch *b, int n_image_rows, in
     uint64_t t0;
     tdm_model_unit_begin(m, m->u_norm, 1, &t0);
     TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->g, tdm_model_gradp(m, m->final_norm), a->dh, a->x_final,
-                                                  a->fin_rstd, tdm_model_w(m, m->final_norm), T, h));
+                                                  a->fin_rstd, tdm_model_w(m, m->final_norm),
+                                                  a->pruned ? a->n_keep : T, h));
     tdm_model_grad_ready(m, m->final_norm);
     tdm_model_unit_end(m, m->u_norm, 1, t0);
 
@@ -217,7 +357,8 @@ void tdm_decoder_backward(tdm_model *m, const tdm_batch *b, int n_image_rows, in
         }
         int g0, g1;
         if (tdm_recompute_group(&m->rc, L, l, &g0, &g1) && l == g1 - 1) recompute_layers(m, g0, g1, b, n_image_rows);
-        layer_backward(m, l, a->g, b);
+        if (a->pruned && l == L - 1) layer_backward_kept(m, l, a->g, b);
+        else layer_backward(m, l, a->g, b);
         tdm_model_unit_end(m, m->u_layer0 + l, 1, t0);
     }
 
@@ -299,7 +440,7 @@ int tdm_model_decode(tdm_model *m, int32_t token, const int32_t pos[3], float *l
         for (int head = 0; head < nh; head++)
             attend_one(d->att + (int64_t)t * Q + head * hd, q + head * hd, d->k + (head / G) * hd,
                        d->v + (head / G) * hd, t + 1, KV, hd, scale, p);
-        layer_out(m, l, t, 1, l + 1 < L ? a->lay[l + 1].x : a->x_final);
+        layer_out(m, l, t, 1, l + 1 < L ? a->lay[l + 1].x : a->x_final, NULL);
     }
     float *fin = a->fin + (int64_t)t * h;
     tdm_rmsnorm_forward(fin, a->fin_rstd + t, a->x_final + (int64_t)t * h, tdm_model_w(m, m->final_norm), 1, h,

@@ -89,6 +89,7 @@ tdm_model *tdm_model_create(const tdm_model_config *cfg, const tdm_freeze *freez
     m->train_projector = !m->freeze.projector;
     m->train_llm = !m->freeze.llm;
     m->train_head = cfg->tie_word_embeddings ? m->train_llm : !m->freeze.lm_head;
+    m->prune_last = 1;
 
     /* units in forward order */
     m->u_vis_embed = 0;
@@ -331,6 +332,8 @@ int tdm_recompute_from_flags(const char *granularity, const char *method, int nu
     return 0;
 }
 
+void tdm_model_set_prune_last_layer(tdm_model *m, int on) { m->prune_last = on != 0; }
+
 void tdm_model_set_recompute(tdm_model *m, const tdm_recompute *rc) {
     if (rc) m->rc = *rc;
     else memset(&m->rc, 0, sizeof m->rc);
@@ -410,7 +413,7 @@ static void skip_units(tdm_model *m, int lo, int hi, int backward) {
 }
 
 /* Forward through vision and decoder up to the final norm (fills m->a). */
-static int run_forward(tdm_model *m, const tdm_batch *b, int *n_image_rows, int *nseg, tdm_error *err) {
+static int run_forward(tdm_model *m, const tdm_batch *b, int prune, int *n_image_rows, int *nseg, tdm_error *err) {
     if (check_batch(m, b, n_image_rows, err)) return -1;
     model_acts *a = &m->a;
     *nseg = 0;
@@ -420,7 +423,7 @@ static int run_forward(tdm_model *m, const tdm_batch *b, int *n_image_rows, int 
     tdm_mrope_tables(a->txt_rope_cos, a->txt_rope_sin, b->position_ids, b->n_tokens, &m->cfg.text);
     if (b->n_patches > 0) tdm_vision_forward(m, b, *nseg);
     else skip_units(m, m->u_vis_embed, m->u_embed, 0); /* text-only micro-batch */
-    tdm_decoder_forward(m, b, *n_image_rows);
+    tdm_decoder_forward(m, b, *n_image_rows, prune);
     return 0;
 }
 
@@ -428,9 +431,12 @@ int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scal
                                tdm_error *err) {
     int n_img = 0, nseg = 0;
     m->decode_len = 0; /* the backward reuses activation rows as scratch */
-    if (run_forward(m, b, &n_img, &nseg, err)) return -1;
+    if (run_forward(m, b, 1, &n_img, &nseg, err)) return -1;
     model_acts *a = &m->a;
     const tdm_text_config *tc = &m->cfg.text;
+    /* the final norm's rows: every token, or the loss's rows packed (decoder.c) */
+    int rows = a->pruned ? a->n_keep : b->n_tokens;
+    const int32_t *targets = a->pruned ? a->keep_targets : b->targets;
     int need_vision = b->n_patches > 0 && (m->train_vision || m->train_projector);
     int need_decoder = m->train_llm || need_vision;
 
@@ -441,7 +447,7 @@ int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scal
     float *dw_head = m->train_head ? m->params.p[m->lm_head].grad : NULL;
     float *dh = need_decoder ? a->dh : NULL;
     double loss = 0;
-    TDM_KERNEL("xent", loss = tdm_xent_fused(dh, dw_head, a->fin, tdm_model_w(m, m->lm_head), b->targets, b->n_tokens,
+    TDM_KERNEL("xent", loss = tdm_xent_fused(dh, dw_head, a->fin, tdm_model_w(m, m->lm_head), targets, rows,
                                              tc->hidden_size, tc->vocab_size, grad_scale, a->xent_chunk, a->xent_ws,
                                              &count));
     tdm_model_unit_end(m, m->u_head, 0, t0);
@@ -466,15 +472,17 @@ int tdm_model_forward(tdm_model *m, const tdm_batch *b, const int32_t *rows, int
         if (rows[r] < 0 || rows[r] >= b->n_tokens)
             return tdm_errorf(err, "model forward: logit row %d is outside the %d tokens", rows[r], b->n_tokens);
     m->decode_len = 0;
-    if (run_forward(m, b, &n_img, &nseg, err)) return -1;
+    /* logits of arbitrary rows need the last layer on every row */
+    if (run_forward(m, b, !logits || n_rows == 0, &n_img, &nseg, err)) return -1;
     m->decode_len = b->n_seqs == 1 ? b->n_tokens : 0; /* one sequence: its k, v rows are a KV cache */
     model_acts *a = &m->a;
     const tdm_text_config *tc = &m->cfg.text;
     int64_t count = 0;
     uint64_t t0;
     tdm_model_unit_begin(m, m->u_head, 0, &t0);
-    double loss = tdm_xent_fused(NULL, NULL, a->fin, tdm_model_w(m, m->lm_head), b->targets, b->n_tokens,
-                                 tc->hidden_size, tc->vocab_size, 1.0f, a->xent_chunk, a->xent_ws, &count);
+    double loss = tdm_xent_fused(NULL, NULL, a->fin, tdm_model_w(m, m->lm_head), a->pruned ? a->keep_targets : b->targets,
+                                 a->pruned ? a->n_keep : b->n_tokens, tc->hidden_size, tc->vocab_size, 1.0f,
+                                 a->xent_chunk, a->xent_ws, &count);
     if (logits && n_rows > 0) {
         /* gather the requested rows into scratch (n_rows <= T) and project them at once */
         int64_t h = tc->hidden_size;

@@ -111,6 +111,10 @@ void tdm_model_set_recompute(tdm_model *m, const tdm_recompute *rc);
 int64_t tdm_model_activation_bytes_for(const tdm_model_config *cfg, const tdm_model_limits *limits,
                                        const tdm_recompute *rc, const tdm_freeze *freeze);
 
+/* The last decoder layer on the rows whose target counts only (default on): the same loss
+ * and gradients, for less work (decoder.c explains). Off: every row, as PyTorch models do. */
+void tdm_model_set_prune_last_layer(tdm_model *m, int on);
+
 void tdm_model_set_hooks(tdm_model *m, const tdm_param_hooks *hooks);
 
 /* Forward and backward of one micro-batch. Parameter gradients are ACCUMULATED

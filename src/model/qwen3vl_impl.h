@@ -96,6 +96,15 @@ typedef struct model_acts {
     float *datt, *dq, *dqr;    /* [T,nh*hd] */
     float *dk, *dkr, *dv;      /* [T,nkv*hd] */
     float *dh;                 /* [T,h] gradient of the final norm output (from the loss) */
+    /* The last decoder layer on the loss's rows only (decoder.c, "pruned"): when set for
+     * the micro-batch, that layer's q, attention output and everything after it, x_final,
+     * fin and dh hold n_keep packed rows, keep_rows[i] being row i's token row. */
+    int pruned, n_keep;
+    int32_t *keep_rows;        /* [T] token rows whose target counts, ascending */
+    int32_t *keep_cu;          /* [max_seqs+1] each sample's range of keep_rows */
+    int32_t *keep_targets;     /* [T] their targets */
+    float *keep_cos, *keep_sin; /* [T,hd/2] their RoPE angles */
+    float *keep_ln1;           /* [T,h] their ln1 rows (the q projection's input) */
     /* recomputation: where a group's last layer writes its (unused) output again */
     float *rc_out;             /* [T,h] */
     float *vrc_out;            /* [N,D] */
@@ -130,6 +139,8 @@ struct tdm_model {
 
     /* trainability of the parts (from tdm_freeze and tying) */
     int train_vision, train_projector, train_llm, train_head;
+    /* run the last decoder layer on the loss's rows only (tdm_model_set_prune_last_layer) */
+    int prune_last;
 
     /* activations (after tdm_model_reserve) */
     tdm_recompute rc;
@@ -200,7 +211,9 @@ void tdm_vision_forward(tdm_model *m, const tdm_batch *b, int nseg);
 void tdm_vision_backward(tdm_model *m, const tdm_batch *b, int nseg);
 
 /* decoder.c */
-void tdm_decoder_forward(tdm_model *m, const tdm_batch *b, int n_image_rows);
+/* prune: the last layer may run on the rows the loss reads only (when m->prune_last and
+ * the batch allows; a->pruned says whether it did). */
+void tdm_decoder_forward(tdm_model *m, const tdm_batch *b, int n_image_rows, int prune);
 /* Backward of the decoder from m->a.dh; fills dmerge/dfeat when need_vision. */
 void tdm_decoder_backward(tdm_model *m, const tdm_batch *b, int n_image_rows, int need_vision);
 

@@ -243,6 +243,10 @@ static const arg_def ARGS[] = {
     {"recompute-num-layers", "recompute_num_layers", ARG_INT, F(recompute_num_layers), 1, 1 << 20, NONE_IF_ZERO, NULL,
      NULL, "N", "layers per recomputed group (uniform) or recomputed layers (block), per tower"},
 
+    {"no-prune-last-layer", "prune_last_layer", ARG_NSWITCH, F(prune_last_layer), 0, 0, NONE_NEVER, NULL, NULL,
+     NULL, "run the last decoder layer on every token, as PyTorch models do (by default it runs on the tokens whose "
+     "target counts only: keys and values on every token; the same loss and gradients, for less work)"},
+
     /* freezing */
     {"freeze-vision", "freeze_vision", ARG_SWITCH, F(freeze_vision), 0, 0, NONE_NEVER, NULL, NULL, NULL,
      "freeze the vision tower (patch embedding, position table, blocks)"},
@@ -577,6 +581,7 @@ static int set_value(tdm_train_args *a, const arg_def *d, const char *val, const
 void tdm_train_args_defaults(tdm_train_args *a) {
     memset(a, 0, sizeof *a);
     a->check_for_nan_in_grad = 1;
+    a->prune_last_layer = 1;
     a->log_loss_scale_to_tensorboard = 1;
     a->log_learning_rate_to_tensorboard = 1;
     a->inject_nan_rank = -1;

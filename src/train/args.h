@@ -120,6 +120,7 @@ typedef struct tdm_train_args {
     char recompute_granularity[16];      /* full | selective */
     char recompute_method[16];           /* uniform | block (with full) */
     int recompute_num_layers;            /* with full; 0 = not given */
+    int prune_last_layer;                /* the last decoder layer on the loss's rows only (default 1) */
 
     /* freezing */
     int freeze_vision, freeze_projector, freeze_llm, freeze_lm_head;

@@ -351,6 +351,7 @@ static int set_recompute(trainer *t, tdm_error *err) {
         snprintf(t->recompute_note, sizeof t->recompute_note,
                  "; recomputing the first %d decoder layers and %d vision blocks (when trained)", k, kv);
     tdm_model_set_recompute(t->model, &rc);
+    tdm_model_set_prune_last_layer(t->model, a->prune_last_layer);
     return 0;
 }
 
