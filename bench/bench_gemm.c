@@ -26,6 +26,8 @@
  *   build/bench/bench_gemm [M ...]        (default M = 94 163; OPENBLAS_NUM_THREADS=1 is set here)
  */
 #include <cblas.h>
+
+#include "kernels/kernels.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -254,8 +256,10 @@ static float frand(uint64_t *s) {
 }
 
 int main(int argc, char **argv) {
+    tdm_blas_select_core(argv); /* OpenBLAS's kernels for this CPU (kernels/blas_core.c) */
     setenv("OPENBLAS_NUM_THREADS", "1", 0);
     openblas_set_num_threads(1);
+    printf("OpenBLAS %s, kernels: %s\n", openblas_get_config(), openblas_get_corename());
     int ms[8] = {94, 163}, nm = 2;
     if (argc > 1) {
         nm = 0;

@@ -182,8 +182,10 @@ static void bench_attention(int n, int nh, int nkv, int hd, int causal, double g
 }
 
 int main(int argc, char **argv) {
+    tdm_blas_select_core(argv); /* OpenBLAS's kernels for this CPU (kernels/blas_core.c) */
     if (argc > 1 && strcmp(argv[1], "--quick") == 0) min_seconds = 0.1;
     openblas_set_num_threads(1);
+    printf("OpenBLAS kernels: %s\n", openblas_get_corename());
     printf("%-24s %-30s %12s %9s %-6s %6s\n", "kernel", "shape", "time", "rate", "unit", "ratio");
 
     /* ---- ceilings ---- */

@@ -15,6 +15,8 @@
  * small = width 512; medium = width 1024 (see make_small / make_medium below).
  */
 #include <cblas.h>
+
+#include "kernels/kernels.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +190,7 @@ done:
 }
 
 int main(int argc, char **argv) {
+    tdm_blas_select_core(argv); /* OpenBLAS's kernels for this CPU (kernels/blas_core.c) */
     int steps = 3;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
@@ -232,7 +235,8 @@ int main(int argc, char **argv) {
         if (!only || !strcmp(only, cases[i].name)) bench_one(&cases[i], steps, &res[nres++]);
     double after = sgemm_ceiling(1024);
     if (after > ceiling) ceiling = after;
-    printf("single-thread sgemm ceiling (1024^3, best of 10 before and after): %.1f GFLOP/s\n", ceiling);
+    printf("single-thread sgemm ceiling (1024^3, best of 10 before and after; OpenBLAS kernels %s): %.1f GFLOP/s\n",
+           openblas_get_corename(), ceiling);
     for (int i = 0; i < nres; i++) {
         printf("%-7s params %6.1fM  tokens %5d  patches %5d  %7.2f GFLOP/step  cpu best %7.1f ms median %7.1f ms "
                "(wall best %7.1f ms)  %5.1f GFLOP/s  %.2f of ceiling\n",

@@ -16,6 +16,7 @@
 #ifndef TDM_KERNELS_H
 #define TDM_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- Linear (CBLAS sgemm) ------------------------------------------------------- */
@@ -56,6 +57,16 @@ void tdm_swiglu_backward(float *dgate, float *dup, const float *dout, const floa
 void tdm_rope_forward(float *x, const float *cos, const float *sin, int n, int heads, int hd);
 /* The backward is the rotation by -theta, in place on dx. */
 void tdm_rope_backward(float *dx, const float *cos, const float *sin, int n, int heads, int hd);
+
+/* ---- OpenBLAS's kernel set (blas_core.c) ------------------------------------------ */
+/* The set OpenBLAS should run on this CPU when its own choice is a generic one (it does not
+ * know the CPU's model), else NULL. */
+const char *tdm_blas_better_core(void);
+/* Called first in main: when the above names a set and OPENBLAS_CORETYPE is unset, sets it
+ * and runs the program again (execv; returns when nothing was to be done or exec failed). */
+void tdm_blas_select_core(char **argv);
+/* A log line when tandem chose the set (1), else 0. */
+int tdm_blas_core_note(char *buf, size_t n);
 
 /* ---- Attention, flash-style ------------------------------------------------------- */
 /* q [n, nh, hd], k and v [n, nkv, hd] (nh % nkv == 0, GQA: query head h reads kv head

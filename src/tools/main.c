@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "tools/commands.h"
 
 typedef struct command {
@@ -31,6 +32,7 @@ int main(int argc, char **argv) {
         {"export-batches", cmd_export_batches, "write the pre-tokenized batches a peer can replay"},
         {"trace-summary", cmd_trace_summary, "summarise a profiler trace directory"},
     };
+    tdm_blas_select_core(argv); /* may run tandem again with OPENBLAS_CORETYPE set (blas_core.c) */
     int n = (int)(sizeof cmds / sizeof *cmds);
     if (argc < 2) return usage(stderr, cmds, n);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) return usage(stdout, cmds, n);

@@ -17,6 +17,7 @@
 #include "dist/comm.h"
 #include "dist/ddp.h"
 #include "dist/optimizer.h"
+#include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/inspect.h"
 #include "model/qwen3vl.h"
@@ -1188,6 +1189,8 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
             tdm_log_info("activations: %.1f MiB per rank for micro-batches of up to %d tokens and %d patches%s",
                          (double)tdm_model_activation_bytes(t->model) / (1024.0 * 1024.0), lim.max_tokens,
                          lim.max_patches, t->recompute_note);
+        char note[256];
+        if (ok && t->rank == 0 && tdm_blas_core_note(note, sizeof note)) tdm_log_info("%s", note);
     }
     if (ok && a->run_dir[0] && t->rank == 0) ok = (t->metrics = tdm_metrics_open(a->run_dir, err)) != NULL;
     if (ok && a->tensorboard_dir[0] && t->rank == 0) {

@@ -1,0 +1,62 @@
+/* blas_core.c - OpenBLAS's kernel set, when the library does not know the CPU.
+ *
+ * A DYNAMIC_ARCH OpenBLAS picks its kernels once, when it is loaded, from the CPU's family
+ * and model number. A CPU newer than the library gets its generic set: Debian 12's 0.3.21
+ * on an Intel family 6 model 207 Xeon (AVX-512) runs its Prescott (SSE3) kernels, and
+ * tandem's matrix products run 3-6x slower than the CPU allows (bench/bench_gemm). The only
+ * way to choose is the OPENBLAS_CORETYPE variable, read at load time, so tandem sets it and
+ * runs itself again before anything else happens (before MPI_Init). A variable the user set
+ * is never touched. scripts/blas-core.sh makes the same choice for benchmarks, which pin
+ * one set for both programs they compare.
+ */
+#include "kernels/kernels.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Kernel sets at least as fast as the ones chosen below on the CPUs that run them. */
+static int good_core(const char *core) {
+    static const char *const good[] = {"Haswell", "SkylakeX", "Cooperlake", "SapphireRapids", "Zen", "Excavator",
+                                       "Steamroller"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        if (!strncmp(core, good[i], strlen(good[i]))) return 1;
+    return 0;
+}
+
+const char *tdm_blas_better_core(void) {
+    const char *core = openblas_get_corename();
+    if (!core || good_core(core)) return NULL;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+    return NULL;
+}
+
+void tdm_blas_select_core(char **argv) {
+    const char *want;
+    if (getenv("OPENBLAS_CORETYPE") || getenv("TANDEM_BLAS_CORE_FROM") || !(want = tdm_blas_better_core())) return;
+    /* TANDEM_BLAS_CORE_FROM: what OpenBLAS chose by itself, for the log line, and the
+     * guard against a second run should the library ignore the variable */
+    setenv("TANDEM_BLAS_CORE_FROM", openblas_get_corename(), 1);
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    execv("/proc/self/exe", argv);
+    /* could not run again: go on with the slow kernels, say so */
+    fprintf(stderr, "tandem: OpenBLAS runs its generic %s kernels on this CPU, which has %s; running again with "
+                    "OPENBLAS_CORETYPE=%s failed, so matrix products will be slow\n",
+            getenv("TANDEM_BLAS_CORE_FROM"), want, want);
+    unsetenv("OPENBLAS_CORETYPE");
+}
+
+int tdm_blas_core_note(char *buf, size_t n) {
+    const char *from = getenv("TANDEM_BLAS_CORE_FROM"), *core = openblas_get_corename();
+    if (!from || !core) return 0;
+    snprintf(buf, n, "OpenBLAS: its %s kernels (OPENBLAS_CORETYPE set by tandem: the library does not know this CPU "
+                     "and chose its generic %s set; set OPENBLAS_CORETYPE yourself to choose)",
+             core, from);
+    return 1;
+}
