@@ -37,7 +37,12 @@ CPU=${CPU:-0}        # 1: one extra profiled tandem run per size (per-thread CPU
 # the default) or DIST_OPT=0, the plain optimizer (one all-reduce per bucket and the full update on every rank:
 # DDP's own scheme)
 DIST_OPT=${DIST_OPT:-1}
+# more tandem flags for the runs against the peer, e.g. TANDEM_EXTRA=--no-prune-last-layer (the last decoder layer
+# on every token, as the peer computes it)
+TANDEM_EXTRA=${TANDEM_EXTRA:-}
 if [ "$DIST_OPT" = 1 ]; then TOPT=(--use-distributed-optimizer --overlap-grad-reduce); else TOPT=(--overlap-grad-reduce); fi
+# shellcheck disable=SC2206
+TOPT+=($TANDEM_EXTRA)
 PY=/usr/bin/python3
 if [ "$STEPS" -lt 6 ]; then
   echo "run_peer_bench.sh: STEPS=$STEPS: expected at least 6 (the schedule warms up over 5 iterations)" >&2
@@ -55,6 +60,12 @@ mpicc.openmpi -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -pthread -Isrc $(pkg-conf
   -o "$OUT/bin/peer_flops" bench/peer_torch/peer_flops.c $LIBS -pthread $(pkg-config --libs $PKGS) -lm
 cp build/tandem "$OUT/bin/tandem"
 T=$OUT/bin/tandem
+# Both sides call the same OpenBLAS (Debian's torch links it for its matrix products). Where
+# OpenBLAS does not know the CPU and falls back to its generic kernels, pin the set the CPU
+# runs, for both sides alike (scripts/blas-core.sh; a caller's OPENBLAS_CORETYPE is kept).
+BLAS_PIN=$(scripts/blas-core.sh "$T")
+[ -n "$BLAS_PIN" ] && export OPENBLAS_CORETYPE=$BLAS_PIN
+BLAS_CORE=$(OPENBLAS_VERBOSE=2 "$T" --help 2>&1 >/dev/null | sed -n 's/^Core: //p' | head -1)
 
 D=$OUT/data
 [ -f "$D/train.json" ] || $T gen-data --out "$D" --samples 2000 --heldout 200 --seed 1 >/dev/null
@@ -69,8 +80,8 @@ BUCKET=500000
 
 model_dir() { if [ "$1" = tiny ]; then echo "$ROOT/configs/tiny"; else echo "$ROOT/bench/peer_torch/configs/$1"; fi; }
 
-printf '{"sizes": [%s], "steps": %d, "window": [%s], "global_batch_size": 8, "repeats": %d, "dist_opt": %d}\n' \
-  "$(printf '"%s",' $SIZES | sed 's/,$//')" "$STEPS" "${WINDOW/:/, }" "$REPEATS" "$DIST_OPT" >"$OUT/params.json"
+printf '{"sizes": [%s], "steps": %d, "window": [%s], "global_batch_size": 8, "repeats": %d, "dist_opt": %d, "tandem_extra": "%s"}\n' \
+  "$(printf '"%s",' $SIZES | sed 's/,$//')" "$STEPS" "${WINDOW/:/, }" "$REPEATS" "$DIST_OPT" "$TANDEM_EXTRA" >"$OUT/params.json"
 : >"$OUT/runs.tsv"
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -78,7 +89,10 @@ printf '{"sizes": [%s], "steps": %d, "window": [%s], "global_batch_size": 8, "re
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "torch: $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null) (torch.__version__ $($PY -c 'import torch; print(torch.__version__)')), python $($PY -c 'import sys; print(sys.version.split()[0])')"
   echo "Open MPI: $(mpirun.openmpi --version 2>&1 | head -1)"
-  echo "OpenBLAS: $(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || echo '?')"
+  echo "OpenBLAS: $(dpkg-query -W -f='${Version}' libopenblas0-pthread 2>/dev/null || echo '?'), kernels: $BLAS_CORE ($(
+    if [ -n "$BLAS_PIN" ]; then echo "pinned for both sides: OpenBLAS's own choice here is a generic set"
+    elif [ -n "${OPENBLAS_CORETYPE:-}" ]; then echo "OPENBLAS_CORETYPE from the caller"
+    else echo "OpenBLAS's own choice"; fi))"
   echo "tandem: $(git rev-parse --short HEAD)"
 } >"$OUT/machine.txt"
 

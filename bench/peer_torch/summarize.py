@@ -71,6 +71,8 @@ def main():
     P = json.load(open(os.path.join(out, "params.json")))
     if not P.get("dist_opt", 1):  # DIST_OPT=0: DDP's own scheme, all-reduce and the full update on every rank
         KINDS["tandem"] = "tandem, dp=2 x 1 thread (plain optimizer, overlapped all-reduce)"
+    if P.get("tandem_extra"):
+        KINDS["tandem"] += " " + P["tandem_extra"]
     lo, hi, gb = P["window"][0], P["window"][1], P["global_batch_size"]
     runs = {}
     for line in open(os.path.join(out, "runs.tsv")):
