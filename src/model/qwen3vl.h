@@ -137,10 +137,13 @@ int tdm_model_forward(tdm_model *m, const tdm_batch *b, const int32_t *rows, int
 int tdm_model_decode(tdm_model *m, int32_t token, const int32_t pos[3], float *logits, tdm_error *err);
 
 /* Model FLOPs of one forward+backward of this batch, counted from the shapes: every
- * matmul (2*m*n*k) and attention (QK^T, PV; 2x that again in backward) that actually
- * runs: frozen weights get no weight-gradient product, and an input gradient is
- * counted only where something upstream needs it; the lm_head only over counted rows
- * (the fused loss skips ignored ones). Elementwise work is not counted. */
+ * matmul (2*m*n*k) and attention (QK^T, PV; 2x that again in backward) of the model:
+ * frozen weights get no weight-gradient product, and an input gradient is counted only
+ * where something upstream needs it; the lm_head only over counted rows (the loss is
+ * defined on them). The last decoder layer counts every row even where it runs on the
+ * loss's rows only (tdm_model_set_prune_last_layer): model FLOPs, as MFU counts them, so
+ * the saving shows as a higher rate and the count does not depend on the setting.
+ * Elementwise work is not counted. */
 double tdm_model_flops(const tdm_model *m, const tdm_batch *b);
 
 #endif
