@@ -124,6 +124,38 @@ static void layer_forward(tdm_model *m, int l, float *out, const tdm_batch *b) {
     layer_out(m, l, 0, T, out, NULL);
 }
 
+/* Backward of layer_out over n rows (the token rows, or the kept rows packed): g holds the
+ * gradient of the output rows on entry and of h on return; a->datt gets the gradient of the
+ * attention output. */
+static void layer_out_backward(tdm_model *m, int l, float *g, int n) {
+    const tdm_text_config *tc = &m->cfg.text;
+    model_acts *a = &m->a;
+    dec_layer_act *d = &a->lay[l];
+    const dec_layer_ix *ix = &m->dl[l];
+    int h = tc->hidden_size, I = tc->intermediate_size, Q = tc->num_heads * tc->head_dim;
+    int64_t nh = (int64_t)n * h;
+    /* MLP: out = h + down(silu(gate(ln2)) * up(ln2)) */
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->dI1, tdm_model_gradp(m, ix->down), NULL, g, d->act,
+                                                tdm_model_w(m, ix->down), n, I, h));
+    tdm_model_grad_ready(m, ix->down);
+    TDM_KERNEL("swiglu_bw", tdm_swiglu_backward(a->dI2, a->dI3, a->dI1, d->gate, d->up, n, I));
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt, tdm_model_gradp(m, ix->gate), NULL, a->dI2, d->ln2,
+                                                tdm_model_w(m, ix->gate), n, h, I));
+    tdm_model_grad_ready(m, ix->gate);
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->up), NULL, a->dI3, d->ln2,
+                                                tdm_model_w(m, ix->up), n, h, I));
+    tdm_model_grad_ready(m, ix->up);
+    add_into(a->gt, a->gt2, nh);
+    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->gt2, tdm_model_gradp(m, ix->post_norm), a->gt, d->h, d->ln2_rstd,
+                                                  tdm_model_w(m, ix->post_norm), n, h));
+    tdm_model_grad_ready(m, ix->post_norm);
+    add_into(g, a->gt2, nh); /* g = d h */
+    /* attention: h = x + o(attn(rope(q_norm(q)), rope(k_norm(k)), v)) */
+    TDM_KERNEL("linear_bw", tdm_linear_backward(a->datt, tdm_model_gradp(m, ix->o), NULL, g, d->att,
+                                                tdm_model_w(m, ix->o), n, Q, h));
+    tdm_model_grad_ready(m, ix->o);
+}
+
 /* g [T,h]: gradient of the layer output on entry, of the layer input on return.
  * Weight gradients only where trainable (NULL pointers make the kernels skip them). */
 static void layer_backward(tdm_model *m, int l, float *g, const tdm_batch *b) {
@@ -132,28 +164,9 @@ static void layer_backward(tdm_model *m, int l, float *g, const tdm_batch *b) {
     dec_layer_act *d = &a->lay[l];
     const dec_layer_ix *ix = &m->dl[l];
     int T = b->n_tokens, h = tc->hidden_size, nh = tc->num_heads, nkv = tc->num_kv_heads, hd = tc->head_dim;
-    int I = tc->intermediate_size, Q = nh * hd, KV = nkv * hd;
+    int Q = nh * hd, KV = nkv * hd;
     int64_t Th = (int64_t)T * h;
-    /* MLP: out = h + down(silu(gate(ln2)) * up(ln2)) */
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->dI1, tdm_model_gradp(m, ix->down), NULL, g, d->act,
-                                                tdm_model_w(m, ix->down), T, I, h));
-    tdm_model_grad_ready(m, ix->down);
-    TDM_KERNEL("swiglu_bw", tdm_swiglu_backward(a->dI2, a->dI3, a->dI1, d->gate, d->up, T, I));
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt, tdm_model_gradp(m, ix->gate), NULL, a->dI2, d->ln2,
-                                                tdm_model_w(m, ix->gate), T, h, I));
-    tdm_model_grad_ready(m, ix->gate);
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->up), NULL, a->dI3, d->ln2,
-                                                tdm_model_w(m, ix->up), T, h, I));
-    tdm_model_grad_ready(m, ix->up);
-    add_into(a->gt, a->gt2, Th);
-    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->gt2, tdm_model_gradp(m, ix->post_norm), a->gt, d->h, d->ln2_rstd,
-                                                  tdm_model_w(m, ix->post_norm), T, h));
-    tdm_model_grad_ready(m, ix->post_norm);
-    add_into(g, a->gt2, Th); /* g = d h */
-    /* attention: h = x + o(attn(rope(q_norm(q)), rope(k_norm(k)), v)) */
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->datt, tdm_model_gradp(m, ix->o), NULL, g, d->att,
-                                                tdm_model_w(m, ix->o), T, Q, h));
-    tdm_model_grad_ready(m, ix->o);
+    layer_out_backward(m, l, g, T);
     TDM_KERNEL("attention_bw", tdm_attention_backward(a->dq, a->dk, a->dv, a->datt, d->q, d->k, d->v, d->att, d->lse,
                                                       b->cu_seqlens, b->n_seqs, nh, nkv, hd, 1,
                                                       1.0f / sqrtf((float)hd), a->attn_ws));
@@ -193,26 +206,9 @@ static void layer_backward_kept(tdm_model *m, int l, float *g, const tdm_batch *
     dec_layer_act *d = &a->lay[l];
     const dec_layer_ix *ix = &m->dl[l];
     int T = b->n_tokens, K = a->n_keep, h = tc->hidden_size, nh = tc->num_heads, nkv = tc->num_kv_heads;
-    int hd = tc->head_dim, I = tc->intermediate_size, Q = nh * hd, KV = nkv * hd;
-    int64_t Kh = (int64_t)K * h, Th = (int64_t)T * h;
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->dI1, tdm_model_gradp(m, ix->down), NULL, g, d->act,
-                                                tdm_model_w(m, ix->down), K, I, h));
-    tdm_model_grad_ready(m, ix->down);
-    TDM_KERNEL("swiglu_bw", tdm_swiglu_backward(a->dI2, a->dI3, a->dI1, d->gate, d->up, K, I));
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt, tdm_model_gradp(m, ix->gate), NULL, a->dI2, d->ln2,
-                                                tdm_model_w(m, ix->gate), K, h, I));
-    tdm_model_grad_ready(m, ix->gate);
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->up), NULL, a->dI3, d->ln2,
-                                                tdm_model_w(m, ix->up), K, h, I));
-    tdm_model_grad_ready(m, ix->up);
-    add_into(a->gt, a->gt2, Kh);
-    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->gt2, tdm_model_gradp(m, ix->post_norm), a->gt, d->h, d->ln2_rstd,
-                                                  tdm_model_w(m, ix->post_norm), K, h));
-    tdm_model_grad_ready(m, ix->post_norm);
-    add_into(g, a->gt2, Kh); /* g = d h, packed */
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->datt, tdm_model_gradp(m, ix->o), NULL, g, d->att,
-                                                tdm_model_w(m, ix->o), K, Q, h));
-    tdm_model_grad_ready(m, ix->o);
+    int hd = tc->head_dim, Q = nh * hd, KV = nkv * hd;
+    int64_t Th = (int64_t)T * h;
+    layer_out_backward(m, l, g, K);
     TDM_KERNEL("attention_bw", tdm_attention_backward_rows(a->dq, a->dk, a->dv, a->datt, d->q, d->k, d->v, d->att,
                                                            d->lse, b->cu_seqlens, a->keep_cu, a->keep_rows, b->n_seqs,
                                                            nh, nkv, hd, 1, 1.0f / sqrtf((float)hd), a->attn_ws));
