@@ -156,8 +156,12 @@ static void layer_out_backward(tdm_model *m, int l, float *g, int n) {
     tdm_model_grad_ready(m, ix->o);
 }
 
-/* g [T,h]: gradient of the layer output on entry, of the layer input on return.
- * Weight gradients only where trainable (NULL pointers make the kernels skip them). */
+/* g: gradient of the layer output on entry ([T,h], or the n_keep packed rows of the last
+ * layer on the loss's rows), of the layer input, on every token row, on return. Weight
+ * gradients only where trainable (NULL pointers make the kernels skip them).
+ * On the kept rows the operations are layer_backward's on those rows, in the same order:
+ * the input gradient of the q product is scattered to its token rows (zero elsewhere)
+ * before the k and v parts are added, and the residual's d h joins only the kept rows. */
 static void layer_backward(tdm_model *m, int l, float *g, const tdm_batch *b) {
     const tdm_text_config *tc = &m->cfg.text;
     model_acts *a = &m->a;
@@ -166,66 +170,30 @@ static void layer_backward(tdm_model *m, int l, float *g, const tdm_batch *b) {
     int T = b->n_tokens, h = tc->hidden_size, nh = tc->num_heads, nkv = tc->num_kv_heads, hd = tc->head_dim;
     int Q = nh * hd, KV = nkv * hd;
     int64_t Th = (int64_t)T * h;
-    layer_out_backward(m, l, g, T);
-    TDM_KERNEL("attention_bw", tdm_attention_backward(a->dq, a->dk, a->dv, a->datt, d->q, d->k, d->v, d->att, d->lse,
-                                                      b->cu_seqlens, b->n_seqs, nh, nkv, hd, 1,
-                                                      1.0f / sqrtf((float)hd), a->attn_ws));
-    TDM_KERNEL("rope_bw", tdm_rope_backward(a->dq, a->txt_rope_cos, a->txt_rope_sin, T, nh, hd));
-    TDM_KERNEL("rope_bw", tdm_rope_backward(a->dk, a->txt_rope_cos, a->txt_rope_sin, T, nkv, hd));
-    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->dqr, tdm_model_gradp(m, ix->q_norm), a->dq, d->q_raw, d->q_rstd,
-                                                  tdm_model_w(m, ix->q_norm), T * nh, hd));
-    tdm_model_grad_ready(m, ix->q_norm);
-    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->dkr, tdm_model_gradp(m, ix->k_norm), a->dk, d->k_raw, d->k_rstd,
-                                                  tdm_model_w(m, ix->k_norm), T * nkv, hd));
-    tdm_model_grad_ready(m, ix->k_norm);
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt, tdm_model_gradp(m, ix->q), NULL, a->dqr, d->ln1,
-                                                tdm_model_w(m, ix->q), T, h, Q));
-    tdm_model_grad_ready(m, ix->q);
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->k), NULL, a->dkr, d->ln1,
-                                                tdm_model_w(m, ix->k), T, h, KV));
-    tdm_model_grad_ready(m, ix->k);
-    add_into(a->gt, a->gt2, Th);
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->v), NULL, a->dv, d->ln1,
-                                                tdm_model_w(m, ix->v), T, h, KV));
-    tdm_model_grad_ready(m, ix->v);
-    add_into(a->gt, a->gt2, Th);
-    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->gt2, tdm_model_gradp(m, ix->in_norm), a->gt, d->x, d->ln1_rstd,
-                                                  tdm_model_w(m, ix->in_norm), T, h));
-    tdm_model_grad_ready(m, ix->in_norm);
-    add_into(g, a->gt2, Th); /* g = d x */
-}
-
-/* Backward of the last layer on the kept rows: g holds the gradient of its n_keep packed
- * output rows on entry, and of the layer input, on every token row, on return. The same
- * operations in the same order as layer_backward on the kept rows; the input gradient of
- * the q product is scattered to its token rows (zero elsewhere) before the k and v parts
- * are added, as layer_backward adds them. */
-static void layer_backward_kept(tdm_model *m, int l, float *g, const tdm_batch *b) {
-    const tdm_text_config *tc = &m->cfg.text;
-    model_acts *a = &m->a;
-    dec_layer_act *d = &a->lay[l];
-    const dec_layer_ix *ix = &m->dl[l];
-    int T = b->n_tokens, K = a->n_keep, h = tc->hidden_size, nh = tc->num_heads, nkv = tc->num_kv_heads;
-    int hd = tc->head_dim, Q = nh * hd, KV = nkv * hd;
-    int64_t Th = (int64_t)T * h;
-    layer_out_backward(m, l, g, K);
+    /* the query side's rows: every token, or the kept ones packed */
+    int kept = a->pruned && l == tc->num_layers - 1, nq = kept ? a->n_keep : T;
+    const int32_t *q_pos = kept ? a->keep_rows : NULL, *cu_q = kept ? a->keep_cu : b->cu_seqlens;
+    const float *q_cos = kept ? a->keep_cos : a->txt_rope_cos, *q_sin = kept ? a->keep_sin : a->txt_rope_sin;
+    layer_out_backward(m, l, g, nq);
     TDM_KERNEL("attention_bw", tdm_attention_backward_rows(a->dq, a->dk, a->dv, a->datt, d->q, d->k, d->v, d->att,
-                                                           d->lse, b->cu_seqlens, a->keep_cu, a->keep_rows, b->n_seqs,
-                                                           nh, nkv, hd, 1, 1.0f / sqrtf((float)hd), a->attn_ws));
-    TDM_KERNEL("rope_bw", tdm_rope_backward(a->dq, a->keep_cos, a->keep_sin, K, nh, hd));
+                                                           d->lse, b->cu_seqlens, cu_q, q_pos, b->n_seqs, nh, nkv,
+                                                           hd, 1, 1.0f / sqrtf((float)hd), a->attn_ws));
+    TDM_KERNEL("rope_bw", tdm_rope_backward(a->dq, q_cos, q_sin, nq, nh, hd));
     TDM_KERNEL("rope_bw", tdm_rope_backward(a->dk, a->txt_rope_cos, a->txt_rope_sin, T, nkv, hd));
     TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->dqr, tdm_model_gradp(m, ix->q_norm), a->dq, d->q_raw, d->q_rstd,
-                                                  tdm_model_w(m, ix->q_norm), K * nh, hd));
+                                                  tdm_model_w(m, ix->q_norm), nq * nh, hd));
     tdm_model_grad_ready(m, ix->q_norm);
     TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->dkr, tdm_model_gradp(m, ix->k_norm), a->dk, d->k_raw, d->k_rstd,
                                                   tdm_model_w(m, ix->k_norm), T * nkv, hd));
     tdm_model_grad_ready(m, ix->k_norm);
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->q), NULL, a->dqr, a->keep_ln1,
-                                                tdm_model_w(m, ix->q), K, h, Q));
+    TDM_KERNEL("linear_bw", tdm_linear_backward(kept ? a->gt2 : a->gt, tdm_model_gradp(m, ix->q), NULL, a->dqr,
+                                                kept ? a->keep_ln1 : d->ln1, tdm_model_w(m, ix->q), nq, h, Q));
     tdm_model_grad_ready(m, ix->q);
-    memset(a->gt, 0, sizeof(float) * (size_t)Th);
-    for (int i = 0; i < K; i++)
-        memcpy(a->gt + (int64_t)a->keep_rows[i] * h, a->gt2 + (int64_t)i * h, sizeof(float) * (size_t)h);
+    if (kept) {
+        memset(a->gt, 0, sizeof(float) * (size_t)Th);
+        for (int i = 0; i < nq; i++)
+            memcpy(a->gt + (int64_t)q_pos[i] * h, a->gt2 + (int64_t)i * h, sizeof(float) * (size_t)h);
+    }
     TDM_KERNEL("linear_bw", tdm_linear_backward(a->gt2, tdm_model_gradp(m, ix->k), NULL, a->dkr, d->ln1,
                                                 tdm_model_w(m, ix->k), T, h, KV));
     tdm_model_grad_ready(m, ix->k);
@@ -237,12 +205,16 @@ static void layer_backward_kept(tdm_model *m, int l, float *g, const tdm_batch *
     TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->gt2, tdm_model_gradp(m, ix->in_norm), a->gt, d->x, d->ln1_rstd,
                                                   tdm_model_w(m, ix->in_norm), T, h));
     tdm_model_grad_ready(m, ix->in_norm);
-    /* g = d x: the ln1 path on every row plus the residual's d h on the kept rows */
+    if (!kept) {
+        add_into(g, a->gt2, Th); /* g = d x */
+        return;
+    }
+    /* g = d x: the ln1 path on every row plus the residual's d h (packed in g) on the kept rows */
     memcpy(a->gt, a->gt2, sizeof(float) * (size_t)Th);
-    for (int i = 0; i < K; i++) {
-        float *row = a->gt + (int64_t)a->keep_rows[i] * h;
+    for (int i = 0; i < nq; i++) {
+        float *row = a->gt + (int64_t)q_pos[i] * h;
         memcpy(row, g + (int64_t)i * h, sizeof(float) * (size_t)h);
-        add_into(row, a->gt2 + (int64_t)a->keep_rows[i] * h, h);
+        add_into(row, a->gt2 + (int64_t)q_pos[i] * h, h);
     }
     memcpy(g, a->gt, sizeof(float) * (size_t)Th);
 }
@@ -353,8 +325,7 @@ void tdm_decoder_backward(tdm_model *m, const tdm_batch *b, int n_image_rows, in
         }
         int g0, g1;
         if (tdm_recompute_group(&m->rc, L, l, &g0, &g1) && l == g1 - 1) recompute_layers(m, g0, g1, b, n_image_rows);
-        if (a->pruned && l == L - 1) layer_backward_kept(m, l, a->g, b);
-        else layer_backward(m, l, a->g, b);
+        layer_backward(m, l, a->g, b);
         tdm_model_unit_end(m, m->u_layer0 + l, 1, t0);
     }
 
