@@ -202,14 +202,13 @@ int64_t tdm_model_layout_acts(const tdm_model_config *cfg, const tdm_model_limit
     a->dkr = cf(&c, T * KV);
     a->dv = cf(&c, T * KV);
     a->dh = cf(&c, T * h);
-    /* the last layer on the loss's rows (decoder.c): the rows, their samples, targets,
-     * angles and normalised inputs, packed */
+    /* the last layer on the loss's rows (decoder.c): the rows, their samples, targets and
+     * angles, packed */
     a->keep_rows = ci(&c, T);
     a->keep_cu = ci(&c, (int64_t)lim->max_seqs + 1);
     a->keep_targets = ci(&c, T);
     a->keep_cos = cf(&c, T * (hd / 2));
     a->keep_sin = cf(&c, T * (hd / 2));
-    a->keep_ln1 = cf(&c, T * h);
 
     /* kernel workspaces: one attention workspace serves both towers */
     int64_t ws = tdm_attention_workspace_floats((int)T, (int)nh, (int)nkv, (int)hd);

@@ -82,9 +82,20 @@ static void layer_out(tdm_model *m, int l, int r0, int n, float *out, const int3
     add_into(out + o, hh, (int64_t)n * h);
 }
 
+/* The kept rows' ln1, packed, as the q product's input. Into a->dh: the loss writes it
+ * only after the forward, and the final norm's backward has read it before this layer's
+ * backward, so it is free both times and the pruned layer costs no [T,h] buffer. */
+static const float *pack_kept_ln1(tdm_model *m, int l) {
+    model_acts *a = &m->a;
+    int h = m->cfg.text.hidden_size;
+    for (int i = 0; i < a->n_keep; i++)
+        memcpy(a->dh + (int64_t)i * h, a->lay[l].ln1 + (int64_t)a->keep_rows[i] * h, sizeof(float) * (size_t)h);
+    return a->dh;
+}
+
 /* The last layer on the kept rows (a->pruned): ln1, k and v on every row; q from the kept
- * rows' ln1 (packed into keep_ln1), their attention over all earlier keys, and the rest
- * of the layer on them, packed into the first n_keep rows of d's arrays and of out. */
+ * rows' ln1, their attention over all earlier keys, and the rest of the layer on them,
+ * packed into the first n_keep rows of d's arrays and of out. */
 static void layer_forward_kept(tdm_model *m, int l, float *out, const tdm_batch *b) {
     const tdm_text_config *tc = &m->cfg.text;
     model_acts *a = &m->a;
@@ -94,9 +105,7 @@ static void layer_forward_kept(tdm_model *m, int l, float *out, const tdm_batch 
     int hd = tc->head_dim, Q = nh * hd, KV = nkv * hd;
     float eps = (float)tc->rms_norm_eps;
     TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->ln1, d->ln1_rstd, d->x, tdm_model_w(m, ix->in_norm), T, h, eps));
-    for (int i = 0; i < K; i++)
-        memcpy(a->keep_ln1 + (int64_t)i * h, d->ln1 + (int64_t)a->keep_rows[i] * h, sizeof(float) * (size_t)h);
-    TDM_KERNEL("linear", tdm_linear_forward(d->q_raw, a->keep_ln1, tdm_model_w(m, ix->q), NULL, K, h, Q));
+    TDM_KERNEL("linear", tdm_linear_forward(d->q_raw, pack_kept_ln1(m, l), tdm_model_w(m, ix->q), NULL, K, h, Q));
     TDM_KERNEL("linear", tdm_linear_forward(d->k_raw, d->ln1, tdm_model_w(m, ix->k), NULL, T, h, KV));
     TDM_KERNEL("linear", tdm_linear_forward(d->v, d->ln1, tdm_model_w(m, ix->v), NULL, T, h, KV));
     TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->q, d->q_rstd, d->q_raw, tdm_model_w(m, ix->q_norm), K * nh, hd, eps));
@@ -187,7 +196,8 @@ static void layer_backward(tdm_model *m, int l, float *g, const tdm_batch *b) {
                                                   tdm_model_w(m, ix->k_norm), T * nkv, hd));
     tdm_model_grad_ready(m, ix->k_norm);
     TDM_KERNEL("linear_bw", tdm_linear_backward(kept ? a->gt2 : a->gt, tdm_model_gradp(m, ix->q), NULL, a->dqr,
-                                                kept ? a->keep_ln1 : d->ln1, tdm_model_w(m, ix->q), nq, h, Q));
+                                                kept ? pack_kept_ln1(m, l) : d->ln1, tdm_model_w(m, ix->q), nq, h,
+                                                Q));
     tdm_model_grad_ready(m, ix->q);
     if (kept) {
         memset(a->gt, 0, sizeof(float) * (size_t)Th);

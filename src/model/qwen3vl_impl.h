@@ -104,7 +104,6 @@ typedef struct model_acts {
     int32_t *keep_cu;          /* [max_seqs+1] each sample's range of keep_rows */
     int32_t *keep_targets;     /* [T] their targets */
     float *keep_cos, *keep_sin; /* [T,hd/2] their RoPE angles */
-    float *keep_ln1;           /* [T,h] their ln1 rows (the q projection's input) */
     /* recomputation: where a group's last layer writes its (unused) output again */
     float *rc_out;             /* [T,h] */
     float *vrc_out;            /* [N,D] */
