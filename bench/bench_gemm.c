@@ -329,8 +329,10 @@ int main(int argc, char **argv) {
                 }
                 double g[4];
                 for (int v = 0; v < 4; v++) g[v] = 24 * flops / best[v] * 1e-9;
-                char pre_col[32] = "       -       -";
+                char pre_col[32]; /* written whole either way (an initialised array printed garbage past
+                                   * its string with gcc 12 -O2 -march=native on an AVX-512 Xeon) */
                 if (op != DW) snprintf(pre_col, sizeof pre_col, "%8.1f %5.2fx", g[2], g[2] / g[0]);
+                else snprintf(pre_col, sizeof pre_col, "%8s %6s", "-", "-");
                 printf("%-24s %5d %5d %5d  %8.1f  %8.1f %5.2fx  %s  %8.1f %5.2fx  %9.1e\n", op_name[op], M, in, out,
                        g[0], g[1], g[1] / g[0], pre_col, g[3], g[3] / g[0], err / scale);
             }
