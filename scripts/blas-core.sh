@@ -13,7 +13,6 @@ set -euo pipefail
 [ -n "${OPENBLAS_CORETYPE:-}" ] && exit 0
 prog=${1:-build/tandem}
 core=$(OPENBLAS_VERBOSE=2 "$prog" --help 2>&1 >/dev/null | sed -n 's/^Core: //p' | head -1 || true)
-[ -z "$core" ] && core=$(OPENBLAS_VERBOSE=2 "$prog" --help 2>/dev/null | sed -n 's/^Core: //p' | head -1 || true)
 flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
 has() { for f in "$@"; do [[ " $flags " == *" $f "* ]] || return 1; done; }
 want=

@@ -427,6 +427,13 @@ static int run_forward(tdm_model *m, const tdm_batch *b, int prune, int *n_image
     return 0;
 }
 
+/* The rows of the final norm's output the loss reads, with their targets: every token, or
+ * the kept rows packed when the last layer ran on them (decoder.c). */
+static int loss_rows(const tdm_model *m, const tdm_batch *b, const int32_t **targets) {
+    *targets = m->a.pruned ? m->a.keep_targets : b->targets;
+    return m->a.pruned ? m->a.n_keep : b->n_tokens;
+}
+
 int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scale, tdm_fb_result *res,
                                tdm_error *err) {
     int n_img = 0, nseg = 0;
@@ -434,9 +441,8 @@ int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scal
     if (run_forward(m, b, 1, &n_img, &nseg, err)) return -1;
     model_acts *a = &m->a;
     const tdm_text_config *tc = &m->cfg.text;
-    /* the final norm's rows: every token, or the loss's rows packed (decoder.c) */
-    int rows = a->pruned ? a->n_keep : b->n_tokens;
-    const int32_t *targets = a->pruned ? a->keep_targets : b->targets;
+    const int32_t *targets;
+    int rows = loss_rows(m, b, &targets);
     int need_vision = b->n_patches > 0 && (m->train_vision || m->train_projector);
     int need_decoder = m->train_llm || need_vision;
 
@@ -480,9 +486,10 @@ int tdm_model_forward(tdm_model *m, const tdm_batch *b, const int32_t *rows, int
     int64_t count = 0;
     uint64_t t0;
     tdm_model_unit_begin(m, m->u_head, 0, &t0);
-    double loss = tdm_xent_fused(NULL, NULL, a->fin, tdm_model_w(m, m->lm_head), a->pruned ? a->keep_targets : b->targets,
-                                 a->pruned ? a->n_keep : b->n_tokens, tc->hidden_size, tc->vocab_size, 1.0f,
-                                 a->xent_chunk, a->xent_ws, &count);
+    const int32_t *targets;
+    int n_loss = loss_rows(m, b, &targets);
+    double loss = tdm_xent_fused(NULL, NULL, a->fin, tdm_model_w(m, m->lm_head), targets, n_loss, tc->hidden_size,
+                                 tc->vocab_size, 1.0f, a->xent_chunk, a->xent_ws, &count);
     if (logits && n_rows > 0) {
         /* gather the requested rows into scratch (n_rows <= T) and project them at once */
         int64_t h = tc->hidden_size;

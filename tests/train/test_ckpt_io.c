@@ -37,6 +37,12 @@ static void make_table(tdm_param_table *t, float **data, float **grad) {
         for (int64_t k = 0; k < t->p[i].numel; k++) t->p[i].data[k] = weight(i, k);
 }
 
+static void free_table(tdm_param_table *t, float *data, float *grad) {
+    tdm_param_table_free(t);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+}
+
 static float adam_m(int i, int64_t k) { return (float)(i + 1) * 0.5f + (float)(k % 97); }
 static float adam_v(int i, int64_t k) { return (float)(i + 1) * 0.25f + (float)(k % 89); }
 
@@ -175,9 +181,7 @@ static void test_save_reads_nothing_back(void) {
     }
     tdm_json_free(doc);
     free(state);
-    tdm_param_table_free(&t);
-    tdm_free_big(data);
-    tdm_free_big(grad);
+    free_table(&t, data, grad);
 }
 
 /* The files are byte for byte what tdm_safetensors_write makes of the same tensors: checkpoints
@@ -198,9 +202,7 @@ static void test_format_unchanged(void) {
     unlink(path);
     free(mine);
     free(plain);
-    tdm_param_table_free(&t);
-    tdm_free_big(data);
-    tdm_free_big(grad);
+    free_table(&t, data, grad);
 }
 
 /* A resume reads each byte of the checkpoint once: the tensor files once (their headers, a
@@ -230,9 +232,7 @@ static void test_load_reads_each_byte_once(void) {
     got = bytes_read() - r0;
     CHECK(got <= files + 8192, "a load that skips a parameter read %lld bytes of a %lld-byte checkpoint", got, files);
     check_clean_load(&t, 0, 1);
-    tdm_param_table_free(&t);
-    tdm_free_big(data);
-    tdm_free_big(grad);
+    free_table(&t, data, grad);
 }
 
 /* One damaged copy of `name` at a time (a byte flipped at `off`, or the file cut or grown to
@@ -302,9 +302,7 @@ static void test_damage_refused(void) {
     damage_each_way(&t, "optimizer.safetensors", 1, -1);
     damage_each_way(&t, "config.json", 0, -1);
     check_clean_load(&t, 0, -1);
-    tdm_param_table_free(&t);
-    tdm_free_big(data);
-    tdm_free_big(grad);
+    free_table(&t, data, grad);
 }
 
 /* Bytes nobody loads are checked too: a flip inside the Adam state of a parameter that is not
@@ -333,9 +331,7 @@ static void test_damage_in_skipped_tensor(void) {
         CHECK(load_all(&t, 0, 1, &err) == 0, "%s", err.msg);
     }
     free(good);
-    tdm_param_table_free(&t);
-    tdm_free_big(data);
-    tdm_free_big(grad);
+    free_table(&t, data, grad);
 }
 
 /* A damaged header that renames an Adam tensor (the header still parses) is said as the damage
@@ -359,9 +355,7 @@ static void test_renamed_adam_tensor(void) {
         CHECK(load_all(&t, 0, -1, &err) == 0, "%s", err.msg);
     }
     free(good);
-    tdm_param_table_free(&t);
-    tdm_free_big(data);
-    tdm_free_big(grad);
+    free_table(&t, data, grad);
 }
 
 /* A hand-made checkpoint with BF16 weights (tandem writes F32) loads through the same stream:
@@ -412,9 +406,7 @@ static void test_bf16_weights(void) {
     free(old);
     free(state);
     free(bf);
-    tdm_param_table_free(&t);
-    tdm_free_big(data);
-    tdm_free_big(grad);
+    free_table(&t, data, grad);
 }
 
 int main(void) {
