@@ -579,6 +579,12 @@ int tdm_safetensors_write(const char *path, const tdm_st_entry *ts, int n, tdm_s
 int tdm_safetensors_write_observed(const char *path, const tdm_st_entry *ts, int n, tdm_st_dtype dtype,
                                    const char *const *meta, int n_meta, tdm_st_write_observer observe, void *ctx,
                                    tdm_error *err) {
+    return tdm_safetensors_write_stream(path, ts, n, dtype, meta, n_meta, NULL, NULL, observe, ctx, err);
+}
+
+int tdm_safetensors_write_stream(const char *path, const tdm_st_entry *ts, int n, tdm_st_dtype dtype,
+                                 const char *const *meta, int n_meta, tdm_st_provider provide, void *pctx,
+                                 tdm_st_write_observer observe, void *ctx, tdm_error *err) {
     if (dtype != TDM_ST_F32 && dtype != TDM_ST_BF16)
         return tdm_errorf(err, "%s: writing %s is not supported (F32 or BF16)", path, tdm_st_dtype_name(dtype));
     if (n < 0 || n_meta < 0) return tdm_errorf(err, "%s: negative tensor or metadata count", path);
@@ -624,7 +630,7 @@ int tdm_safetensors_write_observed(const char *path, const tdm_st_entry *ts, int
                 tdm_sb_free(&h);
                 return tdm_errorf(err, "%s: tensor \"%s\": bad shape", path, e->name);
             }
-        if (numel > 0 && !e->data) {
+        if (numel > 0 && !e->data && !provide) {
             tdm_sb_free(&h);
             return tdm_errorf(err, "%s: tensor \"%s\": no data", path, e->name);
         }
@@ -664,10 +670,16 @@ int tdm_safetensors_write_observed(const char *path, const tdm_st_entry *ts, int
         int64_t numel = 1;
         for (int d = 0; d < ts[i].ndim; d++) numel *= ts[i].shape[d];
         if (numel == 0) continue;
+        const float *data = ts[i].data;
+        if (!data && !(data = provide(pctx, i, err))) {
+            tdm_error_prefix(err, "%s: tensor \"%s\"", path, ts[i].name);
+            rc = -1;
+            break;
+        }
         if (dtype == TDM_ST_F32)
-            rc = put(fd, ts[i].data, (size_t)numel * 4, tmp, observe, ctx, err);
+            rc = put(fd, data, (size_t)numel * 4, tmp, observe, ctx, err);
         else
-            rc = write_bf16(fd, ts[i].data, numel, tmp, observe, ctx, err);
+            rc = write_bf16(fd, data, numel, tmp, observe, ctx, err);
     }
     if (rc == 0 && fsync(fd) != 0) rc = tdm_errorf(err, "%s: fsync failed: %s", tmp, strerror(errno));
     if (close(fd) != 0 && rc == 0) rc = tdm_errorf(err, "%s: close failed: %s", tmp, strerror(errno));

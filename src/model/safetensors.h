@@ -150,6 +150,19 @@ int tdm_safetensors_write_observed(const char *path, const tdm_st_entry *tensors
                                    const char *const *meta, int n_meta, tdm_st_write_observer observe, void *ctx,
                                    tdm_error *err);
 
+/* The values of tensor `index` of a tdm_safetensors_write_stream call whose entry has data ==
+ * NULL: [numel] floats, valid until the next call; NULL after setting *err, which stops the
+ * write (PATH is left as it was). */
+typedef const float *(*tdm_st_provider)(void *ctx, int index, tdm_error *err);
+
+/* tdm_safetensors_write_observed, where an entry with data == NULL gets its values from
+ * provide(pctx, index, ...) when the writer reaches it, in file order: a file larger than
+ * memory can be written one tensor at a time (a checkpoint's optimizer state, gathered from
+ * the ranks parameter by parameter). The header is written first, from names and shapes. */
+int tdm_safetensors_write_stream(const char *path, const tdm_st_entry *tensors, int n, tdm_st_dtype dtype,
+                                 const char *const *meta, int n_meta, tdm_st_provider provide, void *pctx,
+                                 tdm_st_write_observer observe, void *ctx, tdm_error *err);
+
 /* Writes every tensor of the table (its `data`) in table order; see tdm_safetensors_write. */
 int tdm_safetensors_save_params(const char *path, const tdm_param_table *t, tdm_st_dtype dtype,
                                 const char *const *meta, int n_meta, tdm_error *err);

@@ -124,14 +124,27 @@ static void observe_write(void *ctx, const void *bytes, size_t n) {
 }
 
 static int write_hashed(const char *path, const tdm_st_entry *ents, int n, const char *const *meta, int n_meta,
-                        uint64_t *hash, int64_t *size, tdm_error *err) {
+                        tdm_st_provider provide, void *pctx, uint64_t *hash, int64_t *size, tdm_error *err) {
     write_hash w = {XXH3_createState(), 0};
     XXH3_64bits_reset(w.s);
-    int rc = tdm_safetensors_write_observed(path, ents, n, TDM_ST_F32, meta, n_meta, observe_write, &w, err);
+    int rc = tdm_safetensors_write_stream(path, ents, n, TDM_ST_F32, meta, n_meta, provide, pctx, observe_write, &w,
+                                          err);
     *hash = XXH3_64bits_digest(w.s);
     *size = w.bytes;
     XXH3_freeState(w.s);
     return rc;
+}
+
+/* Entry k of optimizer.safetensors is (param[k], which[k]): asked of spec->optim_state. */
+typedef struct optim_entries {
+    const tdm_ckpt_save_spec *spec;
+    int *param;
+    int *which; /* 0: exp_avg, 1: exp_avg_sq */
+} optim_entries;
+
+static const float *provide_optim(void *ctx, int index, tdm_error *err) {
+    const optim_entries *o = ctx;
+    return o->spec->optim_state(o->spec->optim_ctx, o->param[index], o->which[index], err);
 }
 
 static void state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_t *hashes, const int64_t *sizes,
@@ -195,14 +208,17 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
         ents[i] = (tdm_st_entry){.name = t->p[i].name, .ndim = t->p[i].ndim, .shape = t->p[i].shape,
                                  .data = t->p[i].data};
     snprintf(path, sizeof path, "%s/model.safetensors", tmp_dir);
-    if (write_hashed(path, ents, t->n, meta, 2, &hashes[0], &sizes[0], err) != 0) goto fail;
+    if (write_hashed(path, ents, t->n, meta, 2, NULL, NULL, &hashes[0], &sizes[0], err) != 0) goto fail;
     present[0] = 1;
 
-    /* 2. Adam state in parameter shape */
-    if (spec->exp_avg && spec->exp_avg_sq) {
+    /* 2. Adam state in parameter shape, from the arrays or asked for tensor by tensor */
+    int streamed = spec->optim_state != NULL;
+    if (streamed || (spec->exp_avg && spec->exp_avg_sq)) {
         names = tdm_xcalloc((size_t)t->n * 2, sizeof *names);
+        optim_entries oe = {spec, tdm_xcalloc((size_t)t->n * 2 + 1, sizeof(int)),
+                            tdm_xcalloc((size_t)t->n * 2 + 1, sizeof(int))};
         for (int i = 0; i < t->n; i++) {
-            if (!spec->exp_avg[i]) continue;
+            if (streamed ? !t->p[i].trainable : !spec->exp_avg[i]) continue;
             for (int k = 0; k < 2; k++) {
                 size_t n = strlen(t->p[i].name) + 16;
                 names[n_ent] = tdm_xmalloc(n);
@@ -210,12 +226,18 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
                 ents[n_ent].name = names[n_ent];
                 ents[n_ent].ndim = t->p[i].ndim;
                 ents[n_ent].shape = t->p[i].shape;
-                ents[n_ent].data = k ? spec->exp_avg_sq[i] : spec->exp_avg[i];
+                ents[n_ent].data = streamed ? NULL : k ? spec->exp_avg_sq[i] : spec->exp_avg[i];
+                oe.param[n_ent] = i;
+                oe.which[n_ent] = k;
                 n_ent++;
             }
         }
         snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp_dir);
-        if (write_hashed(path, ents, n_ent, meta, 2, &hashes[1], &sizes[1], err) != 0) goto fail;
+        int wrc = write_hashed(path, ents, n_ent, meta, 2, streamed ? provide_optim : NULL, &oe, &hashes[1],
+                               &sizes[1], err);
+        free(oe.param);
+        free(oe.which);
+        if (wrc != 0) goto fail;
         present[1] = 1;
     }
 

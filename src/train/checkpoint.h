@@ -65,13 +65,22 @@ typedef struct tdm_ckpt_state {
     uint64_t model_fingerprint;    /* tdm_ckpt_model_fingerprint of the table */
 } tdm_ckpt_state;
 
-/* What to save. The caller (rank 0) has gathered the optimizer state into parameter shape. */
+/* What to save. The optimizer state, in parameter shape, comes either from two arrays held
+ * whole in memory or from optim_state, asked for one tensor at a time as the file is written
+ * (the trainer gathers each parameter's state from the ranks' shards only when its turn
+ * comes, so rank 0 never holds more than one parameter's m and v). */
 typedef struct tdm_ckpt_save_spec {
     const char *config_json_path;  /* copied into the checkpoint (may be NULL) */
     const char *preprocessor_json_path; /* likewise; NULL when the preprocessor is Qwen3-VL's defaults */
     const tdm_param_table *params; /* weights: every tensor's data */
     const float *const *exp_avg;   /* [params->n]: m in parameter shape, NULL for frozen; NULL = no optimizer */
     const float *const *exp_avg_sq;/* [params->n]: v likewise */
+    /* Used instead of the arrays when not NULL: m (which = 0) or v (which = 1) of parameter
+     * `param`, [numel] floats valid until the next call, or NULL after setting *err (the save
+     * fails). Asked for exactly the trainable parameters, in table order, m before v, each
+     * once; possibly not to the end when a write fails first. */
+    const float *(*optim_state)(void *ctx, int param, int which, tdm_error *err);
+    void *optim_ctx;
     const tdm_ckpt_state *state;
 } tdm_ckpt_save_spec;
 

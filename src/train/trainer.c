@@ -516,8 +516,72 @@ static void recv_floats(float *x, int64_t n, int src, int tag, MPI_Comm comm) {
                  MPI_STATUS_IGNORE);
 }
 
-/* Collective: the optimizer shards are gathered in parameter shape on rank 0, which
- * writes the checkpoint; every rank learns whether it worked. */
+/* The optimizer state streamed to rank 0's checkpoint writer one parameter at a time
+ * (tdm_ckpt_save_spec.optim_state): rank 0 holds m and v of the parameter being written, never
+ * the whole state (twice the weights: 66 GB for Qwen3-VL-8B). With the distributed optimizer
+ * the other ranks send, parameter by parameter in table order, the pieces of it they own;
+ * rank 0 receives them in the same order. Without it rank 0's own copy is complete and nobody
+ * sends. */
+typedef struct state_stream {
+    trainer *t;
+    int senders;                 /* ranks whose pieces make up the state: dp, or 1 */
+    tdm_ddp_opt_piece **pieces;  /* [senders]: each rank's pieces, sorted by (param, offset) */
+    int *n_pieces, *next;        /* [senders]: how many; the first not yet received */
+    int next_param;              /* the first parameter not yet assembled */
+    float *m, *v;                /* [largest trainable numel] */
+    const float *own_m, *own_v;  /* rank 0's state arrays */
+} state_stream;
+
+static int cmp_piece(const void *a, const void *b) {
+    const tdm_ddp_opt_piece *x = a, *y = b;
+    if (x->param != y->param) return (x->param > y->param) - (x->param < y->param);
+    return (x->param_offset > y->param_offset) - (x->param_offset < y->param_offset);
+}
+
+/* Assembles parameters next_param .. `upto` (inclusive) into s->m, s->v, receiving every
+ * piece the other ranks send for them (those before `upto` are received and dropped: a
+ * parameter the writer did not ask for, or all of them after a failed write, so that no
+ * sender is left blocked). Returns 0, or -1 when the pieces do not cover `upto`. */
+static int assemble_upto(state_stream *s, int upto) {
+    tdm_param_table *pt = tdm_model_params(s->t->model);
+    int64_t covered = 0;
+    for (; s->next_param <= upto; s->next_param++) {
+        int i = s->next_param;
+        covered = 0;
+        for (int r = 0; r < s->senders; r++) {
+            for (; s->next[r] < s->n_pieces[r] && s->pieces[r][s->next[r]].param == i; s->next[r]++) {
+                const tdm_ddp_opt_piece *p = &s->pieces[r][s->next[r]];
+                float *dm = s->m + p->param_offset, *dv = s->v + p->param_offset;
+                if (r == 0) {
+                    memcpy(dm, s->own_m + p->state_offset, sizeof(float) * (size_t)p->count);
+                    memcpy(dv, s->own_v + p->state_offset, sizeof(float) * (size_t)p->count);
+                } else {
+                    recv_floats(dm, p->count, r, 4, s->t->comm);
+                    recv_floats(dv, p->count, r, 5, s->t->comm);
+                }
+                covered += p->count;
+            }
+        }
+    }
+    return upto < 0 || covered == pt->p[upto].numel ? 0 : -1;
+}
+
+static const float *stream_state(void *ctx, int param, int which, tdm_error *err) {
+    state_stream *s = ctx;
+    if (which == 0) {
+        if (param < s->next_param || assemble_upto(s, param) != 0) {
+            tdm_errorf(err, "the optimizer shards do not cover parameter %s", tdm_model_params(s->t->model)->p[param].name);
+            return NULL;
+        }
+        return s->m;
+    }
+    return param == s->next_param - 1 ? s->v : NULL;
+}
+
+static int finish_save(trainer *t, int ok, uint64_t t0, tdm_error *err);
+
+/* Collective: rank 0 writes the checkpoint, the optimizer state gathered into parameter
+ * shape one parameter at a time as it is written; every rank learns whether it worked. */
 static int save_checkpoint(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
     tdm_ddp_wait_params(t->ddp);
@@ -526,58 +590,42 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
     int np = tdm_ddp_opt_pieces(t->ddp, NULL, 0);
     tdm_ddp_opt_piece *pieces = tdm_xcalloc((size_t)(np ? np : 1), sizeof *pieces);
     tdm_ddp_opt_pieces(t->ddp, pieces, np);
-    int64_t state_n = tdm_ddp_opt_numel(t->ddp);
+    qsort(pieces, (size_t)np, sizeof *pieces, cmp_piece);
     uint64_t t0 = tdm_now_ns();
     int ok = 1;
-    float **m = NULL, **v = NULL;
-    if (t->rank == 0 && !a->no_save_optim) {
-        m = tdm_xcalloc((size_t)pt->n, sizeof *m);
-        v = tdm_xcalloc((size_t)pt->n, sizeof *v);
-        for (int i = 0; i < pt->n; i++) {
-            if (!pt->p[i].trainable) continue;
-            m[i] = tdm_xcalloc((size_t)pt->p[i].numel, sizeof(float));
-            v[i] = tdm_xcalloc((size_t)pt->p[i].numel, sizeof(float));
+    /* --no-save-optim: nothing to gather; without the distributed optimizer rank 0 has it all */
+    int senders = a->no_save_optim ? 0 : distributed ? t->dp : 1;
+    const float *sm = tdm_ddp_opt_m(t->ddp), *sv = tdm_ddp_opt_v(t->ddp);
+    if (t->rank != 0) {
+        if (t->rank < senders) { /* the piece list, then each piece's m and v in (param, offset) order */
+            MPI_Send(&np, 1, MPI_INT, 0, 1, t->comm);
+            MPI_Send(pieces, (int)(sizeof *pieces * (size_t)np), MPI_BYTE, 0, 3, t->comm);
+            for (int k = 0; k < np; k++) {
+                send_floats(sm + pieces[k].state_offset, pieces[k].count, 0, 4, t->comm);
+                send_floats(sv + pieces[k].state_offset, pieces[k].count, 0, 5, t->comm);
+            }
         }
+        free(pieces);
+        return finish_save(t, 0, t0, err);
     }
-    /* rank by rank, pieces then m and v; without the distributed optimizer every rank holds
-       everything and rank 0's own copy is enough */
-    int senders = a->no_save_optim ? 0 : distributed ? t->dp : 1; /* --no-save-optim: nothing to gather */
-    for (int r = 0; r < senders; r++) {
-        int n = np;
-        int64_t sn = state_n;
-        tdm_ddp_opt_piece *pc = pieces;
-        const float *sm = tdm_ddp_opt_m(t->ddp), *sv = tdm_ddp_opt_v(t->ddp);
-        float *bm = NULL, *bv = NULL;
-        if (r != 0 && (t->rank == r || t->rank == 0)) {
-            if (t->rank == r) {
-                MPI_Send(&n, 1, MPI_INT, 0, 1, t->comm);
-                MPI_Send(&sn, 1, MPI_INT64_T, 0, 2, t->comm);
-                MPI_Send(pieces, (int)(sizeof *pieces * (size_t)n), MPI_BYTE, 0, 3, t->comm);
-                send_floats(sm, sn, 0, 4, t->comm);
-                send_floats(sv, sn, 0, 5, t->comm);
-                continue;
-            }
-            MPI_Recv(&n, 1, MPI_INT, r, 1, t->comm, MPI_STATUS_IGNORE);
-            MPI_Recv(&sn, 1, MPI_INT64_T, r, 2, t->comm, MPI_STATUS_IGNORE);
-            pc = tdm_xcalloc((size_t)(n ? n : 1), sizeof *pc);
-            bm = tdm_xmalloc(sizeof(float) * (size_t)(sn ? sn : 1));
-            bv = tdm_xmalloc(sizeof(float) * (size_t)(sn ? sn : 1));
-            MPI_Recv(pc, (int)(sizeof *pc * (size_t)n), MPI_BYTE, r, 3, t->comm, MPI_STATUS_IGNORE);
-            recv_floats(bm, sn, r, 4, t->comm);
-            recv_floats(bv, sn, r, 5, t->comm);
-            sm = bm;
-            sv = bv;
+    state_stream ss = {.t = t, .senders = senders, .own_m = sm, .own_v = sv};
+    if (senders > 0) {
+        ss.pieces = tdm_xcalloc((size_t)senders, sizeof *ss.pieces);
+        ss.n_pieces = tdm_xcalloc((size_t)senders, sizeof(int));
+        ss.next = tdm_xcalloc((size_t)senders, sizeof(int));
+        ss.pieces[0] = pieces;
+        ss.n_pieces[0] = np;
+        for (int r = 1; r < senders; r++) {
+            MPI_Recv(&ss.n_pieces[r], 1, MPI_INT, r, 1, t->comm, MPI_STATUS_IGNORE);
+            ss.pieces[r] = tdm_xcalloc((size_t)(ss.n_pieces[r] ? ss.n_pieces[r] : 1), sizeof **ss.pieces);
+            MPI_Recv(ss.pieces[r], (int)(sizeof **ss.pieces * (size_t)ss.n_pieces[r]), MPI_BYTE, r, 3, t->comm,
+                     MPI_STATUS_IGNORE);
         }
-        if (t->rank == 0) {
-            for (int k = 0; k < n; k++) {
-                const tdm_ddp_opt_piece *p = &pc[k];
-                memcpy(m[p->param] + p->param_offset, sm + p->state_offset, sizeof(float) * (size_t)p->count);
-                memcpy(v[p->param] + p->param_offset, sv + p->state_offset, sizeof(float) * (size_t)p->count);
-            }
-        }
-        if (pc != pieces) free(pc);
-        free(bm);
-        free(bv);
+        int64_t maxn = 1;
+        for (int i = 0; i < pt->n; i++)
+            if (pt->p[i].trainable && pt->p[i].numel > maxn) maxn = pt->p[i].numel;
+        ss.m = tdm_xmalloc(sizeof(float) * (size_t)maxn);
+        ss.v = tdm_xmalloc(sizeof(float) * (size_t)maxn);
     }
     if (t->rank == 0) {
         tdm_ckpt_state st = {
@@ -608,15 +656,27 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
                                    .preprocessor_json_path =
                                        tdm_feed_preprocessor_path(a->preprocessor, a->model, pp_buf, sizeof pp_buf),
                                    .params = pt,
-                                   .exp_avg = (const float *const *)m,
-                                   .exp_avg_sq = (const float *const *)v,
+                                   .optim_state = senders > 0 ? stream_state : NULL,
+                                   .optim_ctx = &ss,
                                    .state = &st};
         ok = tdm_ckpt_save(a->save, &spec, t->res->saved_checkpoint, sizeof t->res->saved_checkpoint, err) == 0;
-        for (int i = 0; m && i < pt->n; i++) free(m[i]), free(v[i]);
-        free(m);
-        free(v);
+    }
+    if (senders > 0) {
+        assemble_upto(&ss, pt->n - 1); /* after a failed write: what the senders still have in flight */
+        for (int r = 1; r < senders; r++) free(ss.pieces[r]);
+        free(ss.pieces);
+        free(ss.n_pieces);
+        free(ss.next);
+        free(ss.m);
+        free(ss.v);
     }
     free(pieces);
+    return finish_save(t, ok, t0, err);
+}
+
+/* Every rank learns from rank 0 whether the checkpoint was written. */
+static int finish_save(trainer *t, int ok, uint64_t t0, tdm_error *err) {
+    const tdm_train_args *a = t->a;
     MPI_Bcast(&ok, 1, MPI_INT, 0, t->comm);
     if (!ok) {
         t->res->all_ranks_failed = 1;

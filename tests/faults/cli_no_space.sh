@@ -36,6 +36,22 @@ wait_job 120
 if [ "$RC" -eq 0 ] && grep -qE "iteration +3/" "$log2"; then ok
 else bad "the previous checkpoint does not resume (exit $RC)"; tail -n 8 "$log2"; fi
 
+# the same with the distributed optimizer on 2 ranks: rank 0 writes the Adam state as rank 1
+# streams its shard to it, parameter by parameter; a write that fails halfway must not leave
+# rank 1 blocked in a send
+umount "$MNT" && mount -t tmpfs -o size=$((kb * 3 / 2))k tmpfs "$MNT" || { bad "cannot remount $MNT"; finish; exit 1; }
+logd="$W/train_dist.log"
+start_job "$logd" "${TRAIN[@]}" --train-iters 4 --save "$ck" --save-interval 2 --use-distributed-optimizer
+wait_job 180; rc=$RC
+echo "distributed optimizer: exit $rc; $(grep -iE 'space|ENOSPC' "$logd" | head -n1)"
+if [ "$rc" = 124 ]; then bad "distributed optimizer: the job hung on a full disk"
+elif [ "$rc" -ne 0 ] && [ "$rc" -lt 128 ]; then ok
+else bad "distributed optimizer: exit $rc (expected an error exit)"; fi
+grep -i "no space left" "$logd" | grep -qF "$ck/iter_0000004" && grep -qF "optimizer.safetensors" "$logd" && ok \
+  || { bad "distributed optimizer: no 'No space left' message naming the optimizer file"; tail -n 8 "$logd"; }
+[ "$(tracker "$ck")" = 2 ] && ok || bad "distributed optimizer: tracker is '$(tracker "$ck")', expected 2"
+[ "$(ranks_left)" = 0 ] && ok || bad "distributed optimizer: a rank outlived mpirun"
+
 umount "$MNT" && mount -t tmpfs -o ro,size=1m tmpfs "$MNT" || { bad "cannot remount $MNT read-only"; finish; exit 1; }
 log3="$W/readonly.log"
 start_job "$log3" "${TRAIN[@]}" --train-iters 2 --save "$MNT" --save-interval 2

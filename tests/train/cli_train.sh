@@ -34,6 +34,14 @@ grep -q "^\[.*\] iteration        3/       6 | consumed samples:           24 | 
 grep -q "^------------------------ arguments ------------------------$" "$W/full.log" && grep -q "^  overlap_grad_reduce \.* True$" "$W/full.log" \
   && ok "arguments block printed" || bad "arguments block"
 grep -q "overlap_grad_reduce=True" "$W/full.log" && ok "DDP config line printed" || bad "DDP config line"
+# rank 0 writes the Adam state as the ranks stream their shards to it, parameter by parameter
+# (buckets of 400,000 elements cut parameters between the ranks); the plain optimizer's rank 0
+# writes its own whole copy: the two files must be the same bytes
+train 2 --ddp-bucket-size 400000 --train-iters 6 --save "$W/ck_plain" --exit-interval 3 > "$W/plain.log" 2>&1 \
+  && cmp -s "$W/ck/iter_0000003/optimizer.safetensors" "$W/ck_plain/iter_0000003/optimizer.safetensors" \
+  && cmp -s "$W/ck/iter_0000003/model.safetensors" "$W/ck_plain/iter_0000003/model.safetensors" \
+  && ok "optimizer state streamed from 2 shards == the plain optimizer's copy, byte for byte" \
+  || { bad "the distributed optimizer's checkpoint differs from the plain one's"; tail -n 3 "$W/plain.log"; }
 [ -f "$W/ck/iter_0000003/model.safetensors" ] && [ "$(cat "$W/ck/latest_checkpointed_iteration.txt")" = 3 ] && ok "checkpoint layout iter_0000003 + tracker" || bad "checkpoint layout"
 
 ! grep -q "^note: resuming" "$W/b.log" && ok "resume with the same flags and config: no note" \
