@@ -521,6 +521,53 @@ static void test_writer_refuses(void) {
     CHECK(!tdm_file_exists(path), "a refused write left a file");
 }
 
+/* tdm_safetensors_write_stream: values asked for in file order, only for entries without
+ * data, the same bytes as a write from memory (F32 and BF16); a provider failure stops the
+ * write with its message and leaves an existing file as it was. */
+typedef struct provider_log {
+    const float *values[4];
+    int asked[8], n_asked;
+    int fail_at; /* index whose request fails, -1 none */
+} provider_log;
+
+static const float *provide(void *ctx, int index, tdm_error *err) {
+    provider_log *l = ctx;
+    l->asked[l->n_asked++] = index;
+    if (index == l->fail_at) {
+        tdm_errorf(err, "no values for %d", index);
+        return NULL;
+    }
+    return l->values[index];
+}
+
+static void test_write_stream(void) {
+    char p1[512], p2[512];
+    tpath(p1, "mem.safetensors");
+    tpath(p2, "stream.safetensors");
+    float a[6] = {1.5f, -2.25f, 3e-38f, 0.1f, -0.0f, 65504.0f}, b[2] = {7.0f, -1e-3f}, c[3] = {1, 2, 3};
+    int64_t sa[2] = {2, 3}, sb[1] = {2}, sc[1] = {3}, sz[1] = {0};
+    tdm_st_dtype kinds[2] = {TDM_ST_F32, TDM_ST_BF16};
+    for (int k = 0; k < 2; k++) {
+        tdm_st_entry mem[4] = {{"a", 2, sa, a}, {"b", 1, sb, b}, {"empty", 1, sz, NULL}, {"c", 1, sc, c}};
+        tdm_st_entry lazy[4] = {{"a", 2, sa, NULL}, {"b", 1, sb, b}, {"empty", 1, sz, NULL}, {"c", 1, sc, NULL}};
+        provider_log l = {.values = {a, NULL, NULL, c}, .fail_at = -1};
+        tdm_error err = {{0}};
+        CHECK(tdm_safetensors_write(p1, mem, 4, kinds[k], NULL, 0, &err) == 0, "%s", err.msg);
+        CHECK(tdm_safetensors_write_stream(p2, lazy, 4, kinds[k], NULL, 0, provide, &l, NULL, NULL, &err) == 0, "%s",
+              err.msg);
+        CHECK(same_file(p1, p2), "%s: the streamed file differs from the one written from memory",
+              tdm_st_dtype_name(kinds[k]));
+        CHECK(l.n_asked == 2 && l.asked[0] == 0 && l.asked[1] == 3, "asked %d times (first %d)", l.n_asked,
+              l.asked[0]);
+        /* a failing provider: the earlier file stays, the error names the file and the tensor */
+        provider_log f = {.values = {a, NULL, NULL, c}, .fail_at = 3};
+        CHECK(tdm_safetensors_write_stream(p2, lazy, 4, kinds[k], NULL, 0, provide, &f, NULL, NULL, &err) == -1 &&
+                  strstr(err.msg, "no values for 3") && strstr(err.msg, "\"c\"") && strstr(err.msg, p2),
+              "provider failure: %s", err.msg);
+        CHECK(same_file(p1, p2), "a failed streamed write changed the file");
+    }
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tdm_test_st_XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -536,6 +583,7 @@ int main(void) {
     RUN(test_load_params);
     RUN(test_save_load_save);
     RUN(test_writer_refuses);
+    RUN(test_write_stream);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

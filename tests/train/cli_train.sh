@@ -82,12 +82,15 @@ else
 fi
 
 # --- 4. SIGTERM: finish the step, save, exit 0 ----------------------------------------
-# mpirun itself is started here (not through the function) so $! is its pid and the ranks are its children
+# mpirun itself is started here (not through the function) so $! is its pid
 "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${COMMON[@]}" --train-iters 100000 --save "$W/ckt" > "$W/t.log" 2>&1 &
 mp=$!
 for _ in $(seq 1 240); do grep -q "iteration        2/" "$W/t.log" && break; sleep 0.25; done
-ranks=$(pgrep -P "$mp")
-[ -n "$ranks" ] && kill -TERM $ranks
+# the ranks, not mpirun: Open MPI starts them as its children, MPICH's hydra under a proxy
+# (by argv[0]: tandem may have re-executed itself through /proc/self/exe, which renames its comm)
+ranks=$(for p in $(pgrep -f -- "--save $W/ckt"); do
+          [ "$(ps -o args= -p "$p" | cut -d' ' -f1)" = "$TANDEM" ] && echo "$p"; done)
+if [ -n "$ranks" ]; then kill -TERM $ranks; else kill -KILL "$mp"; fi
 wait "$mp"; rc=$?
 if [ "$rc" -eq 0 ] && grep -q "stopping on a signal" "$W/t.log" && [ -f "$W/ckt/latest_checkpointed_iteration.txt" ]; then
   ok "SIGTERM: saved iteration $(cat "$W/ckt/latest_checkpointed_iteration.txt") and exited 0"
