@@ -115,24 +115,73 @@ static int copy_file(const char *src, const char *dst, uint64_t *hash, int64_t *
 typedef struct write_hash {
     XXH3_state_t *s;
     int64_t bytes;
+    /* and, when block > 0, the XXH3 of every `block` bytes (the last block may be shorter) */
+    uint64_t block;
+    XXH3_state_t *bs;
+    uint64_t in_block;
+    uint64_t *blocks;
+    int64_t n_blocks, cap_blocks;
 } write_hash;
+
+static void end_block(write_hash *w) {
+    if (w->n_blocks == w->cap_blocks) {
+        w->cap_blocks = w->cap_blocks ? 2 * w->cap_blocks : 64;
+        w->blocks = tdm_xrealloc(w->blocks, sizeof *w->blocks * (size_t)w->cap_blocks);
+    }
+    w->blocks[w->n_blocks++] = XXH3_64bits_digest(w->bs);
+    XXH3_64bits_reset(w->bs);
+    w->in_block = 0;
+}
 
 static void observe_write(void *ctx, const void *bytes, size_t n) {
     write_hash *w = ctx;
     XXH3_64bits_update(w->s, bytes, n);
     w->bytes += (int64_t)n;
+    const char *p = bytes;
+    while (w->block && n > 0) {
+        size_t k = w->block - w->in_block < n ? (size_t)(w->block - w->in_block) : n;
+        XXH3_64bits_update(w->bs, p, k);
+        w->in_block += k;
+        p += k;
+        n -= k;
+        if (w->in_block == w->block) end_block(w);
+    }
 }
 
+/* Writes a safetensors file, hashing it as it is written; with block > 0 also each block of
+ * it (*blocks[*n_blocks], the caller frees). */
 static int write_hashed(const char *path, const tdm_st_entry *ents, int n, const char *const *meta, int n_meta,
-                        tdm_st_provider provide, void *pctx, uint64_t *hash, int64_t *size, tdm_error *err) {
-    write_hash w = {XXH3_createState(), 0};
+                        tdm_st_provider provide, void *pctx, uint64_t block, uint64_t *hash, int64_t *size,
+                        uint64_t **blocks, int64_t *n_blocks, tdm_error *err) {
+    write_hash w = {.s = XXH3_createState(), .block = block};
     XXH3_64bits_reset(w.s);
+    if (block) {
+        w.bs = XXH3_createState();
+        XXH3_64bits_reset(w.bs);
+    }
     int rc = tdm_safetensors_write_stream(path, ents, n, TDM_ST_F32, meta, n_meta, provide, pctx, observe_write, &w,
                                           err);
+    if (block && w.in_block) end_block(&w);
     *hash = XXH3_64bits_digest(w.s);
     *size = w.bytes;
     XXH3_freeState(w.s);
+    if (block) {
+        XXH3_freeState(w.bs);
+        *blocks = w.blocks;
+        *n_blocks = w.n_blocks;
+    }
     return rc;
+}
+
+/* The block size of optimizer.safetensors' checksums for a file of about `bytes`: at most
+ * TDM_CKPT_MAX_BLOCKS blocks (their hex digits stay a small part of trainer_state.json), at
+ * least 4 KiB each, a power of two. A rank that loads only its shard of the Adam state reads
+ * the blocks that hold it, so smaller blocks waste less at the shard's two ends. */
+#define TDM_CKPT_MAX_BLOCKS 16384
+static uint64_t block_bytes_for(uint64_t bytes) {
+    uint64_t b = 4096;
+    while (b * TDM_CKPT_MAX_BLOCKS < bytes) b *= 2;
+    return b;
 }
 
 /* Entry k of optimizer.safetensors is (param[k], which[k]): asked of spec->optim_state. */
@@ -148,7 +197,7 @@ static const float *provide_optim(void *ctx, int index, tdm_error *err) {
 }
 
 static void state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_t *hashes, const int64_t *sizes,
-                       const int *present) {
+                       const int *present, uint64_t opt_block, const uint64_t *opt_blocks, int64_t n_opt_blocks) {
     tdm_sb_printf(sb, "{\n  \"format_version\": %d,\n", TDM_CKPT_FORMAT_VERSION);
     tdm_sb_printf(sb, "  \"iteration\": %lld,\n  \"consumed_samples\": %lld,\n", (long long)s->iteration,
                   (long long)s->consumed_samples);
@@ -172,8 +221,14 @@ static void state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_t *
     int first = 1;
     for (int i = 0; i < N_CKPT_FILES; i++) {
         if (!present[i]) continue;
-        tdm_sb_printf(sb, "%s\n    \"%s\": {\"bytes\": %lld, \"xxh3\": \"%016" PRIx64 "\"}", first ? "" : ",",
+        tdm_sb_printf(sb, "%s\n    \"%s\": {\"bytes\": %lld, \"xxh3\": \"%016" PRIx64 "\"", first ? "" : ",",
                       CKPT_FILES[i], (long long)sizes[i], hashes[i]);
+        if (i == 1 && opt_block) { /* each block's XXH3, 16 hex digits after 16 */
+            tdm_sb_printf(sb, ",\n      \"block_bytes\": %llu, \"block_xxh3\": \"", (unsigned long long)opt_block);
+            for (int64_t j = 0; j < n_opt_blocks; j++) tdm_sb_printf(sb, "%016" PRIx64, opt_blocks[j]);
+            tdm_sb_puts(sb, "\"");
+        }
+        tdm_sb_puts(sb, "}");
         first = 0;
     }
     tdm_sb_puts(sb, "\n  }\n}\n");
@@ -208,7 +263,9 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
         ents[i] = (tdm_st_entry){.name = t->p[i].name, .ndim = t->p[i].ndim, .shape = t->p[i].shape,
                                  .data = t->p[i].data};
     snprintf(path, sizeof path, "%s/model.safetensors", tmp_dir);
-    if (write_hashed(path, ents, t->n, meta, 2, NULL, NULL, &hashes[0], &sizes[0], err) != 0) goto fail;
+    uint64_t opt_block = 0, *opt_blocks = NULL;
+    int64_t n_opt_blocks = 0;
+    if (write_hashed(path, ents, t->n, meta, 2, NULL, NULL, 0, &hashes[0], &sizes[0], NULL, NULL, err) != 0) goto fail;
     present[0] = 1;
 
     /* 2. Adam state in parameter shape, from the arrays or asked for tensor by tensor */
@@ -232,9 +289,12 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
                 n_ent++;
             }
         }
+        uint64_t approx = 0;
+        for (int k = 0; k < n_ent; k++) approx += 4 * (uint64_t)t->p[oe.param[k]].numel;
+        opt_block = block_bytes_for(approx);
         snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp_dir);
-        int wrc = write_hashed(path, ents, n_ent, meta, 2, streamed ? provide_optim : NULL, &oe, &hashes[1],
-                               &sizes[1], err);
+        int wrc = write_hashed(path, ents, n_ent, meta, 2, streamed ? provide_optim : NULL, &oe, opt_block, &hashes[1],
+                               &sizes[1], &opt_blocks, &n_opt_blocks, err);
         free(oe.param);
         free(oe.which);
         if (wrc != 0) goto fail;
@@ -260,7 +320,7 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
     s2.model_fingerprint = tdm_ckpt_model_fingerprint(t);
     tdm_strbuf sb;
     tdm_sb_init(&sb);
-    state_json(&sb, &s2, hashes, sizes, present);
+    state_json(&sb, &s2, hashes, sizes, present, opt_block, opt_blocks, n_opt_blocks);
     snprintf(path, sizeof path, "%s/trainer_state.json", tmp_dir);
     int rc = tdm_write_file_atomic(path, sb.data, sb.len, err);
     tdm_sb_free(&sb);
@@ -297,6 +357,7 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
     int n = snprintf(text, sizeof text, "%lld\n", (long long)st->iteration);
     if (tdm_write_file_atomic(tracker, text, (size_t)n, err) != 0) goto fail_published;
     if (had_old) remove_tree(old_at);
+    free(opt_blocks);
     for (int i = 0; i < n_ent; i++) free(names[i]);
     free(names);
     free(ents);
@@ -306,6 +367,7 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
 fail:
     remove_tree(tmp_dir);
 fail_published:
+    free(opt_blocks);
     for (int i = 0; i < n_ent; i++) free(names[i]);
     free(names);
     free(ents);
@@ -368,8 +430,43 @@ static int get_hex64(const tdm_json *obj, const char *key, uint64_t *out, const 
     return 0;
 }
 
+/* Per-block checksums of optimizer.safetensors (checkpoints of before 2026-11-30 have none:
+ * block == 0, the file is verified whole). */
+typedef struct block_sums {
+    uint64_t block;
+    int64_t n;
+    uint64_t *hash;
+} block_sums;
+
+static int parse_blocks(const tdm_json *f, const char *file, int64_t size, block_sums *b, tdm_error *err) {
+    double d;
+    if (tdm_json_get_num(f, "block_bytes", &d, err) != 0) return tdm_error_prefix(err, "%s", file);
+    if (!(d >= 1 && d <= 9.0e15)) return tdm_errorf(err, "%s: block_bytes %g: expected a positive byte count", file, d);
+    b->block = (uint64_t)d;
+    b->n = size > 0 ? (int64_t)(((uint64_t)size + b->block - 1) / b->block) : 0;
+    const char *hex = tdm_json_get_str(f, "block_xxh3", err);
+    if (!hex) return tdm_error_prefix(err, "%s", file);
+    if (strlen(hex) != (size_t)b->n * 16)
+        return tdm_errorf(err, "%s: block_xxh3 holds %zu hex digits, %lld blocks of %llu bytes need %lld", file,
+                          strlen(hex), (long long)b->n, (unsigned long long)b->block, (long long)b->n * 16);
+    b->hash = tdm_xmalloc(sizeof *b->hash * (size_t)(b->n ? b->n : 1));
+    for (int64_t j = 0; j < b->n; j++) {
+        char digits[17];
+        memcpy(digits, hex + 16 * j, 16);
+        digits[16] = 0;
+        char *end;
+        b->hash[j] = strtoull(digits, &end, 16);
+        if (*end) {
+            free(b->hash);
+            b->hash = NULL;
+            return tdm_errorf(err, "%s: block_xxh3: block %lld is not 16 hex digits", file, (long long)j);
+        }
+    }
+    return 0;
+}
+
 static int parse_state(const char *file, const char *text, size_t len, tdm_ckpt_state *s, uint64_t *hashes,
-                       int64_t *sizes, int *present, tdm_error *err) {
+                       int64_t *sizes, int *present, block_sums *ob, tdm_error *err) {
     tdm_json_doc *doc = tdm_json_parse(text, len, file, err);
     if (!doc) return -1;
     const tdm_json *r = tdm_json_root(doc);
@@ -427,6 +524,8 @@ static int parse_state(const char *file, const char *text, size_t len, tdm_ckpt_
         if (tdm_json_get_num(f, "bytes", &d, err) != 0) goto bad;
         sizes[i] = (int64_t)d;
         if (get_hex64(f, "xxh3", &hashes[i], file, err) != 0) goto out_err;
+        if (i == 1 && ob && tdm_json_get(f, "block_bytes") && parse_blocks(f, file, sizes[i], ob, err) != 0)
+            goto out_err;
     }
     if (!present[0]) {
         tdm_errorf(err, "%s: files: model.safetensors is not listed", file);
@@ -455,7 +554,7 @@ out_err:
 
 /* Resolves `load` into ck->dir and reads its trainer_state.json into ck->state and ck->state_hash. */
 static int read_state(const char *load, tdm_ckpt *ck, uint64_t *hashes, int64_t *sizes, int *present,
-                      tdm_error *err) {
+                      block_sums *ob, tdm_error *err) {
     memset(ck, 0, sizeof *ck);
     if (tdm_ckpt_resolve(load, ck->dir, sizeof ck->dir, err) != 0) return -1;
     char path[PATH_CAP + 64];
@@ -463,7 +562,7 @@ static int read_state(const char *load, tdm_ckpt *ck, uint64_t *hashes, int64_t 
     size_t len;
     char *text = tdm_read_file(path, 1 << 20, &len, err);
     if (!text) return -1;
-    int rc = parse_state(path, text, len, &ck->state, hashes, sizes, present, err);
+    int rc = parse_state(path, text, len, &ck->state, hashes, sizes, present, ob, err);
     ck->state_hash = XXH3_64bits(text, len);
     free(text);
     return rc;
@@ -473,7 +572,7 @@ int tdm_ckpt_read_state(const char *load, tdm_ckpt *ck, tdm_error *err) {
     uint64_t hashes[N_CKPT_FILES];
     int64_t sizes[N_CKPT_FILES];
     int present[N_CKPT_FILES];
-    return read_state(load, ck, hashes, sizes, present, err);
+    return read_state(load, ck, hashes, sizes, present, NULL, err);
 }
 
 /* ---- reading a file once: its checksum from the bytes as they are loaded
@@ -506,6 +605,14 @@ struct tdm_ckpt_stream {
     uint64_t at;   /* bytes hashed so far, from the start: where the stream reads next */
     uint64_t size; /* bytes, as trainer_state.json records them */
     uint64_t want; /* its XXH3, likewise */
+    uint64_t bytes_read; /* bytes read from the file so far */
+    /* Block mode (b.block > 0: trainer_state.json has a checksum per block): a read verifies
+     * the blocks it touches, whole, the first time, and nothing else; the finish verifies the
+     * blocks asked for. A rank that loads only its shard reads about its share of the file. */
+    block_sums b;
+    unsigned char *verified; /* [b.n] */
+    char *cache;             /* [b.block]: the bytes of block `cached`, the last one verified */
+    int64_t cached;
 };
 
 /* bytes per read: hashed while still in the core's cache (64 KiB to 4 MiB measured the same
@@ -516,6 +623,9 @@ static void stream_close(struct tdm_ckpt_stream *s) {
     if (!s) return;
     if (s->fd >= 0) close(s->fd);
     XXH3_freeState(s->h);
+    free(s->b.hash);
+    free(s->verified);
+    free(s->cache);
     free(s);
 }
 
@@ -562,7 +672,50 @@ static int stream_pread(struct tdm_ckpt_stream *s, void *dst, size_t n, uint64_t
         p += r;
         n -= (size_t)r;
         off += (uint64_t)r;
+        s->bytes_read += (uint64_t)r;
     }
+    return 0;
+}
+
+/* Block mode: reads block j whole into the cache and compares its checksum. */
+static int verify_block(struct tdm_ckpt_stream *s, int64_t j, tdm_error *err) {
+    uint64_t b0 = (uint64_t)j * s->b.block, len = s->size - b0 < s->b.block ? s->size - b0 : s->b.block;
+    s->cached = -1;
+    if (stream_pread(s, s->cache, (size_t)len, b0, err) != 0) return -1;
+    uint64_t h = XXH3_64bits(s->cache, (size_t)len);
+    if (h != s->b.hash[j])
+        return tdm_errorf(err, "%s: bytes %llu-%llu (block %lld of %lld): checksum %016" PRIx64 " does not match "
+                               "trainer_state.json's %016" PRIx64 ": the file is corrupted",
+                          s->path, (unsigned long long)b0, (unsigned long long)(b0 + len - 1), (long long)j,
+                          (long long)s->b.n, h, s->b.hash[j]);
+    s->verified[j] = 1;
+    s->cached = j;
+    return 0;
+}
+
+/* Block mode: bytes [off, off + n) of the file into dst, through verified blocks. */
+static int block_read(struct tdm_ckpt_stream *s, uint64_t off, void *dst, size_t n, tdm_error *err) {
+    char *p = dst;
+    while (n > 0) {
+        int64_t j = (int64_t)(off / s->b.block);
+        uint64_t b0 = (uint64_t)j * s->b.block, end = b0 + s->b.block < s->size ? b0 + s->b.block : s->size;
+        if (off >= end) return tdm_errorf(err, "%s: a read at byte %llu, past its end", s->path, (unsigned long long)off);
+        size_t k = end - off < n ? (size_t)(end - off) : n;
+        if (s->cached != j && s->verified[j]) { /* vouched for once already: read the part again */
+            if (stream_pread(s, p, k, off, err) != 0) return -1;
+        } else {
+            if (s->cached != j && verify_block(s, j, err) != 0) return -1;
+            memcpy(p, s->cache + (off - b0), k);
+        }
+        p += k, off += k, n -= k;
+    }
+    return 0;
+}
+
+/* Block mode: verifies every block j not verified yet for which want == NULL or want[j]. */
+static int verify_blocks(struct tdm_ckpt_stream *s, const unsigned char *want, tdm_error *err) {
+    for (int64_t j = 0; j < s->b.n; j++)
+        if (!s->verified[j] && (!want || want[j]) && verify_block(s, j, err) != 0) return -1;
     return 0;
 }
 
@@ -595,6 +748,7 @@ static int stream_skip(struct tdm_ckpt_stream *s, uint64_t to, tdm_error *err) {
 
 /* Reads bytes [off, off + n) of the file into dst, hashing those the stream has not passed yet. */
 static int stream_read(struct tdm_ckpt_stream *s, uint64_t off, void *dst, size_t n, tdm_error *err) {
+    if (s->b.block) return block_read(s, off, dst, n, err);
     char *p = dst;
     if (off < s->at) { /* hashed already: out of file order, read again */
         size_t k = s->at - off < n ? (size_t)(s->at - off) : n;
@@ -608,13 +762,14 @@ static int stream_read(struct tdm_ckpt_stream *s, uint64_t off, void *dst, size_
 
 /* Hashes the rest of the file and compares size and checksum with trainer_state.json. */
 static int stream_finish(struct tdm_ckpt_stream *s, tdm_error *err) {
-    if (stream_skip(s, s->size, err) != 0) return -1;
+    if (s->b.block ? verify_blocks(s, NULL, err) != 0 : stream_skip(s, s->size, err) != 0) return -1;
     char extra;
     ssize_t r = pread(s->fd, &extra, 1, (off_t)s->size);
     if (r > 0)
         return tdm_errorf(err, "%s: longer than the %llu bytes trainer_state.json says: the file changed while it "
                                "was read",
                           s->path, (unsigned long long)s->size);
+    if (s->b.block) return 0; /* every block matched */
     uint64_t h = XXH3_64bits_digest(s->h);
     return h == s->want ? 0 : checksum_mismatch(s->path, h, s->want, err);
 }
@@ -630,10 +785,29 @@ static int corrupted_instead(struct tdm_ckpt_stream *s, tdm_error *err) {
 }
 
 /* Opens a checkpoint's safetensors file: its stream (size checked) and its parsed header. */
-static int open_tensors(const char *path, int64_t size, uint64_t want, struct tdm_ckpt_stream **s,
+static int open_tensors(const char *path, int64_t size, uint64_t want, block_sums *b, struct tdm_ckpt_stream **s,
                         tdm_safetensors **st, tdm_error *err) {
     *s = stream_open(path, size, want, err);
     if (!*s) return -1;
+    if (b && b->block) { /* block mode: the header's blocks are verified before it is parsed */
+        struct tdm_ckpt_stream *x = *s;
+        x->b = *b;
+        *b = (block_sums){0};
+        x->verified = tdm_xcalloc((size_t)(x->b.n ? x->b.n : 1), 1);
+        x->cache = tdm_xmalloc((size_t)x->b.block);
+        x->cached = -1;
+        unsigned char lenb[8] = {0};
+        uint64_t hlen = 0;
+        int rc = stream_pread(x, lenb, size < 8 ? (size_t)size : 8, 0, err);
+        for (int i = 0; i < 8; i++) hlen |= (uint64_t)lenb[i] << (8 * i);
+        uint64_t hend = hlen < (uint64_t)size - 8 ? 8 + hlen : (uint64_t)size;
+        for (int64_t j = 0; rc == 0 && j < x->b.n && (uint64_t)j * x->b.block < hend; j++) rc = verify_block(x, j, err);
+        if (rc != 0) {
+            stream_close(x);
+            *s = NULL;
+            return -1;
+        }
+    }
     *st = tdm_safetensors_open(path, err);
     if (*st) return 0;
     corrupted_instead(*s, err);
@@ -642,11 +816,22 @@ static int open_tensors(const char *path, int64_t size, uint64_t want, struct td
     return -1;
 }
 
+static int ckpt_open_blocks(const char *load, int with_optimizer, tdm_ckpt *ck, uint64_t *hashes, int64_t *sizes,
+                            int *present, block_sums *ob, tdm_error *err);
+
 static int ckpt_open(const char *load, int with_optimizer, tdm_ckpt *ck, tdm_error *err) {
     uint64_t hashes[N_CKPT_FILES];
     int64_t sizes[N_CKPT_FILES];
     int present[N_CKPT_FILES];
-    if (read_state(load, ck, hashes, sizes, present, err) != 0) return -1;
+    block_sums ob = {0};
+    int rc = ckpt_open_blocks(load, with_optimizer, ck, hashes, sizes, present, &ob, err);
+    free(ob.hash); /* NULL when the optimizer's stream took it */
+    return rc;
+}
+
+static int ckpt_open_blocks(const char *load, int with_optimizer, tdm_ckpt *ck, uint64_t *hashes, int64_t *sizes,
+                            int *present, block_sums *ob, tdm_error *err) {
+    if (read_state(load, ck, hashes, sizes, present, ob, err) != 0) return -1;
     if (ck->state.has_optimizer != present[1])
         return tdm_errorf(err, "%s/trainer_state.json: has_optimizer disagrees with the files listed", ck->dir);
     char path[PATH_CAP + 64];
@@ -661,10 +846,10 @@ static int ckpt_open(const char *load, int with_optimizer, tdm_ckpt *ck, tdm_err
         if (h != hashes[i]) return checksum_mismatch(path, h, hashes[i], err);
     }
     snprintf(path, sizeof path, "%s/model.safetensors", ck->dir);
-    if (open_tensors(path, sizes[0], hashes[0], &ck->model_in, &ck->model, err) != 0) return -1;
+    if (open_tensors(path, sizes[0], hashes[0], NULL, &ck->model_in, &ck->model, err) != 0) return -1;
     if (present[1] && with_optimizer) {
         snprintf(path, sizeof path, "%s/optimizer.safetensors", ck->dir);
-        if (open_tensors(path, sizes[1], hashes[1], &ck->optimizer_in, &ck->optimizer, err) != 0) {
+        if (open_tensors(path, sizes[1], hashes[1], ob, &ck->optimizer_in, &ck->optimizer, err) != 0) {
             tdm_ckpt_close(ck);
             return -1;
         }
@@ -769,11 +954,12 @@ int tdm_ckpt_load_weights(tdm_ckpt *ck, tdm_param_table *t, tdm_error *err) {
     return rc;
 }
 
-/* One Adam tensor, as tdm_safetensors_read_f32 would read it (same messages), through the stream.
- * A tensor missing from an intact file is the state of a parameter that was frozen when it was
+/* One Adam tensor's entry, checked as tdm_safetensors_read_f32 would (same messages). A tensor
+ * missing from an intact file is the state of a parameter that was frozen when it was
  * saved (param names it); from a damaged file, the damage is said instead. */
-static int read_adam(tdm_ckpt *ck, const char *param, const char *name, float *dst, int64_t numel, tdm_error *err) {
-    const tdm_st_tensor *x = tdm_safetensors_find(ck->optimizer, name);
+static int find_adam(tdm_ckpt *ck, const char *param, const char *name, int64_t numel, const tdm_st_tensor **out,
+                     tdm_error *err) {
+    const tdm_st_tensor *x = *out = tdm_safetensors_find(ck->optimizer, name);
     if (!x) {
         tdm_errorf(err, "%s: tensor \"%s\": not in the checkpoint (was %s frozen when it was saved? then add "
                         "--no-load-optim)", ck->optimizer_in->path, name, param);
@@ -784,19 +970,53 @@ static int read_adam(tdm_ckpt *ck, const char *param, const char *name, float *d
                    (long long)x->numel, (long long)numel);
         return corrupted_instead(ck->optimizer_in, err);
     }
-    return read_tensor(ck->optimizer_in, x, dst, err);
+    return 0;
 }
 
 int tdm_ckpt_read_optimizer(tdm_ckpt *ck, const tdm_param_table *t, int i, float *m, float *v, tdm_error *err) {
-    if (!ck->optimizer) return tdm_errorf(err, "--load %s: the checkpoint holds no optimizer state", ck->dir);
-    char name[TDM_PARAM_NAME_MAX + 16];
-    snprintf(name, sizeof name, "exp_avg.%s", t->p[i].name);
-    if (read_adam(ck, t->p[i].name, name, m, t->p[i].numel, err) != 0) return -1;
-    snprintf(name, sizeof name, "exp_avg_sq.%s", t->p[i].name);
-    return read_adam(ck, t->p[i].name, name, v, t->p[i].numel, err);
+    return tdm_ckpt_read_optimizer_range(ck, t, i, 0, t->p[i].numel, m, v, err);
 }
 
-int tdm_ckpt_finish_optimizer(tdm_ckpt *ck, tdm_error *err) {
+int tdm_ckpt_read_optimizer_range(tdm_ckpt *ck, const tdm_param_table *t, int i, int64_t offset, int64_t count,
+                                  float *m, float *v, tdm_error *err) {
     if (!ck->optimizer) return tdm_errorf(err, "--load %s: the checkpoint holds no optimizer state", ck->dir);
-    return stream_finish(ck->optimizer_in, err);
+    if (offset < 0 || count < 0 || offset + count > t->p[i].numel)
+        return tdm_errorf(err, "%s: elements %lld..%lld of %s: it has %lld", ck->optimizer_in->path, (long long)offset,
+                          (long long)(offset + count), t->p[i].name, (long long)t->p[i].numel);
+    char name[TDM_PARAM_NAME_MAX + 16];
+    for (int k = 0; k < 2; k++) {
+        snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", t->p[i].name);
+        const tdm_st_tensor *x = NULL;
+        if (find_adam(ck, t->p[i].name, name, t->p[i].numel, &x, err) != 0) return -1;
+        if (x->dtype != TDM_ST_F32 && (offset != 0 || count != x->numel))
+            return tdm_errorf(err, "%s: tensor \"%s\": %s; a part of a parameter loads from F32 only",
+                              ck->optimizer_in->path, name, tdm_st_dtype_name(x->dtype));
+        int rc = x->dtype == TDM_ST_F32
+                     ? stream_read(ck->optimizer_in, x->file_offset + 4 * (uint64_t)offset, k ? v : m,
+                                   4 * (size_t)count, err)
+                     : read_tensor(ck->optimizer_in, x, k ? v : m, err);
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
+int tdm_ckpt_finish_optimizer(tdm_ckpt *ck, tdm_error *err) { return tdm_ckpt_finish_optimizer_part(ck, NULL, err); }
+
+int tdm_ckpt_finish_optimizer_part(tdm_ckpt *ck, const unsigned char *blocks, tdm_error *err) {
+    if (!ck->optimizer) return tdm_errorf(err, "--load %s: the checkpoint holds no optimizer state", ck->dir);
+    struct tdm_ckpt_stream *s = ck->optimizer_in;
+    if (s->b.block && blocks) return verify_blocks(s, blocks, err);
+    return stream_finish(s, err);
+}
+
+int64_t tdm_ckpt_optimizer_blocks(const tdm_ckpt *ck, const unsigned char **verified) {
+    const struct tdm_ckpt_stream *s = ck->optimizer_in;
+    if (verified) *verified = s ? s->verified : NULL;
+    return s ? s->b.n : 0;
+}
+
+void tdm_ckpt_optimizer_io(const tdm_ckpt *ck, uint64_t *bytes_read, uint64_t *file_bytes) {
+    const struct tdm_ckpt_stream *s = ck->optimizer_in;
+    *bytes_read = s ? s->bytes_read : 0;
+    *file_bytes = s ? s->size : 0;
 }

@@ -11,7 +11,10 @@
  *                               distributed optimizer (absent when saved without optimizer)
  *       trainer_state.json      iteration, consumed samples, scheduler, seed, Adam step,
  *                               dp and optimizer kind at save time, argument and model
- *                               fingerprints, and an XXH3 checksum and size of each file
+ *                               fingerprints, and an XXH3 checksum and size of each file;
+ *                               for optimizer.safetensors also an XXH3 of each block
+ *                               (block_bytes, block_xxh3: 16 hex digits per block), so that
+ *                               a rank can load and check its shard alone
  *
  * Atomicity: everything is written into <save>/iter_0000010.tmp.<pid>/ (each file
  * fsynced), the directory is fsynced and renamed to iter_0000010, <save> is fsynced,
@@ -27,7 +30,11 @@
  * load reaches the file's end), and what was read is vouched for only once that checksum
  * matched: tdm_ckpt_load_weights returns 0 only then (and wipes the table otherwise), and Adam
  * state read with tdm_ckpt_read_optimizer must not be used before tdm_ckpt_finish_optimizer
- * returned 0. Saving hashes each file as it is written, without reading it back.
+ * returned 0. With block checksums, optimizer.safetensors is instead checked block by block:
+ * its header's blocks when it is opened, every other block the first time a read touches it,
+ * and the blocks no read touched by the finish (or, shared between ranks, by
+ * tdm_ckpt_finish_optimizer_part on the rank that was given them). Saving hashes each file
+ * (and each block) as it is written, without reading it back.
  */
 #ifndef TDM_CHECKPOINT_H
 #define TDM_CHECKPOINT_H
@@ -137,6 +144,23 @@ int tdm_ckpt_load_weights(tdm_ckpt *ck, tdm_param_table *t, tdm_error *err);
  * hashing optimizer.safetensors on the way (cheapest in table order, the order it is saved
  * in; any order works). The values are unverified until tdm_ckpt_finish_optimizer. */
 int tdm_ckpt_read_optimizer(tdm_ckpt *ck, const tdm_param_table *t, int i, float *m, float *v, tdm_error *err);
+
+/* Elements [offset, offset + count) of parameter i's Adam state into m[count], v[count]: a
+ * rank's shard. In a checkpoint with per-block checksums (written since 2026-11-30) only the
+ * blocks holding them are read and verified; in an older one the file is hashed up to there. */
+int tdm_ckpt_read_optimizer_range(tdm_ckpt *ck, const tdm_param_table *t, int i, int64_t offset, int64_t count,
+                                  float *m, float *v, tdm_error *err);
+
+/* Per-block checksums: the number of blocks of optimizer.safetensors (0 in an older checkpoint,
+ * or without optimizer state) and, in *verified, which of them the reads so far verified. */
+int64_t tdm_ckpt_optimizer_blocks(const tdm_ckpt *ck, const unsigned char **verified);
+/* Bytes of optimizer.safetensors read so far, and its size. */
+void tdm_ckpt_optimizer_io(const tdm_ckpt *ck, uint64_t *bytes_read, uint64_t *file_bytes);
+/* tdm_ckpt_finish_optimizer for a load shared by ranks: verifies only the blocks with
+ * blocks[j] set (not yet verified), so that ranks which each read their shard can split the
+ * rest of the file between them; the state read is vouched for once every rank's part passed.
+ * blocks == NULL, or an older checkpoint: the whole file, as tdm_ckpt_finish_optimizer. */
+int tdm_ckpt_finish_optimizer_part(tdm_ckpt *ck, const unsigned char *blocks, tdm_error *err);
 
 /* Reads what the tdm_ckpt_read_optimizer calls left out to the end of optimizer.safetensors
  * (state of parameters that are frozen now) and compares the file's size and checksum with

@@ -90,6 +90,8 @@ typedef struct trainer {
     uint64_t start_ns;        /* when the earliest rank's process started: --exit-duration-in-mins counts from here */
     uint64_t timeout_ns;      /* --distributed-timeout-minutes, for the trainer's own collectives too (0: none) */
     int memory_reported;      /* the memory line follows the first iteration line only */
+    tdm_ckpt pending;         /* the checkpoint whose Adam state was read but not yet vouched for */
+    int has_pending;
 } trainer;
 
 static void push_record(trainer *t, const tdm_step_record *r) {
@@ -247,30 +249,65 @@ static int init_weights(trainer *t, tdm_ckpt *ck, int have_ck, tdm_error *err) {
     return 0;
 }
 
-/* Adam state of every trainable parameter from the checkpoint into this rank's shards. */
+/* Optimizer pieces in file order: by parameter, then offset. */
+static int cmp_piece(const void *a, const void *b) {
+    const tdm_ddp_opt_piece *x = a, *y = b;
+    if (x->param != y->param) return (x->param > y->param) - (x->param < y->param);
+    return (x->param_offset > y->param_offset) - (x->param_offset < y->param_offset);
+}
+
+/* This rank's shards of the Adam state, read straight from the checkpoint into the optimizer's
+ * arrays: each piece it owns is a run of one parameter's elements. In a checkpoint with per-block
+ * checksums only the blocks holding them are read; the values are vouched for later, once the
+ * ranks have split the blocks nobody read between them (verify_optimizer_load). */
 static int load_optimizer(trainer *t, tdm_ckpt *ck, tdm_error *err) {
     tdm_param_table *pt = tdm_model_params(t->model);
-    int64_t maxn = 0;
-    for (int i = 0; i < pt->n; i++)
-        if (pt->p[i].trainable && pt->p[i].numel > maxn) maxn = pt->p[i].numel;
-    float *m = tdm_xmalloc(sizeof(float) * (size_t)(maxn ? maxn : 1));
-    float *v = tdm_xmalloc(sizeof(float) * (size_t)(maxn ? maxn : 1));
+    int np = tdm_ddp_opt_pieces(t->ddp, NULL, 0);
+    tdm_ddp_opt_piece *pieces = tdm_xcalloc((size_t)(np ? np : 1), sizeof *pieces);
+    tdm_ddp_opt_pieces(t->ddp, pieces, np);
+    qsort(pieces, (size_t)np, sizeof *pieces, cmp_piece); /* file order */
+    float *m = tdm_ddp_opt_m(t->ddp), *v = tdm_ddp_opt_v(t->ddp);
     int rc = 0;
-    for (int i = 0; i < pt->n && rc == 0; i++) {
-        if (!pt->p[i].trainable) continue;
-        rc = tdm_ckpt_read_optimizer(ck, pt, i, m, v, err);
-        if (rc != 0) { /* a parameter frozen at the save, or a damaged file: the message says which */
-            tdm_error_prefix(err, "--load %s", ck->dir);
-            break;
-        }
-        rc = tdm_ddp_opt_load_piece(t->ddp, i, 0, pt->p[i].numel, m, v, err);
+    for (int k = 0; k < np && rc == 0; k++) {
+        const tdm_ddp_opt_piece *p = &pieces[k];
+        rc = tdm_ckpt_read_optimizer_range(ck, pt, p->param, p->param_offset, p->count, m + p->state_offset,
+                                           v + p->state_offset, err);
+        if (rc != 0) tdm_error_prefix(err, "--load %s", ck->dir); /* a parameter frozen at the save, or damage */
     }
-    /* the file's checksum, from the bytes read above: a mismatch fails the set-up on every rank
-     * (each reads the whole file) before any step uses the pieces loaded */
-    if (rc == 0) rc = tdm_ckpt_finish_optimizer(ck, err);
-    free(m);
-    free(v);
+    free(pieces);
     if (rc == 0) tdm_ddp_opt_set_step_count(t->ddp, ck->state.adam_step);
+    return rc;
+}
+
+/* Collective, after the ranks agreed that they loaded the same checkpoint: every block of
+ * optimizer.safetensors that no rank's shard read is verified by one rank (block j by rank
+ * j mod dp), so that the whole file is checked once and each rank reads about 1/dp of it. An
+ * older checkpoint, without block checksums, is verified whole on every rank. Rank 0 logs
+ * what it read. */
+static int verify_optimizer_load(trainer *t, tdm_error *err) {
+    if (!t->has_pending) return 0;
+    tdm_ckpt *ck = &t->pending;
+    const unsigned char *verified;
+    int64_t nb = tdm_ckpt_optimizer_blocks(ck, &verified);
+    unsigned char *want = NULL;
+    if (nb > 0) {
+        want = tdm_xmalloc((size_t)nb);
+        memcpy(want, verified, (size_t)nb);
+        t_allreduce(t, want, (int)nb, MPI_UNSIGNED_CHAR, MPI_MAX, "checkpoint verification");
+        for (int64_t j = 0; j < nb; j++) want[j] = !want[j] && j % t->dp == t->rank;
+    }
+    int rc = tdm_ckpt_finish_optimizer_part(ck, want, err);
+    if (rc != 0) tdm_error_prefix(err, "--load %s", ck->dir);
+    uint64_t got, size;
+    tdm_ckpt_optimizer_io(ck, &got, &size);
+    if (rc == 0 && t->rank == 0)
+        tdm_log_info("optimizer state: rank 0 read %.1f of %.1f MiB of optimizer.safetensors (%s)", got / 1048576.0,
+                     size / 1048576.0,
+                     nb > 0 ? "its shard, and its share of the blocks no shard held, each checked against its checksum"
+                            : "the whole file: a checkpoint without per-block checksums");
+    free(want);
+    tdm_ckpt_close(ck);
+    t->has_pending = 0;
     return rc;
 }
 
@@ -406,8 +443,9 @@ static int setup_state(trainer *t, tdm_error *err) {
         if (!a->no_load_optim) {
             if (!ck.state.has_optimizer) {
                 rc = tdm_errorf(err, "--load %s: the checkpoint holds no optimizer state (add --no-load-optim)", ck.dir);
-            } else {
-                rc = load_optimizer(t, &ck, err);
+            } else if ((rc = load_optimizer(t, &ck, err)) == 0) {
+                t->pending = ck; /* verified once every rank got here (verify_optimizer_load) */
+                t->has_pending = 1;
             }
         }
         if (rc == 0) tdm_log_info("loaded checkpoint %s at iteration %lld (consumed samples %lld)", ck.dir,
@@ -415,7 +453,7 @@ static int setup_state(trainer *t, tdm_error *err) {
     } else if (rc == 0 && have_ck) {
         tdm_log_info("loaded weights of %s (--finetune: starting at iteration 0)", ck.dir);
     }
-    if (have_ck) tdm_ckpt_close(&ck);
+    if (have_ck && !t->has_pending) tdm_ckpt_close(&ck); /* else t->pending owns it */
     if (rc != 0) return -1;
     if (t->iteration >= a->train_iters && a->train_iters > 0 && t->iteration > 0)
         tdm_log_info("the checkpoint is at iteration %lld, not before --train-iters %lld: nothing to train",
@@ -531,12 +569,6 @@ typedef struct state_stream {
     float *m, *v;                /* [largest trainable numel] */
     const float *own_m, *own_v;  /* rank 0's state arrays */
 } state_stream;
-
-static int cmp_piece(const void *a, const void *b) {
-    const tdm_ddp_opt_piece *x = a, *y = b;
-    if (x->param != y->param) return (x->param > y->param) - (x->param < y->param);
-    return (x->param_offset > y->param_offset) - (x->param_offset < y->param_offset);
-}
 
 /* Assembles parameters next_param .. `upto` (inclusive) into s->m, s->v, receiving every
  * piece the other ranks send for them (those before `upto` are received and dropped: a
@@ -1167,6 +1199,7 @@ static uint64_t process_start_ns(void) {
 }
 
 static void teardown(trainer *t) {
+    if (t->has_pending) tdm_ckpt_close(&t->pending);
     tdm_feed_free(t->valid_feed); /* first: it borrows the training feed's tokenizer */
     tdm_feed_free(t->feed);
     if (t->valid_log) fclose(t->valid_log);
@@ -1274,6 +1307,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
                             err) == 0;
     if (agree(t, ok, err) != 0) goto out;
     if (a->load[0] && same_checkpoint_everywhere(t, err) != 0) goto out;
+    if (a->load[0] && agree(t, verify_optimizer_load(t, err) == 0, err) != 0) goto out;
     if (same_weights_everywhere(t, err) != 0) goto out;
     if (a->inject_nan_iter > 0 && (a->inject_nan_rank < 0 || a->inject_nan_rank == t->rank))
         tdm_ddp_inject_nan(t->ddp, t->rank, a->inject_nan_iter, -1);

@@ -44,6 +44,14 @@ train 2 --ddp-bucket-size 400000 --train-iters 6 --save "$W/ck_plain" --exit-int
   || { bad "the distributed optimizer's checkpoint differs from the plain one's"; tail -n 3 "$W/plain.log"; }
 [ -f "$W/ck/iter_0000003/model.safetensors" ] && [ "$(cat "$W/ck/latest_checkpointed_iteration.txt")" = 3 ] && ok "checkpoint layout iter_0000003 + tracker" || bad "checkpoint layout"
 
+# each rank read its shard of the Adam state and its share of the blocks nobody's shard held
+# (the blocks were all checked: a damaged block fails the load, faults/cli_ckpt_corrupt.sh)
+read_mib=$(sed -nE 's/.*optimizer state: rank 0 read ([0-9.]+) of ([0-9.]+) MiB.*/\1 \2/p' "$W/b.log")
+if [ -n "$read_mib" ] && awk -v r="$read_mib" 'BEGIN { split(r, x, " "); exit !(x[1] > 0 && x[1] < 0.75 * x[2]) }'; then
+  ok "resume at dp=2: rank 0 read $read_mib MiB of optimizer.safetensors (its shard)"
+else
+  bad "resume at dp=2: rank 0's read of optimizer.safetensors: '${read_mib:-no log line}'"
+fi
 ! grep -q "^note: resuming" "$W/b.log" && ok "resume with the same flags and config: no note" \
   || bad "resume noted a change: $(grep -m1 '^note: resuming' "$W/b.log")"
 # the same shapes under another rope_theta, and a longer schedule: both change the numbers, both are noted

@@ -348,8 +348,11 @@ static void test_renamed_adam_tensor(void) {
     if (at) {
         at[11] ^= 0x20; /* "model" -> "Model": same length, the header parses */
         put_back("optimizer.safetensors", good, len);
-        CHECK(load_all(&t, 0, -1, &err) == 3 && strstr(err.msg, "corrupted") && !strstr(err.msg, "frozen"), "%s",
-              err.msg);
+        /* refused at open (the header's blocks are checked before it is parsed) or, in a checkpoint
+         * without block checksums, when the tensor is looked up */
+        int stage = load_all(&t, 0, -1, &err);
+        CHECK((stage == 1 || stage == 3) && strstr(err.msg, "corrupted") && !strstr(err.msg, "frozen"), "stage %d: %s",
+              stage, err.msg);
         at[11] ^= 0x20;
         put_back("optimizer.safetensors", good, len);
         CHECK(load_all(&t, 0, -1, &err) == 0, "%s", err.msg);
@@ -409,6 +412,171 @@ static void test_bf16_weights(void) {
     free_table(&t, data, grad);
 }
 
+/* The per-block checksums of optimizer.safetensors: recorded for every block (checked here
+ * against XXH3 of the file's own blocks), a shard read reads the blocks holding it and no
+ * others, and ranks that split the blocks nobody read between them catch a flip anywhere. */
+static int hex_blocks(uint64_t *block, char **hex) {
+    size_t slen;
+    char *state = slurp("trainer_state.json", &slen);
+    tdm_error err;
+    tdm_json_doc *doc = state ? tdm_json_parse(state, slen, "trainer_state.json", &err) : NULL;
+    const tdm_json *f = doc ? tdm_json_get(tdm_json_get(tdm_json_root(doc), "files"), "optimizer.safetensors") : NULL;
+    double b = 0;
+    const char *h = f ? tdm_json_get_str(f, "block_xxh3", &err) : NULL;
+    int ok = f && h && tdm_json_get_num(f, "block_bytes", &b, &err) == 0;
+    *block = (uint64_t)b;
+    *hex = ok ? tdm_xstrdup(h) : NULL;
+    tdm_json_free(doc);
+    free(state);
+    return ok;
+}
+
+/* Opens the checkpoint as one of `dp` ranks that owns elements [lo, hi) x numel of each
+ * parameter, reads that shard, splits the unread blocks with the other ranks as the trainer
+ * does (`others`: which blocks the other ranks' reads verified) and finishes. Returns the
+ * stage that failed (1 open, 3 read, 4 finish) or 0; *verified gets this rank's verified blocks. */
+static int load_shard(tdm_param_table *t, double lo, double hi, int rank, int dp, const unsigned char *others,
+                      unsigned char *verified, long long *read, tdm_error *err) {
+    tdm_ckpt ck;
+    if (tdm_ckpt_open(g_dir, &ck, err) != 0) return 1;
+    float *m = tdm_xmalloc(sizeof(float) * 3 * COLS), *v = tdm_xmalloc(sizeof(float) * 3 * COLS);
+    int stage = 0;
+    for (int i = 0; i < t->n && stage == 0; i++) {
+        int64_t a = (int64_t)(lo * (double)t->p[i].numel), b = (int64_t)(hi * (double)t->p[i].numel);
+        if (tdm_ckpt_read_optimizer_range(&ck, t, i, a, b - a, m, v, err) != 0) {
+            stage = 3;
+            break;
+        }
+        int64_t bad = -1;
+        for (int64_t j = a; j < b && bad < 0; j++)
+            if (m[j - a] != adam_m(i, j) || v[j - a] != adam_v(i, j)) bad = j;
+        CHECK(bad < 0, "parameter %d: the shard's Adam state differs at %lld", i, (long long)bad);
+    }
+    const unsigned char *mine;
+    int64_t nb = tdm_ckpt_optimizer_blocks(&ck, &mine);
+    if (verified) memcpy(verified, mine, (size_t)nb);
+    unsigned char *want = tdm_xcalloc((size_t)nb + 1, 1);
+    for (int64_t j = 0; j < nb; j++) want[j] = !mine[j] && !(others && others[j]) && j % dp == rank;
+    if (stage == 0 && tdm_ckpt_finish_optimizer_part(&ck, want, err) != 0) stage = 4;
+    uint64_t got, size;
+    tdm_ckpt_optimizer_io(&ck, &got, &size);
+    *read = (long long)got;
+    free(want);
+    free(m);
+    free(v);
+    tdm_ckpt_close(&ck);
+    return stage;
+}
+
+static void test_block_checksums(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad);
+    tdm_error err = {{0}};
+    CHECK(save(&t, &err) == 0, "%s", err.msg);
+    size_t len;
+    char *file = slurp("optimizer.safetensors", &len);
+    uint64_t block = 0;
+    char *hex = NULL;
+    CHECK(hex_blocks(&block, &hex), "trainer_state.json records no block checksums of optimizer.safetensors");
+    if (!file || !hex || !block) {
+        free(file), free(hex), free_table(&t, data, grad);
+        return;
+    }
+    int64_t nb = (int64_t)((len + block - 1) / block);
+    CHECK(strlen(hex) == 16 * (size_t)nb, "%zu hex digits for %lld blocks", strlen(hex), (long long)nb);
+    CHECK(nb >= 16, "%lld blocks of %llu bytes: too few to test a shard's read", (long long)nb,
+          (unsigned long long)block);
+    for (int64_t j = 0; j < nb && 16 * (size_t)j < strlen(hex); j++) {
+        size_t n = (uint64_t)(j + 1) * block <= len ? block : len - (uint64_t)j * block;
+        char want[17];
+        snprintf(want, sizeof want, "%016" PRIx64, XXH3_64bits(file + (uint64_t)j * block, n));
+        CHECK(!strncmp(hex + 16 * j, want, 16), "block %lld: recorded %.16s, the file's is %s", (long long)j,
+              hex + 16 * j, want);
+    }
+    /* two ranks, each a half of every parameter: each reads about half the file (its shard, the
+     * header's blocks, a block at each end of each piece), and both pass */
+    unsigned char *v0 = tdm_xcalloc((size_t)nb, 1), *v1 = tdm_xcalloc((size_t)nb, 1);
+    long long r0, r1;
+    /* (a first pass of rank 1 learns which blocks its reads verify: the trainer's all-reduce) */
+    CHECK(load_shard(&t, 0.5, 1.0, 1, 2, NULL, v1, &r1, &err) == 0, "rank 1: %s", err.msg);
+    CHECK(load_shard(&t, 0.0, 0.5, 0, 2, v1, v0, &r0, &err) == 0, "rank 0: %s", err.msg);
+    CHECK(load_shard(&t, 0.5, 1.0, 1, 2, v0, v1, &r1, &err) == 0, "rank 1: %s", err.msg);
+    long long slack = (long long)block * 8 + 8192; /* header blocks, the pieces' end blocks */
+    CHECK(r0 <= (long long)len / 2 + slack && r1 <= (long long)len / 2 + slack,
+          "the shards read %lld and %lld bytes of a %zu-byte file (blocks of %llu)", r0, r1, len,
+          (unsigned long long)block);
+    int64_t any = 0;
+    for (int64_t j = 0; j < nb; j++) any += v0[j] || v1[j];
+    CHECK(any == nb, "the two shards verified %lld of %lld blocks", (long long)any, (long long)nb);
+    /* one rank reads one parameter, the other nothing: the rest of the file is split by block
+     * index, and a flip in any block fails exactly the rank that verifies it */
+    double lo = 0.25, hi = 0.5; /* of every parameter: both ranks read only this */
+    size_t flips[3] = {len / 3, len / 2 + 5, len - 3};
+    char *bad = tdm_xmalloc(len);
+    for (int f = 0; f < 3; f++) {
+        memcpy(bad, file, len);
+        bad[flips[f]] ^= 0x08;
+        put_back("optimizer.safetensors", bad, len);
+        int64_t j = (int64_t)(flips[f] / block);
+        tdm_error e0 = {{0}}, e1 = {{0}};
+        int s0 = load_shard(&t, lo, hi, 0, 2, NULL, v0, &r0, &e0);
+        int s1 = load_shard(&t, lo, hi, 1, 2, v0, v1, &r1, &e1);
+        CHECK(s0 != 0 || s1 != 0, "a flip at byte %zu (block %lld) passed both ranks", flips[f], (long long)j);
+        const char *msg = s0 ? e0.msg : e1.msg;
+        CHECK(strstr(msg, "optimizer.safetensors") && strstr(msg, "corrupted"), "flip at %zu: %s", flips[f], msg);
+        CHECK(v0[j] || v1[j] || (s0 != 0) == (j % 2 == 0), "flip in block %lld: rank 0 %s, rank 1 %s", (long long)j,
+              s0 ? "failed" : "passed", s1 ? "failed" : "passed");
+    }
+    put_back("optimizer.safetensors", file, len);
+    free(bad);
+    free(v0);
+    free(v1);
+    free(file);
+    free(hex);
+    free_table(&t, data, grad);
+}
+
+/* A checkpoint written before the block checksums (no block_bytes in trainer_state.json) loads
+ * and is verified whole, and a shard read of it still refuses a damaged file. */
+static void test_checkpoint_without_blocks(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad);
+    tdm_error err = {{0}};
+    CHECK(save(&t, &err) == 0, "%s", err.msg);
+    size_t slen, len;
+    char *state = slurp("trainer_state.json", &slen), *file = slurp("optimizer.safetensors", &len);
+    char *at = state ? strstr(state, ",\n      \"block_bytes\"") : NULL;
+    char *end = at ? strchr(strstr(at, "block_xxh3\": \"") + 14, '"') : NULL;
+    CHECK(at && end, "no block fields in trainer_state.json");
+    if (at && end && file) {
+        tdm_strbuf sb;
+        tdm_sb_init(&sb);
+        tdm_sb_printf(&sb, "%.*s%s", (int)(at - state), state, end + 1);
+        put_back("trainer_state.json", sb.data, sb.len);
+        tdm_sb_free(&sb);
+        tdm_ckpt ck;
+        CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0, "%s", err.msg);
+        CHECK(tdm_ckpt_optimizer_blocks(&ck, NULL) == 0, "blocks found in a checkpoint without them");
+        tdm_ckpt_close(&ck);
+        check_clean_load(&t, 0, -1);
+        long long r;
+        CHECK(load_shard(&t, 0.25, 0.5, 1, 2, NULL, NULL, &r, &err) == 0, "%s", err.msg);
+        CHECK(r >= (long long)len, "a shard of a checkpoint without block checksums read %lld of %zu bytes", r, len);
+        file[len - 3] ^= 0x08;
+        put_back("optimizer.safetensors", file, len);
+        CHECK(load_shard(&t, 0.25, 0.5, 1, 2, NULL, NULL, &r, &err) == 4 && strstr(err.msg, "corrupted"), "%s",
+              err.msg);
+        file[len - 3] ^= 0x08;
+        put_back("optimizer.safetensors", file, len);
+        put_back("trainer_state.json", state, slen);
+    }
+    free(state);
+    free(file);
+    free_table(&t, data, grad);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/tdm_test_ckpt_io_%d", (int)getpid());
     snprintf(g_iter, sizeof g_iter, "%s/iter_0000005", g_dir);
@@ -417,6 +585,8 @@ int main(void) {
     const char *cfg = "{\"model_type\": \"qwen3_vl\", \"text_config\": {\"hidden_size\": 8}}\n";
     CHECK(tdm_write_file_atomic(g_config, cfg, strlen(cfg), &err) == 0, "%s", err.msg);
     RUN(test_save_reads_nothing_back);
+    RUN(test_block_checksums);
+    RUN(test_checkpoint_without_blocks);
     RUN(test_format_unchanged);
     RUN(test_load_reads_each_byte_once);
     RUN(test_damage_refused);
