@@ -611,7 +611,7 @@ struct tdm_ckpt_stream {
      * blocks asked for. A rank that loads only its shard reads about its share of the file. */
     block_sums b;
     unsigned char *verified; /* [b.n] */
-    char *cache;             /* [b.block]: the bytes of block `cached`, the last one verified */
+    char *cache;             /* [min(b.block, size)]: the bytes of block `cached`, the last one verified */
     int64_t cached;
 };
 
@@ -794,7 +794,8 @@ static int open_tensors(const char *path, int64_t size, uint64_t want, block_sum
         x->b = *b;
         *b = (block_sums){0};
         x->verified = tdm_xcalloc((size_t)(x->b.n ? x->b.n : 1), 1);
-        x->cache = tdm_xmalloc((size_t)x->b.block);
+        /* (a hand-edited block_bytes beyond the file allocates no more than the file) */
+        x->cache = tdm_xmalloc((size_t)(x->b.block < (uint64_t)size ? x->b.block : (uint64_t)(size ? size : 1)));
         x->cached = -1;
         unsigned char lenb[8] = {0};
         uint64_t hlen = 0;

@@ -554,9 +554,25 @@ static void test_checkpoint_without_blocks(void) {
         tdm_strbuf sb;
         tdm_sb_init(&sb);
         tdm_sb_printf(&sb, "%.*s%s", (int)(at - state), state, end + 1);
+        tdm_ckpt ck;
+        /* a hand-edited block size: refused at open, naming trainer_state.json */
+        const char *sizes[] = {"\"block_bytes\": 1e15", "\"block_bytes\": 0", "\"block_bytes\": 8192"};
+        for (int k = 0; k < 3; k++) {
+            char *bb = strstr(state, "\"block_bytes\": ");
+            char *comma = bb ? strchr(bb, ',') : NULL;
+            if (!comma) break;
+            tdm_strbuf e;
+            tdm_sb_init(&e);
+            tdm_sb_printf(&e, "%.*s%s%s", (int)(bb - state), state, sizes[k], comma);
+            put_back("trainer_state.json", e.data, e.len);
+            tdm_sb_free(&e);
+            int rc = tdm_ckpt_open(g_dir, &ck, &err);
+            if (rc == 0) tdm_ckpt_close(&ck);
+            CHECK(rc != 0 && strstr(err.msg, "trainer_state.json") && strstr(err.msg, "block"), "%s: %s", sizes[k],
+                  rc ? err.msg : "opened");
+        }
         put_back("trainer_state.json", sb.data, sb.len);
         tdm_sb_free(&sb);
-        tdm_ckpt ck;
         CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0, "%s", err.msg);
         CHECK(tdm_ckpt_optimizer_blocks(&ck, NULL) == 0, "blocks found in a checkpoint without them");
         tdm_ckpt_close(&ck);
