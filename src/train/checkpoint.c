@@ -184,16 +184,16 @@ static uint64_t block_bytes_for(uint64_t bytes) {
     return b;
 }
 
-/* Entry k of optimizer.safetensors is (param[k], which[k]): asked of spec->optim_state. */
+/* optimizer.safetensors holds (exp_avg, exp_avg_sq) pairs: entry k is m (k even) or v (k odd)
+ * of parameter param[k / 2], asked of spec->optim_state. */
 typedef struct optim_entries {
     const tdm_ckpt_save_spec *spec;
     int *param;
-    int *which; /* 0: exp_avg, 1: exp_avg_sq */
 } optim_entries;
 
 static const float *provide_optim(void *ctx, int index, tdm_error *err) {
     const optim_entries *o = ctx;
-    return o->spec->optim_state(o->spec->optim_ctx, o->param[index], o->which[index], err);
+    return o->spec->optim_state(o->spec->optim_ctx, o->param[index / 2], index % 2, err);
 }
 
 static void state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_t *hashes, const int64_t *sizes,
@@ -272,8 +272,7 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
     int streamed = spec->optim_state != NULL;
     if (streamed || (spec->exp_avg && spec->exp_avg_sq)) {
         names = tdm_xcalloc((size_t)t->n * 2, sizeof *names);
-        optim_entries oe = {spec, tdm_xcalloc((size_t)t->n * 2 + 1, sizeof(int)),
-                            tdm_xcalloc((size_t)t->n * 2 + 1, sizeof(int))};
+        optim_entries oe = {spec, tdm_xcalloc((size_t)t->n + 1, sizeof(int))};
         for (int i = 0; i < t->n; i++) {
             if (streamed ? !t->p[i].trainable : !spec->exp_avg[i]) continue;
             for (int k = 0; k < 2; k++) {
@@ -284,19 +283,17 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
                 ents[n_ent].ndim = t->p[i].ndim;
                 ents[n_ent].shape = t->p[i].shape;
                 ents[n_ent].data = streamed ? NULL : k ? spec->exp_avg_sq[i] : spec->exp_avg[i];
-                oe.param[n_ent] = i;
-                oe.which[n_ent] = k;
+                oe.param[n_ent / 2] = i;
                 n_ent++;
             }
         }
         uint64_t approx = 0;
-        for (int k = 0; k < n_ent; k++) approx += 4 * (uint64_t)t->p[oe.param[k]].numel;
+        for (int k = 0; k < n_ent; k++) approx += 4 * (uint64_t)t->p[oe.param[k / 2]].numel;
         opt_block = block_bytes_for(approx);
         snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp_dir);
         int wrc = write_hashed(path, ents, n_ent, meta, 2, streamed ? provide_optim : NULL, &oe, opt_block, &hashes[1],
                                &sizes[1], &opt_blocks, &n_opt_blocks, err);
         free(oe.param);
-        free(oe.which);
         if (wrc != 0) goto fail;
         present[1] = 1;
     }
@@ -699,7 +696,8 @@ static int block_read(struct tdm_ckpt_stream *s, uint64_t off, void *dst, size_t
     while (n > 0) {
         int64_t j = (int64_t)(off / s->b.block);
         uint64_t b0 = (uint64_t)j * s->b.block, end = b0 + s->b.block < s->size ? b0 + s->b.block : s->size;
-        if (off >= end) return tdm_errorf(err, "%s: a read at byte %llu, past its end", s->path, (unsigned long long)off);
+        if (off >= end)
+            return tdm_errorf(err, "%s: a read at byte %llu, past its end", s->path, (unsigned long long)off);
         size_t k = end - off < n ? (size_t)(end - off) : n;
         if (s->cached != j && s->verified[j]) { /* vouched for once already: read the part again */
             if (stream_pread(s, p, k, off, err) != 0) return -1;

@@ -249,11 +249,20 @@ static int init_weights(trainer *t, tdm_ckpt *ck, int have_ck, tdm_error *err) {
     return 0;
 }
 
-/* Optimizer pieces in file order: by parameter, then offset. */
 static int cmp_piece(const void *a, const void *b) {
     const tdm_ddp_opt_piece *x = a, *y = b;
     if (x->param != y->param) return (x->param > y->param) - (x->param < y->param);
     return (x->param_offset > y->param_offset) - (x->param_offset < y->param_offset);
+}
+
+/* This rank's optimizer pieces (*np of them; the caller frees) in the checkpoint file's order:
+ * by parameter, then offset. */
+static tdm_ddp_opt_piece *pieces_in_file_order(trainer *t, int *np) {
+    *np = tdm_ddp_opt_pieces(t->ddp, NULL, 0);
+    tdm_ddp_opt_piece *pieces = tdm_xcalloc((size_t)(*np ? *np : 1), sizeof *pieces);
+    tdm_ddp_opt_pieces(t->ddp, pieces, *np);
+    qsort(pieces, (size_t)*np, sizeof *pieces, cmp_piece);
+    return pieces;
 }
 
 /* This rank's shards of the Adam state, read straight from the checkpoint into the optimizer's
@@ -262,10 +271,8 @@ static int cmp_piece(const void *a, const void *b) {
  * ranks have split the blocks nobody read between them (verify_optimizer_load). */
 static int load_optimizer(trainer *t, tdm_ckpt *ck, tdm_error *err) {
     tdm_param_table *pt = tdm_model_params(t->model);
-    int np = tdm_ddp_opt_pieces(t->ddp, NULL, 0);
-    tdm_ddp_opt_piece *pieces = tdm_xcalloc((size_t)(np ? np : 1), sizeof *pieces);
-    tdm_ddp_opt_pieces(t->ddp, pieces, np);
-    qsort(pieces, (size_t)np, sizeof *pieces, cmp_piece); /* file order */
+    int np;
+    tdm_ddp_opt_piece *pieces = pieces_in_file_order(t, &np);
     float *m = tdm_ddp_opt_m(t->ddp), *v = tdm_ddp_opt_v(t->ddp);
     int rc = 0;
     for (int k = 0; k < np && rc == 0; k++) {
@@ -600,14 +607,19 @@ static int assemble_upto(state_stream *s, int upto) {
 
 static const float *stream_state(void *ctx, int param, int which, tdm_error *err) {
     state_stream *s = ctx;
+    const char *name = tdm_model_params(s->t->model)->p[param].name;
     if (which == 0) {
         if (param < s->next_param || assemble_upto(s, param) != 0) {
-            tdm_errorf(err, "the optimizer shards do not cover parameter %s", tdm_model_params(s->t->model)->p[param].name);
+            tdm_errorf(err, "the optimizer shards do not cover parameter %s", name);
             return NULL;
         }
         return s->m;
     }
-    return param == s->next_param - 1 ? s->v : NULL;
+    if (param != s->next_param - 1) { /* v is asked right after m of the same parameter */
+        tdm_errorf(err, "exp_avg_sq of %s asked before its exp_avg", name);
+        return NULL;
+    }
+    return s->v;
 }
 
 static int finish_save(trainer *t, int ok, uint64_t t0, tdm_error *err);
@@ -619,10 +631,8 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
     tdm_ddp_wait_params(t->ddp);
     tdm_param_table *pt = tdm_model_params(t->model);
     int distributed = tdm_ddp_get_config(t->ddp)->use_distributed_optimizer;
-    int np = tdm_ddp_opt_pieces(t->ddp, NULL, 0);
-    tdm_ddp_opt_piece *pieces = tdm_xcalloc((size_t)(np ? np : 1), sizeof *pieces);
-    tdm_ddp_opt_pieces(t->ddp, pieces, np);
-    qsort(pieces, (size_t)np, sizeof *pieces, cmp_piece);
+    int np;
+    tdm_ddp_opt_piece *pieces = pieces_in_file_order(t, &np);
     uint64_t t0 = tdm_now_ns();
     int ok = 1;
     /* --no-save-optim: nothing to gather; without the distributed optimizer rank 0 has it all */
