@@ -1,5 +1,7 @@
-/* elementwise.c - plain elementwise array arithmetic (residual adds). */
+/* elementwise.c - plain elementwise array arithmetic (residual adds, bfloat16 rounding). */
 #include "kernels/kernels.h"
+
+#include <string.h>
 
 #include "kernels/vec.h"
 
@@ -14,4 +16,21 @@ void tdm_add_into(float *y, const float *x, int64_t n) {
     }
     for (; i + 8 <= n; i += 8) tdm_v8_store(y + i, tdm_v8_load(y + i) + tdm_v8_load(x + i));
     for (; i < n; i++) y[i] += x[i];
+}
+
+/* The bfloat16 of x is the upper half of its fp32 bits once the lower half is rounded into it:
+ * adding 0x7fff, plus 1 when the kept part is odd, carries exactly when the dropped half is above
+ * one half of the last kept bit, or equal to it with an odd kept part (ties to even); a carry out
+ * of the largest finite value reaches the infinity pattern. A NaN keeps its upper half, made quiet. */
+void tdm_round_to_bf16(float *y, uint16_t *bits, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        if ((u & 0x7fffffffu) > 0x7f800000u)
+            u = (u | 0x00400000u) & 0xffff0000u;
+        else
+            u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        if (bits) bits[i] = (uint16_t)(u >> 16);
+        memcpy(&y[i], &u, 4);
+    }
 }

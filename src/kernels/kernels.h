@@ -136,6 +136,11 @@ void tdm_adamw_step(float *p, const float *grad, float *m, float *v, int64_t n, 
 /* y[i] += x[i] for i < n (the residual adds); the arrays may not overlap unless equal. */
 void tdm_add_into(float *y, const float *x, int64_t n);
 
+/* bfloat16 parameters (--bf16): for i < n, y[i] = x[i] rounded to the nearest bfloat16 (ties to
+ * even; a value above the largest bfloat16 becomes infinity; a NaN stays a quiet NaN), stored as
+ * fp32, and bits[i] its 16 bits (the upper half of y[i]'s) when bits != NULL. y may be x. */
+void tdm_round_to_bf16(float *y, uint16_t *bits, const float *x, int64_t n);
+
 /* ---- checks ------------------------------------------------------------------------ */
 /* 1 when every x[i], i < n, is finite (no NaN, no infinity), else 0. */
 int tdm_all_finite(const float *x, int64_t n);

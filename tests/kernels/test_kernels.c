@@ -20,6 +20,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "adamw_golden.h"
 #include "harness.h"
@@ -582,6 +583,61 @@ static void test_all_finite(void) {
     }
 }
 
+/* The nearest bfloat16 to a finite x, found without bit tricks: the two candidates around x
+ * (x's bits truncated toward zero, and the next bfloat16 away from zero, whose value for the
+ * infinity pattern is 2^128 as IEEE rounding has it) are compared by distance in double, where
+ * x, both candidates and their midpoint are exact; a tie picks the even one. */
+static float ref_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t lo = u & 0xffff0000u, hi = lo + 0x10000u;
+    float flo, fhi;
+    memcpy(&flo, &lo, 4);
+    memcpy(&fhi, &hi, 4);
+    double dlo = flo, dhi = (hi & 0x7fffffffu) == 0x7f800000u ? copysign(0x1p128, x) : (double)fhi;
+    double elo = fabs((double)x - dlo), ehi = fabs(dhi - (double)x);
+    uint32_t pick = elo < ehi ? lo : ehi < elo ? hi : ((lo >> 16) & 1u) ? hi : lo;
+    float r;
+    memcpy(&r, &pick, 4);
+    return r;
+}
+
+/* tdm_round_to_bf16 against ref_bf16 on random bit patterns of every exponent and on the edge
+ * cases (ties both ways, FLT_MAX and the values just under the overflow threshold, subnormals,
+ * zeros, infinities), in place and out of place; a NaN stays a NaN. */
+static void test_round_to_bf16(void) {
+    enum { N = 4099 };
+    static float x[N], y[N], z[N];
+    static uint16_t bits[N];
+    uint64_t s = 12345;
+    int k = 0;
+    const uint32_t edge[] = {0x3f808000u, 0x3f818000u, 0xbf818000u, 0x7f7fffffu, 0x7f7f7fffu, 0x7f7f8000u,
+                             0x7f7effffu, 0x00000001u, 0x00008000u, 0x00018000u, 0x807fffffu, 0x00000000u,
+                             0x80000000u, 0x7f800000u, 0xff800000u, 0x3f7fffffu, 0x3f80ffffu, 0x3f807fffu};
+    for (; k < (int)(sizeof edge / sizeof edge[0]); k++) memcpy(&x[k], &edge[k], 4);
+    for (; k < N - 1; k++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t u = (uint32_t)(s >> 32);
+        if ((u & 0x7f800000u) == 0x7f800000u) u &= 0xbfffffffu; /* finite ones here */
+        memcpy(&x[k], &u, 4);
+    }
+    x[N - 1] = NAN;
+    tdm_round_to_bf16(y, bits, x, N);
+    for (int i = 0; i < N - 1; i++) {
+        float r = ref_bf16(x[i]);
+        uint32_t a, b;
+        memcpy(&a, &y[i], 4);
+        memcpy(&b, &r, 4);
+        CHECK(a == b, "x %a: %08x, the nearest bfloat16 is %08x", (double)x[i], (unsigned)a, (unsigned)b);
+        CHECK(bits[i] == (uint16_t)(a >> 16) && (a & 0xffffu) == 0, "x %a: bits %04x for %08x", (double)x[i],
+              bits[i], (unsigned)a);
+    }
+    CHECK(isnan(y[N - 1]), "NaN rounded to %g", (double)y[N - 1]);
+    memcpy(z, x, sizeof z);
+    tdm_round_to_bf16(z, NULL, z, N);
+    CHECK(memcmp(z, y, sizeof z) == 0, "in place differs from out of place");
+}
+
 int main(void) {
     RUN(test_linear);
     RUN(test_layernorm);
@@ -598,5 +654,6 @@ int main(void) {
     RUN(test_adamw_closed_form);
     RUN(test_adamw_matches_torch);
     RUN(test_all_finite);
+    RUN(test_round_to_bf16);
     return TEST_SUMMARY();
 }
