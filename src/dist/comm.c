@@ -72,6 +72,9 @@ static void start_op(tdm_comm *c, tdm_comm_op *op) {
     case TDM_COMM_ALLGATHER:
         MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->buf, op->count, MPI_FLOAT, c->comm, &op->req);
         break;
+    case TDM_COMM_ALLGATHER_BF16:
+        MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->bits, op->count, MPI_UINT16_T, c->comm, &op->req);
+        break;
     }
 }
 
@@ -81,6 +84,15 @@ static void finish_op(tdm_comm *c, tdm_comm_op *op) {
      * to where the layout says rank r's shard lives. */
     if (op->kind == TDM_COMM_REDUCE_SCATTER && c->rank != 0)
         memmove(op->buf + (size_t)c->rank * (size_t)op->count, op->buf, (size_t)op->count * sizeof(float));
+    /* bfloat16 parameters: the gathered values widened in place of the fp32 ones the kernels read
+     * (a bfloat16 is the upper half of its fp32; this rank's own shard gets the values it holds) */
+    if (op->kind == TDM_COMM_ALLGATHER_BF16) {
+        const size_t n = (size_t)op->count * (size_t)c->size;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)op->bits[i] << 16;
+            memcpy(&op->buf[i], &u, sizeof u);
+        }
+    }
     op->done_ns = tdm_now_ns();
     if (tdm_prof_on(1)) tdm_prof_complete(TDM_PROF_COMM, 1, op->name, op->start_ns, op->done_ns, op->bucket);
 }

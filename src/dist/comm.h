@@ -32,6 +32,9 @@ typedef enum tdm_comm_kind {
     TDM_COMM_REDUCE_SCATTER, /* in place: buf[0 .. count*size) summed; rank r keeps
                                 buf[r*count .. (r+1)*count) (moved there on completion) */
     TDM_COMM_ALLGATHER,      /* in place: rank r contributes buf[r*count .. (r+1)*count) */
+    TDM_COMM_ALLGATHER_BF16, /* in place on bits[0 .. count*size) (bfloat16, rank r contributes
+                                bits[r*count ..)); on completion every element is widened into
+                                buf[0 .. count*size) as fp32 */
 } tdm_comm_kind;
 
 typedef enum tdm_comm_state {
@@ -47,6 +50,7 @@ typedef enum tdm_comm_state {
 typedef struct tdm_comm_op {
     tdm_comm_kind kind;
     float *buf;
+    uint16_t *bits;     /* ALLGATHER_BF16 only */
     int count;          /* elements (per rank for REDUCE_SCATTER and ALLGATHER) */
     int bucket;         /* for the profiler */
     const char *name;   /* profiler event name, a string literal */

@@ -48,6 +48,10 @@ typedef struct tdm_ddp_config {
     double timeout_minutes;        /* a bucket collective not done after this long ends the job on every
                                       rank (Megatron's --distributed-timeout-minutes, default
                                       TDM_DDP_TIMEOUT_MINUTES); 0 = wait forever */
+    int bf16_params;               /* --bf16: parameters hold bfloat16 values (fp32 storage, so the
+                                      kernels are unchanged); AdamW updates an fp32 main copy of the
+                                      owned elements and rounds it back; the all-gather moves the
+                                      16-bit values, half the bytes of the fp32 reduce-scatter */
     int grad_reduce_in_fp32;       /* always 1: gradients are fp32 here */
     int average_in_collective;     /* always 0: we sum, and the optimizer scales by 1/tokens */
 } tdm_ddp_config;

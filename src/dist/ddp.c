@@ -186,6 +186,10 @@ static int alloc_buffers(tdm_ddp *ddp, tdm_error *err) {
     ddp->m = tdm_alloc_big((size_t)ddp->opt_numel * sizeof(float), err);
     ddp->v = ddp->m ? tdm_alloc_big((size_t)ddp->opt_numel * sizeof(float), err) : NULL;
     if (!ddp->v) return -1;
+    if (ddp->cfg.bf16_params && !(ddp->main = tdm_alloc_big((size_t)ddp->opt_numel * sizeof(float), err))) return -1;
+    if (ddp->cfg.bf16_params && L->distributed &&
+        !(ddp->bits = tdm_alloc_big((size_t)L->total * sizeof(uint16_t), err)))
+        return -1;
 
     ddp->grad_ops = tdm_xcalloc((size_t)nb, sizeof *ddp->grad_ops);
     ddp->gather_ops = tdm_xcalloc((size_t)nb, sizeof *ddp->gather_ops);
@@ -204,9 +208,10 @@ static int alloc_buffers(tdm_ddp *ddp, tdm_error *err) {
             g->name = "grad all-reduce";
         }
         tdm_comm_op *a = &ddp->gather_ops[b];
-        a->kind = TDM_COMM_ALLGATHER;
+        a->kind = ddp->bits ? TDM_COMM_ALLGATHER_BF16 : TDM_COMM_ALLGATHER;
         a->bucket = b;
         a->buf = ddp->params + bk->offset;
+        a->bits = ddp->bits ? ddp->bits + bk->offset : NULL;
         a->count = (int)bk->shard;
         a->name = "param all-gather";
     }
@@ -278,6 +283,7 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
     int ok = tdm_ddp_layout_build(&ddp->L, t, ddp->size, cfg, err) == 0;
     uint64_t mine[3] = {0, 0, 0}, root[3];
     if (ok) layout_signature(&ddp->L, t, mine);
+    if (ok && cfg->bf16_params) mine[0] ^= 0x9e3779b97f4a7c15ull; /* the all-gathers' element type */
     memcpy(root, mine, sizeof root);
     MPI_Bcast(root, 3, MPI_UINT64_T, 0, ddp->ctl);
     const int same = ok && memcmp(root, mine, sizeof root) == 0;
@@ -296,13 +302,13 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
             tdm_errorf(err,
                        "rank %d: the trainable parameters differ from rank 0's (here %llu tensors, %llu elements; "
                        "rank 0: %llu, %llu, or the same counts in other names, shapes or order): every "
-                       "data-parallel rank must load the same model config with the same freezing flags",
+                       "data-parallel rank must load the same model config with the same freezing and --bf16 flags",
                        ddp->rank, (unsigned long long)mine[1], (unsigned long long)mine[2],
                        (unsigned long long)root[1], (unsigned long long)root[2]);
         else if (ok)
             tdm_errorf(err,
                        "rank %d's trainable parameters differ from rank 0's (%llu tensors, %llu elements on rank 0): "
-                       "every data-parallel rank must load the same model config with the same freezing flags",
+                       "every data-parallel rank must load the same model config with the same freezing and --bf16 flags",
                        bad[1], (unsigned long long)root[1], (unsigned long long)root[2]);
         goto fail;
     }
@@ -329,6 +335,8 @@ void tdm_ddp_free(tdm_ddp *ddp) {
     tdm_free_big(ddp->frozen);
     tdm_free_big(ddp->m);
     tdm_free_big(ddp->v);
+    tdm_free_big(ddp->main);
+    tdm_free_big(ddp->bits);
     free(ddp->state_offset);
     free(ddp->grad_ops);
     free(ddp->gather_ops);
@@ -352,8 +360,10 @@ void tdm_ddp_get_memory(const tdm_ddp *ddp, tdm_ddp_memory *out) {
     out->param_bytes = ddp->L.total * (int64_t)sizeof(float);
     out->grad_bytes = ddp->L.total * (int64_t)sizeof(float);
     out->frozen_bytes = ddp->frozen_numel * (int64_t)sizeof(float);
-    out->optim_bytes = 2 * ddp->opt_numel * (int64_t)sizeof(float);
-    out->optim_bytes_unsharded = 2 * ddp->L.total * (int64_t)sizeof(float);
+    const int per = ddp->cfg.bf16_params ? 3 : 2; /* m, v, and the fp32 main copy of bfloat16 parameters */
+    out->optim_bytes = per * ddp->opt_numel * (int64_t)sizeof(float);
+    out->optim_bytes_unsharded = per * ddp->L.total * (int64_t)sizeof(float);
+    out->param_bits_bytes = ddp->bits ? ddp->L.total * (int64_t)sizeof(uint16_t) : 0;
 }
 
 void tdm_ddp_describe(const tdm_ddp *ddp, tdm_strbuf *out) {
@@ -363,13 +373,29 @@ void tdm_ddp_describe(const tdm_ddp *ddp, tdm_strbuf *out) {
     tdm_ddp_memory mem;
     tdm_ddp_get_memory(ddp, &mem);
     const double mib = 1024.0 * 1024.0;
+    const char *what = ddp->cfg.bf16_params ? "Adam m, v and fp32 main parameters" : "Adam m, v";
     if (ddp->L.distributed)
-        tdm_sb_printf(out, "optimizer state (Adam m, v) per rank: %.2f MiB (1/%d of %.2f MiB unsharded)\n",
+        tdm_sb_printf(out, "optimizer state (%s) per rank: %.2f MiB (1/%d of %.2f MiB unsharded)\n", what,
                       (double)mem.optim_bytes / mib, ddp->size, (double)mem.optim_bytes_unsharded / mib);
     else
-        tdm_sb_printf(out, "optimizer state (Adam m, v) per rank: %.2f MiB (not sharded)\n",
+        tdm_sb_printf(out, "optimizer state (%s) per rank: %.2f MiB (not sharded)\n", what,
                       (double)mem.optim_bytes / mib);
+    if (ddp->cfg.bf16_params)
+        tdm_sb_printf(out, "parameters: bfloat16 values%s; gradients accumulated and reduced in fp32\n",
+                      ddp->L.distributed ? ", all-gathered as 16 bits" : "");
     tdm_sb_printf(out, "data-parallel progress: %s\n", tdm_ddp_progress_name(ddp->cfg.progress));
+}
+
+void tdm_ddp_params_loaded(tdm_ddp *ddp) {
+    if (!ddp->cfg.bf16_params) return;
+    tdm_ddp__wait_all_gathers(ddp);
+    tdm_round_to_bf16(ddp->params, ddp->bits, ddp->params, ddp->L.total);
+    if (ddp->frozen_numel) tdm_round_to_bf16(ddp->frozen, NULL, ddp->frozen, ddp->frozen_numel);
+    for (int b = 0; b < ddp->L.n_buckets; b++) {
+        int64_t s, e;
+        tdm_ddp_layout_shard(&ddp->L, b, ddp->rank, &s, &e);
+        memcpy(ddp->main + ddp->state_offset[b], ddp->params + s, (size_t)(e - s) * sizeof(float));
+    }
 }
 
 int tdm_ddp_broadcast_params(tdm_ddp *ddp, int root, tdm_error *err) {

@@ -111,15 +111,25 @@ float *tdm_ddp_grad_buffer(tdm_ddp *ddp);
  * ("optimizer state per rank: X MiB (1/dp of Y MiB unsharded)"). */
 void tdm_ddp_describe(const tdm_ddp *ddp, tdm_strbuf *out);
 
-/* Bytes this rank holds; optim_* count Adam's m and v (fp32 params are their own master). */
+/* Bytes this rank holds; optim_* count Adam's m and v (fp32 params are their own master) and, with
+ * bf16_params, the fp32 main copy. */
 typedef struct tdm_ddp_memory {
     int64_t param_bytes;            /* flat parameter buffer (padding included) */
     int64_t grad_bytes;             /* flat fp32 gradient buffer */
     int64_t frozen_bytes;           /* frozen parameters' storage */
-    int64_t optim_bytes;            /* m + v of the owned shards */
-    int64_t optim_bytes_unsharded;  /* what m + v would take without the distributed optimizer */
+    int64_t optim_bytes;            /* m + v (+ the fp32 main parameters, bf16_params) of the owned shards */
+    int64_t optim_bytes_unsharded;  /* what they would take without the distributed optimizer */
+    int64_t param_bits_bytes;       /* bf16_params, distributed: the 16-bit staging buffer of the all-gathers */
 } tdm_ddp_memory;
 void tdm_ddp_get_memory(const tdm_ddp *ddp, tdm_ddp_memory *out);
+
+/* Call on every rank once the weights were written through the table (initialised, or loaded from
+ * Hugging Face weights or a checkpoint), before the first step. With bf16_params it rounds every
+ * parameter, trainable and frozen, to bfloat16 (kernels/kernels.h: tdm_round_to_bf16) and takes the
+ * optimizer's fp32 main copy of the owned elements from the rounded values, as Megatron's --bf16
+ * does when it builds its main parameters; a resumed run then overwrites that copy with the saved
+ * one (tdm_ddp_opt_main). Nothing in fp32. Not collective. */
+void tdm_ddp_params_loaded(tdm_ddp *ddp);
 
 /* Collective: copies rank `root`'s trainable and frozen parameter values to every rank. */
 int tdm_ddp_broadcast_params(tdm_ddp *ddp, int root, tdm_error *err);

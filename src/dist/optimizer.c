@@ -76,9 +76,12 @@ int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_
             int64_t lo, hi;
             if (!owned_part(ddp, i, s, e, &lo, &hi)) continue;
             int64_t st = ddp->state_offset[b] + (lo - s);
-            tdm_adamw_step(ddp->params + lo, ddp->grads + lo, ddp->m + st, ddp->v + st, hi - lo, hp->lr * p->lr_mult,
-                           hp->beta1, hp->beta2, hp->eps, p->no_decay ? 0.0f : hp->weight_decay, ddp->opt_step,
-                           (float)scale);
+            /* bfloat16 parameters: AdamW updates the fp32 main copy, and the parameters (and the bits
+             * the all-gather moves) take its rounded values */
+            float *w = ddp->main ? ddp->main + st : ddp->params + lo;
+            tdm_adamw_step(w, ddp->grads + lo, ddp->m + st, ddp->v + st, hi - lo, hp->lr * p->lr_mult, hp->beta1,
+                           hp->beta2, hp->eps, p->no_decay ? 0.0f : hp->weight_decay, ddp->opt_step, (float)scale);
+            if (ddp->main) tdm_round_to_bf16(ddp->params + lo, ddp->bits ? ddp->bits + lo : NULL, w, hi - lo);
         }
     }
 
@@ -117,8 +120,10 @@ int tdm_ddp_param_stats(tdm_ddp *ddp, double *params_norm, double *grad_zeros, t
         for (int k = bk->first; k < bk->first + bk->count; k++) {
             int64_t lo, hi;
             if (!owned_part(ddp, L->order[k], s, e, &lo, &hi)) continue;
+            /* Megatron's params norm is over the fp32 main parameters where there are some */
+            const float *w = ddp->main ? ddp->main + ddp->state_offset[b] + (lo - s) : ddp->params + lo;
             for (int64_t j = lo; j < hi; j++) {
-                const double p = ddp->params[j];
+                const double p = w[j - lo];
                 s4[j & 3] += p * p;
                 zeros += ddp->grads[j] == 0.0f;
             }
@@ -158,6 +163,7 @@ int tdm_ddp_opt_pieces(const tdm_ddp *ddp, tdm_ddp_opt_piece *out, int cap) {
 
 float *tdm_ddp_opt_m(tdm_ddp *ddp) { return ddp->m; }
 float *tdm_ddp_opt_v(tdm_ddp *ddp) { return ddp->v; }
+float *tdm_ddp_opt_main(tdm_ddp *ddp) { return ddp->main; }
 int64_t tdm_ddp_opt_numel(const tdm_ddp *ddp) { return ddp->opt_numel; }
 int64_t tdm_ddp_opt_step_count(const tdm_ddp *ddp) { return ddp->opt_step; }
 void tdm_ddp_opt_set_step_count(tdm_ddp *ddp, int64_t step) { ddp->opt_step = step; }

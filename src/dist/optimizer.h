@@ -64,6 +64,9 @@ int tdm_ddp_opt_pieces(const tdm_ddp *ddp, tdm_ddp_opt_piece *out, int cap);
 /* This rank's state arrays and their length (elements, padding included). */
 float *tdm_ddp_opt_m(tdm_ddp *ddp);
 float *tdm_ddp_opt_v(tdm_ddp *ddp);
+/* bf16_params: the fp32 main parameters of the same elements (Megatron's "fp32_param"); NULL in
+ * fp32, where the parameter buffer is the main copy. */
+float *tdm_ddp_opt_main(tdm_ddp *ddp);
 int64_t tdm_ddp_opt_numel(const tdm_ddp *ddp);
 /* Adam's step count (bias correction); 0 before the first step. */
 int64_t tdm_ddp_opt_step_count(const tdm_ddp *ddp);

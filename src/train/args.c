@@ -207,6 +207,12 @@ static const arg_def ARGS[] = {
     {"exit-duration-in-mins", "exit_duration_in_mins", ARG_DBL, F(exit_duration_in_mins), 0, 1e9, NONE_IF_ZERO,
      NULL, NULL, "M", "stop (saving with --save) at the end of the first step after M minutes of running"},
 
+    /* precision */
+    {"bf16", "bf16", ARG_SWITCH, F(bf16), 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "bfloat16 parameters, as Megatron's --bf16 keeps them: AdamW updates fp32 main parameters and rounds them to "
+     "bfloat16, gradients accumulate and reduce in fp32, the distributed optimizer all-gathers 16 bits per "
+     "parameter; activations and matmuls stay float32"},
+
     /* data parallel */
     {"use-distributed-optimizer", "use_distributed_optimizer", ARG_SWITCH, F(use_distributed_optimizer), 0, 0,
      NONE_NEVER, NULL, NULL, NULL, "shard the optimizer state over the data-parallel ranks (ZeRO-1)"},
@@ -356,8 +362,8 @@ static const char *closest_flag(const char *name, size_t n) {
 /* Megatron / MindSpeed-MM flags that tandem does not take, and why: a launch script that
  * passes them gets the reason, not "unknown flag". */
 static const char *const NOT_TAKEN[][2] = {
-    {"bf16", "tandem trains in float32 (no mixed precision): drop it"},
-    {"fp16", "tandem trains in float32 (no mixed precision): drop it"},
+    {"fp16", "tandem trains in float32, or with bfloat16 parameters (--bf16); fp16 needs loss scaling, which it "
+             "does not have: drop it or use --bf16"},
     {"sequence-parallel", "tandem has data parallelism only: drop it"},
     {"num-layers", "the architecture comes from --model's config.json: drop it"},
     {"hidden-size", "the architecture comes from --model's config.json: drop it"},
@@ -385,7 +391,8 @@ static const char *const NOT_TAKEN[][2] = {
     {"ckpt-format", "tandem writes one format (Megatron-style directories of safetensors): drop it"},
     {"tensorboard-queue-size", "every TensorBoard event is flushed as it is written (no queue): drop it"},
     {"distributed-backend", "tandem's distributed engine is MPI (launch it with mpirun): drop it"},
-    {"reuse-fp32-param", "the parameters are float32 already (no bf16 copy to share memory with): drop it"},
+    {"reuse-fp32-param", "tandem's parameters keep float32 storage (with --bf16 too, holding bfloat16 values), so there "
+                         "is no 16-bit copy to share memory with: drop it"},
     {"swap-attention", "activations stay in host memory already; --recompute-granularity full trades compute for "
                        "their memory: drop it"},
     {"padded-vocab-size", "the vocabulary size comes from --model's config.json: drop it"},
@@ -412,7 +419,8 @@ static const char *const ALREADY_SO[][3] = {
     {"no-masked-softmax-fusion", NULL, NULL},
     {"no-bias-swiglu-fusion", NULL, NULL},
     {"no-rope-fusion", NULL, NULL},
-    {"attention-softmax-in-fp32", NULL, NULL}, /* everything is float32 */
+    {"attention-softmax-in-fp32", NULL, NULL}, /* every activation is float32 */
+    {"accumulate-allreduce-grads-in-fp32", NULL, NULL}, /* the gradient buffer is fp32, with --bf16 too */
     {"variable-seq-lengths", NULL, NULL},      /* samples of any length are packed */
     {"calculate-per-token-loss", NULL, NULL},  /* the loss is summed over the global batch's tokens / their count */
     {"use-fused-rotary-pos-emb", NULL, NULL},  /* RoPE is applied in one pass */
@@ -1074,7 +1082,8 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
     if (!have_defaults) tdm_train_args_defaults(&defaults_store), have_defaults = 1;
     const tdm_train_args *defaults = &defaults_store;
     static const char *const later[] = {"lr_wsd_decay_style", "lr_wsd_decay_iters", "lr_wsd_decay_samples",
-                                        "start_weight_decay", "end_weight_decay", "weight_decay_incr_style"};
+                                        "start_weight_decay", "end_weight_decay", "weight_decay_incr_style",
+                                        "bf16"};
     for (size_t k = 0; k < sizeof later / sizeof *later; k++) {
         for (int i = 0; i < N_ARGS; i++) {
             if (strcmp(ARGS[i].attr, later[k]) != 0) continue;

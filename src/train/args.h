@@ -105,6 +105,9 @@ typedef struct tdm_train_args {
     int use_checkpoint_opt_param_scheduler; /* with --load: the checkpoint's schedule */
     int no_save_rng, no_load_rng, exit_signal_handler; /* Megatron's; what tandem does anyway */
 
+    /* precision */
+    int bf16;                            /* bfloat16 parameters, fp32 main parameters and gradients */
+
     /* data parallel */
     int use_distributed_optimizer;
     int overlap_grad_reduce;

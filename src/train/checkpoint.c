@@ -150,17 +150,16 @@ static void observe_write(void *ctx, const void *bytes, size_t n) {
 
 /* Writes a safetensors file, hashing it as it is written; with block > 0 also each block of
  * it (*blocks[*n_blocks], the caller frees). */
-static int write_hashed(const char *path, const tdm_st_entry *ents, int n, const char *const *meta, int n_meta,
-                        tdm_st_provider provide, void *pctx, uint64_t block, uint64_t *hash, int64_t *size,
-                        uint64_t **blocks, int64_t *n_blocks, tdm_error *err) {
+static int write_hashed(const char *path, const tdm_st_entry *ents, int n, tdm_st_dtype dtype, const char *const *meta,
+                        int n_meta, tdm_st_provider provide, void *pctx, uint64_t block, uint64_t *hash,
+                        int64_t *size, uint64_t **blocks, int64_t *n_blocks, tdm_error *err) {
     write_hash w = {.s = XXH3_createState(), .block = block};
     XXH3_64bits_reset(w.s);
     if (block) {
         w.bs = XXH3_createState();
         XXH3_64bits_reset(w.bs);
     }
-    int rc = tdm_safetensors_write_stream(path, ents, n, TDM_ST_F32, meta, n_meta, provide, pctx, observe_write, &w,
-                                          err);
+    int rc = tdm_safetensors_write_stream(path, ents, n, dtype, meta, n_meta, provide, pctx, observe_write, &w, err);
     if (block && w.in_block) end_block(&w);
     *hash = XXH3_64bits_digest(w.s);
     *size = w.bytes;
@@ -184,16 +183,18 @@ static uint64_t block_bytes_for(uint64_t bytes) {
     return b;
 }
 
-/* optimizer.safetensors holds (exp_avg, exp_avg_sq) pairs: entry k is m (k even) or v (k odd)
- * of parameter param[k / 2], asked of spec->optim_state. */
+/* optimizer.safetensors holds, per trainable parameter, its exp_avg, exp_avg_sq and (--bf16)
+ * fp32_param: entry k is kind k % kinds of parameter param[k / kinds], asked of spec->optim_state. */
+static const char *const OPTIM_KIND[3] = {"exp_avg", "exp_avg_sq", "fp32_param"};
 typedef struct optim_entries {
     const tdm_ckpt_save_spec *spec;
     int *param;
+    int kinds;
 } optim_entries;
 
 static const float *provide_optim(void *ctx, int index, tdm_error *err) {
     const optim_entries *o = ctx;
-    return o->spec->optim_state(o->spec->optim_ctx, o->param[index / 2], index % 2, err);
+    return o->spec->optim_state(o->spec->optim_ctx, o->param[index / o->kinds], index % o->kinds, err);
 }
 
 static void state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_t *hashes, const int64_t *sizes,
@@ -215,6 +216,7 @@ static void state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_t *
     tdm_sb_printf(sb, "},\n  \"seed\": \"%" PRIu64 "\",\n  \"adam_step\": %lld,\n", s->seed, (long long)s->adam_step);
     tdm_sb_printf(sb, "  \"data_parallel_size\": %d,\n  \"distributed_optimizer\": %s,\n  \"has_optimizer\": %s,\n",
                   s->dp, s->distributed_optimizer ? "true" : "false", s->has_optimizer ? "true" : "false");
+    if (s->params_bf16) tdm_sb_puts(sb, "  \"params_dtype\": \"bfloat16\",\n"); /* absent: float32 */
     tdm_sb_printf(sb, "  \"args_fingerprint\": \"%016" PRIx64 "\",\n  \"model_fingerprint\": \"%016" PRIx64 "\",\n",
                   s->args_fingerprint, s->model_fingerprint);
     tdm_sb_puts(sb, "  \"files\": {");
@@ -257,42 +259,51 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
     snprintf(meta_iter, sizeof meta_iter, "%lld", (long long)st->iteration);
     const char *meta[] = {"format", "pt", "iteration", meta_iter};
 
-    /* 1. weights, Hugging Face names, fp32, in table order (loading reads them in file order) */
-    ents = tdm_xcalloc((size_t)t->n * 2 + 1, sizeof *ents);
+    /* 1. weights, Hugging Face names, fp32 (BF16 with --bf16: their values are bfloat16), in table
+     * order (loading reads them in file order) */
+    ents = tdm_xcalloc((size_t)t->n * 3 + 1, sizeof *ents);
     for (int i = 0; i < t->n; i++)
         ents[i] = (tdm_st_entry){.name = t->p[i].name, .ndim = t->p[i].ndim, .shape = t->p[i].shape,
                                  .data = t->p[i].data};
     snprintf(path, sizeof path, "%s/model.safetensors", tmp_dir);
     uint64_t opt_block = 0, *opt_blocks = NULL;
     int64_t n_opt_blocks = 0;
-    if (write_hashed(path, ents, t->n, meta, 2, NULL, NULL, 0, &hashes[0], &sizes[0], NULL, NULL, err) != 0) goto fail;
+    if (write_hashed(path, ents, t->n, spec->params_bf16 ? TDM_ST_BF16 : TDM_ST_F32, meta, 2, NULL, NULL, 0, &hashes[0],
+                     &sizes[0], NULL, NULL, err) != 0)
+        goto fail;
     present[0] = 1;
 
     /* 2. Adam state in parameter shape, from the arrays or asked for tensor by tensor */
     int streamed = spec->optim_state != NULL;
+    if (spec->params_bf16 && !streamed && spec->exp_avg && !spec->fp32_param) {
+        tdm_errorf(err, "%s: bfloat16 parameters need their fp32 main copy saved beside the Adam state", final_dir);
+        goto fail;
+    }
     if (streamed || (spec->exp_avg && spec->exp_avg_sq)) {
-        names = tdm_xcalloc((size_t)t->n * 2, sizeof *names);
-        optim_entries oe = {spec, tdm_xcalloc((size_t)t->n + 1, sizeof(int))};
+        const int kinds = spec->params_bf16 ? 3 : 2;
+        names = tdm_xcalloc((size_t)t->n * 3, sizeof *names);
+        optim_entries oe = {spec, tdm_xcalloc((size_t)t->n + 1, sizeof(int)), kinds};
         for (int i = 0; i < t->n; i++) {
             if (streamed ? !t->p[i].trainable : !spec->exp_avg[i]) continue;
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < kinds; k++) {
                 size_t n = strlen(t->p[i].name) + 16;
                 names[n_ent] = tdm_xmalloc(n);
-                snprintf(names[n_ent], n, "%s.%s", k ? "exp_avg_sq" : "exp_avg", t->p[i].name);
+                snprintf(names[n_ent], n, "%s.%s", OPTIM_KIND[k], t->p[i].name);
                 ents[n_ent].name = names[n_ent];
                 ents[n_ent].ndim = t->p[i].ndim;
                 ents[n_ent].shape = t->p[i].shape;
-                ents[n_ent].data = streamed ? NULL : k ? spec->exp_avg_sq[i] : spec->exp_avg[i];
-                oe.param[n_ent / 2] = i;
+                const float *const *arr[3] = {spec->exp_avg, spec->exp_avg_sq, spec->fp32_param};
+                ents[n_ent].data = streamed ? NULL : arr[k][i];
+                oe.param[n_ent / kinds] = i;
                 n_ent++;
             }
         }
         uint64_t approx = 0;
-        for (int k = 0; k < n_ent; k++) approx += 4 * (uint64_t)t->p[oe.param[k / 2]].numel;
+        for (int k = 0; k < n_ent; k++) approx += 4 * (uint64_t)t->p[oe.param[k / kinds]].numel;
         opt_block = block_bytes_for(approx);
         snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp_dir);
-        int wrc = write_hashed(path, ents, n_ent, meta, 2, streamed ? provide_optim : NULL, &oe, opt_block, &hashes[1],
-                               &sizes[1], &opt_blocks, &n_opt_blocks, err);
+        int wrc = write_hashed(path, ents, n_ent, TDM_ST_F32, meta, 2, streamed ? provide_optim : NULL, &oe, opt_block,
+                               &hashes[1], &sizes[1], &opt_blocks, &n_opt_blocks, err);
         free(oe.param);
         if (wrc != 0) goto fail;
         present[1] = 1;
@@ -511,6 +522,15 @@ static int parse_state(const char *file, const char *text, size_t len, tdm_ckpt_
     s->distributed_optimizer = b;
     if (tdm_json_get_bool(r, "has_optimizer", &b, err) != 0) goto bad;
     s->has_optimizer = b;
+    if (tdm_json_get(r, "params_dtype")) { /* written with --bf16 only */
+        const char *pd = tdm_json_get_str(r, "params_dtype", err);
+        if (!pd) goto bad;
+        if (strcmp(pd, "bfloat16") != 0 && strcmp(pd, "float32") != 0) {
+            tdm_errorf(err, "%s: params_dtype \"%s\", expected \"bfloat16\" or \"float32\"", file, pd);
+            goto out_err;
+        }
+        s->params_bf16 = !strcmp(pd, "bfloat16");
+    }
     if (get_hex64(r, "args_fingerprint", &s->args_fingerprint, file, err) != 0) goto out_err;
     if (get_hex64(r, "model_fingerprint", &s->model_fingerprint, file, err) != 0) goto out_err;
     const tdm_json *files = tdm_json_get(r, "files");
@@ -976,27 +996,37 @@ int tdm_ckpt_read_optimizer(tdm_ckpt *ck, const tdm_param_table *t, int i, float
     return tdm_ckpt_read_optimizer_range(ck, t, i, 0, t->p[i].numel, m, v, err);
 }
 
-int tdm_ckpt_read_optimizer_range(tdm_ckpt *ck, const tdm_param_table *t, int i, int64_t offset, int64_t count,
-                                  float *m, float *v, tdm_error *err) {
+/* Elements [offset, offset + count) of the optimizer file's tensor OPTIM_KIND[kind].<name of i> into dst. */
+static int read_optim_kind(tdm_ckpt *ck, const tdm_param_table *t, int i, int kind, int64_t offset, int64_t count,
+                           float *dst, tdm_error *err) {
     if (!ck->optimizer) return tdm_errorf(err, "--load %s: the checkpoint holds no optimizer state", ck->dir);
     if (offset < 0 || count < 0 || offset + count > t->p[i].numel)
         return tdm_errorf(err, "%s: elements %lld..%lld of %s: it has %lld", ck->optimizer_in->path, (long long)offset,
                           (long long)(offset + count), t->p[i].name, (long long)t->p[i].numel);
     char name[TDM_PARAM_NAME_MAX + 16];
-    for (int k = 0; k < 2; k++) {
-        snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", t->p[i].name);
-        const tdm_st_tensor *x = NULL;
-        if (find_adam(ck, t->p[i].name, name, t->p[i].numel, &x, err) != 0) return -1;
-        if (x->dtype != TDM_ST_F32 && (offset != 0 || count != x->numel))
-            return tdm_errorf(err, "%s: tensor \"%s\": %s; a part of a parameter loads from F32 only",
-                              ck->optimizer_in->path, name, tdm_st_dtype_name(x->dtype));
-        int rc = x->dtype == TDM_ST_F32
-                     ? stream_read(ck->optimizer_in, x->file_offset + 4 * (uint64_t)offset, k ? v : m,
-                                   4 * (size_t)count, err)
-                     : read_tensor(ck->optimizer_in, x, k ? v : m, err);
-        if (rc != 0) return -1;
-    }
-    return 0;
+    snprintf(name, sizeof name, "%s.%s", OPTIM_KIND[kind], t->p[i].name);
+    const tdm_st_tensor *x = NULL;
+    if (find_adam(ck, t->p[i].name, name, t->p[i].numel, &x, err) != 0) return -1;
+    if (x->dtype != TDM_ST_F32 && (offset != 0 || count != x->numel))
+        return tdm_errorf(err, "%s: tensor \"%s\": %s; a part of a parameter loads from F32 only",
+                          ck->optimizer_in->path, name, tdm_st_dtype_name(x->dtype));
+    return x->dtype == TDM_ST_F32
+               ? stream_read(ck->optimizer_in, x->file_offset + 4 * (uint64_t)offset, dst, 4 * (size_t)count, err)
+               : read_tensor(ck->optimizer_in, x, dst, err);
+}
+
+int tdm_ckpt_read_optimizer_range(tdm_ckpt *ck, const tdm_param_table *t, int i, int64_t offset, int64_t count,
+                                  float *m, float *v, tdm_error *err) {
+    if (read_optim_kind(ck, t, i, 0, offset, count, m, err) != 0) return -1;
+    return read_optim_kind(ck, t, i, 1, offset, count, v, err);
+}
+
+int tdm_ckpt_read_main_params_range(tdm_ckpt *ck, const tdm_param_table *t, int i, int64_t offset, int64_t count,
+                                    float *out, tdm_error *err) {
+    if (ck->optimizer && !ck->state.params_bf16)
+        return tdm_errorf(err, "--load %s: the checkpoint was saved with float32 parameters and holds no fp32 main "
+                               "copy of bfloat16 ones", ck->dir);
+    return read_optim_kind(ck, t, i, 2, offset, count, out, err);
 }
 
 int tdm_ckpt_finish_optimizer(tdm_ckpt *ck, tdm_error *err) { return tdm_ckpt_finish_optimizer_part(ck, NULL, err); }

@@ -3,10 +3,12 @@
  *   <save>/latest_checkpointed_iteration.txt   "10\n": the last COMPLETE checkpoint
  *   <save>/iter_0000010/
  *       config.json             copy of the model's config.json
- *       model.safetensors       every parameter, fp32, Hugging Face names (frozen ones too),
- *                               loadable by any safetensors reader and by `tandem ... --load`
+ *       model.safetensors       every parameter, fp32 (BF16 with --bf16), Hugging Face names
+ *                               (frozen ones too), loadable by any safetensors reader and by
+ *                               `tandem ... --load`
  *       optimizer.safetensors   Adam state in parameter shape: "exp_avg.<name>" and
- *                               "exp_avg_sq.<name>" for every trainable parameter, gathered
+ *                               "exp_avg_sq.<name>" for every trainable parameter (and, with
+ *                               --bf16, the fp32 main parameters "fp32_param.<name>"), gathered
  *                               from the shards, so it loads at any dp with or without the
  *                               distributed optimizer (absent when saved without optimizer)
  *       trainer_state.json      iteration, consumed samples, scheduler, seed, Adam step,
@@ -67,6 +69,7 @@ typedef struct tdm_ckpt_state {
     int64_t adam_step;             /* Adam's bias-correction step count */
     int dp;                        /* data-parallel size at save time */
     int distributed_optimizer;     /* optimizer kind at save time */
+    int params_bf16;               /* "params_dtype": "bfloat16" (--bf16); absent in older checkpoints: float32 */
     int has_optimizer;             /* optimizer.safetensors present */
     uint64_t args_fingerprint;     /* tdm_train_args_fingerprint */
     uint64_t model_fingerprint;    /* tdm_ckpt_model_fingerprint of the table */
@@ -82,10 +85,14 @@ typedef struct tdm_ckpt_save_spec {
     const tdm_param_table *params; /* weights: every tensor's data */
     const float *const *exp_avg;   /* [params->n]: m in parameter shape, NULL for frozen; NULL = no optimizer */
     const float *const *exp_avg_sq;/* [params->n]: v likewise */
-    /* Used instead of the arrays when not NULL: m (which = 0) or v (which = 1) of parameter
-     * `param`, [numel] floats valid until the next call, or NULL after setting *err (the save
-     * fails). Asked for exactly the trainable parameters, in table order, m before v, each
-     * once; possibly not to the end when a write fails first. */
+    const float *const *fp32_param;/* [params->n]: with params_bf16, the fp32 main parameters likewise */
+    int params_bf16;               /* --bf16: the weights are bfloat16 values, written as BF16, and the
+                                      optimizer file holds the fp32 main parameters too */
+    /* Used instead of the arrays when not NULL: m (which = 0), v (which = 1) or, with
+     * params_bf16, the fp32 main parameters (which = 2) of parameter `param`, [numel] floats valid
+     * until the next call, or NULL after setting *err (the save fails). Asked for exactly the
+     * trainable parameters, in table order, in that order within each, each once; possibly not
+     * to the end when a write fails first. */
     const float *(*optim_state)(void *ctx, int param, int which, tdm_error *err);
     void *optim_ctx;
     const tdm_ckpt_state *state;
@@ -150,6 +157,12 @@ int tdm_ckpt_read_optimizer(tdm_ckpt *ck, const tdm_param_table *t, int i, float
  * blocks holding them are read and verified; in an older one the file is hashed up to there. */
 int tdm_ckpt_read_optimizer_range(tdm_ckpt *ck, const tdm_param_table *t, int i, int64_t offset, int64_t count,
                                   float *m, float *v, tdm_error *err);
+
+/* With --bf16: elements [offset, offset + count) of parameter i's fp32 main copy ("fp32_param.<name>")
+ * into out[count], read and verified as the Adam state is. Fails when the checkpoint has none
+ * (saved without --bf16). */
+int tdm_ckpt_read_main_params_range(tdm_ckpt *ck, const tdm_param_table *t, int i, int64_t offset, int64_t count,
+                                    float *out, tdm_error *err);
 
 /* Per-block checksums: the number of blocks of optimizer.safetensors (0 in an older checkpoint,
  * or without optimizer state) and, in *verified, which of them the reads so far verified. */

@@ -206,6 +206,7 @@ static int build_ddp(trainer *t, tdm_error *err) {
     tdm_ddp_config dc;
     tdm_ddp_config_default(&dc);
     dc.use_distributed_optimizer = a->use_distributed_optimizer;
+    dc.bf16_params = a->bf16;
     dc.overlap_grad_reduce = a->overlap_grad_reduce;
     dc.overlap_param_gather = a->overlap_param_gather;
     dc.check_for_nan_in_grad = a->check_for_nan_in_grad;
@@ -273,12 +274,15 @@ static int load_optimizer(trainer *t, tdm_ckpt *ck, tdm_error *err) {
     tdm_param_table *pt = tdm_model_params(t->model);
     int np;
     tdm_ddp_opt_piece *pieces = pieces_in_file_order(t, &np);
-    float *m = tdm_ddp_opt_m(t->ddp), *v = tdm_ddp_opt_v(t->ddp);
+    float *m = tdm_ddp_opt_m(t->ddp), *v = tdm_ddp_opt_v(t->ddp), *w = tdm_ddp_opt_main(t->ddp);
     int rc = 0;
     for (int k = 0; k < np && rc == 0; k++) {
         const tdm_ddp_opt_piece *p = &pieces[k];
         rc = tdm_ckpt_read_optimizer_range(ck, pt, p->param, p->param_offset, p->count, m + p->state_offset,
                                            v + p->state_offset, err);
+        if (rc == 0 && w) /* --bf16: the fp32 main parameters the bfloat16 weights were rounded from */
+            rc = tdm_ckpt_read_main_params_range(ck, pt, p->param, p->param_offset, p->count, w + p->state_offset,
+                                                 err);
         if (rc != 0) tdm_error_prefix(err, "--load %s", ck->dir); /* a parameter frozen at the save, or damage */
     }
     free(pieces);
@@ -428,6 +432,7 @@ static int setup_state(trainer *t, tdm_error *err) {
                         was);
     }
     if (rc == 0) rc = init_weights(t, &ck, have_ck, err);
+    if (rc == 0) tdm_ddp_params_loaded(t->ddp); /* --bf16: weights rounded, main parameters taken from them */
     if (have_ck) {
         t->ck_iteration = ck.state.iteration;
         t->ck_hash = ck.state_hash;
@@ -450,6 +455,11 @@ static int setup_state(trainer *t, tdm_error *err) {
         if (!a->no_load_optim) {
             if (!ck.state.has_optimizer) {
                 rc = tdm_errorf(err, "--load %s: the checkpoint holds no optimizer state (add --no-load-optim)", ck.dir);
+            } else if (ck.state.params_bf16 != a->bf16) {
+                rc = tdm_errorf(err, "--load %s: the checkpoint was trained with %s parameters and this run has %s "
+                                "ones: resume it %s --bf16, or load its weights alone with --no-load-optim",
+                                ck.dir, ck.state.params_bf16 ? "bfloat16" : "float32", a->bf16 ? "bfloat16" : "float32",
+                                ck.state.params_bf16 ? "with" : "without");
             } else if ((rc = load_optimizer(t, &ck, err)) == 0) {
                 t->pending = ck; /* verified once every rank got here (verify_optimizer_load) */
                 t->has_pending = 1;
@@ -573,8 +583,8 @@ typedef struct state_stream {
     tdm_ddp_opt_piece **pieces;  /* [senders]: each rank's pieces, sorted by (param, offset) */
     int *n_pieces, *next;        /* [senders]: how many; the first not yet received */
     int next_param;              /* the first parameter not yet assembled */
-    float *m, *v;                /* [largest trainable numel] */
-    const float *own_m, *own_v;  /* rank 0's state arrays */
+    float *m, *v, *w;            /* [largest trainable numel]; w: --bf16's main parameters */
+    const float *own_m, *own_v, *own_w; /* rank 0's state arrays */
 } state_stream;
 
 /* Assembles parameters next_param .. `upto` (inclusive) into s->m, s->v, receiving every
@@ -591,12 +601,15 @@ static int assemble_upto(state_stream *s, int upto) {
             for (; s->next[r] < s->n_pieces[r] && s->pieces[r][s->next[r]].param == i; s->next[r]++) {
                 const tdm_ddp_opt_piece *p = &s->pieces[r][s->next[r]];
                 float *dm = s->m + p->param_offset, *dv = s->v + p->param_offset;
+                float *dw = s->w ? s->w + p->param_offset : NULL;
                 if (r == 0) {
                     memcpy(dm, s->own_m + p->state_offset, sizeof(float) * (size_t)p->count);
                     memcpy(dv, s->own_v + p->state_offset, sizeof(float) * (size_t)p->count);
+                    if (dw) memcpy(dw, s->own_w + p->state_offset, sizeof(float) * (size_t)p->count);
                 } else {
                     recv_floats(dm, p->count, r, 4, s->t->comm);
                     recv_floats(dv, p->count, r, 5, s->t->comm);
+                    if (dw) recv_floats(dw, p->count, r, 6, s->t->comm);
                 }
                 covered += p->count;
             }
@@ -615,11 +628,11 @@ static const float *stream_state(void *ctx, int param, int which, tdm_error *err
         }
         return s->m;
     }
-    if (param != s->next_param - 1) { /* v is asked right after m of the same parameter */
-        tdm_errorf(err, "exp_avg_sq of %s asked before its exp_avg", name);
+    if (param != s->next_param - 1 || (which == 2 && !s->w)) { /* v (and w) right after m of the same parameter */
+        tdm_errorf(err, "%s of %s asked before its exp_avg", which == 1 ? "exp_avg_sq" : "fp32_param", name);
         return NULL;
     }
-    return s->v;
+    return which == 1 ? s->v : s->w;
 }
 
 static int finish_save(trainer *t, int ok, uint64_t t0, tdm_error *err);
@@ -637,7 +650,7 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
     int ok = 1;
     /* --no-save-optim: nothing to gather; without the distributed optimizer rank 0 has it all */
     int senders = a->no_save_optim ? 0 : distributed ? t->dp : 1;
-    const float *sm = tdm_ddp_opt_m(t->ddp), *sv = tdm_ddp_opt_v(t->ddp);
+    const float *sm = tdm_ddp_opt_m(t->ddp), *sv = tdm_ddp_opt_v(t->ddp), *sw = tdm_ddp_opt_main(t->ddp);
     if (t->rank != 0) {
         if (t->rank < senders) { /* the piece list, then each piece's m and v in (param, offset) order */
             MPI_Send(&np, 1, MPI_INT, 0, 1, t->comm);
@@ -645,12 +658,13 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
             for (int k = 0; k < np; k++) {
                 send_floats(sm + pieces[k].state_offset, pieces[k].count, 0, 4, t->comm);
                 send_floats(sv + pieces[k].state_offset, pieces[k].count, 0, 5, t->comm);
+                if (sw) send_floats(sw + pieces[k].state_offset, pieces[k].count, 0, 6, t->comm);
             }
         }
         free(pieces);
         return finish_save(t, 0, t0, err);
     }
-    state_stream ss = {.t = t, .senders = senders, .own_m = sm, .own_v = sv};
+    state_stream ss = {.t = t, .senders = senders, .own_m = sm, .own_v = sv, .own_w = sw};
     if (senders > 0) {
         ss.pieces = tdm_xcalloc((size_t)senders, sizeof *ss.pieces);
         ss.n_pieces = tdm_xcalloc((size_t)senders, sizeof(int));
@@ -668,6 +682,7 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
             if (pt->p[i].trainable && pt->p[i].numel > maxn) maxn = pt->p[i].numel;
         ss.m = tdm_xmalloc(sizeof(float) * (size_t)maxn);
         ss.v = tdm_xmalloc(sizeof(float) * (size_t)maxn);
+        if (sw) ss.w = tdm_xmalloc(sizeof(float) * (size_t)maxn);
     }
     if (t->rank == 0) {
         tdm_ckpt_state st = {
@@ -680,6 +695,7 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
             .adam_step = tdm_ddp_opt_step_count(t->ddp),
             .dp = t->dp,
             .distributed_optimizer = distributed,
+            .params_bf16 = a->bf16,
             .args_fingerprint = tdm_train_args_fingerprint(a),
         };
         snprintf(st.lr_decay_style, sizeof st.lr_decay_style, "%s", tdm_lr_style_name(t->sched.style));
@@ -698,6 +714,7 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
                                    .preprocessor_json_path =
                                        tdm_feed_preprocessor_path(a->preprocessor, a->model, pp_buf, sizeof pp_buf),
                                    .params = pt,
+                                   .params_bf16 = a->bf16,
                                    .optim_state = senders > 0 ? stream_state : NULL,
                                    .optim_ctx = &ss,
                                    .state = &st};
@@ -711,6 +728,7 @@ static int save_checkpoint(trainer *t, tdm_error *err) {
         free(ss.next);
         free(ss.m);
         free(ss.v);
+        free(ss.w);
     }
     free(pieces);
     return finish_save(t, ok, t0, err);

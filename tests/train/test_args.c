@@ -82,8 +82,9 @@ static void test_errors_are_one_clear_sentence(void) {
     CHECK(strstr(err.msg, "'--overlap-grad-reduce'") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--zzzzzzzzzzzzzzzzz", &err) != 0 && strstr(err.msg, "did you mean") == NULL, "%s", err.msg);
     /* Megatron flags tandem does not take get their reason; MindSpeed-MM's and Megatron's other names work */
-    CHECK(parse(&a, "--bf16", &err) != 0 && strstr(err.msg, "--bf16: not a tandem flag; tandem trains in float32"),
+    CHECK(parse(&a, "--fp16", &err) != 0 && strstr(err.msg, "--fp16: not a tandem flag; tandem trains in float32"),
           "%s", err.msg);
+    CHECK(parse(&a, "--bf16 --accumulate-allreduce-grads-in-fp32", &err) == 0 && a.bf16 == 1, "%s", err.msg);
     /* Megatron flags that ask for what tandem does anyway: accepted at tandem's value, refused at another */
     CHECK(parse(&a, "--tensor-model-parallel-size 1 --pipeline-model-parallel-size=1 --use-flash-attn "
                     "--hidden-dropout 0.0 --attention-dropout 0 --no-gradient-accumulation-fusion --lr 2e-4",
@@ -108,7 +109,7 @@ static void test_errors_are_one_clear_sentence(void) {
           "%s", err.msg);
     CHECK(parse(&a, "--distributed-backend nccl", &err) != 0 && strstr(err.msg, "MPI (launch it with mpirun)"), "%s",
           err.msg);
-    CHECK(parse(&a, "--reuse-fp32-param", &err) != 0 && strstr(err.msg, "float32 already"), "%s", err.msg);
+    CHECK(parse(&a, "--reuse-fp32-param", &err) != 0 && strstr(err.msg, "no 16-bit copy to share"), "%s", err.msg);
     CHECK(parse(&a, "--exit-duration-in-mins -1", &err) != 0 && strstr(err.msg, "out of range"), "%s", err.msg);
     CHECK(parse(&a, "--mm-tool tools.json --recompute-activations", &err) == 0 &&
               !strcmp(a.profile_config, "tools.json") && !strcmp(a.recompute_granularity, "selective"),

@@ -287,6 +287,60 @@ static void test_refusals(void) {
     tdm_free_big(g2);
 }
 
+/* --bf16: the weights (bfloat16 values) are written as BF16 and load back bit for bit; the fp32 main
+ * parameters sit beside m and v as "fp32_param.<name>" and read back whole or in part; a float32
+ * checkpoint has none, and says so; array mode refuses bfloat16 parameters without their main copy. */
+static void test_bf16_params(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad, 6);
+    for (int i = 0; i < t.n; i++)
+        for (int64_t k = 0; k < t.p[i].numel; k++) t.p[i].data[k] = (float)k * 0.0625f - 1.5f; /* bfloat16 values */
+    float *m[3] = {0}, *v[3] = {0}, *w[3] = {0};
+    for (int i = 0; i < t.n; i++) {
+        if (!t.p[i].trainable) continue;
+        size_t n = sizeof(float) * (size_t)t.p[i].numel;
+        m[i] = tdm_xmalloc(n), v[i] = tdm_xmalloc(n), w[i] = tdm_xmalloc(n);
+        for (int64_t k = 0; k < t.p[i].numel; k++)
+            m[i][k] = (float)k, v[i][k] = (float)(k * k), w[i][k] = t.p[i].data[k] + 0x1p-12f; /* finer than bf16 */
+    }
+    tdm_ckpt_state st = {.iteration = 20, .consumed_samples = 160, .lr = 1e-3, .seed = 1, .adam_step = 20, .dp = 2,
+                         .distributed_optimizer = 1, .params_bf16 = 1};
+    strcpy(st.lr_decay_style, "cosine");
+    tdm_ckpt_save_spec spec = {.params = &t, .exp_avg = (const float *const *)m, .exp_avg_sq = (const float *const *)v,
+                               .params_bf16 = 1, .state = &st};
+    tdm_error err = {{0}};
+    CHECK(tdm_ckpt_save(g_dir, &spec, NULL, 0, &err) != 0 && strstr(err.msg, "fp32 main copy"),
+          "saved bfloat16 parameters without their main copy: %s", err.msg);
+    spec.fp32_param = (const float *const *)w;
+    CHECK(tdm_ckpt_save(g_dir, &spec, NULL, 0, &err) == 0, "%s", err.msg);
+    float want = t.p[0].data[17];
+    for (int i = 0; i < t.n; i++) memset(t.p[i].data, 0, sizeof(float) * (size_t)t.p[i].numel);
+    tdm_ckpt ck;
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0 && ck.state.params_bf16 == 1, "%s", err.msg);
+    const tdm_st_tensor *x = tdm_safetensors_find(ck.model, t.p[0].name);
+    CHECK(x && x->dtype == TDM_ST_BF16, "weights written as %s", x ? tdm_st_dtype_name(x->dtype) : "nothing");
+    CHECK(tdm_ckpt_load_weights(&ck, &t, &err) == 0 && t.p[0].data[17] == want, "%s", err.msg);
+    float mm[18], vv[18], ww[18];
+    CHECK(tdm_ckpt_read_optimizer_range(&ck, &t, 0, 5, 9, mm, vv, &err) == 0 && mm[0] == 5.0f, "%s", err.msg);
+    CHECK(tdm_ckpt_read_main_params_range(&ck, &t, 0, 5, 9, ww, &err) == 0 && ww[8] == w[0][13], "%s", err.msg);
+    CHECK(tdm_ckpt_read_main_params_range(&ck, &t, 2, 0, 4, ww, &err) == 0 && ww[3] == w[2][3], "%s", err.msg);
+    CHECK(tdm_ckpt_finish_optimizer(&ck, &err) == 0, "%s", err.msg);
+    tdm_ckpt_close(&ck);
+    /* a float32 checkpoint has no main copy */
+    spec.params_bf16 = 0, st.params_bf16 = 0, st.iteration = 21;
+    CHECK(tdm_ckpt_save(g_dir, &spec, NULL, 0, &err) == 0, "%s", err.msg);
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0 && ck.state.params_bf16 == 0, "%s", err.msg);
+    CHECK(tdm_ckpt_read_main_params_range(&ck, &t, 0, 0, 18, ww, &err) != 0 &&
+              strstr(err.msg, "saved with float32 parameters"),
+          "%s", err.msg);
+    tdm_ckpt_close(&ck);
+    for (int i = 0; i < 3; i++) free(m[i]), free(v[i]), free(w[i]);
+    tdm_param_table_free(&t);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/tdm_test_ckpt_%d", (int)getpid());
     RUN(test_round_trip);
@@ -294,6 +348,7 @@ int main(void) {
     RUN(test_refusals);
     RUN(test_crash_while_replacing_the_tracked_checkpoint);
     RUN(test_negative_counts_refused);
+    RUN(test_bf16_params);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
