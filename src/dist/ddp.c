@@ -308,7 +308,8 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
         else if (ok)
             tdm_errorf(err,
                        "rank %d's trainable parameters differ from rank 0's (%llu tensors, %llu elements on rank 0): "
-                       "every data-parallel rank must load the same model config with the same freezing and --bf16 flags",
+                       "every data-parallel rank must load the same model config with the same freezing and --bf16 "
+                       "flags",
                        bad[1], (unsigned long long)root[1], (unsigned long long)root[2]);
         goto fail;
     }

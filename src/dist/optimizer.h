@@ -73,7 +73,8 @@ int64_t tdm_ddp_opt_step_count(const tdm_ddp *ddp);
 void tdm_ddp_opt_set_step_count(tdm_ddp *ddp, int64_t step);
 
 /* Copies the part of a stored piece (m and v of elements [param_offset, param_offset +
- * count) of parameter `param`, by table index) that this rank owns into its state.
+ * count) of parameter `param`, by table index) that this rank owns into its state (with
+ * bf16_params the main copy is not part of it: load it through tdm_ddp_opt_main).
  * Fails when the parameter is unknown, frozen, or the range exceeds its numel. */
 int tdm_ddp_opt_load_piece(tdm_ddp *ddp, int param, int64_t param_offset, int64_t count, const float *m,
                            const float *v, tdm_error *err);

@@ -391,8 +391,8 @@ static const char *const NOT_TAKEN[][2] = {
     {"ckpt-format", "tandem writes one format (Megatron-style directories of safetensors): drop it"},
     {"tensorboard-queue-size", "every TensorBoard event is flushed as it is written (no queue): drop it"},
     {"distributed-backend", "tandem's distributed engine is MPI (launch it with mpirun): drop it"},
-    {"reuse-fp32-param", "tandem's parameters keep float32 storage (with --bf16 too, holding bfloat16 values), so there "
-                         "is no 16-bit copy to share memory with: drop it"},
+    {"reuse-fp32-param", "tandem's parameters keep float32 storage (with --bf16 too, holding bfloat16 values), so "
+                         "there is no 16-bit copy to share memory with: drop it"},
     {"swap-attention", "activations stay in host memory already; --recompute-granularity full trades compute for "
                        "their memory: drop it"},
     {"padded-vocab-size", "the vocabulary size comes from --model's config.json: drop it"},

@@ -425,7 +425,8 @@ static void test_bf16_params(void) {
         differ += memcmp(&r, &b.params[k], 4) != 0;
     }
     CHECK(b.failed_step < 0 && f.failed_step < 0 && differ == 0 && b.loss[0] == f.loss[0] && b.norm[0] == f.norm[0],
-          "one step: %lld of %lld parameters are not the fp32 step's rounded", (long long)differ, (long long)f.n_values);
+          "one step: %lld of %lld parameters are not the fp32 step's rounded", (long long)differ,
+          (long long)f.n_values);
     if (g_rank == 0)
         printf("  bf16 vs fp32 after %d steps: max rel diff of parameters %.2e, of the loss %.2e\n", STEPS, wp, wl);
     run_free(&a);

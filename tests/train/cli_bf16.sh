@@ -28,7 +28,8 @@ same() { # name a b: the two runs' curves and final parameters are bitwise equal
 
 DO=(--use-distributed-optimizer --train-iters 4)
 train base --bf16 "${DO[@]}" --save "$W/ck" --save-interval 2 || { bad "--bf16 run (see below)"; tail "$W/base.log"; }
-grep -q "parameters: bfloat16 values, all-gathered as 16 bits; gradients accumulated and reduced in fp32" "$W/base.log" \
+bf_line="parameters: bfloat16 values, all-gathered as 16 bits; gradients accumulated and reduced in fp32"
+grep -q "$bf_line" "$W/base.log" \
   && ok "start-up log names bfloat16 parameters" || bad "no bfloat16 line in the start-up log"
 grep -q "optimizer state (Adam m, v and fp32 main parameters) per rank" "$W/base.log" \
   && ok "memory line counts the main parameters" || bad "memory line"
@@ -49,7 +50,8 @@ train f32 "${DO[@]}" || bad "float32 run"
 [ "$(curve f32)" != "$(curve base)" ] && ok "--bf16 trains differently from float32" || bad "--bf16 changed nothing"
 
 # the checkpoint: BF16 weights of bfloat16 values, fp32 main parameters beside the Adam state
-"$PY" - "$W/ck/iter_0000004" <<'EOF' && ok "checkpoint: BF16 weights, fp32_param for every exp_avg, weights == bf16(main)" || bad "checkpoint contents"
+"$PY" - "$W/ck/iter_0000004" <<'EOF' && ok "checkpoint: BF16 weights, fp32_param per exp_avg, weights == bf16(main)" \
+  || bad "checkpoint contents"
 import json, struct, sys
 import numpy as np
 d = sys.argv[1]
@@ -96,14 +98,16 @@ train resp --bf16 --train-iters 4 --load "$W/ck/iter_0000002" || bad "resume wit
 
 # the other precision: refused with the optimizer state, accepted without it
 train x1 "${DO[@]}" --load "$W/ck/iter_0000002"
-grep -q "the checkpoint was trained with bfloat16 parameters and this run has float32 ones: resume it with --bf16" "$W/x1.log" \
-  && ok "float32 resume of a --bf16 checkpoint refused with one sentence" || { bad "float32 resume of bf16"; tail -3 "$W/x1.log"; }
+want="the checkpoint was trained with bfloat16 parameters and this run has float32 ones: resume it with --bf16"
+grep -q "$want" "$W/x1.log" && ok "float32 resume of a --bf16 checkpoint refused with one sentence" \
+  || { bad "float32 resume of bf16"; tail -3 "$W/x1.log"; }
 train x2 "${DO[@]}" --load "$W/ck/iter_0000002" --no-load-optim && ok "float32 run loads the bfloat16 weights alone" \
   || bad "--no-load-optim of a bf16 checkpoint"
 train f32ck "${DO[@]}" --train-iters 2 --save "$W/ck32" || bad "float32 checkpoint"
 train x3 --bf16 "${DO[@]}" --load "$W/ck32"
 grep -q "trained with float32 parameters and this run has bfloat16 ones: resume it without --bf16" "$W/x3.log" \
   && ok "--bf16 resume of a float32 checkpoint refused" || { bad "bf16 resume of float32"; tail -3 "$W/x3.log"; }
-train x4 --bf16 "${DO[@]}" --load "$W/ck32" --finetune && ok "--bf16 --finetune from a float32 checkpoint rounds its weights" \
+train x4 --bf16 "${DO[@]}" --load "$W/ck32" --finetune \
+  && ok "--bf16 --finetune starts from a float32 checkpoint's weights" \
   || bad "--bf16 --finetune of a float32 checkpoint"
 finish
