@@ -18,7 +18,11 @@ agree to fp32 rounding):
     formula), and Megatron's learning-rate schedule counted in samples, where step k runs
     at lr(samples consumed before it) (src/train/scheduler.c);
   - DDP buckets: --bucket-elems elements (tandem's --ddp-bucket-size), overlap as DDP
-    always does it (all-reduce per bucket from autograd hooks).
+    always does it (all-reduce per bucket from autograd hooks);
+  - --bf16 (tandem's --bf16, Megatron's storage): the model's weights are rounded to bfloat16
+    (torch's .to(torch.bfloat16), round to nearest even) and computed with in fp32; AdamW steps
+    an fp32 main copy of the trained ones, taken from the rounded weights, with the model's fp32
+    gradients; after each step the weights are the main copy rounded again.
 
 Each line of --out (rank 0): {"iteration", "loss", "tokens", "grad_norm", "lr", "step_ms",
 "cpu_ms", "compute_cpu_ms"}; step_ms is the wall time of the whole step on rank 0 (forward,
@@ -91,13 +95,19 @@ def worker(rank, a):
     freeze = {"vision": a.freeze_vision, "projector": a.freeze_projector, "llm": a.freeze_llm,
               "lm_head": a.freeze_lm_head}
     model = Q.build(a.config, a.weights, freeze)
+    if a.bf16:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.bfloat16).float())
     bucket_mb = a.bucket_elems * 4 / (1024.0 * 1024.0)
     ddp = DDP(model, bucket_cap_mb=bucket_mb, broadcast_buffers=False)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     decay = [p for n, p in named if not (p.dim() == 1 or n.endswith(".bias"))]
     no_decay = [p for n, p in named if p.dim() == 1 or n.endswith(".bias")]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
+    # --bf16: the optimizer owns fp32 main parameters; the model's are their bfloat16 values
+    main = {id(p): p.detach().clone() for _, p in named} if a.bf16 else {id(p): p for _, p in named}
+    opt = torch.optim.AdamW([{"params": [main[id(p)] for p in decay], "weight_decay": a.weight_decay},
+                             {"params": [main[id(p)] for p in no_decay], "weight_decay": 0.0}],
                             lr=0.0, betas=(a.adam_beta1, a.adam_beta2), eps=a.adam_eps)
     params = [p for _, p in named]
     out = open(a.out, "w") if rank == 0 else None
@@ -108,6 +118,7 @@ def worker(rank, a):
         for g in opt.param_groups:
             g["lr"] = lr
         opt.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)  # --bf16: the optimizer holds the main copies, not these
         scale = a.nproc / float(global_tokens[k])
         loss_sum, toks = 0.0, 0
         for j, (_, b) in enumerate(mine[k]):
@@ -122,7 +133,14 @@ def worker(rank, a):
             loss_sum += ls.item()
             toks += n
         norm = torch.nn.utils.clip_grad_norm_(params, a.clip_grad) if a.clip_grad > 0 else torch.zeros(())
+        if a.bf16:
+            for p in params:
+                main[id(p)].grad = p.grad
         opt.step()
+        if a.bf16:
+            with torch.no_grad():
+                for p in params:
+                    p.copy_(main[id(p)].to(torch.bfloat16).float())
         # the logged loss over all ranks (tandem sums loss and tokens across ranks every step too)
         s = torch.tensor([loss_sum, float(toks)], dtype=torch.float64)
         dist.all_reduce(s)
@@ -167,6 +185,7 @@ def main():
     p.add_argument("--adam-beta2", type=float, default=0.999)
     p.add_argument("--adam-eps", type=float, default=1e-8)
     p.add_argument("--clip-grad", type=float, default=1.0)
+    p.add_argument("--bf16", action="store_true", help="bfloat16 weights with fp32 main parameters (tandem's --bf16)")
     p.add_argument("--bucket-elems", type=int, default=500000, help="DDP bucket size in fp32 elements")
     a = p.parse_args()
     if a.nproc == 1:
