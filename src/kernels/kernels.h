@@ -138,7 +138,8 @@ void tdm_add_into(float *y, const float *x, int64_t n);
 
 /* bfloat16 parameters (--bf16): for i < n, y[i] = x[i] rounded to the nearest bfloat16 (ties to
  * even; a value above the largest bfloat16 becomes infinity; a NaN stays a quiet NaN), stored as
- * fp32, and bits[i] its 16 bits (the upper half of y[i]'s) when bits != NULL. y may be x. */
+ * fp32, and bits[i] its 16 bits (the upper half of y[i]'s) when bits != NULL. y may be x, or NULL
+ * when only the bits are wanted (a BF16 file). The one rounding rule of the project. */
 void tdm_round_to_bf16(float *y, uint16_t *bits, const float *x, int64_t n);
 
 /* ---- checks ------------------------------------------------------------------------ */

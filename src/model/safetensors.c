@@ -13,6 +13,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/strbuf.h"
+#include "kernels/kernels.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c reads and writes little-endian data in place: a big-endian host needs byte swaps"
@@ -41,12 +42,9 @@ const char *tdm_st_dtype_name(tdm_st_dtype d) { return (int)d >= 0 && (int)d < N
 size_t tdm_st_dtype_size(tdm_st_dtype d) { return (int)d >= 0 && (int)d < N_DTYPES ? dtypes[d].size : 0; }
 
 uint16_t tdm_f32_to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN: keep it quiet NaN */
-    /* Add just under half an ulp of bf16, plus 1 when the kept part is odd: ties go to even. */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    uint16_t h;
+    tdm_round_to_bf16(NULL, &h, &x, 1); /* nearest, ties to even; a NaN stays a quiet NaN */
+    return h;
 }
 
 float tdm_bf16_to_f32(uint16_t h) {
@@ -564,7 +562,7 @@ static int write_bf16(int fd, const float *data, int64_t n, const char *path, td
     int rc = 0;
     for (int64_t i = 0; i < n && rc == 0; i += CHUNK) {
         int64_t m = n - i < CHUNK ? n - i : CHUNK;
-        for (int64_t j = 0; j < m; j++) buf[j] = tdm_f32_to_bf16(data[i + j]);
+        tdm_round_to_bf16(NULL, buf, data + i, m);
         rc = put(fd, buf, (size_t)m * 2, path, observe, ctx, err);
     }
     free(buf);

@@ -283,6 +283,7 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
         const int kinds = spec->params_bf16 ? 3 : 2;
         names = tdm_xcalloc((size_t)t->n * 3, sizeof *names);
         optim_entries oe = {spec, tdm_xcalloc((size_t)t->n + 1, sizeof(int)), kinds};
+        const float *const *arr[3] = {spec->exp_avg, spec->exp_avg_sq, spec->fp32_param}; /* array mode */
         for (int i = 0; i < t->n; i++) {
             if (streamed ? !t->p[i].trainable : !spec->exp_avg[i]) continue;
             for (int k = 0; k < kinds; k++) {
@@ -292,7 +293,6 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
                 ents[n_ent].name = names[n_ent];
                 ents[n_ent].ndim = t->p[i].ndim;
                 ents[n_ent].shape = t->p[i].shape;
-                const float *const *arr[3] = {spec->exp_avg, spec->exp_avg_sq, spec->fp32_param};
                 ents[n_ent].data = streamed ? NULL : arr[k][i];
                 oe.param[n_ent / kinds] = i;
                 n_ent++;
