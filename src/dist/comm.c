@@ -14,6 +14,7 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "kernels/kernels.h"
 #include "prof/prof.h"
 
 /* Polling policy of the communication thread while something is in flight: this many
@@ -84,14 +85,12 @@ static void finish_op(tdm_comm *c, tdm_comm_op *op) {
      * to where the layout says rank r's shard lives. */
     if (op->kind == TDM_COMM_REDUCE_SCATTER && c->rank != 0)
         memmove(op->buf + (size_t)c->rank * (size_t)op->count, op->buf, (size_t)op->count * sizeof(float));
-    /* bfloat16 parameters: the gathered values widened in place of the fp32 ones the kernels read
-     * (a bfloat16 is the upper half of its fp32; this rank's own shard gets the values it holds) */
+    /* bfloat16 parameters: the peers' shards widened into the fp32 values the kernels read. This
+     * rank's own shard is skipped: the optimizer wrote its values and its bits together. */
     if (op->kind == TDM_COMM_ALLGATHER_BF16) {
-        const size_t n = (size_t)op->count * (size_t)c->size;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t u = (uint32_t)op->bits[i] << 16;
-            memcpy(&op->buf[i], &u, sizeof u);
-        }
+        const int64_t n = op->count, r = c->rank;
+        tdm_widen_bf16(op->buf, op->bits, r * n);
+        tdm_widen_bf16(op->buf + (r + 1) * n, op->bits + (r + 1) * n, (c->size - r - 1) * n);
     }
     op->done_ns = tdm_now_ns();
     if (tdm_prof_on(1)) tdm_prof_complete(TDM_PROF_COMM, 1, op->name, op->start_ns, op->done_ns, op->bucket);
@@ -110,6 +109,7 @@ static void poll_backoff(int idle_polls) {
 static void *comm_main(void *arg) {
     tdm_comm *c = arg;
     tdm_prof_thread_name("comm");
+    prctl(PR_SET_NAME, "tdm-comm", 0, 0, 0); /* what top -H, perf and gdb show for this thread */
     /* The default 50 us timer slack would stretch every short sleep to ~70-100 us. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     /* A lower priority than compute: on busy cores the thread then runs when a compute

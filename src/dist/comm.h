@@ -33,8 +33,9 @@ typedef enum tdm_comm_kind {
                                 buf[r*count .. (r+1)*count) (moved there on completion) */
     TDM_COMM_ALLGATHER,      /* in place: rank r contributes buf[r*count .. (r+1)*count) */
     TDM_COMM_ALLGATHER_BF16, /* in place on bits[0 .. count*size) (bfloat16, rank r contributes
-                                bits[r*count ..)); on completion every element is widened into
-                                buf[0 .. count*size) as fp32 */
+                                bits[r*count ..)); on completion the other ranks' elements are
+                                widened into buf as fp32 (the caller keeps buf[r*count ..) equal
+                                to its own bits) */
 } tdm_comm_kind;
 
 typedef enum tdm_comm_state {

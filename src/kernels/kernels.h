@@ -142,6 +142,9 @@ void tdm_add_into(float *y, const float *x, int64_t n);
  * when only the bits are wanted (a BF16 file). The one rounding rule of the project. */
 void tdm_round_to_bf16(float *y, uint16_t *bits, const float *x, int64_t n);
 
+/* y[i] = the bfloat16 whose bits are bits[i], as fp32 (exact), for i < n. The arrays may not overlap. */
+void tdm_widen_bf16(float *y, const uint16_t *bits, int64_t n);
+
 /* ---- checks ------------------------------------------------------------------------ */
 /* 1 when every x[i], i < n, is finite (no NaN, no infinity), else 0. */
 int tdm_all_finite(const float *x, int64_t n);

@@ -636,6 +636,61 @@ static void test_round_to_bf16(void) {
     memcpy(z, x, sizeof z);
     tdm_round_to_bf16(z, NULL, z, N);
     CHECK(memcmp(z, y, sizeof z) == 0, "in place differs from out of place");
+    static uint16_t only[N];
+    tdm_round_to_bf16(NULL, only, x, N);
+    CHECK(memcmp(only, bits, sizeof only) == 0, "the bits alone differ from the bits with the values");
+}
+
+/* NaNs in the eight-lane body and in the scalar tail: a NaN, signalling or not, of either sign and
+ * any payload, keeps its sign and the upper half of its payload and comes out quiet, with a
+ * finite neighbour in the same lanes rounded as usual. */
+static void test_round_to_bf16_nan(void) {
+    const uint32_t nans[] = {0x7f800001u, 0xff800001u, 0x7fc00000u, 0xffffffffu, 0x7fa5a5a5u, 0x7f80ffffu};
+    enum { N = 21 }; /* two vectors and a tail of 5 */
+    for (int at = 0; at < N; at++)
+        for (size_t j = 0; j < sizeof nans / sizeof nans[0]; j++) {
+            float x[N], y[N];
+            uint16_t bits[N];
+            for (int i = 0; i < N; i++) x[i] = 1.0f + (float)i / 3.0f;
+            memcpy(&x[at], &nans[j], 4);
+            tdm_round_to_bf16(y, bits, x, N);
+            uint32_t u;
+            memcpy(&u, &y[at], 4);
+            const uint32_t want = (nans[j] | 0x00400000u) & 0xffff0000u;
+            CHECK(u == want && bits[at] == (uint16_t)(want >> 16), "NaN %08x at %d became %08x (bits %04x), want %08x",
+                  (unsigned)nans[j], at, (unsigned)u, bits[at], (unsigned)want);
+            const int nb = at == 0 ? 1 : at - 1;
+            const float r = ref_bf16(x[nb]);
+            CHECK(memcmp(&y[nb], &r, 4) == 0, "the finite neighbour of a NaN at %d was rounded to %a", at,
+                  (double)y[nb]);
+        }
+}
+
+/* tdm_widen_bf16 on all 65,536 bfloat16 patterns at every alignment of the eight-lane body:
+ * each becomes the fp32 whose upper half it is and whose lower half is zero. */
+static void test_widen_bf16(void) {
+    enum { N = 65536 + 7 };
+    static uint16_t bits[N];
+    static float y[N];
+    for (int start = 0; start < 8; start++) {
+        for (int i = 0; i < N; i++) bits[i] = (uint16_t)(i - start);
+        memset(y, 0xab, sizeof y);
+        tdm_widen_bf16(y + start, bits + start, N - start);
+        int bad = 0;
+        for (int i = start; i < N && bad < 3; i++) {
+            uint32_t u;
+            memcpy(&u, &y[i], 4);
+            if (u != (uint32_t)bits[i] << 16) {
+                CHECK(0, "start %d, bits %04x widened to %08x", start, bits[i], (unsigned)u);
+                bad++;
+            }
+        }
+        uint32_t before;
+        if (start > 0) {
+            memcpy(&before, &y[start - 1], 4);
+            CHECK(before == 0xababababu, "start %d: the element before the range was written", start);
+        }
+    }
 }
 
 int main(void) {
@@ -655,5 +710,7 @@ int main(void) {
     RUN(test_adamw_matches_torch);
     RUN(test_all_finite);
     RUN(test_round_to_bf16);
+    RUN(test_round_to_bf16_nan);
+    RUN(test_widen_bf16);
     return TEST_SUMMARY();
 }
