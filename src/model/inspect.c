@@ -160,11 +160,21 @@ void tdm_inspect_format(const tdm_model_config *cfg, const tdm_param_counts *c, 
     int64_t w_ddp = F * (c->frozen + plan->buffer_ddp), w_dist = F * (c->frozen + plan->buffer_dist);
     int64_t g_ddp = F * plan->buffer_ddp, g_dist = F * plan->buffer_dist;
     /* Adam m and v in fp32; the distributed optimizer keeps them for 1/dp of the padded buffer. */
-    int64_t o_ddp = 2 * F * plan->buffer_ddp, o_dist = plan->dp > 0 ? 2 * F * (plan->buffer_dist / plan->dp) : 0;
-    row_mem(o, "weights fp32", w_ddp, w_dist);
+    const int64_t owned_dist = plan->dp > 0 ? plan->buffer_dist / plan->dp : 0;
+    int64_t o_ddp = 2 * F * plan->buffer_ddp, o_dist = 2 * F * owned_dist;
+    row_mem(o, plan->bf16_params ? "weights fp32 (holding bfloat16 values)" : "weights fp32", w_ddp, w_dist);
     row_mem(o, "  (weights bf16, for reference)", 2 * c->total, -1);
     row_mem(o, "gradients fp32 (trainable)", g_ddp, g_dist);
     row_mem(o, "Adam m + v fp32", o_ddp, o_dist);
+    if (plan->bf16_params) {
+        /* --bf16 (ddp.c): the optimizer's fp32 main copy of what it owns, and with the distributed
+         * optimizer the 16-bit buffer of the parameter all-gathers, 2 bytes per padded element */
+        const int64_t main_ddp = F * plan->buffer_ddp, main_dist = F * owned_dist, bits_dist = 2 * plan->buffer_dist;
+        row_mem(o, "fp32 main parameters (--bf16)", main_ddp, main_dist);
+        row_mem(o, "16-bit all-gather buffer (--bf16)", 0, bits_dist);
+        o_ddp += main_ddp;
+        o_dist += main_dist + bits_dist;
+    }
     int64_t act = plan->activation_bytes >= 0 ? plan->activation_bytes : 0;
     if (plan->activation_bytes >= 0) {
         snprintf(label, sizeof label, "activations (%lld tokens, %lld patches)", (long long)plan->micro_batch_tokens,

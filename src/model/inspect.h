@@ -75,6 +75,8 @@ typedef struct tdm_memory_plan {
     int64_t micro_batch_tokens; /* 0 when not asked */
     int64_t micro_batch_patches;
     int64_t activation_bytes;   /* -1 when not computed */
+    int bf16_params;            /* train --bf16: an fp32 main copy beside Adam's m and v, and (distributed
+                                   optimizer) a 16-bit buffer the parameters are all-gathered through */
 } tdm_memory_plan;
 
 /* Appends the human-readable report (parameter table, freeze groups, memory plan). */

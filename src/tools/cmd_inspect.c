@@ -32,7 +32,9 @@ static void usage(FILE *f) {
             "  --ddp-bucket-size N         bucket size in elements (default Megatron's max(40M, 1M x dp))\n"
             "  --ddp-num-buckets N         cut the trainable parameters into about N buckets instead\n"
             "  --recompute-granularity full --recompute-method uniform|block --recompute-num-layers N\n"
-            "                              the activation row under recomputation, as `tandem train`\n");
+            "                              the activation row under recomputation, as `tandem train`\n"
+            "  --bf16                      bfloat16 parameters as train --bf16 keeps them: adds the fp32 main\n"
+            "                              copy and the 16-bit all-gather buffer\n");
 }
 
 /* A whole decimal integer in [lo, hi], or -1 with a message naming the flag. */
@@ -54,6 +56,7 @@ int cmd_inspect(int argc, char **argv) {
     tdm_freeze freeze = {0, 0, 0, 0};
     int64_t dp = 1, tokens = 0, patches = 0, bucket_size = 0, num_buckets = 0, rc_layers = 0;
     const char *granularity = NULL, *method = NULL;
+    int bf16 = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -68,6 +71,8 @@ int cmd_inspect(int argc, char **argv) {
             freeze.projector = 1;
         } else if (!strcmp(a, "--freeze-llm")) {
             freeze.llm = 1;
+        } else if (!strcmp(a, "--bf16")) {
+            bf16 = 1;
         } else if (!strcmp(a, "--freeze-lm-head")) {
             freeze.lm_head = 1;
         } else if (!strcmp(a, "--dp") && has_val) {
@@ -143,6 +148,7 @@ int cmd_inspect(int argc, char **argv) {
     tdm_memory_plan plan;
     memset(&plan, 0, sizeof plan);
     plan.dp = (int)dp;
+    plan.bf16_params = bf16;
     tdm_ddp_config dc;
     tdm_ddp_config_default(&dc);
     dc.bucket_size = bucket_size;

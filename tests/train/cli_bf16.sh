@@ -33,6 +33,17 @@ grep -q "$bf_line" "$W/base.log" \
   && ok "start-up log names bfloat16 parameters" || bad "no bfloat16 line in the start-up log"
 grep -q "optimizer state (Adam m, v and fp32 main parameters) per rank" "$W/base.log" \
   && ok "memory line counts the main parameters" || bad "memory line"
+# the trainer's per-rank optimizer state is what `tandem inspect --bf16` plans for the same buckets: Adam m + v
+# and the fp32 main parameters, distributed optimizer column (MiB, printed with two decimals on both sides)
+"$TANDEM" inspect --model "$W/model" --dp 2 --ddp-bucket-size 400000 --bf16 > "$W/inspect.txt" 2>&1 \
+  || bad "tandem inspect --bf16: $(tail -2 "$W/inspect.txt")"
+mib_of() { awk -F'  +' -v l="$1" 'index($2, l) == 1 { v = $4; sub(/ MiB$/, "", v); print v; exit }' "$W/inspect.txt"; }
+planned=$(awk -v a="$(mib_of "Adam m + v")" -v b="$(mib_of "fp32 main parameters")" 'BEGIN { print a + b }')
+logged=$(sed -nE 's/.*optimizer state \(Adam m, v and fp32 main parameters\) per rank: ([0-9.]+) MiB.*/\1/p' \
+  "$W/base.log" | head -1)
+awk -v a="$planned" -v b="$logged" 'BEGIN { d = a - b; exit !(b > 0 && d <= 0.015 && d >= -0.015) }' \
+  && ok "tandem inspect --bf16 plans the optimizer state the trainer allocates ($logged MiB per rank)" \
+  || bad "tandem inspect --bf16 plans $planned MiB of optimizer state, the trainer logged '$logged'"
 train og --bf16 "${DO[@]}" --overlap-grad-reduce || bad "--overlap-grad-reduce run"
 same "--bf16: --overlap-grad-reduce gives bitwise the same losses, grad norms and parameters" base og
 train both --bf16 "${DO[@]}" --overlap-grad-reduce --overlap-param-gather || bad "both overlap flags"
