@@ -293,6 +293,19 @@ int main(int argc, char **argv) {
         BEST_TIME(t, tdm_adamw_step(x, dy, m, v2, t64, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step++, 1.0f));
         row("adamw", shape, t, 7 * a / t * 1e-9, "GB/s", bw);
         free(m), free(v2);
+        /* --bf16: the optimizer rounds what it updated (read 4 bytes, write 4 + 2), and every 16-bit all-gather
+         * widens what the peers sent (read 2, write 4); the element-at-a-time loop is what the widening was */
+        uint16_t *bits = malloc(sizeof(uint16_t) * (size_t)t64);
+        BEST_TIME(t, tdm_round_to_bf16(y, bits, x, t64));
+        row("round to bf16", shape, t, 10.0 * (double)t64 / t * 1e-9, "GB/s", bw);
+        BEST_TIME(t, tdm_widen_bf16(y, bits, t64));
+        row("widen bf16", shape, t, 6.0 * (double)t64 / t * 1e-9, "GB/s", bw);
+        BEST_TIME(t, for (int64_t i = 0; i < t64; i++) {
+            uint32_t u = (uint32_t)bits[i] << 16;
+            memcpy(&y[i], &u, 4);
+        });
+        row("widen bf16 (scalar loop)", shape, t, 6.0 * (double)t64 / t * 1e-9, "GB/s", bw);
+        free(bits);
         free(x), free(y), free(dy), free(dx), free(w), free(b), free(dw), free(db), free(mean), free(rstd);
     }
     return 0;
