@@ -18,12 +18,12 @@ void tdm_add_into(float *y, const float *x, int64_t n) {
     for (; i < n; i++) y[i] += x[i];
 }
 
+typedef uint16_t v8u16 __attribute__((vector_size(16))); /* eight bfloat16 bit patterns */
+
 /* The bfloat16 of x is the upper half of its fp32 bits once the lower half is rounded into it:
  * adding 0x7fff, plus 1 when the kept part is odd, carries exactly when the dropped half is above
  * one half of the last kept bit, or equal to it with an odd kept part (ties to even); a carry out
  * of the largest finite value reaches the infinity pattern. A NaN keeps its upper half, made quiet. */
-typedef uint16_t v8u16 __attribute__((vector_size(16)));
-
 static inline uint32_t round_bits(uint32_t u) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (u | 0x00400000u) & 0xffff0000u;
     return (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
