@@ -48,9 +48,8 @@ uint16_t tdm_f32_to_bf16(float x) {
 }
 
 float tdm_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
     float x;
-    memcpy(&x, &u, 4);
+    tdm_widen_bf16(&x, &h, 1);
     return x;
 }
 
@@ -467,7 +466,7 @@ static int read_tensor(tdm_safetensors *st, const tdm_st_tensor *t, float *dst, 
             goto short_read;
         }
         if (t->dtype == TDM_ST_BF16)
-            for (int64_t j = 0; j < n; j++) dst[i + j] = tdm_bf16_to_f32(buf[j]);
+            tdm_widen_bf16(dst + i, buf, n);
         else
             for (int64_t j = 0; j < n; j++) dst[i + j] = tdm_f16_to_f32(buf[j]);
     }

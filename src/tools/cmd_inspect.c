@@ -71,10 +71,10 @@ int cmd_inspect(int argc, char **argv) {
             freeze.projector = 1;
         } else if (!strcmp(a, "--freeze-llm")) {
             freeze.llm = 1;
-        } else if (!strcmp(a, "--bf16")) {
-            bf16 = 1;
         } else if (!strcmp(a, "--freeze-lm-head")) {
             freeze.lm_head = 1;
+        } else if (!strcmp(a, "--bf16")) {
+            bf16 = 1;
         } else if (!strcmp(a, "--dp") && has_val) {
             if (parse_int(a, argv[++i], 1, 1 << 20, &dp)) return 2;
         } else if (!strcmp(a, "--micro-batch-tokens") && has_val) {

@@ -17,6 +17,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/strbuf.h"
+#include "kernels/kernels.h"
 
 #define PATH_CAP 4096
 /* the files whose size and checksum trainer_state.json records */
@@ -903,8 +904,10 @@ static int read_tensor(struct tdm_ckpt_stream *s, const tdm_st_tensor *x, float 
     for (int64_t i = 0; i < x->numel && rc == 0; i += CHUNK) {
         int64_t n = x->numel - i < CHUNK ? x->numel - i : CHUNK;
         rc = stream_read(s, x->file_offset + (uint64_t)i * 2, buf, (size_t)n * 2, err);
-        for (int64_t j = 0; rc == 0 && j < n; j++)
-            dst[i + j] = x->dtype == TDM_ST_BF16 ? tdm_bf16_to_f32(buf[j]) : tdm_f16_to_f32(buf[j]);
+        if (rc == 0 && x->dtype == TDM_ST_BF16)
+            tdm_widen_bf16(dst + i, buf, n);
+        else
+            for (int64_t j = 0; rc == 0 && j < n; j++) dst[i + j] = tdm_f16_to_f32(buf[j]);
     }
     free(buf);
     return rc;
