@@ -5,7 +5,8 @@
 
 One row per rate, progress mode and candidate (the directories OUT/ab/<rate>gbit_<mode>_<cand>).
 Step times and the interval come from each run's summary.json (the timing runs); the communication
-columns from its profiled run. With --reanalyze, those columns are recomputed from the saved traces
+columns from its profiled run; the communication thread's CPU per step from the timing runs ("-" with inline
+progress, or in a summary.json older than that figure). With --reanalyze, those columns are recomputed from the saved traces
 (traces/<side>/trace.json) by TANDEM's `trace-summary --json`, i.e. by that build's analysis: a way to
 re-read older runs after the analysis changed, without rerunning them.
 """
@@ -45,8 +46,9 @@ def main(argv):
     d, rates, modes, cands = argv[1], argv[2].split(), argv[3].split(), argv[4].split()
     print("| link (Gbit/s) | progress | candidate | micro-batch / global batch | baseline ms | candidate ms "
           "| change (95% CI) | comm share of baseline | exposed comm ms (base / cand) | last bucket ms (cand) "
-          "| ideal ms (cand) | overlap eff. (cand) | ideal ms, schedule (cand) | eff., schedule (cand) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| ideal ms (cand) | overlap eff. (cand) | ideal ms, schedule (cand) | eff., schedule (cand) "
+          "| comm-thread CPU ms (base / cand) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def f(v, p=1):
         return "-" if v is None else f"{v:.{p}f}"
@@ -59,7 +61,7 @@ def main(argv):
                 run = os.path.join(d, f"{rate}gbit_{mode}_{cand}")
                 p = os.path.join(run, "summary.json")
                 if not os.path.exists(p):
-                    print(f"| {rate} | {mode} | {label} | | failed | | | | | | | | | |")
+                    print(f"| {rate} | {mode} | {label} | | failed | | | | | | | | | | |")
                     continue
                 s = json.load(open(p))
                 a, b = s["baseline"], s["candidate"]
@@ -74,7 +76,8 @@ def main(argv):
                       f"| {f(s['step_time_change_pct'])}% ({f(ci[0])} .. {f(ci[1])}) | {f(share and 100 * share, 0)}% "
                       f"| {f(a['exposed_comm_ms'])} / {f(b['exposed_comm_ms'])} | {f(b.get('last_bucket_comm_ms'))} "
                       f"| {f(b['ideal_step_ms'])} | {f(b['overlap_efficiency'], 2)} | {f(b.get('sched_ideal_step_ms'))} "
-                      f"| {f(b.get('sched_overlap_efficiency'), 2)} |")
+                      f"| {f(b.get('sched_overlap_efficiency'), 2)} "
+                      f"| {f(a.get('comm_cpu_ms'))} / {f(b.get('comm_cpu_ms'))} |")
 
 
 if __name__ == "__main__":

@@ -161,6 +161,21 @@ static int run_once(const tdm_ab_side *side, run_kind kind, int64_t iters, const
     MPI_Allreduce(MPI_IN_PLACE, t, res->n_steps, MPI_DOUBLE, MPI_MAX, comm);
     for (int i = 0; i < res->n_steps; i++) res->records[i].step_ms = t[i];
     free(t);
+    /* the CPU times become the mean over ranks: what one rank's threads burn per step */
+    int world = 1;
+    MPI_Comm_size(comm, &world);
+    double *c = tdm_xmalloc((size_t)(3 * res->n_steps + 1) * sizeof *c);
+    for (int i = 0; i < res->n_steps; i++) {
+        const tdm_step_record *x = &res->records[i];
+        c[3 * i] = x->cpu_ms, c[3 * i + 1] = x->compute_cpu_ms, c[3 * i + 2] = x->comm_thread_cpu_ms;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, c, 3 * res->n_steps, MPI_DOUBLE, MPI_SUM, comm);
+    for (int i = 0; i < res->n_steps; i++) {
+        tdm_step_record *x = &res->records[i];
+        x->cpu_ms = c[3 * i] / world, x->compute_cpu_ms = c[3 * i + 1] / world;
+        x->comm_thread_cpu_ms = c[3 * i + 2] / world;
+    }
+    free(c);
     return 0;
 }
 
@@ -172,7 +187,7 @@ static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, int world, dou
                          int64_t *run_len) {
     double *t = tdm_xmalloc((size_t)(s->repeats * s->steps + 1) * sizeof *t);
     int64_t n = 0;
-    double total_ms = 0, flops = 0;
+    double total_ms = 0, flops = 0, cpu = 0, compute_cpu = 0, comm_cpu = 0;
     free(s->repeat_mean_ms);
     s->repeat_mean_ms = tdm_xcalloc((size_t)s->repeats, sizeof *s->repeat_mean_ms);
     s->window_samples = 0;
@@ -191,6 +206,7 @@ static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, int world, dou
             total_ms += rec->step_ms;
             s->window_samples += rec->global_batch_size;
             flops += rec->model_flops;
+            cpu += rec->cpu_ms, compute_cpu += rec->compute_cpu_ms, comm_cpu += rec->comm_thread_cpu_ms;
         }
         s->repeat_mean_ms[r] = k ? sum / (double)k : NAN;
         run_len[r] = k;
@@ -198,6 +214,10 @@ static void window_stats(const tdm_ab_options *o, tdm_ab_side *s, int world, dou
     s->mean_step_ms = tdm_stats_mean(t, n);
     s->median_step_ms = tdm_stats_median(t, n);
     s->stddev_step_ms = tdm_stats_stddev(t, n);
+    s->cpu_ms = n ? cpu / (double)n : NAN;
+    s->compute_cpu_ms = n ? compute_cpu / (double)n : NAN;
+    s->comm_cpu_ms = n && strcmp(s->args.comm_progress, "inline") ? comm_cpu / (double)n : NAN;
+    s->cores_busy = total_ms > 0 ? cpu / total_ms : NAN;
     s->samples_per_s = total_ms > 0 ? (double)s->window_samples / (total_ms / 1e3) : NAN;
     s->model_gflops_per_rank = total_ms > 0 && world > 0 ? flops / (total_ms / 1e3) / 1e9 / world : NAN;
     *times = t;
@@ -440,6 +460,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &world);
     r->world = world;
+    r->cores_online = (int)sysconf(_SC_NPROCESSORS_ONLN);
     r->fingerprints_equal = -1;
     r->setup_failed = 1; /* until the first run */
     /* With one command line the flags fail alike on every rank; an MPMD launch can refuse some

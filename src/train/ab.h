@@ -81,6 +81,10 @@ typedef struct tdm_ab_side {
     double mean_step_ms, median_step_ms, stddev_step_ms, samples_per_s;
     double model_gflops_per_rank; /* model FLOPs of the window's steps / their time / ranks (Megatron's throughput) */
     double *repeat_mean_ms;        /* [repeats] */
+    /* CPU per window step, mean over ranks (timing runs): the whole process, the compute
+     * thread, the communication thread (NaN with inline progress: no thread), and the
+     * process's CPU over the step time: how many cores one rank kept busy */
+    double cpu_ms, compute_cpu_ms, comm_cpu_ms, cores_busy;
     int64_t window_samples;
     int nan_iterations, skipped_iterations;
     /* profiled run (means over profiled steps and ranks); NaN when not profiled */
@@ -116,6 +120,7 @@ typedef struct tdm_ab_result {
     int64_t first_fingerprint_diff_step;
     int nan_iterations, skipped_iterations; /* both sides, all runs */
     int world;
+    int cores_online;              /* rank 0's machine: sysconf(_SC_NPROCESSORS_ONLN) */
     double wall_s;
     int ddp_line_confirms;         /* each differing argument shown in the DDP config lines has the
                                       side's value there: 1 yes, 0 no, -1 none of them is shown */

@@ -105,6 +105,18 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     fmt_pct(ea, sizeof ea, A->sched_overlap_efficiency);
     fmt_pct(eb, sizeof eb, B->sched_overlap_efficiency);
     tdm_sb_printf(sb, "  %-40s %12s %12s\n", "overlap efficiency (this schedule)", ea, eb);
+
+    /* Where the communication's CPU work goes: on a machine without a spare core it is taken
+     * from compute, whatever the overlap hides (docs/ab-protocol.md). */
+    tdm_sb_printf(sb, "\n  %-40s %12s %12s\n", "CPU (timing runs, ms/step, rank mean)", "baseline", "candidate");
+    row3(sb, "process (all threads)", A->cpu_ms, B->cpu_ms, NULL);
+    row3(sb, "  compute thread", A->compute_cpu_ms, B->compute_cpu_ms, NULL);
+    row3(sb, "  communication thread", A->comm_cpu_ms, B->comm_cpu_ms, NULL);
+    char ca[32] = "n/a", cb[32] = "n/a";
+    if (isfinite(A->cores_busy)) snprintf(ca, sizeof ca, "%.2f", A->cores_busy);
+    if (isfinite(B->cores_busy)) snprintf(cb, sizeof cb, "%.2f", B->cores_busy);
+    tdm_sb_printf(sb, "  %-40s %12s %12s   of %d online on rank 0's machine\n", "cores busy per rank", ca, cb,
+                  r->cores_online);
     tdm_sb_printf(sb, "\n  Report: %s/report.md (%.0f s in all)\n", o->out, r->wall_s);
 }
 
@@ -118,14 +130,17 @@ static int write_sb(const char *dir, const char *file, const tdm_strbuf *sb, tdm
 
 static void csv_side(const tdm_ab_side *s, tdm_strbuf *sb) {
     tdm_sb_puts(sb, "repeat,iteration,consumed_samples,global_batch_size,lr,loss,grad_norm,skipped,nan,step_ms,"
-                    "data_wait_ms,fwd_bwd_ms,grad_sync_ms,optimizer_ms,param_gather_ms,comm_thread_cpu_ms\n");
+                    "data_wait_ms,fwd_bwd_ms,grad_sync_ms,optimizer_ms,param_gather_ms,comm_thread_cpu_ms,compute_cpu_ms,"
+                    "cpu_ms\n");
     for (int k = 0; k < s->repeats; k++)
         for (int64_t i = 0; i < s->steps; i++) {
             const tdm_step_record *x = &s->records[k * s->steps + i];
-            tdm_sb_printf(sb, "%d,%lld,%lld,%d,%.17g,%.17g,%.17g,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", k + 1,
+            tdm_sb_printf(sb, "%d,%lld,%lld,%d,%.17g,%.17g,%.17g,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+                          k + 1,
                           (long long)x->iteration, (long long)x->consumed_samples, x->global_batch_size, x->lr,
                           x->loss, x->grad_norm, x->skipped, x->nan, x->step_ms, x->data_wait_ms, x->fwd_bwd_ms,
-                          x->grad_sync_ms, x->optimizer_ms, x->param_gather_ms, x->comm_thread_cpu_ms);
+                          x->grad_sync_ms, x->optimizer_ms, x->param_gather_ms, x->comm_thread_cpu_ms,
+                          x->compute_cpu_ms, x->cpu_ms);
         }
 }
 
@@ -151,6 +166,10 @@ static void json_side(tdm_strbuf *sb, const tdm_ab_side *s) {
     json_num(sb, "overlap_efficiency", s->overlap_efficiency), tdm_sb_puts(sb, ", ");
     json_num(sb, "sched_ideal_step_ms", s->sched_ideal_step_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "sched_overlap_efficiency", s->sched_overlap_efficiency), tdm_sb_puts(sb, ",\n    ");
+    json_num(sb, "cpu_ms", s->cpu_ms), tdm_sb_puts(sb, ", ");
+    json_num(sb, "compute_cpu_ms", s->compute_cpu_ms), tdm_sb_puts(sb, ", ");
+    json_num(sb, "comm_cpu_ms", s->comm_cpu_ms), tdm_sb_puts(sb, ", ");
+    json_num(sb, "cores_busy", s->cores_busy), tdm_sb_puts(sb, ",\n    ");
     tdm_sb_printf(sb, "\"window_samples\": %lld, \"nan_iterations\": %d, \"skipped_iterations\": %d, ",
                   (long long)s->window_samples, s->nan_iterations, s->skipped_iterations);
     tdm_sb_puts(sb, "\"repeat_mean_step_ms\": [");
@@ -182,6 +201,7 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     tdm_sb_json_string(sb, r->noise_sentence, strlen(r->noise_sentence));
     tdm_sb_printf(sb, ",\n  \"window\": [%lld, %lld],\n  \"steps\": %lld,\n  \"repeats\": %d,\n  \"world_size\": %d,\n",
                   (long long)o->window_lo, (long long)o->window_hi, (long long)o->steps, o->repeats, r->world);
+    tdm_sb_printf(sb, "  \"cores_online\": %d,\n", r->cores_online);
     tdm_sb_printf(sb, "  \"loss_bitwise_equal\": %s,\n  \"first_loss_diff_step\": %lld,\n  ", tf[!!r->loss_bitwise_equal],
                   (long long)r->first_loss_diff_step);
     json_num(sb, "max_rel_loss_dev", r->max_rel_loss_dev);

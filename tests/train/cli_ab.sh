@@ -94,6 +94,15 @@ for side in ["baseline", "candidate"]:
 if not isinstance(s["candidate"].get("sched_overlap_efficiency"), (int, float)):
     errs.append("candidate (--overlap-grad-reduce) has no schedule efficiency")
 if s.get("window") != [2, 4] or s.get("repeats") != 2: errs.append("window/repeats not as asked")
+# CPU per step (rank mean): the threads' parts within the process's, and busy cores within the machine's
+for side in ["baseline", "candidate"]:
+    d = s[side]
+    cpu, comp, comm, busy = (d.get(k) for k in ["cpu_ms", "compute_cpu_ms", "comm_cpu_ms", "cores_busy"])
+    if not all(isinstance(v, (int, float)) for v in (cpu, comp, comm, busy)):
+        errs.append(f"{side}: CPU figures {cpu!r} {comp!r} {comm!r} {busy!r}")
+    elif not (0 < comp <= cpu * 1.001 and 0 <= comm and comp + comm <= cpu * 1.02 + 0.5
+              and 0 < busy and busy * s["world_size"] <= s["cores_online"] + 0.25):  # both ranks on this machine
+        errs.append(f"{side}: CPU figures inconsistent: process {cpu}, compute {comp}, comm {comm}, busy {busy}")
 # the same batches on both sides: model FLOPs / window time, so GFLOP/s x mean step is the same on both
 g = [s[k].get("model_gflops_per_rank", 0) * s[k]["mean_step_ms"] for k in ["baseline", "candidate"]]
 if not (g[0] > 0 and abs(g[0] - g[1]) <= 1e-9 * g[0]): errs.append(f"model GFLOP/s x step time differ: {g}")

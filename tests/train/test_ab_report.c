@@ -47,6 +47,10 @@ static void fake(tdm_ab_options *o, tdm_ab_result *r, double base_ms, double can
                 double noise = 0.02 * tdm_rng_normal(5, (uint64_t)(s * 10 + k), (uint64_t)i);
                 x->step_ms = (s ? cand_ms : base_ms) * (1.0 + noise);
                 x->model_flops = 3.0e9; /* per step, both sides: the same batches */
+                /* CPU per step: compute 60% of the step, the communication thread 10 ms more on the candidate */
+                x->compute_cpu_ms = 0.6 * x->step_ms;
+                x->comm_thread_cpu_ms = s ? 25.0 : 15.0;
+                x->cpu_ms = x->compute_cpu_ms + x->comm_thread_cpu_ms + 1.0;
             }
         side->comm_ms = side->hidden_comm_ms = side->exposed_comm_ms = NAN;
         side->compute_ms = side->data_wait_ms = side->ideal_step_ms = side->prof_step_ms = NAN;
@@ -93,6 +97,16 @@ static void test_statistics_and_equal_precision(void) {
     CHECK(r.nan_iterations == 0 && r.side[0].window_samples == 8 * 30 * REPEATS, "compute twice, same counts");
     CHECK(r.ci_paired == 1 && r.ci_block == 4, "paired, blocks of ceil(30^(1/3)) = 4: %d, %d", r.ci_paired,
           r.ci_block);
+    /* CPU: window means; cores busy = CPU / time over the same steps */
+    CHECK_NEAR(r.side[0].comm_cpu_ms, 15.0, 1e-9);
+    CHECK_NEAR(r.side[1].comm_cpu_ms, 25.0, 1e-9);
+    CHECK_NEAR(r.side[1].compute_cpu_ms, 0.6 * r.side[1].mean_step_ms, 1e-9);
+    CHECK_NEAR(r.side[1].cpu_ms, 0.6 * r.side[1].mean_step_ms + 26.0, 1e-9);
+    CHECK_NEAR(r.side[0].cores_busy, r.side[0].cpu_ms / r.side[0].mean_step_ms, 1e-9);
+    snprintf(r.side[1].args.comm_progress, sizeof r.side[1].args.comm_progress, "inline");
+    tdm_ab_compute(&o, &r);
+    CHECK(isnan(r.side[1].comm_cpu_ms) && isfinite(r.side[0].comm_cpu_ms), "inline progress: no thread, no figure");
+    snprintf(r.side[1].args.comm_progress, sizeof r.side[1].args.comm_progress, "thread");
     r.fingerprints_equal = 0; /* the candidate's flags changed the data: its steps pair with nothing */
     tdm_ab_compute(&o, &r);
     CHECK(r.ci_paired == 0 && isfinite(r.step_time_ci.lo_pct), "different inputs: an unpaired interval");
@@ -159,12 +173,14 @@ static void test_report_files(void) {
         const char *top[] = {"step_time_change_pct", "throughput_change_pct", "ci95_pct", "window", "repeats",
                              "loss_bitwise_equal", "max_rel_loss_dev", "lr_equal", "consumed_samples_equal",
                              "fingerprints_equal", "nan_iterations", "skipped_iterations", "overlap_efficiency",
-                             "sched_overlap_efficiency", "first_loss_diff_step", "first_grad_norm_diff_step"};
+                             "sched_overlap_efficiency", "first_loss_diff_step", "first_grad_norm_diff_step",
+                             "cores_online"};
         for (size_t i = 0; i < sizeof top / sizeof *top; i++)
             CHECK(tdm_json_get(root, top[i]) != NULL, "summary.json lacks %s", top[i]);
-        const char *side_keys[] = {"mean_step_ms", "samples_per_s", "exposed_comm_ms"};
+        const char *side_keys[] = {"mean_step_ms", "samples_per_s", "exposed_comm_ms", "cpu_ms", "compute_cpu_ms",
+                                   "comm_cpu_ms", "cores_busy"};
         for (int s = 0; s < 2; s++)
-            for (size_t i = 0; i < 3; i++)
+            for (size_t i = 0; i < sizeof side_keys / sizeof *side_keys; i++)
                 CHECK(tdm_json_get(tdm_json_get(root, s ? "candidate" : "baseline"), side_keys[i]) != NULL,
                       "summary.json lacks %s.%s", s ? "candidate" : "baseline", side_keys[i]);
         const tdm_json *eq = tdm_json_get(root, "loss_bitwise_equal");
@@ -178,8 +194,8 @@ static void test_report_files(void) {
     snprintf(path, sizeof path, "%s/report.md", o.out);
     text = tdm_read_file(path, 1 << 20, &len, &err);
     CHECK(text && strstr(text, "mean step time") && strstr(text, "overlap_grad_reduce: False -> True") &&
-              strstr(text, "MPI library") && strstr(text, "OpenBLAS"),
-          "report.md has the table, the diff and the machine");
+              strstr(text, "MPI library") && strstr(text, "OpenBLAS") && strstr(text, "cores busy per rank"),
+          "report.md has the table, the CPU rows, the diff and the machine");
     CHECK(text && strstr(text, " --overlap-grad-reduce --image-root '/im$HOME`id`' --train-iters"),
           "report.md: the candidate's flags quoted for the shell");
     free(text);
