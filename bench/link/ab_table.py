@@ -6,7 +6,8 @@
 One row per rate, progress mode and candidate (the directories OUT/ab/<rate>gbit_<mode>_<cand>).
 Step times and the interval come from each run's summary.json (the timing runs); the communication
 columns from its profiled run; the communication thread's CPU per step from the timing runs ("-" with inline
-progress, or in a summary.json older than that figure). With --reanalyze, those columns are recomputed from the saved traces
+progress, or in a summary.json older than that figure); the change between whole runs with its t interval from
+REPEATS=3 on ("-" below that). With --reanalyze, those columns are recomputed from the saved traces
 (traces/<side>/trace.json) by TANDEM's `trace-summary --json`, i.e. by that build's analysis: a way to
 re-read older runs after the analysis changed, without rerunning them.
 """
@@ -47,8 +48,8 @@ def main(argv):
     print("| link (Gbit/s) | progress | candidate | micro-batch / global batch | baseline ms | candidate ms "
           "| change (95% CI) | comm share of baseline | exposed comm ms (base / cand) | last bucket ms (cand) "
           "| ideal ms (cand) | overlap eff. (cand) | ideal ms, schedule (cand) | eff., schedule (cand) "
-          "| comm-thread CPU ms (base / cand) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| comm-thread CPU ms (base / cand) | between whole runs (95% t) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def f(v, p=1):
         return "-" if v is None else f"{v:.{p}f}"
@@ -61,7 +62,7 @@ def main(argv):
                 run = os.path.join(d, f"{rate}gbit_{mode}_{cand}")
                 p = os.path.join(run, "summary.json")
                 if not os.path.exists(p):
-                    print(f"| {rate} | {mode} | {label} | | failed | | | | | | | | | | |")
+                    print(f"| {rate} | {mode} | {label} | | failed | | | | | | | | | | | |")
                     continue
                 s = json.load(open(p))
                 a, b = s["baseline"], s["candidate"]
@@ -70,6 +71,8 @@ def main(argv):
                     reanalyze(tandem, run, "candidate", b)
                 share = a["comm_ms"] / a["mean_step_ms"] if a.get("comm_ms") is not None and a.get("mean_step_ms") else None
                 ci = s.get("ci95_pct") or [None, None]
+                rc = s.get("runs_ci95_pct")  # REPEATS >= 3 only
+                runs = f"{f(s['runs_change_pct'])}% ({f(rc[0])} .. {f(rc[1])})" if rc else "-"
                 bp = run + ".batch"
                 batch = " / ".join(open(bp).read().split()) if os.path.exists(bp) else "-"
                 print(f"| {rate} | {mode} | {label} | {batch} | {f(a['mean_step_ms'])} | {f(b['mean_step_ms'])} "
@@ -77,7 +80,7 @@ def main(argv):
                       f"| {f(a['exposed_comm_ms'])} / {f(b['exposed_comm_ms'])} | {f(b.get('last_bucket_comm_ms'))} "
                       f"| {f(b['ideal_step_ms'])} | {f(b['overlap_efficiency'], 2)} | {f(b.get('sched_ideal_step_ms'))} "
                       f"| {f(b.get('sched_overlap_efficiency'), 2)} "
-                      f"| {f(a.get('comm_cpu_ms'))} / {f(b.get('comm_cpu_ms'))} |")
+                      f"| {f(a.get('comm_cpu_ms'))} / {f(b.get('comm_cpu_ms'))} | {runs} |")
 
 
 if __name__ == "__main__":

@@ -381,6 +381,34 @@ static void confirm_ddp_lines(tdm_ab_result *r) {
     }
 }
 
+/* The change between whole runs (stats.h: paired runs), from 3 repeats on, and what it adds to the noise
+ * sentence: the steps' interval cannot see a host that was slower during one run than the next. */
+static void runs_interval(const tdm_ab_side *A, const tdm_ab_side *B, tdm_ab_result *r) {
+    r->runs_ci_pairs = 0;
+    r->runs_ci.change_pct = r->runs_ci.lo_pct = r->runs_ci.hi_pct = NAN;
+    if (A->repeats < 3 || A->repeats != B->repeats ||
+        tdm_stats_paired_runs_rel_change(A->repeat_mean_ms, B->repeat_mean_ms, A->repeats, &r->runs_ci) != 0)
+        return;
+    r->runs_ci_pairs = A->repeats;
+    const tdm_stats_ci *s = &r->step_time_ci, *w = &r->runs_ci;
+    int steps_exclude = isfinite(s->lo_pct) && !(s->lo_pct <= 0 && s->hi_pct >= 0);
+    int runs_contain = w->lo_pct <= 0 && w->hi_pct >= 0;
+    size_t len = strlen(r->noise_sentence);
+    char *out = r->noise_sentence + len;
+    size_t cap = sizeof r->noise_sentence - len;
+    if (runs_contain && steps_exclude)
+        snprintf(out, cap,
+                 " Between whole runs it is %+.2f%% (95%% t interval over the %d interleaved pairs [%+.2f%%, %+.2f%%]), "
+                 "which contains 0: the runs differ among themselves more than their steps suggest, so this is not "
+                 "yet a result; add --repeats.",
+                 w->change_pct, r->runs_ci_pairs, w->lo_pct, w->hi_pct);
+    else
+        snprintf(out, cap, " Between whole runs: %+.2f%% (95%% t interval over the %d interleaved pairs [%+.2f%%, "
+                           "%+.2f%%]), which %s 0%s.",
+                 w->change_pct, r->runs_ci_pairs, w->lo_pct, w->hi_pct, runs_contain ? "contains" : "excludes",
+                 runs_contain == !steps_exclude ? " too" : "");
+}
+
 void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     confirm_ddp_lines(r);
     tdm_ab_side *A = &r->side[0], *B = &r->side[1];
@@ -417,6 +445,7 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     } else {
         tdm_stats_noise_sentence(&r->step_time_ci, "mean step time", r->noise_sentence, sizeof r->noise_sentence);
     }
+    runs_interval(A, B, r);
     free(ta);
     free(tb);
     free(la);

@@ -105,10 +105,12 @@ typedef struct tdm_ab_result {
     char **same_lines;             /* "name = value" */
     int n_same;
     tdm_stats_ci step_time_ci;     /* relative change of mean step time, % */
+    tdm_stats_ci runs_ci;          /* the same between whole runs: paired repeats, t interval (stats.h) */
+    int runs_ci_pairs;             /* the pairs behind runs_ci; 0 when there is none (fewer than 3 repeats) */
     int ci_paired;                 /* the interval's resamples pair repeat r's steps of both sides */
     int ci_block;                  /* its block length, in steps (of the first repeat's window) */
     double step_time_change_pct, median_change_pct, throughput_change_pct;
-    char noise_sentence[512];
+    char noise_sentence[1024];
     /* precision check (first timing run of each side, every step) */
     int lr_equal, consumed_samples_equal, global_batch_equal, loss_bitwise_equal, grad_norm_bitwise_equal;
     int all_finite;

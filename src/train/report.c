@@ -54,6 +54,11 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     else
         snprintf(ch, sizeof ch, "%+.2f%%  (no interval)", r->step_time_change_pct);
     row3(sb, "mean step time (ms)", A->mean_step_ms, B->mean_step_ms, ch);
+    if (r->runs_ci_pairs)
+        tdm_sb_printf(sb, "  %-40s %12s %12s   %+.2f%%  (95%% t   %+.2f%% .. %+.2f%%)\n", "  between whole runs (paired)", "",
+                      "", r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct);
+    else
+        tdm_sb_printf(sb, "  %-40s %12s %12s   n/a (needs --repeats 3 or more)\n", "  between whole runs (paired)", "", "");
     snprintf(ch, sizeof ch, "%+.2f%%", r->median_change_pct);
     row3(sb, "median step time (ms)", A->median_step_ms, B->median_step_ms, ch);
     snprintf(ch, sizeof ch, "%+.2f%%", r->throughput_change_pct);
@@ -197,6 +202,14 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
                       r->step_time_ci.lo_pct <= 0 && r->step_time_ci.hi_pct >= 0 ? "true" : "false");
     else tdm_sb_puts(sb, "\"ci95_pct\": null,\n  \"inside_noise\": null,\n  ");
     tdm_sb_printf(sb, "\"ci_block_steps\": %d,\n  \"ci_paired\": %s,\n  ", r->ci_block, tf[!!r->ci_paired]);
+    if (r->runs_ci_pairs)
+        tdm_sb_printf(sb,
+                      "\"runs_change_pct\": %.6g,\n  \"runs_ci95_pct\": [%.6g, %.6g],\n  \"runs_inside_noise\": %s,\n  ",
+                      r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct,
+                      r->runs_ci.lo_pct <= 0 && r->runs_ci.hi_pct >= 0 ? "true" : "false");
+    else
+        tdm_sb_puts(sb, "\"runs_change_pct\": null,\n  \"runs_ci95_pct\": null,\n  \"runs_inside_noise\": null,\n  ");
+    tdm_sb_printf(sb, "\"runs_ci_pairs\": %d,\n  ", r->runs_ci_pairs);
     tdm_sb_puts(sb, "\"noise_sentence\": ");
     tdm_sb_json_string(sb, r->noise_sentence, strlen(r->noise_sentence));
     tdm_sb_printf(sb, ",\n  \"window\": [%lld, %lld],\n  \"steps\": %lld,\n  \"repeats\": %d,\n  \"world_size\": %d,\n",
@@ -448,6 +461,13 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
             tdm_sb_printf(&sb, "%s%.2f", k ? ", " : " ", r->side[s].repeat_mean_ms[k]);
         tdm_sb_puts(&sb, s ? " ms.\n" : " ms;");
     }
+    if (r->runs_ci_pairs)
+        tdm_sb_printf(&sb, "- Between whole runs: the mean over the %d pairs (baseline run r, candidate run r, "
+                           "interleaved) of each pair's change, %+.2f%%, with its 95%% Student t interval "
+                           "[%+.2f%%, %+.2f%%] (%d degrees of freedom): it sees a host that is slower during one run "
+                           "than the next, which the steps' interval cannot.\n",
+                      r->runs_ci_pairs, r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct,
+                      r->runs_ci_pairs - 1);
     if (A->audit_steps > 0)
         tdm_sb_printf(&sb, "- One fingerprint audit run per side (%lld steps): the hash of every rank's micro-batches "
                            "at every step, compared between the sides.\n",

@@ -54,6 +54,17 @@ int tdm_stats_paired_block_bootstrap_rel_change(const double *a, const double *b
  * ceil(n^(1/3)), at most n/2, at least 1. */
 int tdm_stats_auto_block(int64_t n);
 
+/* The 0.975 quantile of Student's t distribution with df degrees of freedom (df >= 1): the
+ * tabulated values up to 30, a Cornish-Fisher expansion beyond (within 1e-3 of the exact value). */
+double tdm_stats_t975(int df);
+
+/* The change between whole runs, for interleaved runs in pairs (baseline run r, then candidate run r): the
+ * mean over pairs of 100 (b[r] / a[r] - 1), where a[r] and b[r] are the runs' mean step times, and its 95%
+ * Student t interval over the n pairs. The steps' bootstrap sees the noise within runs only; this one sees how
+ * much whole runs differ (a host that slows for a minute), at the price of n - 1 degrees of freedom. Returns -1
+ * for n < 2 or a value that is not finite or, for a, not positive. */
+int tdm_stats_paired_runs_rel_change(const double *a, const double *b, int n, tdm_stats_ci *ci);
+
 /* One sentence about the interval, e.g. "The difference is inside the noise: the 95%
  * interval [-1.2%, +0.8%] contains 0." or "The mean step time is lower by 9.2% (95% interval
  * [-10.1%, -8.3%]): the interval excludes 0." `what` names the quantity in lower case ("mean step time").

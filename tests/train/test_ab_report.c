@@ -15,7 +15,9 @@
 #include "harness.h"
 #include "train/ab.h"
 
-enum { STEPS = 40, REPEATS = 2 };
+enum { STEPS = 40, MAX_REPEATS = 8 };
+static int REPEATS = 2;                    /* timing runs per side that fake() makes */
+static double run_speed[2][MAX_REPEATS];   /* [side][repeat]: a host slower during that run (0 = 1) */
 
 /* Fills both sides: baseline steps take `base_ms`, candidate `cand_ms`, with 2% noise;
  * losses and everything else identical. */
@@ -45,7 +47,7 @@ static void fake(tdm_ab_options *o, tdm_ab_result *r, double base_ms, double can
                 x->loss = 5.0 / (1.0 + 0.1 * i);
                 x->grad_norm = 1.0 + 0.01 * i;
                 double noise = 0.02 * tdm_rng_normal(5, (uint64_t)(s * 10 + k), (uint64_t)i);
-                x->step_ms = (s ? cand_ms : base_ms) * (1.0 + noise);
+                x->step_ms = (s ? cand_ms : base_ms) * (1.0 + noise) * (run_speed[s][k] ? run_speed[s][k] : 1.0);
                 x->model_flops = 3.0e9; /* per step, both sides: the same batches */
                 /* CPU per step: compute 60% of the step, the communication thread 10 ms more on the candidate */
                 x->compute_cpu_ms = 0.6 * x->step_ms;
@@ -113,6 +115,42 @@ static void test_statistics_and_equal_precision(void) {
     tdm_ab_result_free(&r);
 }
 
+/* From 3 repeats on, the change between whole runs: its interval sees a host that drifts from run to run,
+ * which the steps' interval (within runs) does not. */
+static void test_between_runs(void) {
+    tdm_ab_options o;
+    tdm_ab_result r;
+    fake(&o, &r, 100.0, 90.0);
+    tdm_ab_compute(&o, &r);
+    CHECK(r.runs_ci_pairs == 0 && isnan(r.runs_ci.lo_pct) && !strstr(r.noise_sentence, "whole runs"),
+          "2 repeats: no interval between runs");
+    tdm_ab_result_free(&r);
+
+    REPEATS = 4; /* steady host: both intervals exclude 0 and agree */
+    fake(&o, &r, 100.0, 90.0);
+    tdm_ab_compute(&o, &r);
+    CHECK(r.runs_ci_pairs == 4 && r.runs_ci.hi_pct < 0 && fabs(r.runs_ci.change_pct + 10.0) < 1.0,
+          "4 pairs, -10%%: %g [%g, %g]", r.runs_ci.change_pct, r.runs_ci.lo_pct, r.runs_ci.hi_pct);
+    CHECK(strstr(r.noise_sentence, "excludes 0 too") != NULL, "%s", r.noise_sentence);
+    tdm_ab_result_free(&r);
+
+    /* a drifting host: every other run 12% slower, the candidate's runs out of step with the baseline's. Within
+     * runs the candidate is 5% faster at 2% noise per step, and the steps' interval excludes 0; between runs
+     * the pairs change by +6.6% and -15.2% in turn, and that interval must contain 0 and say so. */
+    const double slow[2][4] = {{1.0, 1.12, 1.0, 1.12}, {1.12, 1.0, 1.12, 1.0}};
+    for (int side = 0; side < 2; side++) memcpy(run_speed[side], slow[side], sizeof slow[side]);
+    fake(&o, &r, 100.0, 95.0);
+    tdm_ab_compute(&o, &r);
+    CHECK(r.step_time_ci.hi_pct < 0, "steps' interval [%g, %g] excludes 0", r.step_time_ci.lo_pct,
+          r.step_time_ci.hi_pct);
+    CHECK(r.runs_ci.lo_pct < 0 && r.runs_ci.hi_pct > 0, "runs' interval [%g, %g] contains 0", r.runs_ci.lo_pct,
+          r.runs_ci.hi_pct);
+    CHECK(strstr(r.noise_sentence, "not yet a result") != NULL, "%s", r.noise_sentence);
+    tdm_ab_result_free(&r);
+    memset(run_speed, 0, sizeof run_speed);
+    REPEATS = 2;
+}
+
 static void test_precision_differences(void) {
     tdm_ab_options o;
     tdm_ab_result r;
@@ -174,7 +212,7 @@ static void test_report_files(void) {
                              "loss_bitwise_equal", "max_rel_loss_dev", "lr_equal", "consumed_samples_equal",
                              "fingerprints_equal", "nan_iterations", "skipped_iterations", "overlap_efficiency",
                              "sched_overlap_efficiency", "first_loss_diff_step", "first_grad_norm_diff_step",
-                             "cores_online"};
+                             "cores_online", "runs_ci95_pct", "runs_change_pct", "runs_ci_pairs"};
         for (size_t i = 0; i < sizeof top / sizeof *top; i++)
             CHECK(tdm_json_get(root, top[i]) != NULL, "summary.json lacks %s", top[i]);
         const char *side_keys[] = {"mean_step_ms", "samples_per_s", "exposed_comm_ms", "cpu_ms", "compute_cpu_ms",
@@ -266,6 +304,7 @@ static void test_window_parse(void) {
 
 int main(void) {
     RUN(test_statistics_and_equal_precision);
+    RUN(test_between_runs);
     RUN(test_precision_differences);
     RUN(test_report_files);
     RUN(test_window_parse);

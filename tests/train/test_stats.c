@@ -175,6 +175,47 @@ static void test_noise_sentence(void) {
     CHECK(strstr(s, "lower by 9.24%") && !strstr(s, "noise"), "%s", s);
 }
 
+static void test_t_quantile(void) {
+    /* Student t 0.975 quantiles from the standard tables (and, beyond 30, their 4-digit values) */
+    const struct {
+        int df;
+        double t;
+    } ref[] = {{1, 12.706}, {2, 4.303}, {3, 3.182}, {5, 2.571}, {10, 2.228}, {30, 2.042},
+               {31, 2.0395}, {40, 2.0211}, {60, 2.0003}, {120, 1.9799}, {1000, 1.9623}};
+    for (size_t i = 0; i < sizeof ref / sizeof *ref; i++)
+        CHECK(fabs(tdm_stats_t975(ref[i].df) - ref[i].t) < 1e-3, "t(0.975, %d) = %.4f, expected %.4f", ref[i].df,
+              tdm_stats_t975(ref[i].df), ref[i].t);
+    CHECK(isnan(tdm_stats_t975(0)), "no quantile for 0 degrees of freedom");
+}
+
+static void test_paired_runs(void) {
+    /* hand-checked (Python's statistics.stdev): changes -5, -9.0909, -2.2222 %; mean -5.4377, t(2) = 4.303 */
+    const double a[] = {100, 110, 90}, b[] = {95, 100, 88};
+    tdm_stats_ci ci;
+    CHECK(tdm_stats_paired_runs_rel_change(a, b, 3, &ci) == 0, "three pairs");
+    CHECK_NEAR(ci.change_pct, -5.437710437710441, 1e-9);
+    CHECK_NEAR(ci.lo_pct, -14.021596032781725, 1e-9);
+    CHECK_NEAR(ci.hi_pct, 3.146175157360842, 1e-9);
+    CHECK(tdm_stats_paired_runs_rel_change(a, b, 1, &ci) != 0, "one pair has no spread");
+    const double bad[] = {100, 0, 90};
+    CHECK(tdm_stats_paired_runs_rel_change(bad, b, 3, &ci) != 0, "a baseline run of 0 ms");
+    /* Coverage: 4 pairs per trial, every run slowed or sped by a drift shared within its pair (the
+     * host), the candidate 8% faster with 2% noise of its own. The t interval must cover -8% in about
+     * 95% of trials, drift or not. */
+    int covered = 0, trials = 4000;
+    for (int t = 0; t < trials; t++) {
+        double x[4], y[4];
+        for (int r = 0; r < 4; r++) {
+            double drift = 1.0 + 0.15 * tdm_rng_normal(11, (uint64_t)t, (uint64_t)r);
+            x[r] = 200.0 * drift;
+            y[r] = x[r] * (0.92 + 0.02 * tdm_rng_normal(12, (uint64_t)t, (uint64_t)r));
+        }
+        if (tdm_stats_paired_runs_rel_change(x, y, 4, &ci) == 0 && ci.lo_pct <= -8.0 && ci.hi_pct >= -8.0) covered++;
+    }
+    double cover = (double)covered / trials;
+    CHECK(cover > 0.935 && cover < 0.965, "t interval coverage %.3f, expected 0.95", cover);
+}
+
 int main(void) {
     RUN(test_basic);
     RUN(test_bootstrap_covers_truth);
@@ -183,5 +224,7 @@ int main(void) {
     RUN(test_block_bootstrap_cases);
     RUN(test_paired_bootstrap);
     RUN(test_noise_sentence);
+    RUN(test_t_quantile);
+    RUN(test_paired_runs);
     return TEST_SUMMARY();
 }
