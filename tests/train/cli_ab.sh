@@ -94,6 +94,9 @@ for side in ["baseline", "candidate"]:
 if not isinstance(s["candidate"].get("sched_overlap_efficiency"), (int, float)):
     errs.append("candidate (--overlap-grad-reduce) has no schedule efficiency")
 if s.get("window") != [2, 4] or s.get("repeats") != 2: errs.append("window/repeats not as asked")
+# two repeats are too few pairs for an interval between whole runs: null, not a made-up one
+if s.get("runs_ci_pairs") != 0 or s.get("runs_ci95_pct", 0) is not None:
+    errs.append(f"runs interval with 2 repeats: {s.get('runs_ci_pairs')!r} {s.get('runs_ci95_pct')!r}")
 # CPU per step (rank mean): the threads' parts within the process's, and busy cores within the machine's
 for side in ["baseline", "candidate"]:
     d = s[side]
