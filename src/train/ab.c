@@ -398,9 +398,9 @@ static void runs_interval(const tdm_ab_side *A, const tdm_ab_side *B, tdm_ab_res
     size_t cap = sizeof r->noise_sentence - len;
     if (runs_contain && steps_exclude)
         snprintf(out, cap,
-                 " Between whole runs it is %+.2f%% (95%% t interval over the %d interleaved pairs [%+.2f%%, %+.2f%%]), "
-                 "which contains 0: the runs differ among themselves more than their steps suggest, so this is not "
-                 "yet a result; add --repeats.",
+                 " Between whole runs it is %+.2f%% (95%% t interval over the %d interleaved pairs "
+                 "[%+.2f%%, %+.2f%%]), which contains 0: the runs differ among themselves more than their steps "
+                 "suggest, so this is not yet a result; add --repeats.",
                  w->change_pct, r->runs_ci_pairs, w->lo_pct, w->hi_pct);
     else
         snprintf(out, cap, " Between whole runs: %+.2f%% (95%% t interval over the %d interleaved pairs [%+.2f%%, "

@@ -54,11 +54,12 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     else
         snprintf(ch, sizeof ch, "%+.2f%%  (no interval)", r->step_time_change_pct);
     row3(sb, "mean step time (ms)", A->mean_step_ms, B->mean_step_ms, ch);
+    const char *runs_row = "  between whole runs (paired)";
     if (r->runs_ci_pairs)
-        tdm_sb_printf(sb, "  %-40s %12s %12s   %+.2f%%  (95%% t   %+.2f%% .. %+.2f%%)\n", "  between whole runs (paired)", "",
-                      "", r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct);
+        tdm_sb_printf(sb, "  %-40s %12s %12s   %+.2f%%  (95%% CI %+.2f%% .. %+.2f%%, t over %d pairs)\n", runs_row, "",
+                      "", r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct, r->runs_ci_pairs);
     else
-        tdm_sb_printf(sb, "  %-40s %12s %12s   n/a (needs --repeats 3 or more)\n", "  between whole runs (paired)", "", "");
+        tdm_sb_printf(sb, "  %-40s %12s %12s   n/a (needs --repeats 3 or more)\n", runs_row, "", "");
     snprintf(ch, sizeof ch, "%+.2f%%", r->median_change_pct);
     row3(sb, "median step time (ms)", A->median_step_ms, B->median_step_ms, ch);
     snprintf(ch, sizeof ch, "%+.2f%%", r->throughput_change_pct);
@@ -135,8 +136,8 @@ static int write_sb(const char *dir, const char *file, const tdm_strbuf *sb, tdm
 
 static void csv_side(const tdm_ab_side *s, tdm_strbuf *sb) {
     tdm_sb_puts(sb, "repeat,iteration,consumed_samples,global_batch_size,lr,loss,grad_norm,skipped,nan,step_ms,"
-                    "data_wait_ms,fwd_bwd_ms,grad_sync_ms,optimizer_ms,param_gather_ms,comm_thread_cpu_ms,compute_cpu_ms,"
-                    "cpu_ms\n");
+                    "data_wait_ms,fwd_bwd_ms,grad_sync_ms,optimizer_ms,param_gather_ms,comm_thread_cpu_ms,"
+                    "compute_cpu_ms,cpu_ms\n");
     for (int k = 0; k < s->repeats; k++)
         for (int64_t i = 0; i < s->steps; i++) {
             const tdm_step_record *x = &s->records[k * s->steps + i];
@@ -204,7 +205,8 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     tdm_sb_printf(sb, "\"ci_block_steps\": %d,\n  \"ci_paired\": %s,\n  ", r->ci_block, tf[!!r->ci_paired]);
     if (r->runs_ci_pairs)
         tdm_sb_printf(sb,
-                      "\"runs_change_pct\": %.6g,\n  \"runs_ci95_pct\": [%.6g, %.6g],\n  \"runs_inside_noise\": %s,\n  ",
+                      "\"runs_change_pct\": %.6g,\n  \"runs_ci95_pct\": [%.6g, %.6g],\n"
+                      "  \"runs_inside_noise\": %s,\n  ",
                       r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct,
                       r->runs_ci.lo_pct <= 0 && r->runs_ci.hi_pct >= 0 ? "true" : "false");
     else
