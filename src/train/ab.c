@@ -391,12 +391,12 @@ static void runs_interval(const tdm_ab_side *A, const tdm_ab_side *B, tdm_ab_res
         return;
     r->runs_ci_pairs = A->repeats;
     const tdm_stats_ci *s = &r->step_time_ci, *w = &r->runs_ci;
-    int steps_exclude = isfinite(s->lo_pct) && !(s->lo_pct <= 0 && s->hi_pct >= 0);
-    int runs_contain = w->lo_pct <= 0 && w->hi_pct >= 0;
+    int steps_has = isfinite(s->lo_pct), steps_contain = steps_has && tdm_stats_ci_contains_zero(s);
+    int runs_contain = tdm_stats_ci_contains_zero(w);
     size_t len = strlen(r->noise_sentence);
     char *out = r->noise_sentence + len;
     size_t cap = sizeof r->noise_sentence - len;
-    if (runs_contain && steps_exclude)
+    if (runs_contain && steps_has && !steps_contain)
         snprintf(out, cap,
                  " Between whole runs it is %+.2f%% (95%% t interval over the %d interleaved pairs "
                  "[%+.2f%%, %+.2f%%]), which contains 0: the runs differ among themselves more than their steps "
@@ -406,7 +406,7 @@ static void runs_interval(const tdm_ab_side *A, const tdm_ab_side *B, tdm_ab_res
         snprintf(out, cap, " Between whole runs: %+.2f%% (95%% t interval over the %d interleaved pairs [%+.2f%%, "
                            "%+.2f%%]), which %s 0%s.",
                  w->change_pct, r->runs_ci_pairs, w->lo_pct, w->hi_pct, runs_contain ? "contains" : "excludes",
-                 runs_contain == !steps_exclude ? " too" : "");
+                 steps_has && runs_contain == steps_contain ? " too" : "");
 }
 
 void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {

@@ -200,7 +200,7 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     if (isfinite(r->step_time_ci.lo_pct))
         tdm_sb_printf(sb, "\"ci95_pct\": [%.6g, %.6g],\n  \"inside_noise\": %s,\n  ", r->step_time_ci.lo_pct,
                       r->step_time_ci.hi_pct,
-                      r->step_time_ci.lo_pct <= 0 && r->step_time_ci.hi_pct >= 0 ? "true" : "false");
+                      tdm_stats_ci_contains_zero(&r->step_time_ci) ? "true" : "false");
     else tdm_sb_puts(sb, "\"ci95_pct\": null,\n  \"inside_noise\": null,\n  ");
     tdm_sb_printf(sb, "\"ci_block_steps\": %d,\n  \"ci_paired\": %s,\n  ", r->ci_block, tf[!!r->ci_paired]);
     if (r->runs_ci_pairs)
@@ -208,7 +208,7 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
                       "\"runs_change_pct\": %.6g,\n  \"runs_ci95_pct\": [%.6g, %.6g],\n"
                       "  \"runs_inside_noise\": %s,\n  ",
                       r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct,
-                      r->runs_ci.lo_pct <= 0 && r->runs_ci.hi_pct >= 0 ? "true" : "false");
+                      tdm_stats_ci_contains_zero(&r->runs_ci) ? "true" : "false");
     else
         tdm_sb_puts(sb, "\"runs_change_pct\": null,\n  \"runs_ci95_pct\": null,\n  \"runs_inside_noise\": null,\n  ");
     tdm_sb_printf(sb, "\"runs_ci_pairs\": %d,\n  ", r->runs_ci_pairs);

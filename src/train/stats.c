@@ -178,7 +178,7 @@ int tdm_stats_paired_runs_rel_change(const double *a, const double *b, int n, td
 }
 
 void tdm_stats_noise_sentence(const tdm_stats_ci *ci, const char *what, char *out, size_t cap) {
-    if (ci->lo_pct <= 0 && ci->hi_pct >= 0)
+    if (tdm_stats_ci_contains_zero(ci))
         snprintf(out, cap,
                  "The difference is inside the noise: the 95%% interval of the change in %s [%+.2f%%, %+.2f%%] "
                  "contains 0; repeat with more steps or repeats before drawing a conclusion.",

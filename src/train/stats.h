@@ -65,6 +65,9 @@ double tdm_stats_t975(int df);
  * for n < 2 or a value that is not finite or, for a, not positive. */
 int tdm_stats_paired_runs_rel_change(const double *a, const double *b, int n, tdm_stats_ci *ci);
 
+/* 1 when the interval holds 0: the change could be noise (0 for an interval of NaNs). */
+static inline int tdm_stats_ci_contains_zero(const tdm_stats_ci *ci) { return ci->lo_pct <= 0 && ci->hi_pct >= 0; }
+
 /* One sentence about the interval, e.g. "The difference is inside the noise: the 95%
  * interval [-1.2%, +0.8%] contains 0." or "The mean step time is lower by 9.2% (95% interval
  * [-10.1%, -8.3%]): the interval excludes 0." `what` names the quantity in lower case ("mean step time").

@@ -16,7 +16,7 @@
 #include "train/ab.h"
 
 enum { STEPS = 40, MAX_REPEATS = 8 };
-static int REPEATS = 2;                    /* timing runs per side that fake() makes */
+static int fake_repeats = 2;                    /* timing runs per side that fake() makes */
 static double run_speed[2][MAX_REPEATS];   /* [side][repeat]: a host slower during that run (0 = 1) */
 
 /* Fills both sides: baseline steps take `base_ms`, candidate `cand_ms`, with 2% noise;
@@ -26,7 +26,7 @@ static void fake(tdm_ab_options *o, tdm_ab_result *r, double base_ms, double can
     o->steps = STEPS;
     o->window_lo = 11;
     o->window_hi = STEPS;
-    o->repeats = REPEATS;
+    o->repeats = fake_repeats;
     o->bootstrap_resamples = 500;
     memset(r, 0, sizeof *r);
     r->world = 2;
@@ -34,10 +34,10 @@ static void fake(tdm_ab_options *o, tdm_ab_result *r, double base_ms, double can
     for (int s = 0; s < 2; s++) {
         tdm_ab_side *side = &r->side[s];
         side->label = s ? "candidate" : "baseline";
-        side->repeats = REPEATS;
+        side->repeats = fake_repeats;
         side->steps = STEPS;
-        side->records = tdm_xcalloc(REPEATS * STEPS, sizeof *side->records);
-        for (int k = 0; k < REPEATS; k++)
+        side->records = tdm_xcalloc(fake_repeats * STEPS, sizeof *side->records);
+        for (int k = 0; k < fake_repeats; k++)
             for (int i = 0; i < STEPS; i++) {
                 tdm_step_record *x = &side->records[k * STEPS + i];
                 x->iteration = i + 1;
@@ -74,7 +74,7 @@ static void test_statistics_and_equal_precision(void) {
     tdm_ab_compute(&o, &r);
     CHECK_NEAR(r.side[0].mean_step_ms, 100.0, 1.0);
     CHECK_NEAR(r.side[1].mean_step_ms, 90.0, 1.0);
-    CHECK(r.side[0].window_samples == 8 * 30 * REPEATS, "samples in the window: %lld",
+    CHECK(r.side[0].window_samples == 8 * 30 * fake_repeats, "samples in the window: %lld",
           (long long)r.side[0].window_samples);
     /* samples/s = samples / window time = 8 / (mean step in s) */
     CHECK_NEAR(r.side[0].samples_per_s, 8.0 / (r.side[0].mean_step_ms / 1e3), 1e-9);
@@ -96,7 +96,7 @@ static void test_statistics_and_equal_precision(void) {
     CHECK(r.ddp_line_confirms == 0, "a candidate whose DDP line says False is caught");
     snprintf(r.side[1].ddp_config_line, sizeof r.side[1].ddp_config_line, "X(overlap_grad_reduce=True)");
     tdm_ab_compute(&o, &r); /* idempotent */
-    CHECK(r.nan_iterations == 0 && r.side[0].window_samples == 8 * 30 * REPEATS, "compute twice, same counts");
+    CHECK(r.nan_iterations == 0 && r.side[0].window_samples == 8 * 30 * fake_repeats, "compute twice, same counts");
     CHECK(r.ci_paired == 1 && r.ci_block == 4, "paired, blocks of ceil(30^(1/3)) = 4: %d, %d", r.ci_paired,
           r.ci_block);
     /* CPU: window means; cores busy = CPU / time over the same steps */
@@ -126,7 +126,7 @@ static void test_between_runs(void) {
           "2 repeats: no interval between runs");
     tdm_ab_result_free(&r);
 
-    REPEATS = 4; /* steady host: both intervals exclude 0 and agree */
+    fake_repeats = 4; /* steady host: both intervals exclude 0 and agree */
     fake(&o, &r, 100.0, 90.0);
     tdm_ab_compute(&o, &r);
     CHECK(r.runs_ci_pairs == 4 && r.runs_ci.hi_pct < 0 && fabs(r.runs_ci.change_pct + 10.0) < 1.0,
@@ -148,7 +148,7 @@ static void test_between_runs(void) {
     CHECK(strstr(r.noise_sentence, "not yet a result") != NULL, "%s", r.noise_sentence);
     tdm_ab_result_free(&r);
     memset(run_speed, 0, sizeof run_speed);
-    REPEATS = 2;
+    fake_repeats = 2;
 }
 
 static void test_precision_differences(void) {
@@ -241,7 +241,7 @@ static void test_report_files(void) {
     text = tdm_read_file(path, 1 << 20, &len, &err);
     int lines = 0;
     for (size_t i = 0; text && i < len; i++) lines += text[i] == '\n';
-    CHECK(lines == 1 + REPEATS * STEPS, "csv rows %d", lines);
+    CHECK(lines == 1 + fake_repeats * STEPS, "csv rows %d", lines);
     free(text);
     /* the timeline of a profiled step: two collectives in flight together are on the comm thread's two tracks
      * (prof/trace.h), two rows named apart */
