@@ -9,11 +9,12 @@
 # killed earlier run (same name prefix) are deleted at start.
 #
 #   bench/link/run_link_bench.sh probe   link_probe (reduce-scatter / all-gather of 4, 16,
-#                                        64 MB) with Open MPI and MPICH at each rate
+#                                        64 MB: time, bandwidth, CPU) with Open MPI and MPICH at each rate
 #   bench/link/run_link_bench.sh ab      tandem ab at each rate, progress thread and inline:
 #                                        baseline vs --overlap-grad-reduce, and vs both overlap flags
 #   bench/link/run_link_bench.sh         both
-# Environment: RATES ("0.5 1 2", Gbit/s), PROBE_MPIS ("openmpi mpich"), AB_MPI (openmpi),
+# Environment: RATES ("0.5 1 2", Gbit/s), PROBE_MPIS ("openmpi mpich"), POLL_US (the probe's sleep between
+# MPI_Test calls of a nonblocking collective, 50 as in tandem's communication thread), AB_MPI (openmpi),
 # MODES ("thread inline"), CANDS ("overlap_grad overlap_both"; "custom": BASE_FLAGS against CAND_FLAGS),
 # STEPS (30), WINDOW (11:30),
 # GBS (global batch, 12: sets the compute per step against the fixed gradient traffic), MBS (micro-batch
@@ -120,7 +121,7 @@ if [ "$WHAT" = probe ] || [ "$WHAT" = all ]; then
     for rate in $RATES; do
       set_rate "$rate"
       echo "== probe $mpi at $rate Gbit/s"
-      mpi_run "$mpi" 600 "$OUT/link_probe_$mpi" 5 >"$OUT/probe_${mpi}_$rate.csv" 2>"$OUT/probe_${mpi}_$rate.err" \
+      mpi_run "$mpi" 600 "$OUT/link_probe_$mpi" 5 "${POLL_US:-50}" >"$OUT/probe_${mpi}_$rate.csv" 2>"$OUT/probe_${mpi}_$rate.err" \
         || { echo "probe $mpi at $rate Gbit/s failed:"; tail -n 20 "$OUT/probe_${mpi}_$rate.err"; }
       cat "$OUT/probe_${mpi}_$rate.csv"
     done
@@ -128,7 +129,8 @@ if [ "$WHAT" = probe ] || [ "$WHAT" = all ]; then
   $PY - "$OUT" "$RATES" "$PROBE_MPIS" >"$OUT/probe.md" <<'PYEOF'
 import csv, os, sys
 out, rates, mpis = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
-print("| MPI | link (Gbit/s) | operation | 4 MB ms (Gbit/s) | 16 MB ms (Gbit/s) | 64 MB ms (Gbit/s) |")
+print("| MPI | link (Gbit/s) | operation | 4 MB ms (Gbit/s; CPU ms) | 16 MB ms (Gbit/s; CPU ms) "
+      "| 64 MB ms (Gbit/s; CPU ms) |")
 print("|---|---|---|---|---|---|")
 for mpi in mpis:
     for rate in rates:
@@ -138,8 +140,8 @@ for mpi in mpis:
         for r in csv.DictReader(open(p)):
             rows.setdefault(r["op"], {})[r["size_mb"]] = r
         for op, by in rows.items():
-            cells = [f"{float(by[s]['median_ms']):.1f} ({float(by[s]['busbw_gbit_s']):.2f})" if s in by else "-"
-                     for s in ("4", "16", "64")]
+            cells = [f"{float(by[s]['median_ms']):.1f} ({float(by[s]['busbw_gbit_s']):.2f}; "
+                     f"{float(by[s]['cpu_ms']):.1f})" if s in by else "-" for s in ("4", "16", "64")]
             print(f"| {mpi} | {rate} | {op} | " + " | ".join(cells) + " |")
 PYEOF
   cat "$OUT/probe.md"
