@@ -6,7 +6,8 @@
 # /30 that exists only inside those namespaces. mpirun runs in the first namespace and
 # starts the other rank through bench/link/agent.sh (an ssh stand-in: ip netns exec).
 # Everything created is deleted on exit, interrupt or failure; stale namespaces left by a
-# killed earlier run (same name prefix) are deleted at start.
+# killed earlier run (same name prefix) are deleted at start. An interrupt (Ctrl-C, SIGTERM)
+# stops the MPI job that is running at once rather than after it.
 #
 #   bench/link/run_link_bench.sh probe   link_probe (reduce-scatter / all-gather of 4, 16,
 #                                        64 MB: time, bandwidth, CPU) with Open MPI and MPICH at each rate
@@ -24,7 +25,8 @@
 # share of it at every rate), BUCKETS (gradient buckets, 8), REPEATS (interleaved timing runs per side, 1),
 # AB_FLAGS (extra train flags), DIST_OPT (1: --use-distributed-optimizer, reduce-scatter + all-gather; 0: the plain
 # optimizer, one all-reduce per bucket),
-# OUT (build/link-bench). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
+# OUT (build/link-bench), LINK_PREFIX (tdmlink: the names of the namespaces and veth ends; a test uses its own),
+# PROBE_REPEATS (5: timed calls per probe point). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
 # the tables $OUT/probe.md and $OUT/ab.md, and $OUT/ab.svg (step time against link rate:
 # baseline, candidates and their ideal bound; bench/link/plot_link.py).
 set -uo pipefail
@@ -37,7 +39,7 @@ MODES=${MODES:-"thread inline"}
 STEPS=${STEPS:-30}
 WINDOW=${WINDOW:-11:30}
 OUT=$(realpath -m "${OUT:-build/link-bench}")
-PREFIX=tdmlink            # every namespace this script creates starts with this
+PREFIX=${LINK_PREFIX:-tdmlink} # every namespace and veth end this script creates starts with this
 NS_A=${PREFIX}a NS_B=${PREFIX}b
 IP_A=10.213.117.1 IP_B=10.213.117.2 SUBNET=10.213.117.0/30
 DEV=tdm0                  # the veth end's name inside each namespace
@@ -46,6 +48,8 @@ PY=/usr/bin/python3
 
 die() { echo "run_link_bench.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
+[[ $PREFIX =~ ^[a-z][a-z0-9]{0,12}$ ]] || die "LINK_PREFIX: expected 1-13 lower-case letters and digits, got '$PREFIX'"
+[[ ${PROBE_REPEATS:-5} =~ ^[1-9][0-9]{0,2}$ ]] || die "PROBE_REPEATS: expected 1-999, got '$PROBE_REPEATS'"
 for pair in ${MBS_BY_RATE:-}; do
   [[ $pair =~ ^[0-9.]+:[1-9][0-9]*$ ]] || die "MBS_BY_RATE: expected RATE:MBS pairs such as 0.5:24, got '$pair'"
 done
@@ -59,10 +63,23 @@ delete_namespaces() {
     for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
     ip netns del "$ns" 2>/dev/null  # deleting a namespace deletes its veth end and the pair
   done
+  ip link del "${PREFIX}A" 2>/dev/null # a pair created but never moved (a set-up that failed half-way)
+  return 0
+}
+# The MPI job runs in the background and the script waits for it: bash runs a trap only once the
+# foreground command it waits on has ended, and timeout(1) puts the job in a process group of its own,
+# out of reach of the terminal's Ctrl-C, so a foreground job would make an interrupt wait for the run
+# to finish (up to 30 minutes). `wait` returns at once on a trapped signal; the trap stops the job.
+JOB=
+exec 3>&2 # the script's stderr: a trap runs inside mpi_run, whose stderr goes to a file
+on_signal() {
+  [ -n "$JOB" ] && kill -TERM "$JOB" 2>/dev/null
+  echo "run_link_bench.sh: interrupted; deleting the link" >&3
+  exit 130
 }
 cleanup() { delete_namespaces; }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap on_signal INT TERM
 delete_namespaces
 
 setup_link() {
@@ -95,17 +112,21 @@ export LINK_NS_MAP="$IP_A=$NS_A $IP_B=$NS_B"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 
 # mpi_run MPI SECONDS PROGRAM ARGS...: one rank per namespace, TCP only, over the /30,
-# killed after SECONDS.
+# killed after SECONDS; in the background, waited for (see on_signal).
 mpi_run() {
-  local mpi=$1 limit=$2; shift 2
+  local mpi=$1 limit=$2 rc; shift 2
   if [ "$mpi" = openmpi ]; then
     timeout -k 10 "$limit" ip netns exec "$NS_A" mpirun.openmpi --bind-to none -np 2 --host "$IP_A:1,$IP_B:1" \
       --mca plm_rsh_agent "$AGENT" --mca btl tcp,self --mca btl_tcp_if_include "$SUBNET" \
-      --mca oob_tcp_if_include "$SUBNET" -x OPENBLAS_NUM_THREADS "$@"
+      --mca oob_tcp_if_include "$SUBNET" -x OPENBLAS_NUM_THREADS "$@" </dev/null &
   else
     UCX_TLS=tcp,self UCX_NET_DEVICES=$DEV timeout -k 10 "$limit" ip netns exec "$NS_A" mpiexec.hydra -np 2 -hosts "$IP_A:1,$IP_B:1" \
-      -launcher ssh -launcher-exec "$AGENT" -genvall "$@"
+      -launcher ssh -launcher-exec "$AGENT" -genvall "$@" </dev/null &
   fi
+  JOB=$!
+  wait "$JOB"; rc=$?
+  JOB=
+  return $rc
 }
 
 mkdir -p "$OUT"
@@ -121,7 +142,8 @@ if [ "$WHAT" = probe ] || [ "$WHAT" = all ]; then
     for rate in $RATES; do
       set_rate "$rate"
       echo "== probe $mpi at $rate Gbit/s"
-      mpi_run "$mpi" 600 "$OUT/link_probe_$mpi" 5 "${POLL_US:-50}" >"$OUT/probe_${mpi}_$rate.csv" 2>"$OUT/probe_${mpi}_$rate.err" \
+      mpi_run "$mpi" 600 "$OUT/link_probe_$mpi" "${PROBE_REPEATS:-5}" "${POLL_US:-50}" \
+        >"$OUT/probe_${mpi}_$rate.csv" 2>"$OUT/probe_${mpi}_$rate.err" \
         || { echo "probe $mpi at $rate Gbit/s failed:"; tail -n 20 "$OUT/probe_${mpi}_$rate.err"; }
       cat "$OUT/probe_${mpi}_$rate.csv"
     done
