@@ -50,6 +50,7 @@ die() { echo "run_link_bench.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"
 [[ $PREFIX =~ ^[a-z][a-z0-9]{0,12}$ ]] || die "LINK_PREFIX: expected 1-13 lower-case letters and digits, got '$PREFIX'"
 [[ ${PROBE_REPEATS:-5} =~ ^[1-9][0-9]{0,2}$ ]] || die "PROBE_REPEATS: expected 1-999, got '$PROBE_REPEATS'"
+[[ ${POLL_US:-50} =~ ^[1-9][0-9]{0,5}$ ]] || die "POLL_US: expected microseconds, 1-999999, got '$POLL_US'"
 for pair in ${MBS_BY_RATE:-}; do
   [[ $pair =~ ^[0-9.]+:[1-9][0-9]*$ ]] || die "MBS_BY_RATE: expected RATE:MBS pairs such as 0.5:24, got '$pair'"
 done

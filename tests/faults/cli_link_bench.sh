@@ -26,6 +26,11 @@ trap 'fault_cleanup; delete_ours' EXIT
 PY=/usr/bin/python3
 LB=(env LINK_PREFIX="$PFX" PROBE_MPIS=openmpi) # then RATES, OUT, ... and bench/link/run_link_bench.sh
 
+# 0. A malformed setting: one sentence naming it, before anything is created.
+"${LB[@]}" POLL_US=abc bench/link/run_link_bench.sh probe >"$W/lb0.log" 2>&1; rc=$?
+[ "$rc" = 1 ] && grep -q "POLL_US: expected microseconds" "$W/lb0.log" && [ "$(ours_left)" = 0 ] && ok ||
+  { bad "POLL_US=abc: exit $rc"; cat "$W/lb0.log"; }
+
 # 1. A probe at 1 Gbit/s: exit 0, a full CSV, the all-gathers shaped, nothing left behind.
 timeout 600 "${LB[@]}" RATES=1 PROBE_REPEATS=1 OUT="$W/lb1" bench/link/run_link_bench.sh probe >"$W/lb1.log" 2>&1; rc=$?
 [ "$rc" = 0 ] && ok || { bad "the probe exited $rc"; tail -n 5 "$W/lb1.log"; }
