@@ -19,11 +19,27 @@ export TANDEM=${TANDEM:-$BUILD/tandem} BUILD MPIRUN
 TIMEOUT=${TEST_TIMEOUT:-900}
 
 total_p=0 total_f=0 failed_runners=()
+# Each test runs in the background under timeout(1) and is waited for: timeout puts it in a process group
+# of its own, which a terminal's Ctrl-C does not reach, and bash runs a trap only after a foreground
+# command ends. `wait` returns at once on a trapped signal; the trap stops the test and its children.
+OUTF=$(mktemp /tmp/tdm_test_out.XXXXXX)
+JOB=
+on_signal() {
+  if [ -n "$JOB" ]; then kill -TERM "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null; fi
+  echo "interrupted; so far: $total_p passed, $total_f failed"
+  exit 130
+}
+trap on_signal INT TERM
+trap 'rm -f "$OUTF"' EXIT
 run_one() { # name, command...
   local name=$1; shift
   local out rc line p f
   echo "== $name"
-  out=$(timeout --kill-after=10 "$TIMEOUT" "$@" 2>&1); rc=$?
+  timeout --kill-after=10 "$TIMEOUT" "$@" >"$OUTF" 2>&1 </dev/null &
+  JOB=$!
+  wait "$JOB"; rc=$?
+  JOB=
+  out=$(cat "$OUTF")
   line=$(printf '%s\n' "$out" | grep -E '^([A-Za-z_-]+: )?[0-9]+ passed, [0-9]+ failed' | tail -n 1)
   if [ -n "$line" ]; then
     p=$(echo "$line" | sed -E 's/^([A-Za-z_-]+: )?([0-9]+) passed, ([0-9]+) failed.*/\2/')
