@@ -72,11 +72,12 @@ int tdm_ddp_layout_build(tdm_ddp_layout *l, const tdm_param_table *t, int dp, co
             cur->padded = pos - cur->offset;
             cur->shard = cur->padded / (dist ? dp : 1);
             if (cur->padded > INT_MAX) {
+                const long long padded = (long long)cur->padded; /* cur lives in l, freed next */
                 tdm_ddp_layout_free(l);
                 return tdm_errorf(err,
                                   "bucket %d: %lld elements exceed what one MPI collective can count (%d); "
                                   "use a smaller --ddp-bucket-size",
-                                  nb + 1, (long long)cur->padded, INT_MAX);
+                                  nb + 1, padded, INT_MAX);
             }
             nb++;
             cur = NULL;
