@@ -47,23 +47,28 @@ PYEOF
 
 # 2. A failure once the link is up (no tandem with an 'ab' command): a non-zero exit that says why, nothing left.
 timeout 120 "${LB[@]}" RATES=1 TANDEM=/bin/true OUT="$W/lb2" bench/link/run_link_bench.sh ab >"$W/lb2.log" 2>&1; rc=$?
-[ "$rc" != 0 ] && grep -q "has no 'ab' command" "$W/lb2.log" && ok || { bad "failure: exit $rc"; tail -n 3 "$W/lb2.log"; }
+[ "$rc" != 0 ] && grep -q "has no 'ab' command" "$W/lb2.log" && ok ||
+  { bad "failure: exit $rc"; tail -n 3 "$W/lb2.log"; }
 [ "$(ours_left)" = 0 ] && ok || bad "namespaces or links left after a failure"
 
 # 3. Ctrl-C while the probe runs at 0.5 Gbit/s (many repeats: minutes if not interrupted). Job control gives the
 #    run its own process group, as a terminal does, and SIGINT goes to that group.
 set -m
-"${LB[@]}" RATES=0.5 PROBE_REPEATS=50 OUT="$W/lb3" bench/link/run_link_bench.sh probe >"$W/lb3.log" 2>&1 </dev/null &
+"${LB[@]}" RATES=0.5 PROBE_REPEATS=50 OUT="$W/lb3" bench/link/run_link_bench.sh probe \
+  >"$W/lb3.log" 2>&1 </dev/null &
 JOB=$!
 set +m
 end=$((SECONDS + 120))
-until pgrep -f "$W/lb3/link_probe" >/dev/null || [ $SECONDS -ge $end ] || ! kill -0 "$JOB" 2>/dev/null; do sleep 0.2; done
+until pgrep -f "$W/lb3/link_probe" >/dev/null || [ $SECONDS -ge $end ] || ! kill -0 "$JOB" 2>/dev/null; do
+  sleep 0.2
+done
 if pgrep -f "$W/lb3/link_probe" >/dev/null; then
   sleep 1
   kill -INT -- -"$JOB"
   t0=$SECONDS
   wait_job 30
-  [ "$RC" = 130 ] && ok || { bad "Ctrl-C: exit $RC ($((SECONDS - t0)) s after it), expected 130"; tail -n 3 "$W/lb3.log"; }
+  [ "$RC" = 130 ] && ok ||
+    { bad "Ctrl-C: exit $RC ($((SECONDS - t0)) s after it), expected 130"; tail -n 3 "$W/lb3.log"; }
   grep -q "interrupted; deleting the link" "$W/lb3.log" && ok || bad "Ctrl-C: no message"
   sleep 1
   [ "$(ours_left)" = 0 ] && ok || bad "namespaces or links left after Ctrl-C"
