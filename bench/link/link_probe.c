@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
     static const int sizes_mb[] = {4, 16, 64};
     size_t max_floats = (size_t)64 << 18; /* 64 MB of fp32 */
     float *full = malloc(max_floats * sizeof(float)), *part = malloc(max_floats * sizeof(float));
-    float *ref = malloc(max_floats * sizeof(float));
+    float *ref = malloc(max_floats / (size_t)p * sizeof(float)); /* one rank share of the largest size */
     double *t = malloc(sizeof(double) * (size_t)repeats), *c = malloc(sizeof(double) * (size_t)repeats);
     if (!full || !part || !ref || !t || !c) MPI_Abort(MPI_COMM_WORLD, 1);
     fill(full, max_floats, rank);

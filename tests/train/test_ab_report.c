@@ -16,7 +16,7 @@
 #include "train/ab.h"
 
 enum { STEPS = 40, MAX_REPEATS = 8 };
-static int fake_repeats = 2;                    /* timing runs per side that fake() makes */
+static int fake_repeats = 2;               /* timing runs per side that fake() makes */
 static double run_speed[2][MAX_REPEATS];   /* [side][repeat]: a host slower during that run (0 = 1) */
 
 /* Fills both sides: baseline steps take `base_ms`, candidate `cand_ms`, with 2% noise;
