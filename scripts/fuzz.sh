@@ -14,7 +14,7 @@ MPI_LIBS=$(mpicc.openmpi -showme:link 2>/dev/null)
 PKG_CFLAGS=$(pkg-config --cflags openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc)
 PKG_LIBS=$(pkg-config --libs openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc)
 # -march=native as in the Makefile: the kernels use 8-wide vectors
-CFLAGS=(-std=c11 -D_GNU_SOURCE -O1 -g -march=native -fsanitize=address,undefined -fno-sanitize-recover=undefined
+CFLAGS=(-std=c11 -D_GNU_SOURCE -O1 -g -march=native -ffp-contract=off -fsanitize=address,undefined -fno-sanitize-recover=undefined
         -Isrc $MPI_CFLAGS $PKG_CFLAGS)
 passed=0 failed=0
 for src in fuzz/fuzz_*.c; do

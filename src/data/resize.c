@@ -1,16 +1,10 @@
 /* resize.c - PIL-compatible bicubic resize (see resize.h for the algorithm).
  *
  * The weights are computed in double exactly as PIL computes them, then rounded to
- * fixed point; a one-ulp difference in a weight could flip a rounding, so this file
- * asks the compiler not to fuse multiply-adds (the build enables -ffp-contract=fast
- * and PIL's Debian build has no FMA).
+ * fixed point; a one-ulp difference in a weight could flip a rounding, so nothing here
+ * may fuse a multiply-add (PIL's Debian build has no FMA; the build's -ffp-contract=off
+ * sees to that).
  */
-#ifdef __clang__
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
 #include "data/resize.h"
 
 #include <math.h>

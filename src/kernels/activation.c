@@ -14,13 +14,16 @@
 /* tanh(u) = 1 - 2 / (e^{2u} + 1): saturates cleanly to +-1 at both ends. */
 static inline tdm_v8 v8_tanh(tdm_v8 u) { return 1.0f - 2.0f / (tdm_v8_exp(2.0f * u) + 1.0f); }
 
+/* sqrt(2/pi) (x + a x^3), the argument of tanh */
+static inline tdm_v8 gelu_tanh_arg(tdm_v8 x) { return GELU_C * tdm_v8_fma(GELU_A * x * x, x, x); }
+
 static inline tdm_v8 gelu_tanh_fwd8(tdm_v8 x) {
-    tdm_v8 t = v8_tanh(GELU_C * (x + GELU_A * x * x * x));
+    tdm_v8 t = v8_tanh(gelu_tanh_arg(x));
     return 0.5f * x * (1.0f + t);
 }
 
 static inline tdm_v8 gelu_tanh_bwd8(tdm_v8 g, tdm_v8 x) {
-    tdm_v8 t = v8_tanh(GELU_C * (x + GELU_A * x * x * x));
+    tdm_v8 t = v8_tanh(gelu_tanh_arg(x));
     tdm_v8 dydx = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * x * x);
     return g * dydx;
 }

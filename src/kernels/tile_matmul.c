@@ -1,6 +1,8 @@
 /* tile_matmul.c - see tile_matmul.h. */
 #include "kernels/tile_matmul.h"
 
+#include <math.h>
+
 #include "kernels/vec.h"
 
 /* One block of R rows (R <= 6) by 8*NV columns (NV = 1 or 2). R and NV are constants at
@@ -22,7 +24,7 @@ static inline __attribute__((always_inline)) void block(int R, int NV, int k, fl
         for (int r = 0; r < R; r++) {
             tdm_v8 av = tdm_v8_set1(a[r * a_row + kk * a_col]);
 #pragma GCC unroll 2
-            for (int v = 0; v < NV; v++) acc[r][v] += av * bv[v];
+            for (int v = 0; v < NV; v++) acc[r][v] = tdm_v8_fma(av, bv[v], acc[r][v]);
         }
     }
 #pragma GCC unroll 6
@@ -61,7 +63,9 @@ void tdm_tile_matmul(int m, int n, int k, float alpha, const float *a, int64_t a
     for (; j0 < n; j0++)
         for (int i = 0; i < m; i++) {
             float s = 0.0f;
-            for (int kk = 0; kk < k; kk++) s += a[i * a_row + kk * a_col] * b[kk * ldb + j0];
-            c[i * ldc + j0] = alpha * s + (accumulate ? c[i * ldc + j0] : 0.0f);
+            /* the vector path's operations, one lane of them */
+            for (int kk = 0; kk < k; kk++) s = fmaf(a[i * a_row + kk * a_col], b[kk * ldb + j0], s);
+            float t = s * alpha;
+            c[i * ldc + j0] = accumulate ? t + c[i * ldc + j0] : t;
         }
 }

@@ -6,6 +6,13 @@
  * 8 x float type that compiles to one AVX register here (and to pairs of SSE
  * registers, or scalars, elsewhere), with no ISA-specific intrinsics.
  *
+ * Rounding is fixed by the source, not by the target: the build turns floating-point
+ * contraction off (Makefile), so a * b + c is two roundings everywhere, and a fused
+ * multiply-add is written as tdm_v8_fma where one is wanted. With contraction left to
+ * the compiler, whether a product fused depended on the target's tuning and on the
+ * shape of the surrounding loop, so the same row of a product could round differently
+ * in two call sites, or in the same call site on two processors.
+ *
  * tdm_v8_exp is our own exp: round x/ln2 to an integer k, reduce r = x - k ln2 with a
  * two-part ln2, evaluate the degree-6 Taylor polynomial of e^r on |r| <= ln2/2
  * (truncation error r^7/7! < 1.3e-7 relative) and scale by 2^k through the exponent
@@ -18,7 +25,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__AVX__)
+#if defined(__AVX__) || defined(__FMA__)
 #include <immintrin.h>
 #endif
 
@@ -49,6 +56,18 @@ static inline void tdm_v8_store_part(float *p, tdm_v8 v, int n) {
     for (int i = 0; i < n; i++) p[i] = t[i];
 }
 
+/* a * b + c with one rounding in every lane: the FMA instruction where the target has
+ * it, else the C library's correctly rounded fmaf (slow, but the same result), so that
+ * a build for any x86-64 level computes the same bits. */
+static inline tdm_v8 tdm_v8_fma(tdm_v8 a, tdm_v8 b, tdm_v8 c) {
+#if defined(__FMA__)
+    return (tdm_v8)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#else
+    for (int i = 0; i < 8; i++) c[i] = fmaf(a[i], b[i], c[i]);
+    return c;
+#endif
+}
+
 static inline float tdm_v8_sum(tdm_v8 v) {
     return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
 }
@@ -76,14 +95,14 @@ static inline tdm_v8 tdm_v8_exp(tdm_v8 x) {
     tdm_v8 kf = t - shifter;
     tdm_v8i k = (tdm_v8i)t - (tdm_v8i)shifter; /* the integer in the low mantissa bits */
     tdm_v8 r = xc - kf * 0.693145751953125f;   /* ln2 high part: exact product for |k| < 2^11 */
-    r = r - kf * 1.428606765330187e-06f;       /* ln2 low part */
+    r = tdm_v8_fma(-kf, tdm_v8_set1(1.428606765330187e-06f), r); /* ln2 low part */
     tdm_v8 p = tdm_v8_set1(1.0f / 720.0f);
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    p = tdm_v8_fma(p, r, tdm_v8_set1(1.0f / 120.0f));
+    p = tdm_v8_fma(p, r, tdm_v8_set1(1.0f / 24.0f));
+    p = tdm_v8_fma(p, r, tdm_v8_set1(1.0f / 6.0f));
+    p = tdm_v8_fma(p, r, tdm_v8_set1(0.5f));
+    p = tdm_v8_fma(p, r, tdm_v8_set1(1.0f));
+    p = tdm_v8_fma(p, r, tdm_v8_set1(1.0f));
     tdm_v8i bits = (tdm_v8i)p + (tdm_v8i)((tdm_v8u)k << 23); /* unsigned: k may be negative */
     return (tdm_v8)(bits & ~underflow);
 }
@@ -106,9 +125,12 @@ static inline tdm_v8 tdm_v8_erf(tdm_v8 x) {
     const tdm_v8i sign_bit = (tdm_v8i){0, 0, 0, 0, 0, 0, 0, 0} | (int32_t)0x80000000;
     tdm_v8i sign = (tdm_v8i)x & sign_bit;
     tdm_v8 a = (tdm_v8)((tdm_v8i)x & ~sign_bit);
-    tdm_v8 t = 1.0f / (1.0f + 0.3275911f * a);
-    tdm_v8 poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    tdm_v8 y = 1.0f - poly * tdm_v8_exp(-a * a);
+    tdm_v8 t = 1.0f / tdm_v8_fma(tdm_v8_set1(0.3275911f), a, tdm_v8_set1(1.0f));
+    tdm_v8 poly = tdm_v8_fma(t, tdm_v8_set1(1.061405429f), tdm_v8_set1(-1.453152027f));
+    poly = tdm_v8_fma(t, poly, tdm_v8_set1(1.421413741f));
+    poly = tdm_v8_fma(t, poly, tdm_v8_set1(-0.284496736f));
+    poly = tdm_v8_fma(t, poly, tdm_v8_set1(0.254829592f));
+    tdm_v8 y = tdm_v8_fma(-(t * poly), tdm_v8_exp(-a * a), tdm_v8_set1(1.0f));
     return (tdm_v8)((tdm_v8i)y | sign);
 }
 
