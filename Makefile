@@ -1,5 +1,8 @@
 # tandem build. `make` builds build/tandem, the test programs and the benchmarks.
 #   make MPI=mpich        build against MPICH instead of Open MPI
+#   make PORTABLE=v3      one binary for every x86-64-v3 host (AVX2 + FMA), in build-v3/:
+#                         the same results as the native build, on any processor of a cluster
+#                         (PORTABLE=v2 too: SSE4.2, slower attention, still the same results)
 #   make SAN=address      AddressSanitizer + UBSan build in build-asan/
 #   make SAN=thread       ThreadSanitizer build in build-tsan/
 #   make test             build and run every test (scripts/test.sh)
@@ -30,11 +33,31 @@ ifneq ($(MPI),openmpi)
   BUILD := $(BUILD)-$(MPI)
 endif
 
+# The compiler's target: the machine it runs on by default (fastest there), or a named x86-64
+# level whose binary runs on every host that has it. Results do not depend on the choice
+# (docs/user-guide.md, "One build for a cluster").
+PORTABLE ?=
+ifneq ($(PORTABLE),)
+  ifeq ($(filter v2 v3 v4,$(PORTABLE)),)
+    $(error PORTABLE must be v2, v3 or v4 (an x86-64 level), not '$(PORTABLE)')
+  endif
+  ARCH := -march=x86-64-$(PORTABLE) -mtune=generic
+  ifeq ($(PORTABLE),v2)
+    # the kernels' 8-lane vectors are 32 bytes, passed between static inline functions only: GCC's
+    # note that their ABI differs without AVX concerns calls across libraries, which they never make
+    ARCH += -Wno-psabi
+  endif
+  BUILD := $(BUILD)-$(PORTABLE)
+endif
+
 PKGS := openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc
 ARCH ?= -march=native
 OPT ?= -O2
-# -std=c11 would turn FMA contraction off; the kernels want it, so ask for it explicitly.
-CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g $(ARCH) -ffp-contract=fast -Wall -Wextra -pthread \
+# No contraction of a * b + c into a fused multiply-add behind the source's back: whether the
+# compiler fuses depends on the target's tuning and on the loop around it, so the same value
+# could round differently in two call sites or on two processors. The kernels write the fused
+# operations they want (tdm_v8_fma in src/kernels/vec.h).
+CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g $(ARCH) -ffp-contract=off -Wall -Wextra -pthread \
           -Isrc $(shell pkg-config --cflags $(PKGS)) $(SANFLAGS) $(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(SANFLAGS)
 LDLIBS := $(shell pkg-config --libs $(PKGS)) -lm
@@ -85,6 +108,17 @@ $(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# The compiler's target as the binary reports it (core/platform.h): what -march=native meant here,
+# or the portable level.
+ifneq ($(PORTABLE),)
+  TARGET_DESC = x86-64-$(PORTABLE) (portable)
+else ifeq ($(strip $(ARCH)),-march=native)
+  TARGET_DESC = native ($(shell $(CC) -march=native -Q --help=target 2>/dev/null | sed -n 's/^[[:space:]]*-march=[[:space:]]*//p' | head -n 1))
+else
+  TARGET_DESC = $(strip $(ARCH))
+endif
+$(BUILD)/obj/core/platform.o: CFLAGS += -DTDM_BUILD_TARGET='"$(TARGET_DESC)"'
+
 $(BUILD)/tandem: $(TOOLS_OBJ) $(call libs_for,train)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -101,7 +135,7 @@ test: all
 	BUILD=$(BUILD) scripts/test.sh
 
 clean:
-	rm -rf build build-asan build-tsan build-mpich build-asan-mpich build-tsan-mpich
+	rm -rf build build-asan build-tsan build-mpich build-asan-mpich build-tsan-mpich build-v[234] build-*-v[234] build-retuned
 
 .PHONY: all tests bench test clean
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
