@@ -24,6 +24,7 @@
 #include "core/rng.h"
 #include "dist/table.h"
 #include "kernels/kernels.h"
+#include "bench_platform.h"
 
 enum { D = 1024 };
 
@@ -103,6 +104,7 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     openblas_set_num_threads(1);
+    if (rank == 0) bench_print_platform(stdout);
     bench b;
     memset(&b, 0, sizeof b);
     b.units = argc > 1 ? atoi(argv[1]) : 8;

@@ -38,6 +38,8 @@
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
+#include "bench_platform.h"
+
 typedef float v8 __attribute__((vector_size(32)));
 static inline v8 ld(const float *p) { v8 v; memcpy(&v, p, sizeof v); return v; }
 static inline void st(float *p, v8 v) { memcpy(p, &v, sizeof v); }
@@ -259,7 +261,8 @@ int main(int argc, char **argv) {
     tdm_blas_select_core(argv); /* OpenBLAS's kernels for this CPU (kernels/blas_core.c) */
     setenv("OPENBLAS_NUM_THREADS", "1", 0);
     openblas_set_num_threads(1);
-    printf("OpenBLAS %s, kernels: %s\n", openblas_get_config(), openblas_get_corename());
+    bench_print_platform(stdout);
+    printf("OpenBLAS %s\n", openblas_get_config());
     int ms[8] = {94, 163}, nm = 2;
     if (argc > 1) {
         nm = 0;

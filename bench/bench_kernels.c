@@ -24,6 +24,7 @@
 
 #include "core/clock.h"
 #include "kernels/vec.h"
+#include "bench_platform.h"
 
 static double min_seconds = 0.3;
 
@@ -185,7 +186,7 @@ int main(int argc, char **argv) {
     tdm_blas_select_core(argv); /* OpenBLAS's kernels for this CPU (kernels/blas_core.c) */
     if (argc > 1 && strcmp(argv[1], "--quick") == 0) min_seconds = 0.1;
     openblas_set_num_threads(1);
-    printf("OpenBLAS kernels: %s\n", openblas_get_corename());
+    bench_print_platform(stdout);
     printf("%-24s %-30s %12s %9s %-6s %6s\n", "kernel", "shape", "time", "rate", "unit", "ratio");
 
     /* ---- ceilings ---- */

@@ -28,6 +28,7 @@
 #include "prof/profiler.h"
 #include "model/model_configs.h"
 #include "model/random_batch.h"
+#include "bench_platform.h"
 
 void openblas_set_num_threads(int n);
 
@@ -203,6 +204,7 @@ int main(int argc, char **argv) {
     }
     if (steps < 1) steps = 1;
     openblas_set_num_threads(1);
+    bench_print_platform(stdout);
     double ceiling = sgemm_ceiling(1024);
 
     static size_case cases[3];

@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "prof/profiler.h"
+#include "bench_platform.h"
 
 static volatile uint64_t sink;
 
@@ -16,6 +17,7 @@ static double ns_per(uint64_t t0, uint64_t t1, long n) { return (double)(t1 - t0
 int main(int argc, char **argv) {
     long n = argc > 1 ? atol(argv[1]) : 2000000;
     if (n < 1000) n = 1000;
+    bench_print_platform(stdout);
     tdm_prof_thread_name("compute");
     uint64_t t0 = tdm_now_ns();
     for (long i = 0; i < n; i++) sink += tdm_now_ns();

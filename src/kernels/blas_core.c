@@ -60,3 +60,12 @@ int tdm_blas_core_note(char *buf, size_t n) {
              core, from);
     return 1;
 }
+
+void tdm_blas_describe(char *buf, size_t n) {
+    const char *core = openblas_get_corename(), *from = getenv("TANDEM_BLAS_CORE_FROM"),
+               *env = getenv("OPENBLAS_CORETYPE");
+    if (!core) core = "unknown";
+    if (from) snprintf(buf, n, "%s (set by tandem; OpenBLAS chose %s)", core, from);
+    else if (env) snprintf(buf, n, "%s (OPENBLAS_CORETYPE=%s)", core, env);
+    else snprintf(buf, n, "%s (OpenBLAS's choice)", core);
+}

@@ -67,6 +67,9 @@ const char *tdm_blas_better_core(void);
 void tdm_blas_select_core(char **argv);
 /* A log line when tandem chose the set (1), else 0. */
 int tdm_blas_core_note(char *buf, size_t n);
+/* The kernel set in use and who chose it: "SkylakeX (OpenBLAS's choice)", "Haswell
+ * (OPENBLAS_CORETYPE=Haswell)". Results of a matrix product depend on it. */
+void tdm_blas_describe(char *buf, size_t n);
 
 /* ---- Attention, flash-style ------------------------------------------------------- */
 /* q [n, nh, hd], k and v [n, nkv, hd] (nh % nkv == 0, GQA: query head h reads kv head

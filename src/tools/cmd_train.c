@@ -17,6 +17,7 @@
 #include "tools/commands.h"
 #include "tools/mpi_setup.h"
 #include "train/args.h"
+#include "train/hosts.h"
 #include "train/trainer.h"
 
 static void usage(FILE *f) {
@@ -56,9 +57,14 @@ int cmd_train(int argc, char **argv) {
         MPI_Finalize();
         return 2;
     }
+    tdm_hosts hosts;
+    tdm_hosts_describe(MPI_COMM_WORLD, &hosts);
+    tdm_args_extra extra[TDM_HOSTS_N];
+    for (int i = 0; i < TDM_HOSTS_N; i++) extra[i] = (tdm_args_extra){tdm_hosts_names[i], hosts.value[i]};
     tdm_strbuf sb;
     tdm_sb_init(&sb);
-    tdm_train_args_format_block(&a, &sb);
+    tdm_train_args_format_block(&a, extra, TDM_HOSTS_N, &sb);
+    tdm_hosts_free(&hosts);
     if (sb.len) sb.data[--sb.len] = 0;
     tdm_log_info("%s", sb.data);
     tdm_sb_free(&sb);

@@ -490,6 +490,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     MPI_Comm_size(comm, &world);
     r->world = world;
     r->cores_online = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    tdm_hosts_describe(comm, &r->hosts);
     r->fingerprints_equal = -1;
     r->setup_failed = 1; /* until the first run */
     /* With one command line the flags fail alike on every rank; an MPMD launch can refuse some
@@ -632,5 +633,6 @@ void tdm_ab_result_free(tdm_ab_result *r) {
     for (int i = 0; i < r->n_same; i++) free(r->same_lines[i]);
     free(r->diff_lines);
     free(r->same_lines);
+    tdm_hosts_free(&r->hosts);
     memset(r, 0, sizeof *r);
 }

@@ -33,6 +33,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "train/args.h"
+#include "train/hosts.h"
 #include "train/stats.h"
 #include "train/trainer.h"
 
@@ -123,6 +124,7 @@ typedef struct tdm_ab_result {
     int nan_iterations, skipped_iterations; /* both sides, all runs */
     int world;
     int cores_online;              /* rank 0's machine: sysconf(_SC_NPROCESSORS_ONLN) */
+    tdm_hosts hosts;               /* every rank's processor, compiler target and OpenBLAS kernels */
     double wall_s;
     int ddp_line_confirms;         /* each differing argument shown in the DDP config lines has the
                                       side's value there: 1 yes, 0 no, -1 none of them is shown */

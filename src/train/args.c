@@ -1008,27 +1008,34 @@ void tdm_train_args_value(const tdm_train_args *a, int i, char *out, size_t cap)
     }
 }
 
-static int cmp_attr(const void *x, const void *y) {
-    const arg_def *a = *(const arg_def *const *)x, *b = *(const arg_def *const *)y;
-    return strcasecmp(a->attr, b->attr);
+typedef struct block_line {
+    const char *name;
+    int arg;            /* index into ARGS, or -1 for an extra */
+    const char *value;  /* an extra's value */
+} block_line;
+
+static int cmp_line(const void *x, const void *y) {
+    return strcasecmp(((const block_line *)x)->name, ((const block_line *)y)->name);
 }
 
-void tdm_train_args_format_block(const tdm_train_args *a, tdm_strbuf *sb) {
-    const arg_def *sorted[N_ARGS];
-    for (int i = 0; i < N_ARGS; i++) sorted[i] = &ARGS[i];
-    qsort(sorted, N_ARGS, sizeof *sorted, cmp_attr);
+void tdm_train_args_format_block(const tdm_train_args *a, const tdm_args_extra *extra, int n_extra,
+                                 tdm_strbuf *sb) {
+    block_line *lines = tdm_xcalloc((size_t)(N_ARGS + n_extra), sizeof *lines);
+    for (int i = 0; i < N_ARGS; i++) lines[i] = (block_line){ARGS[i].attr, i, NULL};
+    for (int i = 0; i < n_extra; i++) lines[N_ARGS + i] = (block_line){extra[i].name, -1, extra[i].value};
+    qsort(lines, (size_t)(N_ARGS + n_extra), sizeof *lines, cmp_line);
     tdm_sb_puts(sb, "------------------------ arguments ------------------------\n");
     char value[TDM_ARGS_PATH_MAX * TDM_ARGS_MAX_DATA + 64];
-    for (int i = 0; i < N_ARGS; i++) {
-        int idx = (int)(sorted[i] - ARGS);
-        tdm_train_args_value(a, idx, value, sizeof value);
+    for (int i = 0; i < N_ARGS + n_extra; i++) {
+        if (lines[i].arg >= 0) tdm_train_args_value(a, lines[i].arg, value, sizeof value);
         /* Megatron: '.' * (48 - len(name)) */
-        int dots = 48 - (int)strlen(sorted[i]->attr);
-        tdm_sb_printf(sb, "  %s ", sorted[i]->attr);
+        int dots = 48 - (int)strlen(lines[i].name);
+        tdm_sb_printf(sb, "  %s ", lines[i].name);
         for (int k = 0; k < dots; k++) tdm_sb_putc(sb, '.');
-        tdm_sb_printf(sb, " %s\n", value);
+        tdm_sb_printf(sb, " %s\n", lines[i].arg >= 0 ? value : lines[i].value);
     }
     tdm_sb_puts(sb, "-------------------- end of arguments ---------------------\n");
+    free(lines);
 }
 
 void tdm_train_args_format_help(tdm_strbuf *sb) {

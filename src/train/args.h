@@ -175,9 +175,16 @@ void tdm_train_args_value(const tdm_train_args *a, int i, char *out, size_t cap)
  * Megatron's "mm-tool" -> "profile-config"; NULL when no flag has that name. */
 const char *tdm_train_args_flag(const char *typed, size_t n);
 
-/* The Megatron block: a header line, one "  name ..... value" line per argument sorted
- * by name, a footer line; each line ends with '\n'. */
-void tdm_train_args_format_block(const tdm_train_args *a, tdm_strbuf *sb);
+/* A line of the block that is not a flag: what else the run's numbers depend on
+ * (host_cpu, build_target, openblas_kernels). */
+typedef struct tdm_args_extra {
+    const char *name, *value;
+} tdm_args_extra;
+
+/* The Megatron block: a header line, one "  name ..... value" line per argument and per
+ * extra sorted by name, a footer line; each line ends with '\n'. */
+void tdm_train_args_format_block(const tdm_train_args *a, const tdm_args_extra *extra, int n_extra,
+                                 tdm_strbuf *sb);
 
 /* Flag help for --help, one line per flag: "  --name VALUE   help (default: x)". */
 void tdm_train_args_format_help(tdm_strbuf *sb);

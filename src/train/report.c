@@ -216,7 +216,13 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     tdm_sb_json_string(sb, r->noise_sentence, strlen(r->noise_sentence));
     tdm_sb_printf(sb, ",\n  \"window\": [%lld, %lld],\n  \"steps\": %lld,\n  \"repeats\": %d,\n  \"world_size\": %d,\n",
                   (long long)o->window_lo, (long long)o->window_hi, (long long)o->steps, o->repeats, r->world);
-    tdm_sb_printf(sb, "  \"cores_online\": %d,\n", r->cores_online);
+    tdm_sb_printf(sb, "  \"cores_online\": %d,\n  \"hosts\": {", r->cores_online);
+    for (int i = 0; i < TDM_HOSTS_N; i++) {
+        tdm_sb_printf(sb, "%s\"%s\": ", i ? ", " : "", tdm_hosts_names[i]);
+        const char *v = r->hosts.value[i] ? r->hosts.value[i] : "";
+        tdm_sb_json_string(sb, v, strlen(v));
+    }
+    tdm_sb_puts(sb, "},\n");
     tdm_sb_printf(sb, "  \"loss_bitwise_equal\": %s,\n  \"first_loss_diff_step\": %lld,\n  ", tf[!!r->loss_bitwise_equal],
                   (long long)r->first_loss_diff_step);
     json_num(sb, "max_rel_loss_dev", r->max_rel_loss_dev);
@@ -351,24 +357,14 @@ static int timeline_svg(const tdm_ab_side *s, const char *out, tdm_strbuf *sb) {
     return 0;
 }
 
-static void machine_info(tdm_strbuf *sb) {
+static void machine_info(tdm_strbuf *sb, const tdm_hosts *h) {
     struct utsname u;
     if (uname(&u) == 0) tdm_sb_printf(sb, "- uname: %s %s %s %s\n", u.sysname, u.release, u.version, u.machine);
     tdm_sb_printf(sb, "- online CPUs (nproc): %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof line, f))
-            if (!strncmp(line, "model name", 10)) {
-                char *p = strchr(line, ':');
-                if (p) {
-                    p[strcspn(p, "\n")] = 0;
-                    tdm_sb_printf(sb, "- CPU model:%s\n", p + 1);
-                }
-                break;
-            }
-        fclose(f);
-    }
+    static const char *const what[TDM_HOSTS_N] = {"processor", "vector extensions", "compiler target",
+                                                  "OpenBLAS kernels"};
+    for (int i = 0; i < TDM_HOSTS_N; i++)
+        if (h->value[i]) tdm_sb_printf(sb, "- %s: %s\n", what[i], h->value[i]);
     char ver[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     MPI_Get_library_version(ver, &len);
@@ -507,7 +503,7 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
         tdm_sb_printf(&sb, " --train-iters %lld\n", (long long)(r->side[s].start_iteration + o->steps));
     }
     tdm_sb_puts(&sb, "```\n\n## Machine and libraries\n\n");
-    machine_info(&sb);
+    machine_info(&sb, &r->hosts);
     tdm_sb_puts(&sb, "\n## Files\n\n- `summary.json`: the numbers above (keys documented in docs/ab-protocol.md)\n"
                      "- `steps_baseline.csv`, `steps_candidate.csv`: every step of every timing run\n"
                      "- `loss.svg`, `step_time.svg`, `step_time_hist.svg`");

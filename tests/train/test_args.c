@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "dist/config.h"
 #include "train/args.h"
+#include "train/hosts.h"
 
 static int parse(tdm_train_args *a, const char *flags, tdm_error *err) {
     tdm_train_args_defaults(a);
@@ -40,7 +41,7 @@ static void test_global_batch_defaults_to_micro_times_dp(void) {
     CHECK(tdm_train_args_validate(&a, 2, &err) == 0, "%s", err.msg);
     tdm_strbuf sb;
     tdm_sb_init(&sb);
-    tdm_train_args_format_block(&a, &sb);
+    tdm_train_args_format_block(&a, NULL, 0, &sb);
     /* Megatron's layout: 48 - len(name) dots */
     CHECK(strstr(sb.data, "  global_batch_size ............................... 6\n") != NULL, "%s", sb.data);
     tdm_sb_free(&sb);
@@ -292,7 +293,7 @@ static void test_arguments_block(void) {
     CHECK(parse(&a, "--model m --data d.json --lr 0.0003 --adam-eps 1e-8 --seed 7", &err) == 0, "%s", err.msg);
     tdm_strbuf sb;
     tdm_sb_init(&sb);
-    tdm_train_args_format_block(&a, &sb);
+    tdm_train_args_format_block(&a, NULL, 0, &sb);
     CHECK(!strncmp(sb.data, "------------------------ arguments ------------------------\n", 60), "header: %.60s",
           sb.data);
     CHECK(strstr(sb.data, "\n  lr .............................................. 0.0003\n"), "lr line");
@@ -355,6 +356,37 @@ static void test_edit_distance(void) {
     CHECK(tdm_edit_distance("flaw", "lawn") == 2, "flaw");
 }
 
+/* The platform lines (host_cpu, build_target, ...) are sorted in among the flags, in Megatron's
+ * layout; a job of mixed hosts names each value's ranks. */
+static void test_block_extras_and_mixed_hosts(void) {
+    tdm_train_args a;
+    tdm_train_args_defaults(&a);
+    tdm_args_extra extra[2] = {{"host_cpu", "Test CPU (family 6 model 1)"}, {"build_target", "x86-64-v3 (portable)"}};
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_train_args_format_block(&a, extra, 2, &sb);
+    const char *bt = strstr(sb.data, "\n  build_target .................................... x86-64-v3 (portable)\n");
+    const char *bf = strstr(sb.data, "\n  bf16 ");
+    const char *hc = strstr(sb.data, "\n  host_cpu ........................................ Test CPU (family 6 model 1)\n");
+    const char *hd = strstr(sb.data, "\n  image_max_pixels ");
+    CHECK(bt && hc, "extras missing:\n%s", sb.data);
+    CHECK(bf && hd && bf < bt && hc < hd, "extras not sorted among the flags");
+    tdm_sb_free(&sb);
+
+    const char *same[3] = {"Zen 3", "Zen 3", "Zen 3"};
+    char *v = tdm_hosts_combine(same, 3);
+    CHECK(!strcmp(v, "Zen 3"), "all agree: '%s'", v);
+    free(v);
+    const char *mixed[5] = {"Zen 3", "Zen 3", "Xeon", "Zen 3", "Xeon"};
+    v = tdm_hosts_combine(mixed, 5);
+    CHECK(!strcmp(v, "Zen 3 (ranks 0-1, 3); Xeon (ranks 2, 4)"), "mixed: '%s'", v);
+    free(v);
+    const char *one_off[2] = {"Xeon", "Zen 5"};
+    v = tdm_hosts_combine(one_off, 2);
+    CHECK(!strcmp(v, "Xeon (rank 0); Zen 5 (rank 1)"), "two ranks: '%s'", v);
+    free(v);
+}
+
 int main(void) {
     RUN(test_defaults_are_megatrons);
     RUN(test_global_batch_defaults_to_micro_times_dp);
@@ -365,5 +397,6 @@ int main(void) {
     RUN(test_arguments_block);
     RUN(test_listing_diffs_two_sides);
     RUN(test_edit_distance);
+    RUN(test_block_extras_and_mixed_hosts);
     return TEST_SUMMARY();
 }
