@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The README's second command: set everything up, then build and run every test:
-# the normal build (all runners), the unit and multi-rank tests under
+# the normal build (all runners), the kernel, model and multi-rank tests again in the portable
+# build (make PORTABLE=v3: a processor difference must show up as a failing test on any
+# machine, and tests/train/cli_targets.sh trains with both binaries and with a third tuned for
+# another processor, expecting the same bits), the unit and multi-rank tests under
 # AddressSanitizer + UBSan, the multi-rank and multi-threaded tests under
 # ThreadSanitizer (communication thread, loader thread, profiler, tokenizer), and the
 # fuzzers for their CI time budget.
@@ -10,7 +13,15 @@ scripts/setup.sh || { echo "setup failed"; exit 1; }
 J=${JOBS:-$(nproc)}
 rc=0
 make -j"$J" all || { echo "build failed"; exit 1; }
-BUILD=build scripts/test.sh || rc=1
+make -j"$J" PORTABLE=v3 all >/dev/null || { echo "portable build failed"; exit 1; }
+# the compiler tuned for another processor than this one (a Zen 3 tuning on any host; AVX-512 where
+# this CPU has it): the same sources must compute the same bits whatever the tuning decides
+retuned=-march=x86-64-v3
+grep -qw avx512f /proc/cpuinfo && retuned=-march=x86-64-v4
+make -j"$J" BUILD=build-retuned ARCH="$retuned -mtune=znver3" build-retuned/tandem >/dev/null \
+  || { echo "retuned build failed"; exit 1; }
+TANDEM_PORTABLE=build-v3/tandem TANDEM_RETUNED=build-retuned/tandem BUILD=build scripts/test.sh || rc=1
+TANDEM_UNIT_ONLY=1 BUILD=build-v3 scripts/test.sh "kernels/|model/|mpitest" || rc=1
 
 make -j"$J" SAN=address tests >/dev/null || { echo "ASan build failed"; exit 1; }
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 TANDEM_UNIT_ONLY=1 BUILD=build-asan scripts/test.sh || rc=1
