@@ -6,9 +6,10 @@
 #   make SAN=address      AddressSanitizer + UBSan build in build-asan/
 #   make SAN=thread       ThreadSanitizer build in build-tsan/
 #   make test             build and run every test (scripts/test.sh)
-# Each folder of src/ is one module and one static library; a module links only
-# against the modules below it, so the dependency direction is enforced by the linker:
-#   tools -> train -> {model, data, dist, prof} -> {kernels, tokenizer} -> core
+# Each folder of src/ is one module and one static library; a module uses only the modules
+# below it (the DEPS_ lines), enforced by the linker and, for headers, by scripts/check-deps.sh:
+#   tools -> ab -> train -> {model, data, distributed} -> {prof, kernels, tokenizer} -> core,
+#   plus model -> data through the batch type
 
 MPI ?= openmpi
 ifeq ($(MPI),mpich)
@@ -65,17 +66,19 @@ LDLIBS := $(shell pkg-config --libs $(PKGS)) -lm
 # plain `make` builds everything (the module rules below would otherwise make build/libcore.a the default)
 .DEFAULT_GOAL := all
 
-# module -> the modules it may use (in link order, itself excluded)
+# module -> the modules it may use (in link order, itself excluded); scripts/check-deps.sh reads
+# these lines and fails on an #include that runs against them
 DEPS_core :=
 DEPS_kernels := core
 DEPS_tokenizer := core
-DEPS_data := tokenizer prof core
-DEPS_model := kernels prof core
-DEPS_dist := prof kernels core
 DEPS_prof := core
-DEPS_train := model data dist prof tokenizer kernels core
-DEPS_tools := train model data dist prof tokenizer kernels core
-MODULES := core kernels tokenizer data model dist prof train
+DEPS_data := tokenizer prof core
+DEPS_model := data tokenizer kernels prof core
+DEPS_distributed := prof kernels core
+DEPS_train := model data distributed prof tokenizer kernels core
+DEPS_ab := train model data distributed prof tokenizer kernels core
+DEPS_tools := ab train model data distributed prof tokenizer kernels core
+MODULES := core kernels tokenizer prof data model distributed train ab
 
 lib = $(BUILD)/lib$(1).a
 libs_for = $(foreach m,$(filter $(MODULES),$(1) $(DEPS_$(1))),$(call lib,$(m)))
@@ -119,7 +122,7 @@ else
 endif
 $(BUILD)/obj/core/platform.o: CFLAGS += -DTDM_BUILD_TARGET='"$(TARGET_DESC)"'
 
-$(BUILD)/tandem: $(TOOLS_OBJ) $(call libs_for,train)
+$(BUILD)/tandem: $(TOOLS_OBJ) $(call libs_for,ab)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 .SECONDEXPANSION:

@@ -19,10 +19,10 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
-#include "dist/ddp.h"
-#include "dist/optimizer.h"
+#include "distributed/ddp.h"
+#include "distributed/optimizer.h"
 #include "core/rng.h"
-#include "dist/table.h"
+#include "core/params.h"
 #include "kernels/kernels.h"
 #include "bench_platform.h"
 
@@ -119,9 +119,9 @@ int main(int argc, char **argv) {
         char n[64];
         int64_t sh[2] = {D, D};
         snprintf(n, sizeof n, "layers.%d.weight", u);
-        tbl_add(&b.t, n, 2, sh, 1, u);
+        tdm_param_table_add(&b.t, n, 2, sh, 1, u);
         snprintf(n, sizeof n, "layers.%d.bias", u);
-        tbl_add(&b.t, n, 1, sh, 1, u);
+        tdm_param_table_add(&b.t, n, 1, sh, 1, u);
     }
     tdm_error err;
     b.x = tdm_alloc_big((size_t)(b.units + 1) * b.rows * D * sizeof(float), &err);
@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
     tdm_free_big(b.x);
     tdm_free_big(b.dy);
     tdm_free_big(b.dx);
-    tbl_free(&b.t);
+    tdm_param_table_free(&b.t);
     MPI_Finalize();
     return 0;
 }

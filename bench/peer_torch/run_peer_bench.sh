@@ -55,7 +55,7 @@ mkdir -p "$OUT/bin"
 OUT=$(cd "$OUT" && pwd)
 make -j2 build/tandem >/dev/null
 PKGS="openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc"
-LIBS="build/libtrain.a build/libmodel.a build/libdata.a build/libdist.a build/libprof.a build/libtokenizer.a build/libkernels.a build/libcore.a"
+LIBS="build/libtrain.a build/libmodel.a build/libdata.a build/libdistributed.a build/libprof.a build/libtokenizer.a build/libkernels.a build/libcore.a"
 mpicc.openmpi -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -pthread -Isrc $(pkg-config --cflags $PKGS) \
   -o "$OUT/bin/peer_flops" bench/peer_torch/peer_flops.c $LIBS -pthread $(pkg-config --libs $PKGS) -lm
 cp build/tandem "$OUT/bin/tandem"

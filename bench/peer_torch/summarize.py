@@ -14,7 +14,7 @@ those steps / the same time. Each figure is then the median over the repeats; a 
 the median of the per-repeat ratios (the two sides of a repeat ran back to back). The
 throughput ratio also gets a 95% interval: the pooled ratio (all repeats' window time of
 PyTorch / of tandem) under a paired moving-block bootstrap, the method of `tandem ab`
-(src/train/stats.h): each repeat rebuilt from blocks of ceil(n^(1/3)) consecutive iterations,
+(src/ab/stats.h): each repeat rebuilt from blocks of ceil(n^(1/3)) consecutive iterations,
 the same iterations drawn for both sides, since repeat r of both ran the same batches.
 Exit status 1 when a size's first-step losses disagree beyond --loss-tol (relative).
 """

@@ -5,12 +5,12 @@
  *   tdm_model *m = tdm_model_create(&cfg, &freeze, &err);
  *   tdm_param_counts c;
  *   tdm_inspect_count(tdm_model_params(m), &cfg, &c, &err);
- *   tdm_memory_plan plan = {...};    // buffer sizes from the data-parallel layout (src/dist)
+ *   tdm_memory_plan plan = {...};    // buffer sizes from the data-parallel layout (src/distributed)
  *   tdm_strbuf out; tdm_sb_init(&out);
  *   tdm_inspect_format(&cfg, &c, &plan, &out);
  *
  * The memory plan's buffer sizes come from the caller because the padding rules belong
- * to the data-parallel layer (src/dist/layout.h), which the model module may not call;
+ * to the data-parallel layer (src/distributed/layout.h), which the model module may not call;
  * src/tools/cmd_inspect.c builds that layout and fills the plan.
  */
 #ifndef TDM_INSPECT_H
@@ -21,7 +21,7 @@
 #include "core/error.h"
 #include "core/strbuf.h"
 #include "model/config.h"
-#include "model/params.h"
+#include "core/params.h"
 
 /* Components, in forward order; each parameter name belongs to exactly one. */
 typedef enum tdm_component {

@@ -44,7 +44,7 @@
 #include "core/error.h"
 #include "data/batch.h"
 #include "model/config.h"
-#include "model/params.h"
+#include "core/params.h"
 
 typedef struct tdm_freeze {
     int vision;    /* model.visual.patch_embed, pos_embed, blocks.* */

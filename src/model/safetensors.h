@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "model/params.h"
+#include "core/params.h"
 
 #define TDM_ST_MAX_HEADER ((uint64_t)100 << 20) /* bytes of JSON header per file */
 #define TDM_ST_MAX_DIMS 8

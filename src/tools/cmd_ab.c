@@ -18,9 +18,9 @@
 #include "core/strbuf.h"
 #include "tools/commands.h"
 #include "tools/mpi_setup.h"
-#include "train/ab.h"
+#include "ab/ab.h"
 #include "train/trainer.h"
-#include "train/demo.h"
+#include "ab/demo.h"
 
 static void usage(FILE *f) {
     fprintf(f,

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/strbuf.h"
-#include "dist/layout.h"
+#include "distributed/layout.h"
 #include "model/config.h"
 #include "model/inspect.h"
 #include "model/qwen3vl.h"

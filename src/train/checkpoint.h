@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "model/params.h"
+#include "core/params.h"
 #include "model/safetensors.h"
 
 #define TDM_CKPT_TRACKER "latest_checkpointed_iteration.txt"

@@ -88,7 +88,7 @@ near "$g" 32.66 0.005 && ok || bad "8B grads $g GiB, expected 32.66"
 wb=$(gib "$TMP/8b_dp4.txt" "(weights bf16" 1)
 near "$wb" 16.33 0.005 && ok || bad "8B bf16 weights $wb GiB, expected 16.33"
 grep -q "bucket size 40,000,000 elements" "$TMP/8b_dp4.txt" && ok || bad "8B default bucket size (Megatron's max(40M, 1M x dp))"
-# --bf16 (train's storage, src/dist/ddp.c): an fp32 main copy of what the optimizer owns (the whole buffer
+# --bf16 (train's storage, src/distributed/ddp.c): an fp32 main copy of what the optimizer owns (the whole buffer
 # without the distributed optimizer, 1/4 of the padded one with it) and, with the distributed optimizer, a
 # 16-bit all-gather buffer of 2 bytes per padded element; the other rows do not change.
 "$TANDEM" inspect --model configs/qwen3-vl-8b --dp 4 --bf16 > "$TMP/8b_bf16.txt" 2>&1 || bad "8B dp 4 --bf16 failed"

@@ -43,7 +43,7 @@ for c in $cmds; do
   check "tandem $c --help" bash -c "'$TANDEM' $c --help 2>&1 | grep -q '^usage: '"
 done
 
-# the train flags ab refuses (its --help prints src/train/ab.c's list) are the ones docs/ab-protocol.md names
+# the train flags ab refuses (its --help prints src/ab/ab.c's list) are the ones docs/ab-protocol.md names
 refused=$("$TANDEM" ab --help | awk '/which are refused/{on=1; next} on && /^    --/{print; next} {on=0}' \
   | tr ' ' '\n' | grep -E '^--' | sort -u)
 check "ab --help lists the flags ab refuses" test -n "$refused"

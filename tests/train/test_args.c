@@ -7,7 +7,7 @@
 
 #include "core/fs.h"
 #include "harness.h"
-#include "dist/config.h"
+#include "distributed/config.h"
 #include "train/args.h"
 #include "train/hosts.h"
 

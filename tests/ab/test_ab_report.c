@@ -1,4 +1,4 @@
-/* Tests of the A/B driver's arithmetic and report (src/train/ab.c, report.c) on made-up
+/* Tests of the A/B driver's arithmetic and report (src/ab/ab.c, report.c) on made-up
  * step records, without training: window statistics, the precision check (equal runs,
  * a loss that departs at a known step, a NaN), and that the report directory holds every
  * file with a summary.json carrying the documented keys. */
@@ -13,7 +13,7 @@
 #include "core/json.h"
 #include "core/rng.h"
 #include "harness.h"
-#include "train/ab.h"
+#include "ab/ab.h"
 
 enum { STEPS = 40, MAX_REPEATS = 8 };
 static int fake_repeats = 2;               /* timing runs per side that fake() makes */

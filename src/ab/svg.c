@@ -1,5 +1,5 @@
 /* svg.c - minimal SVG plots for the A/B report. */
-#include "train/svg.h"
+#include "ab/svg.h"
 
 #include <math.h>
 #include <stdlib.h>

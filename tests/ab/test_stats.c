@@ -1,4 +1,4 @@
-/* Unit tests for src/train/stats.c: exact values on small inputs, a deterministic
+/* Unit tests for src/ab/stats.c: exact values on small inputs, a deterministic
  * bootstrap whose interval covers the true change on synthetic data (the data are
  * drawn from known distributions with core/rng.h), and the noise sentence. */
 #include <math.h>
@@ -8,7 +8,7 @@
 
 #include "core/rng.h"
 #include "harness.h"
-#include "train/stats.h"
+#include "ab/stats.h"
 
 static void test_basic(void) {
     double x[] = {3, 1, 2, 10};

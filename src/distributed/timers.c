@@ -1,5 +1,5 @@
 /* timers.c - Megatron's named step timers (see timers.h). */
-#include "dist/timers.h"
+#include "distributed/timers.h"
 
 #include <string.h>
 

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "dist/ddp.h"
+#include "distributed/ddp.h"
 
 typedef struct tdm_adamw_config {
     float lr;

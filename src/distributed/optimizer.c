@@ -1,11 +1,11 @@
 /* optimizer.c - gradient norm, clipping, AdamW on the owned shards, parameter
  * all-gather, and the optimizer state for checkpoints (see optimizer.h). */
-#include "dist/optimizer.h"
+#include "distributed/optimizer.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "dist/ddp_internal.h"
+#include "distributed/ddp_internal.h"
 #include "kernels/kernels.h"
 
 /* Sum of squares of the owned gradient elements, in double. Distributed: this rank's

@@ -1,7 +1,7 @@
 /* ab.c - the A/B protocol driver: configurations, interleaved timing runs, audit and
  * profiled runs, window statistics and the step-by-step precision check. The report
  * files are written by report.c. */
-#include "train/ab.h"
+#include "ab/ab.h"
 #include "train/checkpoint.h"
 
 #include <dirent.h>

@@ -14,13 +14,13 @@
 #define TDM_TEST_DIST_SYNTH_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/clock.h"
+#include "core/params.h"
 #include "core/rng.h"
-#include "dist/table.h"
 #include "kernels/kernels.h"
-#include "model/params.h"
 #include "prof/prof.h"
 
 enum { SY_DIN = 13, SY_H = 37, SY_DOUT = 11, SY_L = 3, SY_MAXN = 16 };
@@ -46,23 +46,23 @@ static void synth_build(synth *s) {
     tdm_param_table *t = &s->t;
     int64_t sh[2];
     sh[0] = SY_H, sh[1] = SY_DIN;
-    s->in_w = tbl_add(t, "in.weight", 2, sh, 1, 0);
-    s->in_b = tbl_add(t, "in.bias", 1, sh, 1, 0);
+    s->in_w = tdm_param_table_add(t, "in.weight", 2, sh, 1, 0);
+    s->in_b = tdm_param_table_add(t, "in.bias", 1, sh, 1, 0);
     for (int l = 0; l < SY_L; l++) {
         char n[64];
         snprintf(n, sizeof n, "layers.%d.norm.weight", l);
         sh[0] = SY_H;
-        s->norm_w[l] = tbl_add(t, n, 1, sh, l != 1, 1 + l);
+        s->norm_w[l] = tdm_param_table_add(t, n, 1, sh, l != 1, 1 + l);
         snprintf(n, sizeof n, "layers.%d.fc.weight", l);
         sh[0] = SY_H, sh[1] = SY_H;
-        s->fc_w[l] = tbl_add(t, n, 2, sh, 1, 1 + l);
+        s->fc_w[l] = tdm_param_table_add(t, n, 2, sh, 1, 1 + l);
         snprintf(n, sizeof n, "layers.%d.fc.bias", l);
-        s->fc_b[l] = tbl_add(t, n, 1, sh, 1, 1 + l);
+        s->fc_b[l] = tdm_param_table_add(t, n, 1, sh, 1, 1 + l);
     }
     sh[0] = SY_H;
-    s->fnorm_w = tbl_add(t, "norm.weight", 1, sh, 1, SY_L + 1);
+    s->fnorm_w = tdm_param_table_add(t, "norm.weight", 1, sh, 1, SY_L + 1);
     sh[0] = SY_DOUT, sh[1] = SY_H;
-    s->head_w = tbl_add(t, "head.weight", 2, sh, 1, SY_L + 1);
+    s->head_w = tdm_param_table_add(t, "head.weight", 2, sh, 1, SY_L + 1);
 }
 
 /* Deterministic weights (call after the owner bound data pointers). */

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "dist/config.h"
+#include "distributed/config.h"
 
 typedef enum tdm_comm_kind {
     TDM_COMM_ALLREDUCE,      /* in place: buf[0 .. count) summed over ranks */

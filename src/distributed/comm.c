@@ -1,5 +1,5 @@
 /* comm.c - FIFO of collectives, progressed by a polling thread or inline (see comm.h). */
-#include "dist/comm.h"
+#include "distributed/comm.h"
 
 #include <errno.h>
 #include <stdio.h>

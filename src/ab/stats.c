@@ -1,5 +1,5 @@
 /* stats.c - means, medians and the bootstrap interval of a relative change. */
-#include "train/stats.h"
+#include "ab/stats.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -14,8 +14,8 @@
 #include "core/strbuf.h"
 #include "prof/prof.h"
 #include "prof/trace.h"
-#include "train/ab.h"
-#include "train/svg.h"
+#include "ab/ab.h"
+#include "ab/svg.h"
 
 static const char *yes_no(int v) { return v ? "yes" : "NO"; }
 

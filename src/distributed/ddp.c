@@ -1,6 +1,6 @@
 /* ddp.c - flat buffers, grad-ready counting, bucket launch and gradient sync
  * (see ddp.h). The optimizer side lives in optimizer.c. */
-#include "dist/ddp.h"
+#include "distributed/ddp.h"
 
 #include <limits.h>
 #include <math.h>
@@ -10,7 +10,7 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
-#include "dist/ddp_internal.h"
+#include "distributed/ddp_internal.h"
 #include "kernels/kernels.h"
 #include "prof/prof.h"
 

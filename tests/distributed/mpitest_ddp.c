@@ -27,9 +27,9 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "dist/ddp.h"
-#include "dist/optimizer.h"
-#include "dist/synth.h"
+#include "distributed/ddp.h"
+#include "distributed/optimizer.h"
+#include "distributed/synth.h"
 #include "harness.h"
 #include "prof/profiler.h"
 
@@ -142,7 +142,7 @@ static int run(const run_opts *o, run_result *res) {
     if (!ddp) {
         snprintf(res->err, sizeof res->err, "%s", err.msg);
         res->failed_step = 0;
-        tbl_free(&s->t);
+        tdm_param_table_free(&s->t);
         free(s);
         return -1;
     }
@@ -204,7 +204,7 @@ static int run(const run_opts *o, run_result *res) {
     tdm_ddp_get_memory(ddp, &res->mem);
     if (res->failed_step < 0) tdm_ddp_timers_report(ddp, o->steps, &res->timing, &err);
     tdm_ddp_wait_params(ddp);
-    res->n_values = tbl_numel(&s->t);
+    res->n_values = tdm_param_table_numel(&s->t, 0);
     res->params = malloc((size_t)res->n_values * sizeof(float));
     int64_t off = 0;
     for (int i = 0; i < s->t.n; i++) {
@@ -212,7 +212,7 @@ static int run(const run_opts *o, run_result *res) {
         off += s->t.p[i].numel;
     }
     tdm_ddp_free(ddp);
-    tbl_free(&s->t);
+    tdm_param_table_free(&s->t);
     free(s);
     return res->failed_step < 0 ? 0 : -1;
 }
@@ -302,7 +302,7 @@ static void test_lr_mult(void) {
     run_free(&half);
     run_free(&zero);
     free(init);
-    tbl_free(&s0->t);
+    tdm_param_table_free(&s0->t);
     free(s0);
 }
 
@@ -553,7 +553,7 @@ static void test_bucket_order_kept_when_ready_out_of_order(void) {
     synth tmp;
     synth_build(&tmp);
     int head = tmp.head_w;
-    tbl_free(&tmp.t);
+    tdm_param_table_free(&tmp.t);
     run_result a, b;
     run_opts o = default_opts(1, 0, 0, TDM_DDP_PROGRESS_THREAD);
     run(&o, &a);
@@ -585,7 +585,7 @@ static void test_param_gather_never_read_early(void) {
         if (s.t.p[k % n].trainable && a.needed_hash[k] != b.needed_hash[k]) bad++;
     CHECK(bad == 0, "%d (step, parameter) reads saw values other than the synchronous gather's", bad);
     CHECK(a.needed_hash[n] != a.needed_hash[0], "hashes do not change between steps: the check is vacuous");
-    tbl_free(&s.t);
+    tdm_param_table_free(&s.t);
     run_free(&a);
     run_free(&b);
 }
@@ -670,8 +670,8 @@ static void test_optimizer_state_reshard(void) {
     /* every trainable element exactly once across ranks */
     int64_t total = 0;
     MPI_Allreduce(&mine, &total, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    CHECK(total == tbl_numel_trainable(&s->t), "pieces cover %lld of %lld elements",
-          (long long)total, (long long)tbl_numel_trainable(&s->t));
+    CHECK(total == tdm_param_table_numel(&s->t, 1), "pieces cover %lld of %lld elements",
+          (long long)total, (long long)tdm_param_table_numel(&s->t, 1));
 
     /* a dp = 1 optimizer (plain layout) loads every rank's pieces */
     synth *s1 = calloc(1, sizeof *s1);
@@ -727,11 +727,11 @@ static void test_optimizer_state_reshard(void) {
         free(p1);
     }
     tdm_ddp_free(one);
-    tbl_free(&s1->t);
+    tdm_param_table_free(&s1->t);
     free(s1);
     free(pc);
     tdm_ddp_free(ddp);
-    tbl_free(&s->t);
+    tdm_param_table_free(&s->t);
     free(s);
 }
 
@@ -811,7 +811,7 @@ static void test_control_collectives_are_waits(void) {
         CHECK(late_ms > 10.0, "rank 0 waited %.1f ms for a rank 50 ms late", late_ms);
     tdm_prof_collection_free(&c);
     tdm_ddp_free(ddp);
-    tbl_free(&s->t);
+    tdm_param_table_free(&s->t);
     free(s);
     run_free(&r);
 }
@@ -854,7 +854,7 @@ static void test_create_fails_on_every_rank(void) {
     synth_build(s);
     if (g_rank == g_size - 1) {
         int64_t sh[2] = {(int64_t)1 << 30, (int64_t)1 << 28}; /* 2^58 floats: 4 EiB, which no allocator gives */
-        tbl_add(&s->t, "huge.frozen", 2, sh, 0, SY_L + 2);
+        tdm_param_table_add(&s->t, "huge.frozen", 2, sh, 0, SY_L + 2);
     }
     tdm_ddp_config cfg;
     tdm_ddp_config_default(&cfg);
@@ -865,7 +865,7 @@ static void test_create_fails_on_every_rank(void) {
     CHECK(ddp == NULL && strstr(err.msg, "out of memory") && (g_rank == g_size - 1 || strstr(err.msg, want)),
           "rank %d: %s", g_rank, ddp ? "created" : err.msg);
     tdm_ddp_free(ddp);
-    tbl_free(&s->t);
+    tdm_param_table_free(&s->t);
     free(s);
 }
 
@@ -882,7 +882,7 @@ static void test_create_refuses_different_tables(void) {
         synth_build(s);
         if (g_rank == odd && c == 0) {
             int64_t sh[1] = {5};
-            tbl_add(&s->t, "extra.bias", 1, sh, 1, SY_L + 2);
+            tdm_param_table_add(&s->t, "extra.bias", 1, sh, 1, SY_L + 2);
         }
         if (g_rank == odd && c == 1)
             for (int i = 0; i < s->t.n; i++) s->t.p[i].trainable = 0;
@@ -898,7 +898,7 @@ static void test_create_refuses_different_tables(void) {
               "case %d, rank %d: %s", c, g_rank, ddp ? "created" : err.msg);
         if (g_rank == 0 && c == 0) printf("  %s\n", err.msg);
         tdm_ddp_free(ddp);
-        tbl_free(&s->t);
+        tdm_param_table_free(&s->t);
         free(s);
     }
 }
@@ -926,7 +926,7 @@ static void test_inline_progress_at_each_gradient(void) {
         tdm_ddp *ddp = tdm_ddp_create(MPI_COMM_WORLD, &s->t, &o.cfg, &err);
         CHECK(ddp != NULL, "%s", err.msg);
         if (!ddp) {
-            tbl_free(&s->t);
+            tdm_param_table_free(&s->t);
             free(s);
             return;
         }
@@ -942,7 +942,7 @@ static void test_inline_progress_at_each_gradient(void) {
         else CHECK(tests == 0, "thread: the compute thread called MPI_Test %ld times", tests);
         CHECK(tdm_ddp_finish_grad_sync(ddp, &err) == 0, "%s", err.msg);
         tdm_ddp_free(ddp);
-        tbl_free(&s->t);
+        tdm_param_table_free(&s->t);
         free(s);
     }
 }

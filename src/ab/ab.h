@@ -34,7 +34,7 @@
 #include "core/strbuf.h"
 #include "train/args.h"
 #include "train/hosts.h"
-#include "train/stats.h"
+#include "ab/stats.h"
 #include "train/trainer.h"
 
 typedef struct tdm_ab_options {

@@ -1,5 +1,5 @@
 /* config.c - defaults, validation and Megatron's start-up line for tdm_ddp_config. */
-#include "dist/config.h"
+#include "distributed/config.h"
 
 #include <mpi.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "train/demo.h"
+#include "ab/demo.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -25,8 +25,8 @@
 
 #include "core/error.h"
 #include "core/strbuf.h"
-#include "dist/config.h"
-#include "model/params.h"
+#include "distributed/config.h"
+#include "core/params.h"
 
 typedef struct tdm_ddp_bucket {
     int64_t offset; /* first element of the bucket in the flat buffers */

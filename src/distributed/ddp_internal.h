@@ -3,8 +3,8 @@
 #ifndef TDM_DIST_DDP_INTERNAL_H
 #define TDM_DIST_DDP_INTERNAL_H
 
-#include "dist/comm.h"
-#include "dist/ddp.h"
+#include "distributed/comm.h"
+#include "distributed/ddp.h"
 
 struct tdm_ddp {
     tdm_ddp_config cfg;

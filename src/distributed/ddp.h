@@ -68,10 +68,10 @@
 
 #include "core/error.h"
 #include "core/strbuf.h"
-#include "dist/config.h"
-#include "dist/layout.h"
-#include "dist/timers.h"
-#include "model/params.h"
+#include "distributed/config.h"
+#include "distributed/layout.h"
+#include "distributed/timers.h"
+#include "core/params.h"
 
 typedef struct tdm_ddp tdm_ddp;
 

@@ -1,5 +1,5 @@
 /* layout.c - reverse-order bucketing of the trainable parameters (see layout.h). */
-#include "dist/layout.h"
+#include "distributed/layout.h"
 
 #include <limits.h>
 #include <stdlib.h>

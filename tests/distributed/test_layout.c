@@ -6,15 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/config.h"
-#include "dist/layout.h"
-#include "dist/timers.h"
+#include "distributed/config.h"
+#include "distributed/layout.h"
+#include "distributed/timers.h"
 #include "harness.h"
-#include "dist/table.h"
+#include "core/params.h"
 
 static void add(tdm_param_table *t, const char *name, int64_t rows, int64_t cols, int trainable) {
     int64_t shape[2] = {rows, cols};
-    tbl_add(t, name, cols ? 2 : 1, shape, trainable, t->n);
+    tdm_param_table_add(t, name, cols ? 2 : 1, shape, trainable, t->n);
 }
 
 /* a(10) b(100) c(7, frozen) d(50) e(3), registered in that order. */
@@ -48,7 +48,7 @@ static void test_bucket_beyond_mpi_count(void) {
     CHECK(tdm_ddp_layout_build(&l, &t, 2, &c, &err) != 0, "a 2^31-element bucket was accepted");
     CHECK(strstr(err.msg, "bucket 1: 2147483648 elements exceed what one MPI collective can count") != NULL, "%s",
           err.msg);
-    tbl_free(&t);
+    tdm_param_table_free(&t);
 }
 
 static void test_hand_computed_plain(void) {
@@ -73,7 +73,7 @@ static void test_hand_computed_plain(void) {
     CHECK(s == 153 && e == 163, "plain: every rank owns the whole bucket, got [%lld, %lld)", (long long)s,
           (long long)e);
     tdm_ddp_layout_free(&l);
-    tbl_free(&t);
+    tdm_param_table_free(&t);
 }
 
 static void test_hand_computed_distributed(void) {
@@ -101,7 +101,7 @@ static void test_hand_computed_distributed(void) {
     CHECK(l.buckets[0].padded == 384 && l.buckets[0].shard == 128, "dp 3 padding %lld",
           (long long)l.buckets[0].padded);
     tdm_ddp_layout_free(&l);
-    tbl_free(&t);
+    tdm_param_table_free(&t);
 }
 
 /* A model shaped like a small Qwen3-VL: vision blocks, merger, embedding, decoder
@@ -242,7 +242,7 @@ static void test_rules_over_models_sizes_and_dp(void) {
                     tdm_ddp_layout_free(&l);
                     n_checked++;
                 }
-        tbl_free(&t);
+        tdm_param_table_free(&t);
     }
     CHECK(n_checked == 3 * 8 * 6 * 2, "%d layouts checked", n_checked);
 }
@@ -263,7 +263,7 @@ static void test_bucket_size_defaults_and_num_buckets(void) {
         CHECK(l.n_buckets >= 1 && l.n_buckets <= nbk, "num_buckets %d gave %d", nbk, l.n_buckets);
         tdm_ddp_layout_free(&l);
     }
-    tbl_free(&t);
+    tdm_param_table_free(&t);
 }
 
 static void test_config_checks(void) {
@@ -283,7 +283,7 @@ static void test_config_checks(void) {
     c = cfg_of(0, 0);
     CHECK(tdm_ddp_layout_build(&l, &t, 2, &c, &err) != 0 && strstr(err.msg, "no trainable"), "%s", err.msg);
     CHECK(tdm_ddp_layout_build(&l, &t, 0, &c, &err) != 0, "dp 0 rejected");
-    tbl_free(&t);
+    tdm_param_table_free(&t);
     tdm_ddp_progress p;
     CHECK(tdm_ddp_progress_parse("inline", &p, &err) == 0 && p == TDM_DDP_PROGRESS_INLINE, "parse inline");
     CHECK(tdm_ddp_progress_parse("async", &p, &err) != 0 && strstr(err.msg, "async"), "%s", err.msg);
@@ -326,7 +326,7 @@ static void test_startup_text(void) {
     CHECK(strcmp(sb.data, want) == 0, "got:\n%s", sb.data);
     tdm_sb_free(&sb);
     tdm_ddp_layout_free(&l);
-    tbl_free(&t);
+    tdm_param_table_free(&t);
 }
 
 static void test_timing_format(void) {
