@@ -31,8 +31,8 @@ out, reps, sizes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 def kernels(path):
     res = {}
     for line in open(path):
-        m = re.match(r'^(\S.{23}\S*.*?)\s{2,}(\d+\.\d+) ms', line)
-        if m and 'naive' not in line: res[line[:60].rstrip()] = float(m.group(2))
+        m = re.match(r'^(\S.*?)\s+(\d+\.\d+) ms', line)
+        if m and 'naive' not in line: res[re.sub(r'\s+', ' ', m.group(1))] = float(m.group(2))
     return res
 def model(path):
     for line in open(path):
