@@ -54,8 +54,12 @@ static int in_argv(const char *s, char **argv, int argc) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static const tdm_flags base = {.command = "t", .usage = "t [IN]", .flags = FLAGS,
-                                   .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS), .pos = POS, .n_pos = 1};
+    static const tdm_flags base = {.command = "t",
+                                   .usage = "t [IN]",
+                                   .flags = FLAGS,
+                                   .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+                                   .pos = POS,
+                                   .n_pos = 1};
     char *text = malloc(size + 1);
     memcpy(text, data, size);
     text[size] = 0;

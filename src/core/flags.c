@@ -12,9 +12,9 @@
 #include "core/alloc.h"
 
 /* integers beyond this are refused: a double holds every integer below it exactly */
-#define BIG 9.0e15
+#define BIG        9.0e15
 #define HELP_WIDTH 100
-#define HELP_LEFT 36 /* "  " + the flag column + " " */
+#define HELP_LEFT  36 /* "  " + the flag column + " " */
 
 /* ------------------------------------------------------------------ names */
 
@@ -43,8 +43,7 @@ static int takes_value(const tdm_flag *f, const char *implied) {
     }
 }
 
-const tdm_flag *tdm_flag_lookup(const tdm_flag *flags, int n_flags, const char *name, size_t n,
-                                const char **implied) {
+const tdm_flag *tdm_flag_lookup(const tdm_flag *flags, int n_flags, const char *name, size_t n, const char **implied) {
     if (implied) *implied = NULL;
     for (int i = 0; i < n_flags; i++)
         if (name_eq(name, n, flags[i].name)) return &flags[i];
@@ -290,7 +289,8 @@ static int set_value(const tdm_flag *f, void *target, const char *val, const cha
     case TDM_FLAG_FIXED: {
         if (!f->def) {
             int b;
-            if (parse_bool(val, &b) != 0) return tdm_errorf(err, "%s: a switch, expected true or false, got '%s'", what, val);
+            if (parse_bool(val, &b) != 0)
+                return tdm_errorf(err, "%s: a switch, expected true or false, got '%s'", what, val);
             if (!b) return tdm_errorf(err, "%s: only true is accepted: tandem has no other way to run", what);
             return 0;
         }
@@ -389,8 +389,7 @@ static int positional(const tdm_flags *p, void *target, const char *s, int *n_po
     return tdm_errorf(err, "unexpected argument '%s' (flags start with --)", s);
 }
 
-int tdm_flags_parse(const tdm_flags *p, void *target, int argc, char **argv, char **rest, int *n_rest,
-                    tdm_error *err) {
+int tdm_flags_parse(const tdm_flags *p, void *target, int argc, char **argv, char **rest, int *n_rest, tdm_error *err) {
     int wants = tdm_flags_wants(p, argc, argv);
     if (wants) return wants;
     if (n_rest) *n_rest = 0;

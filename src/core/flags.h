@@ -37,20 +37,21 @@
 #include "core/strbuf.h"
 
 typedef enum tdm_flag_kind {
-    TDM_FLAG_BOOL,     /* int: 1 when given (0 with TDM_FLAG_NEGATE, for "--no-x" flags) */
-    TDM_FLAG_INT,      /* int in [lo, hi]; decimal, or an integral exponent form (1e6); never hex */
-    TDM_FLAG_I64,      /* int64_t in [lo, hi], read as TDM_FLAG_INT */
-    TDM_FLAG_U64,      /* uint64_t, not negative */
-    TDM_FLAG_DOUBLE,   /* double, finite, in [lo, hi] */
-    TDM_FLAG_STRING,   /* any text, "" too: char[cap] when cap > 0, else a const char * (into argv) */
-    TDM_FLAG_PATH,     /* as STRING, but not empty */
-    TDM_FLAG_CHOICE,   /* one of `choices` ("a|b|c"): char[cap] when cap > 0, else the int index of it */
-    TDM_FLAG_LIST,     /* repeatable, not empty: items char[max][cap] (cap > 0) or const char *[max];
-                          the int count at count_off (count_ptr) */
-    TDM_FLAG_CUSTOM,   /* a value handed to `set` */
-    TDM_FLAG_FIXED,    /* accepted as asking for what the program does anyway: a switch when def is NULL,
-                          else only the value def (compared as numbers); help says why. Not in --help */
-    TDM_FLAG_REFUSED,  /* refused with "--name: " and its help sentence. Not in --help */
+    TDM_FLAG_BOOL,   /* int: 1 when given (0 with TDM_FLAG_NEGATE, for "--no-x" flags) */
+    TDM_FLAG_INT,    /* int in [lo, hi]; decimal, or an integral exponent form (1e6); never hex */
+    TDM_FLAG_I64,    /* int64_t in [lo, hi], read as TDM_FLAG_INT */
+    TDM_FLAG_U64,    /* uint64_t, not negative */
+    TDM_FLAG_DOUBLE, /* double, finite, in [lo, hi] */
+    TDM_FLAG_STRING, /* any text, "" too: char[cap] when cap > 0, else a const char * (into argv) */
+    TDM_FLAG_PATH,   /* as STRING, but not empty */
+    TDM_FLAG_CHOICE, /* one of `choices` ("a|b|c"): char[cap] when cap > 0, else the int index of it */
+    /* repeatable, not empty: items char[max][cap] (cap > 0) or const char *[max]; the int count at count_off */
+    TDM_FLAG_LIST,
+    TDM_FLAG_CUSTOM, /* a value handed to `set` */
+    /* accepted as asking for what the program does anyway: a switch when def is NULL, else only the value def
+     * (compared as numbers); help says why. Not in --help */
+    TDM_FLAG_FIXED,
+    TDM_FLAG_REFUSED, /* refused with "--name: " and its help sentence. Not in --help */
 } tdm_flag_kind;
 
 enum {
@@ -61,28 +62,29 @@ enum {
 
 typedef struct tdm_flag tdm_flag;
 struct tdm_flag {
-    const char *name;     /* as typed, without the dashes: "micro-batch-size" */
+    const char *name; /* as typed, without the dashes: "micro-batch-size" */
     tdm_flag_kind kind;
-    size_t off;           /* into the parser's target, when ptr is NULL */
-    void *ptr;            /* or the variable itself */
-    size_t cap;           /* bytes of a char[] target (of one item for a LIST); 0: a const char * */
-    double lo, hi;        /* numbers: the inclusive range, when lo < hi */
-    const char *def;      /* the default as typed, applied by tdm_flags_defaults and shown by --help; a
-                             default outside [lo, hi] means "unset" and is not shown */
-    const char *choices;  /* TDM_FLAG_CHOICE: "a|b|c" */
-    const char *metavar;  /* "N", "DIR": --help and the missing-value sentence */
+    size_t off;    /* into the parser's target, when ptr is NULL */
+    void *ptr;     /* or the variable itself */
+    size_t cap;    /* bytes of a char[] target (of one item for a LIST); 0: a const char * */
+    double lo, hi; /* numbers: the inclusive range, when lo < hi */
+    /* the default as typed, applied by tdm_flags_defaults and shown by --help; one outside [lo, hi] means
+     * "unset" and is not shown */
+    const char *def;
+    const char *choices; /* TDM_FLAG_CHOICE: "a|b|c" */
+    const char *metavar; /* "N", "DIR": --help and the missing-value sentence */
     const char *help;
-    const char *group;    /* --help heading from this flag on (NULL: the previous flag's) */
-    const char *aliases;  /* other names, '|'-separated; "name=VALUE", last of them, is a switch meaning
-                             --flag VALUE */
-    unsigned opts;        /* TDM_FLAG_NEGATE | TDM_FLAG_HIDDEN | TDM_FLAG_DASHES */
-    size_t count_off;     /* TDM_FLAG_LIST: the int item count, into the target (or count_ptr) */
+    const char *group; /* --help heading from this flag on (NULL: the previous flag's) */
+    /* other names, '|'-separated; "name=VALUE", the last of them, is a switch meaning --flag VALUE */
+    const char *aliases;
+    unsigned opts;    /* TDM_FLAG_NEGATE | TDM_FLAG_HIDDEN | TDM_FLAG_DASHES */
+    size_t count_off; /* TDM_FLAG_LIST: the int item count, into the target (or count_ptr) */
     int *count_ptr;
-    int max;              /* TDM_FLAG_LIST: the most items */
+    int max; /* TDM_FLAG_LIST: the most items */
     /* TDM_FLAG_CUSTOM: sets the value; `what` names the source for the sentence ("--x", "f.json: key 'x'") */
     int (*set)(const tdm_flag *f, void *target, const char *val, const char *what, tdm_error *err);
-    const char *key;      /* the caller's name for the flag (train: Megatron's attribute name) */
-    int tag;              /* the caller's */
+    const char *key; /* the caller's name for the flag (train: Megatron's attribute name) */
+    int tag;         /* the caller's */
 };
 
 typedef struct tdm_flag_table {
@@ -104,19 +106,20 @@ enum {
 
 typedef struct tdm_flags tdm_flags;
 struct tdm_flags {
-    const char *command;         /* "tandem train": sentences point at "<command> --help" */
-    const char *usage;           /* after "usage: " (may span lines) */
-    const char *about;           /* what the command does, after the usage line; NULL: nothing */
-    const tdm_flag *flags;       /* the command's flags */
+    const char *command;   /* "tandem train": sentences point at "<command> --help" */
+    const char *usage;     /* after "usage: " (may span lines) */
+    const char *about;     /* what the command does, after the usage line; NULL: nothing */
+    const tdm_flag *flags; /* the command's flags */
     int n_flags;
-    const tdm_flag_table *more;  /* further tables on the same target, after `flags` */
+    const tdm_flag_table *more; /* further tables on the same target, after `flags` */
     int n_more;
-    const tdm_positional *pos;   /* positional arguments in order; min_pos of them required */
+    const tdm_positional *pos; /* positional arguments in order; min_pos of them required */
     int n_pos, min_pos;
-    const tdm_flags *pass;       /* another command's flags, accepted and handed on in `rest` with their
-                                    values, not set (ab: train's flags, for both sides) */
-    unsigned opts;               /* TDM_FLAGS_ONCE */
-    const char *epilog;          /* --help: after the flag lines */
+    /* another command's flags, accepted and handed on in `rest` with their values, not set (ab: train's
+     * flags, for both sides) */
+    const tdm_flags *pass;
+    unsigned opts;      /* TDM_FLAGS_ONCE */
+    const char *epilog; /* --help: after the flag lines */
     /* A sentence for a flag that no table knows, before the did-you-mean (export-batches: "a train flag it
      * does not use"): returns -1 with err written, or 0 to leave it to the suggestion. */
     int (*unknown)(const char *name, size_t n, tdm_error *err);
@@ -128,8 +131,7 @@ enum { TDM_FLAGS_HELP = 1, TDM_FLAGS_VERSION = 2 };
  * the words of `pass` flags in order, *n_rest their count; both may be NULL without `pass`. Returns 0,
  * TDM_FLAGS_HELP or TDM_FLAGS_VERSION when one of those is among the flags (nothing else is checked then),
  * or -1 with one sentence in err. */
-int tdm_flags_parse(const tdm_flags *p, void *target, int argc, char **argv, char **rest, int *n_rest,
-                    tdm_error *err);
+int tdm_flags_parse(const tdm_flags *p, void *target, int argc, char **argv, char **rest, int *n_rest, tdm_error *err);
 
 /* TDM_FLAGS_HELP, TDM_FLAGS_VERSION or 0: what tdm_flags_parse would answer first, without parsing (for a
  * command that must answer --help before it starts MPI). */
@@ -142,8 +144,7 @@ void tdm_flags_defaults(const tdm_flags *p, void *target);
  * when none. *implied (may be NULL) gets the value an alias "name=VALUE" implies, else NULL. */
 const tdm_flag *tdm_flags_find(const tdm_flags *p, const char *name, size_t n, const char **implied);
 /* The same within one table. */
-const tdm_flag *tdm_flag_lookup(const tdm_flag *flags, int n_flags, const char *name, size_t n,
-                                const char **implied);
+const tdm_flag *tdm_flag_lookup(const tdm_flag *flags, int n_flags, const char *name, size_t n, const char **implied);
 
 /* Sets one flag from its text value; `what` names the source in the sentence ("--lr", "f.json: key 'lr'").
  * A LIST appends; a FIXED flag checks the value; a REFUSED one refuses. */

@@ -34,29 +34,72 @@ static int set_custom(const tdm_flag *f, void *target, const char *val, const ch
 
 #define O(field) offsetof(opts, field)
 static const tdm_flag FLAGS[] = {
-    {.name = "count", .kind = TDM_FLAG_INT, .off = O(n), .lo = 1, .hi = 100, .def = "7", .metavar = "N",
-     .help = "how many", .group = "numbers", .aliases = "num|recount=3"},
+    {.name = "count",
+     .kind = TDM_FLAG_INT,
+     .off = O(n),
+     .lo = 1,
+     .hi = 100,
+     .def = "7",
+     .metavar = "N",
+     .help = "how many",
+     .group = "numbers",
+     .aliases = "num|recount=3"},
     {.name = "big", .kind = TDM_FLAG_I64, .off = O(big), .lo = 0, .hi = 1e12, .metavar = "N", .help = "a big one"},
     {.name = "seed", .kind = TDM_FLAG_U64, .off = O(seed), .def = "1234", .metavar = "S", .help = "a seed"},
-    {.name = "rate", .kind = TDM_FLAG_DOUBLE, .off = O(rate), .lo = 0, .hi = 1, .def = "-1", .metavar = "R",
+    {.name = "rate",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = O(rate),
+     .lo = 0,
+     .hi = 1,
+     .def = "-1",
+     .metavar = "R",
      .help = "a fraction (unset below 0)"},
     {.name = "on", .kind = TDM_FLAG_BOOL, .off = O(on), .help = "a switch", .group = "switches"},
     {.name = "no-check", .kind = TDM_FLAG_BOOL, .off = O(check), .opts = TDM_FLAG_NEGATE, .help = "skip the check"},
-    {.name = "name", .kind = TDM_FLAG_STRING, .off = O(name), .cap = 8, .metavar = "NAME", .help = "short text",
+    {.name = "name",
+     .kind = TDM_FLAG_STRING,
+     .off = O(name),
+     .cap = 8,
+     .metavar = "NAME",
+     .help = "short text",
      .group = "text"},
-    {.name = "text", .kind = TDM_FLAG_STRING, .off = O(text), .opts = TDM_FLAG_DASHES, .metavar = "TEXT",
+    {.name = "text",
+     .kind = TDM_FLAG_STRING,
+     .off = O(text),
+     .opts = TDM_FLAG_DASHES,
+     .metavar = "TEXT",
      .help = "any text, flags too"},
     {.name = "path", .kind = TDM_FLAG_PATH, .off = O(path), .metavar = "FILE", .help = "a file"},
-    {.name = "style", .kind = TDM_FLAG_CHOICE, .off = O(style), .cap = 16, .choices = "plain|fancy", .def = "plain",
-     .metavar = "S", .help = "how"},
+    {.name = "style",
+     .kind = TDM_FLAG_CHOICE,
+     .off = O(style),
+     .cap = 16,
+     .choices = "plain|fancy",
+     .def = "plain",
+     .metavar = "S",
+     .help = "how"},
     {.name = "mode", .kind = TDM_FLAG_CHOICE, .off = O(mode), .choices = "a|b|c", .metavar = "M", .help = "which"},
-    {.name = "file", .kind = TDM_FLAG_LIST, .off = O(files), .cap = 16, .count_off = O(n_files), .max = 3,
-     .metavar = "F", .help = "repeatable"},
-    {.name = "word", .kind = TDM_FLAG_LIST, .off = O(words), .count_off = O(n_words), .max = 4, .metavar = "W",
+    {.name = "file",
+     .kind = TDM_FLAG_LIST,
+     .off = O(files),
+     .cap = 16,
+     .count_off = O(n_files),
+     .max = 3,
+     .metavar = "F",
+     .help = "repeatable"},
+    {.name = "word",
+     .kind = TDM_FLAG_LIST,
+     .off = O(words),
+     .count_off = O(n_words),
+     .max = 4,
+     .metavar = "W",
      .help = "repeatable words"},
     {.name = "custom", .kind = TDM_FLAG_CUSTOM, .set = set_custom, .metavar = "X", .help = "set by a function"},
     {.name = "secret", .kind = TDM_FLAG_BOOL, .off = O(on), .opts = TDM_FLAG_HIDDEN, .help = "not listed"},
-    {.name = "a-very-long-flag-name-that-overflows", .kind = TDM_FLAG_INT, .off = O(n), .metavar = "N",
+    {.name = "a-very-long-flag-name-that-overflows",
+     .kind = TDM_FLAG_INT,
+     .off = O(n),
+     .metavar = "N",
      .help = "its help goes on the next line, and wraps at one hundred columns like every other help text does "
              "when it is long enough to need a second line"},
 };
@@ -116,8 +159,9 @@ static void test_defaults_and_kinds(void) {
     CHECK(run(&o, "in", &err) == 0, "%s", err.msg);
     CHECK(o.n == 7 && o.seed == 1234 && o.rate == -1 && !strcmp(o.style, "plain") && o.check == 1, "defaults");
     CHECK(!strcmp(o.pos1, "in") && o.pos2 == NULL, "one positional");
-    CHECK(run(&o, "in out --count 5 --big 1e9 --seed 42 --rate 0.25 --on --no-check --name abc --text hi "
-                  "--path p --style fancy --mode c --file x --file y --word u --word v --custom ok",
+    CHECK(run(&o,
+              "in out --count 5 --big 1e9 --seed 42 --rate 0.25 --on --no-check --name abc --text hi "
+              "--path p --style fancy --mode c --file x --file y --word u --word v --custom ok",
               &err) == 0,
           "%s", err.msg);
     CHECK(o.n == 5 && o.big == 1000000000 && o.seed == 42 && o.rate == 0.25, "numbers");
@@ -131,8 +175,8 @@ static void test_defaults_and_kinds(void) {
 static void test_equals_form_and_names(void) {
     opts o;
     tdm_error err;
-    CHECK(run(&o, "in --count=9 --on=false --no-check=true --name= --text=--x --file=a=b --mode=b", &err) == 0,
-          "%s", err.msg);
+    CHECK(run(&o, "in --count=9 --on=false --no-check=true --name= --text=--x --file=a=b --mode=b", &err) == 0, "%s",
+          err.msg);
     CHECK(o.n == 9 && o.on == 0 && o.check == 0 && o.name[0] == 0 && !strcmp(o.text, "--x"), "= values");
     CHECK(o.n_files == 1 && !strcmp(o.files[0], "a=b") && o.mode == 1, "the first = splits");
     /* '_' is '-'; aliases; an alias with a value is a switch */
@@ -191,8 +235,8 @@ static void test_duplicates(void) {
     o.n_files = 1;
     char a0[] = "--file", a1[] = "new", a2[] = "--file", a3[] = "newer", a4[] = "in";
     char *argv[] = {a4, a0, a1, a2, a3};
-    CHECK(tdm_flags_parse(&P, &o, 5, argv, NULL, NULL, &err) == 0 && o.n_files == 2 &&
-              !strcmp(o.files[0], "new") && !strcmp(o.files[1], "newer"),
+    CHECK(tdm_flags_parse(&P, &o, 5, argv, NULL, NULL, &err) == 0 && o.n_files == 2 && !strcmp(o.files[0], "new") &&
+              !strcmp(o.files[1], "newer"),
           "the list replaced: %d %s", o.n_files, o.files[0]);
     /* TDM_FLAGS_ONCE: a value flag given twice is an error; switches and lists are not */
     tdm_flags once = P;
@@ -242,8 +286,7 @@ static void test_handed_on_and_hooks(void) {
     CHECK(run_p(&p, &o, "in --lr --fast", rest, &n_rest, &err) == -1 &&
               !strcmp(err.msg, "--lr: expected a value (LR), got the flag '--fast'"),
           "%s", err.msg);
-    CHECK(run_p(&p, &o, "in --fp16", rest, &n_rest, &err) == -1 && !strcmp(err.msg, "--fp16: not here"), "%s",
-          err.msg);
+    CHECK(run_p(&p, &o, "in --fp16", rest, &n_rest, &err) == -1 && !strcmp(err.msg, "--fp16: not here"), "%s", err.msg);
     CHECK(run_p(&p, &o, "in --fastt", rest, &n_rest, &err) == -1 &&
               !strcmp(err.msg, "unknown flag '--fastt'; did you mean '--fast'?"),
           "suggested among both: %s", err.msg);
