@@ -208,6 +208,8 @@ static int choice_index(const tdm_flag *f, const char *val) {
     return -1;
 }
 
+/* Longer than most: one case per kind, so that every sentence about a value is in one place.
+ * Sets f from its text; a default (is_default) skips the range check: one outside it means "unset". */
 static int set_value(const tdm_flag *f, void *target, const char *val, const char *what, int is_default,
                      tdm_error *err) {
     void *dst = f->kind == TDM_FLAG_LIST || f->kind == TDM_FLAG_CUSTOM ? NULL : target_of(f, target);

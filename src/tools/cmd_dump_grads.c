@@ -137,6 +137,7 @@ static int fail(const char *msg) {
     return 1;
 }
 
+/* Longer than most: load, check, one forward and backward, write; each stage's failure shares one cleanup. */
 int cmd_dump_grads(int argc, char **argv) {
     dump_grads_opts o = {0};
     tdm_flags_defaults(&P, &o);

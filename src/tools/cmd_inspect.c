@@ -81,6 +81,8 @@ static void parser(tdm_flags *p, tdm_flag_table *more, tdm_flag *picked) {
     };
 }
 
+/* Longer than most: the flags' checks, then the plan filled from the model and the layout, each failure with
+ * its own message and one cleanup. */
 int cmd_inspect(int argc, char **argv) {
     tdm_flags P;
     tdm_flag_table more;
