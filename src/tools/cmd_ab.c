@@ -211,6 +211,10 @@ int cmd_ab(int argc, char **argv) {
         if (r.setup_failed) {
             tdm_tool_report_refusal("ab", rank, r.setup_failed_rank, r.setup_failed_everywhere, err.msg);
             tdm_ab_result_free(&r);
+            tdm_sb_free(&cl);
+            tdm_sb_free(&table);
+            free(common);
+            tdm_sb_free(&epilog);
             MPI_Finalize();
             return 2;
         }

@@ -571,7 +571,7 @@ void tdm_train_args_resolve(tdm_train_args *a, int dp) {
     if (a->train_iters == 0 && a->train_samples == 0) a->train_iters = 100;
 }
 
-/* Longer than most: one rule after the other, each with its own sentence, in the order Megatron checks them. */
+/* Longer than most: one cross-flag rule after the other, each with its own sentence. */
 int tdm_train_args_validate(const tdm_train_args *unresolved, int dp, tdm_error *err) {
     tdm_train_args resolved = *unresolved; /* the rules read the dp-dependent defaults */
     tdm_train_args_resolve(&resolved, dp);
