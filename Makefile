@@ -117,6 +117,15 @@ else
 endif
 $(BUILD)/obj/core/platform.o: CFLAGS += -DTDM_BUILD_TARGET='"$(TARGET_DESC)"'
 
+# The version `tandem --version` prints: `git describe` of the tree ("unknown" outside git). The stamp file
+# changes when that does (HEAD moved, the tree became dirty or clean), and version.o is rebuilt from it.
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(BUILD)/version.stamp: FORCE
+	@mkdir -p $(@D)
+	@echo '$(VERSION)' | cmp -s - $@ || echo '$(VERSION)' > $@
+$(BUILD)/obj/tools/version.o: $(BUILD)/version.stamp
+$(BUILD)/obj/tools/version.o: CFLAGS += -DTDM_VERSION='"$(VERSION)"'
+
 $(BUILD)/tandem: $(TOOLS_OBJ) $(call libs_for,ab)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -135,5 +144,7 @@ test: all
 clean:
 	rm -rf build build-asan build-tsan build-mpich build-asan-mpich build-tsan-mpich build-v[34] build-*-v[34] build-retuned
 
-.PHONY: all tests bench test clean
+FORCE:
+
+.PHONY: all tests bench test clean FORCE
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -3,12 +3,12 @@
  *   mpirun -np N tandem ab --baseline "FLAGS" --candidate "FLAGS" [common train flags]
  *                          --steps 200 --window 21:200 --repeats R --out DIR
  *
- * Flags of its own are listed in usage(); every other flag is a `tandem train` flag
- * shared by both sides. Prints the result table on rank 0; the report directory holds
+ * Flags of its own are in FLAGS (its --help); every other flag is a `tandem train` flag
+ * shared by both sides, handed on by the parser (tdm_flags.pass). Prints the result table on rank 0; the report directory holds
  * the rest. Errors: one sentence; all ranks exit non-zero (MPI_Abort when a run failed
  * on some ranks only, since the others may be blocked in a collective).
  */
-#include <errno.h>
+#include <stddef.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,56 +16,101 @@
 
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/mpi_setup.h"
 #include "ab/ab.h"
-#include "train/trainer.h"
 #include "ab/demo.h"
+#include "train/args.h"
+#include "train/trainer.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: mpirun -np N tandem ab --baseline \"FLAGS\" --candidate \"FLAGS\" [train flags] [ab flags]\n"
-            "  Runs the A/B protocol: the two sides (common train flags + each side's FLAGS) diffed, interleaved\n"
-            "  timing runs from the same weights and data order, a fingerprint audit run and a short profiled run\n"
-            "  per side; prints the result table and writes a report directory.\n"
-            "  --baseline \"FLAGS\"      flags only the baseline gets (may be \"\")\n"
-            "  --candidate \"FLAGS\"     flags only the candidate gets, e.g. \"--overlap-grad-reduce\"\n"
-            "  --steps N               optimizer steps per timing run (default 200)\n"
-            "  --window A:B            steps used for statistics, inclusive (default 21:N for --steps N of\n"
-            "                          200 or more, else N/10+1:N, rounded down: the first 10%% are warm-up)\n"
-            "  --repeats R             timing runs per side, interleaved A B A B (default 1)\n"
-            "  --audit-steps N         steps of the fingerprint audit runs (default --steps; 0 skips the audit)\n"
-            "  --profile-steps N       steps profiled per side, from the window's start (default 3; 0: none)\n"
-            "  --profile-level L       profiler level 1 or 2 (default 1; 0 records no communication)\n"
-            "  --bootstrap-seed S      seed of the bootstrap interval (default 20261129)\n"
-            "  --out DIR               report directory (default ab-report)\n"
-            "  every other flag is a `tandem train` flag (see tandem train --help), given to both sides,\n"
-            "  except those the protocol sets itself, which are refused, saying what sets them:\n"
-            "   ");
-    size_t col = 3; /* the list is tdm_ab_protocol_flags, wrapped under 100 columns */
-    for (int k = 0; tdm_ab_protocol_flags[k][0]; k++) {
-        const size_t n = strlen(tdm_ab_protocol_flags[k][0]) + 1;
-        if (col + n > 100) fprintf(f, "\n   "), col = 3;
-        fprintf(f, " %s", tdm_ab_protocol_flags[k][0]);
-        col += n;
-    }
-    fprintf(f,
-            "\n"
-            "  With no arguments at all it runs the built-in demo: a short protocol on the tiny configuration\n"
-            "  (configs/tiny) and the built-in synthetic data, prepared in ./tandem-demo (or $TANDEM_DEMO_DIR);\n"
-            "  scripts/demo.sh does exactly that on 2 ranks.\n"
-            "  docs/ab-protocol.md explains the table and the report.\n");
+typedef struct ab_cli {
+    tdm_ab_options o;
+    int have_window; /* --window given: --steps leaves it */
+} ab_cli;
+
+static int set_window(const tdm_flag *f, void *target, const char *val, const char *what, tdm_error *err) {
+    (void)f, (void)what;
+    ab_cli *c = target;
+    c->have_window = 1;
+    return tdm_ab_parse_window(val, &c->o.window_lo, &c->o.window_hi, err);
 }
 
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out, char *msg, size_t cap) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi) {
-        snprintf(msg, cap, "%s expects an integer in [%lld, %lld], got '%s'", flag, (long long)lo, (long long)hi, s);
-        return -1;
+#define OPT(field) offsetof(ab_cli, o) + offsetof(tdm_ab_options, field)
+static const tdm_flag FLAGS[] = {
+    {.name = "baseline", .kind = TDM_FLAG_STRING, .off = OPT(baseline_flags), .opts = TDM_FLAG_DASHES,
+     .metavar = "\"FLAGS\"", .help = "flags only the baseline gets (may be \"\")"},
+    {.name = "candidate", .kind = TDM_FLAG_STRING, .off = OPT(candidate_flags), .opts = TDM_FLAG_DASHES,
+     .metavar = "\"FLAGS\"", .help = "flags only the candidate gets, e.g. \"--overlap-grad-reduce\""},
+    {.name = "steps", .kind = TDM_FLAG_I64, .off = OPT(steps), .lo = 1, .hi = 1e8, .metavar = "N",
+     .help = "optimizer steps per timing run (default 200)"},
+    {.name = "window", .kind = TDM_FLAG_CUSTOM, .set = set_window, .metavar = "A:B",
+     .help = "steps used for statistics, inclusive (default 21:N for --steps N of 200 or more, else N/10+1:N, "
+             "rounded down: the first 10% are warm-up)"},
+    {.name = "repeats", .kind = TDM_FLAG_INT, .off = OPT(repeats), .lo = 1, .hi = 1000, .metavar = "R",
+     .help = "timing runs per side, interleaved A B A B (default 1)"},
+    {.name = "audit-steps", .kind = TDM_FLAG_I64, .off = OPT(audit_steps), .lo = 0, .hi = 1e8, .metavar = "N",
+     .help = "steps of the fingerprint audit runs (default --steps; 0 skips the audit)"},
+    {.name = "profile-steps", .kind = TDM_FLAG_INT, .off = OPT(profile_steps), .lo = 0, .hi = 1000, .metavar = "N",
+     .help = "steps profiled per side, from the window's start (default 3; 0: none)"},
+    {.name = "profile-level", .kind = TDM_FLAG_INT, .off = OPT(profile_level), .lo = 0, .hi = 2, .metavar = "L",
+     .help = "profiler level 1 or 2 (default 1; 0 records no communication)"},
+    {.name = "bootstrap-seed", .kind = TDM_FLAG_U64, .off = OPT(bootstrap_seed), .metavar = "S",
+     .help = "seed of the bootstrap interval (default 20261129)"},
+    {.name = "out", .kind = TDM_FLAG_PATH, .off = OPT(out), .cap = sizeof(((tdm_ab_options *)0)->out) - 64,
+     .metavar = "DIR", .help = "report directory (default ab-report)"},
+};
+#undef OPT
+
+/* The parser: ab's flags; every other `tandem train` flag is handed on to both sides. The epilog lists the train
+ * flags the protocol sets itself (tdm_ab_protocol_flags), wrapped under 100 columns. */
+static void parser(tdm_flags *p, tdm_strbuf *epilog) {
+    tdm_sb_puts(epilog, "Every other flag is a `tandem train` flag (see tandem train --help), given to both sides,\n"
+                        "except those the protocol sets itself, which are refused, saying what sets them:\n   ");
+    size_t col = 3;
+    for (int k = 0; tdm_ab_protocol_flags[k][0]; k++) {
+        const size_t n = strlen(tdm_ab_protocol_flags[k][0]) + 1;
+        if (col + n > 100) tdm_sb_puts(epilog, "\n   "), col = 3;
+        tdm_sb_printf(epilog, " %s", tdm_ab_protocol_flags[k][0]);
+        col += n;
     }
-    *out = v;
+    tdm_sb_puts(epilog,
+                "\n\n"
+                "With no arguments at all it runs the built-in demo: a short protocol on the tiny configuration\n"
+                "(configs/tiny) and the built-in synthetic data, prepared in ./tandem-demo (or $TANDEM_DEMO_DIR);\n"
+                "scripts/demo.sh does exactly that on 2 ranks.\n"
+                "docs/ab-protocol.md explains the table and the report.\n");
+    *p = (tdm_flags){
+        .command = "tandem ab",
+        .usage = "mpirun -np N tandem ab --baseline \"FLAGS\" --candidate \"FLAGS\" [train flags] [ab flags]",
+        .about = "Runs the A/B protocol: the two sides (common train flags + each side's FLAGS) diffed, interleaved\n"
+                 "timing runs from the same weights and data order, a fingerprint audit run and a short profiled run\n"
+                 "per side; prints the result table and writes a report directory.",
+        .flags = FLAGS,
+        .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+        .pass = tdm_train_args_parser(),
+        .epilog = epilog->data,
+    };
+}
+
+/* The flags of both sides (train's, handed on): one the protocol sets itself is refused, by the flag it sets
+ * ("--train_iters" and Megatron's "--mm-tool", for --profile-config, too). */
+static int refuse_protocol_flags(char **common, int n_common, char *msg, size_t cap) {
+    for (int i = 0; i < n_common; i++) {
+        if (strncmp(common[i], "--", 2) != 0) continue; /* a value: values never start with -- here */
+        const char *name = common[i] + 2, *eq = strchr(name, '=');
+        const size_t n = eq ? (size_t)(eq - name) : strlen(name);
+        const char *flag = tdm_train_args_flag(name, n);
+        for (size_t k = 0; flag && tdm_ab_protocol_flags[k][0]; k++) {
+            if (strcmp(flag, tdm_ab_protocol_flags[k][0] + 2) != 0) continue;
+            if (strlen(flag) == n && !strncmp(name, flag, n))
+                snprintf(msg, cap, "--%s is not used by ab: %s", flag, tdm_ab_protocol_flags[k][1]);
+            else
+                snprintf(msg, cap, "--%.*s sets --%s, which is not used by ab: %s", (int)n, name, flag,
+                         tdm_ab_protocol_flags[k][1]);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -90,11 +135,15 @@ static void command_line(tdm_strbuf *sb, int world, int argc, char **argv) {
 }
 
 int cmd_ab(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
+    tdm_flags P;
+    tdm_strbuf epilog;
+    tdm_sb_init(&epilog);
+    parser(&P, &epilog);
+    int early = tdm_cli_early(&P, argc, argv); /* --help, --version: before MPI */
+    if (early >= 0) {
+        tdm_sb_free(&epilog);
+        return early;
+    }
     int rank, world;
     tdm_tool_mpi_init(&argc, &argv, &rank, &world);
 
@@ -113,79 +162,28 @@ int cmd_ab(int argc, char **argv) {
         MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
         if (failed) {
             if (rank == 0) fprintf(stderr, "tandem ab: preparing the demo: %s\n", e.msg);
+            tdm_sb_free(&epilog);
             MPI_Finalize();
             return 1;
         }
         argc = tdm_demo_ab_args(dir, model, &argv);
     }
 
-    tdm_ab_options o;
-    tdm_ab_options_default(&o);
+    ab_cli c = {0};
+    tdm_ab_options_default(&c.o);
+    tdm_ab_options *o = &c.o;
     char **common = calloc((size_t)argc + 1, sizeof *common);
-    int n_common = 0, have_window = 0;
+    int n_common = 0;
     char msg[1200] = "";
-    for (int i = 1; i < argc && !msg[0]; i++) {
-        char *a = argv[i], *val = NULL;
-        char name[64];
-        /* --flag=value or --flag value, for the ab flags */
-        const char *eq = strchr(a, '=');
-        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        snprintf(name, sizeof name, "%.*s", (int)(nl < 63 ? nl : 63), a);
-        static const char *const own[] = {"--baseline", "--candidate", "--steps", "--window", "--repeats", "--out",
-                                          "--audit-steps", "--profile-steps", "--profile-level", "--bootstrap-seed"};
-        /* by the flag it sets: "--train_iters" and Megatron's "--mm-tool" (--profile-config) too */
-        const char *flag = strncmp(name, "--", 2) ? NULL : tdm_train_args_flag(name + 2, strlen(name + 2));
-        for (size_t k = 0; flag && tdm_ab_protocol_flags[k][0] && !msg[0]; k++)
-            if (!strcmp(flag, tdm_ab_protocol_flags[k][0] + 2)) {
-                if (!strcmp(name + 2, flag))
-                    snprintf(msg, sizeof msg, "%s is not used by ab: %s", name, tdm_ab_protocol_flags[k][1]);
-                else
-                    snprintf(msg, sizeof msg, "%s sets --%s, which is not used by ab: %s", name, flag,
-                             tdm_ab_protocol_flags[k][1]);
-            }
-        if (msg[0]) break;
-        int is_own = 0;
-        for (size_t k = 0; k < sizeof own / sizeof *own; k++)
-            if (!strcmp(name, own[k])) is_own = 1;
-        if (!is_own) {
-            common[n_common++] = a;
-            continue;
-        }
-        if (eq) val = (char *)eq + 1;
-        else if (i + 1 < argc) val = argv[++i];
-        else {
-            snprintf(msg, sizeof msg, "%s expects a value", name);
-            break;
-        }
-        int64_t v;
-        if (!strcmp(name, "--baseline")) o.baseline_flags = val;
-        else if (!strcmp(name, "--candidate")) o.candidate_flags = val;
-        else if (!strcmp(name, "--out")) {
-            if (!*val || strlen(val) >= sizeof o.out - 64) snprintf(msg, sizeof msg, "--out expects a directory path");
-            else snprintf(o.out, sizeof o.out, "%s", val);
-        } else if (!strcmp(name, "--window")) {
-            tdm_error e;
-            if (tdm_ab_parse_window(val, &o.window_lo, &o.window_hi, &e) != 0) snprintf(msg, sizeof msg, "%s", e.msg);
-            have_window = 1;
-        } else if (!strcmp(name, "--steps")) {
-            if (parse_i64(name, val, 1, 100000000, &o.steps, msg, sizeof msg) == 0 && !have_window) {
-                /* the practice's window: skip the first 10% (none below 10 steps, 20 from 200 on), keep the rest */
-                o.window_lo = o.steps >= 200 ? 21 : o.steps / 10 + 1;
-                o.window_hi = o.steps;
-            }
-        } else if (!strcmp(name, "--repeats")) {
-            if (parse_i64(name, val, 1, 1000, &v, msg, sizeof msg) == 0) o.repeats = (int)v;
-        } else if (!strcmp(name, "--audit-steps")) {
-            parse_i64(name, val, 0, 100000000, &o.audit_steps, msg, sizeof msg);
-        } else if (!strcmp(name, "--profile-steps")) {
-            if (parse_i64(name, val, 0, 1000, &v, msg, sizeof msg) == 0) o.profile_steps = (int)v;
-        } else if (!strcmp(name, "--profile-level")) {
-            if (parse_i64(name, val, 0, 2, &v, msg, sizeof msg) == 0) o.profile_level = (int)v;
-            if (!msg[0] && v == 0) /* level 0 records phases only: no collective to analyse */
-                snprintf(msg, sizeof msg, "--profile-level 0: the communication analysis needs level 1 or 2");
-        } else if (!strcmp(name, "--bootstrap-seed")) {
-            if (parse_i64(name, val, 0, INT64_MAX, &v, msg, sizeof msg) == 0) o.bootstrap_seed = (uint64_t)v;
-        }
+    tdm_error perr = {{0}};
+    if (tdm_flags_parse(&P, &c, argc - 1, argv + 1, common, &n_common, &perr) < 0)
+        snprintf(msg, sizeof msg, "%s", perr.msg);
+    else if (refuse_protocol_flags(common, n_common, msg, sizeof msg) == 0 && o->profile_level == 0)
+        /* level 0 records phases only: no collective to analyse */
+        snprintf(msg, sizeof msg, "--profile-level 0: the communication analysis needs level 1 or 2");
+    if (!c.have_window) { /* the practice's window: skip the first 10% (none below 10 steps, 20 from 200 on) */
+        o->window_lo = o->steps >= 200 ? 21 : o->steps / 10 + 1;
+        o->window_hi = o->steps;
     }
     /* one command line refuses its flags on every rank alike; an MPMD launch may refuse some
      * ranks' only: all agree before anything collective, the lowest refused rank says why */
@@ -194,24 +192,29 @@ int cmd_ab(int argc, char **argv) {
     if (first_bad < world) {
         tdm_tool_report_refusal("ab", rank, first_bad, n_bad == world, msg);
         free(common);
+        tdm_sb_free(&epilog);
         MPI_Finalize();
         return 2;
     }
-    o.common_argc = n_common;
-    o.common_argv = common;
+    o->common_argc = n_common;
+    o->common_argv = common;
     tdm_strbuf cl, table;
     tdm_sb_init(&cl);
     tdm_sb_init(&table);
     command_line(&cl, world, argc, argv);
-    o.command_line = cl.data;
+    o->command_line = cl.data;
 
     tdm_ab_result r;
     tdm_error err = {{0}};
-    int rc = tdm_ab_run(&o, MPI_COMM_WORLD, &r, &table, &err);
+    int rc = tdm_ab_run(o, MPI_COMM_WORLD, &r, &table, &err);
     if (rc != 0) {
         if (r.setup_failed) {
             tdm_tool_report_refusal("ab", rank, r.setup_failed_rank, r.setup_failed_everywhere, err.msg);
             tdm_ab_result_free(&r);
+            tdm_sb_free(&cl);
+            tdm_sb_free(&table);
+            free(common);
+            tdm_sb_free(&epilog);
             MPI_Finalize();
             return 2;
         }
@@ -228,6 +231,7 @@ int cmd_ab(int argc, char **argv) {
     tdm_sb_free(&cl);
     tdm_sb_free(&table);
     free(common);
+    tdm_sb_free(&epilog);
     MPI_Finalize();
     return 0;
 }

@@ -3,7 +3,7 @@
  * under its Hugging Face name. The loss is the mean over counted tokens (grad_scale =
  * 1/tokens), as HF computes it, so the file compares directly with a PyTorch
  * `loss.backward()` on the same weights and batch. */
-#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,26 +19,49 @@
 #include "tokenizer/tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/feed.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tandem dump-grads --model DIR --tokenizer FILE --data FILE.json --out FILE.safetensors [flags]\n"
-            "  One forward and backward over all samples of the data file as one packed batch; prints\n"
-            "  'loss <mean over counted tokens> tokens <count>' and writes the gradient of that mean loss\n"
-            "  for every trainable tensor (F32, Hugging Face names).\n"
-            "  --model DIR          directory with config.json (and preprocessor_config.json, else Qwen defaults)\n"
-            "  --tokenizer FILE     tokenizer.json\n"
-            "  --data FILE.json     dataset file (messages or conversations layout)\n"
-            "  --image-root DIR     resolve image paths against DIR (default: the data file's folder)\n"
-            "  --out FILE           output .safetensors\n"
-            "  --seed S             initial weights from seed S (default 1234)\n"
-            "  --load WEIGHTS       load weights from a .safetensors file or a checkpoint (a --save folder or one\n"
-            "                       iter_XXXXXXX directory, checksums verified) instead\n"
-            "  --freeze-vision --freeze-projector --freeze-llm --freeze-lm-head   as in `tandem train`\n"
-            "  --save-inputs DIR    also write what a reference implementation needs to redo the step\n"
-            "                       (config.json, case.json, weights, batch, loss; tests/model/cli_dump_grads.sh)\n");
-}
+typedef struct dump_grads_opts {
+    const char *model, *tokenizer, *data, *image_root, *out, *load, *save_inputs;
+    uint64_t seed;
+    tdm_freeze freeze;
+} dump_grads_opts;
+
+#define OPT(field) offsetof(dump_grads_opts, field)
+static const tdm_flag FLAGS[] = {
+    {.name = "model", .kind = TDM_FLAG_PATH, .off = OPT(model), .metavar = "DIR",
+     .help = "directory with config.json (and preprocessor_config.json, else Qwen defaults)"},
+    {.name = "tokenizer", .kind = TDM_FLAG_PATH, .off = OPT(tokenizer), .metavar = "FILE", .help = "tokenizer.json"},
+    {.name = "data", .kind = TDM_FLAG_PATH, .off = OPT(data), .metavar = "FILE.json",
+     .help = "dataset file (messages or conversations layout)"},
+    {.name = "image-root", .kind = TDM_FLAG_PATH, .off = OPT(image_root), .metavar = "DIR",
+     .help = "resolve image paths against DIR (default: the data file's folder)"},
+    {.name = "out", .kind = TDM_FLAG_PATH, .off = OPT(out), .metavar = "FILE", .help = "output .safetensors"},
+    {.name = "seed", .kind = TDM_FLAG_U64, .off = OPT(seed), .def = "1234", .metavar = "S",
+     .help = "initial weights from seed S"},
+    {.name = "load", .kind = TDM_FLAG_PATH, .off = OPT(load), .metavar = "WEIGHTS",
+     .help = "load weights from a .safetensors file or a checkpoint (a --save folder or one iter_XXXXXXX "
+             "directory, checksums verified) instead"},
+    {.name = "freeze-vision", .kind = TDM_FLAG_BOOL, .off = OPT(freeze.vision), .help = "as in `tandem train`"},
+    {.name = "freeze-projector", .kind = TDM_FLAG_BOOL, .off = OPT(freeze.projector), .help = "as in `tandem train`"},
+    {.name = "freeze-llm", .kind = TDM_FLAG_BOOL, .off = OPT(freeze.llm), .help = "as in `tandem train`"},
+    {.name = "freeze-lm-head", .kind = TDM_FLAG_BOOL, .off = OPT(freeze.lm_head), .help = "as in `tandem train`"},
+    {.name = "save-inputs", .kind = TDM_FLAG_PATH, .off = OPT(save_inputs), .metavar = "DIR",
+     .help = "also write what a reference implementation needs to redo the step (config.json, case.json, "
+             "weights, batch, loss; tests/model/cli_dump_grads.sh)"},
+};
+#undef OPT
+
+static const tdm_flags P = {
+    .command = "tandem dump-grads",
+    .usage = "tandem dump-grads --model DIR --tokenizer FILE --data FILE.json --out FILE.safetensors [flags]",
+    .about = "One forward and backward over all samples of the data file as one packed batch; prints\n"
+             "'loss <mean over counted tokens> tokens <count>' and writes the gradient of that mean loss\n"
+             "for every trainable tensor (F32, Hugging Face names).",
+    .flags = FLAGS,
+    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+};
 
 /* Writes DIR/config.json (a copy of the model's), DIR/case.json (freeze flags),
  * DIR/weights.safetensors, DIR/batch.safetensors (integer arrays stored as F32: every id
@@ -114,42 +137,16 @@ static int fail(const char *msg) {
     return 1;
 }
 
+/* Longer than most: load, check, one forward and backward, write; each stage's failure shares one cleanup. */
 int cmd_dump_grads(int argc, char **argv) {
-    const char *model_dir = NULL, *tok_path = NULL, *data_path = NULL, *image_root = NULL, *out = NULL,
-               *load = NULL, *save_inputs = NULL;
-    uint64_t seed = 1234;
-    tdm_freeze freeze = {0, 0, 0, 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int v = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") && v) model_dir = argv[++i];
-        else if (!strcmp(a, "--tokenizer") && v) tok_path = argv[++i];
-        else if (!strcmp(a, "--data") && v) data_path = argv[++i];
-        else if (!strcmp(a, "--image-root") && v) image_root = argv[++i];
-        else if (!strcmp(a, "--out") && v) out = argv[++i];
-        else if (!strcmp(a, "--load") && v) load = argv[++i];
-        else if (!strcmp(a, "--save-inputs") && v) save_inputs = argv[++i];
-        else if (!strcmp(a, "--seed") && v) {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(argv[++i], &end, 10);
-            if (end == argv[i] || *end || errno || argv[i][0] == '-') {
-                fprintf(stderr, "tandem dump-grads: --seed expects a non-negative integer, got '%s'\n", argv[i]);
-                return 2;
-            }
-            seed = s;
-        } else if (!strcmp(a, "--freeze-vision")) freeze.vision = 1;
-        else if (!strcmp(a, "--freeze-projector")) freeze.projector = 1;
-        else if (!strcmp(a, "--freeze-llm")) freeze.llm = 1;
-        else if (!strcmp(a, "--freeze-lm-head")) freeze.lm_head = 1;
-        else {
-            fprintf(stderr, "tandem dump-grads: unknown flag or missing value '%s' (see --help)\n", a);
-            return 2;
-        }
-    }
+    dump_grads_opts o = {0};
+    tdm_flags_defaults(&P, &o);
+    int done = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
+    if (done >= 0) return done;
+    const char *model_dir = o.model, *tok_path = o.tokenizer, *data_path = o.data, *image_root = o.image_root,
+               *out = o.out, *load = o.load, *save_inputs = o.save_inputs;
+    const uint64_t seed = o.seed;
+    tdm_freeze freeze = o.freeze;
     if (!model_dir || !tok_path || !data_path || !out) {
         fprintf(stderr, "tandem dump-grads: --model, --tokenizer, --data and --out are required (see --help)\n");
         return 2;

@@ -7,12 +7,14 @@
  * question's wording, which is how the built-in data says what it asks.
  */
 #include <ctype.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
 #include "data/dataset.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "train/generate.h"
 
@@ -23,16 +25,52 @@ typedef struct kind {
     int n, correct;
 } kind;
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: tandem evaluate --model DIR --tokenizer FILE (--load CKPT | --hf-weights FILE) --data test.json\n"
-               "                       [--image-root DIR] [--max-new-tokens N] [--limit N] [--show N] [--preprocessor FILE]\n"
-               "                       [--image-max-pixels N] [--image-min-pixels N] (as the model was trained)\n"
-               "                       [--no-kv-cache]\n"
-               "  Answer accuracy: the greedy answer to each sample's first question against its first reference\n"
-               "  answer (exact after trimming), overall and per question kind. --show N prints the first N answers.\n"
-               "  --max-new-tokens N   stop each answer after N tokens (default 16) or at <|im_end|>\n"
-               "  --limit N            evaluate only the first N samples of --data\n");
-}
+typedef struct evaluate_opts {
+    tdm_generator_options gen;
+    const char *data, *image_root;
+    int max_new, show;
+    int64_t limit;
+} evaluate_opts;
+
+static const tdm_flag FLAGS[] = {
+#define GEN(field) offsetof(evaluate_opts, gen) + offsetof(tdm_generator_options, field)
+    {.name = "model", .kind = TDM_FLAG_PATH, .off = GEN(model), .metavar = "DIR",
+     .help = "directory (or file) with config.json"},
+    {.name = "tokenizer", .kind = TDM_FLAG_PATH, .off = GEN(tokenizer), .metavar = "FILE", .help = "tokenizer.json"},
+    {.name = "load", .kind = TDM_FLAG_PATH, .off = GEN(load), .metavar = "CKPT",
+     .help = "a checkpoint directory (--save DIR of tandem train, or one iter_XXXXXXX)"},
+    {.name = "hf-weights", .kind = TDM_FLAG_PATH, .off = GEN(hf_weights), .metavar = "FILE",
+     .help = "Hugging Face weights instead: a .safetensors file or a directory of them"},
+    {.name = "preprocessor", .kind = TDM_FLAG_PATH, .off = GEN(preprocessor), .metavar = "FILE",
+     .help = "preprocessor_config.json (default: the model directory's, else the built-in one)"},
+    {.name = "image-max-pixels", .kind = TDM_FLAG_I64, .off = GEN(image_max_pixels), .lo = 1, .hi = 9e15,
+     .metavar = "N", .help = "LLaMA-Factory's bound, as the model was trained"},
+    {.name = "image-min-pixels", .kind = TDM_FLAG_I64, .off = GEN(image_min_pixels), .lo = 1, .hi = 9e15,
+     .metavar = "N", .help = "LLaMA-Factory's bound, as the model was trained"},
+    {.name = "no-kv-cache", .kind = TDM_FLAG_BOOL, .off = GEN(no_kv_cache),
+     .help = "re-run the whole forward for every token (the reference for the KV cache)"},
+    {.name = "data", .kind = TDM_FLAG_PATH, .off = offsetof(evaluate_opts, data), .metavar = "FILE",
+     .help = "the held-out split (JSON or JSON Lines)"},
+    {.name = "image-root", .kind = TDM_FLAG_PATH, .off = offsetof(evaluate_opts, image_root), .metavar = "DIR",
+     .help = "directory image paths resolve against (default: the data file's folder)"},
+    {.name = "max-new-tokens", .kind = TDM_FLAG_INT, .off = offsetof(evaluate_opts, max_new), .lo = 1, .hi = 1e8,
+     .def = "16", .metavar = "N", .help = "stop each answer after N tokens or at <|im_end|>"},
+    {.name = "limit", .kind = TDM_FLAG_I64, .off = offsetof(evaluate_opts, limit), .lo = 1, .hi = 1e8, .def = "-1",
+     .metavar = "N", .help = "evaluate only the first N samples of --data"},
+    {.name = "show", .kind = TDM_FLAG_INT, .off = offsetof(evaluate_opts, show), .lo = 0, .hi = 1e8, .def = "0",
+     .metavar = "N", .help = "print the first N answers beside their references"},
+#undef GEN
+};
+
+static const tdm_flags P = {
+    .command = "tandem evaluate",
+    .usage = "tandem evaluate --model DIR --tokenizer FILE (--load CKPT | --hf-weights FILE) --data test.json [flags]",
+    .about = "Answer accuracy: the greedy answer to each sample's first question against its first reference\n"
+             "answer (exact after trimming), overall and per question kind.",
+    .flags = FLAGS,
+    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+    .opts = TDM_FLAGS_ONCE,
+};
 
 /* [begin, end) of s without surrounding whitespace. */
 static void trim(const char *s, const char **b, const char **e) {
@@ -86,58 +124,14 @@ static const char *kind_of(const char *question, const char *reference) {
 }
 
 int cmd_evaluate(int argc, char **argv) {
-    tdm_generator_options o = {0};
-    const char *data = NULL, *image_root = NULL;
-    int max_new = 16, show = 0;
-    long limit = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(stdout), 0;
-        if (!strcmp(f, "--no-kv-cache")) { /* the only flag without a value */
-            o.no_kv_cache = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "tandem evaluate: %s: expected a value after it (tandem evaluate --help)\n", f);
-            return 2;
-        }
-        for (int j = 1; j < i; j++) /* each of these flags takes one value: a second one would be dropped */
-            if (!strcmp(argv[j], f)) {
-                fprintf(stderr, "tandem evaluate: %s given twice (it takes one value)\n", f);
-                return 2;
-            }
-        const char *v = argv[++i];
-        char *end;
-        if (!strcmp(f, "--model")) o.model = v;
-        else if (!strcmp(f, "--tokenizer")) o.tokenizer = v;
-        else if (!strcmp(f, "--load")) o.load = v;
-        else if (!strcmp(f, "--hf-weights")) o.hf_weights = v;
-        else if (!strcmp(f, "--preprocessor")) o.preprocessor = v;
-        else if (!strcmp(f, "--image-max-pixels") || !strcmp(f, "--image-min-pixels")) {
-            char *e;
-            long long n = strtoll(v, &e, 10);
-            if (*e || n < 1) {
-                fprintf(stderr, "tandem evaluate: %s %s: expected a positive integer (pixels)\n", f, v);
-                return 2;
-            }
-            *(!strcmp(f, "--image-max-pixels") ? &o.image_max_pixels : &o.image_min_pixels) = n;
-        }
-        else if (!strcmp(f, "--data")) data = v;
-        else if (!strcmp(f, "--image-root")) image_root = v;
-        else if (!strcmp(f, "--max-new-tokens") || !strcmp(f, "--limit") || !strcmp(f, "--show")) {
-            long n = strtol(v, &end, 10);
-            if (*end || n < 0 || n > 100000000 || (n == 0 && strcmp(f, "--show"))) {
-                fprintf(stderr, "tandem evaluate: %s %s: expected a positive integer\n", f, v);
-                return 2;
-            }
-            if (!strcmp(f, "--max-new-tokens")) max_new = (int)n;
-            else if (!strcmp(f, "--limit")) limit = n;
-            else show = (int)n;
-        } else {
-            fprintf(stderr, "tandem evaluate: unknown flag '%s' (tandem evaluate --help)\n", f);
-            return 2;
-        }
-    }
+    evaluate_opts opts = {0};
+    tdm_flags_defaults(&P, &opts);
+    int done = tdm_cli_parse(&P, &opts, argc, argv, NULL, NULL);
+    if (done >= 0) return done;
+    const tdm_generator_options o = opts.gen;
+    const char *data = opts.data, *image_root = opts.image_root;
+    const int max_new = opts.max_new, show = opts.show;
+    const int64_t limit = opts.limit;
     if (!o.model || !o.tokenizer || !data || (!o.load && !o.hf_weights)) {
         fprintf(stderr, "tandem evaluate: --model, --tokenizer, --data and --load (or --hf-weights) are required\n");
         return 2;

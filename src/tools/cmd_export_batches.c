@@ -1,15 +1,16 @@
 /* cmd_export_batches.c - `tandem export-batches`: write the micro-batches the trainer would
  * consume, so that a peer (PyTorch) can replay exactly the same inputs.
  *
- * Takes the training flags (--data, --tokenizer, --preprocessor, --image-root,
- * --global-batch-size, --micro-batch-size, --seq-length, --seed, --skip-bad-samples, ...)
- * plus --out DIR, --steps N and --dp N, and writes, for every rank r < dp and step < N:
+ * Takes the training flags that select the batches (--model, --data, --tokenizer, --preprocessor,
+ * --image-root, --global-batch-size, --micro-batch-size, --seq-length, --seed, --skip-bad-samples, ...;
+ * any other train flag is refused) plus --out DIR, --steps N and --dp N, and writes, for every rank
+ * r < dp and step < N:
  *   DIR/rank{r}/step{k}_micro{m}.bin: little-endian arrays, back to back:
  *     cu_seqlens int32[n_seqs+1], input_ids int32[n], labels int32[n], targets int32[n],
  *     position_ids int32[3, n], image_grid_thw int32[n_images, 3], pixel_values float32[n_patches, patch_dim]
  *   DIR/index.json: the list of files with their counts and input fingerprints.
  */
-#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,31 +21,58 @@
 #include "model/config.h"
 #include "train/args.h"
 #include "train/feed.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
-static void usage(FILE *f) {
-    tdm_strbuf sb;
-    tdm_sb_init(&sb);
-    tdm_train_args_format_help(&sb);
-    fprintf(f,
-            "usage: tandem export-batches --out DIR [--steps N] [--dp N] --data FILE --tokenizer FILE [training flags]\n"
-            "  Writes the micro-batches `tandem train` would consume on each of N data-parallel ranks for the\n"
-            "  first --steps steps (default 2, --dp default 1) as raw arrays plus DIR/index.json (layout in\n"
-            "  src/tools/cmd_export_batches.c). Training flags select the data, batch sizes and seed:\n%s",
-            sb.data ? sb.data : "");
-    tdm_sb_free(&sb);
+typedef struct export_opts {
+    tdm_train_args train; /* first: train's table entries address it at their own offsets */
+    const char *out;
+    int64_t steps, dp;
+} export_opts;
+
+static const tdm_flag OWN[] = {
+    {.name = "out", .kind = TDM_FLAG_PATH, .off = offsetof(export_opts, out), .metavar = "DIR",
+     .help = "where to write rank{r}/step{k}_micro{m}.bin and index.json"},
+    {.name = "steps", .kind = TDM_FLAG_I64, .off = offsetof(export_opts, steps), .lo = 1, .hi = 1000000, .def = "2",
+     .metavar = "N", .help = "optimizer steps to write"},
+    {.name = "dp", .kind = TDM_FLAG_I64, .off = offsetof(export_opts, dp), .lo = 1, .hi = 1024, .def = "1",
+     .metavar = "N", .help = "data-parallel ranks to write the micro-batches of"},
+};
+
+/* The `tandem train` flags that select what the trainer consumes, from its table: the same spelling, range and
+ * help. */
+static const char *const FROM_TRAIN[] = {"model", "tokenizer", "preprocessor", "data", "image-root",
+                                         "image-max-pixels", "image-min-pixels", "skip-bad-samples",
+                                         "micro-batch-size", "global-batch-size", "seq-length", "seed"};
+#define N_FROM_TRAIN ((int)(sizeof FROM_TRAIN / sizeof *FROM_TRAIN))
+
+/* A train flag that does not change the batches (--save, --lr, ...): said so, rather than taken and ignored. */
+static int not_for_batches(const char *name, size_t n, tdm_error *err) {
+    const char *f = tdm_train_args_flag(name, n);
+    if (!f) return 0;
+    return tdm_errorf(err, "--%s is a `tandem train` flag that does not change the batches; export-batches does "
+                           "not take it (tandem export-batches --help lists its flags)", f);
 }
 
-static int parse_count(const char *flag, const char *s, int64_t hi, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < 1 || v > hi) {
-        fprintf(stderr, "tandem export-batches: %s expects an integer in [1, %lld], got '%s'\n", flag, (long long)hi, s);
-        return -1;
+static void parser(tdm_flags *p, tdm_flag_table *more, tdm_flag *picked) {
+    for (int k = 0; k < N_FROM_TRAIN; k++) {
+        picked[k] = *tdm_train_args_spec(FROM_TRAIN[k]);
+        picked[k].group = k == 0 ? "`tandem train`'s flags that select the batches" : NULL;
     }
-    *out = v;
-    return 0;
+    *more = (tdm_flag_table){picked, N_FROM_TRAIN};
+    *p = (tdm_flags){
+        .command = "tandem export-batches",
+        .usage = "tandem export-batches --out DIR [--steps N] [--dp N] --model DIR --data FILE --tokenizer FILE "
+                 "[flags]",
+        .about = "Writes the micro-batches `tandem train` would consume on each of N data-parallel ranks for the\n"
+                 "first --steps steps as raw arrays plus DIR/index.json (layout in src/tools/cmd_export_batches.c).\n"
+                 "--model is required, as in train: its preprocessor_config.json and token ids are the ones used.",
+        .flags = OWN,
+        .n_flags = (int)(sizeof OWN / sizeof *OWN),
+        .more = more,
+        .n_more = 1,
+        .unknown = not_for_batches,
+    };
 }
 
 static int write_batch(const char *path, const tdm_batch *b, tdm_error *err) {
@@ -64,58 +92,32 @@ static int write_batch(const char *path, const tdm_batch *b, tdm_error *err) {
 }
 
 int cmd_export_batches(int argc, char **argv) {
-    const char *out = NULL;
-    int64_t steps = 2, dp = 1;
-    char **rest = calloc((size_t)argc + 1, sizeof(char *));
-    int n_rest = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            free(rest);
-            return 0;
-        }
-        int own = !strcmp(argv[i], "--out") || !strcmp(argv[i], "--steps") || !strcmp(argv[i], "--dp");
-        if (own && i + 1 >= argc) {
-            fprintf(stderr, "tandem export-batches: %s needs a value\n", argv[i]);
-            free(rest);
-            return 2;
-        }
-        int bad = 0;
-        if (!strcmp(argv[i], "--out"))
-            out = argv[++i];
-        else if (!strcmp(argv[i], "--steps"))
-            bad = parse_count("--steps", argv[++i], 1000000, &steps);
-        else if (!strcmp(argv[i], "--dp"))
-            bad = parse_count("--dp", argv[++i], 1024, &dp);
-        else
-            rest[n_rest++] = argv[i];
-        if (bad) {
-            free(rest);
-            return 2;
-        }
-    }
-    tdm_train_args a;
-    tdm_train_args_defaults(&a);
+    tdm_flags P;
+    tdm_flag_table more;
+    tdm_flag picked[N_FROM_TRAIN];
+    parser(&P, &more, picked);
+    export_opts o = {0};
+    tdm_train_args_defaults(&o.train);
+    tdm_flags_defaults(&P, &o);
+    int rc = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
+    if (rc >= 0) return rc;
+    const char *out = o.out;
+    const int64_t steps = o.steps, dp = o.dp;
+    tdm_train_args *a = &o.train;
     tdm_error err;
-    int rc = tdm_train_args_parse(&a, n_rest, rest, &err);
-    free(rest);
-    if (rc != 0) {
-        fprintf(stderr, "tandem export-batches: %s\n", err.msg);
+    if (!out || !a->model[0] || a->n_data == 0 || !a->tokenizer[0]) {
+        fprintf(stderr, "tandem export-batches: --out DIR, --model DIR, --data FILE and --tokenizer FILE are "
+                        "required, as train requires them (tandem export-batches --help)\n");
         return 2;
     }
-    if (!out || a.n_data == 0 || !a.tokenizer[0]) {
-        fprintf(stderr, "tandem export-batches: --out DIR, --data FILE and --tokenizer FILE are required "
-                        "(tandem export-batches --help)\n");
-        return 2;
-    }
-    tdm_train_args_resolve(&a, (int)dp);
-    if (a.global_batch_size % (a.micro_batch_size * (int)dp) != 0) {
+    tdm_train_args_resolve(a, (int)dp);
+    if (a->global_batch_size % (a->micro_batch_size * (int)dp) != 0) {
         fprintf(stderr, "tandem export-batches: --global-batch-size %d is not a multiple of --micro-batch-size %d x --dp %lld\n",
-                a.global_batch_size, a.micro_batch_size, (long long)dp);
+                a->global_batch_size, a->micro_batch_size, (long long)dp);
         return 2;
     }
-    tdm_model_config cfg; /* with --model, the tokenizer is checked against it as in train */
-    if (a.model[0] && tdm_model_config_load(a.model, &cfg, &err) != 0) {
+    tdm_model_config cfg; /* the tokenizer and the preprocessor are checked against it as in train */
+    if (tdm_model_config_load(a->model, &cfg, &err) != 0) {
         fprintf(stderr, "tandem export-batches: %s\n", err.msg);
         return 1;
     }
@@ -123,7 +125,7 @@ int cmd_export_batches(int argc, char **argv) {
     tdm_sb_init(&idx);
     rc = 0;
     for (int r = 0; r < dp && rc == 0; r++) {
-        tdm_feed_options fo = {.args = &a, .dp_rank = r, .dp_size = (int)dp, .config = a.model[0] ? &cfg : NULL};
+        tdm_feed_options fo = {.args = a, .dp_rank = r, .dp_size = (int)dp, .config = &cfg};
         tdm_feed *f = tdm_feed_create(&fo, &err);
         if (!f || tdm_feed_start(f, 0, &err) != 0) {
             fprintf(stderr, "tandem export-batches: %s\n", err.msg);
@@ -140,7 +142,7 @@ int cmd_export_batches(int argc, char **argv) {
             rc = 1;
             break;
         }
-        int mps = a.global_batch_size / (a.micro_batch_size * (int)dp);
+        int mps = a->global_batch_size / (a->micro_batch_size * (int)dp);
         for (int64_t k = 0; k < steps && rc == 0; k++)
             for (int m = 0; m < mps && rc == 0; m++) {
                 const tdm_batch *b;
@@ -168,7 +170,7 @@ int cmd_export_batches(int argc, char **argv) {
         tdm_sb_init(&js);
         tdm_sb_printf(&js, "{\"dp\": %lld, \"steps\": %lld, \"global_batch_size\": %d, \"micro_batch_size\": %d, "
                            "\"batches\": [%s\n]}\n",
-                      (long long)dp, (long long)steps, a.global_batch_size, a.micro_batch_size, idx.data ? idx.data : "");
+                      (long long)dp, (long long)steps, a->global_batch_size, a->micro_batch_size, idx.data ? idx.data : "");
         char path[1200];
         snprintf(path, sizeof path, "%s/index.json", out);
         if (tdm_write_file_atomic(path, js.data, js.len, &err) != 0) {

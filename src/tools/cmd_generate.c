@@ -1,74 +1,66 @@
 /* cmd_generate.c - `tandem generate`: greedy answer to one image and prompt. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/strbuf.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "train/generate.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: tandem generate --model DIR --tokenizer FILE (--load CKPT | --hf-weights FILE) [--image FILE]\n"
-               "                       --prompt TEXT [--system TEXT] [--max-new-tokens N] [--preprocessor FILE]\n"
-               "                       [--image-max-pixels N] [--image-min-pixels N] (as the model was trained)\n"
-               "                       [--no-kv-cache]\n"
-               "  Greedy decoding. The image goes before the prompt text (as \"<image>TEXT\"); prints the answer.\n"
-               "  --load CKPT          a checkpoint directory (--save DIR of tandem train, or one iter_XXXXXXX)\n"
-               "  --max-new-tokens N   stop after N tokens (default 64) or at <|im_end|>\n"
-               "  --no-kv-cache        re-run the whole forward for every token (the reference for the KV cache)\n");
-}
+typedef struct generate_opts {
+    tdm_generator_options gen;
+    const char *image, *prompt, *system;
+    int max_new;
+} generate_opts;
+
+static const tdm_flag FLAGS[] = {
+#define GEN(field) offsetof(generate_opts, gen) + offsetof(tdm_generator_options, field)
+    {.name = "model", .kind = TDM_FLAG_PATH, .off = GEN(model), .metavar = "DIR",
+     .help = "directory (or file) with config.json"},
+    {.name = "tokenizer", .kind = TDM_FLAG_PATH, .off = GEN(tokenizer), .metavar = "FILE", .help = "tokenizer.json"},
+    {.name = "load", .kind = TDM_FLAG_PATH, .off = GEN(load), .metavar = "CKPT",
+     .help = "a checkpoint directory (--save DIR of tandem train, or one iter_XXXXXXX)"},
+    {.name = "hf-weights", .kind = TDM_FLAG_PATH, .off = GEN(hf_weights), .metavar = "FILE",
+     .help = "Hugging Face weights instead: a .safetensors file or a directory of them"},
+    {.name = "preprocessor", .kind = TDM_FLAG_PATH, .off = GEN(preprocessor), .metavar = "FILE",
+     .help = "preprocessor_config.json (default: the model directory's, else the built-in one)"},
+    {.name = "image-max-pixels", .kind = TDM_FLAG_I64, .off = GEN(image_max_pixels), .lo = 1, .hi = 9e15,
+     .metavar = "N", .help = "LLaMA-Factory's bound, as the model was trained"},
+    {.name = "image-min-pixels", .kind = TDM_FLAG_I64, .off = GEN(image_min_pixels), .lo = 1, .hi = 9e15,
+     .metavar = "N", .help = "LLaMA-Factory's bound, as the model was trained"},
+    {.name = "no-kv-cache", .kind = TDM_FLAG_BOOL, .off = GEN(no_kv_cache),
+     .help = "re-run the whole forward for every token (the reference for the KV cache)"},
+    {.name = "image", .kind = TDM_FLAG_PATH, .off = offsetof(generate_opts, image), .metavar = "FILE",
+     .help = "a picture, before the prompt's text (as \"<image>TEXT\")"},
+    {.name = "prompt", .kind = TDM_FLAG_STRING, .off = offsetof(generate_opts, prompt), .opts = TDM_FLAG_DASHES,
+     .metavar = "TEXT", .help = "the user's turn"},
+    {.name = "system", .kind = TDM_FLAG_STRING, .off = offsetof(generate_opts, system), .opts = TDM_FLAG_DASHES,
+     .metavar = "TEXT", .help = "a system turn before it"},
+    {.name = "max-new-tokens", .kind = TDM_FLAG_INT, .off = offsetof(generate_opts, max_new), .lo = 1, .hi = 65536,
+     .def = "64", .metavar = "N", .help = "stop after N tokens or at <|im_end|>"},
+#undef GEN
+};
+
+static const tdm_flags P = {
+    .command = "tandem generate",
+    .usage = "tandem generate --model DIR --tokenizer FILE (--load CKPT | --hf-weights FILE) [--image FILE]\n"
+             "                       --prompt TEXT [--system TEXT] [flags]",
+    .about = "Greedy decoding of one answer; prints it.",
+    .flags = FLAGS,
+    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+    .opts = TDM_FLAGS_ONCE,
+};
 
 int cmd_generate(int argc, char **argv) {
-    tdm_generator_options o = {0};
-    const char *image = NULL, *prompt = NULL, *system_text = NULL;
-    int max_new = 64;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(stdout), 0;
-        if (!strcmp(f, "--no-kv-cache")) { /* the only flag without a value */
-            o.no_kv_cache = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "tandem generate: %s: expected a value after it (tandem generate --help)\n", f);
-            return 2;
-        }
-        for (int j = 1; j < i; j++) /* each of these flags takes one value: a second one would be dropped */
-            if (!strcmp(argv[j], f)) {
-                fprintf(stderr, "tandem generate: %s given twice (it takes one value)\n", f);
-                return 2;
-            }
-        const char *v = argv[++i];
-        if (!strcmp(f, "--model")) o.model = v;
-        else if (!strcmp(f, "--tokenizer")) o.tokenizer = v;
-        else if (!strcmp(f, "--load")) o.load = v;
-        else if (!strcmp(f, "--hf-weights")) o.hf_weights = v;
-        else if (!strcmp(f, "--preprocessor")) o.preprocessor = v;
-        else if (!strcmp(f, "--image-max-pixels") || !strcmp(f, "--image-min-pixels")) {
-            char *e;
-            long long n = strtoll(v, &e, 10);
-            if (*e || n < 1) {
-                fprintf(stderr, "tandem generate: %s %s: expected a positive integer (pixels)\n", f, v);
-                return 2;
-            }
-            *(!strcmp(f, "--image-max-pixels") ? &o.image_max_pixels : &o.image_min_pixels) = n;
-        }
-        else if (!strcmp(f, "--image")) image = v;
-        else if (!strcmp(f, "--prompt")) prompt = v;
-        else if (!strcmp(f, "--system")) system_text = v;
-        else if (!strcmp(f, "--max-new-tokens")) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end || n < 1 || n > 65536) {
-                fprintf(stderr, "tandem generate: --max-new-tokens %s: expected an integer in 1..65536\n", v);
-                return 2;
-            }
-            max_new = (int)n;
-        } else {
-            fprintf(stderr, "tandem generate: unknown flag '%s' (tandem generate --help)\n", f);
-            return 2;
-        }
-    }
+    generate_opts opts = {0};
+    tdm_flags_defaults(&P, &opts);
+    int done = tdm_cli_parse(&P, &opts, argc, argv, NULL, NULL);
+    if (done >= 0) return done;
+    const tdm_generator_options o = opts.gen;
+    const char *image = opts.image, *prompt = opts.prompt, *system_text = opts.system;
+    const int max_new = opts.max_new;
     if (!o.model || !o.tokenizer || !prompt || (!o.load && !o.hf_weights)) {
         fprintf(stderr, "tandem generate: --model, --tokenizer, --prompt and --load (or --hf-weights) are required\n");
         return 2;

@@ -1,9 +1,10 @@
 /* cmd_inspect.c - `tandem inspect`: parameter counts and the per-rank memory plan of a
- * model config, without allocating the model. The counts come from the model's parameter
+ * model config, without allocating the model. The flags that change the plan are train's own
+ * (its table's entries), so a training command line's flags work here as they are. The counts come from the model's parameter
  * table (tdm_model_create registers it without storage); the buffer sizes and buckets
  * from the data-parallel layout the trainer itself would build; the activation bytes
  * from the model's own reservation arithmetic. */
-#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,91 +14,90 @@
 #include "model/config.h"
 #include "model/inspect.h"
 #include "model/qwen3vl.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
+#include "train/args.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tandem inspect --model DIR [flags]\n"
-            "  Prints parameter counts per component (vision encoder, mergers, language model, lm_head),\n"
-            "  trainable vs frozen, and the memory each rank needs for weights, gradients, Adam state\n"
-            "  (with and without the distributed optimizer) and activations.\n"
-            "  --model DIR                 a directory holding config.json, or the config.json itself\n"
-            "  --freeze-vision             freeze patch_embed, pos_embed and the ViT blocks\n"
-            "  --freeze-projector          freeze the merger and the DeepStack mergers\n"
-            "  --freeze-llm                freeze the language model (and a tied lm_head)\n"
-            "  --freeze-lm-head            freeze an untied lm_head\n"
-            "  --dp N                      data-parallel ranks (default 1)\n"
-            "  --micro-batch-tokens T      tokens in one packed micro-batch (for the activation row)\n"
-            "  --micro-batch-patches P     vision patches in one micro-batch, before merging (default 0)\n"
-            "  --ddp-bucket-size N         bucket size in elements (default Megatron's max(40M, 1M x dp))\n"
-            "  --ddp-num-buckets N         cut the trainable parameters into about N buckets instead\n"
-            "  --recompute-granularity full --recompute-method uniform|block --recompute-num-layers N\n"
-            "                              the activation row under recomputation, as `tandem train`\n"
-            "  --bf16                      bfloat16 parameters as train --bf16 keeps them: adds the fp32 main\n"
-            "                              copy and the 16-bit all-gather buffer\n");
+typedef struct inspect_opts {
+    tdm_train_args train; /* first: train's table entries address it at their own offsets */
+    int64_t dp, tokens, patches;
+} inspect_opts;
+
+static const tdm_flag OWN[] = {
+    {.name = "dp", .kind = TDM_FLAG_I64, .off = offsetof(inspect_opts, dp), .lo = 1, .hi = 1 << 20, .def = "1",
+     .metavar = "N", .help = "data-parallel ranks"},
+    {.name = "micro-batch-tokens", .kind = TDM_FLAG_I64, .off = offsetof(inspect_opts, tokens), .lo = 1,
+     .hi = 1 << 24, .metavar = "T", .help = "tokens in one packed micro-batch (for the activation row)"},
+    {.name = "micro-batch-patches", .kind = TDM_FLAG_I64, .off = offsetof(inspect_opts, patches), .lo = 0,
+     .hi = 1 << 24, .def = "0", .metavar = "P", .help = "vision patches in one micro-batch, before merging"},
+};
+
+/* `tandem train`'s flags that change the plan, taken from its table: the same spelling, range and values; the
+ * help says what each changes here. */
+static const char *const FROM_TRAIN[][2] = {
+    {"model", "a directory holding config.json, or the config.json itself"},
+    {"freeze-vision", NULL},
+    {"freeze-projector", NULL},
+    {"freeze-llm", NULL},
+    {"freeze-lm-head", NULL},
+    {"use-distributed-optimizer", "say that the distributed optimizer's column is this run's (both are printed)"},
+    {"bf16", "bfloat16 parameters as train --bf16 keeps them: adds the fp32 main copy and the 16-bit all-gather "
+             "buffer"},
+    {"ddp-bucket-size", "bucket size in elements (default Megatron's max(40M, 1M x dp))"},
+    {"ddp-num-buckets", NULL},
+    {"recompute-granularity", "full or selective: the activation row under recomputation, as train computes it"},
+    {"recompute-method", NULL},
+    {"recompute-num-layers", NULL},
+};
+#define N_FROM_TRAIN ((int)(sizeof FROM_TRAIN / sizeof *FROM_TRAIN))
+
+/* A train flag that does not change the plan: said so, rather than "unknown". */
+static int not_for_the_plan(const char *name, size_t n, tdm_error *err) {
+    const char *f = tdm_train_args_flag(name, n);
+    if (!f) return 0;
+    return tdm_errorf(err, "--%s is a `tandem train` flag that does not change the memory plan; inspect does not "
+                           "take it (tandem inspect --help lists its flags)", f);
 }
 
-/* A whole decimal integer in [lo, hi], or -1 with a message naming the flag. */
-static int parse_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "tandem inspect: %s expects an integer in [%lld, %lld], got '%s'\n", flag, (long long)lo,
-                (long long)hi, s);
-        return -1;
+/* The parser: inspect's own flags, then train's (copied from its table into `picked`). */
+static void parser(tdm_flags *p, tdm_flag_table *more, tdm_flag *picked) {
+    for (int k = 0; k < N_FROM_TRAIN; k++) {
+        picked[k] = *tdm_train_args_spec(FROM_TRAIN[k][0]);
+        picked[k].group = k == 0 ? "`tandem train`'s flags that change the plan" : NULL;
+        if (FROM_TRAIN[k][1]) picked[k].help = FROM_TRAIN[k][1];
     }
-    *out = v;
-    return 0;
+    *more = (tdm_flag_table){picked, N_FROM_TRAIN};
+    *p = (tdm_flags){
+        .command = "tandem inspect",
+        .usage = "tandem inspect --model DIR [flags]",
+        .about = "Prints parameter counts per component (vision encoder, mergers, language model, lm_head),\n"
+                 "trainable vs frozen, and the memory each rank needs for weights, gradients, Adam state\n"
+                 "(with and without the distributed optimizer) and activations.",
+        .flags = OWN,
+        .n_flags = (int)(sizeof OWN / sizeof *OWN),
+        .more = more,
+        .n_more = 1,
+        .unknown = not_for_the_plan,
+    };
 }
 
+/* Longer than most: the flags' checks, then the plan filled from the model and the layout, each failure with
+ * its own message and one cleanup. */
 int cmd_inspect(int argc, char **argv) {
-    const char *model_path = NULL;
-    tdm_freeze freeze = {0, 0, 0, 0};
-    int64_t dp = 1, tokens = 0, patches = 0, bucket_size = 0, num_buckets = 0, rc_layers = 0;
-    const char *granularity = NULL, *method = NULL;
-    int bf16 = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int has_val = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--model") && has_val) {
-            model_path = argv[++i];
-        } else if (!strcmp(a, "--freeze-vision")) {
-            freeze.vision = 1;
-        } else if (!strcmp(a, "--freeze-projector")) {
-            freeze.projector = 1;
-        } else if (!strcmp(a, "--freeze-llm")) {
-            freeze.llm = 1;
-        } else if (!strcmp(a, "--freeze-lm-head")) {
-            freeze.lm_head = 1;
-        } else if (!strcmp(a, "--bf16")) {
-            bf16 = 1;
-        } else if (!strcmp(a, "--dp") && has_val) {
-            if (parse_int(a, argv[++i], 1, 1 << 20, &dp)) return 2;
-        } else if (!strcmp(a, "--micro-batch-tokens") && has_val) {
-            if (parse_int(a, argv[++i], 1, 1 << 24, &tokens)) return 2;
-        } else if (!strcmp(a, "--micro-batch-patches") && has_val) {
-            if (parse_int(a, argv[++i], 0, 1 << 24, &patches)) return 2;
-        } else if (!strcmp(a, "--ddp-bucket-size") && has_val) {
-            if (parse_int(a, argv[++i], 1, INT64_C(1) << 40, &bucket_size)) return 2;
-        } else if (!strcmp(a, "--ddp-num-buckets") && has_val) {
-            if (parse_int(a, argv[++i], 1, 1 << 20, &num_buckets)) return 2;
-        } else if (!strcmp(a, "--recompute-granularity") && has_val) {
-            granularity = argv[++i];
-        } else if (!strcmp(a, "--recompute-activations")) { /* Megatron's name for selective, as in train */
-            granularity = "selective";
-        } else if (!strcmp(a, "--recompute-method") && has_val) {
-            method = argv[++i];
-        } else if (!strcmp(a, "--recompute-num-layers") && has_val) {
-            if (parse_int(a, argv[++i], 1, 1 << 20, &rc_layers)) return 2;
-        } else {
-            fprintf(stderr, "tandem inspect: unexpected argument '%s' (tandem inspect --help)\n", a);
-            return 2;
-        }
-    }
+    tdm_flags P;
+    tdm_flag_table more;
+    tdm_flag picked[N_FROM_TRAIN];
+    parser(&P, &more, picked);
+    inspect_opts o = {0};
+    tdm_train_args_defaults(&o.train);
+    tdm_flags_defaults(&P, &o);
+    int done = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
+    if (done >= 0) return done;
+    const tdm_train_args *a = &o.train;
+    const char *model_path = a->model[0] ? a->model : NULL;
+    const tdm_freeze freeze = {a->freeze_vision, a->freeze_projector, a->freeze_llm, a->freeze_lm_head};
+    const int64_t dp = o.dp, tokens = o.tokens, patches = o.patches, bucket_size = a->ddp_bucket_size,
+                  num_buckets = a->ddp_num_buckets;
     if (!model_path) {
         fprintf(stderr, "tandem inspect: --model DIR is required (a directory holding config.json)\n");
         return 2;
@@ -118,7 +118,8 @@ int cmd_inspect(int argc, char **argv) {
         return 1;
     }
     tdm_recompute recompute;
-    if (tdm_recompute_from_flags(granularity, method, (int)rc_layers, &cfg, &recompute, &err) != 0) {
+    if (tdm_recompute_from_flags(a->recompute_granularity, a->recompute_method, a->recompute_num_layers, &cfg,
+                                 &recompute, &err) != 0) {
         fprintf(stderr, "tandem inspect: %s\n", err.msg);
         return 2;
     }
@@ -148,7 +149,7 @@ int cmd_inspect(int argc, char **argv) {
     tdm_memory_plan plan;
     memset(&plan, 0, sizeof plan);
     plan.dp = (int)dp;
-    plan.bf16_params = bf16;
+    plan.bf16_params = a->bf16;
     tdm_ddp_config dc;
     tdm_ddp_config_default(&dc);
     dc.bucket_size = bucket_size;
@@ -175,6 +176,8 @@ int cmd_inspect(int argc, char **argv) {
         plan.activation_bytes = tdm_model_activation_bytes_for(&cfg, &lim, &recompute, &freeze);
     }
     tdm_inspect_format(&cfg, &counts, &plan, &out);
+    if (a->use_distributed_optimizer)
+        tdm_sb_puts(&out, "  this run (--use-distributed-optimizer): the distributed optimizer's column\n");
     fputs(out.data, stdout);
     rc = fflush(stdout) == 0 ? 0 : 1;
 done:

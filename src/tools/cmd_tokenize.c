@@ -5,23 +5,37 @@
  * reads space-separated ids and prints the text. One output line per input line.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/tokenizer.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 #define MAX_LINE_BYTES ((size_t)16 << 20)
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tandem tokenize --tokenizer FILE [--decode] < in > out\n"
-            "  Reads UTF-8 lines on stdin and prints each line's token ids, space-separated.\n"
-            "  Special tokens written in the text (<|im_start|>, ...) are recognised.\n"
-            "  --tokenizer FILE  a Hugging Face byte-level BPE tokenizer.json (or a directory holding one)\n"
-            "  --decode          read lines of space-separated ids and print their text\n");
-}
+typedef struct tokenize_opts {
+    const char *tokenizer;
+    int decode;
+} tokenize_opts;
+
+static const tdm_flag FLAGS[] = {
+    {.name = "tokenizer", .kind = TDM_FLAG_PATH, .off = offsetof(tokenize_opts, tokenizer), .metavar = "FILE",
+     .help = "a Hugging Face byte-level BPE tokenizer.json (or a directory holding one)"},
+    {.name = "decode", .kind = TDM_FLAG_BOOL, .off = offsetof(tokenize_opts, decode),
+     .help = "read lines of space-separated ids and print their text"},
+};
+
+static const tdm_flags P = {
+    .command = "tandem tokenize",
+    .usage = "tandem tokenize --tokenizer FILE [--decode] < in > out",
+    .about = "Reads UTF-8 lines on stdin and prints each line's token ids, space-separated.\n"
+             "Special tokens written in the text (<|im_start|>, ...) are recognised.",
+    .flags = FLAGS,
+    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+};
 
 static void put_int(FILE *out, int32_t v) {
     char buf[16];
@@ -99,21 +113,11 @@ static int decode_line(const tdm_tokenizer *t, const char *line, size_t lineno, 
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *path = NULL;
-    int decode = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) {
-            path = argv[++i];
-        } else if (!strcmp(argv[i], "--decode")) {
-            decode = 1;
-        } else {
-            fprintf(stderr, "tandem tokenize: unexpected argument '%s' (tandem tokenize --help)\n", argv[i]);
-            return 2;
-        }
-    }
+    tokenize_opts o = {0};
+    int done = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
+    if (done >= 0) return done;
+    const char *path = o.tokenizer;
+    const int decode = o.decode;
     if (!path) {
         fprintf(stderr, "tandem tokenize: --tokenizer FILE is required (a tokenizer.json)\n");
         return 2;

@@ -1,6 +1,7 @@
 /* cmd_trace_summary.c - `tandem trace-summary DIR|FILE`: reprints the operator summary
  * and the per-step analysis of a saved profile (the merged trace.json a profiled run
  * wrote), and the per-thread CPU statistics from analysis.json when present. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,18 +11,38 @@
 #include "core/json.h"
 #include "core/strbuf.h"
 #include "prof/trace.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: tandem trace-summary [--json] DIR|TRACE.json\n"
-               "  DIR is a profiler save_path (it holds trace.json, written by a run with --profile-config).\n"
-               "  Prints the operator summary (count, total, mean, max per name; waits included), the per-step\n"
-               "  analysis (compute, communication, hidden, exposed, data wait, ideal step, overlap efficiency)\n"
-               "  and the per-thread CPU statistics of the profiled steps.\n"
-               "  --json: print the analysis as JSON instead (per-step statistics, their mean, the operator\n"
-               "  summary: the analysis.json of a profiled run without its thread table), recomputed from the\n"
-               "  trace by this build, e.g. to re-read old traces after the analysis changed.\n");
-}
+typedef struct trace_summary_opts {
+    int json;
+    const char *path;
+} trace_summary_opts;
+
+static const tdm_flag FLAGS[] = {
+    {.name = "json", .kind = TDM_FLAG_BOOL, .off = offsetof(trace_summary_opts, json),
+     .help = "print the analysis as JSON instead (per-step statistics, their mean, the operator summary: the "
+             "analysis.json of a profiled run without its thread table), recomputed from the trace by this build, "
+             "e.g. to re-read old traces after the analysis changed"},
+};
+
+static const tdm_positional POS[] = {
+    {.metavar = "DIR|TRACE.json", .off = offsetof(trace_summary_opts, path),
+     .help = "a profiler save_path (it holds trace.json, written by a run with --profile-config), or the trace"},
+};
+
+static const tdm_flags P = {
+    .command = "tandem trace-summary",
+    .usage = "tandem trace-summary [--json] DIR|TRACE.json",
+    .about = "Prints the operator summary (count, total, mean, max per name; waits included), the per-step\n"
+             "analysis (compute, communication, hidden, exposed, data wait, ideal step, overlap efficiency)\n"
+             "and the per-thread CPU statistics of the profiled steps.",
+    .flags = FLAGS,
+    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+    .pos = POS,
+    .n_pos = 1,
+    .min_pos = 1,
+};
 
 /* analysis.json's thread table (every rank of the run), the rows of the trace's ranks only: a
  * trace_rank1.json shows rank 1's threads. */
@@ -43,24 +64,18 @@ static void print_threads(const char *dir, const tdm_prof_trace *tr) {
 }
 
 int cmd_trace_summary(int argc, char **argv) {
-    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        usage(stdout);
-        return 0;
-    }
-    int as_json = argc == 3 && !strcmp(argv[1], "--json");
-    if (as_json) argv++, argc--;
-    if (argc != 2 || argv[1][0] == '-') {
-        usage(stderr);
-        return 2;
-    }
+    trace_summary_opts o = {0};
+    int done = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
+    if (done >= 0) return done;
+    const int as_json = o.json;
     char dir[4096], path[4200];
     struct stat st;
-    if (stat(argv[1], &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(dir, sizeof dir, "%s", argv[1]);
-        snprintf(path, sizeof path, "%s/trace.json", argv[1]);
+    if (stat(o.path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(dir, sizeof dir, "%s", o.path);
+        snprintf(path, sizeof path, "%s/trace.json", o.path);
     } else {
-        snprintf(path, sizeof path, "%s", argv[1]);
-        tdm_dirname(argv[1], dir, sizeof dir);
+        snprintf(path, sizeof path, "%s", o.path);
+        tdm_dirname(o.path, dir, sizeof dir);
     }
     tdm_prof_trace t;
     tdm_error err;

@@ -14,29 +14,16 @@
 
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/mpi_setup.h"
 #include "train/args.h"
 #include "train/hosts.h"
 #include "train/trainer.h"
 
-static void usage(FILE *f) {
-    tdm_strbuf sb;
-    tdm_sb_init(&sb);
-    tdm_train_args_format_help(&sb);
-    fprintf(f,
-            "usage: mpirun -np N tandem train --model DIR --tokenizer FILE --data FILE [flags]\n"
-            "Megatron-LM's flag names; --flag VALUE or --flag=VALUE; --config FILE reads flags from JSON.\n\n%s",
-            sb.data);
-    tdm_sb_free(&sb);
-}
-
 int cmd_train(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
+    int early = tdm_cli_early(tdm_train_args_parser(), argc, argv); /* --help, --version: before MPI */
+    if (early >= 0) return early;
     int rank, world;
     tdm_tool_mpi_init(&argc, &argv, &rank, &world);
 

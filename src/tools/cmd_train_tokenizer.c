@@ -1,6 +1,6 @@
 /* cmd_train_tokenizer.c - `tandem train-tokenizer`: a byte-level BPE tokenizer.json
  * trained on the text of dataset files (id layout in tokenizer/bpe_train.h). */
-#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,55 +8,47 @@
 #include "core/fs.h"
 #include "core/strbuf.h"
 #include "tokenizer/bpe_train.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 #define MAX_DATA_FILES 64
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tandem train-tokenizer --data FILE.json [--data FILE2.json ...] [--vocab-size N] --out tokenizer.json\n"
-            "  Trains a byte-level BPE with Qwen's normaliser and pre-tokenizer on the \"content\"/\"value\"\n"
-            "  strings inside \"messages\"/\"conversations\" (and a sample's \"system\" string) of JSON or JSON\n"
-            "  Lines datasets; \"<image>\" is not counted and separates words, as its vision tokens do.\n"
-            "  Ids: 0..255 the bytes (id b = byte b), then merges in order of creation, then Qwen's 26 added\n"
-            "  tokens at N-26..N-1 (N = 1024: <|im_start|> 999, <|im_end|> 1000, <|image_pad|> 1010).\n"
-            "  --data FILE       dataset file (repeatable, up to %d)\n"
-            "  --vocab-size N    total ids including the 26 added tokens (default 1024)\n"
-            "  --out FILE        where to write tokenizer.json\n",
-            MAX_DATA_FILES);
-}
+typedef struct train_tokenizer_opts {
+    const char *data[MAX_DATA_FILES];
+    int n_data;
+    int vocab;
+    const char *out;
+} train_tokenizer_opts;
+
+static const tdm_flag FLAGS[] = {
+    {.name = "data", .kind = TDM_FLAG_LIST, .off = offsetof(train_tokenizer_opts, data),
+     .count_off = offsetof(train_tokenizer_opts, n_data), .max = MAX_DATA_FILES, .metavar = "FILE",
+     .help = "dataset file (repeatable, up to 64)"},
+    {.name = "vocab-size", .kind = TDM_FLAG_INT, .off = offsetof(train_tokenizer_opts, vocab), .lo = 1,
+     .hi = 1 << 20, .def = "1024", .metavar = "N", .help = "total ids including the 26 added tokens"},
+    {.name = "out", .kind = TDM_FLAG_PATH, .off = offsetof(train_tokenizer_opts, out), .metavar = "FILE",
+     .help = "where to write tokenizer.json"},
+};
+
+static const tdm_flags P = {
+    .command = "tandem train-tokenizer",
+    .usage = "tandem train-tokenizer --data FILE.json [--data FILE2.json ...] [--vocab-size N] --out tokenizer.json",
+    .about = "Trains a byte-level BPE with Qwen's normaliser and pre-tokenizer on the \"content\"/\"value\"\n"
+             "strings inside \"messages\"/\"conversations\" (and a sample's \"system\" string) of JSON or JSON\n"
+             "Lines datasets; \"<image>\" is not counted and separates words, as its vision tokens do.\n"
+             "Ids: 0..255 the bytes (id b = byte b), then merges in order of creation, then Qwen's 26 added\n"
+             "tokens at N-26..N-1 (N = 1024: <|im_start|> 999, <|im_end|> 1000, <|image_pad|> 1010).",
+    .flags = FLAGS,
+    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+};
 
 int cmd_train_tokenizer(int argc, char **argv) {
-    const char *data[MAX_DATA_FILES], *out = NULL;
-    int n_data = 0;
-    long vocab = 1024;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--data") && i + 1 < argc) {
-            if (n_data == MAX_DATA_FILES) {
-                fprintf(stderr, "tandem train-tokenizer: more than %d --data files\n", MAX_DATA_FILES);
-                return 2;
-            }
-            data[n_data++] = argv[++i];
-        } else if (!strcmp(argv[i], "--vocab-size") && i + 1 < argc) {
-            char *end;
-            errno = 0;
-            vocab = strtol(argv[++i], &end, 10);
-            if (*end || errno || vocab <= 0 || vocab > (1 << 20)) {
-                fprintf(stderr, "tandem train-tokenizer: --vocab-size '%s': expected an integer from 283 to %d\n",
-                        argv[i], 1 << 20);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            out = argv[++i];
-        } else {
-            fprintf(stderr, "tandem train-tokenizer: unexpected argument '%s' (tandem train-tokenizer --help)\n",
-                    argv[i]);
-            return 2;
-        }
-    }
+    train_tokenizer_opts o = {0};
+    tdm_flags_defaults(&P, &o);
+    int done = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
+    if (done >= 0) return done;
+    const char *const *data = o.data, *out = o.out;
+    const int n_data = o.n_data, vocab = o.vocab;
     if (!n_data || !out) {
         fprintf(stderr, "tandem train-tokenizer: --data FILE and --out FILE are required (tandem train-tokenizer --help)\n");
         return 2;
@@ -73,7 +65,7 @@ int cmd_train_tokenizer(int argc, char **argv) {
     tdm_strbuf json;
     tdm_sb_init(&json);
     tdm_bpe_stats st = {0};
-    if (rc == 0 && tdm_bpe_trainer_train(tr, (int)vocab, &json, &st, &err) != 0) rc = 1;
+    if (rc == 0 && tdm_bpe_trainer_train(tr, vocab, &json, &st, &err) != 0) rc = 1;
     if (rc == 0 && tdm_write_file_atomic(out, json.data, json.len, &err) != 0) rc = 1;
     if (rc) {
         fprintf(stderr, "tandem train-tokenizer: %s\n", err.msg);

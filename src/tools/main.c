@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 typedef struct command {
@@ -12,10 +13,20 @@ typedef struct command {
 } command;
 
 static int usage(FILE *f, const command *cmds, int n) {
-    fprintf(f, "usage: tandem <command> [flags]    (tandem <command> --help for its flags)\n\ncommands:\n");
+    fprintf(f, "usage: tandem <command> [flags]    (tandem <command> --help for its flags)\n"
+               "       tandem --version\n\ncommands:\n");
     for (int i = 0; i < n; i++)
         if (cmds[i].fn) fprintf(f, "  %-16s %s\n", cmds[i].name, cmds[i].help);
     return f == stderr ? 2 : 0;
+}
+
+/* `tandem version`: as `tandem --version`. */
+static int cmd_version(int argc, char **argv) {
+    static const tdm_flags P = {.command = "tandem version", .usage = "tandem version   (or tandem --version)",
+                                .about = "Prints the version (git describe of the tree it was built from) and the "
+                                         "compiler's target."};
+    int rc = tdm_cli_parse(&P, NULL, argc, argv, NULL, NULL);
+    return rc >= 0 ? rc : tdm_cli_print_version();
 }
 
 int main(int argc, char **argv) {
@@ -31,13 +42,25 @@ int main(int argc, char **argv) {
         {"evaluate", cmd_evaluate, "answer accuracy on a held-out split"},
         {"export-batches", cmd_export_batches, "write the pre-tokenized batches a peer can replay"},
         {"trace-summary", cmd_trace_summary, "summarise a profiler trace directory"},
+        {"version", cmd_version, "print the version (also tandem --version)"},
     };
     tdm_blas_select_core(argv); /* may run tandem again with OPENBLAS_CORETYPE set (blas_core.c) */
     int n = (int)(sizeof cmds / sizeof *cmds);
     if (argc < 2) return usage(stderr, cmds, n);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) return usage(stdout, cmds, n);
-    for (int i = 0; i < n; i++)
-        if (cmds[i].fn && !strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "tandem: unknown command '%s' (tandem --help lists the commands)\n", argv[1]);
+    if (!strcmp(argv[1], "--version")) return tdm_cli_print_version();
+    const char *names[sizeof cmds / sizeof *cmds];
+    int n_names = 0;
+    for (int i = 0; i < n; i++) {
+        if (!cmds[i].fn) continue;
+        if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+        names[n_names++] = cmds[i].name;
+    }
+    const char *close = tdm_closest_word(argv[1], names, n_names);
+    if (close)
+        fprintf(stderr, "tandem: unknown command '%s'; did you mean '%s'? (tandem --help lists the commands)\n",
+                argv[1], close);
+    else
+        fprintf(stderr, "tandem: unknown command '%s' (tandem --help lists the commands)\n", argv[1]);
     return 2;
 }

@@ -7,9 +7,10 @@
  *   if (tdm_train_args_validate(&a, dp, &err) != 0) ...               // cross-flag rules, needs the dp size
  *   tdm_strbuf sb; tdm_sb_init(&sb); tdm_train_args_format_block(&a, &sb);  // Megatron's arguments block
  *
- * One table (args.c) describes every flag: its name, type, range, default and help.
- * Parsing, the --config JSON file, --help, the arguments block and the (name, value)
- * listing that the A/B driver diffs all come from that table, so they cannot disagree.
+ * One table (args.c) describes every flag: its name, type, range, default and help, read by the
+ * parser every command uses (core/flags.h). Parsing, the --config JSON file, --help, the arguments
+ * block and the (name, value) listing that the A/B driver diffs all come from that table, so they
+ * cannot disagree.
  *
  * Values are given as `--flag VALUE` or `--flag=VALUE`; switches take no value (or
  * `--switch=true|false`). In a --config file the keys are the flag names without the
@@ -25,6 +26,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/flags.h"
 #include "core/strbuf.h"
 
 #define TDM_ARGS_PATH_MAX 1024
@@ -138,8 +140,8 @@ void tdm_train_args_defaults(tdm_train_args *a);
 
 /* Parses argv[0..argc) (flags only, no program name). A `--config FILE` anywhere in
  * argv is applied first, then the other flags in order. Errors name the flag and what
- * was expected; an unknown flag suggests the closest known name. `--help` is not a
- * flag here: the caller handles it. */
+ * was expected; an unknown flag suggests the closest known name. `--help` and `--version`
+ * are not flags here: the command answers them first (tdm_flags_wants on the parser). */
 int tdm_train_args_parse(tdm_train_args *a, int argc, char **argv, tdm_error *err);
 
 /* Splits a shell-like string ("--lr 1e-3 --overlap-grad-reduce", single and double
@@ -150,7 +152,7 @@ int tdm_train_args_parse_string(tdm_train_args *a, const char *flags, tdm_error 
  * reads them: *words is one allocation (free(*words)). */
 int tdm_train_args_split(const char *flags, char ***words, int *n_words, tdm_error *err);
 
-/* Applies a JSON config file (keys = flag names). */
+/* Applies a JSON config file (keys = flag names; a "config" key is refused: files do not nest). */
 int tdm_train_args_load_config(tdm_train_args *a, const char *path, tdm_error *err);
 
 /* The defaults that depend on the job's `dp` ranks, as Megatron sets them: an unset
@@ -195,7 +197,13 @@ void tdm_train_args_format_help(tdm_strbuf *sb);
  * not included (overlap does not change the numbers). */
 uint64_t tdm_train_args_fingerprint(const tdm_train_args *a);
 
-/* Levenshtein distance, exposed for tests and for other commands' flag suggestions. */
-int tdm_edit_distance(const char *a, const char *b);
+/* The parser of `tandem train` (its usage, flags and --help), on a tdm_train_args target: for
+ * commands that answer its --help, or hand its flags on (ab, tdm_flags.pass). */
+const tdm_flags *tdm_train_args_parser(void);
+
+/* The table entry of one train flag by name ("bf16"), for commands that take some of train's flags
+ * into a tdm_train_args of their own (inspect, export-batches): the same spelling, range and
+ * help. NULL when train has no such flag. */
+const tdm_flag *tdm_train_args_spec(const char *name);
 
 #endif

@@ -7,7 +7,8 @@
 #   - image-pad runs match the grids; pixel values lie in [-1, 1];
 #   - dp=1 and dp=2 export the same micro-batches (same fingerprints) for every step;
 #   - two exports are byte-identical;
-#   - --image-min-pixels (LLaMA-Factory's bound) scales the pictures up before the processor: more patches.
+#   - --image-min-pixels (LLaMA-Factory's bound) scales the pictures up before the processor: more patches;
+#   - --model is required, and train flags that do not change the batches (--save, ...) are refused.
 #   TANDEM=build/tandem bash tests/data/cli_export_batches.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -17,13 +18,21 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; echo "0 passed, 1 failed"; exit 1; }
 
 "$TANDEM" gen-data --out "$tmp/d" --samples 64 --heldout 4 >/dev/null || fail "gen-data"
-"$TANDEM" train-tokenizer --data "$tmp/d/train.json" --vocab-size 400 --out "$tmp/tok.json" >/dev/null 2>&1 || fail "train-tokenizer"
-flags=(--data "$tmp/d/train.json" --tokenizer "$tmp/tok.json" --preprocessor configs/tiny/preprocessor_config.json
+"$TANDEM" train-tokenizer --data "$tmp/d/train.json" --vocab-size 1024 --out "$tmp/tok.json" >/dev/null 2>&1 || fail "train-tokenizer"
+flags=(--model configs/tiny --data "$tmp/d/train.json" --tokenizer "$tmp/tok.json"
        --global-batch-size 8 --micro-batch-size 2 --seed 5 --steps 3)
 "$TANDEM" export-batches "${flags[@]}" --out "$tmp/e1" >/dev/null || fail "export dp=1"
 "$TANDEM" export-batches "${flags[@]}" --out "$tmp/e2" --dp 2 >/dev/null || fail "export dp=2"
 "$TANDEM" export-batches "${flags[@]}" --out "$tmp/e1b" >/dev/null || fail "export dp=1 again"
 "$TANDEM" export-batches "${flags[@]}" --out "$tmp/bad" --dp 3 >/dev/null 2>&1 && fail "dp 3 does not divide 8"
+# --model is required (its preprocessor and token ids are train's); train flags that do not select the batches are
+# refused, not ignored
+"$TANDEM" export-batches "${flags[@]:2}" --out "$tmp/bad" 2>&1 >/dev/null | grep -q -- "--model DIR" \
+  || fail "export-batches without --model accepted"
+for f in "--save $tmp/s" "--tensorboard-dir $tmp/tb" "--load $tmp/s"; do
+  "$TANDEM" export-batches "${flags[@]}" --out "$tmp/bad" $f 2>&1 >/dev/null \
+    | grep -q -- "${f%% *} is a \`tandem train\` flag that does not change the batches" || fail "export-batches $f accepted"
+done
 # LLaMA-Factory's bounds before the processor: pictures scaled up to 128 x 128 give four times the patches
 "$TANDEM" export-batches "${flags[@]}" --out "$tmp/lf" --image-min-pixels 16384 >/dev/null || fail "--image-min-pixels"
 "$TANDEM" export-batches "${flags[@]}" --out "$tmp/bad" --image-min-pixels 9 --image-max-pixels 8 2>&1 >/dev/null \

@@ -147,11 +147,21 @@ expect_error "--micro-batch-patches" --model configs/tiny --micro-batch-tokens 6
 expect_error "--bogus" --model configs/tiny --bogus
 expect_error "--recompute-method uniform or block" --model configs/tiny --recompute-granularity full
 expect_error "only with --recompute-granularity full" --model configs/tiny --recompute-num-layers 2
-expect_error "expected full or selective" --model configs/tiny --recompute-granularity half
+expect_error "--recompute-granularity: expected one of full|selective, got 'half'" --model configs/tiny \
+  --recompute-granularity half
 "$TANDEM" inspect --model configs/tiny --recompute-activations >/dev/null 2>&1 && ok || bad "--recompute-activations refused"
 expect_error "the 4 decoder layers" --model configs/tiny --recompute-granularity full --recompute-method block \
   --recompute-num-layers 9
 "$TANDEM" inspect --help > "$TMP/help" 2>&1 && grep -q -- "--freeze-vision" "$TMP/help" && ok || bad "--help"
+# the training flags that change the plan, spelled as train spells them; other train flags are refused, saying why
+expect_error "did you mean '--micro-batch-tokens'" --model configs/tiny --micro-batch-tokns 64
+expect_error "--lr is a \`tandem train\` flag that does not change the memory plan" --model configs/tiny --lr 1e-3
+"$TANDEM" inspect --model configs/tiny --use-distributed-optimizer --recompute_granularity=full \
+  --recompute-method uniform --recompute-num-layers 1 --bf16 > "$TMP/train_flags.txt" 2>&1 \
+  && grep -q "this run (--use-distributed-optimizer): the distributed optimizer's column" "$TMP/train_flags.txt" \
+  && ok || bad "train's flags: $(tail -n 2 "$TMP/train_flags.txt")"
+"$TANDEM" inspect --model configs/tiny > "$TMP/plain.txt" 2>&1
+grep -q "this run" "$TMP/plain.txt" && bad "the column of this run named without --use-distributed-optimizer" || ok
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

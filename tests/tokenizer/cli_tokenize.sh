@@ -75,7 +75,7 @@ expect "decode non-number" 1 "stdin line 1: expected space-separated token ids" 
 : > "$tmp/in"
 expect "train help" 0 "" -- "$TANDEM" train-tokenizer --help
 expect "train no data" 2 "--data FILE and --out FILE are required" -- "$TANDEM" train-tokenizer --out "$tmp/t.json"
-expect "train bad vocab" 2 "--vocab-size 'ten'" -- "$TANDEM" train-tokenizer --data x --vocab-size ten --out "$tmp/t.json"
+expect "train bad vocab" 2 "--vocab-size: expected an integer, got 'ten'" -- "$TANDEM" train-tokenizer --data x --vocab-size ten --out "$tmp/t.json"
 printf '{"images": []}' > "$tmp/notext.json"
 expect "train no text" 1 "$tmp/notext.json: no text found" -- "$TANDEM" train-tokenizer --data "$tmp/notext.json" --out "$tmp/t.json"
 printf '{"messages": [{"role": "user", "content": "tiny"}]}\n' > "$tmp/tiny.jsonl"

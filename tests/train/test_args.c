@@ -287,6 +287,30 @@ static void test_config_file_and_precedence(void) {
     CHECK(parse(&a, flags, &err) != 0 && strstr(err.msg, "cannot open"), "%s", err.msg);
 }
 
+/* A --config file naming another is refused as such, not as an unknown flag; a misspelt --config gets it
+ * suggested; a Megatron switch tandem does anyway is a key too. */
+static void test_config_does_not_nest(void) {
+    char path[] = "/tmp/tdm_test_nest_XXXXXX";
+    int fd = mkstemp(path);
+    const char *json = "{\"lr\": 0.002, \"config\": \"other.json\"}";
+    CHECK(write(fd, json, strlen(json)) == (ssize_t)strlen(json), "write");
+    close(fd);
+    tdm_train_args a;
+    tdm_error err = {{0}};
+    char flags[512];
+    snprintf(flags, sizeof flags, "--config %s", path);
+    CHECK(parse(&a, flags, &err) != 0 && strstr(err.msg, "key 'config': a config file cannot name another") &&
+              !strstr(err.msg, "did you mean"),
+          "%s", err.msg);
+    CHECK(parse(&a, "--confg x.json", &err) != 0 && strstr(err.msg, "did you mean '--config'"), "%s", err.msg);
+    fd = open(path, O_WRONLY | O_TRUNC);
+    const char *compat = "{\"use_flash_attn\": true, \"tensor_model_parallel_size\": 1}";
+    CHECK(write(fd, compat, strlen(compat)) == (ssize_t)strlen(compat), "write");
+    close(fd);
+    CHECK(parse(&a, flags, &err) == 0, "%s", err.msg);
+    unlink(path);
+}
+
 static void test_arguments_block(void) {
     tdm_train_args a;
     tdm_error err = {{0}};
@@ -394,6 +418,7 @@ int main(void) {
     RUN(test_errors_are_one_clear_sentence);
     RUN(test_validation);
     RUN(test_config_file_and_precedence);
+    RUN(test_config_does_not_nest);
     RUN(test_arguments_block);
     RUN(test_listing_diffs_two_sides);
     RUN(test_edit_distance);
