@@ -16,6 +16,7 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "distributed/agree.h"
 
 void tdm_ab_options_default(tdm_ab_options *o) {
     memset(o, 0, sizeof *o);

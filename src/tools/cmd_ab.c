@@ -16,6 +16,7 @@
 
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "distributed/agree.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/mpi_setup.h"

@@ -96,17 +96,6 @@ typedef struct tdm_train_result {
  * first; free it with tdm_train_result_free, also after failure. */
 int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res, tdm_error *err);
 
-/* Collective: every rank says whether its part succeeded. Returns the lowest failing rank, or
- * the communicator's size when none failed; *n_failed (if not NULL) is how many failed (all of
- * them: one command line failed alike everywhere; some: e.g. an MPMD launch with other flags). */
-int tdm_first_failed_rank(int ok, MPI_Comm comm, int *n_failed);
-
-/* Megatron's check_param_hashes_across_dp_replicas, naming the tensor: collective; an XXH3 of every
- * parameter, compared across the ranks of comm by their minimum and maximum. Returns the index of
- * the first parameter whose bits differ on some rank, or -1 when all agree. */
-struct tdm_param_table;
-int tdm_first_differing_param(const struct tdm_param_table *pt, MPI_Comm comm, uint64_t timeout_ns);
-
 void tdm_train_result_free(tdm_train_result *res);
 
 /* Installs SIGTERM/SIGINT handlers that set the stop flag tdm_train_run checks at the

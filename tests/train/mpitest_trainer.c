@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "data/synth.h"
+#include "distributed/agree.h"
 #include "core/params.h"
 #include "harness.h"
 #include "tokenizer/bpe_train.h"
