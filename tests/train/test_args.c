@@ -1,13 +1,13 @@
 /* test_args.c - tandem train's flag parser: values, errors, suggestions, config file precedence, validation,
  * the Megatron arguments block. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "core/fs.h"
-#include "harness.h"
 #include "distributed/config.h"
+#include "harness.h"
 #include "train/args.h"
 #include "train/hosts.h"
 
