@@ -300,7 +300,8 @@ static void note_exit(trainer *t, int stop) {
     if (stop == STOP_DURATION) /* Megatron: 'exiting program after N minutes' */
         snprintf(why, sizeof why, "exiting (--exit-duration-in-mins) after %.4f minutes",
                  (double)(tdm_now_ns() - t->start_ns) / 60e9);
-    tdm_log_info("%s at iteration %lld%s", why, (long long)t->iteration, a->save[0] ? " after saving a checkpoint" : "");
+    tdm_log_info("%s at iteration %lld%s", why, (long long)t->iteration,
+                 a->save[0] ? " after saving a checkpoint" : "");
 }
 
 /* The steps up to --train-iters (or a stop), each logged, evaluated, checked and saved at its
