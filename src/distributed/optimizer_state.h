@@ -32,9 +32,9 @@ typedef struct tdm_ddp_state_gather tdm_ddp_state_gather;
 /* Collective over the ranks of comm below `senders` (0: nothing is gathered; 1: rank 0's own
  * state; the data-parallel size: every rank's shards). pt is the table the ddp was created
  * with. A rank 1 .. senders-1 sends its piece list and then the state of each piece, in
- * (param, offset) order, and returns NULL once rank 0 took the last of it (it is blocked
- * while rank 0 writes). Rank 0 receives the piece lists and returns the gather (NULL when
- * senders is 0); the other ranks return NULL at once. */
+ * (param, offset) order, and returns NULL once its sends completed (they wait for rank 0's
+ * writer to ask for each parameter). Rank 0 receives the piece lists and returns the gather
+ * (NULL when senders is 0); the other ranks return NULL at once. */
 tdm_ddp_state_gather *tdm_ddp_state_gather_begin(tdm_ddp *ddp, const tdm_param_table *pt, MPI_Comm comm,
                                                  int senders);
 

@@ -11,7 +11,6 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "distributed/agree.h"
-#include "distributed/ddp.h"
 #include "distributed/optimizer.h"
 #include "distributed/optimizer_state.h"
 #include "model/qwen3vl.h"

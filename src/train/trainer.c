@@ -13,7 +13,6 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "core/strbuf.h"
 #include "distributed/agree.h"
 #include "distributed/ddp.h"
 #include "distributed/optimizer.h"
