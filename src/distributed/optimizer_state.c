@@ -38,11 +38,11 @@ static void recv_floats(float *x, int64_t n, int src, int tag, MPI_Comm comm) {
 struct tdm_ddp_state_gather {
     const tdm_param_table *pt;
     MPI_Comm comm;
-    int senders;                 /* ranks whose pieces make up the state: dp, or 1 */
-    tdm_ddp_opt_piece **pieces;  /* [senders]: each rank's pieces, sorted by (param, offset) */
-    int *n_pieces, *next;        /* [senders]: how many; the first not yet received */
-    int next_param;              /* the first parameter not yet assembled */
-    float *m, *v, *w;            /* [largest trainable numel]; w: --bf16's main parameters */
+    int senders;                        /* ranks whose pieces make up the state: dp, or 1 */
+    tdm_ddp_opt_piece **pieces;         /* [senders]: each rank's pieces, sorted by (param, offset) */
+    int *n_pieces, *next;               /* [senders]: how many; the first not yet received */
+    int next_param;                     /* the first parameter not yet assembled */
+    float *m, *v, *w;                   /* [largest trainable numel]; w: --bf16's main parameters */
     const float *own_m, *own_v, *own_w; /* rank 0's state arrays */
 };
 
@@ -61,8 +61,7 @@ static void send_pieces(tdm_ddp *ddp, MPI_Comm comm) {
     free(pieces);
 }
 
-tdm_ddp_state_gather *tdm_ddp_state_gather_begin(tdm_ddp *ddp, const tdm_param_table *pt, MPI_Comm comm,
-                                                 int senders) {
+tdm_ddp_state_gather *tdm_ddp_state_gather_begin(tdm_ddp *ddp, const tdm_param_table *pt, MPI_Comm comm, int senders) {
     int rank;
     MPI_Comm_rank(comm, &rank);
     if (rank != 0) {

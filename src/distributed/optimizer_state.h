@@ -35,8 +35,7 @@ typedef struct tdm_ddp_state_gather tdm_ddp_state_gather;
  * (param, offset) order, and returns NULL once its sends completed (they wait for rank 0's
  * writer to ask for each parameter). Rank 0 receives the piece lists and returns the gather
  * (NULL when senders is 0); the other ranks return NULL at once. */
-tdm_ddp_state_gather *tdm_ddp_state_gather_begin(tdm_ddp *ddp, const tdm_param_table *pt, MPI_Comm comm,
-                                                 int senders);
+tdm_ddp_state_gather *tdm_ddp_state_gather_begin(tdm_ddp *ddp, const tdm_param_table *pt, MPI_Comm comm, int senders);
 
 /* Rank 0: m (which = 0), v (which = 1) or the fp32 main parameters (which = 2, bf16_params) of
  * trainable parameter `param`, [numel] floats valid until the next call; the shape of

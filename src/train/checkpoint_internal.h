@@ -36,7 +36,7 @@ void tdm_ckpt__state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_
 
 /* Resolves `load` into ck->dir and reads its trainer_state.json into ck->state and ck->state_hash,
  * with each listed file's checksum and size (and, ob != NULL, optimizer.safetensors' block checksums). */
-int tdm_ckpt__read_state(const char *load, tdm_ckpt *ck, uint64_t *hashes, int64_t *sizes, int *present,
-                         block_sums *ob, tdm_error *err);
+int tdm_ckpt__read_state(const char *load, tdm_ckpt *ck, uint64_t *hashes, int64_t *sizes, int *present, block_sums *ob,
+                         tdm_error *err);
 
 #endif

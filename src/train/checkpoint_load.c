@@ -63,18 +63,18 @@ static int size_mismatch(const char *path, long long have, long long want, tdm_e
 }
 
 static int checksum_mismatch(const char *path, uint64_t have, uint64_t want, tdm_error *err) {
-    return tdm_errorf(err, "%s: checksum %016" PRIx64 " does not match trainer_state.json's %016" PRIx64
-                           ": the file is corrupted",
-                      path, have, want);
+    return tdm_errorf(
+        err, "%s: checksum %016" PRIx64 " does not match trainer_state.json's %016" PRIx64 ": the file is corrupted",
+        path, have, want);
 }
 
 struct tdm_ckpt_stream {
     int fd;
     char path[PATH_CAP + 64];
     XXH3_state_t *h;
-    uint64_t at;   /* bytes hashed so far, from the start: where the stream reads next */
-    uint64_t size; /* bytes, as trainer_state.json records them */
-    uint64_t want; /* its XXH3, likewise */
+    uint64_t at;         /* bytes hashed so far, from the start: where the stream reads next */
+    uint64_t size;       /* bytes, as trainer_state.json records them */
+    uint64_t want;       /* its XXH3, likewise */
     uint64_t bytes_read; /* bytes read from the file so far */
     /* Block mode (b.block > 0: trainer_state.json has a checksum per block): a read verifies
      * the blocks it touches, whole, the first time, and nothing else; the finish verifies the
@@ -136,8 +136,9 @@ static int stream_pread(struct tdm_ckpt_stream *s, void *dst, size_t n, uint64_t
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return tdm_errorf(err, "%s: read failed: %s", s->path, strerror(errno));
         if (r == 0)
-            return tdm_errorf(err, "%s: ends at byte %llu, trainer_state.json says %llu bytes: the file is truncated "
-                                   "or changed while it was read",
+            return tdm_errorf(err,
+                              "%s: ends at byte %llu, trainer_state.json says %llu bytes: the file is truncated "
+                              "or changed while it was read",
                               s->path, (unsigned long long)off, (unsigned long long)s->size);
         p += r;
         n -= (size_t)r;
@@ -154,8 +155,9 @@ static int verify_block(struct tdm_ckpt_stream *s, int64_t j, tdm_error *err) {
     if (stream_pread(s, s->cache, (size_t)len, b0, err) != 0) return -1;
     uint64_t h = XXH3_64bits(s->cache, (size_t)len);
     if (h != s->b.hash[j])
-        return tdm_errorf(err, "%s: bytes %llu-%llu (block %lld of %lld): checksum %016" PRIx64 " does not match "
-                               "trainer_state.json's %016" PRIx64 ": the file is corrupted",
+        return tdm_errorf(err,
+                          "%s: bytes %llu-%llu (block %lld of %lld): checksum %016" PRIx64 " does not match "
+                          "trainer_state.json's %016" PRIx64 ": the file is corrupted",
                           s->path, (unsigned long long)b0, (unsigned long long)(b0 + len - 1), (long long)j,
                           (long long)s->b.n, h, s->b.hash[j]);
     s->verified[j] = 1;
@@ -237,8 +239,9 @@ static int stream_finish(struct tdm_ckpt_stream *s, tdm_error *err) {
     char extra;
     ssize_t r = pread(s->fd, &extra, 1, (off_t)s->size);
     if (r > 0)
-        return tdm_errorf(err, "%s: longer than the %llu bytes trainer_state.json says: the file changed while it "
-                               "was read",
+        return tdm_errorf(err,
+                          "%s: longer than the %llu bytes trainer_state.json says: the file changed while it "
+                          "was read",
                           s->path, (unsigned long long)s->size);
     if (s->b.block) return 0; /* every block matched */
     uint64_t h = XXH3_64bits_digest(s->h);
@@ -356,8 +359,7 @@ static int read_tensor(struct tdm_ckpt_stream *s, const tdm_st_tensor *x, float 
     for (int64_t i = 0; i < x->numel && rc == 0; i += CHUNK) {
         int64_t n = x->numel - i < CHUNK ? x->numel - i : CHUNK;
         rc = stream_read(s, x->file_offset + (uint64_t)i * 2, buf, (size_t)n * 2, err);
-        if (rc == 0 && x->dtype == TDM_ST_BF16)
-            tdm_widen_bf16(dst + i, buf, n);
+        if (rc == 0 && x->dtype == TDM_ST_BF16) tdm_widen_bf16(dst + i, buf, n);
         else
             for (int64_t j = 0; rc == 0 && j < n; j++) dst[i + j] = tdm_f16_to_f32(buf[j]);
     }
@@ -367,7 +369,8 @@ static int read_tensor(struct tdm_ckpt_stream *s, const tdm_st_tensor *x, float 
 
 static void shape_str(int ndim, const int64_t *shape, char *out, size_t cap) {
     size_t o = (size_t)snprintf(out, cap, "[");
-    for (int i = 0; i < ndim && o < cap; i++) o += (size_t)snprintf(out + o, cap - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    for (int i = 0; i < ndim && o < cap; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
     if (o < cap) snprintf(out + o, cap - o, "]");
 }
 
@@ -416,8 +419,7 @@ int tdm_ckpt_load_weights(tdm_ckpt *ck, tdm_param_table *t, tdm_error *err) {
         tdm_param *p = &t->p[order[i].param];
         if (!p->data)
             rc = tdm_errorf(err, "tensor \"%s\": no storage bound to load %s into", p->name, ck->model_in->path);
-        else
-            rc = read_tensor(ck->model_in, order[i].x, p->data, err);
+        else rc = read_tensor(ck->model_in, order[i].x, p->data, err);
     }
     if (rc == 0) rc = stream_finish(ck->model_in, err);
     /* the values went straight into the table (a second copy of the weights would not fit): what
@@ -435,8 +437,10 @@ static int find_adam(tdm_ckpt *ck, const char *param, const char *name, int64_t 
                      tdm_error *err) {
     const tdm_st_tensor *x = *out = tdm_safetensors_find(ck->optimizer, name);
     if (!x) {
-        tdm_errorf(err, "%s: tensor \"%s\": not in the checkpoint (was %s frozen when it was saved? then add "
-                        "--no-load-optim)", ck->optimizer_in->path, name, param);
+        tdm_errorf(err,
+                   "%s: tensor \"%s\": not in the checkpoint (was %s frozen when it was saved? then add "
+                   "--no-load-optim)",
+                   ck->optimizer_in->path, name, param);
         return corrupted_instead(ck->optimizer_in, err);
     }
     if (x->numel != numel) {
@@ -479,8 +483,10 @@ int tdm_ckpt_read_optimizer_range(tdm_ckpt *ck, const tdm_param_table *t, int i,
 int tdm_ckpt_read_main_params_range(tdm_ckpt *ck, const tdm_param_table *t, int i, int64_t offset, int64_t count,
                                     float *out, tdm_error *err) {
     if (ck->optimizer && !ck->state.params_bf16)
-        return tdm_errorf(err, "--load %s: the checkpoint was saved with float32 parameters and holds no fp32 main "
-                               "copy of bfloat16 ones", ck->dir);
+        return tdm_errorf(err,
+                          "--load %s: the checkpoint was saved with float32 parameters and holds no fp32 main "
+                          "copy of bfloat16 ones",
+                          ck->dir);
     return read_optim_kind(ck, t, i, 2, offset, count, out, err);
 }
 

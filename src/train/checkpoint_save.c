@@ -99,8 +99,8 @@ static void observe_write(void *ctx, const void *bytes, size_t n) {
 /* Writes a safetensors file, hashing it as it is written; with block > 0 also each block of
  * it (*blocks[*n_blocks], the caller frees). */
 static int write_hashed(const char *path, const tdm_st_entry *ents, int n, tdm_st_dtype dtype, const char *const *meta,
-                        int n_meta, tdm_st_provider provide, void *pctx, uint64_t block, uint64_t *hash,
-                        int64_t *size, uint64_t **blocks, int64_t *n_blocks, tdm_error *err) {
+                        int n_meta, tdm_st_provider provide, void *pctx, uint64_t block, uint64_t *hash, int64_t *size,
+                        uint64_t **blocks, int64_t *n_blocks, tdm_error *err) {
     write_hash w = {.s = XXH3_createState(), .block = block};
     XXH3_64bits_reset(w.s);
     if (block) {
@@ -163,8 +163,8 @@ static int write_weights(saved_files *f, const tdm_ckpt_save_spec *spec, const c
     const tdm_param_table *t = spec->params;
     char path[PATH_CAP];
     for (int i = 0; i < t->n; i++)
-        f->ents[i] = (tdm_st_entry){.name = t->p[i].name, .ndim = t->p[i].ndim, .shape = t->p[i].shape,
-                                    .data = t->p[i].data};
+        f->ents[i] =
+            (tdm_st_entry){.name = t->p[i].name, .ndim = t->p[i].ndim, .shape = t->p[i].shape, .data = t->p[i].data};
     snprintf(path, sizeof path, "%s/model.safetensors", tmp_dir);
     if (write_hashed(path, f->ents, t->n, spec->params_bf16 ? TDM_ST_BF16 : TDM_ST_F32, meta, 2, NULL, NULL, 0,
                      &f->hashes[0], &f->sizes[0], NULL, NULL, err) != 0)

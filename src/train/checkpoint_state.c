@@ -41,8 +41,9 @@ void tdm_ckpt__state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_
     tdm_sb_printf(sb, "{\n  \"format_version\": %d,\n", TDM_CKPT_FORMAT_VERSION);
     tdm_sb_printf(sb, "  \"iteration\": %lld,\n  \"consumed_samples\": %lld,\n", (long long)s->iteration,
                   (long long)s->consumed_samples);
-    tdm_sb_printf(sb, "  \"scheduler\": {\"num_steps\": %lld, \"max_lr\": %.17g, \"min_lr\": %.17g, "
-                      "\"decay_style\": ",
+    tdm_sb_printf(sb,
+                  "  \"scheduler\": {\"num_steps\": %lld, \"max_lr\": %.17g, \"min_lr\": %.17g, "
+                  "\"decay_style\": ",
                   (long long)s->scheduler_num_steps, s->lr, s->min_lr);
     tdm_sb_json_string(sb, s->lr_decay_style, strlen(s->lr_decay_style));
     tdm_sb_printf(sb, ", \"warmup_init\": %.17g, \"warmup_steps\": %.17g, \"decay_steps\": %lld", s->lr_warmup_init,
@@ -85,8 +86,7 @@ int tdm_ckpt_resolve(const char *load, char *iter_dir, size_t cap, tdm_error *er
         return 0;
     }
     struct stat stt;
-    if (stat(load, &stt) != 0 || !S_ISDIR(stt.st_mode))
-        return tdm_errorf(err, "--load %s: not a directory", load);
+    if (stat(load, &stt) != 0 || !S_ISDIR(stt.st_mode)) return tdm_errorf(err, "--load %s: not a directory", load);
     snprintf(path, sizeof path, "%s/%s", load, TDM_CKPT_TRACKER);
     if (!tdm_file_exists(path))
         return tdm_errorf(err, "--load %s: no %s (not a checkpoint directory, or no checkpoint was completed there)",
@@ -224,10 +224,14 @@ static int parse_state(const char *file, const char *text, size_t len, tdm_ckpt_
     }
     /* the file is not checksummed itself: a hand-edited count would start the loop, the
      * sampler or Adam's bias correction somewhere that does not exist */
-    const struct { const char *key; int64_t v, min; } counts[] = {
-        {"iteration", s->iteration, 0}, {"consumed_samples", s->consumed_samples, 0},
-        {"scheduler.num_steps", s->scheduler_num_steps, 0}, {"adam_step", s->adam_step, 0},
-        {"data_parallel_size", s->dp, 1}};
+    const struct {
+        const char *key;
+        int64_t v, min;
+    } counts[] = {{"iteration", s->iteration, 0},
+                  {"consumed_samples", s->consumed_samples, 0},
+                  {"scheduler.num_steps", s->scheduler_num_steps, 0},
+                  {"adam_step", s->adam_step, 0},
+                  {"data_parallel_size", s->dp, 1}};
     for (size_t k = 0; k < sizeof counts / sizeof *counts; k++)
         if (counts[k].v < counts[k].min) {
             tdm_errorf(err, "%s: %s is %lld, expected at least %lld", file, counts[k].key, (long long)counts[k].v,
@@ -243,8 +247,8 @@ out_err:
     return -1;
 }
 
-int tdm_ckpt__read_state(const char *load, tdm_ckpt *ck, uint64_t *hashes, int64_t *sizes, int *present,
-                         block_sums *ob, tdm_error *err) {
+int tdm_ckpt__read_state(const char *load, tdm_ckpt *ck, uint64_t *hashes, int64_t *sizes, int *present, block_sums *ob,
+                         tdm_error *err) {
     memset(ck, 0, sizeof *ck);
     if (tdm_ckpt_resolve(load, ck->dir, sizeof ck->dir, err) != 0) return -1;
     char path[PATH_CAP + 64];

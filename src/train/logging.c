@@ -119,13 +119,13 @@ void tdm_train__log_iteration(trainer *t, interval *iv, const tdm_step_record *r
     tdm_sb_init(&sb);
     tdm_format_iter_line(&sb, &now, &l);
     tdm_log_info("%s", sb.data); /* rank 0 prints */
-    if (!t->memory_reported) { /* Megatron's report_memory after the first line; host memory here */
+    if (!t->memory_reported) {   /* Megatron's report_memory after the first line; host memory here */
         t->memory_reported = 1;
         double now, peak;
         resident_mib(&now, &peak);
         if (now >= 0 && peak >= 0)
-            tdm_log_info("[Rank %d] (after %lld iterations) memory (MB) | resident: %.1f | max resident: %.1f",
-                         t->rank, (long long)r->iteration, now, peak);
+            tdm_log_info("[Rank %d] (after %lld iterations) memory (MB) | resident: %.1f | max resident: %.1f", t->rank,
+                         (long long)r->iteration, now, peak);
     }
     if (t->a->timing_log_level >= 1) {
         tdm_timing tm;
@@ -133,8 +133,10 @@ void tdm_train__log_iteration(trainer *t, interval *iv, const tdm_step_record *r
         if (tdm_ddp_timers_report(t->ddp, iv->n, &tm, &e) == 0) {
             tdm_sb_clear(&sb);
             const char *o = t->a->timing_log_option;
-            tdm_timing_format_option(&tm, !strcmp(o, "max") ? TDM_TIMING_MAX : !strcmp(o, "all") ? TDM_TIMING_ALL
-                                                                                                 : TDM_TIMING_MINMAX,
+            tdm_timing_format_option(&tm,
+                                     !strcmp(o, "max")   ? TDM_TIMING_MAX
+                                     : !strcmp(o, "all") ? TDM_TIMING_ALL
+                                                         : TDM_TIMING_MINMAX,
                                      &sb);
             if (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = 0;
             tdm_log_info("%s", sb.data);

@@ -59,7 +59,8 @@ int tdm_train__check_consumed(trainer *t, const tdm_ckpt *ck, tdm_error *err) {
     char was[96] = "";
     if (s->iteration > 0 && s->consumed_samples % s->iteration == 0)
         snprintf(was, sizeof was, ", e.g. the saved run's %lld", (long long)(s->consumed_samples / s->iteration));
-    return tdm_errorf(err, "--load %s: the checkpoint consumed %lld samples, not a multiple of the global batch "
+    return tdm_errorf(err,
+                      "--load %s: the checkpoint consumed %lld samples, not a multiple of the global batch "
                       "size %d (--global-batch-size; unset, --micro-batch-size x data-parallel size): resume with one "
                       "that divides %lld%s",
                       ck->dir, (long long)s->consumed_samples, a->global_batch_size, (long long)s->consumed_samples,
@@ -106,8 +107,7 @@ static int load_optimizer(trainer *t, tdm_ckpt *ck, tdm_error *err) {
         rc = tdm_ckpt_read_optimizer_range(ck, pt, p->param, p->param_offset, p->count, m + p->state_offset,
                                            v + p->state_offset, err);
         if (rc == 0 && w) /* --bf16: the fp32 main parameters the bfloat16 weights were rounded from */
-            rc = tdm_ckpt_read_main_params_range(ck, pt, p->param, p->param_offset, p->count, w + p->state_offset,
-                                                 err);
+            rc = tdm_ckpt_read_main_params_range(ck, pt, p->param, p->param_offset, p->count, w + p->state_offset, err);
         if (rc != 0) tdm_error_prefix(err, "--load %s", ck->dir); /* a parameter frozen at the save, or damage */
     }
     free(pieces);
@@ -123,10 +123,11 @@ int tdm_train__resume_position(trainer *t, tdm_ckpt *ck, tdm_error *err) {
     if (ck->state.args_fingerprint != tdm_train_args_fingerprint(a))
         tdm_log_info("note: resuming %s with flags that change the numerics (batch sizes, schedule, optimizer, "
                      "seed, data or freezing differ from the saved run)%s",
-                     ck->dir, a->use_checkpoint_opt_param_scheduler
-                                  ? "; the learning-rate schedule is the checkpoint's (--use-checkpoint-opt_param-"
-                                    "scheduler)"
-                                  : "");
+                     ck->dir,
+                     a->use_checkpoint_opt_param_scheduler
+                         ? "; the learning-rate schedule is the checkpoint's (--use-checkpoint-opt_param-"
+                           "scheduler)"
+                         : "");
     char pp_buf[2200];
     if (tdm_file_exists(t->cfg.path)) note_config_change(ck->dir, "config.json", t->cfg.path, "model config");
     note_config_change(ck->dir, "preprocessor_config.json",
@@ -136,7 +137,8 @@ int tdm_train__resume_position(trainer *t, tdm_ckpt *ck, tdm_error *err) {
         if (!ck->state.has_optimizer) {
             rc = tdm_errorf(err, "--load %s: the checkpoint holds no optimizer state (add --no-load-optim)", ck->dir);
         } else if (ck->state.params_bf16 != a->bf16) {
-            rc = tdm_errorf(err, "--load %s: the checkpoint was trained with %s parameters and this run has %s "
+            rc = tdm_errorf(err,
+                            "--load %s: the checkpoint was trained with %s parameters and this run has %s "
                             "ones: resume it %s --bf16, or load its weights alone with --no-load-optim",
                             ck->dir, ck->state.params_bf16 ? "bfloat16" : "float32", a->bf16 ? "bfloat16" : "float32",
                             ck->state.params_bf16 ? "with" : "without");
@@ -145,8 +147,9 @@ int tdm_train__resume_position(trainer *t, tdm_ckpt *ck, tdm_error *err) {
             t->has_pending = 1;
         }
     }
-    if (rc == 0) tdm_log_info("loaded checkpoint %s at iteration %lld (consumed samples %lld)", ck->dir,
-                              (long long)t->iteration, (long long)t->consumed);
+    if (rc == 0)
+        tdm_log_info("loaded checkpoint %s at iteration %lld (consumed samples %lld)", ck->dir, (long long)t->iteration,
+                     (long long)t->consumed);
     return rc;
 }
 
@@ -156,8 +159,9 @@ int tdm_train__schedule_from_checkpoint(trainer *t, const tdm_ckpt_state *ck_sta
     int by_samples = a->train_samples > 0;
     tdm_lr_style cs;
     if (!ck_state->has_schedule)
-        return tdm_errorf(err, "--use-checkpoint-opt_param-scheduler: %s does not record its warm-up and decay "
-                               "span (written before they were saved); resume without the flag",
+        return tdm_errorf(err,
+                          "--use-checkpoint-opt_param-scheduler: %s does not record its warm-up and decay "
+                          "span (written before they were saved); resume without the flag",
                           a->load);
     if (tdm_lr_style_parse(ck_state->lr_decay_style, &cs) != 0)
         return tdm_errorf(err, "--load %s: unknown lr decay style '%s'", a->load, ck_state->lr_decay_style);
@@ -169,8 +173,9 @@ int tdm_train__schedule_from_checkpoint(trainer *t, const tdm_ckpt_state *ck_sta
     t->sched.decay_steps = ck_state->lr_decay_steps;
     if (cs == TDM_LR_WSD && t->sched.wsd_decay_steps == 0) { /* not in the state, as in Megatron's */
         if (a->lr_wsd_decay_iters <= 0 && a->lr_wsd_decay_samples <= 0)
-            return tdm_errorf(err, "--use-checkpoint-opt_param-scheduler: %s decays by WSD, whose final decay "
-                                   "checkpoints do not record: give it with --lr-wsd-decay-%s N",
+            return tdm_errorf(err,
+                              "--use-checkpoint-opt_param-scheduler: %s decays by WSD, whose final decay "
+                              "checkpoints do not record: give it with --lr-wsd-decay-%s N",
                               ck_dir, by_samples ? "samples" : "iters");
         tdm_wsd_style ws = TDM_WSD_EXPONENTIAL;
         tdm_wsd_style_parse(a->lr_wsd_decay_style, &ws);
@@ -224,8 +229,9 @@ int tdm_train__same_checkpoint_everywhere(trainer *t, tdm_error *err) {
     char a[64], b[64];
     describe_checkpoint(root[1], 0, a, sizeof a);
     describe_checkpoint(other[1], other[1] == root[1], b, sizeof b);
-    return tdm_errorf(err, "--load %s: rank %d read %s there, rank 0 %s: every rank must read the same checkpoint "
-                           "(rank 0 alone writes --save: on node-local disks only its node has them)",
+    return tdm_errorf(err,
+                      "--load %s: rank %d read %s there, rank 0 %s: every rank must read the same checkpoint "
+                      "(rank 0 alone writes --save: on node-local disks only its node has them)",
                       t->a->load, first, b, a);
 }
 

@@ -30,13 +30,16 @@ static int build_model(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
     if (tdm_model_config_load(a->model, &t->cfg, err) != 0) return -1;
     snprintf(t->config_json, sizeof t->config_json, "%s", t->cfg.path);
-    tdm_freeze fz = {.vision = a->freeze_vision, .projector = a->freeze_projector, .llm = a->freeze_llm,
+    tdm_freeze fz = {.vision = a->freeze_vision,
+                     .projector = a->freeze_projector,
+                     .llm = a->freeze_llm,
                      .lm_head = a->freeze_lm_head};
     t->model = tdm_model_create(&t->cfg, &fz, err);
     if (!t->model) return tdm_error_prefix(err, "--model %s", a->model);
     if (a->freeze_lm_head && !a->freeze_llm && t->cfg.tie_word_embeddings && t->rank == 0)
         tdm_log_warn("--freeze-lm-head: %s ties lm_head to embed_tokens (tie_word_embeddings), so it trains with the "
-                     "language model; freeze both with --freeze-llm", t->cfg.path);
+                     "language model; freeze both with --freeze-llm",
+                     t->cfg.path);
     /* --vision-lr-mult: the tower trained from scratch beside a language model learns the
      * shapes' colours only with a smaller step (docs/learning.md) */
     tdm_param_table *pt = tdm_model_params(t->model);
@@ -126,8 +129,9 @@ static int init_weights(trainer *t, tdm_ckpt *ck, int have_ck, tdm_error *err) {
         int rc = tdm_safetensors_load_params(st, pt, t->cfg.tie_word_embeddings ? TDM_ST_TIED_LM_HEAD : 0, &rep, err);
         tdm_safetensors_close(st);
         if (rc != 0) return -1;
-        if (rep.n_extra) tdm_log_info("note: %s holds %d tensors the model does not use (first: %s)", src, rep.n_extra,
-                                      rep.first_extra);
+        if (rep.n_extra)
+            tdm_log_info("note: %s holds %d tensors the model does not use (first: %s)", src, rep.n_extra,
+                         rep.first_extra);
         return 0;
     }
     tdm_model_init_weights(t->model, a->seed);
@@ -221,8 +225,8 @@ static int reserve_activations(trainer *t, tdm_error *err) {
     int ok = set_recompute(t, err) == 0 && tdm_model_reserve(t->model, &lim, err) == 0;
     if (ok && t->rank == 0)
         tdm_log_info("activations: %.1f MiB per rank for micro-batches of up to %d tokens and %d patches%s",
-                     (double)tdm_model_activation_bytes(t->model) / (1024.0 * 1024.0), lim.max_tokens,
-                     lim.max_patches, t->recompute_note);
+                     (double)tdm_model_activation_bytes(t->model) / (1024.0 * 1024.0), lim.max_tokens, lim.max_patches,
+                     t->recompute_note);
     char note[256];
     if (ok && t->rank == 0 && tdm_blas_core_note(note, sizeof note)) tdm_log_info("%s", note);
     return ok ? 0 : -1;
@@ -269,9 +273,10 @@ static int same_flags_everywhere(trainer *t, tdm_error *err) {
     t->res->all_ranks_failed = 1;
     t->res->failed_rank = 0;
     tdm_train_args_value(t->a, first, value, sizeof value);
-    return tdm_errorf(err, "the ranks were started with different flags: %s differs between ranks (%s on rank 0); "
-                           "every data-parallel rank needs the same command line", tdm_train_args_name(first),
-                      t->rank == 0 ? value : "see rank 0");
+    return tdm_errorf(err,
+                      "the ranks were started with different flags: %s differs between ranks (%s on rank 0); "
+                      "every data-parallel rank needs the same command line",
+                      tdm_train_args_name(first), t->rank == 0 ? value : "see rank 0");
 }
 
 /* Every rank must start from the same weights: --pretrained / --hf-weights files that differ
@@ -287,13 +292,14 @@ static int same_weights_everywhere(trainer *t, tdm_error *err) {
     t->res->all_ranks_failed = 1;
     t->res->failed_rank = 0;
     const char *from = t->a->load[0] && !t->a->finetune ? "--load"
-                       : t->a->pretrained[0]           ? "--pretrained"
-                       : t->a->hf_weights[0]           ? "--hf-weights"
-                       : t->a->load[0]                 ? "--load"
-                                                       : "--seed";
-    return tdm_errorf(err, "the initial weights differ between ranks: rank %d's are not rank 0's (rank 0's checksum "
-                           "%016llx); "
-                           "every rank must read the same %s files (copies on each node must be identical)",
+                       : t->a->pretrained[0]            ? "--pretrained"
+                       : t->a->hf_weights[0]            ? "--hf-weights"
+                       : t->a->load[0]                  ? "--load"
+                                                        : "--seed";
+    return tdm_errorf(err,
+                      "the initial weights differ between ranks: rank %d's are not rank 0's (rank 0's checksum "
+                      "%016llx); "
+                      "every rank must read the same %s files (copies on each node must be identical)",
                       first, (unsigned long long)root, from);
 }
 
@@ -391,8 +397,10 @@ int tdm_train__start_profiler(trainer *t, tdm_error *err) {
             ok = tdm_errorf(err, "%s: profile.ranks: rank %d does not exist (%d ranks)", a->profile_config, pc.ranks[i],
                             t->dp) == 0;
     if (ok && pc.enable && (pc.end_step <= t->iteration || pc.start_step > a->train_iters))
-        ok = tdm_errorf(err, "%s: profile steps %lld-%lld lie outside this run's iterations %lld-%lld: nothing "
-                        "would be recorded", a->profile_config, (long long)pc.start_step, (long long)pc.end_step,
+        ok = tdm_errorf(err,
+                        "%s: profile steps %lld-%lld lie outside this run's iterations %lld-%lld: nothing "
+                        "would be recorded",
+                        a->profile_config, (long long)pc.start_step, (long long)pc.end_step,
                         (long long)t->iteration + 1, (long long)a->train_iters) == 0;
     if (ok && pc.enable)
         tdm_log_info("profiler: level %d, steps %lld-%lld, %s ranks, into %s", pc.level, (long long)pc.start_step,

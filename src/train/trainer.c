@@ -189,8 +189,8 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
         if (sums[1] <= 0)
             return tdm_errorf(err, "iteration %lld: the global batch has no tokens to train on (every label is -100)",
                               (long long)it);
-        return tdm_errorf(err, "iteration %lld: the loss is %s (loss sum %g over %lld tokens, all ranks)", (long long)it,
-                          isnan(rec->loss) ? "NaN" : "infinite", sums[0], (long long)sums[1]);
+        return tdm_errorf(err, "iteration %lld: the loss is %s (loss sum %g over %lld tokens, all ranks)",
+                          (long long)it, isnan(rec->loss) ? "NaN" : "infinite", sums[0], (long long)sums[1]);
     }
 
     /* optimizer: Megatron's timing: this step runs at lr(consumed before it) */
@@ -248,8 +248,9 @@ static int weights_agree(trainer *t, tdm_error *err) {
     }
     t->res->all_ranks_failed = 1;
     t->res->failed_rank = 0;
-    return tdm_errorf(err, "iteration %lld: the weights differ between data-parallel ranks, first at %s "
-                           "(--check-weight-hash-across-dp-replicas-interval): the ranks no longer train one model",
+    return tdm_errorf(err,
+                      "iteration %lld: the weights differ between data-parallel ranks, first at %s "
+                      "(--check-weight-hash-across-dp-replicas-interval): the ranks no longer train one model",
                       (long long)t->iteration, pt->p[first].name);
 }
 
@@ -267,8 +268,8 @@ static uint64_t process_start_ns(void) {
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
     unsigned long long ticks = 0;
     /* after ") ": state is field 3, starttime field 22 */
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                     &ticks) != 1)
+    if (!p ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &ticks) != 1)
         return now;
     struct timespec bt;
     const long hz = sysconf(_SC_CLK_TCK);

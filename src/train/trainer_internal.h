@@ -45,12 +45,12 @@ typedef struct trainer {
     tdm_lr_scheduler sched;
     tdm_adamw_config adamw;
     tdm_metrics_writer *metrics;
-    tdm_tb_writer *tb;         /* rank 0 with --tensorboard-dir */
+    tdm_tb_writer *tb; /* rank 0 with --tensorboard-dir */
     int profiling;
-    int64_t iteration;        /* completed iterations */
-    int64_t consumed;         /* samples consumed */
-    int64_t ck_iteration;     /* iteration of the checkpoint --load read, -1: none */
-    uint64_t ck_hash;         /* its trainer_state.json's XXH3 (0: none) */
+    int64_t iteration;    /* completed iterations */
+    int64_t consumed;     /* samples consumed */
+    int64_t ck_iteration; /* iteration of the checkpoint --load read, -1: none */
+    uint64_t ck_hash;     /* its trainer_state.json's XXH3 (0: none) */
     int micro_per_step;
     tdm_train_result *res;
     int cap_records;
@@ -105,8 +105,7 @@ int tdm_train__check_consumed(trainer *t, const tdm_ckpt *ck, tdm_error *err);
  * weights are loaded). ck moves into t->pending when its Adam state was read. */
 int tdm_train__resume_position(trainer *t, tdm_ckpt *ck, tdm_error *err);
 /* --use-checkpoint-opt_param-scheduler: the schedule recorded in the checkpoint replaces the flags'. */
-int tdm_train__schedule_from_checkpoint(trainer *t, const tdm_ckpt_state *ck_state, const char *ck_dir,
-                                        tdm_error *err);
+int tdm_train__schedule_from_checkpoint(trainer *t, const tdm_ckpt_state *ck_state, const char *ck_dir, tdm_error *err);
 /* Collective: every rank read the same checkpoint. */
 int tdm_train__same_checkpoint_everywhere(trainer *t, tdm_error *err);
 /* Collective: the Adam state read is vouched for, the blocks no shard read split between ranks. */
