@@ -186,11 +186,8 @@ static int open_file(tdm_safetensors *st, const char *path, tdm_error *err) {
     st->n_files++; /* owned from here on: close() frees it whatever happens below */
     int shard = st->n_files - 1;
 
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) return tdm_errorf(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(f->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) return tdm_errorf(err, "%s: not a regular file", path);
-    uint64_t size = (uint64_t)sb.st_size;
+    uint64_t size;
+    if ((f->fd = tdm_open_regular(path, &size, err)) < 0) return -1;
     unsigned char lenb[8];
     if (size < 8 || pread_full(f->fd, lenb, 8, 0) != 0)
         return tdm_errorf(err, "%s: %llu bytes, too short for the 8-byte header length", path, (unsigned long long)size);

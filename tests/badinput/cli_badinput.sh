@@ -24,14 +24,14 @@ passed=0 failed=0 skipped=()
 
 have() { "$TANDEM" --help 2>/dev/null | grep -qE "^  $1 "; }
 
-# refuse NAME NEEDLE CMD...: CMD must fail cleanly and name NEEDLE on stderr.
+# refuse NAME NEEDLE CMD...: CMD must fail cleanly and name NEEDLE on stderr, within $LIMIT s (default 60).
 refuse() {
   local name=$1 needle=$2; shift 2
-  local rc
-  timeout -k 5 60 "$@" </dev/null >"$W/out" 2>"$W/err"; rc=$?
+  local rc limit=${LIMIT:-60}
+  timeout -k 5 "$limit" "$@" </dev/null >"$W/out" 2>"$W/err"; rc=$?
   local why=""
   if [ $rc -eq 0 ]; then why="exit 0 (the input was accepted)"
-  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then why="timed out after 60 s"
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then why="timed out after $limit s"
   elif [ $rc -ge 128 ]; then why="exit $rc (killed by signal $((rc - 128)))"
   elif grep -qE "AddressSanitizer|UndefinedBehaviorSanitizer|runtime error:|Segmentation fault|exited on signal" \
        "$W/err" "$W/out"; then why="crash report in the output"
@@ -94,6 +94,30 @@ if have tokenize; then
   refuse "tokenize --decode of an id out of range" "999999999" bash -c "echo 999999999 | '$TANDEM' tokenize --tokenizer '$TOK' --decode"
   refuse "tokenize --decode of a non-number" "abc" bash -c "echo '1 abc 2' | '$TANDEM' tokenize --tokenizer '$TOK' --decode"
 else skipped+=("tokenize"); fi
+
+# ------------------------------------------------------------------ a FIFO where a file is read
+# open() of a FIFO waits for a writer: every reader must refuse it without opening it that way
+mkfifo "$W/fifo.json" "$W/fifo.safetensors"
+mkdir -p "$W/fifo_model" && cp $MODEL/preprocessor_config.json "$W/fifo_model/" && mkfifo "$W/fifo_model/config.json"
+FIFO="a FIFO (named pipe), not a regular file"
+if have tokenize; then LIMIT=20 refuse "tokenize --tokenizer FIFO" "$FIFO" "$TANDEM" tokenize --tokenizer "$W/fifo.json"; fi
+if have inspect; then LIMIT=20 refuse "inspect --model with a FIFO config.json" "$FIFO" "$TANDEM" inspect --model "$W/fifo_model"; fi
+if have train-tokenizer; then
+  LIMIT=20 refuse "train-tokenizer --data FIFO" "$FIFO" "$TANDEM" train-tokenizer --data "$W/fifo.json" --out "$W/t.json"
+fi
+if have dump-grads; then
+  LIMIT=20 refuse "dump-grads --data FIFO" "$FIFO" "$TANDEM" dump-grads --model $MODEL --tokenizer "$TOK" \
+    --data "$W/fifo.json" --out "$W/g.safetensors"
+  LIMIT=20 refuse "dump-grads --load FIFO" "$FIFO" "$TANDEM" dump-grads --model $MODEL --tokenizer "$TOK" \
+    --data "$DATA" --load "$W/fifo.safetensors" --out "$W/g.safetensors"
+fi
+if have train; then
+  F=(train --model $MODEL --tokenizer "$TOK" --train-iters 1 --global-batch-size 2 --seq-length 512)
+  LIMIT=30 refuse_mpi "train: --data FIFO" "$FIFO" "${F[@]}" --data "$W/fifo.json"
+  LIMIT=30 refuse_mpi "train: --tokenizer FIFO" "$FIFO" "${F[@]}" --data "$DATA" --tokenizer "$W/fifo.json"
+  LIMIT=30 refuse_mpi "train: --config FIFO" "$FIFO" "${F[@]}" --data "$DATA" --config "$W/fifo.json"
+  LIMIT=30 refuse_mpi "train: --model with a FIFO config.json" "$FIFO" "${F[@]}" --data "$DATA" --model "$W/fifo_model"
+fi
 
 # ------------------------------------------------------------------ broken images, bad datasets, lying safetensors
 if have dump-grads; then
