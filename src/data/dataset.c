@@ -282,6 +282,12 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
             tdm_errorf(err, "image %zu: expected a path string", i);
             goto fail;
         }
+        /* the file opened would be the path cut at the NUL: another file than the one named */
+        if (strlen(p->str) != p->len) {
+            tdm_errorf(err, "image %zu in \"images\": the path holds a NUL character (\\u0000), which no file name can",
+                       i);
+            goto fail;
+        }
         if (!strncmp(p->str, "http://", 7) || !strncmp(p->str, "https://", 8) || !strncmp(p->str, "data:", 5)) {
             tdm_errorf(err, "image %zu: \"%.100s\" is a URL, but tandem reads local files only (download it and "
                        "give its path)", i, p->str);

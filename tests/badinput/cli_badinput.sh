@@ -131,6 +131,8 @@ if have dump-grads; then
     refuse "dump-grads --data dataset/$b" "$b" "$TANDEM" dump-grads --model $MODEL --tokenizer "$TOK" --data "$f" \
       --out "$W/g.safetensors"
   done
+  refuse "dump-grads --data paths/nul_in_path.json" 'image 0 in "images": the path holds a NUL character' \
+    "$TANDEM" dump-grads --model $MODEL --tokenizer "$TOK" --data "$C/paths/nul_in_path.json" --out "$W/g.safetensors"
   for d in "$C"/preproc/*/; do
     b=$(basename "$d")
     refuse "dump-grads --model preproc/$b (preprocessor_config.json)" "$b" "$TANDEM" dump-grads --model "$d" \
@@ -255,6 +257,8 @@ PYEOF
   refuse_mpi "train: --data dataset/image_count_mismatch.json" "image_count_mismatch.json" "${T0[@]}" \
     --data "$C/dataset/image_count_mismatch.json"
   refuse_mpi "train: a sample of 3 M tokens" "too_long_sample.json" "${T0[@]}" --data "$C/train/too_long_sample.json"
+  refuse_mpi "train: a NUL in an image path" "nul_in_path.json: sample 0 (line 1): image 0 in \"images\"" "${T0[@]}" \
+    --data "$C/paths/nul_in_path.json"
   refuse_mpi "train: huge PNG header" "huge_png.png" "${T0[@]}" --data "$C/image/huge_png.json"
   # the header of this one is valid: the loader finds the damage while decoding, mid-run
   refuse_mpi "train: truncated PNG" "truncated_png.png" "${T0[@]}" --train-iters 4 --data "$C/train/mixed_truncated_png.json"

@@ -187,6 +187,12 @@ static void test_dataset_errors(void) {
                               "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"Makefile\"]}]", good);
     expect_error("cwd.json", buf, "/Makefile (relative paths resolve against the dataset file's folder; Makefile is "
                                   "there from the working directory: pass --image-root .)");
+    /* a NUL in an image path: the file opened would be the path cut there (a.png, which exists) */
+    write_png("a.png", 40, 30, 1);
+    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
+                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"a.png\\u0000.junk\"]}]",
+             good);
+    expect_error("nul_path.json", buf, "sample 1 (line 1): image 0 in \"images\": the path holds a NUL character");
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
                               "{\"role\": \"assistant\", \"content\": \"  \"}]}]", good);
     expect_error("empty.json", buf, "empty assistant answer");
