@@ -1,6 +1,7 @@
 /* dataset.c - reading and validating conversation datasets (see dataset.h). */
 #include "data/dataset.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,9 +300,14 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
         tdm_sb_puts(&sb, p->str);
         s->images[s->n_images++] = sb.data;
         if (check_images && access(sb.data, R_OK) != 0) {
+            int e = errno;
             /* LLaMA-Factory falls back to the path as written (from the working directory) when
-             * media_dir does not hold it; here the root is fixed, so say which root and how to move it */
-            if (p->str[0] != '/' && access(p->str, R_OK) == 0)
+             * media_dir does not hold it; here the root is fixed, so say which root and how to move it.
+             * Where the path is there but unreadable (a symlink loop, no permission) the system's reason
+             * is the one to give. */
+            if (e != ENOENT && e != ENOTDIR)
+                tdm_errorf(err, "image %zu: cannot read %s: %s", i, sb.data, strerror(e));
+            else if (p->str[0] != '/' && access(p->str, R_OK) == 0)
                 tdm_errorf(err, "image %zu: cannot read %s (relative paths resolve against %s; %s is there "
                            "from the working directory: pass --image-root .)", i, sb.data,
                            image_root_given ? "--image-root" : "the dataset file's folder", p->str);

@@ -133,6 +133,8 @@ if have dump-grads; then
   done
   refuse "dump-grads --data paths/nul_in_path.json" 'image 0 in "images": the path holds a NUL character' \
     "$TANDEM" dump-grads --model $MODEL --tokenizer "$TOK" --data "$C/paths/nul_in_path.json" --out "$W/g.safetensors"
+  refuse "dump-grads --data paths/symlink_loop.json" "loop_a.png: Too many levels of symbolic links" \
+    "$TANDEM" dump-grads --model $MODEL --tokenizer "$TOK" --data "$C/paths/symlink_loop.json" --out "$W/g.safetensors"
   for d in "$C"/preproc/*/; do
     b=$(basename "$d")
     refuse "dump-grads --model preproc/$b (preprocessor_config.json)" "$b" "$TANDEM" dump-grads --model "$d" \

@@ -10,7 +10,7 @@ Layout written under OUT (every file's name says what is wrong with it):
   image/<case>.{png,jpg} + image/<case>.json   broken pictures and a one-sample dataset using each
   dataset/*.json           datasets that parse as JSON but break the dataset rules
   safetensors/*.safetensors   headers whose offsets, lengths or dtypes lie
-  paths/*.json             samples whose image path names no picture (a NUL inside)
+  paths/*.json             samples whose image path names no picture (a NUL inside, a symlink loop)
 """
 import copy
 import io
@@ -236,8 +236,13 @@ write("train/good.json", json.dumps([good] * 2))
 for broken in ["truncated_png.png", "truncated_jpeg.jpg"]:
     bad = dict(good, images=["../image/" + broken])
     write(f"train/mixed_{os.path.splitext(broken)[0]}.json", json.dumps([good] * 3 + [bad] + [good] * 4))
-# An image path that names no picture: a NUL inside it (cut there, it is good.png, which exists).
+# Image paths that name no picture: a NUL inside one (cut there, it is good.png, which exists), and a
+# symlink loop (whose message must give the system's reason).
 write("paths/nul_in_path.json", json.dumps([dict(good, images=["../image/good.png\u0000.junk"])]))
+for a, b in [("loop_a.png", "loop_b.png"), ("loop_b.png", "loop_a.png")]:
+    if not os.path.lexists(os.path.join(out, "paths", a)):
+        os.symlink(b, os.path.join(out, "paths", a))
+write("paths/symlink_loop.json", json.dumps([dict(good, images=["loop_a.png"])]))
 # One sample of about 3 M tokens: training must drop it against --seq-length before any
 # allocation sized by it (dump-grads has no such limit yet, so only `train` reads it).
 write("train/too_long_sample.json", json.dumps(
