@@ -26,6 +26,10 @@ static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'
 static int is_png(const uint8_t *d, size_t n) { return n >= 8 && memcmp(d, png_magic, 8) == 0; }
 static int is_jpeg(const uint8_t *d, size_t n) { return n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF; }
 
+static const volatile sig_atomic_t *volatile g_stop_flag; /* tdm_image_set_stop_flag */
+
+void tdm_image_set_stop_flag(const volatile sig_atomic_t *flag) { g_stop_flag = flag; }
+
 static int check_size(const char *name, int64_t w, int64_t h, int64_t max_pixels, tdm_error *err) {
     if (w <= 0 || h <= 0) return tdm_errorf(err, "%s: image has an empty size %lldx%lld", name, (long long)w, (long long)h);
     if (w * h > max_pixels)
@@ -43,6 +47,7 @@ typedef struct png_io {
     uint8_t cut_length[4]; /* what that chunk's length field reads as: the bytes it has */
     size_t after_idat;     /* offset of the chunk after the first run of IDAT chunks; SIZE_MAX if none */
     int ran_out;           /* a read went past the end of the file */
+    int stopped;           /* a stop was requested (png_on_row) */
     char msg[256];
 } png_io;
 
@@ -83,6 +88,16 @@ static void png_on_error(png_structp png, png_const_charp msg) {
     png_io *io = png_get_error_ptr(png);
     snprintf(io->msg, sizeof io->msg, "%s", msg);
     png_longjmp(png, 1);
+}
+
+/* After each row libpng decodes: a stop request ends the decoding. */
+static void png_on_row(png_structp png, png_uint_32 row, int pass) {
+    (void)row;
+    (void)pass;
+    if (g_stop_flag && *g_stop_flag) {
+        ((png_io *)png_get_io_ptr(png))->stopped = 1;
+        png_error(png, "decoding given up: a stop was requested");
+    }
 }
 
 static void png_on_warning(png_structp png, png_const_charp msg) {
@@ -128,9 +143,10 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
         free(rows);
         png_destroy_read_struct(&png, &info, NULL);
         if (size_error) return -1;
-        return tdm_errorf(err, "%s: corrupt PNG: %s", name, io.msg);
+        return tdm_errorf(err, "%s: %s%s", name, io.stopped ? "" : "corrupt PNG: ", io.msg);
     }
     png_set_read_fn(png, &io, png_read_mem);
+    png_set_read_status_fn(png, png_on_row);
     png_read_info(png, info);
     /* As PIL: the CRCs of the IDAT chunks are not checked (their data still goes through
      * zlib's own check), and nothing after the image data is read (no png_read_end). */
@@ -181,11 +197,11 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
      * present and wrong is still an error, in both. */
     if (setjmp(png_jmpbuf(png))) {
         int short_data = io.ran_out || (io.after_idat != SIZE_MAX && io.pos >= io.after_idat + 8);
-        if (!short_data || !png_rows_done(png, info)) {
+        if (io.stopped || !short_data || !png_rows_done(png, info)) {
             free(pixels);
             free(rows);
             png_destroy_read_struct(&png, &info, NULL);
-            return tdm_errorf(err, "%s: corrupt PNG: %s", name, io.msg);
+            return tdm_errorf(err, "%s: %s%s", name, io.stopped ? "" : "corrupt PNG: ", io.msg);
         }
     } else {
         png_read_image(png, rows);
@@ -211,6 +227,13 @@ typedef struct jpeg_err {
     int rows_done; /* every scanline has been read */
     int eof;       /* the data ran out */
     char msg[JMSG_LENGTH_MAX];
+    /* decode_jpeg's bound on the decoder's work (jpeg_on_progress) */
+    struct jpeg_progress_mgr progress;
+    int scans;               /* scans begun */
+    int64_t blocks, budget;  /* 8x8 blocks decoded by the scans begun (every scan decodes each block of its
+                                components again); the most allowed */
+    size_t len;              /* of the file, bytes */
+    char refusal[256];       /* why the monitor stopped the decoder; "" when it did not */
 } jpeg_err;
 
 static void jpeg_on_error(j_common_ptr c) {
@@ -230,6 +253,32 @@ static void jpeg_on_message(j_common_ptr c, int level) {
     }
 }
 
+/* Called by libjpeg before each row of blocks it reads and each row it writes out. A progressive
+ * JPEG may hold any number of scans, and every scan decodes each block of its components once
+ * more: a small file that repeats one scan thousands of times keeps the decoder busy for
+ * minutes. So the scans are counted and their blocks charged against a budget; past either
+ * limit, or once a stop is requested, the decoder is left through the error jump. */
+static void jpeg_on_progress(j_common_ptr c) {
+    jpeg_err *e = (jpeg_err *)c->err;
+    j_decompress_ptr d = (j_decompress_ptr)c;
+    if (g_stop_flag && *g_stop_flag) {
+        snprintf(e->refusal, sizeof e->refusal, "decoding given up: a stop was requested");
+        longjmp(e->jump, 1);
+    }
+    if (d->input_scan_number == e->scans) return;
+    e->scans = d->input_scan_number; /* the header of a new scan has been read */
+    for (int i = 0; i < d->comps_in_scan; i++)
+        e->blocks += (int64_t)d->cur_comp_info[i]->width_in_blocks * d->cur_comp_info[i]->height_in_blocks;
+    if (e->scans > TDM_JPEG_MAX_SCANS)
+        snprintf(e->refusal, sizeof e->refusal, "JPEG of more than %d scans, the limit (a file built to stall "
+                 "the decoder?)", TDM_JPEG_MAX_SCANS);
+    else if (e->blocks > e->budget)
+        snprintf(e->refusal, sizeof e->refusal, "JPEG whose first %d scans decode %lld blocks, more than the %lld "
+                 "allowed for a %ux%u picture in %zu bytes (a file built to stall the decoder?)", e->scans,
+                 (long long)e->blocks, (long long)e->budget, d->image_width, d->image_height, e->len);
+    if (e->refusal[0]) longjmp(e->jump, 1);
+}
+
 static int decode_jpeg(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
                        tdm_error *err) {
     struct jpeg_decompress_struct cinfo;
@@ -238,11 +287,16 @@ static int decode_jpeg(const uint8_t *data, size_t len, const char *name, int64_
     jerr.pub.error_exit = jpeg_on_error;
     jerr.pub.emit_message = jpeg_on_message;
     jerr.rows_done = jerr.eof = 0;
+    jerr.scans = 0;
+    jerr.blocks = jerr.budget = 0;
+    jerr.len = len;
+    jerr.refusal[0] = 0;
     uint8_t *volatile pixels = NULL;
     if (setjmp(jerr.jump)) {
-        if (jerr.rows_done && jerr.eof) goto done;
+        if (jerr.rows_done && jerr.eof && !jerr.refusal[0]) goto done;
         free(pixels);
         jpeg_destroy_decompress(&cinfo);
+        if (jerr.refusal[0]) return tdm_errorf(err, "%s: %s", name, jerr.refusal);
         return tdm_errorf(err, "%s: corrupt JPEG: %s", name, jerr.msg);
     }
     jpeg_create_decompress(&cinfo);
@@ -252,6 +306,14 @@ static int decode_jpeg(const uint8_t *data, size_t len, const char *name, int64_
         jpeg_destroy_decompress(&cinfo);
         return -1;
     }
+    /* The budget: TDM_JPEG_FREE_PASSES decodes of every block, which any real encoder's scans fit
+     * in, plus TDM_JPEG_BLOCKS_PER_BYTE per byte of the file for files whose data is that rich. */
+    int64_t all_blocks = 0;
+    for (int i = 0; i < cinfo.num_components; i++)
+        all_blocks += (int64_t)cinfo.comp_info[i].width_in_blocks * cinfo.comp_info[i].height_in_blocks;
+    jerr.budget = TDM_JPEG_FREE_PASSES * all_blocks + TDM_JPEG_BLOCKS_PER_BYTE * (int64_t)len;
+    jerr.progress.progress_monitor = jpeg_on_progress;
+    cinfo.progress = &jerr.progress;
     if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
         jpeg_destroy_decompress(&cinfo);
         return tdm_errorf(err, "%s: CMYK JPEG files are not supported (convert it to RGB first)", name);

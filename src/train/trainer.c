@@ -14,6 +14,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "data/image.h"
 #include "distributed/comm.h"
 #include "distributed/ddp.h"
 #include "distributed/optimizer.h"
@@ -50,6 +51,7 @@ void tdm_train_install_signal_handlers(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    tdm_image_set_stop_flag(&g_stop_requested); /* a picture being decoded does not hold the stop up */
 }
 
 void tdm_train_request_stop(void) { g_stop_requested = 1; }

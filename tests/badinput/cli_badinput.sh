@@ -265,6 +265,8 @@ PYEOF
   # the header of this one is valid: the loader finds the damage while decoding, mid-run
   refuse_mpi "train: truncated PNG" "truncated_png.png" "${T0[@]}" --train-iters 4 --data "$C/train/mixed_truncated_png.json"
   refuse_mpi "train: truncated JPEG" "truncated_jpeg.jpg" "${T0[@]}" --train-iters 4 --data "$C/train/mixed_truncated_jpeg.json"
+  [ -f "$C/train/mixed_many_scans_jpeg.json" ] && refuse_mpi "train: a JPEG of thousands of scans" \
+    "many_scans_jpeg.jpg: JPEG of more than 1000 scans" "${T0[@]}" --train-iters 4 --data "$C/train/mixed_many_scans_jpeg.json"
   refuse_mpi "train: --hf-weights safetensors/offsets_past_end" "offsets_past_end.safetensors" "${T[@]}" \
     --hf-weights "$C/safetensors/offsets_past_end.safetensors"
   refuse_mpi "train: --load of a missing checkpoint" "no_ckpt" "${T[@]}" --load "$W/no_ckpt"

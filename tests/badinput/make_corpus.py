@@ -145,6 +145,22 @@ def jpeg_bytes(mode="RGB"):
         return None
 
 
+def stalling_jpeg(w, h, repeat):
+    """A grey progressive JPEG (flat but for one dark quarter: a scan is a few bytes) whose last
+    scan is written `repeat` more times: each repeat decodes every block again."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    im = Image.new("L", (w, h), 128)
+    im.paste(40, (0, 0, w // 2, h // 2))
+    b = io.BytesIO()
+    im.save(b, "JPEG", progressive=True, quality=90)
+    d = b.getvalue()
+    last = d.rfind(b"\xff\xda")  # 0xFF in entropy-coded data is followed by 0x00: this is the last SOS
+    return d[:-2] + d[last:-2] * repeat + d[-2:]
+
+
 jpg = jpeg_bytes()
 cmyk = jpeg_bytes("CMYK")
 images = {
@@ -168,6 +184,10 @@ if jpg:
         "huge_jpeg.jpg": bytes(huge_jpg),
         "png_named_jpeg.jpg": b"\xff\xd8\xff\xe0" + b"\x00" * 12,
         "cmyk_jpeg.jpg": cmyk,  # a valid file, but refused (PIL would convert it): at the header
+        # thousands of scans of a few bytes: beyond the scan limit (12 KB)
+        "many_scans_jpeg.jpg": stalling_jpeg(32, 32, 1100),
+        # fewer scans, each decoding all 4096 blocks again for 12 bytes: beyond the work budget (4 KB)
+        "scan_work_jpeg.jpg": stalling_jpeg(512, 512, 200),
     })
 for name, data in images.items():
     write(f"image/{name}", data)
@@ -233,7 +253,7 @@ write("image/good.png", png)
 good = {"messages": [{"role": "user", "content": "<image>What is this?"},
                      {"role": "assistant", "content": "a square"}], "images": ["../image/good.png"]}
 write("train/good.json", json.dumps([good] * 2))
-for broken in ["truncated_png.png", "truncated_jpeg.jpg"]:
+for broken in ["truncated_png.png", "truncated_jpeg.jpg"] + (["many_scans_jpeg.jpg"] if jpg else []):
     bad = dict(good, images=["../image/" + broken])
     write(f"train/mixed_{os.path.splitext(broken)[0]}.json", json.dumps([good] * 3 + [bad] + [good] * 4))
 # Image paths that name no picture: a NUL inside one (cut there, it is good.png, which exists), and a
