@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "core/alloc.h"
 #include "core/fs.h"
@@ -118,6 +119,110 @@ static void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
     io->pos += n;
 }
 
+/* PIL's guards against decompression bombs in a PNG's metadata, on the chunks before the image
+ * data (the only ones read): a zTXt, iTXt or iCCP chunk that inflates to more than
+ * TDM_PNG_MAX_INFLATED bytes ("Decompressed Data Too Large"), or text chunks of more than
+ * TDM_PNG_MAX_TEXT bytes in all, refuse the file. The chunks come from memory or from a FILE
+ * (the header probe, which reads no more than it must). */
+typedef struct png_src {
+    const uint8_t *mem; /* or */
+    FILE *f;
+    uint64_t len; /* of mem; UINT64_MAX for a FILE */
+} png_src;
+
+static size_t src_read(const png_src *s, uint64_t off, void *buf, size_t n) {
+    if (s->f) return fseeko(s->f, (off_t)off, SEEK_SET) == 0 ? fread(buf, 1, n, s->f) : 0;
+    if (off >= s->len) return 0;
+    if (n > s->len - off) n = (size_t)(s->len - off);
+    memcpy(buf, s->mem + off, n);
+    return n;
+}
+
+/* The offset of the first NUL in [from, end), or end when there is none. */
+static uint64_t src_find_nul(const png_src *s, uint64_t from, uint64_t end) {
+    uint8_t buf[4096];
+    while (from < end) {
+        size_t want = end - from < sizeof buf ? (size_t)(end - from) : sizeof buf;
+        size_t got = src_read(s, from, buf, want);
+        if (got == 0) return end;
+        const uint8_t *z = memchr(buf, 0, got);
+        if (z) return from + (uint64_t)(z - buf);
+        from += got;
+    }
+    return end;
+}
+
+/* How many bytes the zlib stream in [from, end) inflates to, counting no further than limit + 1. */
+static uint64_t src_inflated_size(const png_src *s, uint64_t from, uint64_t end, uint64_t limit) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit(&z) != Z_OK) return 0;
+    uint8_t in[16384], out[16384];
+    uint64_t total = 0;
+    int rc = Z_OK;
+    while (rc == Z_OK && total <= limit) {
+        if (z.avail_in == 0) {
+            size_t want = end - from < sizeof in ? (size_t)(end - from) : sizeof in;
+            size_t got = want ? src_read(s, from, in, want) : 0;
+            if (got == 0) break; /* the data ends: as far as it goes */
+            from += got;
+            z.next_in = in;
+            z.avail_in = (uInt)got;
+        }
+        z.next_out = out;
+        z.avail_out = sizeof out;
+        rc = inflate(&z, Z_NO_FLUSH);
+        total += sizeof out - z.avail_out;
+        if (rc == Z_BUF_ERROR && z.avail_in == 0) rc = Z_OK; /* wants more input */
+    }
+    inflateEnd(&z);
+    return total;
+}
+
+static int png_check_metadata(const png_src *s, const char *name, tdm_error *err) {
+    uint64_t pos = 8, text = 0;
+    uint8_t h[8];
+    while (src_read(s, pos, h, 8) == 8) {
+        const uint64_t len = be32(h), body = pos + 8, end = body + len;
+        if (!memcmp(h + 4, "IDAT", 4) || !memcmp(h + 4, "IEND", 4) || len > 0x7fffffffu) return 0;
+        const int ztxt = !memcmp(h + 4, "zTXt", 4), itxt = !memcmp(h + 4, "iTXt", 4),
+                  iccp = !memcmp(h + 4, "iCCP", 4);
+        uint64_t key = src_find_nul(s, body, end), z = end; /* the keyword's NUL; the zlib data */
+        int compressed = 0;
+        if (!memcmp(h + 4, "tEXt", 4)) {
+            text += end - key;
+        } else if ((ztxt || iccp) && key + 2 <= end) {
+            compressed = 1, z = key + 2; /* the keyword's NUL, the compression method */
+        } else if (itxt && key + 3 <= end) {
+            uint8_t flag = 0;
+            src_read(s, key + 1, &flag, 1);
+            uint64_t lang = src_find_nul(s, key + 3, end), tkey = lang < end ? src_find_nul(s, lang + 1, end) : end;
+            if (tkey < end) {
+                compressed = flag != 0, z = tkey + 1;
+                if (!compressed) text += end - z;
+            }
+        }
+        if (compressed) {
+            uint64_t n = src_inflated_size(s, z, end, TDM_PNG_MAX_INFLATED);
+            if (n > TDM_PNG_MAX_INFLATED)
+                return tdm_errorf(err, "%s: PNG %.4s chunk inflates to more than %d MiB, the limit (a "
+                                  "decompression bomb?)", name, (const char *)h + 4, TDM_PNG_MAX_INFLATED >> 20);
+            if (!iccp) text += n;
+        }
+        if (text > TDM_PNG_MAX_TEXT)
+            return tdm_errorf(err, "%s: PNG text chunks hold more than %d MiB, the limit", name, TDM_PNG_MAX_TEXT >> 20);
+        pos = end + 4;
+    }
+    return 0;
+}
+
+/* libpng's own bounds on what it allocates for ancillary chunks (the metadata above is checked
+ * first), set here whatever the library's build defaults: it skips a chunk past them. */
+static void png_set_limits(png_structp png) {
+    png_set_chunk_malloc_max(png, (png_alloc_size_t)8 << 20);
+    png_set_chunk_cache_max(png, 1000);
+}
+
 /* Whether libpng has produced every row (of the last interlace pass): it counts a row once the
  * row is in the caller's buffer, before it reads what follows the image data. */
 static int png_rows_done(png_structp png, png_infop info) {
@@ -127,6 +232,8 @@ static int png_rows_done(png_structp png, png_infop info) {
 
 static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
                       tdm_error *err) {
+    png_src src = {.mem = data, .len = len};
+    if (png_check_metadata(&src, name, err) != 0) return -1;
     png_io io = {.data = data, .len = len};
     png_scan_chunks(&io);
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_on_error, png_on_warning);
@@ -135,6 +242,7 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
         png_destroy_read_struct(&png, NULL, NULL);
         return tdm_errorf(err, "%s: libpng could not start", name);
     }
+    png_set_limits(png);
     uint8_t *volatile pixels = NULL;
     png_bytep *volatile rows = NULL;
     volatile int size_error = 0;
@@ -393,6 +501,9 @@ static int probe_jpeg(FILE *f, const char *path, int *width, int *height, tdm_er
  * wrong (bad IHDR values or CRC, an unknown interlace method) is found here, when the dataset is
  * scanned, rather than when training reaches the picture. */
 static int probe_png(FILE *f, const char *path, int *width, int *height, tdm_error *err) {
+    png_src src = {.f = f, .len = UINT64_MAX};
+    if (png_check_metadata(&src, path, err) != 0) return -1;
+    rewind(f);
     png_io io = {0};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_on_error, png_on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
@@ -404,6 +515,7 @@ static int probe_png(FILE *f, const char *path, int *width, int *height, tdm_err
         png_destroy_read_struct(&png, &info, NULL);
         return tdm_errorf(err, "%s: corrupt PNG: %s", path, io.msg);
     }
+    png_set_limits(png);
     png_init_io(png, f);
     png_read_info(png, info);
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);

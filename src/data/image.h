@@ -35,6 +35,12 @@
 #define TDM_JPEG_FREE_PASSES 32
 #define TDM_JPEG_BLOCKS_PER_BYTE 8
 
+/* PNG metadata, as PIL bounds it (a decompression bomb in a text chunk): a zTXt, iTXt or iCCP
+ * chunk may inflate to at most MAX_INFLATED bytes, and the text chunks before the image data
+ * hold at most MAX_TEXT bytes in all. A file past either is refused, naming it. */
+#define TDM_PNG_MAX_INFLATED (1 << 20)
+#define TDM_PNG_MAX_TEXT (64 << 20)
+
 /* A generous default limit: 64 Mpixel (192 MiB of RGB). */
 #define TDM_IMAGE_MAX_PIXELS (64ll * 1024 * 1024)
 /* Image files larger than this are refused before being read. */

@@ -135,6 +135,13 @@ def png_with_size(w, h):
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
+def png_with_ztxt_bomb(mb):
+    """The valid PNG with a zTXt chunk that inflates to `mb` MiB of zeros (about 1 KB per MiB)."""
+    z = zlib.compressobj(9)
+    bomb = b"".join(z.compress(bytes(1 << 20)) for _ in range(mb)) + z.flush()
+    return png[:33] + chunk(b"zTXt", b"Comment\0\0" + bomb) + png[33:]
+
+
 def jpeg_bytes(mode="RGB"):
     try:
         from PIL import Image
@@ -173,6 +180,7 @@ images = {
     "bad_crc_png.png": png[:29] + bytes([png[29] ^ 0xFF]) + png[30:],
     "text_as_png.png": b"this is not an image\n",
     "empty.png": b"",
+    "ztxt_bomb_png.png": png_with_ztxt_bomb(200),  # PIL: "Decompressed Data Too Large"
 }
 if jpg:
     sof = jpg.find(b"\xff\xc0")

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <jpeglib.h>
+#include <zlib.h>
 
 #include "core/fs.h"
 #include "data/image.h"
@@ -389,6 +390,92 @@ static void test_decoding_stops_on_request(void) {
     free(png);
 }
 
+/* png with chunk `kind` (body b[0..nb)) inserted after IHDR. */
+static uint8_t *png_with_chunk(const uint8_t *png, size_t n, const char *kind, const uint8_t *b, size_t nb,
+                               size_t *out_n) {
+    uint8_t *o = malloc(n + nb + 12), *c = o + 33;
+    memcpy(o, png, 33);
+    c[0] = (uint8_t)(nb >> 24), c[1] = (uint8_t)(nb >> 16), c[2] = (uint8_t)(nb >> 8), c[3] = (uint8_t)nb;
+    memcpy(c + 4, kind, 4);
+    memcpy(c + 8, b, nb);
+    uLong crc = crc32(crc32(0, NULL, 0), c + 4, (uInt)(nb + 4));
+    c[8 + nb] = (uint8_t)(crc >> 24), c[9 + nb] = (uint8_t)(crc >> 16), c[10 + nb] = (uint8_t)(crc >> 8),
+    c[11 + nb] = (uint8_t)crc;
+    memcpy(c + 12 + nb, png + 33, n - 33);
+    *out_n = n + nb + 12;
+    return o;
+}
+
+/* zlib data of `zeros` zero bytes after a header of h[0..nh) (keyword, flags): a chunk body. */
+static uint8_t *zero_bomb(const char *h, size_t nh, size_t zeros, size_t *nb) {
+    uint8_t *raw = calloc(zeros, 1);
+    uLongf cap = compressBound((uLong)zeros);
+    uint8_t *b = malloc(nh + cap);
+    memcpy(b, h, nh);
+    compress2(b + nh, &cap, raw, (uLong)zeros, 9);
+    free(raw);
+    *nb = nh + cap;
+    return b;
+}
+
+/* Metadata chunks that inflate past 1 MiB are refused as PIL refuses them, when the file is probed
+ * and when it is decoded; smaller ones and plain text (PIL's 64 MiB in all) are not. */
+static void test_png_metadata_bombs(void) {
+    uint8_t px[8 * 8 * 3] = {0}, *png;
+    size_t n, nb, nc;
+    tdm_error err;
+    tdm_image img;
+    CHECK(tdm_image_encode_png(px, 8, 8, &png, &n, &err) == 0, "%s", err.msg);
+    static const struct {
+        const char *kind, *head;
+        size_t nh, zeros;
+        int refused;
+    } cases[] = {
+        {"zTXt", "Comment\0\0", 9, 200u << 20, 1}, /* 200 MiB of text in 200 KB */
+        {"zTXt", "Comment\0\0", 9, (1u << 20) + 1, 1},
+        {"zTXt", "Comment\0\0", 9, 1u << 20, 0},
+        {"iTXt", "Comment\0\1\0en\0Note\0", 18, 2u << 20, 1},
+        {"iTXt", "Comment\0\1\0en\0Note\0", 18, 1000, 0},
+        {"iCCP", "icc\0\0", 5, 2u << 20, 1},
+    };
+    char path[300];
+    snprintf(path, sizeof path, "%s/bomb.png", refdir);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint8_t *body = zero_bomb(cases[i].head, cases[i].nh, cases[i].zeros, &nb);
+        uint8_t *f = png_with_chunk(png, n, cases[i].kind, body, nb, &nc);
+        int rc = tdm_image_decode(f, nc, "bomb.png", TDM_IMAGE_MAX_PIXELS, &img, &err);
+        if (rc == 0) tdm_image_free(&img);
+        char want[64];
+        snprintf(want, sizeof want, "bomb.png: PNG %s chunk inflates to more than 1 MiB", cases[i].kind);
+        CHECK(cases[i].refused ? rc != 0 && strstr(err.msg, want) : rc == 0, "%s of %zu bytes: decode: %s",
+              cases[i].kind, cases[i].zeros, rc ? err.msg : "accepted");
+        tdm_write_file_atomic(path, f, nc, &err);
+        int w, h;
+        rc = tdm_image_probe(path, &w, &h, &err);
+        CHECK(cases[i].refused ? rc != 0 && strstr(err.msg, "PNG") && strstr(err.msg, "inflates to more than 1 MiB")
+                               : rc == 0 && w == 8 && h == 8,
+              "%s of %zu bytes: probe: %s", cases[i].kind, cases[i].zeros, rc ? err.msg : "accepted");
+        free(f);
+        free(body);
+    }
+    /* plain text: 2 MiB in one chunk is read (and dropped) as PIL reads it; 65 MiB in all is not */
+    size_t big = (size_t)65 << 20;
+    uint8_t *text = malloc(big);
+    memset(text, 'a', big);
+    memcpy(text, "Comment", 8);
+    uint8_t *f = png_with_chunk(png, n, "tEXt", text, (size_t)2 << 20, &nc);
+    CHECK(tdm_image_decode(f, nc, "text.png", TDM_IMAGE_MAX_PIXELS, &img, &err) == 0, "2 MiB of text: %s", err.msg);
+    tdm_image_free(&img);
+    free(f);
+    f = png_with_chunk(png, n, "tEXt", text, big, &nc);
+    CHECK(tdm_image_decode(f, nc, "text.png", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0 &&
+              strstr(err.msg, "text.png: PNG text chunks hold more than 64 MiB"),
+          "65 MiB of text: %s", err.msg);
+    free(f);
+    free(text);
+    free(png);
+}
+
 static void test_png_writer_roundtrip(void) {
     uint8_t px[5 * 3 * 3];
     for (int i = 0; i < (int)sizeof px; i++) px[i] = (uint8_t)(i * 17);
@@ -484,6 +571,7 @@ int main(void) {
     RUN(test_broken_files);
     RUN(test_jpeg_decoding_work_bounded);
     RUN(test_decoding_stops_on_request);
+    RUN(test_png_metadata_bombs);
     RUN(test_png_writer_roundtrip);
     RUN(test_config_file);
     char cmd[300];
