@@ -279,6 +279,28 @@ if have train && { have generate || have evaluate; }; then
     --global-batch-size 2 --seq-length 512 --save "$W/ck" >"$W/ck.log" 2>&1 && CK="$W/ck"
   [ -n "$CK" ] || { failed=$((failed + 1)); echo "FAIL: could not save a checkpoint for generate/evaluate"; tail -n 5 "$W/ck.log"; }
 fi
+if [ -n "$CK" ]; then
+  # the checkpoint's weights with one NaN: refused naming the file and the tensor (they were trained on,
+  # and the error blamed lm_head's gradient)
+  $PY - "$CK/iter_0000001/model.safetensors" "$W/nan_weights.safetensors" <<'PYEOF'
+import json, struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", d[:8])[0]
+e = json.loads(d[8:8 + n])["model.language_model.norm.weight"]
+assert e["dtype"] == "F32"
+d[8 + n + e["data_offsets"][0] + 12:8 + n + e["data_offsets"][0] + 16] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(d)
+PYEOF
+  NAN='nan_weights.safetensors: tensor "model.language_model.norm.weight": 1 of its'
+  if have generate; then
+    refuse "generate --hf-weights of NaN weights" "$NAN" "$TANDEM" generate --model $MODEL --tokenizer "$TOK" \
+      --hf-weights "$W/nan_weights.safetensors" --prompt "Hi" --max-new-tokens 2
+  fi
+  if have train; then
+    refuse_mpi "train: --hf-weights of NaN weights" "$NAN" train --model $MODEL --tokenizer "$TOK" --data "$DATA" \
+      --train-iters 1 --global-batch-size 2 --seq-length 512 --hf-weights "$W/nan_weights.safetensors"
+  fi
+fi
 if have generate && [ -n "$CK" ]; then
   for img in "$C"/image/*; do
     b=$(basename "$img"); case "$b" in *.json|good.png) continue ;; esac
