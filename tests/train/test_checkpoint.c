@@ -1,5 +1,6 @@
 /* test_checkpoint.c - checkpoint round trip, atomicity after a simulated crash, and refusals. */
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +267,28 @@ static void test_iteration_matches_folder(void) {
     tdm_free_big(grad);
 }
 
+/* weights that are not finite, with checksums that match them: refused naming the file and the
+ * tensor, and wiped (a checksum vouches for the bytes, not for the numbers) */
+static void test_nonfinite_weights_refused(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad, 6);
+    t.p[0].data[5] = NAN;
+    tdm_error err = {{0}};
+    CHECK(save(&t, 50, 1.0f, &err) == 0, "%s", err.msg);
+    tdm_ckpt ck;
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0, "%s", err.msg);
+    int rc = tdm_ckpt_load_weights(&ck, &t, &err);
+    CHECK(rc != 0 && strstr(err.msg, "iter_0000050/model.safetensors") && strstr(err.msg, t.p[0].name) &&
+              strstr(err.msg, "element 5 is NaN"),
+          "%s", rc ? err.msg : "loaded");
+    CHECK(t.p[0].data[5] == 0 && t.p[0].data[1] == 0, "the weights were not wiped");
+    tdm_ckpt_close(&ck);
+    tdm_param_table_free(&t);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+}
+
 static void flip_byte(const char *path, long off) {
     int fd = open(path, O_RDWR);
     unsigned char c;
@@ -389,6 +412,7 @@ int main(void) {
     RUN(test_crash_while_replacing_the_tracked_checkpoint);
     RUN(test_negative_counts_refused);
     RUN(test_iteration_matches_folder);
+    RUN(test_nonfinite_weights_refused);
     RUN(test_bf16_params);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
