@@ -485,24 +485,13 @@ int tdm_safetensors_read_f32(tdm_safetensors *st, const char *name, float *dst, 
 }
 
 int tdm_st_check_finite(const float *x, int64_t n, const char *file, const char *tensor, tdm_error *err) {
-    enum { BLOCK = 4096 };
-    for (int64_t b = 0; b < n; b += BLOCK) {
-        const int64_t e = n - b < BLOCK ? n : b + BLOCK;
-        uint32_t any = 0; /* a branch-free pass over the block; the rare bad one is searched again */
-        for (int64_t i = b; i < e; i++) {
-            uint32_t u;
-            memcpy(&u, x + i, 4);
-            any |= (u & 0x7f800000u) == 0x7f800000u;
-        }
-        if (!any) continue;
-        int64_t first = -1, count = 0;
-        for (int64_t i = b; i < n; i++)
-            if (!isfinite(x[i]) && count++ == 0) first = i;
-        return tdm_errorf(err, "%s: tensor \"%s\": %lld of its %lld values are not finite (element %lld is %s): "
-                          "weights must be finite numbers", file, tensor, (long long)count, (long long)n,
-                          (long long)first, isnan(x[first]) ? "NaN" : x[first] > 0 ? "inf" : "-inf");
-    }
-    return 0;
+    if (tdm_all_finite(x, n)) return 0;
+    int64_t first = -1, count = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) && count++ == 0) first = i;
+    return tdm_errorf(err, "%s: tensor \"%s\": %lld of its %lld values are not finite (element %lld is %s): weights "
+                      "must be finite numbers", file, tensor, (long long)count, (long long)n, (long long)first,
+                      isnan(x[first]) ? "NaN" : x[first] > 0 ? "inf" : "-inf");
 }
 
 static void shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {

@@ -493,7 +493,7 @@ static void test_load_params(void) {
               "%s: %s", nonfinite[k].name, err.msg);
         tdm_safetensors_close(st);
     }
-    /* past the first block of the check */
+    /* past the vector loop's first blocks */
     float *big = calloc(10000, sizeof *big);
     big[9000] = from_bits(0x7fc00000u);
     CHECK(tdm_st_check_finite(big, 10000, "f", "x", &err) == -1 && strstr(err.msg, "element 9000 is NaN"), "%s",
