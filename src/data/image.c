@@ -210,7 +210,8 @@ static int png_check_metadata(const png_src *s, const char *name, tdm_error *err
             if (!iccp) text += n;
         }
         if (text > TDM_PNG_MAX_TEXT)
-            return tdm_errorf(err, "%s: PNG text chunks hold more than %d MiB, the limit", name, TDM_PNG_MAX_TEXT >> 20);
+            return tdm_errorf(err, "%s: PNG text chunks hold more than %d MiB, the limit", name,
+                              TDM_PNG_MAX_TEXT >> 20);
         pos = end + 4;
     }
     return 0;

@@ -585,7 +585,8 @@ static int check_folder_iteration(const char *dir, int64_t iteration, const char
     long long named = strtoll(base + 5, NULL, 10);
     if (named == iteration) return 0;
     return tdm_errorf(err, "%s: iteration %lld, but its folder %.*s is named for iteration %lld (a state copied "
-                      "from another checkpoint, or a renamed folder?)", file, (long long)iteration, (int)len, base, named);
+                      "from another checkpoint, or a renamed folder?)",
+                      file, (long long)iteration, (int)len, base, named);
 }
 
 /* Resolves `load` into ck->dir and reads its trainer_state.json into ck->state and ck->state_hash. */
