@@ -46,7 +46,7 @@ ifneq ($(PORTABLE),)
   BUILD := $(BUILD)-$(PORTABLE)
 endif
 
-PKGS := openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc
+PKGS := openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc zlib
 ARCH ?= -march=native
 OPT ?= -O2
 # No contraction of a * b + c into a fused multiply-add behind the source's back: whether the

@@ -54,7 +54,7 @@ MPIRUN=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
 mkdir -p "$OUT/bin"
 OUT=$(cd "$OUT" && pwd)
 make -j2 build/tandem >/dev/null
-PKGS="openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc"
+PKGS="openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc zlib"
 LIBS="build/libtrain.a build/libmodel.a build/libdata.a build/libdistributed.a build/libprof.a build/libtokenizer.a build/libkernels.a build/libcore.a"
 mpicc.openmpi -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -pthread -Isrc $(pkg-config --cflags $PKGS) \
   -o "$OUT/bin/peer_flops" bench/peer_torch/peer_flops.c $LIBS -pthread $(pkg-config --libs $PKGS) -lm

@@ -13,21 +13,45 @@
 
 #include "core/alloc.h"
 
-/* Opens a regular file of at most max_bytes: its descriptor and size, or -1 with a message. */
-static int open_bounded(const char *path, size_t max_bytes, size_t *size, tdm_error *err) {
-    int fd = open(path, O_RDONLY);
+/* What a path that is not a regular file is, for messages. */
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISSOCK(m) ? "a socket"
+         : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "a special file";
+}
+
+/* O_NONBLOCK: a blocking open() of a FIFO waits for a writer, forever when none comes; this one
+ * returns at once, and the type is checked before a byte is read. */
+int tdm_open_regular(const char *path, uint64_t *size, tdm_error *err) {
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return tdm_errorf(err, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
-        return tdm_errorf(err, "%s: not a regular file", path);
+        return tdm_errorf(err, "%s: cannot stat: %s", path, strerror(e));
     }
-    if ((uint64_t)st.st_size > max_bytes) {
+    if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return tdm_errorf(err, "%s: file is %lld bytes, more than the limit of %zu", path, (long long)st.st_size,
+        return tdm_errorf(err, "%s: %s, not a regular file (expected a file to read)", path, file_kind(st.st_mode));
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+/* Opens a regular file of at most max_bytes: its descriptor and size, or -1 with a message. */
+static int open_bounded(const char *path, size_t max_bytes, size_t *size, tdm_error *err) {
+    uint64_t n;
+    *size = 0;
+    int fd = tdm_open_regular(path, &n, err);
+    if (fd < 0) return -1;
+    if (n > max_bytes) {
+        close(fd);
+        return tdm_errorf(err, "%s: file is %llu bytes, more than the limit of %zu", path, (unsigned long long)n,
                           max_bytes);
     }
-    *size = (size_t)st.st_size;
+    *size = (size_t)n;
     return fd;
 }
 

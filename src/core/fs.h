@@ -14,6 +14,11 @@
 
 #include "core/error.h"
 
+/* Opens path read-only: its descriptor (close() it) and *size in bytes, or -1 with a message.
+ * Anything but a regular file (a folder, a device, a FIFO) is refused, a FIFO without waiting
+ * for a writer to open it. Every reader of a path the user gives goes through this. */
+int tdm_open_regular(const char *path, uint64_t *size, tdm_error *err);
+
 /* Reads the whole file; the buffer is NUL-terminated (not counted in *len). free() it. */
 char *tdm_read_file(const char *path, size_t max_bytes, size_t *len, tdm_error *err);
 

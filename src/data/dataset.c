@@ -1,6 +1,7 @@
 /* dataset.c - reading and validating conversation datasets (see dataset.h). */
 #include "data/dataset.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +285,12 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
             tdm_errorf(err, "image %zu: expected a path string", i);
             goto fail;
         }
+        /* the file opened would be the path cut at the NUL: another file than the one named */
+        if (strlen(p->str) != p->len) {
+            tdm_errorf(err, "image %zu in \"images\": the path holds a NUL character (\\u0000), which no file name can",
+                       i);
+            goto fail;
+        }
         if (!strncmp(p->str, "http://", 7) || !strncmp(p->str, "https://", 8) || !strncmp(p->str, "data:", 5)) {
             tdm_errorf(err, "image %zu: \"%.100s\" is a URL, but tandem reads local files only (download it and "
                        "give its path)", i, p->str);
@@ -295,9 +302,14 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
         tdm_sb_puts(&sb, p->str);
         s->images[s->n_images++] = sb.data;
         if (check_images && access(sb.data, R_OK) != 0) {
+            int e = errno;
             /* LLaMA-Factory falls back to the path as written (from the working directory) when
-             * media_dir does not hold it; here the root is fixed, so say which root and how to move it */
-            if (p->str[0] != '/' && access(p->str, R_OK) == 0)
+             * media_dir does not hold it; here the root is fixed, so say which root and how to move it.
+             * Where the path is there but unreadable (a symlink loop, no permission) the system's reason
+             * is the one to give. */
+            if (e != ENOENT && e != ENOTDIR)
+                tdm_errorf(err, "image %zu: cannot read %s: %s", i, sb.data, strerror(e));
+            else if (p->str[0] != '/' && access(p->str, R_OK) == 0)
                 tdm_errorf(err, "image %zu: cannot read %s (relative paths resolve against %s; %s is there "
                            "from the working directory: pass --image-root .)", i, sb.data,
                            image_root_given ? "--image-root" : "the dataset file's folder", p->str);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "core/alloc.h"
 #include "core/fs.h"
@@ -25,6 +26,10 @@ static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'
 
 static int is_png(const uint8_t *d, size_t n) { return n >= 8 && memcmp(d, png_magic, 8) == 0; }
 static int is_jpeg(const uint8_t *d, size_t n) { return n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF; }
+
+static const volatile sig_atomic_t *volatile g_stop_flag; /* tdm_image_set_stop_flag */
+
+void tdm_image_set_stop_flag(const volatile sig_atomic_t *flag) { g_stop_flag = flag; }
 
 static int check_size(const char *name, int64_t w, int64_t h, int64_t max_pixels, tdm_error *err) {
     if (w <= 0 || h <= 0) return tdm_errorf(err, "%s: image has an empty size %lldx%lld", name, (long long)w, (long long)h);
@@ -43,6 +48,7 @@ typedef struct png_io {
     uint8_t cut_length[4]; /* what that chunk's length field reads as: the bytes it has */
     size_t after_idat;     /* offset of the chunk after the first run of IDAT chunks; SIZE_MAX if none */
     int ran_out;           /* a read went past the end of the file */
+    int stopped;           /* a stop was requested (png_on_row) */
     char msg[256];
 } png_io;
 
@@ -85,6 +91,16 @@ static void png_on_error(png_structp png, png_const_charp msg) {
     png_longjmp(png, 1);
 }
 
+/* After each row libpng decodes: a stop request ends the decoding. */
+static void png_on_row(png_structp png, png_uint_32 row, int pass) {
+    (void)row;
+    (void)pass;
+    if (g_stop_flag && *g_stop_flag) {
+        ((png_io *)png_get_io_ptr(png))->stopped = 1;
+        png_error(png, "decoding given up: a stop was requested");
+    }
+}
+
 static void png_on_warning(png_structp png, png_const_charp msg) {
     (void)png;
     (void)msg; /* ancillary-chunk problems; PIL ignores them too */
@@ -103,6 +119,111 @@ static void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
     io->pos += n;
 }
 
+/* PIL's guards against decompression bombs in a PNG's metadata, on the chunks before the image
+ * data (the only ones read): a zTXt, iTXt or iCCP chunk that inflates to more than
+ * TDM_PNG_MAX_INFLATED bytes ("Decompressed Data Too Large"), or text chunks of more than
+ * TDM_PNG_MAX_TEXT bytes in all, refuse the file. The chunks come from memory or from a FILE
+ * (the header probe, which reads no more than it must). */
+typedef struct png_src {
+    const uint8_t *mem; /* or */
+    FILE *f;
+    uint64_t len; /* of mem; UINT64_MAX for a FILE */
+} png_src;
+
+static size_t src_read(const png_src *s, uint64_t off, void *buf, size_t n) {
+    if (s->f) return fseeko(s->f, (off_t)off, SEEK_SET) == 0 ? fread(buf, 1, n, s->f) : 0;
+    if (off >= s->len) return 0;
+    if (n > s->len - off) n = (size_t)(s->len - off);
+    memcpy(buf, s->mem + off, n);
+    return n;
+}
+
+/* The offset of the first NUL in [from, end), or end when there is none. */
+static uint64_t src_find_nul(const png_src *s, uint64_t from, uint64_t end) {
+    uint8_t buf[4096];
+    while (from < end) {
+        size_t want = end - from < sizeof buf ? (size_t)(end - from) : sizeof buf;
+        size_t got = src_read(s, from, buf, want);
+        if (got == 0) return end;
+        const uint8_t *z = memchr(buf, 0, got);
+        if (z) return from + (uint64_t)(z - buf);
+        from += got;
+    }
+    return end;
+}
+
+/* How many bytes the zlib stream in [from, end) inflates to, counting no further than limit + 1. */
+static uint64_t src_inflated_size(const png_src *s, uint64_t from, uint64_t end, uint64_t limit) {
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit(&z) != Z_OK) return 0;
+    uint8_t in[16384], out[16384];
+    uint64_t total = 0;
+    int rc = Z_OK;
+    while (rc == Z_OK && total <= limit) {
+        if (z.avail_in == 0) {
+            size_t want = end - from < sizeof in ? (size_t)(end - from) : sizeof in;
+            size_t got = want ? src_read(s, from, in, want) : 0;
+            if (got == 0) break; /* the data ends: as far as it goes */
+            from += got;
+            z.next_in = in;
+            z.avail_in = (uInt)got;
+        }
+        z.next_out = out;
+        z.avail_out = sizeof out;
+        rc = inflate(&z, Z_NO_FLUSH);
+        total += sizeof out - z.avail_out;
+        if (rc == Z_BUF_ERROR && z.avail_in == 0) rc = Z_OK; /* wants more input */
+    }
+    inflateEnd(&z);
+    return total;
+}
+
+static int png_check_metadata(const png_src *s, const char *name, tdm_error *err) {
+    uint64_t pos = 8, text = 0;
+    uint8_t h[8];
+    while (src_read(s, pos, h, 8) == 8) {
+        const uint64_t len = be32(h), body = pos + 8, end = body + len;
+        if (!memcmp(h + 4, "IDAT", 4) || !memcmp(h + 4, "IEND", 4) || len > 0x7fffffffu) return 0;
+        const int ztxt = !memcmp(h + 4, "zTXt", 4), itxt = !memcmp(h + 4, "iTXt", 4),
+                  iccp = !memcmp(h + 4, "iCCP", 4);
+        uint64_t key = src_find_nul(s, body, end), z = end; /* the keyword's NUL; the zlib data */
+        int compressed = 0;
+        if (!memcmp(h + 4, "tEXt", 4)) {
+            text += end - key;
+        } else if ((ztxt || iccp) && key + 2 <= end) {
+            compressed = 1, z = key + 2; /* the keyword's NUL, the compression method */
+        } else if (itxt && key + 3 <= end) {
+            uint8_t flag = 0;
+            src_read(s, key + 1, &flag, 1);
+            uint64_t lang = src_find_nul(s, key + 3, end), tkey = lang < end ? src_find_nul(s, lang + 1, end) : end;
+            if (tkey < end) {
+                compressed = flag != 0, z = tkey + 1;
+                if (!compressed) text += end - z;
+            }
+        }
+        if (compressed) {
+            uint64_t n = src_inflated_size(s, z, end, TDM_PNG_MAX_INFLATED);
+            if (n > TDM_PNG_MAX_INFLATED)
+                return tdm_errorf(err, "%s: PNG %.4s chunk inflates to more than %d MiB, the limit (a "
+                                  "decompression bomb?)", name, (const char *)h + 4, TDM_PNG_MAX_INFLATED >> 20);
+            if (!iccp) text += n;
+        }
+        if (text > TDM_PNG_MAX_TEXT)
+            return tdm_errorf(err, "%s: PNG text chunks hold more than %d MiB, the limit", name,
+                              TDM_PNG_MAX_TEXT >> 20);
+        pos = end + 4;
+    }
+    return 0;
+}
+
+/* libpng's own bounds on what it allocates for ancillary chunks (the metadata above is checked
+ * first), set here whatever the library's build defaults: it skips a chunk past them. */
+static void png_set_limits(png_structp png) {
+    png_set_chunk_malloc_max(png, (png_alloc_size_t)8 << 20);
+    png_set_chunk_cache_max(png, 1000);
+}
+
 /* Whether libpng has produced every row (of the last interlace pass): it counts a row once the
  * row is in the caller's buffer, before it reads what follows the image data. */
 static int png_rows_done(png_structp png, png_infop info) {
@@ -112,6 +233,8 @@ static int png_rows_done(png_structp png, png_infop info) {
 
 static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
                       tdm_error *err) {
+    png_src src = {.mem = data, .len = len};
+    if (png_check_metadata(&src, name, err) != 0) return -1;
     png_io io = {.data = data, .len = len};
     png_scan_chunks(&io);
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_on_error, png_on_warning);
@@ -120,6 +243,7 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
         png_destroy_read_struct(&png, NULL, NULL);
         return tdm_errorf(err, "%s: libpng could not start", name);
     }
+    png_set_limits(png);
     uint8_t *volatile pixels = NULL;
     png_bytep *volatile rows = NULL;
     volatile int size_error = 0;
@@ -128,9 +252,10 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
         free(rows);
         png_destroy_read_struct(&png, &info, NULL);
         if (size_error) return -1;
-        return tdm_errorf(err, "%s: corrupt PNG: %s", name, io.msg);
+        return tdm_errorf(err, "%s: %s%s", name, io.stopped ? "" : "corrupt PNG: ", io.msg);
     }
     png_set_read_fn(png, &io, png_read_mem);
+    png_set_read_status_fn(png, png_on_row);
     png_read_info(png, info);
     /* As PIL: the CRCs of the IDAT chunks are not checked (their data still goes through
      * zlib's own check), and nothing after the image data is read (no png_read_end). */
@@ -181,11 +306,11 @@ static int decode_png(const uint8_t *data, size_t len, const char *name, int64_t
      * present and wrong is still an error, in both. */
     if (setjmp(png_jmpbuf(png))) {
         int short_data = io.ran_out || (io.after_idat != SIZE_MAX && io.pos >= io.after_idat + 8);
-        if (!short_data || !png_rows_done(png, info)) {
+        if (io.stopped || !short_data || !png_rows_done(png, info)) {
             free(pixels);
             free(rows);
             png_destroy_read_struct(&png, &info, NULL);
-            return tdm_errorf(err, "%s: corrupt PNG: %s", name, io.msg);
+            return tdm_errorf(err, "%s: %s%s", name, io.stopped ? "" : "corrupt PNG: ", io.msg);
         }
     } else {
         png_read_image(png, rows);
@@ -211,6 +336,13 @@ typedef struct jpeg_err {
     int rows_done; /* every scanline has been read */
     int eof;       /* the data ran out */
     char msg[JMSG_LENGTH_MAX];
+    /* decode_jpeg's bound on the decoder's work (jpeg_on_progress) */
+    struct jpeg_progress_mgr progress;
+    int scans;               /* scans begun */
+    int64_t blocks, budget;  /* 8x8 blocks decoded by the scans begun (every scan decodes each block of its
+                                components again); the most allowed */
+    size_t len;              /* of the file, bytes */
+    char refusal[256];       /* why the monitor stopped the decoder; "" when it did not */
 } jpeg_err;
 
 static void jpeg_on_error(j_common_ptr c) {
@@ -230,6 +362,32 @@ static void jpeg_on_message(j_common_ptr c, int level) {
     }
 }
 
+/* Called by libjpeg before each row of blocks it reads and each row it writes out. A progressive
+ * JPEG may hold any number of scans, and every scan decodes each block of its components once
+ * more: a small file that repeats one scan thousands of times keeps the decoder busy for
+ * minutes. So the scans are counted and their blocks charged against a budget; past either
+ * limit, or once a stop is requested, the decoder is left through the error jump. */
+static void jpeg_on_progress(j_common_ptr c) {
+    jpeg_err *e = (jpeg_err *)c->err;
+    j_decompress_ptr d = (j_decompress_ptr)c;
+    if (g_stop_flag && *g_stop_flag) {
+        snprintf(e->refusal, sizeof e->refusal, "decoding given up: a stop was requested");
+        longjmp(e->jump, 1);
+    }
+    if (d->input_scan_number == e->scans) return;
+    e->scans = d->input_scan_number; /* the header of a new scan has been read */
+    for (int i = 0; i < d->comps_in_scan; i++)
+        e->blocks += (int64_t)d->cur_comp_info[i]->width_in_blocks * d->cur_comp_info[i]->height_in_blocks;
+    if (e->scans > TDM_JPEG_MAX_SCANS)
+        snprintf(e->refusal, sizeof e->refusal, "JPEG of more than %d scans, the limit (a file built to stall "
+                 "the decoder?)", TDM_JPEG_MAX_SCANS);
+    else if (e->blocks > e->budget)
+        snprintf(e->refusal, sizeof e->refusal, "JPEG whose first %d scans decode %lld blocks, more than the %lld "
+                 "allowed for a %ux%u picture in %zu bytes (a file built to stall the decoder?)", e->scans,
+                 (long long)e->blocks, (long long)e->budget, d->image_width, d->image_height, e->len);
+    if (e->refusal[0]) longjmp(e->jump, 1);
+}
+
 static int decode_jpeg(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
                        tdm_error *err) {
     struct jpeg_decompress_struct cinfo;
@@ -238,11 +396,16 @@ static int decode_jpeg(const uint8_t *data, size_t len, const char *name, int64_
     jerr.pub.error_exit = jpeg_on_error;
     jerr.pub.emit_message = jpeg_on_message;
     jerr.rows_done = jerr.eof = 0;
+    jerr.scans = 0;
+    jerr.blocks = jerr.budget = 0;
+    jerr.len = len;
+    jerr.refusal[0] = 0;
     uint8_t *volatile pixels = NULL;
     if (setjmp(jerr.jump)) {
-        if (jerr.rows_done && jerr.eof) goto done;
+        if (jerr.rows_done && jerr.eof && !jerr.refusal[0]) goto done;
         free(pixels);
         jpeg_destroy_decompress(&cinfo);
+        if (jerr.refusal[0]) return tdm_errorf(err, "%s: %s", name, jerr.refusal);
         return tdm_errorf(err, "%s: corrupt JPEG: %s", name, jerr.msg);
     }
     jpeg_create_decompress(&cinfo);
@@ -252,6 +415,14 @@ static int decode_jpeg(const uint8_t *data, size_t len, const char *name, int64_
         jpeg_destroy_decompress(&cinfo);
         return -1;
     }
+    /* The budget: TDM_JPEG_FREE_PASSES decodes of every block, which any real encoder's scans fit
+     * in, plus TDM_JPEG_BLOCKS_PER_BYTE per byte of the file for files whose data is that rich. */
+    int64_t all_blocks = 0;
+    for (int i = 0; i < cinfo.num_components; i++)
+        all_blocks += (int64_t)cinfo.comp_info[i].width_in_blocks * cinfo.comp_info[i].height_in_blocks;
+    jerr.budget = TDM_JPEG_FREE_PASSES * all_blocks + TDM_JPEG_BLOCKS_PER_BYTE * (int64_t)len;
+    jerr.progress.progress_monitor = jpeg_on_progress;
+    cinfo.progress = &jerr.progress;
     if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
         jpeg_destroy_decompress(&cinfo);
         return tdm_errorf(err, "%s: CMYK JPEG files are not supported (convert it to RGB first)", name);
@@ -331,6 +502,9 @@ static int probe_jpeg(FILE *f, const char *path, int *width, int *height, tdm_er
  * wrong (bad IHDR values or CRC, an unknown interlace method) is found here, when the dataset is
  * scanned, rather than when training reaches the picture. */
 static int probe_png(FILE *f, const char *path, int *width, int *height, tdm_error *err) {
+    png_src src = {.f = f, .len = UINT64_MAX};
+    if (png_check_metadata(&src, path, err) != 0) return -1;
+    rewind(f);
     png_io io = {0};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &io, png_on_error, png_on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
@@ -342,6 +516,7 @@ static int probe_png(FILE *f, const char *path, int *width, int *height, tdm_err
         png_destroy_read_struct(&png, &info, NULL);
         return tdm_errorf(err, "%s: corrupt PNG: %s", path, io.msg);
     }
+    png_set_limits(png);
     png_init_io(png, f);
     png_read_info(png, info);
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);

@@ -21,10 +21,25 @@
 #ifndef TDM_IMAGE_H
 #define TDM_IMAGE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
+
+/* The decoding work a JPEG may ask for (a progressive file may repeat a scan thousands of times,
+ * each decoding every block again): at most this many scans, and at most FREE_PASSES decodes of
+ * every 8x8 block plus BLOCKS_PER_BYTE block decodes per byte of the file. Real encoders write
+ * 1 to about 20 scans; a file past either limit is refused, naming it. */
+#define TDM_JPEG_MAX_SCANS 1000
+#define TDM_JPEG_FREE_PASSES 32
+#define TDM_JPEG_BLOCKS_PER_BYTE 8
+
+/* PNG metadata, as PIL bounds it (a decompression bomb in a text chunk): a zTXt, iTXt or iCCP
+ * chunk may inflate to at most MAX_INFLATED bytes, and the text chunks before the image data
+ * hold at most MAX_TEXT bytes in all. A file past either is refused, naming it. */
+#define TDM_PNG_MAX_INFLATED (1 << 20)
+#define TDM_PNG_MAX_TEXT (64 << 20)
 
 /* A generous default limit: 64 Mpixel (192 MiB of RGB). */
 #define TDM_IMAGE_MAX_PIXELS (64ll * 1024 * 1024)
@@ -46,6 +61,11 @@ int tdm_image_load(const char *path, int64_t max_pixels, tdm_image *out, tdm_err
 /* Same, from bytes already in memory; `name` is used in error messages. */
 int tdm_image_decode(const uint8_t *data, size_t len, const char *name, int64_t max_pixels, tdm_image *out,
                      tdm_error *err);
+
+/* Once *flag reads non-zero, a decode under way gives up with an error naming the file: a
+ * program that turns SIGTERM into a flag (the trainer) points this at it, so that no picture
+ * holds a stop up. NULL, the default, turns the check off. Set it before decoding starts. */
+void tdm_image_set_stop_flag(const volatile sig_atomic_t *flag);
 
 /* Frees the pixels and zeroes the struct (safe on a zeroed struct). */
 void tdm_image_free(tdm_image *img);

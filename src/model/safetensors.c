@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,11 +189,8 @@ static int open_file(tdm_safetensors *st, const char *path, tdm_error *err) {
     st->n_files++; /* owned from here on: close() frees it whatever happens below */
     int shard = st->n_files - 1;
 
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) return tdm_errorf(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(f->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) return tdm_errorf(err, "%s: not a regular file", path);
-    uint64_t size = (uint64_t)sb.st_size;
+    uint64_t size;
+    if ((f->fd = tdm_open_regular(path, &size, err)) < 0) return -1;
     unsigned char lenb[8];
     if (size < 8 || pread_full(f->fd, lenb, 8, 0) != 0)
         return tdm_errorf(err, "%s: %llu bytes, too short for the 8-byte header length", path, (unsigned long long)size);
@@ -488,6 +486,16 @@ int tdm_safetensors_read_f32(tdm_safetensors *st, const char *name, float *dst, 
     return read_tensor(st, t, dst, err);
 }
 
+int tdm_st_check_finite(const float *x, int64_t n, const char *file, const char *tensor, tdm_error *err) {
+    if (tdm_all_finite(x, n)) return 0;
+    int64_t first = -1, count = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) && count++ == 0) first = i;
+    return tdm_errorf(err, "%s: tensor \"%s\": %lld of its %lld values are not finite (element %lld is %s): weights "
+                      "must be finite numbers", file, tensor, (long long)count, (long long)n, (long long)first,
+                      isnan(x[first]) ? "NaN" : x[first] > 0 ? "inf" : "-inf");
+}
+
 static void shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
     size_t at = (size_t)snprintf(out, cap, "[");
     for (int i = 0; i < ndim && at < cap; i++)
@@ -520,7 +528,7 @@ int tdm_safetensors_load_params(tdm_safetensors *st, tdm_param_table *tab, int f
                               want);
         }
         if (!p->data) return tdm_errorf(err, "tensor \"%s\": no storage bound to load %s into", p->name, file);
-        if (read_tensor(st, t, p->data, err)) return -1;
+        if (read_tensor(st, t, p->data, err) || tdm_st_check_finite(p->data, p->numel, file, t->name, err)) return -1;
         rep.n_loaded++;
     }
     for (int i = 0; i < st->n; i++) {

@@ -112,12 +112,16 @@ typedef struct tdm_st_load_report {
     int lm_head_from_embedding;   /* 1 when the tied fallback filled lm_head.weight */
 } tdm_st_load_report;
 
+/* 0 when the n values of x are all finite; otherwise -1 with an error naming file and tensor, how
+ * many are not and the first of them (NaN, inf or -inf). Every loader of weights calls it. */
+int tdm_st_check_finite(const float *x, int64_t n, const char *file, const char *tensor, tdm_error *err);
+
 /* Fills every tensor of the table (its `data`, which must be bound) from the file by its
  * Hugging Face name. The shape must match exactly (ndim and every dimension); a missing
- * tensor, a shape mismatch or an unsupported dtype is an error naming file and tensor, and
- * nothing is guaranteed about the tensors filled before it. Extra tensors in the file are
- * counted in *report (callers warn) unless TDM_ST_STRICT makes them an error. report may
- * be NULL. */
+ * tensor, a shape mismatch, an unsupported dtype or a value that is not finite (NaN, inf) is
+ * an error naming file and tensor, and nothing is guaranteed about the tensors filled before
+ * it. Extra tensors in the file are counted in *report (callers warn) unless TDM_ST_STRICT
+ * makes them an error. report may be NULL. */
 int tdm_safetensors_load_params(tdm_safetensors *st, tdm_param_table *t, int flags, tdm_st_load_report *report,
                                 tdm_error *err);
 

@@ -15,6 +15,7 @@
 #include "core/alloc.h"
 #include "core/fs.h"
 #include "kernels/kernels.h"
+#include "model/safetensors.h"
 #include "train/checkpoint_internal.h"
 
 /* XXH3 and size of a file, streamed in 1 MiB reads. */
@@ -422,6 +423,8 @@ int tdm_ckpt_load_weights(tdm_ckpt *ck, tdm_param_table *t, tdm_error *err) {
         else rc = read_tensor(ck->model_in, order[i].x, p->data, err);
     }
     if (rc == 0) rc = stream_finish(ck->model_in, err);
+    for (int i = 0; rc == 0 && i < t->n; i++) /* a checksum vouches for the bytes, not for the numbers */
+        rc = tdm_st_check_finite(t->p[i].data, t->p[i].numel, ck->model_in->path, t->p[i].name, err);
     /* the values went straight into the table (a second copy of the weights would not fit): what
      * the file's checksum did not vouch for is wiped, so no caller can train on it */
     for (int i = 0; rc != 0 && i < t->n; i++)

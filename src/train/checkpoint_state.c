@@ -76,6 +76,25 @@ void tdm_ckpt__state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_
     tdm_sb_puts(sb, "\n  }\n}\n");
 }
 
+/* A folder named for an iteration (iter_0000010) must hold that iteration's state: one copied or
+ * renamed over another would resume at another step than the folder says. Other names pass. */
+static int check_folder_iteration(const char *dir, int64_t iteration, const char *file, tdm_error *err) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && dir[b - 1] != '/') b--;
+    const char *base = dir + b;
+    const size_t len = n - b;
+    if (len < 6 || len > 5 + 18 || strncmp(base, "iter_", 5) != 0) return 0;
+    for (size_t i = 5; i < len; i++)
+        if (base[i] < '0' || base[i] > '9') return 0;
+    long long named = strtoll(base + 5, NULL, 10);
+    if (named == iteration) return 0;
+    return tdm_errorf(err, "%s: iteration %lld, but its folder %.*s is named for iteration %lld (a state copied "
+                      "from another checkpoint, or a renamed folder?)",
+                      file, (long long)iteration, (int)len, base, named);
+}
+
 /* ------------------------------------------------------------------ reading */
 
 int tdm_ckpt_resolve(const char *load, char *iter_dir, size_t cap, tdm_error *err) {
@@ -259,6 +278,7 @@ int tdm_ckpt__read_state(const char *load, tdm_ckpt *ck, uint64_t *hashes, int64
     int rc = parse_state(path, text, len, &ck->state, hashes, sizes, present, ob, err);
     ck->state_hash = XXH3_64bits(text, len);
     free(text);
+    if (rc == 0) rc = check_folder_iteration(ck->dir, ck->state.iteration, path, err);
     return rc;
 }
 

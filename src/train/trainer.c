@@ -13,6 +13,7 @@
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "data/image.h"
 #include "distributed/agree.h"
 #include "distributed/ddp.h"
 #include "distributed/optimizer.h"
@@ -42,6 +43,7 @@ void tdm_train_install_signal_handlers(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    tdm_image_set_stop_flag(&g_stop_requested); /* a picture being decoded does not hold the stop up */
 }
 
 void tdm_train_request_stop(void) { g_stop_requested = 1; }

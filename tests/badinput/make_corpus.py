@@ -10,6 +10,7 @@ Layout written under OUT (every file's name says what is wrong with it):
   image/<case>.{png,jpg} + image/<case>.json   broken pictures and a one-sample dataset using each
   dataset/*.json           datasets that parse as JSON but break the dataset rules
   safetensors/*.safetensors   headers whose offsets, lengths or dtypes lie
+  paths/*.json             samples whose image path names no picture (a NUL inside, a symlink loop)
 """
 import copy
 import io
@@ -134,6 +135,13 @@ def png_with_size(w, h):
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
+def png_with_ztxt_bomb(mb):
+    """The valid PNG with a zTXt chunk that inflates to `mb` MiB of zeros (about 1 KB per MiB)."""
+    z = zlib.compressobj(9)
+    bomb = b"".join(z.compress(bytes(1 << 20)) for _ in range(mb)) + z.flush()
+    return png[:33] + chunk(b"zTXt", b"Comment\0\0" + bomb) + png[33:]
+
+
 def jpeg_bytes(mode="RGB"):
     try:
         from PIL import Image
@@ -142,6 +150,22 @@ def jpeg_bytes(mode="RGB"):
         return b.getvalue()
     except ImportError:
         return None
+
+
+def stalling_jpeg(w, h, repeat):
+    """A grey progressive JPEG (flat but for one dark quarter: a scan is a few bytes) whose last
+    scan is written `repeat` more times: each repeat decodes every block again."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    im = Image.new("L", (w, h), 128)
+    im.paste(40, (0, 0, w // 2, h // 2))
+    b = io.BytesIO()
+    im.save(b, "JPEG", progressive=True, quality=90)
+    d = b.getvalue()
+    last = d.rfind(b"\xff\xda")  # 0xFF in entropy-coded data is followed by 0x00: this is the last SOS
+    return d[:-2] + d[last:-2] * repeat + d[-2:]
 
 
 jpg = jpeg_bytes()
@@ -156,6 +180,7 @@ images = {
     "bad_crc_png.png": png[:29] + bytes([png[29] ^ 0xFF]) + png[30:],
     "text_as_png.png": b"this is not an image\n",
     "empty.png": b"",
+    "ztxt_bomb_png.png": png_with_ztxt_bomb(200),  # PIL: "Decompressed Data Too Large"
 }
 if jpg:
     sof = jpg.find(b"\xff\xc0")
@@ -167,6 +192,10 @@ if jpg:
         "huge_jpeg.jpg": bytes(huge_jpg),
         "png_named_jpeg.jpg": b"\xff\xd8\xff\xe0" + b"\x00" * 12,
         "cmyk_jpeg.jpg": cmyk,  # a valid file, but refused (PIL would convert it): at the header
+        # thousands of scans of a few bytes: beyond the scan limit (12 KB)
+        "many_scans_jpeg.jpg": stalling_jpeg(32, 32, 1100),
+        # fewer scans, each decoding all 4096 blocks again for 12 bytes: beyond the work budget (4 KB)
+        "scan_work_jpeg.jpg": stalling_jpeg(512, 512, 200),
     })
 for name, data in images.items():
     write(f"image/{name}", data)
@@ -232,9 +261,16 @@ write("image/good.png", png)
 good = {"messages": [{"role": "user", "content": "<image>What is this?"},
                      {"role": "assistant", "content": "a square"}], "images": ["../image/good.png"]}
 write("train/good.json", json.dumps([good] * 2))
-for broken in ["truncated_png.png", "truncated_jpeg.jpg"]:
+for broken in ["truncated_png.png", "truncated_jpeg.jpg"] + (["many_scans_jpeg.jpg"] if jpg else []):
     bad = dict(good, images=["../image/" + broken])
     write(f"train/mixed_{os.path.splitext(broken)[0]}.json", json.dumps([good] * 3 + [bad] + [good] * 4))
+# Image paths that name no picture: a NUL inside one (cut there, it is good.png, which exists), and a
+# symlink loop (whose message must give the system's reason).
+write("paths/nul_in_path.json", json.dumps([dict(good, images=["../image/good.png\u0000.junk"])]))
+for a, b in [("loop_a.png", "loop_b.png"), ("loop_b.png", "loop_a.png")]:
+    if not os.path.lexists(os.path.join(out, "paths", a)):
+        os.symlink(b, os.path.join(out, "paths", a))
+write("paths/symlink_loop.json", json.dumps([dict(good, images=["loop_a.png"])]))
 # One sample of about 3 M tokens: training must drop it against --seq-length before any
 # allocation sized by it (dump-grads has no such limit yet, so only `train` reads it).
 write("train/too_long_sample.json", json.dumps(

@@ -187,6 +187,25 @@ static void test_dataset_errors(void) {
                               "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"Makefile\"]}]", good);
     expect_error("cwd.json", buf, "/Makefile (relative paths resolve against the dataset file's folder; Makefile is "
                                   "there from the working directory: pass --image-root .)");
+    /* a NUL in an image path: the file opened would be the path cut there (a.png, which exists) */
+    write_png("a.png", 40, 30, 1);
+    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
+                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"a.png\\u0000.junk\"]}]",
+             good);
+    expect_error("nul_path.json", buf, "sample 1 (line 1): image 0 in \"images\": the path holds a NUL character");
+    /* a symlink loop: the system's reason, not a hint about relative paths */
+    char la[600], lb[600];
+    snprintf(la, sizeof la, "%s/loop_a.png", dir);
+    snprintf(lb, sizeof lb, "%s/loop_b.png", dir);
+    unlink(la), unlink(lb);
+    CHECK(symlink("loop_b.png", la) == 0 && symlink("loop_a.png", lb) == 0, "symlinks");
+    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
+                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"loop_a.png\"]}]", good);
+    expect_error("loop.json", buf, "loop_a.png: Too many levels of symbolic links");
+    write_text("loop_msg.json", buf);
+    tdm_dataset *dl = load1("loop_msg.json", 0, &err);
+    CHECK(!dl && !strstr(err.msg, "relative paths"), "symlink loop: %s", err.msg);
+    tdm_dataset_free(dl);
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
                               "{\"role\": \"assistant\", \"content\": \"  \"}]}]", good);
     expect_error("empty.json", buf, "empty assistant answer");

@@ -9,10 +9,14 @@
  *   - smart_resize: exact, against a Python transcription and the spec's examples;
  *   - patches: exact float equality with numpy's reshape/transpose of the same image.
  */
-#include <stdio.h>
+#include <signal.h>
+#include <stdio.h> /* before jpeglib.h, which needs FILE */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <jpeglib.h>
+#include <zlib.h>
 
 #include "core/fs.h"
 #include "data/image.h"
@@ -298,6 +302,180 @@ static void test_broken_files(void) {
     free(jpg);
 }
 
+/* A grey progressive JPEG of w x h (flat but for one dark quarter, so a scan is a few bytes) whose
+ * last scan is written `repeat` more times: the shape of a file built to stall a decoder. */
+static uint8_t *progressive_jpeg(int w, int h, int repeat, size_t *n) {
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr jerr;
+    c.err = jpeg_std_error(&jerr);
+    jpeg_create_compress(&c);
+    unsigned char *buf = NULL;
+    unsigned long len = 0;
+    jpeg_mem_dest(&c, &buf, &len);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = 1;
+    c.in_color_space = JCS_GRAYSCALE;
+    jpeg_set_defaults(&c);
+    jpeg_simple_progression(&c);
+    jpeg_start_compress(&c, TRUE);
+    uint8_t *row = malloc((size_t)w);
+    while (c.next_scanline < c.image_height) {
+        for (int x = 0; x < w; x++) row[x] = x < w / 2 && (int)c.next_scanline < h / 2 ? 40 : 128;
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(row);
+    size_t last = 0; /* the last SOS marker; 0xFF in entropy-coded data is followed by 0x00 */
+    for (size_t i = 0; i + 1 < len; i++)
+        if (buf[i] == 0xFF && buf[i + 1] == 0xDA) last = i;
+    size_t scan = len - 2 - last; /* up to EOI */
+    uint8_t *out = malloc(len + scan * (size_t)repeat);
+    memcpy(out, buf, len - 2);
+    for (int r = 0; r < repeat; r++) memcpy(out + len - 2 + scan * (size_t)r, buf + last, scan);
+    memcpy(out + len - 2 + scan * (size_t)repeat, buf + len - 2, 2);
+    *n = len + scan * (size_t)repeat;
+    free(buf);
+    return out;
+}
+
+static void test_jpeg_decoding_work_bounded(void) {
+    tdm_error err;
+    tdm_image img;
+    size_t n;
+    uint8_t *ok = progressive_jpeg(512, 512, 0, &n);
+    CHECK(tdm_image_decode(ok, n, "ok.jpg", TDM_IMAGE_MAX_PIXELS, &img, &err) == 0 && img.width == 512,
+          "a plain progressive JPEG: %s", err.msg);
+    tdm_image_free(&img);
+    free(ok);
+    /* many scans of a few bytes each over a tiny picture: the scan limit */
+    uint8_t *many = progressive_jpeg(16, 16, TDM_JPEG_MAX_SCANS + 100, &n);
+    CHECK(tdm_image_decode(many, n, "many.jpg", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0 &&
+              strstr(err.msg, "many.jpg: JPEG of more than 1000 scans"),
+          "%zu bytes: %s", n, err.msg);
+    free(many);
+    /* fewer scans, but each decodes every block again, for about 12 bytes: the work budget */
+    uint8_t *work = progressive_jpeg(512, 512, 200, &n);
+    CHECK(tdm_image_decode(work, n, "work.jpg", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0 &&
+              strstr(err.msg, "work.jpg: JPEG whose first") && strstr(err.msg, "blocks, more than"),
+          "%zu bytes: %s", n, err.msg);
+    free(work);
+}
+
+/* A stop request ends a decode under way, naming the file; without one the same file decodes. */
+static void test_decoding_stops_on_request(void) {
+    tdm_error err;
+    tdm_image img;
+    size_t nj, np;
+    uint8_t *jpg = progressive_jpeg(256, 256, 0, &nj), *png = NULL;
+    uint8_t px[64 * 64 * 3] = {0};
+    CHECK(tdm_image_encode_png(px, 64, 64, &png, &np, &err) == 0, "%s", err.msg);
+    static volatile sig_atomic_t stop;
+    tdm_image_set_stop_flag(&stop);
+    stop = 1;
+    CHECK(tdm_image_decode(jpg, nj, "s.jpg", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0 &&
+              strstr(err.msg, "s.jpg: decoding given up: a stop was requested"),
+          "JPEG: %s", err.msg);
+    CHECK(tdm_image_decode(png, np, "s.png", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0 &&
+              strstr(err.msg, "s.png: decoding given up: a stop was requested"),
+          "PNG: %s", err.msg);
+    stop = 0;
+    CHECK(tdm_image_decode(jpg, nj, "s.jpg", TDM_IMAGE_MAX_PIXELS, &img, &err) == 0, "JPEG: %s", err.msg);
+    tdm_image_free(&img);
+    CHECK(tdm_image_decode(png, np, "s.png", TDM_IMAGE_MAX_PIXELS, &img, &err) == 0, "PNG: %s", err.msg);
+    tdm_image_free(&img);
+    tdm_image_set_stop_flag(NULL);
+    free(jpg);
+    free(png);
+}
+
+/* png with chunk `kind` (body b[0..nb)) inserted after IHDR. */
+static uint8_t *png_with_chunk(const uint8_t *png, size_t n, const char *kind, const uint8_t *b, size_t nb,
+                               size_t *out_n) {
+    uint8_t *o = malloc(n + nb + 12), *c = o + 33;
+    memcpy(o, png, 33);
+    c[0] = (uint8_t)(nb >> 24), c[1] = (uint8_t)(nb >> 16), c[2] = (uint8_t)(nb >> 8), c[3] = (uint8_t)nb;
+    memcpy(c + 4, kind, 4);
+    memcpy(c + 8, b, nb);
+    uLong crc = crc32(crc32(0, NULL, 0), c + 4, (uInt)(nb + 4));
+    c[8 + nb] = (uint8_t)(crc >> 24), c[9 + nb] = (uint8_t)(crc >> 16), c[10 + nb] = (uint8_t)(crc >> 8),
+    c[11 + nb] = (uint8_t)crc;
+    memcpy(c + 12 + nb, png + 33, n - 33);
+    *out_n = n + nb + 12;
+    return o;
+}
+
+/* zlib data of `zeros` zero bytes after a header of h[0..nh) (keyword, flags): a chunk body. */
+static uint8_t *zero_bomb(const char *h, size_t nh, size_t zeros, size_t *nb) {
+    uint8_t *raw = calloc(zeros, 1);
+    uLongf cap = compressBound((uLong)zeros);
+    uint8_t *b = malloc(nh + cap);
+    memcpy(b, h, nh);
+    compress2(b + nh, &cap, raw, (uLong)zeros, 9);
+    free(raw);
+    *nb = nh + cap;
+    return b;
+}
+
+/* Metadata chunks that inflate past 1 MiB are refused as PIL refuses them, when the file is probed
+ * and when it is decoded; smaller ones and plain text (PIL's 64 MiB in all) are not. */
+static void test_png_metadata_bombs(void) {
+    uint8_t px[8 * 8 * 3] = {0}, *png;
+    size_t n, nb, nc;
+    tdm_error err;
+    tdm_image img;
+    CHECK(tdm_image_encode_png(px, 8, 8, &png, &n, &err) == 0, "%s", err.msg);
+    static const struct {
+        const char *kind, *head;
+        size_t nh, zeros;
+        int refused;
+    } cases[] = {
+        {"zTXt", "Comment\0\0", 9, 200u << 20, 1}, /* 200 MiB of text in 200 KB */
+        {"zTXt", "Comment\0\0", 9, (1u << 20) + 1, 1},
+        {"zTXt", "Comment\0\0", 9, 1u << 20, 0},
+        {"iTXt", "Comment\0\1\0en\0Note\0", 18, 2u << 20, 1},
+        {"iTXt", "Comment\0\1\0en\0Note\0", 18, 1000, 0},
+        {"iCCP", "icc\0\0", 5, 2u << 20, 1},
+    };
+    char path[300];
+    snprintf(path, sizeof path, "%s/bomb.png", refdir);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint8_t *body = zero_bomb(cases[i].head, cases[i].nh, cases[i].zeros, &nb);
+        uint8_t *f = png_with_chunk(png, n, cases[i].kind, body, nb, &nc);
+        int rc = tdm_image_decode(f, nc, "bomb.png", TDM_IMAGE_MAX_PIXELS, &img, &err);
+        if (rc == 0) tdm_image_free(&img);
+        char want[64];
+        snprintf(want, sizeof want, "bomb.png: PNG %s chunk inflates to more than 1 MiB", cases[i].kind);
+        CHECK(cases[i].refused ? rc != 0 && strstr(err.msg, want) : rc == 0, "%s of %zu bytes: decode: %s",
+              cases[i].kind, cases[i].zeros, rc ? err.msg : "accepted");
+        tdm_write_file_atomic(path, f, nc, &err);
+        int w, h;
+        rc = tdm_image_probe(path, &w, &h, &err);
+        CHECK(cases[i].refused ? rc != 0 && strstr(err.msg, "PNG") && strstr(err.msg, "inflates to more than 1 MiB")
+                               : rc == 0 && w == 8 && h == 8,
+              "%s of %zu bytes: probe: %s", cases[i].kind, cases[i].zeros, rc ? err.msg : "accepted");
+        free(f);
+        free(body);
+    }
+    /* plain text: 2 MiB in one chunk is read (and dropped) as PIL reads it; 65 MiB in all is not */
+    size_t big = (size_t)65 << 20;
+    uint8_t *text = malloc(big);
+    memset(text, 'a', big);
+    memcpy(text, "Comment", 8);
+    uint8_t *f = png_with_chunk(png, n, "tEXt", text, (size_t)2 << 20, &nc);
+    CHECK(tdm_image_decode(f, nc, "text.png", TDM_IMAGE_MAX_PIXELS, &img, &err) == 0, "2 MiB of text: %s", err.msg);
+    tdm_image_free(&img);
+    free(f);
+    f = png_with_chunk(png, n, "tEXt", text, big, &nc);
+    CHECK(tdm_image_decode(f, nc, "text.png", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0 &&
+              strstr(err.msg, "text.png: PNG text chunks hold more than 64 MiB"),
+          "65 MiB of text: %s", err.msg);
+    free(f);
+    free(text);
+    free(png);
+}
+
 static void test_png_writer_roundtrip(void) {
     uint8_t px[5 * 3 * 3];
     for (int i = 0; i < (int)sizeof px; i++) px[i] = (uint8_t)(i * 17);
@@ -391,6 +569,9 @@ int main(void) {
     RUN(test_patches_match_numpy);
     RUN(test_llamafactory_bounds_match_pil);
     RUN(test_broken_files);
+    RUN(test_jpeg_decoding_work_bounded);
+    RUN(test_decoding_stops_on_request);
+    RUN(test_png_metadata_bombs);
     RUN(test_png_writer_roundtrip);
     RUN(test_config_file);
     char cmd[300];

@@ -473,6 +473,35 @@ static void test_load_params(void) {
           "dtype: %s", err.msg);
     tdm_safetensors_close(st);
 
+    /* Weights that are not finite: refused naming the file, the tensor and the first bad value (they
+     * were trained on, and the first error blamed lm_head's gradient). */
+    static const struct {
+        uint32_t bits;
+        const char *name;
+    } nonfinite[] = {{0x7fc00000u, "NaN"}, {0x7f800000u, "inf"}, {0xff800000u, "-inf"}};
+    for (int k = 0; k < 3; k++) {
+        fill(&a, 1);
+        int wi = tdm_param_table_find(&a, "model.layers.0.w");
+        a.p[wi].data[4] = from_bits(nonfinite[k].bits);
+        tpath(path, "nonfinite.safetensors");
+        CHECK(tdm_safetensors_save_params(path, &a, TDM_ST_F32, NULL, 0, &err) == 0, "%s", err.msg);
+        st = tdm_safetensors_open(path, &err);
+        char want[96];
+        snprintf(want, sizeof want, "1 of its 6 values are not finite (element 4 is %s)", nonfinite[k].name);
+        CHECK(st && tdm_safetensors_load_params(st, &b, 0, &rep, &err) == -1 && strstr(err.msg, path) &&
+                  strstr(err.msg, "tensor \"model.layers.0.w\"") && strstr(err.msg, want),
+              "%s: %s", nonfinite[k].name, err.msg);
+        tdm_safetensors_close(st);
+    }
+    /* past the vector loop's first blocks */
+    float *big = calloc(10000, sizeof *big);
+    big[9000] = from_bits(0x7fc00000u);
+    CHECK(tdm_st_check_finite(big, 10000, "f", "x", &err) == -1 && strstr(err.msg, "element 9000 is NaN"), "%s",
+          err.msg);
+    big[9000] = 0;
+    CHECK(tdm_st_check_finite(big, 10000, "f", "x", &err) == 0, "finite values refused: %s", err.msg);
+    free(big);
+
     tdm_free_big(da), tdm_free_big(ga), tdm_free_big(db), tdm_free_big(gb), tdm_free_big(dt), tdm_free_big(gt);
     tdm_param_table_free(&a), tdm_param_table_free(&b), tdm_param_table_free(&tied);
 }

@@ -1,5 +1,6 @@
 /* test_checkpoint.c - checkpoint round trip, atomicity after a simulated crash, and refusals. */
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,68 @@ static void test_negative_counts_refused(void) {
     tdm_free_big(grad);
 }
 
+/* a trainer_state.json whose iteration is not its folder's (copied from another checkpoint) is
+ * refused naming both, whether --load names the save folder or the iteration folder */
+static void test_iteration_matches_folder(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad, 6);
+    tdm_error err = {{0}};
+    CHECK(save(&t, 10, 1.0f, &err) == 0, "%s", err.msg);
+    char path[600], dir[512];
+    snprintf(dir, sizeof dir, "%s/iter_0000010", g_dir);
+    snprintf(path, sizeof path, "%s/trainer_state.json", dir);
+    size_t len;
+    char *good = tdm_read_file(path, 1 << 20, &len, &err);
+    CHECK(good != NULL, "%s", err.msg);
+    char *at = good ? strstr(good, "\"iteration\": 10,") : NULL;
+    CHECK(at != NULL, "no iteration 10 in %s", path);
+    if (at) {
+        tdm_strbuf sb;
+        tdm_sb_init(&sb);
+        tdm_sb_printf(&sb, "%.*s\"iteration\": 20,%s", (int)(at - good), good, at + strlen("\"iteration\": 10,"));
+        CHECK(tdm_write_file_atomic(path, sb.data, sb.len, &err) == 0, "%s", err.msg);
+        tdm_sb_free(&sb);
+        const char *const loads[] = {g_dir, dir};
+        for (int k = 0; k < 2; k++) {
+            tdm_ckpt ck;
+            int rc = tdm_ckpt_read_state(loads[k], &ck, &err);
+            CHECK(rc != 0 && strstr(err.msg, path) && strstr(err.msg, "iteration 20") &&
+                      strstr(err.msg, "iter_0000010 is named for iteration 10"),
+                  "--load %s: %s", loads[k], rc ? err.msg : "read");
+        }
+        CHECK(tdm_write_file_atomic(path, good, len, &err) == 0, "%s", err.msg);
+    }
+    tdm_ckpt ck;
+    CHECK(tdm_ckpt_read_state(dir, &ck, &err) == 0 && ck.state.iteration == 10, "restored: %s", err.msg);
+    free(good);
+    tdm_param_table_free(&t);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+}
+
+/* weights that are not finite, with checksums that match them: refused naming the file and the
+ * tensor, and wiped (a checksum vouches for the bytes, not for the numbers) */
+static void test_nonfinite_weights_refused(void) {
+    tdm_param_table t;
+    float *data, *grad;
+    make_table(&t, &data, &grad, 6);
+    t.p[0].data[5] = NAN;
+    tdm_error err = {{0}};
+    CHECK(save(&t, 50, 1.0f, &err) == 0, "%s", err.msg);
+    tdm_ckpt ck;
+    CHECK(tdm_ckpt_open(g_dir, &ck, &err) == 0, "%s", err.msg);
+    int rc = tdm_ckpt_load_weights(&ck, &t, &err);
+    CHECK(rc != 0 && strstr(err.msg, "iter_0000050/model.safetensors") && strstr(err.msg, t.p[0].name) &&
+              strstr(err.msg, "element 5 is NaN"),
+          "%s", rc ? err.msg : "loaded");
+    CHECK(t.p[0].data[5] == 0 && t.p[0].data[1] == 0, "the weights were not wiped");
+    tdm_ckpt_close(&ck);
+    tdm_param_table_free(&t);
+    tdm_free_big(data);
+    tdm_free_big(grad);
+}
+
 static void flip_byte(const char *path, long off) {
     int fd = open(path, O_RDWR);
     unsigned char c;
@@ -348,6 +411,8 @@ int main(void) {
     RUN(test_refusals);
     RUN(test_crash_while_replacing_the_tracked_checkpoint);
     RUN(test_negative_counts_refused);
+    RUN(test_iteration_matches_folder);
+    RUN(test_nonfinite_weights_refused);
     RUN(test_bf16_params);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
