@@ -573,21 +573,20 @@ static void say_passes(tdm_megatron_parser *p) {
                       "iteration the line of the last pass that logged it is used",
                  run->passes, list, run->passes - 1 > p->n_starts ? "; ..." : "");
     /* iterations an earlier pass logged beyond where a later one stopped: two trajectories joined */
-    int maxpass = 0;
+    int maxpass = 0, later = 0;
     int64_t lo = 0, hi = 0;
-    int from = 0, later = 0;
     for (int64_t i = 0; i < run->n_iters; i++) {
         const tdm_run_iter *x = &run->iters[i];
         if (x->pass < maxpass) {
-            if (!lo) lo = x->iteration, from = x->pass, later = maxpass;
-            if (x->pass == from) hi = x->iteration;
+            if (!lo) lo = x->iteration, later = maxpass;
+            hi = x->iteration;
         }
         if (x->pass > maxpass) maxpass = x->pass;
     }
     if (lo)
-        tdm_run_warn(run, "iterations %lld-%lld come from pass %d, which pass %d did not reach: the series joins two "
-                          "runs",
-                     (long long)lo, (long long)hi, from, later);
+        tdm_run_warn(run, "iterations %lld-%lld come from passes before pass %d, which did not reach them: the series "
+                          "joins two trajectories",
+                     (long long)lo, (long long)hi, later);
 }
 
 int tdm_megatron_parser_finish(tdm_megatron_parser *p, tdm_error *err) {

@@ -54,7 +54,9 @@ static void usage(FILE *f) {
             "  With no arguments at all it runs the built-in demo: a short protocol on the tiny configuration\n"
             "  (configs/tiny) and the built-in synthetic data, prepared in ./tandem-demo (or $TANDEM_DEMO_DIR);\n"
             "  scripts/demo.sh does exactly that on 2 ranks.\n"
-            "  docs/ab-protocol.md explains the table and the report.\n");
+            "  docs/ab-protocol.md explains the table and the report.\n"
+            "  On runs that already finished (logs, golden values): tandem ab --baseline-run A --candidate-run B\n"
+            "  (tandem ab --baseline-run --help; docs/ab-runs.md).\n");
 }
 
 static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out, char *msg, size_t cap) {
@@ -90,6 +92,7 @@ static void command_line(tdm_strbuf *sb, int world, int argc, char **argv) {
 }
 
 int cmd_ab(int argc, char **argv) {
+    if (cmd_ab_runs_wanted(argc, argv)) return cmd_ab_runs(argc, argv); /* finished runs: no MPI, no training */
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
