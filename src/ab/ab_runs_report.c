@@ -10,6 +10,7 @@
 #include "ab/svg.h"
 #include "core/alloc.h"
 #include "core/fs.h"
+#include "train/hosts.h"
 
 static void fmt_num(char *b, size_t cap, double v) {
     if (isfinite(v)) snprintf(b, cap, "%.3f", v);
@@ -303,7 +304,9 @@ static void summary_json(const tdm_ab_runs_options *o, const tdm_ab_runs_result 
                   A->n_runs < B->n_runs ? A->n_runs : B->n_runs, A->n_runs, B->n_runs);
     if (r->world_size > 0) tdm_sb_printf(sb, "\"world_size\": %d,\n  ", r->world_size);
     else tdm_sb_puts(sb, "\"world_size\": null,\n  ");
-    tdm_sb_puts(sb, "\"cores_online\": null,\n  \"hosts\": {},\n  ");
+    tdm_sb_puts(sb, "\"cores_online\": null,\n  \"hosts\": {"); /* the machines the runs ran on are not in their logs */
+    for (int i = 0; i < TDM_HOSTS_N; i++) tdm_sb_printf(sb, "%s\"%s\": null", i ? ", " : "", tdm_hosts_names[i]);
+    tdm_sb_puts(sb, "},\n  ");
     /* bitwise equality cannot be read from a log: null; what a log shows is the printed precision */
     tdm_sb_printf(sb, "\"loss_bitwise_equal\": null,\n  \"first_loss_diff_step\": %lld,\n  ", (long long)loss->first_diff);
     json_num(sb, "max_rel_loss_dev", loss->compared ? loss->max_rel_dev : NAN);
