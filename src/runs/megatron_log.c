@@ -61,7 +61,7 @@ static int is_timer_name(char c) { return is_name(c) || c == '/'; }
 
 static const char *find(const char *s, size_t n, const char *lit) { return memmem(s, n, lit, strlen(lit)); }
 
-static void trim(const char **s, size_t *n) {
+static inline void trim(const char **s, size_t *n) {
     while (*n && is_space(**s)) (*s)++, (*n)--;
     while (*n && (is_space((*s)[*n - 1]) || (*s)[*n - 1] == 0)) (*n)--;
 }
@@ -104,21 +104,18 @@ static void fail(tdm_megatron_parser *p, const tdm_error *e) {
 /* ---- iteration lines ---- */
 
 /* Where "iteration <blanks> N <blanks>/" starts in s[0..n), the last such place (an earlier one
- * is a line cut short and glued to this one), or NULL. */
+ * is a line cut short and glued to this one), or NULL. Found from its '/', the rarest of its bytes
+ * on a log's lines, looking back. */
 static const char *iteration_pattern(const char *s, size_t n) {
-    const char *best = NULL;
-    for (const char *q = s; (q = find(q, (size_t)(s + n - q), "iteration"));) {
-        const char *r = q + 9, *end = s + n;
-        if (r < end && is_space(*r)) {
-            while (r < end && is_space(*r)) r++;
-            const char *d = r;
-            while (r < end && is_digit(*r)) r++;
-            if (r > d) {
-                while (r < end && is_space(*r)) r++;
-                if (r < end && *r == '/') best = q;
-            }
-        }
-        q += 9;
+    const char *best = NULL, *end = s + n;
+    for (const char *q = s; (q = memchr(q, '/', (size_t)(end - q))); q++) {
+        const char *r = q;
+        while (r > s && is_space(r[-1])) r--;
+        const char *d = r;
+        while (d > s && is_digit(d[-1])) d--;
+        if (d == r || d == s || !is_space(d[-1])) continue;
+        while (d > s && is_space(d[-1])) d--;
+        if (d - s >= 9 && !memcmp(d - 9, "iteration", 9)) best = d - 9;
     }
     return best;
 }
@@ -152,9 +149,10 @@ static void iteration_line(tdm_megatron_parser *p, const char *s, size_t n, int 
     }
     /* fields "key: value |" until the last '|'; what follows it is either blank or other output */
     for (const char *f = bar + 1; f < end;) {
-        const char *next = memchr(f, '|', (size_t)(end - f));
-        if (!next) break;
-        const char *colon = memchr(f, ':', (size_t)(next - f));
+        const char *next = f, *colon = NULL; /* one pass to the field's end, noting its first ':' */
+        for (; next < end && *next != '|'; next++)
+            if (*next == ':' && !colon) colon = next;
+        if (next == end) break;
         if (colon) {
             const char *key = f, *val = colon + 1;
             size_t kn = (size_t)(colon - f), vn = (size_t)(next - val);
@@ -397,9 +395,10 @@ static void validation_line(tdm_megatron_parser *p, const char *s, size_t n) {
     if (ln > 3 && !memcmp(label, "on ", 3)) label += 3, ln -= 3;
     snprintf(v.set, sizeof v.set, "%.*s", (int)ln, label);
     for (const char *f = bar + 1; f < end;) {
-        const char *next = memchr(f, '|', (size_t)(end - f));
-        if (!next) break;
-        const char *colon = memchr(f, ':', (size_t)(next - f));
+        const char *next = f, *colon = NULL; /* one pass to the field's end, noting its first ':' */
+        for (; next < end && *next != '|'; next++)
+            if (*next == ':' && !colon) colon = next;
+        if (next == end) break;
         if (colon) {
             const char *key = f;
             size_t kn = (size_t)(colon - f);
