@@ -15,7 +15,7 @@ static void check(const tdm_run_log *r) {
     for (int64_t i = 0; i < r->n_iters; i++) {
         if (r->iters[i].interval < 1 || r->iters[i].iteration < 1) abort();
         if (i && r->iters[i].iteration <= r->iters[i - 1].iteration) abort();
-        if (r->iters[i].pass < 1 || r->iters[i].pass > r->passes) abort();
+        if (r->iters[i].pass < 1 || r->iters[i].pass > (uint32_t)r->passes) abort();
     }
     if (r->n_warnings > TDM_RUN_MAX_WARNINGS || r->n_loss_names > TDM_RUN_MAX_LOSSES) abort();
     for (int64_t i = 0; i < r->n_timers; i++)
@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tdm_error e1, e2;
     int rc1 = tdm_megatron_log_read_mem((const char *)data, size, "fuzz.log", &whole, &e1);
     if (rc1 == 0 && whole.n_iters == 0) abort(); /* success means an iteration was found */
-    check(&whole);
+    if (rc1 == 0) check(&whole);
     size_t piece = size ? (size_t)data[0] % 17 + 1 : 1;
     tdm_run_log_init(&parts);
     snprintf(parts.path, sizeof parts.path, "fuzz.log");

@@ -30,21 +30,6 @@ static tdm_run_prec finer(tdm_run_prec a, tdm_run_prec b) {
     return TDM_RUN_PREC_DIGITS(a) >= TDM_RUN_PREC_DIGITS(b) ? a : b;
 }
 
-/* The record for `step`, made when missing. */
-static tdm_run_iter *at_step(tdm_run_log *run, int64_t step, tdm_error *err) {
-    int64_t lo = 0, hi = run->n_iters;
-    if (hi && run->iters[hi - 1].iteration < step) lo = hi;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (run->iters[mid].iteration < step) lo = mid + 1;
-        else hi = mid;
-    }
-    if (lo < run->n_iters && run->iters[lo].iteration == step) return &run->iters[lo];
-    tdm_run_iter x = tdm_run_iter_empty(step);
-    if (tdm_run_put_iter(run, &x, err) != 0) return NULL;
-    return &run->iters[lo];
-}
-
 enum metric { M_LOSS, M_OTHER_LOSS, M_TIME, M_ZEROS, M_IGNORED };
 
 static enum metric metric_kind(const char *name) {
@@ -55,55 +40,75 @@ static enum metric metric_kind(const char *name) {
     return M_IGNORED;
 }
 
+/* A metric's step key as a number; 0 when it is not a step. */
+static long long step_of(const char *key) {
+    char *end;
+    long long step = strtoll(key, &end, 10);
+    return end == key || *end || step < 1 || step > MAX_STEP ? 0 : step;
+}
+
 static int golden(const tdm_json *root, const char *name, tdm_run_log *run, tdm_error *err) {
     run->format = TDM_RUN_MEGATRON_GOLDEN;
     char kept[256] = "", ignored[256] = "";
     tdm_run_prec loss_prec = 0;
-    for (size_t m = 0; m < root->len; m++) {
-        const char *metric = root->keys[m];
-        const tdm_json *obj = root->items[m], *values = tdm_json_get(obj, "values");
-        if (!obj || obj->type != TDM_JSON_OBJECT || !values || values->type != TDM_JSON_OBJECT)
-            return tdm_errorf(err, "%s: metric \"%.80s\": expected {\"start_step\", \"end_step\", \"step_interval\", "
-                                   "\"values\": {\"step\": value}}",
-                              name, metric);
-        enum metric kind = metric_kind(metric);
-        int other = -1;
-        if (kind == M_OTHER_LOSS && (other = tdm_run_loss_index(run, metric, strlen(metric))) < 0) kind = M_IGNORED;
-        char *list = kind == M_IGNORED ? ignored : kept;
-        size_t l = strlen(list);
-        if (l < 200) snprintf(list + l, 256 - l, "%s\"%.60s\"", l ? ", " : "", metric);
-        if (kind == M_IGNORED) continue;
-        for (size_t i = 0; i < values->len; i++) {
-            const char *key = values->keys[i];
-            char *end;
-            long long step = strtoll(key, &end, 10);
-            if (end == key || *end || step < 1 || step > MAX_STEP)
-                return tdm_errorf(err, "%s: metric \"%.80s\": step \"%.40s\" is not a positive integer", name, metric,
-                                  key);
-            const tdm_json *v = values->items[i];
-            double x;
-            if (v->type == TDM_JSON_NUMBER) x = v->num;
-            else if (v->type == TDM_JSON_NULL || (v->type == TDM_JSON_STRING && (!strcmp(v->str, "nan") ||
-                                                                                   !strcmp(v->str, "NaN"))))
-                x = NAN;
-            else
-                return tdm_errorf(err, "%s: metric \"%.80s\", step %lld: expected a number or \"nan\", found %s", name,
-                                  metric, step, tdm_json_type_name(v->type));
-            tdm_run_iter *r = at_step(run, step, err);
-            if (!r) return -1;
-            r->interval = 1; /* each value is one step's (Megatron logs every step; the file keeps some) */
-            switch (kind) {
-            case M_LOSS:
-                r->lm_loss = x;
-                loss_prec = finer(loss_prec, shortest(x, 0));
-                break;
-            case M_OTHER_LOSS: r->other_loss[other] = x; break;
-            case M_TIME: r->elapsed_ms = x * 1e3; break; /* seconds */
-            case M_ZEROS: r->num_zeros = x; break;
-            case M_IGNORED: break;
+    enum metric kinds[64];
+    int others[64];
+    size_t n_metrics = root->len < 64 ? root->len : 64;
+    /* first the steps of every metric, as records in order; then each value into its record */
+    for (int phase = 0; phase < 2; phase++) {
+        for (size_t m = 0; m < n_metrics; m++) {
+            const char *metric = root->keys[m];
+            const tdm_json *obj = root->items[m], *values = tdm_json_get(obj, "values");
+            if (phase == 0) {
+                if (!values || values->type != TDM_JSON_OBJECT)
+                    return tdm_errorf(err, "%s: metric \"%.80s\": expected {\"start_step\", \"end_step\", "
+                                           "\"step_interval\", \"values\": {\"step\": value}}",
+                                      name, metric);
+                kinds[m] = metric_kind(metric);
+                others[m] = -1;
+                if (kinds[m] == M_OTHER_LOSS && (others[m] = tdm_run_loss_index(run, metric, strlen(metric))) < 0)
+                    kinds[m] = M_IGNORED;
+                char *list = kinds[m] == M_IGNORED ? ignored : kept;
+                size_t l = strlen(list);
+                if (l < 200) snprintf(list + l, 256 - l, "%s\"%.60s\"", l ? ", " : "", metric);
+            }
+            if (kinds[m] == M_IGNORED) continue;
+            for (size_t i = 0; i < values->len; i++) {
+                long long step = step_of(values->keys[i]);
+                if (!step)
+                    return tdm_errorf(err, "%s: metric \"%.80s\": step \"%.40s\" is not a positive integer", name,
+                                      metric, values->keys[i]);
+                const tdm_json *v = values->items[i];
+                double x;
+                if (v->type == TDM_JSON_NUMBER) x = v->num;
+                else if (v->type == TDM_JSON_NULL ||
+                         (v->type == TDM_JSON_STRING && (!strcmp(v->str, "nan") || !strcmp(v->str, "NaN"))))
+                    x = NAN;
+                else
+                    return tdm_errorf(err, "%s: metric \"%.80s\", step %lld: expected a number or \"nan\", found %s",
+                                      name, metric, step, tdm_json_type_name(v->type));
+                if (phase == 0) {
+                    tdm_run_iter e = tdm_run_iter_empty(step); /* each value is one step's (Megatron logs every
+                                                                  step; the file keeps some) */
+                    if (tdm_run_append_iter(run, &e, err) != 0) return -1;
+                    continue;
+                }
+                tdm_run_iter *r = tdm_run_find_iter(run, step);
+                switch (kinds[m]) {
+                case M_LOSS:
+                    r->lm_loss = x;
+                    loss_prec = finer(loss_prec, shortest(x, 0));
+                    break;
+                case M_OTHER_LOSS: r->other_loss[others[m]] = x; break;
+                case M_TIME: r->elapsed_ms = x * 1e3; break; /* seconds */
+                case M_ZEROS: r->num_zeros = x; break;
+                case M_IGNORED: break;
+                }
             }
         }
+        if (phase == 0) tdm_run_sort_iters(run);
     }
+    if (root->len > n_metrics) tdm_run_warn(run, "more than 64 metrics: the others are not read");
     if (run->n_iters == 0) return tdm_errorf(err, "%s: golden values without any step", name);
     for (int64_t i = 0; i < run->n_iters; i++) run->iters[i].loss_prec = isnan(run->iters[i].lm_loss) ? 0 : loss_prec;
     snprintf(run->source, sizeof run->source, "Megatron-LM golden values, steps %lld-%lld (%lld logged): %s%s%s",
@@ -139,7 +144,7 @@ static int baseline(const tdm_json *root, const char *name, tdm_run_log *run, td
             if (k == 0) x.lm_loss = d, prec = finer(prec, shortest(d, 1));
             else x.elapsed_ms = d;
         }
-        if (tdm_run_put_iter(run, &x, err) != 0) return -1;
+        if (tdm_run_append_iter(run, &x, err) != 0) return -1;
     }
     for (int64_t i = 0; i < run->n_iters; i++) run->iters[i].loss_prec = isnan(run->iters[i].lm_loss) ? 0 : prec;
     const tdm_json *w = tdm_json_get(root, "warm_up");

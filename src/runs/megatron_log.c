@@ -247,9 +247,9 @@ static void iteration_line(tdm_megatron_parser *p, const char *s, size_t n, int 
     int64_t prev = p->pass_last > 0 ? p->pass_last : p->resume_from;
     if (prev >= it) prev = 0;
     x.interval = (int32_t)(it - prev > INT32_MAX ? INT32_MAX : it - prev);
-    x.pass = (uint16_t)(run->passes > 65535 ? 65535 : run->passes);
+    x.pass = (uint32_t)run->passes;
     tdm_error e;
-    if (tdm_run_put_iter(run, &x, &e) != 0) {
+    if (tdm_run_append_iter(run, &x, &e) != 0) {
         fail(p, &e);
         return;
     }
@@ -572,7 +572,7 @@ static void say_passes(tdm_megatron_parser *p) {
                       "iteration the line of the last pass that logged it is used",
                  run->passes, list, run->passes - 1 > p->n_starts ? "; ..." : "");
     /* iterations an earlier pass logged beyond where a later one stopped: two trajectories joined */
-    int maxpass = 0, later = 0;
+    uint32_t maxpass = 0, later = 0;
     int64_t lo = 0, hi = 0;
     for (int64_t i = 0; i < run->n_iters; i++) {
         const tdm_run_iter *x = &run->iters[i];
@@ -583,7 +583,7 @@ static void say_passes(tdm_megatron_parser *p) {
         if (x->pass > maxpass) maxpass = x->pass;
     }
     if (lo)
-        tdm_run_warn(run, "iterations %lld-%lld come from passes before pass %d, which did not reach them: the series "
+        tdm_run_warn(run, "iterations %lld-%lld come from passes before pass %u, which did not reach them: the series "
                           "joins two trajectories",
                      (long long)lo, (long long)hi, later);
 }
@@ -595,6 +595,7 @@ int tdm_megatron_parser_finish(tdm_megatron_parser *p, tdm_error *err) {
         line(p, p->carry, p->carry_len, 1);
     }
     if (p->in_args) args_block_end(p);
+    tdm_run_sort_iters(run); /* appended runs: each iteration's line of the last pass */
     for (int i = 0; i < p->n_prev_args; i++) free(p->prev_args[i].key), free(p->prev_args[i].value);
     free(p->prev_args);
     int rc = 0;

@@ -69,36 +69,55 @@ tdm_run_iter tdm_run_iter_empty(int64_t iteration) {
     return x;
 }
 
-/* The index of the first record with iteration >= it. */
-static int64_t lower_bound(const tdm_run_log *run, int64_t it) {
-    int64_t lo = 0, hi = run->n_iters;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (run->iters[mid].iteration < it) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-int tdm_run_put_iter(tdm_run_log *run, const tdm_run_iter *x, tdm_error *err) {
-    int64_t at = run->n_iters;
-    if (at > 0 && run->iters[at - 1].iteration >= x->iteration) {
-        at = lower_bound(run, x->iteration);
-        if (at < run->n_iters && run->iters[at].iteration == x->iteration) {
-            run->iters[at] = *x;
-            return 0;
-        }
-    }
+int tdm_run_append_iter(tdm_run_log *run, const tdm_run_iter *x, tdm_error *err) {
     if (run->n_iters == MAX_ITERS)
         return tdm_errorf(err, "%s: more than %lld iteration lines", run->path, (long long)MAX_ITERS);
     if (run->n_iters == run->cap_iters) {
         run->cap_iters = run->cap_iters ? 2 * run->cap_iters : 256;
         run->iters = tdm_xrealloc(run->iters, (size_t)run->cap_iters * sizeof *run->iters);
     }
-    memmove(run->iters + at + 1, run->iters + at, (size_t)(run->n_iters - at) * sizeof *run->iters);
-    run->iters[at] = *x;
-    run->n_iters++;
+    run->iters[run->n_iters++] = *x;
     return 0;
+}
+
+/* Bottom-up merge sort by iteration: stable, so equal iterations stay in the order appended. */
+static void merge_sort(tdm_run_iter *a, int64_t n) {
+    tdm_run_iter *tmp = tdm_xmalloc((size_t)n * sizeof *tmp), *src = a, *dst = tmp;
+    for (int64_t w = 1; w < n; w *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * w) {
+            int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) dst[k++] = src[j].iteration < src[i].iteration ? src[j++] : src[i++];
+            while (i < mid) dst[k++] = src[i++];
+            while (j < hi) dst[k++] = src[j++];
+        }
+        tdm_run_iter *t = src;
+        src = dst, dst = t;
+    }
+    if (src != a) memcpy(a, src, (size_t)n * sizeof *a);
+    free(tmp);
+}
+
+void tdm_run_sort_iters(tdm_run_log *run) {
+    int64_t n = run->n_iters, i = 1;
+    while (i < n && run->iters[i - 1].iteration < run->iters[i].iteration) i++;
+    if (i >= n) return; /* ascending and unique already: the usual log */
+    merge_sort(run->iters, n);
+    int64_t o = 0;
+    for (int64_t k = 0; k < n; k++) {
+        if (o > 0 && run->iters[o - 1].iteration == run->iters[k].iteration) o--; /* the later one wins */
+        run->iters[o++] = run->iters[k];
+    }
+    run->n_iters = o;
+}
+
+tdm_run_iter *tdm_run_find_iter(tdm_run_log *run, int64_t it) {
+    int64_t lo = 0, hi = run->n_iters;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (run->iters[mid].iteration < it) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < run->n_iters && run->iters[lo].iteration == it ? &run->iters[lo] : NULL;
 }
 
 void tdm_run_add_kv(tdm_run_kv **kv, int *n, const char *key, size_t klen, const char *value, size_t vlen) {

@@ -58,7 +58,7 @@ typedef struct tdm_run_iter {
     int64_t global_batch;     /* samples per iteration; 0 not logged */
     int32_t interval;         /* iterations the line covers (1 with --log-interval 1) */
     int32_t skipped, nan;     /* iterations skipped / with NaN among them; -1 not logged */
-    uint16_t pass;            /* 1 for the file's first run, 2 for a run appended after it, ... */
+    uint32_t pass;            /* 1 for the file's first run, 2 for a run appended after it, ... */
     tdm_run_prec lr_prec, loss_prec, grad_norm_prec;
     /* NaN when not logged */
     double elapsed_ms;        /* per iteration, mean over the interval (golden values: that step's) */
@@ -147,9 +147,13 @@ const char *tdm_run_log_ddp_field(const tdm_run_log *run, const char *name, char
 void tdm_run_warn(tdm_run_log *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A record with every field "not logged" for `iteration`. */
 tdm_run_iter tdm_run_iter_empty(int64_t iteration);
-/* Puts x among the iterations in order; an iteration already there is replaced (the later
- * pass wins). Fails only past the bound on iterations. */
-int tdm_run_put_iter(tdm_run_log *run, const tdm_run_iter *x, tdm_error *err);
+/* Appends x, in any order. Fails only past the bound on iterations. */
+int tdm_run_append_iter(tdm_run_log *run, const tdm_run_iter *x, tdm_error *err);
+/* Puts the iterations in order and keeps, of those with the same iteration, the one appended
+ * last (the later pass wins). Stable, O(n log n); nothing to do when already in order. */
+void tdm_run_sort_iters(tdm_run_log *run);
+/* The record of `iteration`, or NULL (binary search: the iterations must be sorted). */
+tdm_run_iter *tdm_run_find_iter(tdm_run_log *run, int64_t iteration);
 void tdm_run_add_kv(tdm_run_kv **kv, int *n, const char *key, size_t klen, const char *value, size_t vlen);
 /* The index of a loss name (added when new and there is room), or -1. */
 int tdm_run_loss_index(tdm_run_log *run, const char *name, size_t len);
