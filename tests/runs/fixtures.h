@@ -13,13 +13,15 @@ static const char *fixtures_dir(void) {
     return d && *d ? d : "../shared/fixtures";
 }
 
-/* 1 when the fixtures are there; otherwise prints one line saying what is skipped. */
+/* 1 when the fixtures are there; otherwise 0, and the first call prints the one line saying so. */
 static int fixtures_present(const char *what) {
+    static int said;
     struct stat st;
     char p[1200];
     snprintf(p, sizeof p, "%s/README.md", fixtures_dir());
     if (stat(p, &st) == 0) return 1;
-    printf("skipped: %s (%s not found; set TANDEM_FIXTURES)\n", what, fixtures_dir());
+    if (!said++) printf("skipped: the tests on real artefacts (%s, ...): %s not found; set TANDEM_FIXTURES\n", what,
+                        fixtures_dir());
     return 0;
 }
 
