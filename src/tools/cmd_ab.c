@@ -80,7 +80,9 @@ static void parser(tdm_flags *p, tdm_strbuf *epilog) {
                 "With no arguments at all it runs the built-in demo: a short protocol on the tiny configuration\n"
                 "(configs/tiny) and the built-in synthetic data, prepared in ./tandem-demo (or $TANDEM_DEMO_DIR);\n"
                 "scripts/demo.sh does exactly that on 2 ranks.\n"
-                "docs/ab-protocol.md explains the table and the report.\n");
+                "docs/ab-protocol.md explains the table and the report.\n"
+                "On runs that already finished (logs, golden values): tandem ab --baseline-run A --candidate-run B\n"
+                "(tandem ab --baseline-run --help; docs/ab-runs.md).\n");
     *p = (tdm_flags){
         .command = "tandem ab",
         .usage = "mpirun -np N tandem ab --baseline \"FLAGS\" --candidate \"FLAGS\" [train flags] [ab flags]",
@@ -136,6 +138,7 @@ static void command_line(tdm_strbuf *sb, int world, int argc, char **argv) {
 }
 
 int cmd_ab(int argc, char **argv) {
+    if (cmd_ab_runs_wanted(argc, argv)) return cmd_ab_runs(argc, argv); /* finished runs: no MPI, no training */
     tdm_flags P;
     tdm_strbuf epilog;
     tdm_sb_init(&epilog);

@@ -21,4 +21,9 @@ TDM_COMMAND(cmd_evaluate);
 TDM_COMMAND(cmd_export_batches);
 TDM_COMMAND(cmd_trace_summary);
 
+/* `tandem ab --baseline-run ... --candidate-run ...` (cmd_ab_runs.c): cmd_ab hands over when
+ * cmd_ab_runs_wanted sees either flag. */
+int cmd_ab_runs_wanted(int argc, char **argv);
+int cmd_ab_runs(int argc, char **argv);
+
 #endif
