@@ -51,7 +51,7 @@ ifneq ($(PORTABLE),)
   BUILD := $(BUILD)-$(PORTABLE)
 endif
 
-PKGS := openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc
+PKGS := openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc zlib
 ARCH ?= -march=native
 OPT ?= -O2
 # No contraction of a * b + c into a fused multiply-add behind the source's back: whether the
@@ -75,10 +75,11 @@ DEPS_prof := core
 DEPS_data := tokenizer prof core
 DEPS_model := data tokenizer kernels prof core
 DEPS_distributed := prof kernels core
+DEPS_runs := prof core
 DEPS_train := model data distributed prof tokenizer kernels core
-DEPS_ab := train model data distributed prof tokenizer kernels core
-DEPS_tools := ab train model data distributed prof tokenizer kernels core
-MODULES := core kernels tokenizer prof data model distributed train ab
+DEPS_ab := train runs model data distributed prof tokenizer kernels core
+DEPS_tools := ab train runs model data distributed prof tokenizer kernels core
+MODULES := core kernels tokenizer prof runs data model distributed train ab
 
 lib = $(BUILD)/lib$(1).a
 libs_for = $(foreach m,$(filter $(MODULES),$(1) $(DEPS_$(1))),$(call lib,$(m)))

@@ -11,8 +11,8 @@ OUT=build-fuzz
 mkdir -p "$OUT"
 MPI_CFLAGS=$(mpicc.openmpi -showme:compile 2>/dev/null)
 MPI_LIBS=$(mpicc.openmpi -showme:link 2>/dev/null)
-PKG_CFLAGS=$(pkg-config --cflags openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc)
-PKG_LIBS=$(pkg-config --libs openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc)
+PKG_CFLAGS=$(pkg-config --cflags openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc zlib)
+PKG_LIBS=$(pkg-config --libs openblas libpng libjpeg libpcre2-8 libxxhash libutf8proc zlib)
 # -march=native as in the Makefile: the kernels use 8-wide vectors
 CFLAGS=(-std=c11 -D_GNU_SOURCE -O1 -g -march=native -ffp-contract=off -fsanitize=address,undefined -fno-sanitize-recover=undefined
         -Isrc $MPI_CFLAGS $PKG_CFLAGS)
