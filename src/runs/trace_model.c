@@ -431,14 +431,16 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
         tdm_runs_span *s = &t->spans[i];
         if (!(s->flags & TDM_RUNS_F_DEVICE)) s->step = (int32_t)tdm_runs_step_at(t, s->ts);
         else if (s->launch >= 0) s->step = (int32_t)tdm_runs_step_at(t, t->spans[s->launch].ts);
-        else {
+        else if (s->corr >= 0 && n_launches > 0) {
+            s->step = -1; /* launched before the profiler started, or after it stopped */
+            dev_unlaunched++;
+        } else {
             s->step = (int32_t)step_by_device_time(t, s->ts);
-            if (s->kind != TDM_RUNS_OTHER) dev_unlaunched++;
         }
     }
-    if (dev_unlaunched > 0 && n_launches > 0)
-        tdm_runs_note(t, "%lld of %lld GPU kernels and copies have no launching CPU event in the trace: they are "
-                         "given to steps by their GPU start",
+    if (dev_unlaunched > 0)
+        tdm_runs_note(t, "%lld of %lld GPU kernels and copies have no launching CPU event in the trace (launched "
+                         "outside the profiled window): they are left out of the steps",
                       (long long)dev_unlaunched, (long long)dev);
 
     /* 5. collectives */

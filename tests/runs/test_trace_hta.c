@@ -93,6 +93,133 @@ static void test_nccl_data(void) { check_trace("hta/nccl_parser_config/nccl_data
 static void test_trace_diff_control(void) { check_trace("hta/trace_diff/control/control.json.gz"); }
 static void test_trace_diff_test(void) { check_trace("hta/trace_diff/test/test.json.gz"); }
 
+
+/* Communication kernels per step (by their launch) and of one kind. */
+static void count_colls(const tdm_runs_trace *t, int64_t step, int kind, int64_t *n, int64_t *bytes) {
+    *n = 0, *bytes = 0;
+    for (int64_t i = 0; i < t->n_colls; i++) {
+        const tdm_runs_coll *c = &t->colls[i];
+        if (c->step != step || c->kind != kind) continue;
+        (*n)++;
+        *bytes += c->bytes;
+    }
+}
+
+static int has_note(const tdm_runs_trace *t, const char *needle) {
+    for (int i = 0; i < t->n_notes; i++)
+        if (strstr(t->notes[i], needle)) return 1;
+    return 0;
+}
+
+/* README: float µs with a ns fraction, displayTimeUnit "ms" that lies, 21 NCCL kernels on
+ * stream 40, per step 2 broadcasts (53120 Float + 53 Long) then 5 gradient buckets of
+ * 25557032 Float elements in all, group size 2. */
+static void test_nccl_data_content(void) {
+    tdm_runs_set s;
+    if (!read_one("hta/nccl_parser_config/nccl_data.json.gz", &s)) goto out;
+    const tdm_runs_trace *t = s.traces[0];
+    CHECK(t->ts_float, "float timestamps not seen");
+    CHECK(has_note(t, "displayTimeUnit \"ms\""), "no note on displayTimeUnit");
+    CHECK(t->world_size == 2 && !strcmp(t->backend, "nccl"), "world %lld backend %s", (long long)t->world_size,
+          t->backend);
+    CHECK(t->n_colls == 21, "%lld collectives", (long long)t->n_colls);
+    int64_t on40 = 0, compute7 = 0, compute = 0;
+    for (int64_t i = 0; i < t->n_colls; i++) on40 += t->spans[t->colls[i].span].lane == 40;
+    for (int64_t i = 0; i < t->n_spans; i++)
+        if (t->spans[i].flags & TDM_RUNS_F_DEVICE && t->spans[i].kind == TDM_RUNS_COMPUTE)
+            compute++, compute7 += t->spans[i].lane == 7;
+    CHECK(on40 == 21, "%lld NCCL kernels on stream 40", (long long)on40);
+    CHECK(compute > 0 && compute7 == compute, "%lld of %lld compute kernels on stream 7", (long long)compute7,
+          (long long)compute);
+    for (int64_t k = 0; k < t->n_steps; k++) {
+        int64_t n, b;
+        count_colls(t, k, TDM_RUNS_BROADCAST, &n, &b);
+        CHECK(n == 2 && b == 53120 * 4 + 53 * 8, "step %lld: %lld broadcasts of %lld bytes", (long long)k, (long long)n,
+              (long long)b);
+        count_colls(t, k, TDM_RUNS_ALL_REDUCE, &n, &b);
+        CHECK(n == 5 && b == 25557032LL * 4, "step %lld: %lld all-reduces of %lld bytes", (long long)k, (long long)n,
+              (long long)b);
+    }
+    for (int64_t i = 0; i < t->n_colls; i++) {
+        CHECK(t->colls[i].group_size == 2, "group size %d", t->colls[i].group_size);
+        CHECK(isfinite(t->colls[i].launch_ts) && t->colls[i].launch_ts <= t->colls[i].ts, "launch not found");
+    }
+out:
+    tdm_runs_set_free(&s);
+}
+
+/* README: 60 NCCL kernels on stream 21, per step 7 SendRecv that the CPU calls nccl:all_to_all
+ * and 3 all-reduces. */
+static void test_control_content(void) {
+    tdm_runs_set s;
+    if (!read_one("hta/trace_diff/control/control.json.gz", &s)) goto out;
+    const tdm_runs_trace *t = s.traces[0];
+    CHECK(t->n_colls == 60, "%lld collectives", (long long)t->n_colls);
+    for (int64_t k = 0; k < t->n_steps; k++) {
+        int64_t n, b;
+        count_colls(t, k, TDM_RUNS_ALL_TO_ALL, &n, &b);
+        CHECK(n == 7, "step %lld: %lld all-to-all", (long long)k, (long long)n);
+        count_colls(t, k, TDM_RUNS_ALL_REDUCE, &n, &b);
+        CHECK(n == 3, "step %lld: %lld all-reduces", (long long)k, (long long)n);
+    }
+    for (int64_t i = 0; i < t->n_colls; i++) CHECK(t->spans[t->colls[i].span].lane == 21, "stream");
+out:
+    tdm_runs_set_free(&s);
+}
+
+/* README: the GPU lags the CPU: by GPU time the steps would hold 10, 10, 14, 6, 10, 14 NCCL
+ * kernels; by their launch each holds its 10, and 4 were launched after the last step. */
+static void test_test_attributed_by_launch(void) {
+    tdm_runs_set s;
+    if (!read_one("hta/trace_diff/test/test.json.gz", &s)) goto out;
+    const tdm_runs_trace *t = s.traces[0];
+    CHECK(t->n_colls == 64, "%lld collectives", (long long)t->n_colls);
+    int64_t outside = 0;
+    for (int64_t i = 0; i < t->n_colls; i++) outside += t->colls[i].step < 0;
+    CHECK(outside == 4, "%lld kernels outside the steps", (long long)outside);
+    for (int64_t k = 0; k < t->n_steps; k++) {
+        int64_t a, r, b;
+        count_colls(t, k, TDM_RUNS_ALL_TO_ALL, &a, &b);
+        count_colls(t, k, TDM_RUNS_ALL_REDUCE, &r, &b);
+        CHECK(a == 7 && r == 3, "step %lld: %lld all-to-all, %lld all-reduce", (long long)k, (long long)a, (long long)r);
+    }
+out:
+    tdm_runs_set_free(&s);
+}
+
+/* The traces whose oracle figures are held back: read and analysed, sensibly. */
+static void test_other_hta_traces(void) {
+    const char *rel[] = {"hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz",
+                         "hta/negative_queue_length_values_check/rank0.json.gz"};
+    for (int i = 0; i < 3; i++) {
+        tdm_runs_set s;
+        if (!read_one(rel[i], &s)) {
+            tdm_runs_set_free(&s);
+            continue;
+        }
+        const tdm_runs_trace *t = s.traces[0];
+        tdm_runs_analysis a;
+        tdm_runs_analyze(&s, &a);
+        CHECK(t->n_steps >= 2 && t->n_colls > 0, "%s: %lld steps, %lld collectives", rel[i], (long long)t->n_steps,
+              (long long)t->n_colls);
+        for (int h = 0; h < 4; h++) {
+            const tdm_runs_hta *x = &a.ranks[0].hta[h];
+            CHECK(x->applicable && x->overlap_pct >= 0 && x->overlap_pct <= 100, "%s: overlap %g", rel[i],
+                  x->overlap_pct);
+            CHECK_NEAR(x->idle_pct + x->compute_pct + x->non_compute_pct, 100, 1e-6);
+            CHECK(x->n_comm_kernels > 0, "%s: no communication kernel", rel[i]);
+        }
+        CHECK(a.ranks[0].hta[1].n_comm_kernels >= a.ranks[0].hta[0].n_comm_kernels, "keeping the last step drops kernels");
+        for (int64_t k = 0; k < a.ranks[0].n_steps; k++) {
+            const tdm_runs_step_stats *st = &a.ranks[0].steps[k];
+            CHECK(st->hidden_us <= st->comm_us + 1e-9 && st->exposed_us >= -1e-9, "%s step %lld", rel[i], (long long)k);
+        }
+        if (i == 2) CHECK(has_note(t, "no launching CPU event"), "%s: the kernels without a launch are not noted", rel[i]);
+        tdm_runs_analysis_free(&a);
+        tdm_runs_set_free(&s);
+    }
+}
+
 int main(void) {
     char path[1024];
     if (!fixture(path, sizeof path, "expected.json")) {
@@ -112,6 +239,10 @@ int main(void) {
     RUN(test_nccl_data);
     RUN(test_trace_diff_control);
     RUN(test_trace_diff_test);
+    RUN(test_nccl_data_content);
+    RUN(test_control_content);
+    RUN(test_test_attributed_by_launch);
+    RUN(test_other_hta_traces);
     tdm_json_free(expected);
     return TEST_SUMMARY();
 }
