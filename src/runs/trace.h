@@ -129,6 +129,7 @@ typedef struct tdm_runs_trace {
     tdm_runs_given_step *given; /* when the format states per-step figures */
     int64_t n_given;
 
+    int64_t ts_base;      /* µs subtracted from every ts read (0 unless a double could not hold them) */
     int has_device;       /* any accelerator interval: analysis on the device; else on the CPU */
     int whole_trace_step; /* no step annotation: one step over the whole trace */
     /* What HTA needs beyond the spans: */

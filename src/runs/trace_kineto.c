@@ -43,7 +43,7 @@ typedef struct reader {
     char **proc_pid, **proc_name; /* process_name metadata */
     int n_proc;
     int64_t n_events, n_x, n_skipped_x, n_begin_end;
-    int top_array, any_cat, tandem_cats, foreign_cats, any_step_phase;
+    int top_array, any_cat, tandem_cats, foreign_cats, any_step_phase, base_decided;
     char time_unit[16];
     tdm_error *err;
 } reader;
@@ -75,6 +75,56 @@ static int read_num(reader *r, double *v, int *is_int) {
     }
     if (k == TDM_JS_OBJECT || k == TDM_JS_ARRAY) return tdm_js_skip_rest(r->js) ? -1 : 0;
     return 0;
+}
+
+/* A timestamp. A double holds µs with a nanosecond fraction exactly enough up to 2^53 ns
+ * (Kineto's float µs since boot); Ascend writes 19 digits ("1704161511422904.204", a string):
+ * then the trace's times are kept relative to the first one's whole microseconds (ts_base),
+ * decimal by decimal, so that no nanosecond is lost. */
+static int read_ts(reader *r, double *v, int *is_int) {
+    tdm_js_tok k = tdm_js_next(r->js);
+    if (k == TDM_JS_ERROR) return -1;
+    if (k == TDM_JS_OBJECT || k == TDM_JS_ARRAY) return tdm_js_skip_rest(r->js) ? -1 : 0;
+    if (k != TDM_JS_NUMBER && k != TDM_JS_STRING) return 0;
+    *is_int = k == TDM_JS_NUMBER && tdm_js_number_is_int(r->js);
+    double d = tdm_js_number(r->js);
+    if (!isfinite(d)) return 0;
+    size_t n;
+    const char *s = tdm_js_text(r->js, &n);
+    /* whole digits and fraction digits, when the text is plain [-]digits[.digits] */
+    int64_t ip = 0;
+    int nd = 0, neg = 0, plain = 1;
+    size_t i = 0;
+    if (i < n && s[i] == '-') neg = 1, i++;
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (nd < 18) ip = ip * 10 + (s[i] - '0');
+        else plain = 0;
+        nd++;
+    }
+    size_t frac_at = i;
+    int nf = 0;
+    if (i < n && s[i] == '.')
+        for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++) nf++;
+    if (i != n || neg) plain = 0;
+    if (!r->base_decided) {
+        r->base_decided = 1;
+        /* the decimal mantissa beyond 2^53: a double cannot hold it */
+        if (plain && (double)ip * pow(10, nf) >= 9007199254740992.0) r->t->ts_base = ip;
+    }
+    if (r->t->ts_base == 0 || !plain) {
+        *v = d - (double)r->t->ts_base;
+        return 1;
+    }
+    double frac = 0;
+    if (nf > 0) { /* "0.204" from ".204": the digit before the point is a whole-µs digit, replaced */
+        char b[40];
+        int m = nf < 30 ? nf : 30;
+        b[0] = '0';
+        memcpy(b + 1, s + frac_at, (size_t)m + 1);
+        if (tdm_js_parse_number(b, (size_t)m + 2, &frac) != 0) frac = 0;
+    }
+    *v = (double)(ip - r->t->ts_base) + frac;
+    return 1;
 }
 
 static int read_id(reader *r, size_t *off, size_t *len, int *has) {
@@ -171,7 +221,7 @@ static int read_event(reader *r) {
                 goto next;
             }
             if (!strcmp(key, "ts")) {
-                int got = read_num(r, &e->ts, &e->ts_int);
+                int got = read_ts(r, &e->ts, &e->ts_int);
                 if (got < 0) return -1;
                 e->has_ts = got;
                 goto next;
@@ -481,9 +531,8 @@ static void ascend_lanes(reader *r) {
                                                        : lk == 2 ? &t->lane_comm_not_overlapped
                                                                  : &t->lane_free;
             *sum += s.dur;
-            if (lk >= 2) continue;
             s.flags = (uint8_t)(s.flags | TDM_RUNS_F_DEVICE);
-            s.kind = lk == 0 ? TDM_RUNS_COMPUTE : TDM_RUNS_COMM;
+            s.kind = lk == 0 ? TDM_RUNS_COMPUTE : lk == 1 ? TDM_RUNS_COMM : TDM_RUNS_OTHER;
             s.lane = lk;
         } else if (lk == 4) {
             dropped_tasks++;
