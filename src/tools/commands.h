@@ -20,5 +20,6 @@ TDM_COMMAND(cmd_generate);
 TDM_COMMAND(cmd_evaluate);
 TDM_COMMAND(cmd_export_batches);
 TDM_COMMAND(cmd_trace_summary);
+TDM_COMMAND(cmd_analyze);
 
 #endif
