@@ -172,7 +172,10 @@ void tdm_runs_set_free(tdm_runs_set *s);
  * ranks to s. An error names the file and what was expected; s keeps what was read before. */
 int tdm_runs_read(tdm_runs_set *s, const char *path, tdm_error *err);
 
-/* Format readers (each appends the ranks it found). */
+/* Format readers (each appends the ranks it found). tdm_runs_read_json returns
+ * TDM_RUNS_NOT_A_TRACE for well-formed JSON that is no trace (an object without "traceEvents"),
+ * which a folder's walk skips. */
+#define TDM_RUNS_NOT_A_TRACE (-2)
 int tdm_runs_read_json(tdm_runs_set *s, const char *path, tdm_error *err);     /* trace_kineto.c */
 int tdm_runs_read_json_mem(tdm_runs_set *s, const void *data, size_t len, const char *name, tdm_error *err);
 int tdm_runs_read_ascend_csv(tdm_runs_set *s, const char *path, tdm_error *err); /* ascend.c */

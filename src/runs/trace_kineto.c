@@ -461,10 +461,12 @@ static int read_document(reader *r) {
             }
         }
         if (k == TDM_JS_ERROR) return fail_js(r);
-        if (!seen_events)
-            return tdm_errorf(r->err, "%s: expected a profiler trace: a JSON object with a \"traceEvents\" array, or "
-                                      "an array of events",
-                              r->path);
+        if (!seen_events) {
+            tdm_errorf(r->err, "%s: expected a profiler trace: a JSON object with a \"traceEvents\" array, or an "
+                               "array of events",
+                       r->path);
+            return TDM_RUNS_NOT_A_TRACE;
+        }
     } else {
         return tdm_errorf(r->err, "%s: expected a profiler trace: a JSON object with a \"traceEvents\" array, or an "
                                   "array of events",

@@ -77,6 +77,10 @@ static int read_dir(tdm_runs_set *s, const char *dir, int depth, int *found, tdm
         if (has_merged && !strncmp(names[i], "trace_rank", 10)) continue;
         if (has_view && !strcmp(names[i], "step_trace_time.csv")) continue;
         rc = read_file(s, path, k, err);
+        if (rc == TDM_RUNS_NOT_A_TRACE) { /* some other JSON beside the traces */
+            rc = 0;
+            continue;
+        }
         (*found)++;
     }
     for (int i = 0; i < n; i++) free(names[i]);
@@ -101,5 +105,6 @@ int tdm_runs_read(tdm_runs_set *s, const char *path, tdm_error *err) {
     int k = ends(b, ".csv") ? K_STEP_CSV : (!strcmp(b, "communication.json") || !strcmp(b, "cluster_communication.json"))
                                                  ? K_COMM_JSON
                                                  : K_JSON;
-    return read_file(s, path, k, err);
+    int rc = read_file(s, path, k, err);
+    return rc == 0 ? 0 : -1;
 }
