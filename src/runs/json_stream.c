@@ -54,10 +54,10 @@ static int fail(tdm_js *js, const char *fmt, ...) {
     return -1;
 }
 
-static tdm_js *js_new(const char *name) {
+static tdm_js *js_new(const char *name, size_t window) {
     tdm_js *js = tdm_xcalloc(1, sizeof *js);
     snprintf(js->name, sizeof js->name, "%s", name);
-    js->cap = WINDOW;
+    js->cap = window;
     js->buf = tdm_xmalloc(js->cap + 1);
     js->p = js->end = js->buf;
     js->state = ST_VALUE;
@@ -72,13 +72,15 @@ tdm_js *tdm_js_open_file(const char *path, tdm_error *err) {
         return NULL;
     }
     gzbuffer(gz, 1 << 18);
-    tdm_js *js = js_new(path);
+    tdm_js *js = js_new(path, WINDOW);
     js->gz = gz;
     return js;
 }
 
 tdm_js *tdm_js_open_mem(const void *data, size_t len, const char *name) {
-    tdm_js *js = js_new(name);
+    /* a small input gets a small window: refills then happen in tests and fuzzing as well */
+    size_t w = len / 4 < 64 ? 64 : len / 4 > WINDOW ? WINDOW : len / 4;
+    tdm_js *js = js_new(name, w);
     js->mem = data;
     js->mem_len = len;
     return js;
@@ -98,8 +100,9 @@ void tdm_js_close(tdm_js *js) {
 static long more(tdm_js *js, char **tok) {
     if (js->failed) return -1;
     if (js->src_eof) return 0;
-    char *keep = tok ? *tok : js->p;
+    char *keep = tok && *tok < js->p ? *tok : js->p; /* a token may start before or after p */
     size_t keep_off = (size_t)(keep - js->buf), kept = (size_t)(js->end - keep), p_off = (size_t)(js->p - keep);
+    size_t tok_off = tok ? (size_t)(*tok - keep) : 0;
     if (kept > js->cap / 2) {
         if (js->cap >= TDM_JS_MAX_TOKEN) return fail(js, "a string or number longer than %zu MiB", TDM_JS_MAX_TOKEN >> 20);
         js->cap *= 2;
@@ -109,7 +112,7 @@ static long more(tdm_js *js, char **tok) {
     js->base_off += keep_off;
     js->p = js->buf + p_off;
     js->end = js->buf + kept;
-    if (tok) *tok = js->buf;
+    if (tok) *tok = js->buf + tok_off;
     size_t room = js->cap - kept;
     long got;
     if (js->gz) {

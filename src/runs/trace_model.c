@@ -262,6 +262,11 @@ int tdm_runs_dtype_bytes(const char *d) {
 
 /* ---- the pass after reading ---------------------------------------------------------- */
 
+/* qsort with n == 0 may not be given the NULL of an empty array */
+static void sort_n(void *p, int64_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    if (n > 1) qsort(p, (size_t)n, size, cmp);
+}
+
 static const tdm_runs_span *sort_base;
 static int cmp_span_idx(const void *a, const void *b) {
     int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
@@ -365,7 +370,7 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
     int64_t *perm = tdm_xmalloc((size_t)(n + 1) * sizeof *perm);
     for (int64_t i = 0; i < n; i++) perm[i] = i;
     sort_base = t->spans;
-    qsort(perm, (size_t)n, sizeof *perm, cmp_span_idx);
+    sort_n(perm, n, sizeof *perm, cmp_span_idx);
     tdm_runs_span *sorted = tdm_xmalloc((size_t)(n + 1) * sizeof *sorted);
     for (int64_t i = 0; i < n; i++) sorted[i] = t->spans[perm[i]];
     free(t->spans);
@@ -376,7 +381,7 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
         if (t->spans[i].coll >= 0) t->colls[t->spans[i].coll].span = (int32_t)i;
 
     /* 2. steps: sorted, one per number (the longest when a number repeats) */
-    qsort(t->steps, (size_t)t->n_steps, sizeof *t->steps, cmp_step);
+    sort_n(t->steps, t->n_steps, sizeof *t->steps, cmp_step);
     int64_t m = 0;
     for (int64_t i = 0; i < t->n_steps; i++) {
         int64_t j;
@@ -388,7 +393,7 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
         t->steps[m++] = t->steps[i];
     }
     t->n_steps = m;
-    qsort(t->steps, (size_t)t->n_steps, sizeof *t->steps, cmp_step);
+    sort_n(t->steps, t->n_steps, sizeof *t->steps, cmp_step);
     for (int64_t i = 0; i + 1 < t->n_steps; i++) /* a step ends where the next begins, at the latest */
         if (t->steps[i].ts + t->steps[i].dur > t->steps[i + 1].ts) t->steps[i].dur = t->steps[i + 1].ts - t->steps[i].ts;
     if (t->n_steps == 0 && n > 0 && t->n_given == 0) {
@@ -407,7 +412,7 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
     int64_t ncx = 0;
     for (int64_t i = 0; i < n; i++)
         if (!(t->spans[i].flags & TDM_RUNS_F_DEVICE) && t->spans[i].corr >= 0) cx[ncx++] = (corr_ix){t->spans[i].corr, i};
-    qsort(cx, (size_t)ncx, sizeof *cx, cmp_corr);
+    sort_n(cx, ncx, sizeof *cx, cmp_corr);
     int64_t n_launches = ncx;
     int64_t dev = 0, dev_unlaunched = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -449,7 +454,7 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
     for (int64_t i = 0; i < n; i++)
         if (!(t->spans[i].flags & TDM_RUNS_F_DEVICE) && t->spans[i].kind == TDM_RUNS_COMM) ops[n_ops++] = i;
     ops_base = t;
-    qsort(ops, (size_t)n_ops, sizeof *ops, cmp_op_lane);
+    sort_n(ops, n_ops, sizeof *ops, cmp_op_lane);
     if (t->has_device) {
         for (int64_t i = 0; i < n; i++) {
             tdm_runs_span *s = &t->spans[i];
@@ -526,7 +531,7 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
         t->colls[kept++] = c;
     }
     t->n_colls = kept;
-    qsort(t->colls, (size_t)t->n_colls, sizeof *t->colls, cmp_coll);
+    sort_n(t->colls, t->n_colls, sizeof *t->colls, cmp_coll);
     for (int64_t i = 0; i < n; i++) t->spans[i].coll = -1;
     for (int64_t i = 0; i < t->n_colls; i++) t->spans[t->colls[i].span].coll = (int32_t)i;
 

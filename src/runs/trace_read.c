@@ -54,7 +54,7 @@ static int read_dir(tdm_runs_set *s, const char *dir, int depth, int *found, tdm
         names[n++] = tdm_xstrdup(de->d_name);
     }
     closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    if (n > 1) qsort(names, (size_t)n, sizeof *names, cmp_str);
     /* tandem writes trace.json (every rank) beside trace_rank<r>.json (one each): read one of them;
      * an Ascend rank folder's trace_view.json supersedes its step_trace_time.csv */
     int has_merged = 0, has_view = 0;
