@@ -176,6 +176,30 @@ double tdm_runs_busbw_factor(int kind, int n) {
     }
 }
 
+/* Collectives grouped by step: idx[start[k] .. start[k+1]) are step k's, in time order. */
+typedef struct by_step {
+    int64_t *start, *idx;
+} by_step;
+
+static by_step colls_by_step(const tdm_runs_trace *t) {
+    int64_t ns = t->n_steps;
+    by_step b = {tdm_xcalloc((size_t)ns + 2, sizeof(int64_t)), tdm_xmalloc((size_t)(t->n_colls + 1) * sizeof(int64_t))};
+    for (int64_t c = 0; c < t->n_colls; c++)
+        if (t->colls[c].step >= 0 && t->colls[c].step < ns) b.start[t->colls[c].step + 1]++;
+    for (int64_t k = 0; k < ns; k++) b.start[k + 1] += b.start[k];
+    int64_t *fill = tdm_xmalloc((size_t)(ns + 1) * sizeof *fill);
+    memcpy(fill, b.start, (size_t)(ns + 1) * sizeof *fill);
+    for (int64_t c = 0; c < t->n_colls; c++)
+        if (t->colls[c].step >= 0 && t->colls[c].step < ns) b.idx[fill[t->colls[c].step]++] = c;
+    free(fill);
+    return b;
+}
+
+static void by_step_free(by_step *b) {
+    free(b->start);
+    free(b->idx);
+}
+
 static int64_t add_iv(tdm_prof_interval *v, int64_t n, double ts, double dur) {
     if (dur > 0) v[n++] = (tdm_prof_interval){ts, ts + dur};
     return n;
@@ -219,6 +243,7 @@ static void analyze_steps(const tdm_runs_trace *t, tdm_runs_rank_stats *r) {
         if (t->spans[i].step >= 0) idx[fill[t->spans[i].step]++] = i;
     free(fill);
     uint8_t *cthr = t->has_device ? NULL : comm_threads(t);
+    by_step cb = colls_by_step(t);
     int64_t cap = 0;
     for (int64_t k = 0; k < ns; k++)
         if (start[k + 1] - start[k] > cap) cap = start[k + 1] - start[k];
@@ -276,9 +301,9 @@ static void analyze_steps(const tdm_runs_trace *t, tdm_runs_rank_stats *r) {
         st->last_coll = -1;
         st->last_us = st->last_exposed_us = NAN;
         double best = -INFINITY;
-        for (int64_t c = 0; c < t->n_colls; c++) {
+        for (int64_t j = cb.start[k]; j < cb.start[k + 1]; j++) {
+            int64_t c = cb.idx[j];
             const tdm_runs_coll *cl = &t->colls[c];
-            if (cl->step != k) continue;
             st->n_colls++;
             double when = isfinite(cl->launch_ts) ? cl->launch_ts : cl->ts;
             if (when >= best) best = when, st->last_coll = c;
@@ -292,6 +317,7 @@ static void analyze_steps(const tdm_runs_trace *t, tdm_runs_rank_stats *r) {
     }
     free(C), free(M), free(A), free(X), free(F);
     free(cthr);
+    by_step_free(&cb);
     free(idx);
     free(start);
 }
@@ -351,30 +377,32 @@ static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)
 /* 1 when every step that has gradient collectives and a visible backward launched all of them
  * after the backward's last operator ended; 0 when some step overlapped; -1 when no step says. */
 static int grads_after_backward(const tdm_runs_trace *t) {
-    int verdict = -1;
-    for (int64_t k = 0; k < t->n_steps; k++) {
-        double bw_end = -INFINITY;
-        for (int64_t i = 0; i < t->n_spans; i++) {
-            const tdm_runs_span *s = &t->spans[i];
-            if (s->step != k || (s->flags & TDM_RUNS_F_DEVICE)) continue;
-            const char *n = t->names[s->name];
-            if (starts(n, "autograd::engine::evaluate_function") || !strcmp(n, "## backward ##"))
-                if (s->ts + s->dur > bw_end) bw_end = s->ts + s->dur;
-        }
-        if (!isfinite(bw_end)) continue;
-        int n_grad = 0, after = 1;
-        for (int64_t c = 0; c < t->n_colls; c++) {
-            const tdm_runs_coll *cl = &t->colls[c];
-            if (cl->step != k || !(cl->kind == TDM_RUNS_ALL_REDUCE || cl->kind == TDM_RUNS_REDUCE_SCATTER) ||
-                !isfinite(cl->launch_ts))
-                continue;
-            n_grad++;
-            if (cl->launch_ts < bw_end) after = 0;
-        }
-        if (!n_grad) continue;
-        if (!after) return 0;
-        verdict = 1;
+    int64_t ns = t->n_steps;
+    uint8_t *bw_name = tdm_xcalloc((size_t)t->n_names + 1, 1);
+    for (int32_t i = 0; i < t->n_names; i++)
+        bw_name[i] = starts(t->names[i], "autograd::engine::evaluate_function") || !strcmp(t->names[i], "## backward ##");
+    double *bw_end = tdm_xmalloc((size_t)(ns + 1) * sizeof *bw_end);
+    int64_t *n_grad = tdm_xcalloc((size_t)ns + 1, sizeof *n_grad), *before = tdm_xcalloc((size_t)ns + 1, sizeof *before);
+    for (int64_t k = 0; k < ns; k++) bw_end[k] = -INFINITY;
+    for (int64_t i = 0; i < t->n_spans; i++) {
+        const tdm_runs_span *s = &t->spans[i];
+        if (s->step < 0 || (s->flags & TDM_RUNS_F_DEVICE) || !bw_name[s->name]) continue;
+        if (s->ts + s->dur > bw_end[s->step]) bw_end[s->step] = s->ts + s->dur;
     }
+    for (int64_t c = 0; c < t->n_colls; c++) {
+        const tdm_runs_coll *cl = &t->colls[c];
+        if (cl->step < 0 || !(cl->kind == TDM_RUNS_ALL_REDUCE || cl->kind == TDM_RUNS_REDUCE_SCATTER) ||
+            !isfinite(cl->launch_ts))
+            continue;
+        n_grad[cl->step]++;
+        before[cl->step] += cl->launch_ts < bw_end[cl->step];
+    }
+    int verdict = -1;
+    for (int64_t k = 0; k < ns && verdict != 0; k++) {
+        if (!isfinite(bw_end[k]) || !n_grad[k]) continue;
+        verdict = before[k] ? 0 : 1;
+    }
+    free(bw_name), free(bw_end), free(n_grad), free(before);
     return verdict;
 }
 
@@ -382,12 +410,13 @@ static int grads_after_backward(const tdm_runs_trace *t) {
  * sizes as its gradient collectives (the backward's bucket order) and that order is not its own
  * reverse: the forward needs the first layers first, which the backward reduces last. */
 static int allgather_backward_order(const tdm_runs_trace *t, int64_t *step_out) {
-    for (int64_t k = 0; k < t->n_steps; k++) {
+    by_step cb = colls_by_step(t);
+    int found = 0;
+    for (int64_t k = 0; k < t->n_steps && !found; k++) {
         int64_t ag[64], gr[64];
         int na = 0, ng = 0, sized = 1;
-        for (int64_t c = 0; c < t->n_colls; c++) {
-            const tdm_runs_coll *cl = &t->colls[c];
-            if (cl->step != k) continue;
+        for (int64_t j = cb.start[k]; j < cb.start[k + 1]; j++) {
+            const tdm_runs_coll *cl = &t->colls[cb.idx[j]];
             if (cl->kind == TDM_RUNS_ALL_GATHER && na < 64) ag[na++] = cl->bytes, sized &= cl->bytes >= 0;
             if ((cl->kind == TDM_RUNS_REDUCE_SCATTER || cl->kind == TDM_RUNS_ALL_REDUCE) && ng < 64)
                 gr[ng++] = cl->bytes, sized &= cl->bytes >= 0;
@@ -401,10 +430,11 @@ static int allgather_backward_order(const tdm_runs_trace *t, int64_t *step_out) 
         }
         if (same && !palin) {
             *step_out = t->steps[k].number;
-            return 1;
+            found = 1;
         }
     }
-    return 0;
+    by_step_free(&cb);
+    return found;
 }
 
 void tdm_runs_analyze(const tdm_runs_set *s, tdm_runs_analysis *a) {

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "core/alloc.h"
 #include "core/strbuf.h"
@@ -143,6 +146,21 @@ static long more(tdm_js *js, char **tok) {
 static int peek(tdm_js *js) {
     for (;;) {
         char *p = js->p, *end = js->end;
+        if (p < end && (unsigned char)*p > ' ') return (unsigned char)*p; /* most tokens follow no blank */
+#ifdef __SSE2__
+        /* the indentation of a pretty-printed trace: 16 bytes at a time */
+        while (end - p >= 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+            __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n'))),
+                                      _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\t'))));
+            unsigned m = (unsigned)_mm_movemask_epi8(ws) ^ 0xFFFFu;
+            if (m) {
+                js->p = p + __builtin_ctz(m);
+                return (unsigned char)*js->p;
+            }
+            p += 16;
+        }
+#endif
         while (p < end) {
             char c = *p;
             if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
@@ -233,6 +251,21 @@ static int decode_escapes(tdm_js *js, const char *s, size_t n) {
     return 0;
 }
 
+/* The first '"' or '\\' in [s, e), or e: 16 bytes at a time where SSE2 is there (x86-64). */
+static const char *scan_string(const char *s, const char *e) {
+#ifdef __SSE2__
+    const __m128i q = _mm_set1_epi8('"'), b = _mm_set1_epi8('\\');
+    while (e - s >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+        int m = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, q), _mm_cmpeq_epi8(v, b)));
+        if (m) return s + __builtin_ctz((unsigned)m);
+        s += 16;
+    }
+#endif
+    while (s < e && *s != '"' && *s != '\\') s++;
+    return s;
+}
+
 /* js->p is at an opening quote. Finds the closing one; when `keep` sets js->text. */
 static int read_string(tdm_js *js, int keep) {
     char *start = js->p + 1;
@@ -252,19 +285,11 @@ static int read_string(tdm_js *js, int keep) {
             continue;
         }
         if (!esc) {
-            char *s = start + i;
-            char *q = memchr(s, '"', avail - i);
-            char *b = memchr(s, '\\', (size_t)((q ? q : js->end) - s));
-            if (b) {
-                esc = 1;
-                i = (size_t)(b - start);
-                continue;
-            }
-            if (q) {
-                i = (size_t)(q - start);
-                break;
-            }
-            i = avail;
+            const char *q = scan_string(start + i, js->end);
+            i = (size_t)(q - start);
+            if (q == js->end) continue;
+            if (*q == '"') break;
+            esc = 1;
             continue;
         }
         /* after the first escape: byte by byte, so that many escapes stay linear */
@@ -602,7 +627,31 @@ int tdm_js_skip_value(tdm_js *js) {
         js->cur = c == '{' ? TDM_JS_OBJECT_END : TDM_JS_ARRAY_END;
         return 0;
     }
-    return tdm_js_next(js) == TDM_JS_ERROR ? -1 : 0;
+    if (c == '"') { /* a skipped string is only found to end */
+        if (read_string(js, 0) != 0) return -1;
+    } else if (c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z')) {
+        /* a skipped number or literal: its characters, up to a delimiter, unchecked */
+        char *start = js->p;
+        size_t i = 0;
+        for (;;) {
+            if (start + i >= js->end) {
+                start += i, i = 0;
+                long r = more(js, &start);
+                if (r < 0) return -1;
+                if (r == 0) break;
+                continue;
+            }
+            char d = start[i];
+            if (d == ',' || d == '}' || d == ']' || d == ' ' || d == '\n' || d == '\r' || d == '\t') break;
+            i++;
+        }
+        js->p = start + i;
+    } else {
+        return tdm_js_next(js) == TDM_JS_ERROR ? -1 : 0; /* the error message for what is there */
+    }
+    js->state = ST_AFTER;
+    js->cur = TDM_JS_NULL;
+    return 0;
 }
 
 int tdm_js_skip_rest(tdm_js *js) {

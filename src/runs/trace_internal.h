@@ -15,6 +15,7 @@ struct tdm_runs_x {
     size_t *lens;
     char **raws;          /* the bytes as read (== names[i] unless sanitising changed them) */
     size_t names_cap, spans_cap, steps_cap, colls_cap;
+    int8_t *kinds;        /* per name: [2 * id] as a device kernel, [2 * id + 1] as a CPU operator; -1 unknown */
     int64_t *step_numbers; /* distinct ProfilerStep numbers seen (HTA counts them) */
     int64_t n_step_numbers, step_numbers_cap;
 };
@@ -27,6 +28,8 @@ int64_t tdm_runs_step_at(const tdm_runs_trace *t, double ts);
 /* The kind of a CPU operator: communication (gloo:, nccl:, c10d::, record_param_comms, hccl:),
  * other (ProfilerStep envelopes) or compute. */
 int tdm_runs_cpu_kind(const char *name);
+/* tdm_runs_kind_of (device) or tdm_runs_cpu_kind of names[id], computed once per name. */
+int tdm_runs_name_kind(tdm_runs_trace *t, int32_t id, int device);
 /* Records a ProfilerStep#N name seen on a non-kernel event, for HTA's rules. */
 void tdm_runs_saw_step_name(tdm_runs_trace *t, int64_t number, double ts, double dur);
 

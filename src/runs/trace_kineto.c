@@ -153,6 +153,8 @@ static int read_string_field(reader *r, size_t *off, size_t *len, int *has) {
 
 static int64_t as_id(double v) { return v >= 0 && v < 9e18 ? (int64_t)v : -1; }
 
+#define KEY_IS(lit) (n == sizeof(lit) - 1 && memcmp(key, lit, sizeof(lit) - 1) == 0)
+
 static int read_args(reader *r) {
     kev *e = &r->e;
     tdm_js_tok k;
@@ -160,27 +162,27 @@ static int read_args(reader *r) {
         size_t n;
         const char *key = tdm_js_text(r->js, &n);
         double v;
-        int rc;
-        if (!strcmp(key, "stream")) {
+        int rc = 0;
+        if (KEY_IS("stream")) {
             if ((rc = read_num(r, &v, NULL)) < 0) return -1;
             e->stream = rc ? (int64_t)(v >= -1 && v < 2e9 ? v : -1) : -1;
-        } else if (!strcmp(key, "correlation")) {
+        } else if (KEY_IS("correlation")) {
             if ((rc = read_num(r, &v, NULL)) < 0) return -1;
             e->corr = rc ? as_id(v) : -1;
-        } else if (!strcmp(key, "Collective name")) {
+        } else if (KEY_IS("Collective name")) {
             if (read_string_field(r, &e->coll, &e->coll_len, &e->has_coll)) return -1;
-        } else if (!strcmp(key, "In msg nelems")) {
+        } else if (KEY_IS("In msg nelems")) {
             if ((rc = read_num(r, &v, NULL)) < 0) return -1;
             if (rc) e->in_nelems = v;
-        } else if (!strcmp(key, "Out msg nelems")) {
+        } else if (KEY_IS("Out msg nelems")) {
             if ((rc = read_num(r, &v, NULL)) < 0) return -1;
             if (rc) e->out_nelems = v;
-        } else if (!strcmp(key, "Group size")) {
+        } else if (KEY_IS("Group size")) {
             if ((rc = read_num(r, &v, NULL)) < 0) return -1;
             if (rc) e->group_size = v;
-        } else if (!strcmp(key, "dtype")) {
+        } else if (KEY_IS("dtype")) {
             if (read_string_field(r, &e->dtype, &e->dtype_len, &e->has_dtype)) return -1;
-        } else if (!strcmp(key, "name")) {
+        } else if (KEY_IS("name")) {
             if (read_string_field(r, &e->aname, &e->aname_len, &e->has_aname)) return -1;
         } else if (tdm_js_skip_value(r->js) != 0) {
             return -1;
@@ -200,66 +202,37 @@ static int read_event(reader *r) {
     while ((k = tdm_js_next(r->js)) == TDM_JS_KEY) {
         size_t n;
         const char *key = tdm_js_text(r->js, &n);
-        int rc = 0;
-        switch (key[0]) {
-        case 'p':
-            if (!strcmp(key, "ph")) {
-                size_t off, len;
-                int has = 0;
-                rc = read_string_field(r, &off, &len, &has);
-                if (has && len > 0) e->ph = astr(r, off)[0];
-                goto next;
-            }
-            if (!strcmp(key, "pid")) {
-                rc = read_id(r, &e->pid, &e->pid_len, &e->has_pid);
-                goto next;
-            }
-            break;
-        case 't':
-            if (!strcmp(key, "tid")) {
-                rc = read_id(r, &e->tid, &e->tid_len, &e->has_tid);
-                goto next;
-            }
-            if (!strcmp(key, "ts")) {
-                int got = read_ts(r, &e->ts, &e->ts_int);
-                if (got < 0) return -1;
-                e->has_ts = got;
-                goto next;
-            }
-            break;
-        case 'n':
-            if (!strcmp(key, "name")) {
-                rc = read_string_field(r, &e->name, &e->name_len, &e->has_name);
-                goto next;
-            }
-            break;
-        case 'c':
-            if (!strcmp(key, "cat")) {
-                rc = read_string_field(r, &e->cat, &e->cat_len, &e->has_cat);
-                goto next;
-            }
-            break;
-        case 'd':
-            if (!strcmp(key, "dur")) {
-                int got = read_num(r, &e->dur, NULL);
-                if (got < 0) return -1;
-                e->has_dur = got;
-                goto next;
-            }
-            break;
-        case 'a':
-            if (!strcmp(key, "args")) {
-                tdm_js_tok a = tdm_js_next(r->js);
-                if (a == TDM_JS_ERROR) return -1;
-                if (a == TDM_JS_OBJECT) rc = read_args(r);
-                else if (a == TDM_JS_ARRAY) rc = tdm_js_skip_rest(r->js);
-                goto next;
-            }
-            break;
-        default: break;
+        int rc;
+        if (KEY_IS("ph")) {
+            size_t off, len;
+            int has = 0;
+            rc = read_string_field(r, &off, &len, &has);
+            if (has && len > 0) e->ph = astr(r, off)[0];
+        } else if (KEY_IS("ts")) {
+            int got = read_ts(r, &e->ts, &e->ts_int);
+            if (got < 0) return -1;
+            e->has_ts = got;
+            rc = 0;
+        } else if (KEY_IS("dur")) {
+            int got = read_num(r, &e->dur, NULL);
+            if (got < 0) return -1;
+            e->has_dur = got;
+            rc = 0;
+        } else if (KEY_IS("name")) {
+            rc = read_string_field(r, &e->name, &e->name_len, &e->has_name);
+        } else if (KEY_IS("cat")) {
+            rc = read_string_field(r, &e->cat, &e->cat_len, &e->has_cat);
+        } else if (KEY_IS("pid")) {
+            rc = read_id(r, &e->pid, &e->pid_len, &e->has_pid);
+        } else if (KEY_IS("tid")) {
+            rc = read_id(r, &e->tid, &e->tid_len, &e->has_tid);
+        } else if (KEY_IS("args")) {
+            tdm_js_tok a = tdm_js_next(r->js);
+            if (a == TDM_JS_ERROR) return -1;
+            rc = a == TDM_JS_OBJECT ? read_args(r) : a == TDM_JS_ARRAY ? tdm_js_skip_rest(r->js) : 0;
+        } else {
+            rc = tdm_js_skip_value(r->js);
         }
-        rc = tdm_js_skip_value(r->js);
-    next:
         if (rc) return -1;
     }
     return k == TDM_JS_OBJECT_END ? 0 : -1;
@@ -363,10 +336,10 @@ static void on_event(reader *r) {
     if (device) {
         s->flags |= TDM_RUNS_F_DEVICE;
         s->lane = (int32_t)e->stream;
-        s->kind = (uint8_t)tdm_runs_kind_of(t->names[s->name]);
+        s->kind = (uint8_t)tdm_runs_name_kind(t, s->name, 1);
     } else {
         s->lane = thread_of(r);
-        s->kind = (uint8_t)tdm_runs_cpu_kind(t->names[s->name]);
+        s->kind = (uint8_t)tdm_runs_name_kind(t, s->name, 0);
     }
     if (hta_gpu) s->flags |= TDM_RUNS_F_HTA_GPU;
     if (e->stream != -1) s->flags |= TDM_RUNS_F_STREAM;

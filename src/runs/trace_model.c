@@ -59,6 +59,7 @@ void tdm_runs_trace_free(tdm_runs_trace *t) {
         free(t->x->index);
         free(t->x->step_numbers);
         free(t->x->hashes);
+        free(t->x->kinds);
         free(t->x->lens);
         free(t->x);
     }
@@ -124,7 +125,9 @@ int32_t tdm_runs_intern(tdm_runs_trace *t, const char *s, size_t len) {
         x->hashes = tdm_xrealloc(x->hashes, x->names_cap * sizeof *x->hashes);
         x->lens = tdm_xrealloc(x->lens, x->names_cap * sizeof *x->lens);
         x->raws = tdm_xrealloc(x->raws, x->names_cap * sizeof *x->raws);
+        x->kinds = tdm_xrealloc(x->kinds, x->names_cap * 2);
     }
+    x->kinds[2 * id] = x->kinds[2 * id + 1] = -1;
     t->names[id] = sanitised(s, len);
     x->hashes[id] = h;
     x->lens[id] = len;
@@ -267,13 +270,43 @@ static void sort_n(void *p, int64_t n, size_t size, int (*cmp)(const void *, con
     if (n > 1) qsort(p, (size_t)n, size, cmp);
 }
 
-static const tdm_runs_span *sort_base;
-static int cmp_span_idx(const void *a, const void *b) {
-    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
-    double x = sort_base[i].ts, y = sort_base[j].ts;
-    if (x < y) return -1;
-    if (x > y) return 1;
-    return (i > j) - (i < j);
+/* The order of spans by ts, ties in file order: an LSD radix sort (stable) of the doubles' bits
+ * made unsigned-comparable, 11 bits a pass, passes whose digit never varies skipped. A trace
+ * holds up to millions of spans; a comparison sort spent more time than reading them. */
+static int64_t *sort_by_ts(const tdm_runs_span *s, int64_t n) {
+    typedef struct {
+        uint64_t key;
+        int64_t idx;
+    } ki;
+    ki *a = tdm_xmalloc((size_t)(n + 1) * sizeof *a), *b = tdm_xmalloc((size_t)(n + 1) * sizeof *b);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u;
+        double d = s[i].ts == 0 ? 0.0 : s[i].ts; /* -0 sorts with 0 */
+        memcpy(&u, &d, sizeof u);
+        a[i].key = (u >> 63) ? ~u : u | ((uint64_t)1 << 63);
+        a[i].idx = i;
+    }
+    for (int shift = 0; shift < 64; shift += 11) {
+        int64_t count[2048] = {0};
+        for (int64_t i = 0; i < n; i++) count[(a[i].key >> shift) & 2047]++;
+        int64_t used = 0;
+        for (int d = 0; d < 2048; d++) used += count[d] > 0;
+        if (used <= 1) continue;
+        for (int64_t d = 0, sum = 0; d < 2048; d++) {
+            int64_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (int64_t i = 0; i < n; i++) b[count[(a[i].key >> shift) & 2047]++] = a[i];
+        ki *tmp = a;
+        a = b;
+        b = tmp;
+    }
+    int64_t *perm = tdm_xmalloc((size_t)(n + 1) * sizeof *perm);
+    for (int64_t i = 0; i < n; i++) perm[i] = a[i].idx;
+    free(a);
+    free(b);
+    return perm;
 }
 
 static int cmp_step(const void *a, const void *b) {
@@ -331,6 +364,12 @@ static int cpu_comm_op(const char *n) {
            starts(n, "hccl:");
 }
 
+int tdm_runs_name_kind(tdm_runs_trace *t, int32_t id, int device) {
+    int8_t *k = &t->x->kinds[2 * id + (device ? 0 : 1)];
+    if (*k < 0) *k = (int8_t)(device ? (int)tdm_runs_kind_of(t->names[id]) : tdm_runs_cpu_kind(t->names[id]));
+    return *k;
+}
+
 int tdm_runs_cpu_kind(const char *n) {
     if (starts(n, "ProfilerStep#")) return TDM_RUNS_OTHER;
     return cpu_comm_op(n) ? TDM_RUNS_COMM : TDM_RUNS_COMPUTE;
@@ -367,10 +406,7 @@ static int cmp_op_lane(const void *a, const void *b) {
 void tdm_runs_trace_finish(tdm_runs_trace *t) {
     /* 1. spans in time order (ties in file order); descriptors follow their spans */
     int64_t n = t->n_spans;
-    int64_t *perm = tdm_xmalloc((size_t)(n + 1) * sizeof *perm);
-    for (int64_t i = 0; i < n; i++) perm[i] = i;
-    sort_base = t->spans;
-    sort_n(perm, n, sizeof *perm, cmp_span_idx);
+    int64_t *perm = sort_by_ts(t->spans, n);
     tdm_runs_span *sorted = tdm_xmalloc((size_t)(n + 1) * sizeof *sorted);
     for (int64_t i = 0; i < n; i++) sorted[i] = t->spans[perm[i]];
     free(t->spans);

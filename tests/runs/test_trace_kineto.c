@@ -55,9 +55,7 @@ static void expect_error(const char *doc, const char *want) {
     tdm_js *js = tdm_js_open_mem(doc, strlen(doc), "bad.json");
     tdm_js_tok t;
     int guard = 0;
-    while ((t = tdm_js_next(js)) != TDM_JS_ERROR && t != TDM_JS_EOF && guard++ < 1000) {
-        if (t == TDM_JS_KEY && tdm_js_skip_value(js) != 0) break;
-    }
+    while ((t = tdm_js_next(js)) != TDM_JS_ERROR && t != TDM_JS_EOF && guard++ < 1000) continue;
     CHECK(strstr(tdm_js_error(js), want) && strstr(tdm_js_error(js), "bad.json: byte "), "%s: '%s', want '%s'", doc,
           tdm_js_error(js), want);
     tdm_js_close(js);
@@ -71,10 +69,24 @@ static void test_errors(void) {
     expect_error("[1,]", "expected a value");
     expect_error("{\"a\": tru}", "expected 'true'");
     expect_error("\"abc", "unexpected end of file inside a string");
-    expect_error("{\"a\": {\"b\": [}]}", "closes a");
+    expect_error("{\"a\": {\"b\": [}]}", "unexpected '}'");
     expect_error("{\"a\": \"\\q\"}", "invalid escape");
     expect_error("[1] 2", "after the end of the JSON value");
     expect_error("{\"a\": -}", "is not a JSON number");
+    /* a skipped value is only checked for closed strings and balanced brackets */
+    const char *lenient = "{\"a\": tru, \"b\": [\"\\q\", -], \"c\": 1}";
+    tdm_js *js = tdm_js_open_mem(lenient, strlen(lenient), "lenient.json");
+    int keys = 0;
+    tdm_js_tok t = tdm_js_next(js);
+    while ((t = tdm_js_next(js)) == TDM_JS_KEY) keys += tdm_js_skip_value(js) == 0;
+    CHECK(keys == 3 && t == TDM_JS_OBJECT_END && tdm_js_next(js) == TDM_JS_EOF, "skipping: %s", tdm_js_error(js));
+    tdm_js_close(js);
+    const char *unbalanced = "{\"a\": {\"b\": [}]}";
+    js = tdm_js_open_mem(unbalanced, strlen(unbalanced), "bad.json");
+    CHECK(tdm_js_next(js) == TDM_JS_OBJECT && tdm_js_next(js) == TDM_JS_KEY && tdm_js_skip_value(js) != 0 &&
+              strstr(tdm_js_error(js), "'}' closes a '['"),
+          "%s", tdm_js_error(js));
+    tdm_js_close(js);
     char deep[600];
     memset(deep, '[', 300);
     deep[300] = '\0';
