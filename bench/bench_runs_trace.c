@@ -182,7 +182,7 @@ int main(int argc, char **argv) {
     printf("  analysis (per step, HTA's four settings, collectives): %.2f s\n", now_s() - ta);
     tdm_runs_analysis_free(&a);
     tdm_runs_set_free(&s);
-    printf("  peak resident memory: %ld MB (%ld MB before reading; the window is 1 MiB, each kept interval 64 bytes)\n",
+    printf("  peak resident memory: %ld MB (%ld MB before reading; the window is 1 MiB, each kept interval 48 bytes)\n",
            rss_mb(), rss0);
     unlink(json);
     unlink(gz);

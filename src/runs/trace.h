@@ -18,8 +18,9 @@
  *
  * Times are µs as the file writes them (float µs with a nanosecond fraction, or integers;
  * a "displayTimeUnit" does not change them: Chrome's format defines ts and dur in µs).
- * Memory: the reader holds a window of the text (runs/json_stream.h) and about 64 bytes per
- * interval event kept (kernels, memory copies, CPU operators), never the document.
+ * Memory: the reader holds a window of the text (runs/json_stream.h) and 48 bytes per interval
+ * kept (kernels, memory copies, CPU operators; about three times that while they are sorted),
+ * never the document.
  *
  * Classification of accelerator intervals follows Holistic Trace Analysis (HTA):
  *   communication  name starts with nccl, hip or hccl, or contains ncclKernel
