@@ -164,6 +164,33 @@ static void test_step_csv_layouts(void) {
     tdm_runs_set_free(&s);
 }
 
+
+/* A rank's own communication.json: {step: {"collective"|"p2p": {op: info}}}, rank from its folder. */
+static void test_rank_communication_json(void) {
+    const char *doc = "{\"step1\": {\"collective\": {\"hcom_allReduce__123_0_1@456\": {\"Communication Time Info\": "
+                      "{\"Start Timestamp(us)\": 1.5, \"Elapse Time(ms)\": 2.0, \"Transit Time(ms)\": 1.25, "
+                      "\"Wait Time(ms)\": 0.5, \"Synchronization Time(ms)\": 0.25, \"Idle Time(ms)\": 0.25}, "
+                      "\"Communication Bandwidth Info\": {\"HCCS\": {\"Transit Size(MB)\": 4.0, \"Size Distribution\": "
+                      "{\"4.0\": [1, 1.25]}}, \"RDMA\": {\"Transit Size(MB)\": 1.0}}}}, \"p2p\": {}}}";
+    tdm_runs_set s;
+    tdm_runs_set_init(&s);
+    tdm_error err;
+    int rc = tdm_runs_read_ascend_comm_mem(&s, doc, strlen(doc), "node/rank_5/ASCEND_PROFILER_OUTPUT/communication.json",
+                                           &err);
+    CHECK(rc == 0 && s.n_acomm == 1, "%s", rc ? err.msg : "count");
+    if (s.n_acomm == 1) {
+        const tdm_runs_acomm *c = &s.acomm[0];
+        CHECK(c->rank == 5 && !strcmp(c->step, "step1") && !strcmp(c->op, "hcom_allReduce__123_0_1@456"), "%lld %s %s",
+              (long long)c->rank, c->step, c->op);
+        CHECK(c->elapse_ms == 2.0 && c->wait_ms == 0.5 && c->size_mb == 5.0, "figures");
+    }
+    const char *none = "{\"step1\": {\"collective\": {}}}";
+    CHECK(tdm_runs_read_ascend_comm_mem(&s, none, strlen(none), "empty.json", &err) != 0 &&
+              strstr(err.msg, "no operator with \"Communication Time Info\""),
+          "%s", err.msg);
+    tdm_runs_set_free(&s);
+}
+
 int main(void) {
     char path[1024];
     have_fixtures = fixture(path, sizeof path, "expected.json");
@@ -184,6 +211,7 @@ int main(void) {
     RUN(test_cluster_communication);
     RUN(test_trace_view_lanes);
     RUN(test_step_csv_layouts);
+    RUN(test_rank_communication_json);
     if (expected) tdm_json_free(expected);
     return TEST_SUMMARY();
 }
