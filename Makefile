@@ -2,7 +2,7 @@
 #   make MPI=mpich        build against MPICH instead of Open MPI
 #   make PORTABLE=v3      one binary for every x86-64-v3 host (AVX2 + FMA), in build-v3/:
 #                         the same results as the native build, on any processor of a cluster
-#                         (PORTABLE=v2 too: SSE4.2, slower attention, still the same results)
+#                         (PORTABLE=v4 for AVX-512 hosts only; no v2: the kernels' 8-lane vectors need AVX)
 #   make SAN=address      AddressSanitizer + UBSan build in build-asan/
 #   make SAN=thread       ThreadSanitizer build in build-tsan/
 #   make test             build and run every test (scripts/test.sh)
@@ -39,15 +39,10 @@ endif
 # (docs/user-guide.md, "One build for a cluster").
 PORTABLE ?=
 ifneq ($(PORTABLE),)
-  ifeq ($(filter v2 v3 v4,$(PORTABLE)),)
-    $(error PORTABLE must be v2, v3 or v4 (an x86-64 level), not '$(PORTABLE)')
+  ifeq ($(filter v3 v4,$(PORTABLE)),)
+    $(error PORTABLE must be v3 or v4 (an x86-64 level with AVX2 and FMA), not '$(PORTABLE)')
   endif
   ARCH := -march=x86-64-$(PORTABLE) -mtune=generic
-  ifeq ($(PORTABLE),v2)
-    # the kernels' 8-lane vectors are 32 bytes, passed between static inline functions only: GCC's
-    # note that their ABI differs without AVX concerns calls across libraries, which they never make
-    ARCH += -Wno-psabi
-  endif
   BUILD := $(BUILD)-$(PORTABLE)
 endif
 
@@ -139,7 +134,7 @@ test: all
 	BUILD=$(BUILD) scripts/test.sh
 
 clean:
-	rm -rf build build-asan build-tsan build-mpich build-asan-mpich build-tsan-mpich build-v[234] build-*-v[234] build-retuned
+	rm -rf build build-asan build-tsan build-mpich build-asan-mpich build-tsan-mpich build-v[34] build-*-v[34] build-retuned
 
 .PHONY: all tests bench test clean
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -4,7 +4,7 @@
 # build (make PORTABLE=v3: a processor difference must show up as a failing test on any
 # machine, and tests/train/cli_targets.sh trains with both binaries and with a third tuned for
 # another processor, expecting the same bits), the unit and multi-rank tests under
-# AddressSanitizer + UBSan, the multi-rank and multi-threaded tests under
+# AddressSanitizer + UBSan (and LeakSanitizer), the multi-rank and multi-threaded tests under
 # ThreadSanitizer (communication thread, loader thread, profiler, tokenizer), and the
 # fuzzers for their CI time budget.
 set -uo pipefail
@@ -24,7 +24,11 @@ TANDEM_PORTABLE=build-v3/tandem TANDEM_RETUNED=build-retuned/tandem BUILD=build 
 TANDEM_UNIT_ONLY=1 BUILD=build-v3 scripts/test.sh "kernels/|model/|mpitest" || rc=1
 
 make -j"$J" SAN=address tests >/dev/null || { echo "ASan build failed"; exit 1; }
-ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 TANDEM_UNIT_ONLY=1 BUILD=build-asan scripts/test.sh || rc=1
+# LeakSanitizer on, with MPI's own allocations suppressed (tests/lsan.supp); components stay loaded
+# so that their frames are named in a report
+ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
+  OMPI_MCA_mca_base_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1 \
+  UBSAN_OPTIONS=print_stacktrace=1 TANDEM_UNIT_ONLY=1 BUILD=build-asan scripts/test.sh || rc=1
 
 make -j"$J" SAN=thread tests >/dev/null || { echo "TSan build failed"; exit 1; }
 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" TANDEM_UNIT_ONLY=1 BUILD=build-tsan \

@@ -1,6 +1,6 @@
 """qwen3vl_torch.py - Qwen3-VL as a float32 torch.nn.Module for the PyTorch DDP peer.
 
-Written from /work/shared/spec/qwen3vl.md (sections 3-5), the way a PyTorch user would write
+Written from the architecture Hugging Face's Qwen3-VL implements, the way a PyTorch user would write
 it for training on torch 1.13: nn.Linear / nn.LayerNorm / nn.Embedding with Hugging Face
 parameter names (so tandem's checkpoint loads with load_state_dict(strict=True)), autograd
 for the backward, and attention as explicit masked softmax (1.13 has no

@@ -135,7 +135,9 @@ static char *content_text(const tdm_json *c, inline_images *inl, tdm_error *err)
     return sb.data;
 }
 
-/* Fills s from one sample object; on error s is freed and err says why (no prefix). */
+/* Longer than most: every rule of a sample (turns, tags, images, what is refused) is checked in
+ * one pass, each with its own message, and all share one cleanup.
+ * Fills s from one sample object; on error s is freed and err says why (no prefix). */
 static int parse_sample(const tdm_json *o, const char *root, int image_root_given, int check_images, tdm_sample *s,
                         tdm_error *err) {
     memset(s, 0, sizeof *s);

@@ -1,5 +1,6 @@
-/* ddp.c - flat buffers, grad-ready counting, bucket launch and gradient sync
- * (see ddp.h). The optimizer side lives in optimizer.c. */
+/* ddp.c - creating, configuring and freeing the data-parallel state, the hooks the model
+ * calls, the control collectives and the public accessors (see ddp.h). A step's work is
+ * in grad_sync.c, optimizer.c and param_gather.c (ddp_internal.h). */
 #include "distributed/ddp.h"
 
 #include <limits.h>
@@ -16,51 +17,6 @@
 
 /* ---- hooks ----------------------------------------------------------------------- */
 
-static void launch_bucket(tdm_ddp *ddp, int b);
-
-static void hook_param_needed(void *ctx, int i) {
-    tdm_ddp *ddp = ctx;
-    if (!ddp->gathers_pending || i < 0 || i >= ddp->L.n_params) return;
-    int b = ddp->L.bucket_of[i];
-    if (b < 0 || ddp->gather_waited[b]) return;
-    const int nb = ddp->L.n_buckets;
-    /* All-gathers go out in forward order (bucket nb-1 first), so every rank issues
-     * them identically; dispatch up to b, wait for b, and keep the next
-     * TDM_DDP_GATHER_PREFETCH buckets in flight. */
-    tdm_ddp__dispatch_gathers(ddp, nb - b);
-    ddp->gather_wait_ns += tdm_comm_wait(ddp->eng, &ddp->gather_ops[b]);
-    ddp->gather_waited[b] = 1;
-    tdm_ddp__dispatch_gathers(ddp, nb - b + TDM_DDP_GATHER_PREFETCH);
-    int all = 1;
-    for (int k = 0; k < nb && all; k++) all = ddp->gather_waited[k];
-    if (all) ddp->gathers_pending = 0;
-}
-
-static void hook_grad_ready(void *ctx, int i) {
-    tdm_ddp *ddp = ctx;
-    /* Inline progress: besides between layers, test the collectives in flight each time a
-     * gradient is final, a dozen times per layer in the backward, so that a transfer that
-     * needs several rounds (a TCP rendezvous) does not stall for a whole layer. Nothing in
-     * THREAD mode. */
-    tdm_comm_progress(ddp->eng);
-    if (!ddp->is_last_microbatch || i < 0 || i >= ddp->L.n_params) return;
-    int b = ddp->L.bucket_of[i];
-    if (b < 0) return; /* frozen: nothing to reduce */
-    if (ddp->ready[i]) {
-        if (ddp->dup_param < 0) ddp->dup_param = i;
-        return;
-    }
-    ddp->ready[i] = 1;
-    if (++ddp->ready_count[b] < ddp->L.buckets[b].count) return;
-    ddp->trace[b].ready_seq = ++ddp->seq;
-    if (!ddp->cfg.overlap_grad_reduce) return;
-    /* Post in bucket order: a bucket ready before an earlier one waits for it, so the
-     * sequence of collectives is the same on every rank whatever the hook order. */
-    while (ddp->next_launch < ddp->L.n_buckets &&
-           ddp->ready_count[ddp->next_launch] == ddp->L.buckets[ddp->next_launch].count)
-        launch_bucket(ddp, ddp->next_launch++);
-}
-
 static void hook_progress(void *ctx) {
     tdm_ddp *ddp = ctx;
     tdm_comm_progress(ddp->eng);
@@ -69,81 +25,24 @@ static void hook_progress(void *ctx) {
 tdm_param_hooks tdm_ddp_hooks(tdm_ddp *ddp) {
     tdm_param_hooks h = {0};
     h.ctx = ddp;
-    h.param_needed = hook_param_needed;
-    h.grad_ready = hook_grad_ready;
+    h.param_needed = tdm_ddp__param_needed;
+    h.grad_ready = tdm_ddp__grad_ready;
     h.progress = hook_progress;
     return h;
 }
 
-/* ---- gradient launch ---------------------------------------------------------------- */
-
-/* Local NaN/Inf check of bucket b before it is communicated (Megatron's
- * check_for_nan_in_grad): one vectorised pass (tdm_all_finite; a sum of squares in double
- * said the same, since it cannot overflow for finite floats, at 4.3x the instructions); only
- * on failure do we look for the first parameter holding the bad value. */
-static void check_bucket(tdm_ddp *ddp, int b) {
-    const tdm_ddp_bucket *bk = &ddp->L.buckets[b];
-    if (tdm_all_finite(ddp->grads + bk->offset, bk->padded) || ddp->nan_bucket >= 0) return;
-    ddp->nan_bucket = b;
-    for (int k = bk->first; k < bk->first + bk->count; k++) {
-        int i = ddp->L.order[k];
-        const float *pg = ddp->grads + ddp->L.offset[i];
-        for (int64_t e = 0; e < ddp->t->p[i].numel; e++)
-            if (!isfinite(pg[e])) {
-                ddp->nan_param = i;
-                return;
-            }
-    }
-}
-
-void tdm_ddp__dispatch_gathers(tdm_ddp *ddp, int n) {
-    const int nb = ddp->L.n_buckets;
-    while (ddp->gathers_dispatched < nb && ddp->gathers_dispatched < n) {
-        int b = nb - 1 - ddp->gathers_dispatched++;
-        if (tdm_prof_on(1)) tdm_prof_instant(TDM_PROF_MARK, 1, "param all-gather posted", b);
-        tdm_comm_post(ddp->eng, &ddp->gather_ops[b]);
-    }
-}
-
-void tdm_ddp__dispatch_all_gathers(tdm_ddp *ddp) {
-    if (ddp->gathers_pending) tdm_ddp__dispatch_gathers(ddp, ddp->L.n_buckets);
-}
-
-void tdm_ddp__wait_all_gathers(tdm_ddp *ddp) {
-    if (!ddp->gathers_pending) return;
-    tdm_ddp__dispatch_all_gathers(ddp);
-    for (int b = 0; b < ddp->L.n_buckets; b++) {
-        if (ddp->gather_waited[b]) continue;
-        ddp->gather_wait_ns += tdm_comm_wait(ddp->eng, &ddp->gather_ops[b]);
-        ddp->gather_waited[b] = 1;
-    }
-    ddp->gathers_pending = 0;
-}
+/* ---- control collectives ------------------------------------------------------------ */
 
 /* A small blocking collective on the control communicator (flags, norms, loss sums) that
  * started at t0_ns is mostly this rank waiting for the slowest one to arrive: the profiler
  * records it as a wait, so that the analysis does not count it as compute. */
-static void record_control_wait(const char *name, uint64_t t0_ns) {
+void tdm_ddp__record_control_wait(const char *name, uint64_t t0_ns) {
     if (tdm_prof_on(1)) tdm_prof_complete(TDM_PROF_WAIT, 1, name, t0_ns, tdm_now_ns(), -1);
 }
 
 /* Waits for a control collective started on ddp->ctl: polled, and bounded by the timeout
  * like the bucket collectives (a blocking call would wait for a stuck rank forever). */
-static void ctl_wait(tdm_ddp *ddp, MPI_Request *req, const char *what) { tdm_comm_wait_request(ddp->eng, req, what); }
-
-static void launch_bucket(tdm_ddp *ddp, int b) {
-    if (ddp->inject_iteration == ddp->iteration && (ddp->inject_rank < 0 || ddp->inject_rank == ddp->rank)) {
-        int i = ddp->inject_param >= 0 ? ddp->inject_param : ddp->L.order[ddp->L.buckets[0].first];
-        if (i < ddp->L.n_params && ddp->L.bucket_of[i] == b) ddp->grads[ddp->L.offset[i]] = NAN;
-    }
-    if (ddp->cfg.check_for_nan_in_grad) check_bucket(ddp, b);
-    /* Gathers still undispatched (a parameter forward never asked for) go first, so the
-     * order of collectives stays the same on every rank. */
-    tdm_ddp__dispatch_all_gathers(ddp);
-    ddp->trace[b].post_seq = ++ddp->seq;
-    if (tdm_prof_on(1)) tdm_prof_instant(TDM_PROF_MARK, 1, "grad bucket posted", b);
-    tdm_comm_post(ddp->eng, &ddp->grad_ops[b]);
-}
+void tdm_ddp__ctl_wait(tdm_ddp *ddp, MPI_Request *req, const char *what) { tdm_comm_wait_request(ddp->eng, req, what); }
 
 /* ---- life cycle ---------------------------------------------------------------------- */
 
@@ -389,7 +288,7 @@ void tdm_ddp_describe(const tdm_ddp *ddp, tdm_strbuf *out) {
 
 void tdm_ddp_params_loaded(tdm_ddp *ddp) {
     if (!ddp->cfg.bf16_params) return;
-    tdm_ddp__wait_all_gathers(ddp);
+    tdm_ddp__wait_param_gathers(ddp);
     tdm_round_to_bf16(ddp->params, ddp->bits, ddp->params, ddp->L.total);
     if (ddp->frozen_numel) tdm_round_to_bf16(ddp->frozen, NULL, ddp->frozen, ddp->frozen_numel);
     for (int b = 0; b < ddp->L.n_buckets; b++) {
@@ -402,7 +301,7 @@ void tdm_ddp_params_loaded(tdm_ddp *ddp) {
 int tdm_ddp_broadcast_params(tdm_ddp *ddp, int root, tdm_error *err) {
     if (root < 0 || root >= ddp->size)
         return tdm_errorf(err, "broadcast root %d: expected a rank in [0, %d)", root, ddp->size);
-    tdm_ddp__wait_all_gathers(ddp);
+    tdm_ddp__wait_param_gathers(ddp);
     float *bufs[2] = {ddp->params, ddp->frozen};
     int64_t lens[2] = {ddp->L.total, ddp->frozen_numel};
     for (int k = 0; k < 2; k++)
@@ -410,87 +309,20 @@ int tdm_ddp_broadcast_params(tdm_ddp *ddp, int root, tdm_error *err) {
             int64_t n = lens[k] - o < INT_MAX / 2 ? lens[k] - o : INT_MAX / 2;
             MPI_Request req;
             MPI_Ibcast(bufs[k] + o, (int)n, MPI_FLOAT, root, ddp->ctl, &req);
-            ctl_wait(ddp, &req, "parameter broadcast");
+            tdm_ddp__ctl_wait(ddp, &req, "parameter broadcast");
         }
     return 0;
 }
 
 /* ---- per step ------------------------------------------------------------------------ */
 
-void tdm_ddp_zero_grad(tdm_ddp *ddp) {
-    memset(ddp->grads, 0, (size_t)ddp->L.total * sizeof(float));
-    memset(ddp->ready, 0, (size_t)ddp->L.n_params);
-    memset(ddp->ready_count, 0, (size_t)ddp->L.n_buckets * sizeof *ddp->ready_count);
-    memset(ddp->trace, 0, (size_t)ddp->L.n_buckets * sizeof *ddp->trace);
-    ddp->next_launch = 0;
-    ddp->dup_param = ddp->nan_bucket = ddp->nan_param = -1;
-    ddp->grads_synced = 0;
-    ddp->is_last_microbatch = 1;
-}
-
-void tdm_ddp_set_is_last_microbatch(tdm_ddp *ddp, int is_last) { ddp->is_last_microbatch = is_last != 0; }
-
-int tdm_ddp_finish_grad_sync(tdm_ddp *ddp, tdm_error *err) {
-    tdm_timers_start(&ddp->timers, TDM_TIMER_ALL_GRADS_SYNC);
-    const int nb = ddp->L.n_buckets;
-    /* Every bucket is communicated even when a gradient is missing or non-finite, so
-     * no rank is left waiting in a collective the others never start. */
-    while (ddp->next_launch < nb) launch_bucket(ddp, ddp->next_launch++);
-    for (int b = 0; b < nb; b++) {
-        ddp->grad_wait_ns += tdm_comm_wait(ddp->eng, &ddp->grad_ops[b]);
-        tdm_comm_op *op = &ddp->grad_ops[b];
-        ddp->trace[b].post_ns = op->post_ns;
-        ddp->trace[b].start_ns = op->start_ns;
-        ddp->trace[b].done_ns = op->done_ns;
-    }
-    tdm_ddp__wait_all_gathers(ddp);
-
-    /* Agree across ranks: [0] lowest rank that saw a non-finite gradient, [1] lowest
-     * parameter index that got no gradient, [2] lowest one that got two. */
-    int missing = INT_MAX;
-    for (int i = 0; i < ddp->L.n_params && missing == INT_MAX; i++)
-        if (ddp->L.bucket_of[i] >= 0 && !ddp->ready[i]) missing = i;
-    int flags[3] = {ddp->nan_bucket >= 0 ? ddp->rank : INT_MAX, missing,
-                    ddp->dup_param >= 0 ? ddp->dup_param : INT_MAX};
-    uint64_t t_agree = tdm_now_ns();
-    MPI_Request req;
-    MPI_Iallreduce(MPI_IN_PLACE, flags, 3, MPI_INT, MPI_MIN, ddp->ctl, &req);
-    ctl_wait(ddp, &req, "agreement after the gradient sync");
-    record_control_wait("grad sync: ranks agree", t_agree);
-    int rc = 0;
-    if (flags[0] != INT_MAX) {
-        int64_t info[3] = {ddp->iteration, ddp->nan_bucket, ddp->nan_param};
-        MPI_Ibcast(info, 3, MPI_INT64_T, flags[0], ddp->ctl, &req);
-        ctl_wait(ddp, &req, "NaN report");
-        const char *pname = info[2] >= 0 && info[2] < ddp->L.n_params ? ddp->t->p[info[2]].name : "(padding)";
-        rc = tdm_errorf(err,
-                        "rank %d, iteration %lld: found NaN or Inf in the local gradient before data-parallel "
-                        "communication: bucket %lld (of %d, numbered as in the start-up table), first in "
-                        "parameter %s",
-                        flags[0], (long long)info[0], (long long)info[1] + 1, nb, pname);
-    } else if (flags[1] != INT_MAX) {
-        rc = tdm_errorf(err,
-                        "parameter %s received no gradient in iteration %lld (its grad_ready hook never ran "
-                        "in the last micro-batch)",
-                        ddp->t->p[flags[1]].name, (long long)ddp->iteration);
-    } else if (flags[2] != INT_MAX) {
-        rc = tdm_errorf(err, "parameter %s reported grad_ready twice in one backward (iteration %lld)",
-                        ddp->t->p[flags[2]].name, (long long)ddp->iteration);
-    }
-    ddp->grads_synced = rc == 0;
-    tdm_timers_stop(&ddp->timers, TDM_TIMER_ALL_GRADS_SYNC);
-    return rc;
-}
-
-void tdm_ddp_wait_params(tdm_ddp *ddp) { tdm_ddp__wait_all_gathers(ddp); }
-
 int tdm_ddp_sum_across_ranks(tdm_ddp *ddp, double *vals, int n, tdm_error *err) {
     if (n < 0 || n > 64) return tdm_errorf(err, "sum across ranks: %d values, expected at most 64", n);
     uint64_t t0 = tdm_now_ns();
     MPI_Request req;
     MPI_Iallgather(vals, n, MPI_DOUBLE, ddp->gather_scratch, n, MPI_DOUBLE, ddp->ctl, &req);
-    ctl_wait(ddp, &req, "sum across ranks");
-    record_control_wait("sum across ranks", t0);
+    tdm_ddp__ctl_wait(ddp, &req, "sum across ranks");
+    tdm_ddp__record_control_wait("sum across ranks", t0);
     for (int k = 0; k < n; k++) {
         double s = 0.0;
         for (int r = 0; r < ddp->size; r++) s += ddp->gather_scratch[(size_t)r * n + k];
@@ -517,7 +349,7 @@ static int timers_report(tdm_ddp *ddp, double normalizer, int reset, tdm_timing 
     double *all = tdm_xmalloc(sizeof(double) * TDM_TIMER_COUNT * (size_t)ddp->size);
     MPI_Request req;
     MPI_Iallgather(mine, TDM_TIMER_COUNT, MPI_DOUBLE, all, TDM_TIMER_COUNT, MPI_DOUBLE, ddp->ctl, &req);
-    ctl_wait(ddp, &req, "timers report");
+    tdm_ddp__ctl_wait(ddp, &req, "timers report");
     out->n_ranks = ddp->size;
     for (int i = 0; i < TDM_TIMER_COUNT; i++) {
         double mn = INFINITY, mx = -INFINITY;

@@ -1,5 +1,9 @@
-/* ddp_internal.h - the tdm_ddp struct, shared by ddp.c (buffers, hooks, gradient
- * sync) and optimizer.c (norm, AdamW, parameter gather). Not a public header. */
+/* ddp_internal.h - the tdm_ddp struct and the functions the data-parallel files call
+ * across each other. Not a public header. One step goes through:
+ *   grad_sync.c     grad_ready counting, bucket launch (reduce-scatter or all-reduce), finish
+ *   optimizer.c     gradient norm, clipping, AdamW on the owned shards
+ *   param_gather.c  parameter all-gathers: post, prefetch and wait (param_needed), flush
+ * and ddp.c creates, configures and frees it and installs the hooks. */
 #ifndef TDM_DIST_DDP_INTERNAL_H
 #define TDM_DIST_DDP_INTERNAL_H
 
@@ -61,12 +65,31 @@ struct tdm_ddp {
  * step at 0.5 Gbit/s (docs/benchmarks.md, "Communication-heavy steps"). */
 #define TDM_DDP_GATHER_PREFETCH 2
 
-/* Posts parameter all-gathers in forward order (bucket n_buckets-1 first, the same order
- * on every rank) until the first n of them are out (optimizer.c and ddp.c share it). */
-void tdm_ddp__dispatch_gathers(tdm_ddp *ddp, int n);
-/* Dispatches every all-gather not yet dispatched, in forward order. */
-void tdm_ddp__dispatch_all_gathers(tdm_ddp *ddp);
-/* Waits for every dispatched all-gather. */
-void tdm_ddp__wait_all_gathers(tdm_ddp *ddp);
+/* ---- grad_sync.c ---- */
+
+/* The grad_ready hook: counts parameter i ready in the last micro-batch and, with
+ * overlap_grad_reduce, launches the buckets that became complete, in bucket order. */
+void tdm_ddp__grad_ready(void *ctx, int i);
+
+/* ---- param_gather.c ---- */
+
+/* The param_needed hook: waits for the all-gather of parameter i's bucket and keeps the
+ * next TDM_DDP_GATHER_PREFETCH ones in flight (overlap_param_gather). */
+void tdm_ddp__param_needed(void *ctx, int i);
+/* After the optimizer updated the owned shards (distributed optimizer): starts the
+ * step's parameter all-gathers, the first ones only with overlap_param_gather (forward
+ * waits per bucket), otherwise all of them, waited here and timed as params-all-gather. */
+void tdm_ddp__post_param_gathers(tdm_ddp *ddp);
+/* The flush: dispatches every all-gather not yet dispatched, in forward order. */
+void tdm_ddp__flush_param_gathers(tdm_ddp *ddp);
+/* Waits for every dispatched all-gather (flushing first). */
+void tdm_ddp__wait_param_gathers(tdm_ddp *ddp);
+
+/* ---- ddp.c ---- */
+
+/* Waits for a control collective started on ddp->ctl, bounded by the timeout. */
+void tdm_ddp__ctl_wait(tdm_ddp *ddp, MPI_Request *req, const char *what);
+/* Records the control collective that started at t0_ns as a profiler wait. */
+void tdm_ddp__record_control_wait(const char *name, uint64_t t0_ns);
 
 #endif

@@ -1,5 +1,6 @@
-/* optimizer.c - gradient norm, clipping, AdamW on the owned shards, parameter
- * all-gather, and the optimizer state for checkpoints (see optimizer.h). */
+/* optimizer.c - gradient norm, clipping, AdamW on the owned shards, and the optimizer
+ * state for checkpoints (see optimizer.h). The parameter all-gathers that follow the
+ * step are posted in param_gather.c. */
 #include "distributed/optimizer.h"
 
 #include <math.h>
@@ -85,21 +86,8 @@ int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_
         }
     }
 
-    if (L->distributed) {
-        const int nb = L->n_buckets;
-        memset(ddp->gather_waited, 0, (size_t)nb);
-        ddp->gathers_pending = 1;
-        ddp->gathers_dispatched = 0;
-        if (ddp->cfg.overlap_param_gather) {
-            /* Start the first buckets forward needs; param_needed waits per bucket and
-             * keeps the next ones in flight (hook_param_needed in ddp.c). */
-            tdm_ddp__dispatch_gathers(ddp, TDM_DDP_GATHER_PREFETCH);
-        } else {
-            tdm_timers_start(&ddp->timers, TDM_TIMER_PARAMS_ALL_GATHER);
-            tdm_ddp__wait_all_gathers(ddp);
-            tdm_timers_stop(&ddp->timers, TDM_TIMER_PARAMS_ALL_GATHER);
-        }
-    }
+    /* distributed: the updated shards go back to every rank (param_gather.c) */
+    if (L->distributed) tdm_ddp__post_param_gathers(ddp);
     ddp->grads_synced = 0;
     ddp->iteration++;
     tdm_timers_stop(&ddp->timers, TDM_TIMER_OPTIMIZER);

@@ -82,6 +82,8 @@ static int is_tap(const tdm_vision_config *vc, int k) {
     return 0;
 }
 
+/* Longer than most: one carve per activation buffer, in layout order, so the whole plan of the
+ * activation memory reads top to bottom in one place. */
 int64_t tdm_model_layout_acts(const tdm_model_config *cfg, const tdm_model_limits *lim, const tdm_recompute *rc,
                               int vision_backward, char *base, model_acts *a) {
     const tdm_vision_config *vc = &cfg->vision;

@@ -74,6 +74,8 @@ static int check_config(const tdm_model_config *c, tdm_error *err) {
     return 0;
 }
 
+/* Longer than most: registers every tensor of the checkpoint in forward order, one line each
+ * under its Hugging Face name, so the list can be read against the checkpoint's. */
 tdm_model *tdm_model_create(const tdm_model_config *cfg, const tdm_freeze *freeze, tdm_error *err) {
     if (check_config(cfg, err)) return NULL;
     tdm_model *m = tdm_xcalloc(1, sizeof *m);

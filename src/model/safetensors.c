@@ -175,7 +175,9 @@ static int parse_entry(const char *path, const char *name, const tdm_json *e, ui
     return 0;
 }
 
-/* Opens one .safetensors file, validates its header and appends its tensors as shard `shard`. */
+/* Longer than most: every check of an untrusted header, in the order the file is read, each
+ * with its own message.
+ * Opens one .safetensors file, validates its header and appends its tensors as shard `shard`. */
 static int open_file(tdm_safetensors *st, const char *path, tdm_error *err) {
     if (st->n_files >= TDM_ST_MAX_SHARDS) return tdm_errorf(err, "%s: more than %d files", path, TDM_ST_MAX_SHARDS);
     st->files = tdm_xrealloc(st->files, (size_t)(st->n_files + 1) * sizeof *st->files);
@@ -579,6 +581,8 @@ int tdm_safetensors_write_observed(const char *path, const tdm_st_entry *ts, int
     return tdm_safetensors_write_stream(path, ts, n, dtype, meta, n_meta, NULL, NULL, observe, ctx, err);
 }
 
+/* Longer than most: the checks, the header and the atomic write (temporary file, fsync,
+ * rename) are one sequence, with the cleanup each stage needs on failure. */
 int tdm_safetensors_write_stream(const char *path, const tdm_st_entry *ts, int n, tdm_st_dtype dtype,
                                  const char *const *meta, int n_meta, tdm_st_provider provide, void *pctx,
                                  tdm_st_write_observer observe, void *ctx, tdm_error *err) {

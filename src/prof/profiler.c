@@ -51,6 +51,8 @@ static int check_keys(const tdm_json *obj, const char *const *keys, size_t n, co
     return 0;
 }
 
+/* Longer than most: one validation per key of both accepted layouts (tandem's section and
+ * MindSpeed-MM's static_param), each with its own message, sharing one cleanup. */
 int tdm_prof_config_parse(const char *text, size_t len, const char *name, tdm_prof_config *cfg, tdm_error *err) {
     tdm_prof_config_default(cfg);
     tdm_json_doc *doc = tdm_json_parse(text, len, name, err);

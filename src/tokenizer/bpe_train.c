@@ -336,6 +336,8 @@ static void write_json(tdm_strbuf *out, const token *toks, int n_toks, const int
     tdm_sb_puts(out, "    ]\n  }\n}\n");
 }
 
+/* Longer than most: the merge loop (pick the most frequent pair, merge it, update the pair
+ * counts word by word) shares its arrays with the setup and the cleanup around it. */
 int tdm_bpe_trainer_train(tdm_bpe_trainer *tr, int vocab_size, tdm_strbuf *out, tdm_bpe_stats *stats,
                           tdm_error *err) {
     if (vocab_size < 256 + TDM_QWEN_N_ADDED + 1 || vocab_size > MAX_VOCAB)

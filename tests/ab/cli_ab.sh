@@ -82,7 +82,7 @@ for k in ["step_time_change_pct", "throughput_change_pct", "ci95_pct", "window",
           "max_rel_loss_dev", "overlap_efficiency", "sched_overlap_efficiency"]:
     if k not in s: errs.append(f"missing {k}")
 # the schedule's bound counts only compute a collective can run behind, a subset of the
-# issue's: never more hideable, so never a lower efficiency nor a lower ideal step
+# pooled one: never more hideable, so never a lower efficiency nor a lower ideal step
 for side in ["baseline", "candidate"]:
     d = s.get(side, {})
     e, se, i, si = (d.get(k) for k in ["overlap_efficiency", "sched_overlap_efficiency", "ideal_step_ms",

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """ref_qwen3vl.py - an independent PyTorch reference of Qwen3-VL, written from
-/work/shared/spec/qwen3vl.md (sections 3, 4 and 5), for the gradient parity test.
+the architecture Hugging Face's Qwen3-VL implements, for the gradient parity test.
 
 It computes everything in float64 with autograd, with attention written out as
 explicit masked softmax (torch 1.13 has no scaled_dot_product_attention), so it shares

@@ -225,7 +225,7 @@ static void test_schedule_bound(void) {
      * reduced 45-70, bucket 0 (the last) posted at 60 and reduced 70-80 while the compute
      * thread waits 60-80; optimizer 80-90, then both all-gathers posted at 90 and waited
      * for, 90-100. compute 70, comm 35 + 10 = 45, hidden 45-60 = 15, last 10.
-     * The issue's bound pools everything: min(45 - 10, 70) = 35, efficiency 15 / 35.
+     * The pooled bound counts everything: min(45 - 10, 70) = 35, efficiency 15 / 35.
      * The schedule's: gradients only behind the compute between the first and the last
      * post (45-60: 15), the all-gathers behind none: 15, efficiency 1, ideal = the step. */
     tdm_prof_rec g[] = {
@@ -259,7 +259,7 @@ static void test_schedule_bound(void) {
      * start (-5..10), the forward posts the next at 10 (10-25); forward 0-30, backward
      * 30-60, buckets posted at 45 and 60, reduced 45-62 and 62-70 (the last), waited for
      * 60-70; optimizer 70-80. compute 70, comm 25 + 25 = 50, hidden 25 + 15 = 40, last 8.
-     * Issue: min(50 - 8, 70) = 42. Schedule: gradients min(25 - 8, 45-60: 15) = 15,
+     * Pooled: min(50 - 8, 70) = 42. Schedule: gradients min(25 - 8, 45-60: 15) = 15,
      * parameters min(25, 0-25: 25) = 25; 40 = hidden, efficiency 1. */
     tdm_prof_rec b[] = {
         R(TDM_PROF_PHASE, C, "step", 0, 80),
@@ -284,7 +284,7 @@ static void test_schedule_bound(void) {
     CHECK_NEAR(both.sched_ideal_step_ms * 1e3, 80, 1e-9);
 
     /* No overlap: every bucket posted after the backward (60), all-gathers after the
-     * optimizer. The issue's bound still says 20 could hide (efficiency 0); the schedule
+     * optimizer. The pooled bound still says 20 could hide (efficiency 0); the schedule
      * allows none (efficiency undefined, ideal = the step). */
     tdm_prof_rec n[] = {
         R(TDM_PROF_PHASE, C, "step", 0, 100),
