@@ -20,6 +20,7 @@ TDM_COMMAND(cmd_generate);
 TDM_COMMAND(cmd_evaluate);
 TDM_COMMAND(cmd_export_batches);
 TDM_COMMAND(cmd_trace_summary);
+TDM_COMMAND(cmd_analyze);
 
 /* `tandem ab --baseline-run ... --candidate-run ...` (cmd_ab_runs.c): cmd_ab hands over when
  * cmd_ab_runs_wanted sees either flag. */

@@ -43,6 +43,7 @@ int main(int argc, char **argv) {
         {"export-batches", cmd_export_batches, "write the pre-tokenized batches a peer can replay"},
         {"trace-summary", cmd_trace_summary, "summarise a profiler trace directory"},
         {"version", cmd_version, "print the version (also tandem --version)"},
+        {"analyze", cmd_analyze, "overlap analysis of any run's profiler traces (PyTorch, Ascend, tandem)"},
     };
     tdm_blas_select_core(argv); /* may run tandem again with OPENBLAS_CORETYPE set (blas_core.c) */
     int n = (int)(sizeof cmds / sizeof *cmds);

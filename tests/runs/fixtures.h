@@ -8,13 +8,13 @@
 #include <sys/stat.h>
 
 /* $TANDEM_FIXTURES, else ../shared/fixtures (tests run from the repository root). */
-static const char *fixtures_dir(void) {
+static inline const char *fixtures_dir(void) {
     const char *d = getenv("TANDEM_FIXTURES");
     return d && *d ? d : "../shared/fixtures";
 }
 
 /* 1 when the fixtures are there; otherwise 0, and the first call prints the one line saying so. */
-static int fixtures_present(const char *what) {
+static inline int fixtures_present(const char *what) {
     static int said;
     struct stat st;
     char p[1200];
@@ -25,12 +25,19 @@ static int fixtures_present(const char *what) {
     return 0;
 }
 
-static const char *fixture(const char *rel) {
+static inline const char *fixture(const char *rel) {
     static char buf[4][1200];
     static int k;
     k = (k + 1) % 4;
     snprintf(buf[k], sizeof buf[k], "%s/%s", fixtures_dir(), rel);
     return buf[k];
+}
+
+/* dir/rel into out; 1 when it exists. */
+static inline int fixture_path(char *out, size_t cap, const char *rel) {
+    snprintf(out, cap, "%s/%s", fixtures_dir(), rel);
+    struct stat st;
+    return stat(out, &st) == 0;
 }
 
 #endif

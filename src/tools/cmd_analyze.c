@@ -1,0 +1,108 @@
+/* cmd_analyze.c - `tandem analyze RUN...`: overlap analysis of runs tandem did not train (or
+ * did), from their profiler traces (src/runs), with a table, report.md, analysis.json and plots
+ * (ab/analyze_report.h). docs/analyze.md says what to collect and how to read the output. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ab/analyze_report.h"
+#include "core/alloc.h"
+#include "core/strbuf.h"
+#include "runs/analyze.h"
+#include "runs/trace.h"
+#include "tools/commands.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: tandem analyze [--out DIR] [--json] RUN...\n"
+               "  Reads each RUN's profiler traces and reports, per rank and per step, step time, compute,\n"
+               "  communication, hidden and exposed communication, idle time and the last collective; the\n"
+               "  whole-trace overlap as Holistic Trace Analysis computes it; the slowest rank and the spread;\n"
+               "  collectives by kind with sizes and bus bandwidth; and diagnostics that name a cause.\n"
+               "  RUN is a trace file or a folder of them (one run; every rank's file):\n"
+               "    PyTorch profiler traces (*.json, *.json.gz; Kineto or PyTorch 1.13's legacy format),\n"
+               "    Ascend profiler output (trace_view.json, step_trace_time.csv, communication.json,\n"
+               "    msprof-analyze's cluster_step_trace_time.csv and cluster_communication.json),\n"
+               "    tandem's own profiler output (trace.json).\n"
+               "  --out DIR   write report.md, analysis.json, timeline_run<i>.svg, steps_run<i>.svg there\n"
+               "              (default: analyze-report)\n"
+               "  --json      print analysis.json instead of the table\n"
+               "  docs/analyze.md says what to collect on Megatron-LM, MindSpeed-MM and plain PyTorch.\n");
+}
+
+int cmd_analyze(int argc, char **argv) {
+    const char *out = "analyze-report";
+    int as_json = 0;
+    const char **paths = tdm_xcalloc((size_t)argc + 1, sizeof *paths);
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            free(paths);
+            return 0;
+        } else if (!strcmp(argv[i], "--out")) {
+            if (i + 1 >= argc || !argv[i + 1][0]) {
+                fprintf(stderr, "tandem analyze: --out expects a folder\n");
+                free(paths);
+                return 2;
+            }
+            out = argv[++i];
+        } else if (!strcmp(argv[i], "--json")) {
+            as_json = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "tandem analyze: unknown flag '%s' (tandem analyze --help lists the flags)\n", argv[i]);
+            free(paths);
+            return 2;
+        } else {
+            paths[n++] = argv[i];
+        }
+    }
+    if (n == 0) {
+        usage(stderr);
+        free(paths);
+        return 2;
+    }
+    tdm_runs_set *sets = tdm_xcalloc((size_t)n, sizeof *sets);
+    tdm_runs_analysis *an = tdm_xcalloc((size_t)n, sizeof *an);
+    tdm_analyze_run *runs = tdm_xcalloc((size_t)n, sizeof *runs);
+    int rc = 0, read = 0;
+    tdm_error err;
+    for (int i = 0; i < n && rc == 0; i++) {
+        tdm_runs_set_init(&sets[i]);
+        read = i + 1;
+        if (tdm_runs_read(&sets[i], paths[i], &err) != 0) {
+            fprintf(stderr, "tandem analyze: %s\n", err.msg);
+            rc = 1;
+            break;
+        }
+        if (sets[i].n == 0 && sets[i].n_acomm == 0) {
+            fprintf(stderr, "tandem analyze: %s: no trace read\n", paths[i]);
+            rc = 1;
+            break;
+        }
+        tdm_runs_analyze(&sets[i], &an[i]);
+        runs[i] = (tdm_analyze_run){paths[i], &sets[i], &an[i]};
+    }
+    if (rc == 0) {
+        tdm_strbuf sb;
+        tdm_sb_init(&sb);
+        if (as_json) tdm_analyze_json(&sb, runs, n);
+        else tdm_analyze_table(&sb, runs, n);
+        fputs(sb.data ? sb.data : "", stdout);
+        tdm_sb_free(&sb);
+        if (tdm_analyze_write(runs, n, out, &err) != 0) {
+            fprintf(stderr, "tandem analyze: %s\n", err.msg);
+            rc = 1;
+        } else if (!as_json) {
+            printf("report: %s/report.md, analysis.json, timeline_run*.svg, steps_run*.svg\n", out);
+        }
+    }
+    for (int i = 0; i < read; i++) {
+        tdm_runs_analysis_free(&an[i]);
+        tdm_runs_set_free(&sets[i]);
+    }
+    free(sets);
+    free(an);
+    free(runs);
+    free(paths);
+    return rc;
+}
