@@ -89,7 +89,10 @@ printf '\037\213\010\000' >"$W/z.log.gz"
 expect_error "gzip" "gzip-compressed" "$TANDEM" ab --baseline-run "$W/z.log.gz" --candidate-run "$W/a.log"
 : >"$W/out-file"
 expect_error "--out is a file" "out-file" "$TANDEM" ab --baseline-run "$W/a.log" --candidate-run "$W/b.log" --out "$W/out-file"
-"$TANDEM" ab --baseline-run --help >"$W/help" 2>&1 && grep -q "baseline-run RUN" "$W/help" && ok || bad "--help"
+"$TANDEM" ab --baseline-run "$W/a.log" --help >"$W/help" 2>&1 && grep -q "baseline-run RUN" "$W/help" && ok || bad "--help"
+expect_error "a misspelt flag" "did you mean '--candidate-run'" "$TANDEM" ab --baseline-run "$W/a.log" --candiate-run "$W/b.log"
+expect_error "a flag's value missing" "--window: expected a value" "$TANDEM" ab --baseline-run "$W/a.log" --candidate-run "$W/b.log" --window
+"$TANDEM" ab --baseline-run "$W/a.log" --version | grep -q "^tandem " && ok || bad "--version"
 
 # ---- the golden pairs ----
 if [ ! -f "$FIX/README.md" ]; then
