@@ -86,7 +86,16 @@ expect_error "window past the runs" "holds no iteration both sides logged" "$TAN
 printf '{"a": 1}' >"$W/other.json"
 expect_error "other JSON" "neither Megatron-LM golden values" "$TANDEM" ab --baseline-run "$W/other.json" --candidate-run "$W/a.log"
 printf '\037\213\010\000' >"$W/z.log.gz"
-expect_error "gzip" "gzip-compressed" "$TANDEM" ab --baseline-run "$W/z.log.gz" --candidate-run "$W/a.log"
+expect_error "a truncated .gz log" "z.log.gz: the compressed data ends early.*a truncated .gz file" "$TANDEM" ab \
+  --baseline-run "$W/z.log.gz" --candidate-run "$W/a.log"
+for i in 1 2 3 4 5 6 7 8; do cat "$W/a.log"; done | gzip -c >"$W/big.log.gz"
+head -c 1500 "$W/big.log.gz" >"$W/cut.log.gz"
+expect_error "a .gz log cut short" "cut.log.gz: the compressed data ends early" "$TANDEM" ab --baseline-run "$W/cut.log.gz" \
+  --candidate-run "$W/a.log"
+gzip -c "$W/a.log" >"$W/a.log.gz"
+"$TANDEM" ab --baseline-run "$W/a.log.gz" --candidate-run "$W/b.log" --out "$W/gz" >"$W/gz.out" 2>&1 \
+  && cmp -s <(grep -A6 "^  Performance" "$W/gz.out") <(grep -A6 "^  Performance" "$W/syn.out") && ok \
+  || bad "a .gz log reads as the plain one: $(head -n 5 "$W/gz.out")"
 : >"$W/out-file"
 expect_error "--out is a file" "out-file" "$TANDEM" ab --baseline-run "$W/a.log" --candidate-run "$W/b.log" --out "$W/out-file"
 "$TANDEM" ab --baseline-run "$W/a.log" --help >"$W/help" 2>&1 && grep -q "baseline-run RUN" "$W/help" && ok || bad "--help"
