@@ -103,6 +103,20 @@ expect_error "a misspelt flag" "did you mean '--candidate-run'" "$TANDEM" ab --b
 expect_error "a flag's value missing" "--window: expected a value" "$TANDEM" ab --baseline-run "$W/a.log" --candidate-run "$W/b.log" --window
 "$TANDEM" ab --baseline-run "$W/a.log" --version | grep -q "^tandem " && ok || bad "--version"
 
+# runs of different world sizes and global batches: warnings, the analysis goes on
+for ws in 8 16; do
+  {
+    printf -- '------------------------ arguments ------------------------\n'
+    printf '  overlap_grad_reduce ............................. False\n  world_size ...................................... %s\n' "$ws"
+    printf -- '-------------------- end of arguments ---------------------\n'
+    for i in $(seq 1 40); do line "$i" 40 "100.$((i % 7))" "5.000000E+00" | sed "s/global batch size:     8/global batch size:    $((ws / 4))/"; done
+  } >"$W/ws$ws.log"
+done
+"$TANDEM" ab --baseline-run "$W/ws8.log" --candidate-run "$W/ws16.log" --out "$W/ws" >"$W/ws.out" 2>&1 && ok \
+  || bad "world sizes: $(tail -n 3 "$W/ws.out")"
+grep -q "different world sizes or parallel layouts (world_size: 8 -> 16)" "$W/ws.out" && ok || bad "world sizes not said"
+grep -q "different global batches (2 and 4 samples)" "$W/ws.out" && ok || bad "global batches not said"
+
 # ---- profiler traces given with the runs: LOG,TRACES or a folder holding both ----
 $PY - "$W" <<'EOF'
 import gzip, json, sys
