@@ -315,8 +315,9 @@ static int golden_in_dir(const char *dir, char *out, size_t cap, tdm_error *err)
         }
     closedir(d);
     if (n == 0)
-        return tdm_errorf(err, "%s: a directory without golden_values_*.json: expected a Megatron-LM test case "
-                               "directory, or name a log or JSON file",
+        return tdm_errorf(err, "%s: a directory without golden_values_*.json or *.log: expected a Megatron-LM test "
+                               "case directory or a run folder with its log, or name a log or JSON file (traces "
+                               "alone: give them as LOG,TRACES)",
                           dir);
     if (strlen(dir) + strlen(names[0]) + 2 > cap) return tdm_errorf(err, "%.200s...: path too long", dir);
     if (n > 1)

@@ -140,6 +140,9 @@ expect_error "missing traces" "missing-dir: no such file or directory (the trace
 expect_error "a truncated .gz trace" "cut.json.gz.*a truncated .gz file" "$TANDEM" ab --baseline-run "$W/a.log,$W/cut.json.gz" \
   --candidate-run "$W/b.log" --out "$W/x"
 mkdir -p "$W/two" && cp "$W/a.log" "$W/two/x.log" && cp "$W/b.log" "$W/two/y.log"
+mkdir -p "$W/tracesonly" && cp "$W/nosteps.json" "$W/tracesonly/rank0.json"
+expect_error "a folder of traces alone" "traces alone: give them as LOG,TRACES" "$TANDEM" ab --baseline-run "$W/tracesonly" \
+  --candidate-run "$W/b.log"
 expect_error "a folder with two logs" "the folder holds 2 logs" "$TANDEM" ab --baseline-run "$W/two" --candidate-run "$W/b.log"
 
 HTA=$FIX/hta/trace_diff
