@@ -557,6 +557,27 @@ static void warnings(tdm_ab_runs_result *r) {
             for (int i = 0; i < tmp.n_skipped; i++) free(tmp.skipped_lines[i]);
             free(tmp.diff_lines), free(tmp.same_lines), free(tmp.skipped_lines);
         }
+    /* the traces given with the runs */
+    int ta = A->trace_ranks > 0, tb = B->trace_ranks > 0;
+    if (ta != tb)
+        push(&r->warnings, &r->n_warnings, "Only the %s's runs come with profiler traces: the communication rows "
+                                           "show one side.",
+             ta ? "baseline" : "candidate");
+    for (int s = 0; s < 2; s++) {
+        const tdm_ab_runs_side *x = &r->side[s];
+        if (x->traced_runs > 0 && x->traced_runs < x->n_runs)
+            push(&r->warnings, &r->n_warnings, "%d of the %s's %d runs come with traces: its communication rows are "
+                                               "theirs alone.",
+                 x->traced_runs, x->label, x->n_runs);
+        for (int i = 0; i < x->n_trace_notes; i++)
+            push(&r->warnings, &r->n_warnings, "%s traces: %s%s", x->label, x->trace_notes[i],
+                 x->trace_notes[i][0] && x->trace_notes[i][strlen(x->trace_notes[i]) - 1] == '.' ? "" : ".");
+    }
+    if (A->trace_world_size > 0 && B->trace_world_size > 0 && A->trace_world_size != B->trace_world_size)
+        push(&r->warnings, &r->n_warnings,
+             "The traces state different world sizes (%lld and %lld ranks): their communication is of different "
+             "collectives.",
+             (long long)A->trace_world_size, (long long)B->trace_world_size);
     /* each run's own: resumed, cut, crashed, ... */
     for (int s = 0; s < 2; s++)
         for (int k = 0; k < r->side[s].n_runs; k++) {
@@ -599,8 +620,14 @@ static void limits(tdm_ab_runs_result *r) {
     if (baseline)
         push(&r->limits, &r->n_limits, "A MindSpeed-MM baseline keeps a loss and a time per step, and no learning "
                                        "rate, batch or grad norm.");
-    push(&r->limits, &r->n_limits, "Hidden and exposed communication, compute and CPU time are not in logs: "
-                                   "`tandem analyze` reads the runs' profiler traces.");
+    if (r->side[0].trace_ranks > 0 || r->side[1].trace_ranks > 0)
+        push(&r->limits, &r->n_limits, "The communication rows are the traces' profiled steps, a mean over every "
+                                       "rank traced (%lld and %lld rank-steps): those steps need not lie in the "
+                                       "window, and CPU time is not in them.",
+             (long long)r->side[0].trace_steps, (long long)r->side[1].trace_steps);
+    else
+        push(&r->limits, &r->n_limits, "Hidden and exposed communication, compute and CPU time are not in logs: give "
+                                       "each run's profiler traces with it (LOG,TRACES; docs/analyze.md).");
     if (r->side[0].n_runs > 1 || r->side[1].n_runs > 1)
         push(&r->limits, &r->n_limits, "Whether the runs ran interleaved, or on the same machines, is not in the logs: "
                                        "the interval between runs treats them as independent.");
@@ -637,11 +664,18 @@ int tdm_ab_runs(const tdm_ab_runs_options *o, tdm_ab_runs_result *r, tdm_strbuf 
             return tdm_errorf(err, "--%s-run: expected one or more runs (logs, golden values or test-case directories)",
                               s ? "candidate" : "baseline");
         side->runs = tdm_xcalloc((size_t)o->n_runs[s], sizeof *side->runs);
+        side->trace_paths = tdm_xcalloc((size_t)o->n_runs[s], sizeof *side->trace_paths);
+        side->trace_world_size = -1;
         for (int k = 0; k < o->n_runs[s]; k++) {
             side->n_runs = k + 1;
-            if (tdm_run_log_read(o->runs[s][k], &side->runs[k], err) != 0)
+            char log[4096], traces[4096];
+            int required;
+            if (tdm_ab_runs_split(o->runs[s][k], log, sizeof log, traces, sizeof traces, &required, err) != 0 ||
+                tdm_run_log_read(log, &side->runs[k], err) != 0 ||
+                (traces[0] && tdm_ab_runs_read_traces(side, k, traces, required, err) != 0))
                 return tdm_error_prefix(err, "--%s-run", s ? "candidate" : "baseline");
         }
+        tdm_ab_runs_finish_traces(side);
     }
     if (tdm_ab_runs_compute(o, r, err) != 0) return -1;
     if (tdm_mkdirs(o->out, err) != 0) return -1;
@@ -655,6 +689,10 @@ void tdm_ab_runs_result_free(tdm_ab_runs_result *r) {
         for (int k = 0; k < r->side[s].n_runs; k++) tdm_run_log_free(&r->side[s].runs[k]);
         free(r->side[s].runs);
         free(r->side[s].run_mean_ms);
+        for (int k = 0; k < r->side[s].n_runs && r->side[s].trace_paths; k++) free(r->side[s].trace_paths[k]);
+        free(r->side[s].trace_paths);
+        for (int i = 0; i < r->side[s].n_trace_notes; i++) free(r->side[s].trace_notes[i]);
+        free(r->side[s].trace_notes);
     }
     char **lists[] = {r->diff_lines, r->same_lines, r->skipped_lines, r->warnings, r->limits};
     int ns[] = {r->n_diff, r->n_same, r->n_skipped, r->n_warnings, r->n_limits};

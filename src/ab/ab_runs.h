@@ -20,6 +20,8 @@
  *   - warnings (different models, world sizes or global batches, sides logged at different steps,
  *     losses far apart, each run's own warnings: resumed, crashed, cut) and plain statements of
  *     what logs cannot establish.
+ *   - with profiler traces (a RUN given as LOG,TRACES, or a folder holding one log and the
+ *     traces), the hidden/exposed rows per side from runs/analyze.h.
  * Output: the terminal table, and in the report directory report.md, summary.json (the keys of
  * the in-process protocol, null where a log cannot tell, plus the runs' own), steps_<side>.csv,
  * loss.svg, step_time.svg, step_time_hist.svg. docs/ab-runs.md explains them. */
@@ -34,7 +36,9 @@
 #include "runs/run.h"
 
 typedef struct tdm_ab_runs_options {
-    const char *const *runs[2]; /* [0] baseline, [1] candidate: paths (logs, golden values, test-case dirs) */
+    /* [0] baseline, [1] candidate: paths (logs, golden values, test-case dirs), each optionally
+     * ",TRACES" (a trace file or folder), or a folder holding one *.log and the traces */
+    const char *const *runs[2];
     int n_runs[2];
     int window_given;           /* else the practice's 21:200, clipped */
     int64_t window_lo, window_hi;
@@ -81,6 +85,16 @@ typedef struct tdm_ab_runs_side {
     int64_t nan_iterations, skipped_iterations; /* over every logged line of every run; -1 when not logged */
     int64_t global_batch;       /* in the window, first run; 0 unknown, -1 when it changes */
     int log_interval;           /* iterations per line in the window, first run; 0 when it varies */
+    /* profiler traces given with the runs ("LOG,TRACES" or a folder holding both), through
+     * tdm_runs_analyze: ms per profiled step, the mean over every rank of every traced run */
+    char **trace_paths;         /* [n_runs]: the traces of each run, NULL when none */
+    int traced_runs, trace_ranks;
+    int64_t trace_steps;        /* profiled steps, summed over the ranks */
+    int64_t trace_world_size;   /* as the traces state it, -1 unknown, 0 when the runs differ */
+    double trace_step_ms, trace_compute_ms, trace_comm_ms, trace_hidden_ms, trace_exposed_ms, trace_last_ms;
+    double trace_overlap_pct;   /* hidden / communication, NaN without communication */
+    char **trace_notes;         /* what the trace readers assumed ("no ProfilerStep#N annotation: ...") */
+    int n_trace_notes;
 } tdm_ab_runs_side;
 
 typedef struct tdm_ab_runs_result {
@@ -121,6 +135,17 @@ void tdm_ab_runs_result_free(tdm_ab_runs_result *res);
 
 /* The comparison alone, on runs already read into res->side[s].runs (tests). */
 int tdm_ab_runs_compute(const tdm_ab_runs_options *o, tdm_ab_runs_result *res, tdm_error *err);
+
+/* ab_runs_traces.c */
+/* Where a RUN argument's log and traces are: "LOG,TRACES" (when no file has the whole name; the traces
+ * required), a folder that holds one *.log or *.log.gz and no golden values (the traces are the
+ * folder's, if any), else the argument is the log and traces[0] = 0. */
+int tdm_ab_runs_split(const char *arg, char *log, size_t log_cap, char *traces, size_t traces_cap, int *traces_required,
+                      tdm_error *err);
+/* Reads run k's traces (side->n_runs set) and adds their figures to the side; with required 0 a folder
+ * without traces is no error. tdm_ab_runs_finish_traces turns the sums into means. */
+int tdm_ab_runs_read_traces(tdm_ab_runs_side *side, int k, const char *path, int required, tdm_error *err);
+void tdm_ab_runs_finish_traces(tdm_ab_runs_side *side);
 
 /* ab_runs_report.c */
 void tdm_ab_runs_format_table(const tdm_ab_runs_options *o, const tdm_ab_runs_result *r, tdm_strbuf *sb);

@@ -140,7 +140,28 @@ void tdm_ab_runs_format_table(const tdm_ab_runs_options *o, const tdm_ab_runs_re
     if (A->n_runs > 1 || B->n_runs > 1)
         tdm_sb_printf(sb, "  %-52s %s\n", "runs of each side equal at the printed precision",
                       r->repeats_equal ? "yes" : "NO");
-    tdm_sb_printf(sb, "\n  %-40s %s\n", "Communication (hidden / exposed)", "not in logs (see below)");
+    if (A->trace_ranks > 0 || B->trace_ranks > 0) {
+        tdm_sb_printf(sb, "\n  %-40s %12s %12s\n", "Communication (profiler traces, ms/step)", "baseline", "candidate");
+        double na = A->trace_ranks > 0 ? 0 : NAN, nb = B->trace_ranks > 0 ? 0 : NAN; /* NaN: no traces */
+        row3(sb, "communication busy", A->trace_comm_ms + na, B->trace_comm_ms + nb, NULL);
+        row3(sb, "  hidden behind compute", A->trace_hidden_ms + na, B->trace_hidden_ms + nb, NULL);
+        row3(sb, "  exposed", A->trace_exposed_ms + na, B->trace_exposed_ms + nb, NULL);
+        row3(sb, "compute", A->trace_compute_ms + na, B->trace_compute_ms + nb, NULL);
+        row3(sb, "step (profiled)", A->trace_step_ms + na, B->trace_step_ms + nb, NULL);
+        row3(sb, "  last collective (cannot overlap)", A->trace_last_ms + na, B->trace_last_ms + nb, NULL);
+        char ea[32], eb[32];
+        pct(ea, sizeof ea, A->trace_overlap_pct + na);
+        pct(eb, sizeof eb, B->trace_overlap_pct + nb);
+        tdm_sb_printf(sb, "  %-40s %12s %12s\n", "overlap (hidden / communication)", ea + (ea[0] == '+'),
+                      eb + (eb[0] == '+'));
+        snprintf(ea, sizeof ea, "%d / %lld", A->trace_ranks, (long long)A->trace_steps);
+        snprintf(eb, sizeof eb, "%d / %lld", B->trace_ranks, (long long)B->trace_steps);
+        tdm_sb_printf(sb, "  %-40s %12s %12s\n", "ranks / rank-steps traced", A->trace_ranks ? ea : "n/a",
+                      B->trace_ranks ? eb : "n/a");
+    } else {
+        tdm_sb_printf(sb, "\n  %-40s %s\n", "Communication (hidden / exposed)",
+                      "not in logs (give traces: --baseline-run LOG,TRACES)");
+    }
     if (r->n_warnings) {
         tdm_sb_puts(sb, "\n  Warnings\n");
         for (int i = 0; i < r->n_warnings; i++) tdm_sb_printf(sb, "  - %s\n", r->warnings[i]);
@@ -226,8 +247,26 @@ static void json_side(tdm_strbuf *sb, const tdm_ab_runs_side *s) {
     json_num(sb, "median_step_ms", s->median_step_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "stddev_step_ms", s->stddev_step_ms), tdm_sb_puts(sb, ", ");
     json_num(sb, "samples_per_s", s->samples_per_s), tdm_sb_puts(sb, ",\n    ");
-    static const char *const unknown[] = {"model_gflops_per_rank", "comm_ms", "hidden_comm_ms", "exposed_comm_ms",
-                                          "compute_ms", "data_wait_ms", "ideal_step_ms", "last_bucket_comm_ms",
+    /* from the traces when given (ms per profiled step, mean over the ranks), else null */
+    double nt = s->trace_ranks > 0 ? 0 : NAN;
+    json_num(sb, "comm_ms", s->trace_comm_ms + nt), tdm_sb_puts(sb, ", ");
+    json_num(sb, "hidden_comm_ms", s->trace_hidden_ms + nt), tdm_sb_puts(sb, ", ");
+    json_num(sb, "exposed_comm_ms", s->trace_exposed_ms + nt), tdm_sb_puts(sb, ", ");
+    json_num(sb, "compute_ms", s->trace_compute_ms + nt), tdm_sb_puts(sb, ", ");
+    json_num(sb, "prof_step_ms", s->trace_step_ms + nt), tdm_sb_puts(sb, ", ");
+    json_num(sb, "last_bucket_comm_ms", s->trace_last_ms + nt), tdm_sb_puts(sb, ", ");
+    json_num(sb, "overlap_pct", s->trace_overlap_pct + nt), tdm_sb_puts(sb, ",\n    ");
+    tdm_sb_printf(sb, "\"trace_ranks\": %d, \"trace_rank_steps\": %lld, ", s->trace_ranks, (long long)s->trace_steps);
+    json_count(sb, "trace_world_size", s->trace_ranks > 0 && s->trace_world_size > 0 ? s->trace_world_size : -1);
+    tdm_sb_puts(sb, ", \"traces\": [");
+    for (int k = 0, first = 1; k < s->n_runs; k++)
+        if (s->trace_paths && s->trace_paths[k]) {
+            tdm_sb_puts(sb, first ? "" : ", ");
+            tdm_sb_json_string(sb, s->trace_paths[k], strlen(s->trace_paths[k]));
+            first = 0;
+        }
+    tdm_sb_puts(sb, "],\n    ");
+    static const char *const unknown[] = {"model_gflops_per_rank", "data_wait_ms", "ideal_step_ms",
                                           "overlap_efficiency", "sched_ideal_step_ms", "sched_overlap_efficiency",
                                           "cpu_ms", "compute_cpu_ms", "comm_cpu_ms", "cores_busy"};
     for (size_t k = 0; k < sizeof unknown / sizeof *unknown; k++) tdm_sb_printf(sb, "\"%s\": null, ", unknown[k]);

@@ -451,6 +451,9 @@ int tdm_flags_parse(const tdm_flags *p, void *target, int argc, char **argv, cha
         char what[160];
         snprintf(what, sizeof what, "--%s", f->name);
         if (set_value(f, target, val, what, 0, err) != 0) goto out;
+        if (f->kind == TDM_FLAG_LIST && (f->opts & TDM_FLAG_MANY))
+            while (i + 1 < argc && argv[i + 1][0] != '-')
+                if (set_value(f, target, argv[++i], what, 0, err) != 0) goto out;
     }
     if (n_pos < p->min_pos) {
         tdm_errorf(err, "expected %s (%s --help)", p->pos[n_pos].metavar, p->command ? p->command : "");

@@ -58,6 +58,8 @@ enum {
     TDM_FLAG_NEGATE = 1u << 0, /* BOOL: the flag stores 0 ("--no-check" clears check) */
     TDM_FLAG_HIDDEN = 1u << 1, /* not in --help and never suggested */
     TDM_FLAG_DASHES = 1u << 2, /* the value may start with "--" (it is a string of flags) */
+    /* LIST: the words after its value that do not start with '-' are its values too ("--runs a b c") */
+    TDM_FLAG_MANY = 1u << 3,
 };
 
 typedef struct tdm_flag tdm_flag;
@@ -77,7 +79,7 @@ struct tdm_flag {
     const char *group; /* --help heading from this flag on (NULL: the previous flag's) */
     /* other names, '|'-separated; "name=VALUE", the last of them, is a switch meaning --flag VALUE */
     const char *aliases;
-    unsigned opts;    /* TDM_FLAG_NEGATE | TDM_FLAG_HIDDEN | TDM_FLAG_DASHES */
+    unsigned opts;    /* TDM_FLAG_NEGATE | TDM_FLAG_HIDDEN | TDM_FLAG_DASHES | TDM_FLAG_MANY */
     size_t count_off; /* TDM_FLAG_LIST: the int item count, into the target (or count_ptr) */
     int *count_ptr;
     int max; /* TDM_FLAG_LIST: the most items */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "core/alloc.h"
 
@@ -677,18 +678,30 @@ int tdm_megatron_log_read_file(const char *path, tdm_run_log *run, tdm_error *er
     tdm_run_log_init(run);
     snprintf(run->path, sizeof run->path, "%s", path);
     run->format = TDM_RUN_MEGATRON_LOG;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tdm_errorf(err, "%s: %s", path, strerror(errno));
+    gzFile f = gzopen(path, "rb"); /* gzip-compressed or plain, by its bytes */
+    if (!f) return tdm_errorf(err, "%s: %s", path, strerror(errno ? errno : ENOMEM));
+    gzbuffer(f, 1 << 17);
     tdm_megatron_parser *p = tdm_megatron_parser_new(run);
     enum { CHUNK = 1 << 20 };
     char *buf = tdm_xmalloc(CHUNK);
-    size_t got;
-    while ((got = fread(buf, 1, CHUNK, f)) > 0) tdm_megatron_parser_feed(p, buf, got);
-    int read_error = ferror(f);
-    int saved = errno;
-    fclose(f);
+    int got;
+    uint64_t text = 0;
+    while ((got = gzread(f, buf, CHUNK)) > 0) {
+        tdm_megatron_parser_feed(p, buf, (size_t)got);
+        text += (uint64_t)got;
+    }
+    int zerr = Z_OK, saved = errno;
+    const char *zmsg = gzerror(f, &zerr); /* a stream that ends early is Z_BUF_ERROR after the last read */
+    char what[200];
+    snprintf(what, sizeof what, "%s", zmsg ? zmsg : "");
+    gzclose(f);
     free(buf);
     int rc = tdm_megatron_parser_finish(p, err);
-    if (read_error) return tdm_errorf(err, "%s: read error (%s)", path, strerror(saved));
+    if (zerr == Z_BUF_ERROR)
+        return tdm_errorf(err, "%s: the compressed data ends early, after %llu bytes of text (a truncated .gz file); "
+                               "expected the rest of the gzip stream",
+                          path, (unsigned long long)text);
+    if (got < 0 && zerr == Z_ERRNO) return tdm_errorf(err, "%s: read error (%s)", path, strerror(saved));
+    if (got < 0 || zerr != Z_OK) return tdm_errorf(err, "%s: not a valid gzip stream (%s)", path, what);
     return rc;
 }

@@ -315,8 +315,9 @@ static int golden_in_dir(const char *dir, char *out, size_t cap, tdm_error *err)
         }
     closedir(d);
     if (n == 0)
-        return tdm_errorf(err, "%s: a directory without golden_values_*.json: expected a Megatron-LM test case "
-                               "directory, or name a log or JSON file",
+        return tdm_errorf(err, "%s: a directory without golden_values_*.json or *.log: expected a Megatron-LM test "
+                               "case directory or a run folder with its log, or name a log or JSON file (traces "
+                               "alone: give them as LOG,TRACES)",
                           dir);
     if (strlen(dir) + strlen(names[0]) + 2 > cap) return tdm_errorf(err, "%.200s...: path too long", dir);
     if (n > 1)
@@ -347,8 +348,8 @@ int tdm_run_log_read(const char *path, tdm_run_log *run, tdm_error *err) {
     size_t nh = fread(head, 1, sizeof head, f);
     fclose(f);
     if (nh == 0) return tdm_errorf(err, "%s: empty file: expected a training log or a golden values JSON", file);
-    if (nh >= 2 && head[0] == 0x1f && head[1] == 0x8b)
-        return tdm_errorf(err, "%s: gzip-compressed: expected a plain text log or JSON (gunzip it first)", file);
+    if (nh >= 2 && head[0] == 0x1f && head[1] == 0x8b) /* a compressed log (golden values are never gzip'd) */
+        return tdm_megatron_log_read_file(file, run, err);
     size_t k = 0;
     if (nh >= 3 && head[0] == 0xef && head[1] == 0xbb && head[2] == 0xbf) k = 3; /* UTF-8 byte order mark */
     while (k < nh && (head[k] == ' ' || head[k] == '\t' || head[k] == '\r' || head[k] == '\n')) k++;

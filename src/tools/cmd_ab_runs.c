@@ -1,7 +1,8 @@
 /* cmd_ab_runs.c - `tandem ab --baseline-run A [A2 ...] --candidate-run B [B2 ...]`: the A/B
  * protocol's analysis on finished runs (ab/ab_runs.h), without MPI and without training.
  * cmd_ab hands over here when it sees --baseline-run or --candidate-run. */
-#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,23 +10,60 @@
 #include "ab/ab.h"
 #include "ab/ab_runs.h"
 #include "core/strbuf.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: tandem ab --baseline-run RUN [RUN ...] --candidate-run RUN [RUN ...] [--window A:B] [--out DIR]\n"
-            "  The A/B protocol's table and report on runs that already finished, read from what they left:\n"
-            "  a RUN is the stdout log of the rank that logs (Megatron-LM, MindSpeed, tandem train), a Megatron\n"
-            "  golden_values_*.json (with the model_config.yaml beside it), a Megatron test-case directory, or a\n"
-            "  MindSpeed-MM baseline JSON. Several runs on a side are repeats of that side.\n"
-            "  --baseline-run RUN ...   the baseline's runs\n"
-            "  --candidate-run RUN ...  the candidate's runs\n"
-            "  --window A:B             iterations used for the statistics, inclusive (default the practice's\n"
-            "                           21:200, clipped to what every run holds; the report says how)\n"
-            "  --bootstrap-seed S       seed of the bootstrap interval (default 20261129)\n"
-            "  --out DIR                report directory (default ab-report)\n"
-            "  docs/ab-runs.md explains the table, the report and what logs cannot establish.\n");
+enum { MAX_RUNS = 64 }; /* runs per side */
+
+typedef struct ab_runs_cli {
+    const char *runs[2][MAX_RUNS];
+    int n_runs[2];
+    const char *window;
+    uint64_t seed;
+    const char *out;
+} ab_runs_cli;
+
+static const tdm_flag FLAGS[] = {
+    {.name = "baseline-run", .kind = TDM_FLAG_LIST, .off = offsetof(ab_runs_cli, runs[0]),
+     .count_off = offsetof(ab_runs_cli, n_runs[0]), .max = MAX_RUNS, .opts = TDM_FLAG_MANY, .metavar = "RUN...",
+     .help = "the baseline's runs (several: repeats of the side)"},
+    {.name = "candidate-run", .kind = TDM_FLAG_LIST, .off = offsetof(ab_runs_cli, runs[1]),
+     .count_off = offsetof(ab_runs_cli, n_runs[1]), .max = MAX_RUNS, .opts = TDM_FLAG_MANY, .metavar = "RUN...",
+     .help = "the candidate's runs"},
+    {.name = "window", .kind = TDM_FLAG_STRING, .off = offsetof(ab_runs_cli, window), .metavar = "A:B",
+     .help = "iterations used for the statistics, inclusive (default the practice's 21:200, clipped to what "
+             "every run holds; the report says how)"},
+    {.name = "bootstrap-seed", .kind = TDM_FLAG_U64, .off = offsetof(ab_runs_cli, seed), .def = "20261129",
+     .metavar = "S", .help = "seed of the bootstrap interval"},
+    {.name = "out", .kind = TDM_FLAG_PATH, .off = offsetof(ab_runs_cli, out), .def = "ab-report", .metavar = "DIR",
+     .help = "report directory"},
+};
+
+static const tdm_flags P;
+
+/* A flag not close to one of ours: most likely a training flag, which belongs to ab without runs. */
+static int unknown_flag(const char *name, size_t n, tdm_error *err) {
+    if (tdm_flags_suggest(&P, name, n)) return 0; /* a typo of ours: the did-you-mean */
+    return tdm_errorf(err, "--%.*s is not a flag of ab on finished runs (--baseline-run, --candidate-run, --window, "
+                           "--bootstrap-seed, --out); training flags belong to ab without runs",
+                      (int)n, name);
 }
+
+static const tdm_flags P = {
+    .command = "tandem ab",
+    .usage = "tandem ab --baseline-run RUN [RUN ...] --candidate-run RUN [RUN ...] [--window A:B] [--out DIR]",
+    .about = "The A/B protocol's table and report on runs that already finished, read from what they left. A RUN\n"
+             "is the stdout log of the rank that logs (Megatron-LM, MindSpeed, tandem train; .gz too), a Megatron\n"
+             "golden_values_*.json (with the model_config.yaml beside it), a Megatron test-case directory, or a\n"
+             "MindSpeed-MM baseline JSON. LOG,TRACES adds the run's profiler traces (a trace file or a folder of\n"
+             "rank traces), and so does a folder holding one *.log and the traces: the report then has the\n"
+             "hidden/exposed communication rows. Several runs on a side are repeats of that side.",
+    .flags = FLAGS,
+    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+    .epilog = "docs/analyze.md says what to collect; docs/ab-runs.md explains the table, the report and what logs\n"
+              "cannot establish.",
+    .unknown = unknown_flag,
+};
 
 int cmd_ab_runs_wanted(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
@@ -33,76 +71,33 @@ int cmd_ab_runs_wanted(int argc, char **argv) {
     return 0;
 }
 
-/* A flag's name without "=value". */
-static int flag_is(const char *arg, const char *name) {
-    size_t n = strlen(name);
-    return !strncmp(arg, name, n) && (arg[n] == 0 || arg[n] == '=');
-}
-
 int cmd_ab_runs(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
+    ab_runs_cli c;
+    memset(&c, 0, sizeof c);
+    tdm_flags_defaults(&P, &c);
+    int done = tdm_cli_parse(&P, &c, argc, argv, NULL, NULL);
+    if (done >= 0) return done;
     tdm_ab_runs_options o;
     tdm_ab_runs_options_default(&o);
-    const char **runs[2];
-    runs[0] = calloc((size_t)argc + 1, sizeof *runs[0]);
-    runs[1] = calloc((size_t)argc + 1, sizeof *runs[1]);
     char msg[1200] = "";
-    int side = -1;
-    for (int i = 1; i < argc && !msg[0]; i++) {
-        const char *a = argv[i], *eq = strchr(a, '='), *val = NULL;
-        if (strncmp(a, "--", 2) != 0) {
-            if (side < 0) snprintf(msg, sizeof msg, "'%s': expected a flag (runs follow --baseline-run or --candidate-run)", a);
-            else runs[side][o.n_runs[side]++] = a;
-            continue;
-        }
-        side = -1;
-        if (flag_is(a, "--baseline-run") || flag_is(a, "--candidate-run")) {
-            side = a[2] == 'c';
-            if (eq) runs[side][o.n_runs[side]++] = eq + 1;
-            continue;
-        }
-        int own = flag_is(a, "--window") || flag_is(a, "--out") || flag_is(a, "--bootstrap-seed");
-        if (!own) {
-            snprintf(msg, sizeof msg, "%.*s is not a flag of ab on finished runs (--baseline-run, --candidate-run, "
-                                      "--window, --bootstrap-seed, --out); training flags belong to ab without runs",
-                     (int)(eq ? eq - a : (long)strlen(a)), a);
-            break;
-        }
-        if (eq) val = eq + 1;
-        else if (i + 1 < argc) val = argv[++i];
-        else {
-            snprintf(msg, sizeof msg, "%s expects a value", a);
-            break;
-        }
-        if (flag_is(a, "--window")) {
-            tdm_error e;
-            if (tdm_ab_parse_window(val, &o.window_lo, &o.window_hi, &e) != 0) snprintf(msg, sizeof msg, "%s", e.msg);
-            o.window_given = 1;
-        } else if (flag_is(a, "--out")) {
-            if (!*val || strlen(val) >= sizeof o.out - 64) snprintf(msg, sizeof msg, "--out expects a directory path");
-            else snprintf(o.out, sizeof o.out, "%s", val);
-        } else {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(val, &end, 10);
-            if (end == val || *end || errno || val[0] == '-')
-                snprintf(msg, sizeof msg, "--bootstrap-seed expects a non-negative integer, got '%s'", val);
-            o.bootstrap_seed = s;
-        }
+    tdm_error e;
+    if (c.window) {
+        if (tdm_ab_parse_window(c.window, &o.window_lo, &o.window_hi, &e) != 0) snprintf(msg, sizeof msg, "%s", e.msg);
+        o.window_given = 1;
     }
+    if (strlen(c.out) >= sizeof o.out - 64) snprintf(msg, sizeof msg, "--out: expected a shorter directory path");
+    else snprintf(o.out, sizeof o.out, "%s", c.out);
+    o.bootstrap_seed = c.seed;
+    for (int s = 0; s < 2; s++) o.n_runs[s] = c.n_runs[s];
     if (!msg[0] && (o.n_runs[0] == 0 || o.n_runs[1] == 0))
         snprintf(msg, sizeof msg, "--%s-run: expected one or more runs (a log, a golden_values_*.json, a test-case "
                                   "directory or a MindSpeed baseline JSON)",
                  o.n_runs[0] == 0 ? "baseline" : "candidate");
     if (msg[0]) {
         fprintf(stderr, "tandem ab: %s\n", msg);
-        free(runs[0]), free(runs[1]);
         return 2;
     }
+    const char **runs[2] = {c.runs[0], c.runs[1]};
     o.runs[0] = runs[0];
     o.runs[1] = runs[1];
     tdm_strbuf cl, table;
@@ -125,6 +120,5 @@ int cmd_ab_runs(int argc, char **argv) {
     tdm_ab_runs_result_free(&r);
     tdm_sb_free(&cl);
     tdm_sb_free(&table);
-    free(runs[0]), free(runs[1]);
     return rc ? 1 : 0;
 }

@@ -328,6 +328,35 @@ static void test_generated_help(void) {
     tdm_sb_free(&sb);
 }
 
+/* TDM_FLAG_MANY: the words after a list flag's value are its values too, up to the next flag */
+static void test_many(void) {
+    typedef struct many {
+        const char *a[4], *b[4];
+        int na, nb;
+        const char *pos;
+    } many;
+    static const tdm_flag F[] = {
+        {.name = "a", .kind = TDM_FLAG_LIST, .off = offsetof(many, a), .count_off = offsetof(many, na), .max = 4,
+         .opts = TDM_FLAG_MANY, .metavar = "X..."},
+        {.name = "b", .kind = TDM_FLAG_LIST, .off = offsetof(many, b), .count_off = offsetof(many, nb), .max = 4,
+         .opts = TDM_FLAG_MANY, .metavar = "X..."},
+    };
+    static const tdm_flags Q = {.command = "tandem m", .flags = F, .n_flags = 2};
+    char w0[] = "--a", w1[] = "x", w2[] = "y", w3[] = "--b=z", w4[] = "u", w5[] = "--a", w6[] = "v";
+    char *argv[] = {w0, w1, w2, w3, w4, w5, w6};
+    many m;
+    memset(&m, 0, sizeof m);
+    tdm_error err;
+    CHECK(tdm_flags_parse(&Q, &m, 7, argv, NULL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(m.na == 3 && !strcmp(m.a[0], "x") && !strcmp(m.a[1], "y") && !strcmp(m.a[2], "v"), "a: %d", m.na);
+    CHECK(m.nb == 2 && !strcmp(m.b[0], "z") && !strcmp(m.b[1], "u"), "b: %d", m.nb);
+    char x0[] = "--a", x1[] = "1", x2[] = "2", x3[] = "3", x4[] = "4", x5[] = "5";
+    char *argv2[] = {x0, x1, x2, x3, x4, x5};
+    memset(&m, 0, sizeof m);
+    CHECK(tdm_flags_parse(&Q, &m, 6, argv2, NULL, NULL, &err) == -1 && strstr(err.msg, "more than 4 values"), "%s",
+          err.msg);
+}
+
 static void test_suggestions(void) {
     CHECK(tdm_edit_distance("kitten", "sitting") == 3, "kitten");
     CHECK(tdm_edit_distance("", "abc") == 3, "empty");
@@ -351,6 +380,7 @@ int main(void) {
     RUN(test_help_and_version_anywhere);
     RUN(test_handed_on_and_hooks);
     RUN(test_generated_help);
+    RUN(test_many);
     RUN(test_suggestions);
     return TEST_SUMMARY();
 }

@@ -86,10 +86,114 @@ expect_error "window past the runs" "holds no iteration both sides logged" "$TAN
 printf '{"a": 1}' >"$W/other.json"
 expect_error "other JSON" "neither Megatron-LM golden values" "$TANDEM" ab --baseline-run "$W/other.json" --candidate-run "$W/a.log"
 printf '\037\213\010\000' >"$W/z.log.gz"
-expect_error "gzip" "gzip-compressed" "$TANDEM" ab --baseline-run "$W/z.log.gz" --candidate-run "$W/a.log"
+expect_error "a truncated .gz log" "z.log.gz: the compressed data ends early.*a truncated .gz file" "$TANDEM" ab \
+  --baseline-run "$W/z.log.gz" --candidate-run "$W/a.log"
+for i in 1 2 3 4 5 6 7 8; do cat "$W/a.log"; done | gzip -c >"$W/big.log.gz"
+head -c 1500 "$W/big.log.gz" >"$W/cut.log.gz"
+expect_error "a .gz log cut short" "cut.log.gz: the compressed data ends early" "$TANDEM" ab --baseline-run "$W/cut.log.gz" \
+  --candidate-run "$W/a.log"
+gzip -c "$W/a.log" >"$W/a.log.gz"
+"$TANDEM" ab --baseline-run "$W/a.log.gz" --candidate-run "$W/b.log" --out "$W/gz" >"$W/gz.out" 2>&1 \
+  && cmp -s <(grep -A6 "^  Performance" "$W/gz.out") <(grep -A6 "^  Performance" "$W/syn.out") && ok \
+  || bad "a .gz log reads as the plain one: $(head -n 5 "$W/gz.out")"
 : >"$W/out-file"
 expect_error "--out is a file" "out-file" "$TANDEM" ab --baseline-run "$W/a.log" --candidate-run "$W/b.log" --out "$W/out-file"
-"$TANDEM" ab --baseline-run --help >"$W/help" 2>&1 && grep -q "baseline-run RUN" "$W/help" && ok || bad "--help"
+"$TANDEM" ab --baseline-run "$W/a.log" --help >"$W/help" 2>&1 && grep -q "baseline-run RUN" "$W/help" && ok || bad "--help"
+expect_error "a misspelt flag" "did you mean '--candidate-run'" "$TANDEM" ab --baseline-run "$W/a.log" --candiate-run "$W/b.log"
+expect_error "a flag's value missing" "--window: expected a value" "$TANDEM" ab --baseline-run "$W/a.log" --candidate-run "$W/b.log" --window
+"$TANDEM" ab --baseline-run "$W/a.log" --version | grep -q "^tandem " && ok || bad "--version"
+
+# runs of different world sizes and global batches: warnings, the analysis goes on
+for ws in 8 16; do
+  {
+    printf -- '------------------------ arguments ------------------------\n'
+    printf '  overlap_grad_reduce ............................. False\n  world_size ...................................... %s\n' "$ws"
+    printf -- '-------------------- end of arguments ---------------------\n'
+    for i in $(seq 1 40); do line "$i" 40 "100.$((i % 7))" "5.000000E+00" | sed "s/global batch size:     8/global batch size:    $((ws / 4))/"; done
+  } >"$W/ws$ws.log"
+done
+"$TANDEM" ab --baseline-run "$W/ws8.log" --candidate-run "$W/ws16.log" --out "$W/ws" >"$W/ws.out" 2>&1 && ok \
+  || bad "world sizes: $(tail -n 3 "$W/ws.out")"
+grep -q "different world sizes or parallel layouts (world_size: 8 -> 16)" "$W/ws.out" && ok || bad "world sizes not said"
+grep -q "different global batches (2 and 4 samples)" "$W/ws.out" && ok || bad "global batches not said"
+
+# ---- profiler traces given with the runs: LOG,TRACES or a folder holding both ----
+$PY - "$W" <<'EOF'
+import gzip, json, sys
+w = sys.argv[1]
+ev = [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 100 * i, "dur": 60,
+       "args": {"stream": 7, "correlation": i}} for i in range(40)]
+ev.append({"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "pid": 0, "tid": 9, "ts": 30,
+           "dur": 400, "args": {"stream": 9, "correlation": 999}})
+open(w + "/nosteps.json", "w").write(json.dumps({"traceEvents": ev}))
+gz = gzip.compress(json.dumps({"traceEvents": ev * 200}).encode())
+open(w + "/cut.json.gz", "wb").write(gz[: len(gz) // 2])
+EOF
+"$TANDEM" ab --baseline-run "$W/a.log,$W/nosteps.json" --candidate-run "$W/b.log" --out "$W/ns" >"$W/ns.out" 2>&1 \
+  && ok || bad "a trace without steps: $(tail -n 3 "$W/ns.out")"
+grep -q "baseline traces: .*nosteps.json has no ProfilerStep#N annotation: the whole trace is analysed as one step" "$W/ns.out" && ok \
+  || bad "a trace without steps is not said: $(grep -i profilerstep "$W/ns.out")"
+grep -q "Only the baseline's runs come with profiler traces" "$W/ns.out" && ok || bad "one side traced is not said"
+grep -q "communication busy *0.400 *n/a" "$W/ns.out" && ok || bad "the comm row: $(grep 'communication busy' "$W/ns.out")"
+expect_error "missing traces" "missing-dir: no such file or directory (the traces of" "$TANDEM" ab \
+  --baseline-run "$W/a.log,$W/missing-dir" --candidate-run "$W/b.log"
+expect_error "a truncated .gz trace" "cut.json.gz.*a truncated .gz file" "$TANDEM" ab --baseline-run "$W/a.log,$W/cut.json.gz" \
+  --candidate-run "$W/b.log" --out "$W/x"
+mkdir -p "$W/two" && cp "$W/a.log" "$W/two/x.log" && cp "$W/b.log" "$W/two/y.log"
+mkdir -p "$W/tracesonly" && cp "$W/nosteps.json" "$W/tracesonly/rank0.json"
+expect_error "a folder of traces alone" "traces alone: give them as LOG,TRACES" "$TANDEM" ab --baseline-run "$W/tracesonly" \
+  --candidate-run "$W/b.log"
+expect_error "a folder with two logs" "the folder holds 2 logs" "$TANDEM" ab --baseline-run "$W/two" --candidate-run "$W/b.log"
+
+HTA=$FIX/hta/trace_diff
+if [ -f "$HTA/control/control.json.gz" ]; then
+  mkdir -p "$W/runB" && cp "$W/b.log" "$W/runB/train.log" && ln -s "$(cd "$HTA/test" && pwd)/test.json.gz" "$W/runB/rank1.json.gz"
+  "$TANDEM" ab --baseline-run "$W/a.log,$HTA/control/control.json.gz" --candidate-run "$W/runB" --out "$W/tr" \
+    >"$W/tr.out" 2>&1 && ok || bad "HTA traces: $(tail -n 3 "$W/tr.out")"
+  "$TANDEM" analyze --json --out "$W/tr-an" "$HTA/control/control.json.gz" "$HTA/test/test.json.gz" >"$W/tr-an.json" \
+    2>"$W/tr-an.err" && ok || bad "analyze: $(cat "$W/tr-an.err")"
+  grep -q "Communication (profiler traces, ms/step)" "$W/tr.out" && grep -q "overlap (hidden / communication)" "$W/tr.out" \
+    && ok || bad "no communication rows: $(cat "$W/tr.out")"
+  grep -q "The traces state different world sizes (8 and 2 ranks)" "$W/tr.out" && ok || bad "world sizes not said"
+  $PY - "$W/tr/summary.json" "$W/tr-an.json" <<'EOF' && ok || bad "summary.json's communication keys"
+import json, sys
+s, an = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for side, run in (("baseline", 0), ("candidate", 1)):
+    got, want = s[side], an["runs"][run]["ranks"][0]["mean"]
+    for k in ("comm_ms", "hidden_comm_ms", "exposed_comm_ms", "compute_ms"):
+        assert abs(got[k] - want[k]) < 1e-6, (side, k, got[k], want[k])
+    assert abs(got["overlap_pct"] - want["overlap_pct"]) < 1e-6, (side, got["overlap_pct"], want["overlap_pct"])
+    assert got["trace_ranks"] == 1 and len(got["traces"]) == 1, got
+assert s["baseline"]["trace_world_size"] == 8 and s["candidate"]["trace_world_size"] == 2
+EOF
+else
+  echo "skipped: ab with HTA's traces ($FIX/hta not found; set TANDEM_FIXTURES)"
+fi
+
+# a real A/B of traces: gradients reduced after the backward (baseline) against DDP's overlap
+# (candidate), the candidate with a second run that has no traces
+if $PY -c "import torch" 2>/dev/null; then
+  timeout 300 $PY tests/runs/ddp_gloo_profile.py "$W/gl-a" --mode after-backward >"$W/gl-a.log" 2>&1 \
+    && timeout 300 $PY tests/runs/ddp_gloo_profile.py "$W/gl-b" >"$W/gl-b.log" 2>&1 && ok \
+    || bad "ddp_gloo_profile.py: $(tail -n 3 "$W/gl-a.log" "$W/gl-b.log")"
+  rm -f "$W/gl-a/expected.json" "$W/gl-b/expected.json"
+  "$TANDEM" ab --baseline-run "$W/a.log,$W/gl-a" --candidate-run "$W/b.log,$W/gl-b" "$W/b.log" --out "$W/gl" \
+    >"$W/gl.out" 2>&1 && ok || bad "gloo traces: $(tail -n 3 "$W/gl.out")"
+  grep -q "1 of the candidate's 2 runs come with traces" "$W/gl.out" && ok || bad "the untraced repeat is not said"
+  $PY - "$W/gl/summary.json" <<'EOF' && ok || bad "gloo A/B: see above"
+import json, sys
+s = json.load(open(sys.argv[1]))
+a, b = s["baseline"], s["candidate"]
+assert a["hidden_comm_ms"] == 0 and a["overlap_pct"] == 0, a   # nothing hides after the backward
+assert b["hidden_comm_ms"] > 0 and b["overlap_pct"] > 0, b
+for x in (a, b):
+    assert abs(x["hidden_comm_ms"] + x["exposed_comm_ms"] - x["comm_ms"]) < 1e-6, x
+    assert x["trace_ranks"] == 2 and x["trace_rank_steps"] > 0, x
+assert s["runs_per_side"] == [1, 2]
+EOF
+else
+  echo "skipped: ab with gloo DDP traces (python3 without torch; scripts/setup.sh installs python3-torch)"
+fi
 
 # ---- the golden pairs ----
 if [ ! -f "$FIX/README.md" ]; then
