@@ -380,6 +380,14 @@ static int n_all_flags(const tdm_flags *p) {
 }
 
 static int positional(const tdm_flags *p, void *target, const char *s, int *n_pos, tdm_error *err) {
+    const tdm_positional *last = p->n_pos > 0 ? &p->pos[p->n_pos - 1] : NULL;
+    if (s[0] != '-' && last && last->many && *n_pos >= p->n_pos - 1) { /* RUN...: every further word */
+        const char **words = *(const char ***)(void *)((char *)target + last->off);
+        int *count = (int *)(void *)((char *)target + last->count_off);
+        words[(*count)++] = s;
+        *n_pos = p->n_pos;
+        return 0;
+    }
     if (s[0] != '-' && *n_pos < p->n_pos) {
         const tdm_positional *ps = &p->pos[(*n_pos)++];
         *(ps->ptr ? ps->ptr : (const char **)(void *)((char *)target + ps->off)) = s;

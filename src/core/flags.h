@@ -94,12 +94,16 @@ typedef struct tdm_flag_table {
     int n;
 } tdm_flag_table;
 
-/* A positional argument: a const char * into argv, at off (or ptr). */
+/* A positional argument: a const char * into argv, at off (or ptr). The last one may take every further
+ * word (many): then off holds a const char ** with room for argc words, which the caller allocates, and
+ * count_off an int counting them. */
 typedef struct tdm_positional {
     const char *metavar; /* "DIR|TRACE.json" */
     const char *help;
     size_t off;
     const char **ptr;
+    int many;
+    size_t count_off;
 } tdm_positional;
 
 enum {

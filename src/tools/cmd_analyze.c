@@ -1,6 +1,7 @@
 /* cmd_analyze.c - `tandem analyze RUN...`: overlap analysis of runs tandem did not train (or
  * did), from their profiler traces (src/runs), with a table, report.md, analysis.json and plots
  * (ab/analyze_report.h). docs/analyze.md says what to collect and how to read the output. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,57 +11,56 @@
 #include "core/strbuf.h"
 #include "runs/analyze.h"
 #include "runs/trace.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: tandem analyze [--out DIR] [--json] RUN...\n"
-               "  Reads each RUN's profiler traces and reports, per rank and per step, step time, compute,\n"
-               "  communication, hidden and exposed communication, idle time and the last collective; the\n"
-               "  whole-trace overlap as Holistic Trace Analysis computes it; the slowest rank and the spread;\n"
-               "  collectives by kind with sizes and bus bandwidth; and diagnostics that name a cause.\n"
-               "  RUN is a trace file or a folder of them (one run; every rank's file):\n"
-               "    PyTorch profiler traces (*.json, *.json.gz; Kineto or PyTorch 1.13's legacy format),\n"
-               "    Ascend profiler output (trace_view.json, step_trace_time.csv, communication.json,\n"
-               "    msprof-analyze's cluster_step_trace_time.csv and cluster_communication.json),\n"
-               "    tandem's own profiler output (trace.json).\n"
-               "  --out DIR   write report.md, analysis.json, timeline_run<i>.svg, steps_run<i>.svg there\n"
-               "              (default: analyze-report)\n"
-               "  --json      print analysis.json instead of the table\n"
-               "  docs/analyze.md says what to collect on Megatron-LM, MindSpeed-MM and plain PyTorch.\n");
-}
+typedef struct analyze_opts {
+    const char *out;
+    int json;
+    const char **runs; /* room for argc words */
+    int n_runs;
+} analyze_opts;
+
+static const tdm_flag FLAGS[] = {
+    {.name = "out", .kind = TDM_FLAG_PATH, .off = offsetof(analyze_opts, out), .metavar = "DIR",
+     .help = "write report.md, analysis.json, timeline_run<i>.svg, steps_run<i>.svg there (default: analyze-report)"},
+    {.name = "json", .kind = TDM_FLAG_BOOL, .off = offsetof(analyze_opts, json),
+     .help = "print analysis.json instead of the table"},
+};
+
+static const tdm_positional POS[] = {
+    {.metavar = "RUN...", .off = offsetof(analyze_opts, runs), .many = 1, .count_off = offsetof(analyze_opts, n_runs),
+     .help = "a trace file or a folder of them (one run; every rank's file): PyTorch profiler traces (*.json, "
+             "*.json.gz; Kineto or PyTorch 1.13's legacy format), Ascend profiler output (trace_view.json, "
+             "step_trace_time.csv, communication.json, msprof-analyze's cluster_step_trace_time.csv and "
+             "cluster_communication.json), tandem's own profiler output (trace.json)"},
+};
+
+static const tdm_flags P = {
+    .command = "tandem analyze",
+    .usage = "tandem analyze [--out DIR] [--json] RUN...",
+    .about = "Reads each RUN's profiler traces and reports, per rank and per step, step time, compute,\n"
+             "communication, hidden and exposed communication, idle time and the last collective; the\n"
+             "whole-trace overlap as Holistic Trace Analysis computes it; the slowest rank and the spread;\n"
+             "collectives by kind with sizes and bus bandwidth; and diagnostics that name a cause.",
+    .flags = FLAGS,
+    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+    .pos = POS,
+    .n_pos = 1,
+    .min_pos = 1,
+    .epilog = "docs/analyze.md says what to collect on Megatron-LM, MindSpeed-MM, plain PyTorch and Ascend.\n",
+};
 
 int cmd_analyze(int argc, char **argv) {
-    const char *out = "analyze-report";
-    int as_json = 0;
-    const char **paths = tdm_xcalloc((size_t)argc + 1, sizeof *paths);
-    int n = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            free(paths);
-            return 0;
-        } else if (!strcmp(argv[i], "--out")) {
-            if (i + 1 >= argc || !argv[i + 1][0]) {
-                fprintf(stderr, "tandem analyze: --out expects a folder\n");
-                free(paths);
-                return 2;
-            }
-            out = argv[++i];
-        } else if (!strcmp(argv[i], "--json")) {
-            as_json = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "tandem analyze: unknown flag '%s' (tandem analyze --help lists the flags)\n", argv[i]);
-            free(paths);
-            return 2;
-        } else {
-            paths[n++] = argv[i];
-        }
+    analyze_opts o = {.out = "analyze-report"};
+    o.runs = tdm_xcalloc((size_t)argc + 1, sizeof *o.runs);
+    int done = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
+    if (done >= 0) {
+        free(o.runs);
+        return done;
     }
-    if (n == 0) {
-        usage(stderr);
-        free(paths);
-        return 2;
-    }
+    const char *out = o.out, **paths = o.runs;
+    const int as_json = o.json, n = o.n_runs;
     tdm_runs_set *sets = tdm_xcalloc((size_t)n, sizeof *sets);
     tdm_runs_analysis *an = tdm_xcalloc((size_t)n, sizeof *an);
     tdm_analyze_run *runs = tdm_xcalloc((size_t)n, sizeof *runs);

@@ -357,6 +357,33 @@ static void test_many(void) {
           err.msg);
 }
 
+/* A last positional that takes every further word (tandem analyze RUN...), between and after flags. */
+static void test_many_positionals(void) {
+    typedef struct runs {
+        const char *first;
+        const char **rest;
+        int n_rest, json;
+    } runs;
+    static const tdm_flag F[] = {{.name = "json", .kind = TDM_FLAG_BOOL, .off = offsetof(runs, json)}};
+    static const tdm_positional PP[] = {
+        {.metavar = "FIRST", .off = offsetof(runs, first)},
+        {.metavar = "RUN...", .off = offsetof(runs, rest), .many = 1, .count_off = offsetof(runs, n_rest)},
+    };
+    static const tdm_flags Q = {.command = "tandem r", .flags = F, .n_flags = 1, .pos = PP, .n_pos = 2, .min_pos = 2};
+    char w0[] = "a", w1[] = "b", w2[] = "--json", w3[] = "c", w4[] = "d";
+    char *argv[] = {w0, w1, w2, w3, w4};
+    const char *room[6] = {0};
+    runs r = {.rest = room};
+    tdm_error err;
+    CHECK(tdm_flags_parse(&Q, &r, 5, argv, NULL, NULL, &err) == 0, "%s", err.msg);
+    CHECK(!strcmp(r.first, "a") && r.json == 1, "first %s json %d", r.first, r.json);
+    CHECK(r.n_rest == 3 && !strcmp(room[0], "b") && !strcmp(room[1], "c") && !strcmp(room[2], "d"), "rest: %d",
+          r.n_rest);
+    runs r2 = {.rest = room};
+    CHECK(tdm_flags_parse(&Q, &r2, 1, argv, NULL, NULL, &err) == -1 && strstr(err.msg, "expected RUN..."), "%s",
+          err.msg);
+}
+
 static void test_suggestions(void) {
     CHECK(tdm_edit_distance("kitten", "sitting") == 3, "kitten");
     CHECK(tdm_edit_distance("", "abc") == 3, "empty");
@@ -381,6 +408,7 @@ int main(void) {
     RUN(test_handed_on_and_hooks);
     RUN(test_generated_help);
     RUN(test_many);
+    RUN(test_many_positionals);
     RUN(test_suggestions);
     return TEST_SUMMARY();
 }
