@@ -180,6 +180,47 @@ static int run_once(const tdm_ab_side *side, run_kind kind, int64_t iters, const
     return 0;
 }
 
+void tdm_ab_host_sample_read(const char *loadavg_path, const char *stat_path, tdm_ab_host_sample *s) {
+    memset(s, 0, sizeof *s);
+    s->load1 = NAN;
+    FILE *f = fopen(loadavg_path, "r");
+    if (f) {
+        double v;
+        if (fscanf(f, "%lf", &v) == 1 && isfinite(v) && v >= 0) s->load1 = v;
+        fclose(f);
+    }
+    f = fopen(stat_path, "r");
+    if (!f) return;
+    char line[512];
+    if (fgets(line, sizeof line, f) && !strncmp(line, "cpu ", 4)) {
+        /* user nice system idle iowait irq softirq steal (guest and guest_nice are inside user and nice) */
+        unsigned long long v[8] = {0};
+        int n = sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                       &v[5], &v[6], &v[7]);
+        if (n >= 4) {
+            for (int i = 0; i < n; i++) s->total += v[i];
+            s->steal = n == 8 ? v[7] : 0;
+            s->have_stat = 1;
+        }
+    }
+    fclose(f);
+}
+
+void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, int cores,
+                       int local_ranks, tdm_ab_load *out) {
+    out->load_before = before->load1;
+    out->load_after = after->load1;
+    out->steal_pct = NAN;
+    if (before->have_stat && after->have_stat && after->total > before->total && after->steal >= before->steal)
+        out->steal_pct = 100.0 * (double)(after->steal - before->steal) / (double)(after->total - before->total);
+    if (cores < 1) cores = 1;
+    out->under_load = 0;
+    const double l[2] = {before->load1, after->load1};
+    for (int i = 0; i < 2; i++)
+        if (isfinite(l[i]) && (l[i] - local_ranks) / cores > TDM_AB_LOAD_PER_CORE) out->under_load = 1;
+    if (isfinite(out->steal_pct) && out->steal_pct > TDM_AB_STEAL_PCT) out->under_load = 1;
+}
+
 static int in_window(const tdm_ab_options *o, int64_t it) { return it >= o->window_lo && it <= o->window_hi; }
 
 /* The window's step times of every repeat, one repeat after the other (run_len[r] of repeat r; run_len has
@@ -382,8 +423,8 @@ static void confirm_ddp_lines(tdm_ab_result *r) {
     }
 }
 
-/* The change between whole runs (stats.h: paired runs), from 3 repeats on, and what it adds to the noise
- * sentence: the steps' interval cannot see a host that was slower during one run than the next. */
+/* The change between whole runs (stats.h: paired runs), from 3 repeats on: the steps' interval cannot see a
+ * host that was slower during one run than the next. */
 static void runs_interval(const tdm_ab_side *A, const tdm_ab_side *B, tdm_ab_result *r) {
     r->runs_ci_pairs = 0;
     r->runs_ci.change_pct = r->runs_ci.lo_pct = r->runs_ci.hi_pct = NAN;
@@ -391,23 +432,62 @@ static void runs_interval(const tdm_ab_side *A, const tdm_ab_side *B, tdm_ab_res
         tdm_stats_paired_runs_rel_change(A->repeat_mean_ms, B->repeat_mean_ms, A->repeats, &r->runs_ci) != 0)
         return;
     r->runs_ci_pairs = A->repeats;
+}
+
+/* The verdict (noise_sentence), docs/ab-protocol.md: with fewer than 3 repeats per side drift between runs
+ * cannot be told from the effect, so no interval is called a result; from 3 on the interval between whole
+ * runs leads; runs under load are said in the same sentence. */
+static void verdict(tdm_ab_result *r, int have_steps_ci, int64_t steps_per_repeat, int64_t n_window) {
+    const tdm_ab_side *A = &r->side[0];
     const tdm_stats_ci *s = &r->step_time_ci, *w = &r->runs_ci;
-    int steps_has = isfinite(s->lo_pct), steps_contain = steps_has && tdm_stats_ci_contains_zero(s);
-    int runs_contain = tdm_stats_ci_contains_zero(w);
-    size_t len = strlen(r->noise_sentence);
-    char *out = r->noise_sentence + len;
-    size_t cap = sizeof r->noise_sentence - len;
-    if (runs_contain && steps_has && !steps_contain)
-        snprintf(out, cap,
-                 " Between whole runs it is %+.2f%% (95%% t interval over the %d interleaved pairs "
-                 "[%+.2f%%, %+.2f%%]), which contains 0: the runs differ among themselves more than their steps "
-                 "suggest, so this is not yet a result; add --repeats.",
-                 w->change_pct, r->runs_ci_pairs, w->lo_pct, w->hi_pct);
-    else
-        snprintf(out, cap, " Between whole runs: %+.2f%% (95%% t interval over the %d interleaved pairs [%+.2f%%, "
-                           "%+.2f%%]), which %s 0%s.",
-                 w->change_pct, r->runs_ci_pairs, w->lo_pct, w->hi_pct, runs_contain ? "contains" : "excludes",
-                 steps_has && runs_contain == steps_contain ? " too" : "");
+    char *out = r->noise_sentence;
+    const size_t cap = sizeof r->noise_sentence;
+    size_t len = 0;
+#define ADD(...) (len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__), len = len < cap ? len : cap)
+    out[0] = 0;
+    const int steps_contain = have_steps_ci && tdm_stats_ci_contains_zero(s);
+    if (r->runs_ci_pairs) {
+        const int runs_contain = tdm_stats_ci_contains_zero(w);
+        if (runs_contain)
+            ADD("Between whole runs the change in mean step time is %+.2f%% (95%% t interval over the %d interleaved "
+                "pairs [%+.2f%%, %+.2f%%]), which contains 0: the difference is inside the run-to-run noise",
+                w->change_pct, r->runs_ci_pairs, w->lo_pct, w->hi_pct);
+        else
+            ADD("Between whole runs the mean step time is %s by %.2f%% (95%% t interval over the %d interleaved "
+                "pairs [%+.2f%%, %+.2f%%]); the interval excludes 0",
+                w->change_pct < 0 ? "lower" : "higher", fabs(w->change_pct), r->runs_ci_pairs, w->lo_pct, w->hi_pct);
+        if (have_steps_ci)
+            ADD(". Within runs (steps' interval): [%+.2f%%, %+.2f%%]%s", s->lo_pct, s->hi_pct,
+                runs_contain && !steps_contain
+                    ? ", which excludes 0: the runs differ among themselves more than their steps suggest, so this "
+                      "is not yet a result; add --repeats."
+                    : runs_contain ? "; add --repeats before drawing a conclusion." : ".");
+        else
+            ADD("%s", runs_contain ? "; add --repeats before drawing a conclusion." : ".");
+    } else if (!have_steps_ci) {
+        if (n_window == 0) ADD("No interval: the window holds no measured step.");
+        else
+            ADD("No interval: %lld step(s) per repeat are too few to resample; widen --window (and --steps) before "
+                "drawing a conclusion.", (long long)steps_per_repeat);
+        ADD(" With %d repeat%s per side, drift between runs cannot be separated from the effect either.", A->repeats,
+            A->repeats == 1 ? "" : "s");
+    } else if (steps_contain) {
+        ADD("The difference is inside the noise: the 95%% interval of the change in mean step time within runs "
+            "[%+.2f%%, %+.2f%%] contains 0. With %d repeat%s per side, drift between runs cannot be separated from "
+            "the effect either: use --repeats 3 or more before drawing a conclusion.",
+            s->lo_pct, s->hi_pct, A->repeats, A->repeats == 1 ? "" : "s");
+    } else {
+        ADD("Within runs the mean step time is %s by %.2f%% (95%% interval of the steps [%+.2f%%, %+.2f%%]), but with "
+            "%d repeat%s per side drift between runs cannot be separated from the effect: this is not yet a result; "
+            "use --repeats 3 or more.",
+            s->change_pct < 0 ? "lower" : "higher", fabs(s->change_pct), s->lo_pct, s->hi_pct, A->repeats,
+            A->repeats == 1 ? "" : "s");
+    }
+    if (r->runs_under_load)
+        ADD(" Under load: %d of %d timing run%s ran on a busy host (load average beyond this job's ranks above %.1f "
+            "per core, or CPU steal above %.0f%%), so the timings are not trustworthy; measure again on a quiet host.",
+            r->runs_under_load, r->n_load, r->n_load == 1 ? "" : "s", TDM_AB_LOAD_PER_CORE, TDM_AB_STEAL_PCT);
+#undef ADD
 }
 
 void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
@@ -436,17 +516,11 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     if (ci_rc != 0) {
         r->step_time_ci.change_pct = r->step_time_change_pct;
         r->step_time_ci.lo_pct = r->step_time_ci.hi_pct = NAN;
-        if (na == 0 || nb == 0)
-            snprintf(r->noise_sentence, sizeof r->noise_sentence, "No interval: the window holds no measured step.");
-        else
-            snprintf(r->noise_sentence, sizeof r->noise_sentence,
-                     "No interval: %lld step(s) per repeat are too few to resample; widen --window (and "
-                     "--steps) before drawing a conclusion.",
-                     (long long)la[0]);
-    } else {
-        tdm_stats_noise_sentence(&r->step_time_ci, "mean step time", r->noise_sentence, sizeof r->noise_sentence);
     }
     runs_interval(A, B, r);
+    r->runs_under_load = 0;
+    for (int i = 0; i < r->n_load; i++) r->runs_under_load += r->load[i].under_load;
+    verdict(r, ci_rc == 0, A->repeats > 0 ? la[0] : 0, na < nb ? na : nb);
     free(ta);
     free(tb);
     free(la);
@@ -538,6 +612,13 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
         r->side[s].steps = o->steps;
         r->side[s].records = tdm_xcalloc((size_t)(o->repeats * o->steps), sizeof(tdm_step_record));
     }
+    r->load = tdm_xcalloc((size_t)(2 * o->repeats), sizeof *r->load);
+    {
+        MPI_Comm node;
+        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_size(node, &r->local_ranks);
+        MPI_Comm_free(&node);
+    }
     /* 2. timing runs, interleaved so drift of the machine hits both sides */
     for (int k = 0; k < o->repeats; k++) {
         for (int s = 0; s < 2; s++) {
@@ -545,12 +626,19 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
             tdm_log_info("A/B: timing run %d/%d, %s (%lld steps)...", k + 1, o->repeats, side->label,
                          (long long)o->steps);
             tdm_train_result res;
+            tdm_ab_host_sample before, after;
+            if (rank == 0) tdm_ab_host_sample_read("/proc/loadavg", "/proc/stat", &before);
             uint64_t t0 = tdm_now_ns();
             if (run_once(side, RUN_TIMING, o->steps, NULL, comm, &res, err) != 0) {
                 tdm_train_result_free(&res);
                 return tdm_error_prefix(err, "%s timing run %d", side->label, k + 1);
             }
             append_records(side, k, &res);
+            if (rank == 0) {
+                tdm_ab_host_sample_read("/proc/loadavg", "/proc/stat", &after);
+                tdm_ab_load_judge(&before, &after, r->cores_online, r->local_ranks, &r->load[r->n_load]);
+            }
+            r->n_load++;
             if (k == 0) snprintf(side->ddp_config_line, sizeof side->ddp_config_line, "%s", res.ddp_config_line);
             tdm_train_result_free(&res);
             tdm_log_info("A/B:   done in %.1f s", (double)(tdm_now_ns() - t0) / 1e9);
@@ -630,6 +718,7 @@ void tdm_ab_result_free(tdm_ab_result *r) {
         free(r->side[s].audit_fingerprints);
         free(r->side[s].repeat_mean_ms);
     }
+    free(r->load);
     for (int i = 0; i < r->n_diff; i++) free(r->diff_lines[i]);
     for (int i = 0; i < r->n_same; i++) free(r->same_lines[i]);
     free(r->diff_lines);

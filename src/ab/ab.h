@@ -98,6 +98,31 @@ typedef struct tdm_ab_side {
     char trace_dir[1100];
 } tdm_ab_side;
 
+/* The host around one timing run (rank 0's machine): the 1-minute load average before and
+ * after it, and the CPU steal over it (docs/ab-protocol.md, "Load"). */
+typedef struct tdm_ab_load {
+    double load_before, load_after; /* /proc/loadavg, first field; NaN when unreadable */
+    double steal_pct;               /* steal delta of /proc/stat's cpu line over the run, % of all CPU time; NaN */
+    int under_load;                 /* flagged: tdm_ab_load_judge */
+} tdm_ab_load;
+
+/* A reading of the host: the load average and the cpu line's steal and total ticks. */
+typedef struct tdm_ab_host_sample {
+    double load1;                   /* NaN when unreadable */
+    unsigned long long steal, total;
+    int have_stat;
+} tdm_ab_host_sample;
+
+/* Reads loadavg_path (/proc/loadavg) and stat_path (/proc/stat); what cannot be read stays NaN / 0. */
+void tdm_ab_host_sample_read(const char *loadavg_path, const char *stat_path, tdm_ab_host_sample *s);
+
+/* A run under load: the load average less the job's own ranks on that machine (local_ranks), per core
+ * online, above TDM_AB_LOAD_PER_CORE at either reading, or steal above TDM_AB_STEAL_PCT. */
+#define TDM_AB_LOAD_PER_CORE 0.5
+#define TDM_AB_STEAL_PCT 5.0
+void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, int cores,
+                       int local_ranks, tdm_ab_load *out);
+
 typedef struct tdm_ab_result {
     tdm_ab_side side[2];           /* 0 baseline, 1 candidate */
     /* configuration diff: names of differing and identical arguments, "name: a -> b" */
@@ -126,6 +151,10 @@ typedef struct tdm_ab_result {
     int cores_online;              /* rank 0's machine: sysconf(_SC_NPROCESSORS_ONLN) */
     tdm_hosts hosts;               /* every rank's processor, compiler target and OpenBLAS kernels */
     double wall_s;
+    tdm_ab_load *load;             /* [2 * repeats]: timing run k of side s at 2k + s; NULL when not recorded */
+    int n_load;                    /* the timing runs that finished (a partial report has fewer) */
+    int local_ranks;               /* ranks of this job on rank 0's machine */
+    int runs_under_load;           /* of the n_load, flagged under_load */
     int ddp_line_confirms;         /* each differing argument shown in the DDP config lines has the
                                       side's value there: 1 yes, 0 no, -1 none of them is shown */
     int setup_failed;              /* the failure came before any run: every rank returns it */

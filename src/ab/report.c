@@ -66,6 +66,22 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     row3(sb, "sample throughput (samples/s)", A->samples_per_s, B->samples_per_s, ch);
     row3(sb, "model throughput per rank (GFLOP/s)", A->model_gflops_per_rank, B->model_gflops_per_rank, NULL);
     tdm_sb_printf(sb, "  %s\n", r->noise_sentence);
+    if (r->n_load) {
+        double lmax = NAN, smax = NAN;
+        for (int i = 0; i < r->n_load; i++) {
+            const tdm_ab_load *l = &r->load[i];
+            const double v = fmax(l->load_before, l->load_after); /* fmax ignores a NaN */
+            if (isfinite(v) && !(v <= lmax)) lmax = v;
+            if (isfinite(l->steal_pct) && !(l->steal_pct <= smax)) smax = l->steal_pct;
+        }
+        char ls[32] = "n/a", ss[32] = "n/a";
+        if (isfinite(lmax)) snprintf(ls, sizeof ls, "%.2f", lmax);
+        if (isfinite(smax)) snprintf(ss, sizeof ss, "%.1f%%", smax);
+        tdm_sb_printf(sb, "  Host (rank 0's machine, %d cores, %d rank%s of this job): load average up to %s, CPU steal up "
+                          "to %s; %d of %d timing run%s under load\n",
+                      r->cores_online, r->local_ranks, r->local_ranks == 1 ? "" : "s", ls, ss, r->runs_under_load,
+                      r->n_load, r->n_load == 1 ? "" : "s");
+    }
 
     if (r->ddp_line_confirms >= 0)
         tdm_sb_printf(sb, "  DDP config lines show each side's value of the differing flags: %s\n",
@@ -212,6 +228,19 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     else
         tdm_sb_puts(sb, "\"runs_change_pct\": null,\n  \"runs_ci95_pct\": null,\n  \"runs_inside_noise\": null,\n  ");
     tdm_sb_printf(sb, "\"runs_ci_pairs\": %d,\n  ", r->runs_ci_pairs);
+    /* the host around every timing run, in the order they ran (baseline 1, candidate 1, baseline 2, ...) */
+    tdm_sb_printf(sb, "\"local_ranks\": %d,\n  \"runs_under_load\": %d,\n  \"load\": [", r->local_ranks,
+                  r->runs_under_load);
+    for (int i = 0; i < r->n_load; i++) {
+        const tdm_ab_load *l = &r->load[i];
+        tdm_sb_printf(sb, "%s\n    {\"side\": \"%s\", \"repeat\": %d, ", i ? "," : "", i % 2 ? "candidate" : "baseline",
+                      i / 2 + 1);
+        json_num(sb, "load_before", l->load_before), tdm_sb_puts(sb, ", ");
+        json_num(sb, "load_after", l->load_after), tdm_sb_puts(sb, ", ");
+        json_num(sb, "steal_pct", l->steal_pct);
+        tdm_sb_printf(sb, ", \"under_load\": %s}", l->under_load ? "true" : "false");
+    }
+    tdm_sb_puts(sb, r->n_load ? "\n  ],\n  " : "],\n  ");
     tdm_sb_puts(sb, "\"noise_sentence\": ");
     tdm_sb_json_string(sb, r->noise_sentence, strlen(r->noise_sentence));
     tdm_sb_printf(sb, ",\n  \"window\": [%lld, %lld],\n  \"steps\": %lld,\n  \"repeats\": %d,\n  \"world_size\": %d,\n",
@@ -466,6 +495,24 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
                            "than the next, which the steps' interval cannot.\n",
                       r->runs_ci_pairs, r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct,
                       r->runs_ci_pairs - 1);
+    if (r->n_load) {
+        tdm_sb_printf(&sb, "- The host around each timing run (rank 0's machine, %d cores online, %d rank%s of this job "
+                           "there; a run is under load when the 1-minute load average less those ranks exceeds %.1f "
+                           "per core, or CPU steal exceeds %.0f%% of the run's CPU time):\n\n"
+                           "  | run | load before | load after | steal | under load |\n  |---|---|---|---|---|\n",
+                      r->cores_online, r->local_ranks, r->local_ranks == 1 ? "" : "s", TDM_AB_LOAD_PER_CORE,
+                      TDM_AB_STEAL_PCT);
+        for (int i = 0; i < r->n_load; i++) {
+            const tdm_ab_load *l = &r->load[i];
+            char b[32] = "n/a", a[32] = "n/a", st[32] = "n/a";
+            if (isfinite(l->load_before)) snprintf(b, sizeof b, "%.2f", l->load_before);
+            if (isfinite(l->load_after)) snprintf(a, sizeof a, "%.2f", l->load_after);
+            if (isfinite(l->steal_pct)) snprintf(st, sizeof st, "%.1f%%", l->steal_pct);
+            tdm_sb_printf(&sb, "  | %s %d | %s | %s | %s | %s |\n", i % 2 ? "candidate" : "baseline", i / 2 + 1, b, a,
+                          st, l->under_load ? "**yes**" : "no");
+        }
+        tdm_sb_putc(&sb, '\n');
+    }
     if (A->audit_steps > 0)
         tdm_sb_printf(&sb, "- One fingerprint audit run per side (%lld steps): the hash of every rank's micro-batches "
                            "at every step, compared between the sides.\n",
