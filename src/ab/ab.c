@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,14 @@ static void diff_args(const tdm_train_args *a, const tdm_train_args *b, tdm_ab_r
     }
 }
 
+/* Whether any rank was asked to stop (a signal between two runs reaches the ranks at different times):
+ * every rank gets the same answer. */
+static int stop_agreed(MPI_Comm comm) {
+    int sig = tdm_train_stop_signal();
+    MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, comm);
+    return sig;
+}
+
 typedef enum run_kind { RUN_TIMING, RUN_AUDIT, RUN_PROFILE } run_kind;
 
 /* The iteration a side's runs start from: its --load checkpoint's (the iteration its
@@ -152,7 +161,11 @@ static int run_once(const tdm_ab_side *side, run_kind kind, int64_t iters, const
     tdm_log_set_quiet(1);
     int rc = tdm_train_run(&a, comm, res, err);
     tdm_log_set_quiet(0);
-    if (rc != 0) return -1;
+    if (rc != 0) { /* a signal may end a run in an error (a picture's decoding given up): it was a stop */
+        if (res->all_ranks_failed) return stop_agreed(comm) ? 1 : -1;
+        return tdm_train_stop_signal() ? 2 : -1; /* this rank alone: the others may wait in a collective */
+    }
+    if (res->interrupted && tdm_train_stop_signal()) return 1; /* a signal: the caller writes what finished */
     if (res->n_steps != iters) /* not an assert: a checkpoint rewritten between runs would do this */
         return tdm_errorf(err, "expected %lld steps after iteration %lld, the run made %d", (long long)iters,
                           (long long)side->start_iteration, res->n_steps);
@@ -219,6 +232,14 @@ void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sampl
     for (int i = 0; i < 2; i++)
         if (isfinite(l[i]) && (l[i] - local_ranks) / cores > TDM_AB_LOAD_PER_CORE) out->under_load = 1;
     if (isfinite(out->steal_pct) && out->steal_pct > TDM_AB_STEAL_PCT) out->under_load = 1;
+}
+
+static void finished(tdm_ab_result *r, const char *side, const char *what, int k) {
+    char name[96];
+    if (k > 0) snprintf(name, sizeof name, "%s %s %d", side, what, k);
+    else snprintf(name, sizeof name, "%s %s", side, what);
+    r->finished = tdm_xrealloc(r->finished, sizeof *r->finished * (size_t)(r->n_finished + 1));
+    r->finished[r->n_finished++] = tdm_xstrdup(name);
 }
 
 static int in_window(const tdm_ab_options *o, int64_t it) { return it >= o->window_lo && it <= o->window_hi; }
@@ -607,12 +628,14 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
                          (long long)r->side[s].start_iteration);
     }
     r->setup_failed = 0;
+    int local_stop = 0; /* a run ended by the signal on this rank alone (an error there, not the agreed stop) */
     for (int s = 0; s < 2; s++) {
         r->side[s].repeats = o->repeats;
         r->side[s].steps = o->steps;
         r->side[s].records = tdm_xcalloc((size_t)(o->repeats * o->steps), sizeof(tdm_step_record));
     }
     r->load = tdm_xcalloc((size_t)(2 * o->repeats), sizeof *r->load);
+    clear_profile(A), clear_profile(B); /* a partial report may come before the profiled runs */
     {
         MPI_Comm node;
         MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
@@ -623,14 +646,18 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     for (int k = 0; k < o->repeats; k++) {
         for (int s = 0; s < 2; s++) {
             tdm_ab_side *side = &r->side[s];
+            if (stop_agreed(comm)) goto stopped;
             tdm_log_info("A/B: timing run %d/%d, %s (%lld steps)...", k + 1, o->repeats, side->label,
                          (long long)o->steps);
             tdm_train_result res;
             tdm_ab_host_sample before, after;
             if (rank == 0) tdm_ab_host_sample_read("/proc/loadavg", "/proc/stat", &before);
             uint64_t t0 = tdm_now_ns();
-            if (run_once(side, RUN_TIMING, o->steps, NULL, comm, &res, err) != 0) {
+            const int once = run_once(side, RUN_TIMING, o->steps, NULL, comm, &res, err);
+            if (once != 0) {
                 tdm_train_result_free(&res);
+                local_stop = once == 2;
+                if (once > 0) goto stopped;
                 return tdm_error_prefix(err, "%s timing run %d", side->label, k + 1);
             }
             append_records(side, k, &res);
@@ -639,6 +666,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
                 tdm_ab_load_judge(&before, &after, r->cores_online, r->local_ranks, &r->load[r->n_load]);
             }
             r->n_load++;
+            finished(r, side->label, "timing", k + 1);
             if (k == 0) snprintf(side->ddp_config_line, sizeof side->ddp_config_line, "%s", res.ddp_config_line);
             tdm_train_result_free(&res);
             tdm_log_info("A/B:   done in %.1f s", (double)(tdm_now_ns() - t0) / 1e9);
@@ -651,12 +679,17 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     if (audit > 0) {
         for (int s = 0; s < 2; s++) {
             tdm_ab_side *side = &r->side[s];
+            if (stop_agreed(comm)) goto stopped;
             tdm_log_info("A/B: fingerprint audit run, %s (%lld steps)...", side->label, (long long)audit);
             tdm_train_result res;
-            if (run_once(side, RUN_AUDIT, audit, NULL, comm, &res, err) != 0) {
+            const int once = run_once(side, RUN_AUDIT, audit, NULL, comm, &res, err);
+            if (once != 0) {
                 tdm_train_result_free(&res);
+                local_stop = once == 2;
+                if (once > 0) goto stopped;
                 return tdm_error_prefix(err, "%s audit run", side->label);
             }
+            finished(r, side->label, "audit", 0);
             side->audit_steps = res.n_steps;
             side->audit_fingerprints = tdm_xcalloc((size_t)res.n_steps + 1, sizeof(uint64_t));
             for (int i = 0; i < res.n_steps; i++) side->audit_fingerprints[i] = res.records[i].fingerprint;
@@ -689,14 +722,19 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
         char cfg[1300];
         const int64_t at = side->start_iteration; /* the profiler counts the trainer's iterations */
         if (write_profile_config(o, side, at + first, at + last, rank, comm, cfg, sizeof cfg, err) != 0) return -1;
+        if (stop_agreed(comm)) goto stopped;
         tdm_log_info("A/B: profiled run, %s (steps %lld-%lld at level %d)...", side->label, (long long)first,
                      (long long)last, o->profile_level);
         tdm_train_result res;
-        if (run_once(side, RUN_PROFILE, last, cfg, comm, &res, err) != 0) {
+        const int once = run_once(side, RUN_PROFILE, last, cfg, comm, &res, err);
+        if (once != 0) {
             tdm_train_result_free(&res);
+            local_stop = once == 2;
+            if (once > 0) goto stopped;
             return tdm_error_prefix(err, "%s profiled run", side->label);
         }
         tdm_train_result_free(&res);
+        finished(r, side->label, "profiled", 0);
         if (rank == 0) read_profile(side);
     }
 
@@ -710,6 +748,40 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     if (bad) return rank == 0 ? -1 : tdm_errorf(err, "%s: rank 0 could not write the report", o->out);
     if (table) tdm_ab_format_table(o, r, table);
     return 0;
+
+stopped:
+    /* a signal: keep the runs that finished (timing runs ran baseline, candidate, baseline, ...) */
+    r->partial = 1;
+    r->stop_signal = local_stop ? tdm_train_stop_signal() : stop_agreed(comm);
+    if (!r->stop_signal) r->stop_signal = SIGTERM;
+    A->repeats = (r->n_load + 1) / 2;
+    B->repeats = r->n_load / 2;
+    if (r->fingerprints_equal < 0) A->audit_steps = B->audit_steps = 0; /* the audit did not finish on both */
+    if (A->repeats > 0 && B->repeats > 0) tdm_ab_compute(o, r);
+    else { /* nothing to compare: every figure unknown */
+        for (int s = 0; s < 2; s++) {
+            tdm_ab_side *x = &r->side[s];
+            x->mean_step_ms = x->median_step_ms = x->stddev_step_ms = x->samples_per_s = NAN;
+            x->model_gflops_per_rank = x->cpu_ms = x->compute_cpu_ms = x->comm_cpu_ms = x->cores_busy = NAN;
+        }
+        r->step_time_change_pct = r->median_change_pct = r->throughput_change_pct = NAN;
+        r->step_time_ci.change_pct = r->step_time_ci.lo_pct = r->step_time_ci.hi_pct = NAN;
+        r->runs_ci.change_pct = r->runs_ci.lo_pct = r->runs_ci.hi_pct = NAN;
+        r->max_rel_loss_dev = r->max_rel_grad_norm_dev = NAN;
+    }
+    if (!(A->repeats > 0 && B->repeats > 0)) snprintf(r->noise_sentence, sizeof r->noise_sentence,
+                  "No comparison: %s has no finished timing run.", A->repeats ? "the candidate" : "neither side");
+    r->wall_s = (double)(tdm_now_ns() - t_start) / 1e9;
+    bad = 0;
+    if (rank == 0) bad = tdm_ab_write_report(o, r, err) != 0;
+    if (table) tdm_ab_format_table(o, r, table);
+    if (local_stop) { /* no collective: another rank may be blocked in one */
+        r->stopped_alone = 1;
+        return bad ? -1 : 1;
+    }
+    MPI_Bcast(&bad, 1, MPI_INT, 0, comm);
+    if (bad) return rank == 0 ? -1 : tdm_errorf(err, "%s: rank 0 could not write the partial report", o->out);
+    return 1;
 }
 
 void tdm_ab_result_free(tdm_ab_result *r) {
@@ -719,6 +791,8 @@ void tdm_ab_result_free(tdm_ab_result *r) {
         free(r->side[s].repeat_mean_ms);
     }
     free(r->load);
+    for (int i = 0; i < r->n_finished; i++) free(r->finished[i]);
+    free(r->finished);
     for (int i = 0; i < r->n_diff; i++) free(r->diff_lines[i]);
     for (int i = 0; i < r->n_same; i++) free(r->same_lines[i]);
     free(r->diff_lines);

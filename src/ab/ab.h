@@ -155,6 +155,12 @@ typedef struct tdm_ab_result {
     int n_load;                    /* the timing runs that finished (a partial report has fewer) */
     int local_ranks;               /* ranks of this job on rank 0's machine */
     int runs_under_load;           /* of the n_load, flagged under_load */
+    int partial;                   /* stopped by a signal: the report holds only the runs that finished */
+    int stop_signal;               /* that signal (SIGINT, SIGTERM), 0 when not stopped */
+    int stopped_alone;             /* the signal ended this rank's run mid-step: the others may be blocked in a
+                                      collective, so the caller must end the job with MPI_Abort (world > 1) */
+    char **finished;               /* the runs that finished, in order: "baseline timing 1", "candidate audit" */
+    int n_finished;
     int ddp_line_confirms;         /* each differing argument shown in the DDP config lines has the
                                       side's value there: 1 yes, 0 no, -1 none of them is shown */
     int setup_failed;              /* the failure came before any run: every rank returns it */
@@ -164,7 +170,10 @@ typedef struct tdm_ab_result {
 
 /* Runs the protocol (collective over comm). On success, rank 0 has written the report
  * directory and `table` (if non-NULL) holds the terminal table. Returns -1 with err
- * on any failure (a bad flag, a failing run, an unwritable directory). */
+ * on any failure (a bad flag, a failing run, an unwritable directory); 1 when a signal
+ * (SIGINT, SIGTERM: tdm_train_install_signal_handlers) stopped it after setup: the runs
+ * that finished are in a partial report (res->partial, res->stop_signal), written as on
+ * success (res->stopped_alone: see there). */
 int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *res, tdm_strbuf *table, tdm_error *err);
 void tdm_ab_result_free(tdm_ab_result *res);
 

@@ -3,6 +3,7 @@
  * already under traces/ from the profiled runs). */
 #include <cblas.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 #include "prof/trace.h"
 #include "ab/ab.h"
 #include "ab/svg.h"
+
+static const char *sig_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
 static const char *yes_no(int v) { return v ? "yes" : "NO"; }
 
@@ -42,6 +45,16 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     tdm_sb_printf(sb, "\nA/B result: %d rank%s, steps %lld-%lld of %lld, %d repeat%s per side (interleaved A B)\n",
                   r->world, r->world == 1 ? "" : "s", (long long)o->window_lo, (long long)o->window_hi,
                   (long long)o->steps, o->repeats, o->repeats == 1 ? "" : "s");
+    if (r->partial) {
+        tdm_sb_printf(sb, "  PARTIAL: stopped by %s after %d of %d timing runs; finished:", sig_name(r->stop_signal),
+                      r->n_load, 2 * o->repeats);
+        for (int i = 0; i < r->n_finished; i++) tdm_sb_printf(sb, "%s %s", i ? "," : "", r->finished[i]);
+        tdm_sb_puts(sb, r->n_finished ? "\n" : " none\n");
+        if (A->repeats == 0 || B->repeats == 0) {
+            tdm_sb_printf(sb, "  %s\n\n  Report: %s/report.md (%.0f s in all)\n", r->noise_sentence, o->out, r->wall_s);
+            return;
+        }
+    }
     tdm_sb_printf(sb, "  baseline : %s\n  candidate: %s\n", A->ddp_config_line, B->ddp_config_line);
     tdm_sb_puts(sb, "  configuration: ");
     if (r->n_diff == 0) tdm_sb_puts(sb, "the two sides are IDENTICAL (nothing to compare)\n");
@@ -195,7 +208,7 @@ static void json_side(tdm_strbuf *sb, const tdm_ab_side *s) {
     tdm_sb_printf(sb, "\"window_samples\": %lld, \"nan_iterations\": %d, \"skipped_iterations\": %d, ",
                   (long long)s->window_samples, s->nan_iterations, s->skipped_iterations);
     tdm_sb_puts(sb, "\"repeat_mean_step_ms\": [");
-    for (int k = 0; k < s->repeats; k++)
+    for (int k = 0; s->repeat_mean_ms && k < s->repeats; k++)
         tdm_sb_printf(sb, "%s%.6g", k ? ", " : "", isfinite(s->repeat_mean_ms[k]) ? s->repeat_mean_ms[k] : -1.0);
     tdm_sb_puts(sb, "],\n    \"ddp_config\": ");
     tdm_sb_json_string(sb, s->ddp_config_line, strlen(s->ddp_config_line));
@@ -204,7 +217,15 @@ static void json_side(tdm_strbuf *sb, const tdm_ab_side *s) {
 
 static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_strbuf *sb) {
     const tdm_ab_side *A = &r->side[0], *B = &r->side[1];
-    tdm_sb_puts(sb, "{\n  \"baseline\": ");
+    tdm_sb_printf(sb, "{\n  \"partial\": %s,\n  \"stop_signal\": ", r->partial ? "true" : "false");
+    if (r->partial) tdm_sb_printf(sb, "\"%s\"", sig_name(r->stop_signal));
+    else tdm_sb_puts(sb, "null");
+    tdm_sb_puts(sb, ",\n  \"finished_runs\": [");
+    for (int i = 0; i < r->n_finished; i++) {
+        if (i) tdm_sb_puts(sb, ", ");
+        tdm_sb_json_string(sb, r->finished[i], strlen(r->finished[i]));
+    }
+    tdm_sb_puts(sb, "],\n  \"baseline\": ");
     json_side(sb, A);
     tdm_sb_puts(sb, ",\n  \"candidate\": ");
     json_side(sb, B);
@@ -437,7 +458,10 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     summary_json(o, r, &sb);
     if (write_sb(o->out, "summary.json", &sb, err) != 0) goto fail;
 
-    /* plots */
+    /* plots: none when a side has no finished timing run (a partial report) */
+    const int compare = A->repeats > 0 && B->repeats > 0;
+    int have_tl[2] = {0, 0};
+    if (!compare) goto report_md;
     double *la = per_step_mean(A, 1), *lb = per_step_mean(B, 1), *sa = per_step_mean(A, 0), *sbm = per_step_mean(B, 0);
     tdm_svg_series loss[2] = {{"baseline", NULL, la, A->steps, "#4e79a7"}, {"candidate", NULL, lb, B->steps, "#e15759"}};
     tdm_svg_series st[2] = {{"baseline", NULL, sa, A->steps, "#4e79a7"}, {"candidate", NULL, sbm, B->steps, "#e15759"}};
@@ -454,7 +478,6 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     tdm_svg_histogram(&sb, "Step-time distribution in the window", "step time (ms)", hs, 2, 30);
     rc |= write_sb(o->out, "step_time_hist.svg", &sb, err);
     free(la), free(lb), free(sa), free(sbm), free(wa), free(wb);
-    int have_tl[2];
     for (int s = 0; s < 2; s++) {
         tdm_sb_clear(&sb);
         have_tl[s] = timeline_svg(&r->side[s], o->out, &sb) == 0;
@@ -464,9 +487,14 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     }
     if (rc) goto fail;
 
-    /* report.md */
+report_md:
     tdm_sb_clear(&sb);
-    tdm_sb_puts(&sb, "# A/B report\n\n```\n");
+    tdm_sb_puts(&sb, "# A/B report\n\n");
+    if (r->partial)
+        tdm_sb_printf(&sb, "**Partial report**: `tandem ab` was stopped by %s after %d of %d timing runs; it holds only "
+                           "the runs that finished (listed below and in `summary.json`'s `finished_runs`).\n\n",
+                      sig_name(r->stop_signal), r->n_load, 2 * o->repeats);
+    tdm_sb_puts(&sb, "```\n");
     tdm_ab_format_table(o, r, &sb);
     tdm_sb_puts(&sb, "```\n\n## What was run\n\n");
     tdm_sb_printf(&sb, "- %d timing run(s) per side, interleaved baseline, candidate, baseline, ...: %lld steps each, "
@@ -484,7 +512,7 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
                                                : "");
     for (int s = 0; s < 2; s++) {
         tdm_sb_printf(&sb, " %s", r->side[s].label);
-        for (int k = 0; k < r->side[s].repeats; k++)
+        for (int k = 0; r->side[s].repeat_mean_ms && k < r->side[s].repeats; k++)
             tdm_sb_printf(&sb, "%s%.2f", k ? ", " : " ", r->side[s].repeat_mean_ms[k]);
         tdm_sb_puts(&sb, s ? " ms.\n" : " ms;");
     }
@@ -522,7 +550,8 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
                            "(`trace.json` opens in https://ui.perfetto.dev), analysis by `tandem trace-summary "
                            "traces/<side>`.\n",
                       (long long)r->profile_first, (long long)r->profile_last, o->profile_level);
-    tdm_sb_puts(&sb, "\n## Plots\n\n![loss](loss.svg)\n\n![step time](step_time.svg)\n\n![distribution](step_time_hist.svg)\n\n");
+    if (!compare) tdm_sb_puts(&sb, "\n## Plots\n\nnone: a side has no finished timing run\n\n");
+    else tdm_sb_puts(&sb, "\n## Plots\n\n![loss](loss.svg)\n\n![step time](step_time.svg)\n\n![distribution](step_time_hist.svg)\n\n");
     for (int s = 0; s < 2; s++)
         if (have_tl[s]) tdm_sb_printf(&sb, "![timeline %s](timeline_%s.svg)\n\n", r->side[s].label, r->side[s].label);
         else tdm_sb_printf(&sb, "(no timeline for the %s: its profiled run left no trace)\n\n", r->side[s].label);

@@ -10,6 +10,7 @@
  */
 #include <stddef.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,7 +211,29 @@ int cmd_ab(int argc, char **argv) {
 
     tdm_ab_result r;
     tdm_error err = {{0}};
+    /* Ctrl-C / SIGTERM: the run in progress stops at the end of its step and what finished is reported */
+    tdm_train_install_signal_handlers();
     int rc = tdm_ab_run(o, MPI_COMM_WORLD, &r, &table, &err);
+    if (rc > 0) {
+        const int sig = r.stop_signal;
+        if (rank == 0) {
+            fputs(table.data, stdout);
+            fflush(stdout);
+            fprintf(stderr, "tandem ab: stopped by %s after %d of %d timing runs: partial report in %s/report.md\n",
+                    sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", r.n_load, 2 * o->repeats,
+                    o->out);
+            fflush(stderr);
+        }
+        const int code = 128 + (sig > 0 ? sig : SIGINT), alone = r.stopped_alone;
+        tdm_ab_result_free(&r);
+        tdm_sb_free(&cl);
+        tdm_sb_free(&table);
+        free(common);
+        tdm_sb_free(&epilog);
+        if (alone && world > 1) MPI_Abort(MPI_COMM_WORLD, code); /* the others may wait in a collective */
+        MPI_Finalize();
+        return code;
+    }
     if (rc != 0) {
         if (r.setup_failed) {
             tdm_tool_report_refusal("ab", rank, r.setup_failed_rank, r.setup_failed_everywhere, err.msg);

@@ -239,6 +239,28 @@ if timeout 300 "${MPI[@]}" "$TANDEM" ab --baseline "" --candidate "--overlap-gra
      >"$W/abb.out" 2>&1 && grep -q "from the checkpoint's iteration 3" "$W/abb.out"; then ok
 else bad "ab --load of a renamed iteration directory: $(grep -m2 -iE "tandem ab|error" "$W/abb.out")"; fi
 
+# Ctrl-C mid-protocol (one rank, no launcher: the signal reaches the rank itself): the runs that finished are kept
+# in a partial report that says so, the exit status is 130, and the terminal says where the report is
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 "$TANDEM" ab --baseline "" \
+  --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --window 2:4 --repeats 2 --out "$W/abint" \
+  >"$W/int.out" 2>&1 &
+ipid=$!
+for _ in $(seq 1 600); do grep -q "timing run 2/2, baseline" "$W/int.out" && break; sleep 0.2; done
+kill -INT "$ipid"
+wait "$ipid"
+irc=$?
+if [ "$irc" -eq 130 ] && grep -q "partial report in $W/abint/report.md" "$W/int.out" \
+   && grep -q "^\*\*Partial report\*\*" "$W/abint/report.md" \
+   && $PY - "$W/abint/summary.json" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["partial"] is True and s["stop_signal"] == "SIGINT", s
+runs = s["finished_runs"]
+assert runs[:2] == ["baseline timing 1", "candidate timing 1"] and "candidate timing 2" not in runs, runs
+assert s["baseline"]["mean_step_ms"] > 0 and s["candidate"]["mean_step_ms"] > 0
+PYEOF
+then ok; else bad "Ctrl-C mid-protocol: rc $irc: $(tail -n 5 "$W/int.out")"; fi
+
 # bad input: one sentence, non-zero exit, no hang
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --window 3:9 \
   --out "$W/x" >"$W/e1" 2>&1 && bad "window past --steps accepted" || { grep -q "window" "$W/e1" && ok || bad "window error: $(cat "$W/e1")"; }
