@@ -18,6 +18,8 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "distributed/agree.h"
+#include "model/config.h"
+#include "tokenizer/tokenizer.h"
 
 void tdm_ab_options_default(tdm_ab_options *o) {
     memset(o, 0, sizeof *o);
@@ -551,13 +553,43 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     r->skipped_iterations = A->skipped_iterations + B->skipped_iterations;
 }
 
-/* The options and both sides' flags (no MPI). */
-static int setup_sides(const tdm_ab_options *o, int world, tdm_ab_result *r, tdm_error *err) {
+/* Every input a side's runs read, before the first run: the model configuration, the tokenizer, the data
+ * files (a wrong one was found only at the first timing run, after the report path was announced). */
+static int check_inputs(const tdm_train_args *a, tdm_error *err) {
+    const char *model = a->model[0] ? a->model : a->pretrained;
+    if (model[0]) {
+        tdm_model_config cfg;
+        if (tdm_model_config_load(model, &cfg, err) != 0) return tdm_error_prefix(err, "--model");
+    }
+    if (a->tokenizer[0]) {
+        tdm_tokenizer *t = tdm_tokenizer_load(a->tokenizer, err);
+        if (!t) return tdm_error_prefix(err, "--tokenizer");
+        tdm_tokenizer_free(t);
+    }
+    for (int i = 0; i < a->n_data; i++) {
+        uint64_t size;
+        int fd = tdm_open_regular(a->data[i], &size, err);
+        if (fd < 0) return tdm_error_prefix(err, "--data");
+        close(fd);
+    }
+    return 0;
+}
+
+/* The report directory, created and written to once (rank 0), before any run. */
+static int check_out(const tdm_ab_options *o, tdm_error *err) {
+    if (tdm_mkdirs(o->out, err) != 0) return tdm_error_prefix(err, "--out");
+    char probe[1200];
+    snprintf(probe, sizeof probe, "%s/.tandem-ab-probe", o->out);
+    if (tdm_write_file_atomic(probe, "", 0, err) != 0)
+        return tdm_errorf(err, "--out %s: the report directory is not writable", o->out);
+    (void)unlink(probe);
+    return 0;
+}
+
+/* The options and both sides' flags (no MPI); the inputs, and --out on rank 0. */
+static int setup_sides(const tdm_ab_options *o, int world, int rank, tdm_ab_result *r, tdm_error *err) {
     if (o->steps < 1 || o->repeats < 1 || o->repeats > 1000)
         return tdm_errorf(err, "--steps must be >= 1 and --repeats in [1, 1000]");
-    if (o->window_lo < 1 || o->window_hi > o->steps || o->window_lo > o->window_hi)
-        return tdm_errorf(err, "--window %lld:%lld: expected 1 <= FIRST <= LAST <= --steps %lld",
-                          (long long)o->window_lo, (long long)o->window_hi, (long long)o->steps);
     if (o->profile_level < 0 || o->profile_level > 2) return tdm_errorf(err, "--profile-level: expected 0, 1 or 2");
 
     tdm_ab_side *A = &r->side[0], *B = &r->side[1];
@@ -575,6 +607,19 @@ static int setup_sides(const tdm_ab_options *o, int world, tdm_ab_result *r, tdm
             strcat(err->msg, " (in ab, --train-iters is --steps)");
         return tdm_error_prefix(err, "%s", side->label);
     }
+    if (o->window_lo < 1 || o->window_hi > o->steps || o->window_lo > o->window_hi) {
+        if (!o->window_given && o->steps == 1)
+            return tdm_errorf(err, "--steps 1: the statistics leave out step 1 (the cold first step), so nothing "
+                                   "is left; use --steps 2 or more, or --window 1:1 to measure that step anyway");
+        return tdm_errorf(err, "--window %lld:%lld: expected 1 <= FIRST <= LAST <= --steps %lld",
+                          (long long)o->window_lo, (long long)o->window_hi, (long long)o->steps);
+    }
+    if (o->window_lo == 1 && !o->window_given) /* the defaults never start at 1; a caller's options might */
+        return tdm_errorf(err, "the window starts at step 1, the cold first step (allocations, cold caches): "
+                               "give --window 1:%lld to include it on purpose", (long long)o->window_hi);
+    if (check_inputs(&A->args, err) != 0) return -1;
+    if (check_inputs(&B->args, err) != 0) return tdm_error_prefix(err, "candidate");
+    if (rank == 0 && check_out(o, err) != 0) return -1;
     return 0;
 }
 
@@ -591,7 +636,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     r->setup_failed = 1; /* until the first run */
     /* With one command line the flags fail alike on every rank; an MPMD launch can refuse some
      * ranks' only, and those must not leave the others waiting in a collective: agree first. */
-    const int ok = setup_sides(o, world, r, err) == 0;
+    const int ok = setup_sides(o, world, rank, r, err) == 0;
     int n_bad;
     const int first_bad = tdm_first_failed_rank(ok, comm, &n_bad);
     if (first_bad < world) {
@@ -603,8 +648,19 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     r->setup_failed_everywhere = 1; /* what can fail before the first run from here fails on every rank */
     tdm_ab_side *A = &r->side[0], *B = &r->side[1];
     diff_args(&A->args, &B->args, r);
-    if (r->n_diff == 0) /* allowed: an A/A run measures the noise of the machine */
-        tdm_log_info("A/B: no argument differs between baseline and candidate (an A/A run: any change is noise)");
+    if (r->n_diff == 0 && !o->aa) { /* every rank diffed the same flags */
+        tdm_errorf(err, "the two sides are identical (%s): that is an A/A run, which measures only the machine's "
+                        "noise; give --candidate \"FLAGS\" (and --baseline) to compare, or --aa to run A/A on purpose",
+                   o->baseline_flags[0] || o->candidate_flags[0] ? "no argument differs between --baseline and "
+                                                                   "--candidate"
+                                                                 : "no --baseline or --candidate");
+        return -1;
+    }
+    if (o->window_lo == 1)
+        tdm_log_info("A/B: warning: --window %lld:%lld includes step 1, the cold first step (allocations, cold "
+                     "caches): its time is not the steady state", (long long)o->window_lo, (long long)o->window_hi);
+    if (r->n_diff == 0) /* --aa: an A/A run measures the noise of the machine */
+        tdm_log_info("A/B: A/A run (--aa): both sides run the same flags, so any change is the machine's noise");
     else
         tdm_log_info("A/B: %d argument(s) differ between baseline and candidate:", r->n_diff);
     for (int i = 0; i < r->n_diff; i++) tdm_log_info("  %s", r->diff_lines[i]);
@@ -658,6 +714,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
                 tdm_train_result_free(&res);
                 local_stop = once == 2;
                 if (once > 0) goto stopped;
+                r->run_failed_together = res.all_ranks_failed, r->run_failed_rank = res.failed_rank;
                 return tdm_error_prefix(err, "%s timing run %d", side->label, k + 1);
             }
             append_records(side, k, &res);
@@ -687,6 +744,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
                 tdm_train_result_free(&res);
                 local_stop = once == 2;
                 if (once > 0) goto stopped;
+                r->run_failed_together = res.all_ranks_failed, r->run_failed_rank = res.failed_rank;
                 return tdm_error_prefix(err, "%s audit run", side->label);
             }
             finished(r, side->label, "audit", 0);
@@ -731,6 +789,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
             tdm_train_result_free(&res);
             local_stop = once == 2;
             if (once > 0) goto stopped;
+                r->run_failed_together = res.all_ranks_failed, r->run_failed_rank = res.failed_rank;
             return tdm_error_prefix(err, "%s profiled run", side->label);
         }
         tdm_train_result_free(&res);

@@ -44,6 +44,8 @@ typedef struct tdm_ab_options {
     char **common_argv;
     int64_t steps;               /* optimizer steps per timing run */
     int64_t window_lo, window_hi;/* 1-based, inclusive */
+    int window_given;            /* --window was given: a window from step 1 is taken (with a warning) */
+    int aa;                      /* --aa: identical sides on purpose (an A/A run); refused otherwise */
     int repeats;                 /* timing runs per side */
     int64_t audit_steps;         /* steps of the fingerprint audit runs (0 = skip the audit) */
     int profile_steps;           /* steps profiled per side (0 = no profiled run) */
@@ -163,6 +165,9 @@ typedef struct tdm_ab_result {
     int n_finished;
     int ddp_line_confirms;         /* each differing argument shown in the DDP config lines has the
                                       side's value there: 1 yes, 0 no, -1 none of them is shown */
+    int run_failed_together;       /* a run failed on every rank at once (a bad sample, a NaN): the caller may
+                                      print err on run_failed_rank and exit normally, as after a setup failure */
+    int run_failed_rank;
     int setup_failed;              /* the failure came before any run: every rank returns it */
     int setup_failed_rank;         /* the lowest rank whose flags were refused (err holds why there) */
     int setup_failed_everywhere;   /* every rank refused them (one command line: rank 0 says why) */
