@@ -469,7 +469,8 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     tdm_svg_line_plot(&sb, "Loss per step (overlaid; identical runs draw one line)", "iteration", "loss", loss, 2);
     rc |= write_sb(o->out, "loss.svg", &sb, err);
     tdm_sb_clear(&sb);
-    tdm_svg_line_plot(&sb, "Step time per step (mean over repeats; slowest rank)", "iteration", "ms", st, 2);
+    tdm_svg_line_plot_window(&sb, "Step time per step (mean over repeats; slowest rank)", "iteration", "ms", st, 2,
+                             (double)o->window_lo, (double)o->window_hi);
     rc |= write_sb(o->out, "step_time.svg", &sb, err);
     int64_t nwa, nwb;
     double *wa = window_times(o, A, &nwa), *wb = window_times(o, B, &nwb);
