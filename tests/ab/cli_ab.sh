@@ -165,6 +165,13 @@ for k in ("step_ms", "compute_ms", "comm_ms", "hidden_comm_ms", "last_bucket_com
 PYEOF
   then ok; else bad "trace-summary --json $side: $(head -3 "$W/ts.err")"; fi
 done
+# trace-summary on the report folder itself finds traces/<side>/ (it said "trace.json: cannot open")
+"$TANDEM" trace-summary "$OUT" >"$W/tsab.out" 2>&1 && grep -q "^== baseline ($OUT/traces/baseline)" "$W/tsab.out" \
+  && grep -q "^== candidate ($OUT/traces/candidate)" "$W/tsab.out" && [ "$(grep -c "Per-step analysis" "$W/tsab.out")" -eq 2 ] \
+  && ok || bad "trace-summary of the A/B folder: $(head -c 400 "$W/tsab.out")"
+"$TANDEM" trace-summary --json "$OUT" >"$W/tsabj.out" 2>&1 && bad "--json of the A/B folder accepted" \
+  || { grep -q "its traces are in $OUT/traces/baseline and $OUT/traces/candidate" "$W/tsabj.out" && ok \
+       || bad "trace-summary --json of the A/B folder: $(cat "$W/tsabj.out")"; }
 
 # a one-step window gives no interval (a resample could only repeat the data): the table and the sentence say so;
 # three profiled steps from the window's step 2 would pass the last step: the log and report.md say which steps
