@@ -789,7 +789,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
             tdm_train_result_free(&res);
             local_stop = once == 2;
             if (once > 0) goto stopped;
-                r->run_failed_together = res.all_ranks_failed, r->run_failed_rank = res.failed_rank;
+            r->run_failed_together = res.all_ranks_failed, r->run_failed_rank = res.failed_rank;
             return tdm_error_prefix(err, "%s profiled run", side->label);
         }
         tdm_train_result_free(&res);
