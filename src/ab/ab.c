@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "distributed/agree.h"
+#include "model/config.h"
+#include "tokenizer/tokenizer.h"
 
 void tdm_ab_options_default(tdm_ab_options *o) {
     memset(o, 0, sizeof *o);
@@ -119,6 +122,14 @@ static void diff_args(const tdm_train_args *a, const tdm_train_args *b, tdm_ab_r
     }
 }
 
+/* Whether any rank was asked to stop (a signal between two runs reaches the ranks at different times):
+ * every rank gets the same answer. */
+static int stop_agreed(MPI_Comm comm) {
+    int sig = tdm_train_stop_signal();
+    MPI_Allreduce(MPI_IN_PLACE, &sig, 1, MPI_INT, MPI_MAX, comm);
+    return sig;
+}
+
 typedef enum run_kind { RUN_TIMING, RUN_AUDIT, RUN_PROFILE } run_kind;
 
 /* The iteration a side's runs start from: its --load checkpoint's (the iteration its
@@ -152,7 +163,11 @@ static int run_once(const tdm_ab_side *side, run_kind kind, int64_t iters, const
     tdm_log_set_quiet(1);
     int rc = tdm_train_run(&a, comm, res, err);
     tdm_log_set_quiet(0);
-    if (rc != 0) return -1;
+    if (rc != 0) { /* a signal may end a run in an error (a picture's decoding given up): it was a stop */
+        if (res->all_ranks_failed) return stop_agreed(comm) ? 1 : -1;
+        return tdm_train_stop_signal() ? 2 : -1; /* this rank alone: the others may wait in a collective */
+    }
+    if (res->interrupted && tdm_train_stop_signal()) return 1; /* a signal: the caller writes what finished */
     if (res->n_steps != iters) /* not an assert: a checkpoint rewritten between runs would do this */
         return tdm_errorf(err, "expected %lld steps after iteration %lld, the run made %d", (long long)iters,
                           (long long)side->start_iteration, res->n_steps);
@@ -178,6 +193,55 @@ static int run_once(const tdm_ab_side *side, run_kind kind, int64_t iters, const
     }
     free(c);
     return 0;
+}
+
+void tdm_ab_host_sample_read(const char *loadavg_path, const char *stat_path, tdm_ab_host_sample *s) {
+    memset(s, 0, sizeof *s);
+    s->load1 = NAN;
+    FILE *f = fopen(loadavg_path, "r");
+    if (f) {
+        double v;
+        if (fscanf(f, "%lf", &v) == 1 && isfinite(v) && v >= 0) s->load1 = v;
+        fclose(f);
+    }
+    f = fopen(stat_path, "r");
+    if (!f) return;
+    char line[512];
+    if (fgets(line, sizeof line, f) && !strncmp(line, "cpu ", 4)) {
+        /* user nice system idle iowait irq softirq steal (guest and guest_nice are inside user and nice) */
+        unsigned long long v[8] = {0};
+        int n = sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                       &v[5], &v[6], &v[7]);
+        if (n >= 4) {
+            for (int i = 0; i < n; i++) s->total += v[i];
+            s->steal = n == 8 ? v[7] : 0;
+            s->have_stat = 1;
+        }
+    }
+    fclose(f);
+}
+
+void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, int cores,
+                       int local_ranks, tdm_ab_load *out) {
+    out->load_before = before->load1;
+    out->load_after = after->load1;
+    out->steal_pct = NAN;
+    if (before->have_stat && after->have_stat && after->total > before->total && after->steal >= before->steal)
+        out->steal_pct = 100.0 * (double)(after->steal - before->steal) / (double)(after->total - before->total);
+    if (cores < 1) cores = 1;
+    out->under_load = 0;
+    const double l[2] = {before->load1, after->load1};
+    for (int i = 0; i < 2; i++)
+        if (isfinite(l[i]) && (l[i] - local_ranks) / cores > TDM_AB_LOAD_PER_CORE) out->under_load = 1;
+    if (isfinite(out->steal_pct) && out->steal_pct > TDM_AB_STEAL_PCT) out->under_load = 1;
+}
+
+static void finished(tdm_ab_result *r, const char *side, const char *what, int k) {
+    char name[96];
+    if (k > 0) snprintf(name, sizeof name, "%s %s %d", side, what, k);
+    else snprintf(name, sizeof name, "%s %s", side, what);
+    r->finished = tdm_xrealloc(r->finished, sizeof *r->finished * (size_t)(r->n_finished + 1));
+    r->finished[r->n_finished++] = tdm_xstrdup(name);
 }
 
 static int in_window(const tdm_ab_options *o, int64_t it) { return it >= o->window_lo && it <= o->window_hi; }
@@ -382,8 +446,8 @@ static void confirm_ddp_lines(tdm_ab_result *r) {
     }
 }
 
-/* The change between whole runs (stats.h: paired runs), from 3 repeats on, and what it adds to the noise
- * sentence: the steps' interval cannot see a host that was slower during one run than the next. */
+/* The change between whole runs (stats.h: paired runs), from 3 repeats on: the steps' interval cannot see a
+ * host that was slower during one run than the next. */
 static void runs_interval(const tdm_ab_side *A, const tdm_ab_side *B, tdm_ab_result *r) {
     r->runs_ci_pairs = 0;
     r->runs_ci.change_pct = r->runs_ci.lo_pct = r->runs_ci.hi_pct = NAN;
@@ -391,23 +455,62 @@ static void runs_interval(const tdm_ab_side *A, const tdm_ab_side *B, tdm_ab_res
         tdm_stats_paired_runs_rel_change(A->repeat_mean_ms, B->repeat_mean_ms, A->repeats, &r->runs_ci) != 0)
         return;
     r->runs_ci_pairs = A->repeats;
+}
+
+/* The verdict (noise_sentence), docs/ab-protocol.md: with fewer than 3 repeats per side drift between runs
+ * cannot be told from the effect, so no interval is called a result; from 3 on the interval between whole
+ * runs leads; runs under load are said in the same sentence. */
+static void verdict(tdm_ab_result *r, int have_steps_ci, int64_t steps_per_repeat, int64_t n_window) {
+    const tdm_ab_side *A = &r->side[0];
     const tdm_stats_ci *s = &r->step_time_ci, *w = &r->runs_ci;
-    int steps_has = isfinite(s->lo_pct), steps_contain = steps_has && tdm_stats_ci_contains_zero(s);
-    int runs_contain = tdm_stats_ci_contains_zero(w);
-    size_t len = strlen(r->noise_sentence);
-    char *out = r->noise_sentence + len;
-    size_t cap = sizeof r->noise_sentence - len;
-    if (runs_contain && steps_has && !steps_contain)
-        snprintf(out, cap,
-                 " Between whole runs it is %+.2f%% (95%% t interval over the %d interleaved pairs "
-                 "[%+.2f%%, %+.2f%%]), which contains 0: the runs differ among themselves more than their steps "
-                 "suggest, so this is not yet a result; add --repeats.",
-                 w->change_pct, r->runs_ci_pairs, w->lo_pct, w->hi_pct);
-    else
-        snprintf(out, cap, " Between whole runs: %+.2f%% (95%% t interval over the %d interleaved pairs [%+.2f%%, "
-                           "%+.2f%%]), which %s 0%s.",
-                 w->change_pct, r->runs_ci_pairs, w->lo_pct, w->hi_pct, runs_contain ? "contains" : "excludes",
-                 steps_has && runs_contain == steps_contain ? " too" : "");
+    char *out = r->noise_sentence;
+    const size_t cap = sizeof r->noise_sentence;
+    size_t len = 0;
+#define ADD(...) (len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__), len = len < cap ? len : cap)
+    out[0] = 0;
+    const int steps_contain = have_steps_ci && tdm_stats_ci_contains_zero(s);
+    if (r->runs_ci_pairs) {
+        const int runs_contain = tdm_stats_ci_contains_zero(w);
+        if (runs_contain)
+            ADD("Between whole runs the change in mean step time is %+.2f%% (95%% t interval over the %d interleaved "
+                "pairs [%+.2f%%, %+.2f%%]), which contains 0: the difference is inside the run-to-run noise",
+                w->change_pct, r->runs_ci_pairs, w->lo_pct, w->hi_pct);
+        else
+            ADD("Between whole runs the mean step time is %s by %.2f%% (95%% t interval over the %d interleaved "
+                "pairs [%+.2f%%, %+.2f%%]); the interval excludes 0",
+                w->change_pct < 0 ? "lower" : "higher", fabs(w->change_pct), r->runs_ci_pairs, w->lo_pct, w->hi_pct);
+        if (have_steps_ci)
+            ADD(". Within runs (steps' interval): [%+.2f%%, %+.2f%%]%s", s->lo_pct, s->hi_pct,
+                runs_contain && !steps_contain
+                    ? ", which excludes 0: the runs differ among themselves more than their steps suggest, so this "
+                      "is not yet a result; add --repeats."
+                    : runs_contain ? "; add --repeats before drawing a conclusion." : ".");
+        else
+            ADD("%s", runs_contain ? "; add --repeats before drawing a conclusion." : ".");
+    } else if (!have_steps_ci) {
+        if (n_window == 0) ADD("No interval: the window holds no measured step.");
+        else
+            ADD("No interval: %lld step(s) per repeat are too few to resample; widen --window (and --steps) before "
+                "drawing a conclusion.", (long long)steps_per_repeat);
+        ADD(" With %d repeat%s per side, drift between runs cannot be separated from the effect either.", A->repeats,
+            A->repeats == 1 ? "" : "s");
+    } else if (steps_contain) {
+        ADD("The difference is inside the noise: the 95%% interval of the change in mean step time within runs "
+            "[%+.2f%%, %+.2f%%] contains 0. With %d repeat%s per side, drift between runs cannot be separated from "
+            "the effect either: use --repeats 3 or more before drawing a conclusion.",
+            s->lo_pct, s->hi_pct, A->repeats, A->repeats == 1 ? "" : "s");
+    } else {
+        ADD("Within runs the mean step time is %s by %.2f%% (95%% interval of the steps [%+.2f%%, %+.2f%%]), but with "
+            "%d repeat%s per side drift between runs cannot be separated from the effect: this is not yet a result; "
+            "use --repeats 3 or more.",
+            s->change_pct < 0 ? "lower" : "higher", fabs(s->change_pct), s->lo_pct, s->hi_pct, A->repeats,
+            A->repeats == 1 ? "" : "s");
+    }
+    if (r->runs_under_load)
+        ADD(" Under load: %d of %d timing run%s ran on a busy host (load average beyond this job's ranks above %.1f "
+            "per core, or CPU steal above %.0f%%), so the timings are not trustworthy; measure again on a quiet host.",
+            r->runs_under_load, r->n_load, r->n_load == 1 ? "" : "s", TDM_AB_LOAD_PER_CORE, TDM_AB_STEAL_PCT);
+#undef ADD
 }
 
 void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
@@ -436,17 +539,11 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     if (ci_rc != 0) {
         r->step_time_ci.change_pct = r->step_time_change_pct;
         r->step_time_ci.lo_pct = r->step_time_ci.hi_pct = NAN;
-        if (na == 0 || nb == 0)
-            snprintf(r->noise_sentence, sizeof r->noise_sentence, "No interval: the window holds no measured step.");
-        else
-            snprintf(r->noise_sentence, sizeof r->noise_sentence,
-                     "No interval: %lld step(s) per repeat are too few to resample; widen --window (and "
-                     "--steps) before drawing a conclusion.",
-                     (long long)la[0]);
-    } else {
-        tdm_stats_noise_sentence(&r->step_time_ci, "mean step time", r->noise_sentence, sizeof r->noise_sentence);
     }
     runs_interval(A, B, r);
+    r->runs_under_load = 0;
+    for (int i = 0; i < r->n_load; i++) r->runs_under_load += r->load[i].under_load;
+    verdict(r, ci_rc == 0, A->repeats > 0 ? la[0] : 0, na < nb ? na : nb);
     free(ta);
     free(tb);
     free(la);
@@ -456,13 +553,43 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     r->skipped_iterations = A->skipped_iterations + B->skipped_iterations;
 }
 
-/* The options and both sides' flags (no MPI). */
-static int setup_sides(const tdm_ab_options *o, int world, tdm_ab_result *r, tdm_error *err) {
+/* Every input a side's runs read, before the first run: the model configuration, the tokenizer, the data
+ * files (a wrong one was found only at the first timing run, after the report path was announced). */
+static int check_inputs(const tdm_train_args *a, tdm_error *err) {
+    const char *model = a->model[0] ? a->model : a->pretrained;
+    if (model[0]) {
+        tdm_model_config cfg;
+        if (tdm_model_config_load(model, &cfg, err) != 0) return tdm_error_prefix(err, "--model");
+    }
+    if (a->tokenizer[0]) {
+        tdm_tokenizer *t = tdm_tokenizer_load(a->tokenizer, err);
+        if (!t) return tdm_error_prefix(err, "--tokenizer");
+        tdm_tokenizer_free(t);
+    }
+    for (int i = 0; i < a->n_data; i++) {
+        uint64_t size;
+        int fd = tdm_open_regular(a->data[i], &size, err);
+        if (fd < 0) return tdm_error_prefix(err, "--data");
+        close(fd);
+    }
+    return 0;
+}
+
+/* The report directory, created and written to once (rank 0), before any run. */
+static int check_out(const tdm_ab_options *o, tdm_error *err) {
+    if (tdm_mkdirs(o->out, err) != 0) return tdm_error_prefix(err, "--out");
+    char probe[1200];
+    snprintf(probe, sizeof probe, "%s/.tandem-ab-probe", o->out);
+    if (tdm_write_file_atomic(probe, "", 0, err) != 0)
+        return tdm_errorf(err, "--out %s: the report directory is not writable", o->out);
+    (void)unlink(probe);
+    return 0;
+}
+
+/* The options and both sides' flags (no MPI); the inputs, and --out on rank 0. */
+static int setup_sides(const tdm_ab_options *o, int world, int rank, tdm_ab_result *r, tdm_error *err) {
     if (o->steps < 1 || o->repeats < 1 || o->repeats > 1000)
         return tdm_errorf(err, "--steps must be >= 1 and --repeats in [1, 1000]");
-    if (o->window_lo < 1 || o->window_hi > o->steps || o->window_lo > o->window_hi)
-        return tdm_errorf(err, "--window %lld:%lld: expected 1 <= FIRST <= LAST <= --steps %lld",
-                          (long long)o->window_lo, (long long)o->window_hi, (long long)o->steps);
     if (o->profile_level < 0 || o->profile_level > 2) return tdm_errorf(err, "--profile-level: expected 0, 1 or 2");
 
     tdm_ab_side *A = &r->side[0], *B = &r->side[1];
@@ -480,6 +607,19 @@ static int setup_sides(const tdm_ab_options *o, int world, tdm_ab_result *r, tdm
             strcat(err->msg, " (in ab, --train-iters is --steps)");
         return tdm_error_prefix(err, "%s", side->label);
     }
+    if (o->window_lo < 1 || o->window_hi > o->steps || o->window_lo > o->window_hi) {
+        if (!o->window_given && o->steps == 1)
+            return tdm_errorf(err, "--steps 1: the statistics leave out step 1 (the cold first step), so nothing "
+                                   "is left; use --steps 2 or more, or --window 1:1 to measure that step anyway");
+        return tdm_errorf(err, "--window %lld:%lld: expected 1 <= FIRST <= LAST <= --steps %lld",
+                          (long long)o->window_lo, (long long)o->window_hi, (long long)o->steps);
+    }
+    if (o->window_lo == 1 && !o->window_given) /* the defaults never start at 1; a caller's options might */
+        return tdm_errorf(err, "the window starts at step 1, the cold first step (allocations, cold caches): "
+                               "give --window 1:%lld to include it on purpose", (long long)o->window_hi);
+    if (check_inputs(&A->args, err) != 0) return -1;
+    if (check_inputs(&B->args, err) != 0) return tdm_error_prefix(err, "candidate");
+    if (rank == 0 && check_out(o, err) != 0) return -1;
     return 0;
 }
 
@@ -496,7 +636,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     r->setup_failed = 1; /* until the first run */
     /* With one command line the flags fail alike on every rank; an MPMD launch can refuse some
      * ranks' only, and those must not leave the others waiting in a collective: agree first. */
-    const int ok = setup_sides(o, world, r, err) == 0;
+    const int ok = setup_sides(o, world, rank, r, err) == 0;
     int n_bad;
     const int first_bad = tdm_first_failed_rank(ok, comm, &n_bad);
     if (first_bad < world) {
@@ -508,8 +648,19 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     r->setup_failed_everywhere = 1; /* what can fail before the first run from here fails on every rank */
     tdm_ab_side *A = &r->side[0], *B = &r->side[1];
     diff_args(&A->args, &B->args, r);
-    if (r->n_diff == 0) /* allowed: an A/A run measures the noise of the machine */
-        tdm_log_info("A/B: no argument differs between baseline and candidate (an A/A run: any change is noise)");
+    if (r->n_diff == 0 && !o->aa) { /* every rank diffed the same flags */
+        tdm_errorf(err, "the two sides are identical (%s): that is an A/A run, which measures only the machine's "
+                        "noise; give --candidate \"FLAGS\" (and --baseline) to compare, or --aa to run A/A on purpose",
+                   o->baseline_flags[0] || o->candidate_flags[0] ? "no argument differs between --baseline and "
+                                                                   "--candidate"
+                                                                 : "no --baseline or --candidate");
+        return -1;
+    }
+    if (o->window_lo == 1)
+        tdm_log_info("A/B: warning: --window %lld:%lld includes step 1, the cold first step (allocations, cold "
+                     "caches): its time is not the steady state", (long long)o->window_lo, (long long)o->window_hi);
+    if (r->n_diff == 0) /* --aa: an A/A run measures the noise of the machine */
+        tdm_log_info("A/B: A/A run (--aa): both sides run the same flags, so any change is the machine's noise");
     else
         tdm_log_info("A/B: %d argument(s) differ between baseline and candidate:", r->n_diff);
     for (int i = 0; i < r->n_diff; i++) tdm_log_info("  %s", r->diff_lines[i]);
@@ -533,24 +684,46 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
                          (long long)r->side[s].start_iteration);
     }
     r->setup_failed = 0;
+    int local_stop = 0; /* a run ended by the signal on this rank alone (an error there, not the agreed stop) */
     for (int s = 0; s < 2; s++) {
         r->side[s].repeats = o->repeats;
         r->side[s].steps = o->steps;
         r->side[s].records = tdm_xcalloc((size_t)(o->repeats * o->steps), sizeof(tdm_step_record));
     }
+    r->load = tdm_xcalloc((size_t)(2 * o->repeats), sizeof *r->load);
+    clear_profile(A), clear_profile(B); /* a partial report may come before the profiled runs */
+    {
+        MPI_Comm node;
+        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_size(node, &r->local_ranks);
+        MPI_Comm_free(&node);
+    }
     /* 2. timing runs, interleaved so drift of the machine hits both sides */
     for (int k = 0; k < o->repeats; k++) {
         for (int s = 0; s < 2; s++) {
             tdm_ab_side *side = &r->side[s];
+            if (stop_agreed(comm)) goto stopped;
             tdm_log_info("A/B: timing run %d/%d, %s (%lld steps)...", k + 1, o->repeats, side->label,
                          (long long)o->steps);
             tdm_train_result res;
+            tdm_ab_host_sample before, after;
+            if (rank == 0) tdm_ab_host_sample_read("/proc/loadavg", "/proc/stat", &before);
             uint64_t t0 = tdm_now_ns();
-            if (run_once(side, RUN_TIMING, o->steps, NULL, comm, &res, err) != 0) {
+            const int once = run_once(side, RUN_TIMING, o->steps, NULL, comm, &res, err);
+            if (once != 0) {
                 tdm_train_result_free(&res);
+                local_stop = once == 2;
+                if (once > 0) goto stopped;
+                r->run_failed_together = res.all_ranks_failed, r->run_failed_rank = res.failed_rank;
                 return tdm_error_prefix(err, "%s timing run %d", side->label, k + 1);
             }
             append_records(side, k, &res);
+            if (rank == 0) {
+                tdm_ab_host_sample_read("/proc/loadavg", "/proc/stat", &after);
+                tdm_ab_load_judge(&before, &after, r->cores_online, r->local_ranks, &r->load[r->n_load]);
+            }
+            r->n_load++;
+            finished(r, side->label, "timing", k + 1);
             if (k == 0) snprintf(side->ddp_config_line, sizeof side->ddp_config_line, "%s", res.ddp_config_line);
             tdm_train_result_free(&res);
             tdm_log_info("A/B:   done in %.1f s", (double)(tdm_now_ns() - t0) / 1e9);
@@ -563,12 +736,18 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     if (audit > 0) {
         for (int s = 0; s < 2; s++) {
             tdm_ab_side *side = &r->side[s];
+            if (stop_agreed(comm)) goto stopped;
             tdm_log_info("A/B: fingerprint audit run, %s (%lld steps)...", side->label, (long long)audit);
             tdm_train_result res;
-            if (run_once(side, RUN_AUDIT, audit, NULL, comm, &res, err) != 0) {
+            const int once = run_once(side, RUN_AUDIT, audit, NULL, comm, &res, err);
+            if (once != 0) {
                 tdm_train_result_free(&res);
+                local_stop = once == 2;
+                if (once > 0) goto stopped;
+                r->run_failed_together = res.all_ranks_failed, r->run_failed_rank = res.failed_rank;
                 return tdm_error_prefix(err, "%s audit run", side->label);
             }
+            finished(r, side->label, "audit", 0);
             side->audit_steps = res.n_steps;
             side->audit_fingerprints = tdm_xcalloc((size_t)res.n_steps + 1, sizeof(uint64_t));
             for (int i = 0; i < res.n_steps; i++) side->audit_fingerprints[i] = res.records[i].fingerprint;
@@ -601,14 +780,20 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
         char cfg[1300];
         const int64_t at = side->start_iteration; /* the profiler counts the trainer's iterations */
         if (write_profile_config(o, side, at + first, at + last, rank, comm, cfg, sizeof cfg, err) != 0) return -1;
+        if (stop_agreed(comm)) goto stopped;
         tdm_log_info("A/B: profiled run, %s (steps %lld-%lld at level %d)...", side->label, (long long)first,
                      (long long)last, o->profile_level);
         tdm_train_result res;
-        if (run_once(side, RUN_PROFILE, last, cfg, comm, &res, err) != 0) {
+        const int once = run_once(side, RUN_PROFILE, last, cfg, comm, &res, err);
+        if (once != 0) {
             tdm_train_result_free(&res);
+            local_stop = once == 2;
+            if (once > 0) goto stopped;
+            r->run_failed_together = res.all_ranks_failed, r->run_failed_rank = res.failed_rank;
             return tdm_error_prefix(err, "%s profiled run", side->label);
         }
         tdm_train_result_free(&res);
+        finished(r, side->label, "profiled", 0);
         if (rank == 0) read_profile(side);
     }
 
@@ -622,6 +807,40 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     if (bad) return rank == 0 ? -1 : tdm_errorf(err, "%s: rank 0 could not write the report", o->out);
     if (table) tdm_ab_format_table(o, r, table);
     return 0;
+
+stopped:
+    /* a signal: keep the runs that finished (timing runs ran baseline, candidate, baseline, ...) */
+    r->partial = 1;
+    r->stop_signal = local_stop ? tdm_train_stop_signal() : stop_agreed(comm);
+    if (!r->stop_signal) r->stop_signal = SIGTERM;
+    A->repeats = (r->n_load + 1) / 2;
+    B->repeats = r->n_load / 2;
+    if (r->fingerprints_equal < 0) A->audit_steps = B->audit_steps = 0; /* the audit did not finish on both */
+    if (A->repeats > 0 && B->repeats > 0) tdm_ab_compute(o, r);
+    else { /* nothing to compare: every figure unknown */
+        for (int s = 0; s < 2; s++) {
+            tdm_ab_side *x = &r->side[s];
+            x->mean_step_ms = x->median_step_ms = x->stddev_step_ms = x->samples_per_s = NAN;
+            x->model_gflops_per_rank = x->cpu_ms = x->compute_cpu_ms = x->comm_cpu_ms = x->cores_busy = NAN;
+        }
+        r->step_time_change_pct = r->median_change_pct = r->throughput_change_pct = NAN;
+        r->step_time_ci.change_pct = r->step_time_ci.lo_pct = r->step_time_ci.hi_pct = NAN;
+        r->runs_ci.change_pct = r->runs_ci.lo_pct = r->runs_ci.hi_pct = NAN;
+        r->max_rel_loss_dev = r->max_rel_grad_norm_dev = NAN;
+    }
+    if (!(A->repeats > 0 && B->repeats > 0)) snprintf(r->noise_sentence, sizeof r->noise_sentence,
+                  "No comparison: %s has no finished timing run.", A->repeats ? "the candidate" : "neither side");
+    r->wall_s = (double)(tdm_now_ns() - t_start) / 1e9;
+    bad = 0;
+    if (rank == 0) bad = tdm_ab_write_report(o, r, err) != 0;
+    if (table) tdm_ab_format_table(o, r, table);
+    if (local_stop) { /* no collective: another rank may be blocked in one */
+        r->stopped_alone = 1;
+        return bad ? -1 : 1;
+    }
+    MPI_Bcast(&bad, 1, MPI_INT, 0, comm);
+    if (bad) return rank == 0 ? -1 : tdm_errorf(err, "%s: rank 0 could not write the partial report", o->out);
+    return 1;
 }
 
 void tdm_ab_result_free(tdm_ab_result *r) {
@@ -630,6 +849,9 @@ void tdm_ab_result_free(tdm_ab_result *r) {
         free(r->side[s].audit_fingerprints);
         free(r->side[s].repeat_mean_ms);
     }
+    free(r->load);
+    for (int i = 0; i < r->n_finished; i++) free(r->finished[i]);
+    free(r->finished);
     for (int i = 0; i < r->n_diff; i++) free(r->diff_lines[i]);
     for (int i = 0; i < r->n_same; i++) free(r->same_lines[i]);
     free(r->diff_lines);

@@ -44,6 +44,8 @@ typedef struct tdm_ab_options {
     char **common_argv;
     int64_t steps;               /* optimizer steps per timing run */
     int64_t window_lo, window_hi;/* 1-based, inclusive */
+    int window_given;            /* --window was given: a window from step 1 is taken (with a warning) */
+    int aa;                      /* --aa: identical sides on purpose (an A/A run); refused otherwise */
     int repeats;                 /* timing runs per side */
     int64_t audit_steps;         /* steps of the fingerprint audit runs (0 = skip the audit) */
     int profile_steps;           /* steps profiled per side (0 = no profiled run) */
@@ -98,6 +100,31 @@ typedef struct tdm_ab_side {
     char trace_dir[1100];
 } tdm_ab_side;
 
+/* The host around one timing run (rank 0's machine): the 1-minute load average before and
+ * after it, and the CPU steal over it (docs/ab-protocol.md, "Load"). */
+typedef struct tdm_ab_load {
+    double load_before, load_after; /* /proc/loadavg, first field; NaN when unreadable */
+    double steal_pct;               /* steal delta of /proc/stat's cpu line over the run, % of all CPU time; NaN */
+    int under_load;                 /* flagged: tdm_ab_load_judge */
+} tdm_ab_load;
+
+/* A reading of the host: the load average and the cpu line's steal and total ticks. */
+typedef struct tdm_ab_host_sample {
+    double load1;                   /* NaN when unreadable */
+    unsigned long long steal, total;
+    int have_stat;
+} tdm_ab_host_sample;
+
+/* Reads loadavg_path (/proc/loadavg) and stat_path (/proc/stat); what cannot be read stays NaN / 0. */
+void tdm_ab_host_sample_read(const char *loadavg_path, const char *stat_path, tdm_ab_host_sample *s);
+
+/* A run under load: the load average less the job's own ranks on that machine (local_ranks), per core
+ * online, above TDM_AB_LOAD_PER_CORE at either reading, or steal above TDM_AB_STEAL_PCT. */
+#define TDM_AB_LOAD_PER_CORE 0.5
+#define TDM_AB_STEAL_PCT 5.0
+void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, int cores,
+                       int local_ranks, tdm_ab_load *out);
+
 typedef struct tdm_ab_result {
     tdm_ab_side side[2];           /* 0 baseline, 1 candidate */
     /* configuration diff: names of differing and identical arguments, "name: a -> b" */
@@ -126,8 +153,21 @@ typedef struct tdm_ab_result {
     int cores_online;              /* rank 0's machine: sysconf(_SC_NPROCESSORS_ONLN) */
     tdm_hosts hosts;               /* every rank's processor, compiler target and OpenBLAS kernels */
     double wall_s;
+    tdm_ab_load *load;             /* [2 * repeats]: timing run k of side s at 2k + s; NULL when not recorded */
+    int n_load;                    /* the timing runs that finished (a partial report has fewer) */
+    int local_ranks;               /* ranks of this job on rank 0's machine */
+    int runs_under_load;           /* of the n_load, flagged under_load */
+    int partial;                   /* stopped by a signal: the report holds only the runs that finished */
+    int stop_signal;               /* that signal (SIGINT, SIGTERM), 0 when not stopped */
+    int stopped_alone;             /* the signal ended this rank's run mid-step: the others may be blocked in a
+                                      collective, so the caller must end the job with MPI_Abort (world > 1) */
+    char **finished;               /* the runs that finished, in order: "baseline timing 1", "candidate audit" */
+    int n_finished;
     int ddp_line_confirms;         /* each differing argument shown in the DDP config lines has the
                                       side's value there: 1 yes, 0 no, -1 none of them is shown */
+    int run_failed_together;       /* a run failed on every rank at once (a bad sample, a NaN): the caller may
+                                      print err on run_failed_rank and exit normally, as after a setup failure */
+    int run_failed_rank;
     int setup_failed;              /* the failure came before any run: every rank returns it */
     int setup_failed_rank;         /* the lowest rank whose flags were refused (err holds why there) */
     int setup_failed_everywhere;   /* every rank refused them (one command line: rank 0 says why) */
@@ -135,7 +175,10 @@ typedef struct tdm_ab_result {
 
 /* Runs the protocol (collective over comm). On success, rank 0 has written the report
  * directory and `table` (if non-NULL) holds the terminal table. Returns -1 with err
- * on any failure (a bad flag, a failing run, an unwritable directory). */
+ * on any failure (a bad flag, a failing run, an unwritable directory); 1 when a signal
+ * (SIGINT, SIGTERM: tdm_train_install_signal_handlers) stopped it after setup: the runs
+ * that finished are in a partial report (res->partial, res->stop_signal), written as on
+ * success (res->stopped_alone: see there). */
 int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *res, tdm_strbuf *table, tdm_error *err);
 void tdm_ab_result_free(tdm_ab_result *res);
 

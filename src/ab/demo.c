@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fs.h"
 #include "core/strbuf.h"
@@ -34,6 +35,29 @@ int tdm_demo_prepare(const char *dir, tdm_error *err) {
     tdm_sb_free(&json);
     tdm_bpe_trainer_free(tr);
     return rc;
+}
+
+int tdm_demo_find_model(char *out, size_t cap, tdm_error *err) {
+    char exe[1024], cand[3][1100];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 40);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0; /* the binary's folder: build/ in a checkout */
+    snprintf(cand[0], sizeof cand[0], "configs/tiny");
+    snprintf(cand[1], sizeof cand[1], "%s/../configs/tiny", exe);
+    snprintf(cand[2], sizeof cand[2], "%s/../share/tandem/configs/tiny", exe);
+    for (int i = 0; i < 3; i++) {
+        if (i > 0 && !slash) break;
+        char cfg[1200];
+        snprintf(cfg, sizeof cfg, "%.1100s/config.json", cand[i]);
+        if (access(cfg, R_OK) == 0) {
+            snprintf(out, cap, "%s", cand[i]);
+            return 0;
+        }
+    }
+    return tdm_errorf(err, "the demo needs the tiny configuration, configs/tiny/config.json: found neither here nor "
+                           "at %s; run it from the repository root or set TANDEM_DEMO_MODEL to that folder",
+                      slash ? cand[1] : "the binary's folder");
 }
 
 int tdm_demo_ab_args(const char *dir, const char *model_dir, char ***argv_out) {

@@ -3,6 +3,7 @@
  * already under traces/ from the profiled runs). */
 #include <cblas.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@
 #include "prof/trace.h"
 #include "ab/ab.h"
 #include "ab/svg.h"
+
+static const char *sig_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
 static const char *yes_no(int v) { return v ? "yes" : "NO"; }
 
@@ -42,6 +45,16 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     tdm_sb_printf(sb, "\nA/B result: %d rank%s, steps %lld-%lld of %lld, %d repeat%s per side (interleaved A B)\n",
                   r->world, r->world == 1 ? "" : "s", (long long)o->window_lo, (long long)o->window_hi,
                   (long long)o->steps, o->repeats, o->repeats == 1 ? "" : "s");
+    if (r->partial) {
+        tdm_sb_printf(sb, "  PARTIAL: stopped by %s after %d of %d timing runs; finished:", sig_name(r->stop_signal),
+                      r->n_load, 2 * o->repeats);
+        for (int i = 0; i < r->n_finished; i++) tdm_sb_printf(sb, "%s %s", i ? "," : "", r->finished[i]);
+        tdm_sb_puts(sb, r->n_finished ? "\n" : " none\n");
+        if (A->repeats == 0 || B->repeats == 0) {
+            tdm_sb_printf(sb, "  %s\n\n  Report: %s/report.md (%.0f s in all)\n", r->noise_sentence, o->out, r->wall_s);
+            return;
+        }
+    }
     tdm_sb_printf(sb, "  baseline : %s\n  candidate: %s\n", A->ddp_config_line, B->ddp_config_line);
     tdm_sb_puts(sb, "  configuration: ");
     if (r->n_diff == 0) tdm_sb_puts(sb, "the two sides are IDENTICAL (nothing to compare)\n");
@@ -66,6 +79,22 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     row3(sb, "sample throughput (samples/s)", A->samples_per_s, B->samples_per_s, ch);
     row3(sb, "model throughput per rank (GFLOP/s)", A->model_gflops_per_rank, B->model_gflops_per_rank, NULL);
     tdm_sb_printf(sb, "  %s\n", r->noise_sentence);
+    if (r->n_load) {
+        double lmax = NAN, smax = NAN;
+        for (int i = 0; i < r->n_load; i++) {
+            const tdm_ab_load *l = &r->load[i];
+            const double v = fmax(l->load_before, l->load_after); /* fmax ignores a NaN */
+            if (isfinite(v) && !(v <= lmax)) lmax = v;
+            if (isfinite(l->steal_pct) && !(l->steal_pct <= smax)) smax = l->steal_pct;
+        }
+        char ls[32] = "n/a", ss[32] = "n/a";
+        if (isfinite(lmax)) snprintf(ls, sizeof ls, "%.2f", lmax);
+        if (isfinite(smax)) snprintf(ss, sizeof ss, "%.1f%%", smax);
+        tdm_sb_printf(sb, "  Host (rank 0's machine, %d cores, %d rank%s of this job): load average up to %s, CPU steal up "
+                          "to %s; %d of %d timing run%s under load\n",
+                      r->cores_online, r->local_ranks, r->local_ranks == 1 ? "" : "s", ls, ss, r->runs_under_load,
+                      r->n_load, r->n_load == 1 ? "" : "s");
+    }
 
     if (r->ddp_line_confirms >= 0)
         tdm_sb_printf(sb, "  DDP config lines show each side's value of the differing flags: %s\n",
@@ -179,7 +208,7 @@ static void json_side(tdm_strbuf *sb, const tdm_ab_side *s) {
     tdm_sb_printf(sb, "\"window_samples\": %lld, \"nan_iterations\": %d, \"skipped_iterations\": %d, ",
                   (long long)s->window_samples, s->nan_iterations, s->skipped_iterations);
     tdm_sb_puts(sb, "\"repeat_mean_step_ms\": [");
-    for (int k = 0; k < s->repeats; k++)
+    for (int k = 0; s->repeat_mean_ms && k < s->repeats; k++)
         tdm_sb_printf(sb, "%s%.6g", k ? ", " : "", isfinite(s->repeat_mean_ms[k]) ? s->repeat_mean_ms[k] : -1.0);
     tdm_sb_puts(sb, "],\n    \"ddp_config\": ");
     tdm_sb_json_string(sb, s->ddp_config_line, strlen(s->ddp_config_line));
@@ -188,7 +217,15 @@ static void json_side(tdm_strbuf *sb, const tdm_ab_side *s) {
 
 static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_strbuf *sb) {
     const tdm_ab_side *A = &r->side[0], *B = &r->side[1];
-    tdm_sb_puts(sb, "{\n  \"baseline\": ");
+    tdm_sb_printf(sb, "{\n  \"partial\": %s,\n  \"stop_signal\": ", r->partial ? "true" : "false");
+    if (r->partial) tdm_sb_printf(sb, "\"%s\"", sig_name(r->stop_signal));
+    else tdm_sb_puts(sb, "null");
+    tdm_sb_puts(sb, ",\n  \"finished_runs\": [");
+    for (int i = 0; i < r->n_finished; i++) {
+        if (i) tdm_sb_puts(sb, ", ");
+        tdm_sb_json_string(sb, r->finished[i], strlen(r->finished[i]));
+    }
+    tdm_sb_puts(sb, "],\n  \"baseline\": ");
     json_side(sb, A);
     tdm_sb_puts(sb, ",\n  \"candidate\": ");
     json_side(sb, B);
@@ -212,6 +249,19 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     else
         tdm_sb_puts(sb, "\"runs_change_pct\": null,\n  \"runs_ci95_pct\": null,\n  \"runs_inside_noise\": null,\n  ");
     tdm_sb_printf(sb, "\"runs_ci_pairs\": %d,\n  ", r->runs_ci_pairs);
+    /* the host around every timing run, in the order they ran (baseline 1, candidate 1, baseline 2, ...) */
+    tdm_sb_printf(sb, "\"local_ranks\": %d,\n  \"runs_under_load\": %d,\n  \"load\": [", r->local_ranks,
+                  r->runs_under_load);
+    for (int i = 0; i < r->n_load; i++) {
+        const tdm_ab_load *l = &r->load[i];
+        tdm_sb_printf(sb, "%s\n    {\"side\": \"%s\", \"repeat\": %d, ", i ? "," : "", i % 2 ? "candidate" : "baseline",
+                      i / 2 + 1);
+        json_num(sb, "load_before", l->load_before), tdm_sb_puts(sb, ", ");
+        json_num(sb, "load_after", l->load_after), tdm_sb_puts(sb, ", ");
+        json_num(sb, "steal_pct", l->steal_pct);
+        tdm_sb_printf(sb, ", \"under_load\": %s}", l->under_load ? "true" : "false");
+    }
+    tdm_sb_puts(sb, r->n_load ? "\n  ],\n  " : "],\n  ");
     tdm_sb_puts(sb, "\"noise_sentence\": ");
     tdm_sb_json_string(sb, r->noise_sentence, strlen(r->noise_sentence));
     tdm_sb_printf(sb, ",\n  \"window\": [%lld, %lld],\n  \"steps\": %lld,\n  \"repeats\": %d,\n  \"world_size\": %d,\n",
@@ -408,7 +458,10 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     summary_json(o, r, &sb);
     if (write_sb(o->out, "summary.json", &sb, err) != 0) goto fail;
 
-    /* plots */
+    /* plots: none when a side has no finished timing run (a partial report) */
+    const int compare = A->repeats > 0 && B->repeats > 0;
+    int have_tl[2] = {0, 0};
+    if (!compare) goto report_md;
     double *la = per_step_mean(A, 1), *lb = per_step_mean(B, 1), *sa = per_step_mean(A, 0), *sbm = per_step_mean(B, 0);
     tdm_svg_series loss[2] = {{"baseline", NULL, la, A->steps, "#4e79a7"}, {"candidate", NULL, lb, B->steps, "#e15759"}};
     tdm_svg_series st[2] = {{"baseline", NULL, sa, A->steps, "#4e79a7"}, {"candidate", NULL, sbm, B->steps, "#e15759"}};
@@ -416,7 +469,8 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     tdm_svg_line_plot(&sb, "Loss per step (overlaid; identical runs draw one line)", "iteration", "loss", loss, 2);
     rc |= write_sb(o->out, "loss.svg", &sb, err);
     tdm_sb_clear(&sb);
-    tdm_svg_line_plot(&sb, "Step time per step (mean over repeats; slowest rank)", "iteration", "ms", st, 2);
+    tdm_svg_line_plot_window(&sb, "Step time per step (mean over repeats; slowest rank)", "iteration", "ms", st, 2,
+                             (double)o->window_lo, (double)o->window_hi);
     rc |= write_sb(o->out, "step_time.svg", &sb, err);
     int64_t nwa, nwb;
     double *wa = window_times(o, A, &nwa), *wb = window_times(o, B, &nwb);
@@ -425,7 +479,6 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     tdm_svg_histogram(&sb, "Step-time distribution in the window", "step time (ms)", hs, 2, 30);
     rc |= write_sb(o->out, "step_time_hist.svg", &sb, err);
     free(la), free(lb), free(sa), free(sbm), free(wa), free(wb);
-    int have_tl[2];
     for (int s = 0; s < 2; s++) {
         tdm_sb_clear(&sb);
         have_tl[s] = timeline_svg(&r->side[s], o->out, &sb) == 0;
@@ -435,9 +488,14 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     }
     if (rc) goto fail;
 
-    /* report.md */
+report_md:
     tdm_sb_clear(&sb);
-    tdm_sb_puts(&sb, "# A/B report\n\n```\n");
+    tdm_sb_puts(&sb, "# A/B report\n\n");
+    if (r->partial)
+        tdm_sb_printf(&sb, "**Partial report**: `tandem ab` was stopped by %s after %d of %d timing runs; it holds only "
+                           "the runs that finished (listed below and in `summary.json`'s `finished_runs`).\n\n",
+                      sig_name(r->stop_signal), r->n_load, 2 * o->repeats);
+    tdm_sb_puts(&sb, "```\n");
     tdm_ab_format_table(o, r, &sb);
     tdm_sb_puts(&sb, "```\n\n## What was run\n\n");
     tdm_sb_printf(&sb, "- %d timing run(s) per side, interleaved baseline, candidate, baseline, ...: %lld steps each, "
@@ -455,7 +513,7 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
                                                : "");
     for (int s = 0; s < 2; s++) {
         tdm_sb_printf(&sb, " %s", r->side[s].label);
-        for (int k = 0; k < r->side[s].repeats; k++)
+        for (int k = 0; r->side[s].repeat_mean_ms && k < r->side[s].repeats; k++)
             tdm_sb_printf(&sb, "%s%.2f", k ? ", " : " ", r->side[s].repeat_mean_ms[k]);
         tdm_sb_puts(&sb, s ? " ms.\n" : " ms;");
     }
@@ -466,6 +524,24 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
                            "than the next, which the steps' interval cannot.\n",
                       r->runs_ci_pairs, r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct,
                       r->runs_ci_pairs - 1);
+    if (r->n_load) {
+        tdm_sb_printf(&sb, "- The host around each timing run (rank 0's machine, %d cores online, %d rank%s of this job "
+                           "there; a run is under load when the 1-minute load average less those ranks exceeds %.1f "
+                           "per core, or CPU steal exceeds %.0f%% of the run's CPU time):\n\n"
+                           "  | run | load before | load after | steal | under load |\n  |---|---|---|---|---|\n",
+                      r->cores_online, r->local_ranks, r->local_ranks == 1 ? "" : "s", TDM_AB_LOAD_PER_CORE,
+                      TDM_AB_STEAL_PCT);
+        for (int i = 0; i < r->n_load; i++) {
+            const tdm_ab_load *l = &r->load[i];
+            char b[32] = "n/a", a[32] = "n/a", st[32] = "n/a";
+            if (isfinite(l->load_before)) snprintf(b, sizeof b, "%.2f", l->load_before);
+            if (isfinite(l->load_after)) snprintf(a, sizeof a, "%.2f", l->load_after);
+            if (isfinite(l->steal_pct)) snprintf(st, sizeof st, "%.1f%%", l->steal_pct);
+            tdm_sb_printf(&sb, "  | %s %d | %s | %s | %s | %s |\n", i % 2 ? "candidate" : "baseline", i / 2 + 1, b, a,
+                          st, l->under_load ? "**yes**" : "no");
+        }
+        tdm_sb_putc(&sb, '\n');
+    }
     if (A->audit_steps > 0)
         tdm_sb_printf(&sb, "- One fingerprint audit run per side (%lld steps): the hash of every rank's micro-batches "
                            "at every step, compared between the sides.\n",
@@ -475,7 +551,8 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
                            "(`trace.json` opens in https://ui.perfetto.dev), analysis by `tandem trace-summary "
                            "traces/<side>`.\n",
                       (long long)r->profile_first, (long long)r->profile_last, o->profile_level);
-    tdm_sb_puts(&sb, "\n## Plots\n\n![loss](loss.svg)\n\n![step time](step_time.svg)\n\n![distribution](step_time_hist.svg)\n\n");
+    if (!compare) tdm_sb_puts(&sb, "\n## Plots\n\nnone: a side has no finished timing run\n\n");
+    else tdm_sb_puts(&sb, "\n## Plots\n\n![loss](loss.svg)\n\n![step time](step_time.svg)\n\n![distribution](step_time_hist.svg)\n\n");
     for (int s = 0; s < 2; s++)
         if (have_tl[s]) tdm_sb_printf(&sb, "![timeline %s](timeline_%s.svg)\n\n", r->side[s].label, r->side[s].label);
         else tdm_sb_printf(&sb, "(no timeline for the %s: its profiled run left no trace)\n\n", r->side[s].label);

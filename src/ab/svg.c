@@ -36,12 +36,30 @@ typedef struct frame {
 static double px(const frame *f, double x) { return ML + (x - f->x0) / (f->x1 - f->x0) * (W - ML - MR); }
 static double py(const frame *f, double y) { return H - MB - (y - f->y0) / (f->y1 - f->y0) * (H - MT - MB); }
 
-static void axes(tdm_strbuf *sb, const frame *f, const char *xlabel, const char *ylabel) {
+/* A tick step of 1, 2 or 5 times a power of ten near range / 4; at least 1 for integer data (iterations). */
+static double nice_step(double range, int integer) {
+    double raw = range / 4.0;
+    if (!(raw > 0)) return 1;
+    double p = pow(10.0, floor(log10(raw))), m = raw / p;
+    double st = (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+    return integer && st < 1 ? 1 : st;
+}
+
+/* integer_x: the x values are integers (iterations): ticks at integers, a multiple of a nice step. */
+static void axes(tdm_strbuf *sb, const frame *f, const char *xlabel, const char *ylabel, int integer_x) {
     tdm_sb_printf(sb, "<g stroke=\"#888\" fill=\"none\"><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\"/></g>\n", ML,
                   MT, W - ML - MR, H - MT - MB);
+    if (integer_x) {
+        const double st = nice_step(f->x1 - f->x0, 1);
+        for (double xv = ceil(f->x0 / st) * st; xv <= f->x1 + 1e-9; xv += st)
+            tdm_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n", px(f, xv), H - MB + 16,
+                          xv);
+    }
     for (int i = 0; i <= 4; i++) {
         double xv = f->x0 + (f->x1 - f->x0) * i / 4.0, yv = f->y0 + (f->y1 - f->y0) * i / 4.0;
-        tdm_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.4g</text>\n", px(f, xv), H - MB + 16, xv);
+        if (!integer_x)
+            tdm_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.4g</text>\n", px(f, xv), H - MB + 16,
+                          xv);
         tdm_sb_printf(sb, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.4g</text>\n", ML - 6, py(f, yv) + 4, yv);
         tdm_sb_printf(sb, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", ML + 1, W - MR - 1,
                       py(f, yv), py(f, yv));
@@ -75,11 +93,18 @@ static void pad_range(double *lo, double *hi) {
 
 void tdm_svg_line_plot(tdm_strbuf *sb, const char *title, const char *xlabel, const char *ylabel,
                        const tdm_svg_series *s, int ns) {
+    tdm_svg_line_plot_window(sb, title, xlabel, ylabel, s, ns, NAN, NAN);
+}
+
+void tdm_svg_line_plot_window(tdm_strbuf *sb, const char *title, const char *xlabel, const char *ylabel,
+                              const tdm_svg_series *s, int ns, double win_lo, double win_hi) {
+    int integer_x = 1;
     frame f = {INFINITY, -INFINITY, INFINITY, -INFINITY};
     for (int k = 0; k < ns; k++)
         for (int64_t i = 0; i < s[k].n; i++) {
             double x = s[k].x ? s[k].x[i] : (double)(i + 1), y = s[k].y[i];
             if (!isfinite(x) || !isfinite(y)) continue;
+            if (x != floor(x)) integer_x = 0;
             if (x < f.x0) f.x0 = x;
             if (x > f.x1) f.x1 = x;
             if (y < f.y0) f.y0 = y;
@@ -90,7 +115,15 @@ void tdm_svg_line_plot(tdm_strbuf *sb, const char *title, const char *xlabel, co
     double pad = (f.y1 - f.y0) * 0.05;
     f.y0 -= pad, f.y1 += pad;
     header(sb, title, W, H);
-    axes(sb, &f, xlabel, ylabel);
+    if (isfinite(win_lo) && isfinite(win_hi) && win_hi >= win_lo) { /* the statistics window, behind the lines */
+        double a = px(&f, win_lo < f.x0 ? f.x0 : win_lo), z = px(&f, win_hi > f.x1 ? f.x1 : win_hi);
+        tdm_sb_printf(sb, "<rect class=\"window\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"#59a14f\" "
+                          "fill-opacity=\"0.12\"/>\n<text x=\"%.1f\" y=\"%d\" fill=\"#3b7a33\">statistics window "
+                          "%.0f-%.0f</text>\n",
+                      a, MT, z - a > 1 ? z - a : 1, H - MT - MB, a + 4 < W - MR - 180 ? a + 4 : W - MR - 180, H - MB - 6,
+                      win_lo, win_hi);
+    }
+    axes(sb, &f, xlabel, ylabel, integer_x);
     for (int k = 0; k < ns; k++) {
         /* earlier series drawn wider, so identical curves stay visible under later ones */
         tdm_sb_printf(sb, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"%.1f\" stroke-opacity=\"0.85\" d=\"",
@@ -141,7 +174,7 @@ void tdm_svg_histogram(tdm_strbuf *sb, const char *title, const char *xlabel, co
         }
     f.y1 = (double)top * 1.1;
     header(sb, title, W, H);
-    axes(sb, &f, xlabel, "steps");
+    axes(sb, &f, xlabel, "steps", 0);
     for (int k = 0; k < ns; k++) {
         for (int b = 0; b < bins; b++) {
             int64_t c = cnt[k * bins + b];
@@ -195,10 +228,10 @@ void tdm_svg_timeline(tdm_strbuf *sb, const char *title, const char *const *row_
                       left + (a - t_lo) * scale, y, (z - a) * scale > 0.3 ? (z - a) * scale : 0.3, hh, kind_color[k],
                       d == 0 ? 0.55 : 0.9);
     }
-    for (int i = 0; i <= 4; i++) {
+    for (int i = 0; i <= 4; i++) { /* the last label ends at the axis' end: centred there it was clipped */
         double t = t_lo + (t_hi - t_lo) * i / 4.0;
-        tdm_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.4g ms</text>\n",
-                      left + (t - t_lo) * scale, top + n_rows * row_h + 16, t);
+        tdm_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%.4g ms</text>\n",
+                      left + (t - t_lo) * scale, top + n_rows * row_h + 16, i == 4 ? "end" : "middle", t);
     }
     for (int k = 0; k < 4; k++)
         tdm_sb_printf(sb, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",

@@ -21,6 +21,11 @@ typedef struct tdm_svg_series {
 void tdm_svg_line_plot(tdm_strbuf *sb, const char *title, const char *xlabel, const char *ylabel,
                        const tdm_svg_series *s, int n_series);
 
+/* The same, with the x range [win_lo, win_hi] shaded and labelled "statistics window" (NaN: none). Integer x
+ * values (iterations) get integer ticks. */
+void tdm_svg_line_plot_window(tdm_strbuf *sb, const char *title, const char *xlabel, const char *ylabel,
+                              const tdm_svg_series *s, int n_series, double win_lo, double win_hi);
+
 /* Histograms of each series' y values over a shared range, `bins` bins, drawn as
  * translucent overlaid bars, with each series' median marked. */
 void tdm_svg_histogram(tdm_strbuf *sb, const char *title, const char *xlabel, const tdm_svg_series *s,

@@ -231,6 +231,14 @@ static double sched_efficiency(double hidden, double hideable, double step) {
     return hideable > 0 && hideable >= 0.05 * step ? hidden / hideable : NAN;
 }
 
+/* hidden / hideable, NaN when what could hide apart from the last bucket (free) is under 5% of
+ * the communication: with everything in the last bucket, the bit of it that happened to
+ * overlap raises hideable to hidden and the ratio would read 100% for a run that hid nothing
+ * it could. Works on sums as well as on one step. */
+static double overlap_efficiency(double hidden, double hideable, double free_hideable, double comm) {
+    return hideable > 0 && free_hideable > 0 && free_hideable >= 0.05 * comm ? hidden / hideable : NAN;
+}
+
 int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank, tdm_prof_step_stats *out,
                               int64_t cap) {
     tdm_prof_interval *a = tdm_xmalloc((size_t)(n + 1) * sizeof *a);
@@ -254,9 +262,11 @@ int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank,
         s.last_comm_ms = last_grad_comm_us(recs, n, rank, lo, hi, ts) / 1e3;
         double can_hide = s.comm_ms - s.last_comm_ms;
         s.hideable_ms = can_hide < s.compute_ms ? can_hide : s.compute_ms;
+        if (s.hideable_ms < 0) s.hideable_ms = 0;
+        s.free_hideable_ms = s.hideable_ms;
         if (s.hideable_ms < s.hidden_ms) s.hideable_ms = s.hidden_ms; /* part of the last one did hide */
         s.ideal_step_ms = s.step_ms - (s.hideable_ms - s.hidden_ms);
-        s.overlap_efficiency = s.hideable_ms > 0 ? s.hidden_ms / s.hideable_ms : NAN;
+        s.overlap_efficiency = overlap_efficiency(s.hidden_ms, s.hideable_ms, s.free_hideable_ms, s.comm_ms);
         /* the schedule's bound: each kind of collective only behind the compute of its window
          * (the last gradient bucket cannot hide at all) */
         const double last = s.last_comm_ms * 1e3;
@@ -290,7 +300,7 @@ void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_
     if (n <= 0) { /* no step: every figure unknown (null in JSON, n/a in ab's table), not a step of 0 ms */
         m->step_ms = m->compute_ms = m->comm_ms = m->hidden_ms = m->exposed_ms = m->hideable_ms = NAN;
         m->last_comm_ms = m->data_wait_ms = m->wait_ms = m->ideal_step_ms = NAN;
-        m->sched_hideable_ms = m->sched_ideal_step_ms = NAN;
+        m->sched_hideable_ms = m->sched_ideal_step_ms = m->free_hideable_ms = NAN;
         return;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -306,13 +316,14 @@ void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_
         m->ideal_step_ms += s[i].ideal_step_ms;
         m->sched_hideable_ms += s[i].sched_hideable_ms;
         m->sched_ideal_step_ms += s[i].sched_ideal_step_ms;
+        m->free_hideable_ms += s[i].free_hideable_ms;
     }
-    if (m->hideable_ms > 0) m->overlap_efficiency = m->hidden_ms / m->hideable_ms;
+    m->overlap_efficiency = overlap_efficiency(m->hidden_ms, m->hideable_ms, m->free_hideable_ms, m->comm_ms);
     m->sched_overlap_efficiency = sched_efficiency(m->hidden_ms, m->sched_hideable_ms, m->step_ms);
     double k = (double)n;
     m->step_ms /= k, m->compute_ms /= k, m->comm_ms /= k, m->hidden_ms /= k, m->exposed_ms /= k;
     m->hideable_ms /= k, m->last_comm_ms /= k, m->data_wait_ms /= k, m->wait_ms /= k, m->ideal_step_ms /= k;
-    m->sched_hideable_ms /= k, m->sched_ideal_step_ms /= k;
+    m->sched_hideable_ms /= k, m->sched_ideal_step_ms /= k, m->free_hideable_ms /= k;
 }
 
 static int cmp_row_key(const void *a, const void *b) {

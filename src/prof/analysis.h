@@ -18,7 +18,9 @@
  *   wait      union of WAIT intervals on compute threads (any blocking wait)
  *   ideal     step - (hideable - hidden): the step time if all hideable comm were hidden;
  *             for a step that overlaps nothing, max(compute, comm - last) + last
- *   overlap efficiency = hidden / hideable (NaN when nothing was hideable)
+ *   overlap efficiency = hidden / hideable; NaN when min(comm - last, compute) is under 5% of
+ *             the communication (nothing hideable, or all of it in the last bucket: a part
+ *             of the last one that happened to hide would otherwise read as 100%)
  * The bound above pools all communication and all compute; the schedule decides which
  * compute a collective can actually run behind. The same three figures per schedule:
  *   grad window   from the first gradient bucket's post to the last one's (the backward
@@ -92,9 +94,10 @@ typedef struct tdm_prof_step_stats {
     double step_ms, compute_ms, comm_ms, hidden_ms, exposed_ms, hideable_ms;
     double last_comm_ms; /* the last gradient collective, which cannot overlap, from when no earlier one is in flight */
     double data_wait_ms, wait_ms, ideal_step_ms;
-    double overlap_efficiency; /* NaN when hideable is 0 */
+    double overlap_efficiency; /* NaN when free_hideable is under 5% of comm (nothing could hide) */
     double sched_hideable_ms, sched_ideal_step_ms;
     double sched_overlap_efficiency; /* NaN when sched_hideable is under 5% of the step */
+    double free_hideable_ms; /* min(comm - last, compute), at least 0: hideable before it is raised to hidden */
 } tdm_prof_step_stats;
 
 /* Analyses every step envelope found among rank `rank`'s records (others are ignored).

@@ -10,6 +10,7 @@
  */
 #include <stddef.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ static int set_window(const tdm_flag *f, void *target, const char *val, const ch
     (void)f, (void)what;
     ab_cli *c = target;
     c->have_window = 1;
+    c->o.window_given = 1;
     return tdm_ab_parse_window(val, &c->o.window_lo, &c->o.window_hi, err);
 }
 
@@ -43,6 +45,8 @@ static const tdm_flag FLAGS[] = {
      .metavar = "\"FLAGS\"", .help = "flags only the baseline gets (may be \"\")"},
     {.name = "candidate", .kind = TDM_FLAG_STRING, .off = OPT(candidate_flags), .opts = TDM_FLAG_DASHES,
      .metavar = "\"FLAGS\"", .help = "flags only the candidate gets, e.g. \"--overlap-grad-reduce\""},
+    {.name = "aa", .kind = TDM_FLAG_BOOL, .off = OPT(aa),
+     .help = "compare identical sides on purpose (an A/A run: measures the machine's noise); refused without it"},
     {.name = "steps", .kind = TDM_FLAG_I64, .off = OPT(steps), .lo = 1, .hi = 1e8, .metavar = "N",
      .help = "optimizer steps per timing run (default 200)"},
     {.name = "window", .kind = TDM_FLAG_CUSTOM, .set = set_window, .metavar = "A:B",
@@ -155,17 +159,20 @@ int cmd_ab(int argc, char **argv) {
         /* The built-in demo: rank 0 prepares the data and tokenizer, every rank then
          * runs the short protocol with the demo's flags. */
         const char *dir = getenv("TANDEM_DEMO_DIR") ? getenv("TANDEM_DEMO_DIR") : "tandem-demo";
-        const char *model = getenv("TANDEM_DEMO_MODEL") ? getenv("TANDEM_DEMO_MODEL") : "configs/tiny";
+        static char model[1200];
         tdm_error e = {{0}};
         int failed = 0;
-        if (rank == 0) {
-            printf("tandem ab: no arguments, running the built-in demo (data and tokenizer in %s/)\n", dir);
+        if (getenv("TANDEM_DEMO_MODEL")) snprintf(model, sizeof model, "%s", getenv("TANDEM_DEMO_MODEL"));
+        else if (tdm_demo_find_model(model, sizeof model, &e) != 0) failed = 2; /* before any data is made */
+        if (rank == 0 && !failed) {
+            printf("tandem ab: no arguments, running the built-in demo (data and tokenizer in %s/, model %s)\n", dir,
+                   model);
             fflush(stdout);
             failed = tdm_demo_prepare(dir, &e) != 0;
         }
         MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
         if (failed) {
-            if (rank == 0) fprintf(stderr, "tandem ab: preparing the demo: %s\n", e.msg);
+            if (rank == 0) fprintf(stderr, "tandem ab: %s%s\n", failed == 2 ? "" : "preparing the demo: ", e.msg);
             tdm_sb_free(&epilog);
             MPI_Finalize();
             return 1;
@@ -185,8 +192,8 @@ int cmd_ab(int argc, char **argv) {
     else if (refuse_protocol_flags(common, n_common, msg, sizeof msg) == 0 && o->profile_level == 0)
         /* level 0 records phases only: no collective to analyse */
         snprintf(msg, sizeof msg, "--profile-level 0: the communication analysis needs level 1 or 2");
-    if (!c.have_window) { /* the practice's window: skip the first 10% (none below 10 steps, 20 from 200 on) */
-        o->window_lo = o->steps >= 200 ? 21 : o->steps / 10 + 1;
+    if (!c.have_window) { /* the practice's window: skip the first 10%, and always step 1; 20 from 200 on */
+        o->window_lo = o->steps >= 200 ? 21 : o->steps / 10 + 1 > 2 ? o->steps / 10 + 1 : 2;
         o->window_hi = o->steps;
     }
     /* one command line refuses its flags on every rank alike; an MPMD launch may refuse some
@@ -210,7 +217,29 @@ int cmd_ab(int argc, char **argv) {
 
     tdm_ab_result r;
     tdm_error err = {{0}};
+    /* Ctrl-C / SIGTERM: the run in progress stops at the end of its step and what finished is reported */
+    tdm_train_install_signal_handlers();
     int rc = tdm_ab_run(o, MPI_COMM_WORLD, &r, &table, &err);
+    if (rc > 0) {
+        const int sig = r.stop_signal;
+        if (rank == 0) {
+            fputs(table.data, stdout);
+            fflush(stdout);
+            fprintf(stderr, "tandem ab: stopped by %s after %d of %d timing runs: partial report in %s/report.md\n",
+                    sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", r.n_load, 2 * o->repeats,
+                    o->out);
+            fflush(stderr);
+        }
+        const int code = 128 + (sig > 0 ? sig : SIGINT), alone = r.stopped_alone;
+        tdm_ab_result_free(&r);
+        tdm_sb_free(&cl);
+        tdm_sb_free(&table);
+        free(common);
+        tdm_sb_free(&epilog);
+        if (alone && world > 1) MPI_Abort(MPI_COMM_WORLD, code); /* the others may wait in a collective */
+        MPI_Finalize();
+        return code;
+    }
     if (rc != 0) {
         if (r.setup_failed) {
             tdm_tool_report_refusal("ab", rank, r.setup_failed_rank, r.setup_failed_everywhere, err.msg);
@@ -221,6 +250,16 @@ int cmd_ab(int argc, char **argv) {
             tdm_sb_free(&epilog);
             MPI_Finalize();
             return 2;
+        }
+        if (r.run_failed_together) { /* every rank is here: one message, a clean exit */
+            tdm_tool_report_refusal("ab", rank, r.run_failed_rank, 0, err.msg);
+            tdm_ab_result_free(&r);
+            tdm_sb_free(&cl);
+            tdm_sb_free(&table);
+            free(common);
+            tdm_sb_free(&epilog);
+            MPI_Finalize();
+            return 1;
         }
         fprintf(stderr, "tandem ab: rank %d: %s\n", rank, err.msg);
         fflush(stderr);

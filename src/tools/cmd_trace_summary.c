@@ -1,6 +1,7 @@
 /* cmd_trace_summary.c - `tandem trace-summary DIR|FILE`: reprints the operator summary
  * and the per-step analysis of a saved profile (the merged trace.json a profiled run
- * wrote), and the per-thread CPU statistics from analysis.json when present. */
+ * wrote), and the per-thread CPU statistics from analysis.json when present. On an A/B
+ * report folder (tandem ab --out) it summarizes traces/baseline and traces/candidate. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,8 @@ static const tdm_flag FLAGS[] = {
 
 static const tdm_positional POS[] = {
     {.metavar = "DIR|TRACE.json", .off = offsetof(trace_summary_opts, path),
-     .help = "a profiler save_path (it holds trace.json, written by a run with --profile-config), or the trace"},
+     .help = "a profiler save_path (it holds trace.json, written by a run with --profile-config), the trace, or "
+             "a tandem ab report folder (its traces/<side>/, each in turn)"},
 };
 
 static const tdm_flags P = {
@@ -63,20 +65,8 @@ static void print_threads(const char *dir, const tdm_prof_trace *tr) {
     tdm_json_free(d);
 }
 
-int cmd_trace_summary(int argc, char **argv) {
-    trace_summary_opts o = {0};
-    int done = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
-    if (done >= 0) return done;
-    const int as_json = o.json;
-    char dir[4096], path[4200];
-    struct stat st;
-    if (stat(o.path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(dir, sizeof dir, "%s", o.path);
-        snprintf(path, sizeof path, "%s/trace.json", o.path);
-    } else {
-        snprintf(path, sizeof path, "%s", o.path);
-        tdm_dirname(o.path, dir, sizeof dir);
-    }
+/* One trace: its summary (text or JSON) on stdout; 1 with the error printed when it cannot be read. */
+static int summarize(const char *path, const char *dir, int as_json) {
     tdm_prof_trace t;
     tdm_error err;
     if (tdm_prof_trace_load(path, (size_t)4 << 30, &t, &err) != 0) {
@@ -94,4 +84,54 @@ int cmd_trace_summary(int argc, char **argv) {
     if (!as_json) print_threads(dir, &t);
     tdm_prof_trace_free(&t);
     return 0;
+}
+
+static int is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int cmd_trace_summary(int argc, char **argv) {
+    trace_summary_opts o = {0};
+    int done = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
+    if (done >= 0) return done;
+    const int as_json = o.json;
+    char dir[4096], path[4200];
+    struct stat st;
+    if (stat(o.path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(dir, sizeof dir, "%s", o.path);
+        snprintf(path, sizeof path, "%s/trace.json", o.path);
+        /* an A/B report folder (tandem ab --out): its traces are in traces/<side>/ */
+        static const char *const sides[] = {"baseline", "candidate"};
+        char side_dir[2][4200], side_trace[2][4300];
+        int found = 0;
+        for (int k = 0; k < 2; k++) {
+            snprintf(side_dir[k], sizeof side_dir[k], "%.4000s/traces/%s", o.path, sides[k]);
+            snprintf(side_trace[k], sizeof side_trace[k], "%.4100s/trace.json", side_dir[k]);
+            found += is_file(side_trace[k]);
+        }
+        if (!is_file(path) && found) {
+            if (as_json) {
+                fprintf(stderr, "tandem trace-summary: %s is an A/B report folder: its traces are in %s and %s; "
+                                "give one of them for --json\n", o.path, side_dir[0], side_dir[1]);
+                return 1;
+            }
+            int rc = 0;
+            for (int k = 0; k < 2; k++) {
+                if (!is_file(side_trace[k])) {
+                    printf("== %s: no trace (%s: the profiled run left none)\n\n", sides[k], side_trace[k]);
+                    continue;
+                }
+                printf("== %s (%s)\n", sides[k], side_dir[k]);
+                fflush(stdout);
+                rc |= summarize(side_trace[k], side_dir[k], 0);
+                printf("\n");
+            }
+            return rc;
+        }
+    } else {
+        snprintf(path, sizeof path, "%s", o.path);
+        tdm_dirname(o.path, dir, sizeof dir);
+    }
+    return summarize(path, dir, as_json);
 }

@@ -24,7 +24,7 @@
 
 /* ------------------------------------------------------------------ signals */
 
-static volatile sig_atomic_t g_stop_requested;
+static volatile sig_atomic_t g_stop_requested, g_stop_signal;
 
 static void on_signal(int sig) {
     if (g_stop_requested) {
@@ -33,6 +33,7 @@ static void on_signal(int sig) {
         raise(sig);
         return;
     }
+    g_stop_signal = sig;
     g_stop_requested = 1; /* only a flag: the loop agrees on it at the end of the step */
 }
 
@@ -47,6 +48,8 @@ void tdm_train_install_signal_handlers(void) {
 }
 
 void tdm_train_request_stop(void) { g_stop_requested = 1; }
+
+int tdm_train_stop_signal(void) { return g_stop_requested ? (g_stop_signal ? g_stop_signal : SIGTERM) : 0; }
 
 void tdm_train_result_free(tdm_train_result *res) {
     free(res->records);

@@ -103,5 +103,7 @@ void tdm_train_result_free(tdm_train_result *res);
 void tdm_train_install_signal_handlers(void);
 /* Requests a stop as a signal would (tests). */
 void tdm_train_request_stop(void);
+/* The signal that requested a stop (SIGTERM for tdm_train_request_stop), 0 when none did. */
+int tdm_train_stop_signal(void);
 
 #endif

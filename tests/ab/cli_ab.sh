@@ -165,6 +165,13 @@ for k in ("step_ms", "compute_ms", "comm_ms", "hidden_comm_ms", "last_bucket_com
 PYEOF
   then ok; else bad "trace-summary --json $side: $(head -3 "$W/ts.err")"; fi
 done
+# trace-summary on the report folder itself finds traces/<side>/ (it said "trace.json: cannot open")
+"$TANDEM" trace-summary "$OUT" >"$W/tsab.out" 2>&1 && grep -q "^== baseline ($OUT/traces/baseline)" "$W/tsab.out" \
+  && grep -q "^== candidate ($OUT/traces/candidate)" "$W/tsab.out" && [ "$(grep -c "Per-step analysis" "$W/tsab.out")" -eq 2 ] \
+  && ok || bad "trace-summary of the A/B folder: $(head -c 400 "$W/tsab.out")"
+"$TANDEM" trace-summary --json "$OUT" >"$W/tsabj.out" 2>&1 && bad "--json of the A/B folder accepted" \
+  || { grep -q "its traces are in $OUT/traces/baseline and $OUT/traces/candidate" "$W/tsabj.out" && ok \
+       || bad "trace-summary --json of the A/B folder: $(cat "$W/tsabj.out")"; }
 
 # a one-step window gives no interval (a resample could only repeat the data): the table and the sentence say so;
 # three profiled steps from the window's step 2 would pass the last step: the log and report.md say which steps
@@ -239,7 +246,73 @@ if timeout 300 "${MPI[@]}" "$TANDEM" ab --baseline "" --candidate "--overlap-gra
      >"$W/abb.out" 2>&1 && grep -q "from the checkpoint's iteration 3" "$W/abb.out"; then ok
 else bad "ab --load of a renamed iteration directory: $(grep -m2 -iE "tandem ab|error" "$W/abb.out")"; fi
 
+# Ctrl-C mid-protocol (one rank, no launcher: the signal reaches the rank itself): the runs that finished are kept
+# in a partial report that says so, the exit status is 130, and the terminal says where the report is
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 "$TANDEM" ab --baseline "" \
+  --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --window 2:4 --repeats 2 --out "$W/abint" \
+  >"$W/int.out" 2>&1 &
+ipid=$!
+for _ in $(seq 1 600); do grep -q "timing run 2/2, baseline" "$W/int.out" && break; sleep 0.2; done
+kill -INT "$ipid"
+wait "$ipid"
+irc=$?
+if [ "$irc" -eq 130 ] && grep -q "partial report in $W/abint/report.md" "$W/int.out" \
+   && grep -q "^\*\*Partial report\*\*" "$W/abint/report.md" \
+   && $PY - "$W/abint/summary.json" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["partial"] is True and s["stop_signal"] == "SIGINT", s
+runs = s["finished_runs"]
+assert runs[:2] == ["baseline timing 1", "candidate timing 1"] and "candidate timing 2" not in runs, runs
+assert s["baseline"]["mean_step_ms"] > 0 and s["candidate"]["mean_step_ms"] > 0
+PYEOF
+then ok; else bad "Ctrl-C mid-protocol: rc $irc: $(tail -n 5 "$W/int.out")"; fi
+
 # bad input: one sentence, non-zero exit, no hang
+# every input is checked before the first run: one message (not one per rank), no MPI_Abort, no run started
+for what in model tokenizer data out; do
+  case $what in
+    model) extra=(--model "$W/no-such-model") ;;
+    tokenizer) extra=(--tokenizer "$W/no-such-tokenizer.json") ;;
+    data) extra=(--data "$W/no-such-data.json") ;;
+    out) : >"$W/a-file"; extra=(--out "$W/a-file/report") ;;
+  esac
+  timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --window 2:4 \
+    --out "$W/x" "${extra[@]}" >"$W/in_$what" 2>&1
+  irc=$?
+  n=$(grep -c "^tandem ab: .*--$what" "$W/in_$what")
+  if [ "$irc" -ne 0 ] && [ "$irc" -ne 124 ] && [ "$n" -eq 1 ] && ! grep -q "MPI_ABORT\|timing run" "$W/in_$what"; then ok
+  else bad "wrong --$what: rc $irc, $n messages: $(head -c 600 "$W/in_$what")"; fi
+done
+# identical sides are refused unless --aa asks for them; a window from step 1 only when --window says so
+timeout 60 "${MPI[@]}" "$TANDEM" ab "${COMMON[@]}" --steps 4 --out "$W/x" >"$W/aa1" 2>&1 \
+  && bad "A/A without --aa accepted" \
+  || { [ "$(grep -c "the two sides are identical (no --baseline or --candidate).*--aa" "$W/aa1")" -eq 1 ] && ok \
+       || bad "A/A refusal: $(cat "$W/aa1")"; }
+timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--seed 7" "${COMMON[@]}" --steps 4 --out "$W/x" >"$W/aa2" 2>&1 \
+  && bad "identical sides accepted" || { grep -q "no argument differs" "$W/aa2" && ok || bad "A/A: $(cat "$W/aa2")"; }
+if timeout 300 "${MPI[@]}" "$TANDEM" ab --aa "${COMMON[@]}" --steps 2 --window 1:2 --profile-steps 0 --audit-steps 0 \
+     --out "$W/aa" >"$W/aa3" 2>&1 && grep -q "A/A run (--aa)" "$W/aa3" && grep -q "window 1:2 includes step 1" "$W/aa3" \
+     && $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["window"] == [1, 2]' "$W/aa/summary.json"
+then ok; else bad "--aa --window 1:2: $(tail -n 5 "$W/aa3")"; fi
+# the default window leaves out step 1 even for a few steps
+timeout 300 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 3 --profile-steps 0 \
+  --audit-steps 0 --out "$W/w3" >"$W/w3.out" 2>&1 \
+  && $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["window"] == [2, 3], s["window"]' "$W/w3/summary.json" \
+  && ok || bad "default window of --steps 3: $(tail -n 3 "$W/w3.out")"
+# the demo outside the repository: configs/tiny beside the binary, or a sentence saying where it looked
+mkdir -p "$W/elsewhere" && cp "$TANDEM" "$W/elsewhere/tandem"
+(cd "$W/elsewhere" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 60 ./tandem ab) >"$W/demo1" 2>&1 \
+  && bad "demo without configs/tiny ran" \
+  || { grep -q "the demo needs the tiny configuration.*TANDEM_DEMO_MODEL" "$W/demo1" && ! [ -e "$W/elsewhere/tandem-demo" ] \
+       && ok || bad "demo without configs/tiny: $(cat "$W/demo1")"; }
+T_ABS=$(cd "$(dirname "$TANDEM")" && pwd)/$(basename "$TANDEM")
+if [ -e "$(dirname "$T_ABS")/../configs/tiny/config.json" ]; then
+  (cd "$W/elsewhere" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TANDEM_DEMO_DIR="$W/demo" \
+     timeout -s INT 5 "$T_ABS" ab) >"$W/demo2" 2>&1
+  grep -q "model .*/configs/tiny)" "$W/demo2" && ! grep -q "cannot open" "$W/demo2" && ok \
+    || bad "demo from another folder: $(head -c 600 "$W/demo2")"
+fi
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduce" "${COMMON[@]}" --steps 4 --window 3:9 \
   --out "$W/x" >"$W/e1" 2>&1 && bad "window past --steps accepted" || { grep -q "window" "$W/e1" && ok || bad "window error: $(cat "$W/e1")"; }
 timeout 60 "${MPI[@]}" "$TANDEM" ab --candidate "--overlap-grad-reduse" "${COMMON[@]}" --steps 4 \

@@ -211,6 +211,39 @@ static void test_last_bucket_own_transfer_only(void) {
     CHECK_NEAR(s.hideable_ms * 1e3, 30, 1e-9);
 }
 
+static void test_nothing_hideable_has_no_efficiency(void) {
+    /* One bucket: the only gradient collective (55-90) is the last one, so nothing could hide
+     * apart from it; 5 of it (55-60) happened to overlap the backward. hideable is raised to
+     * hidden = 5, and hidden / hideable would read 100% for a run that could hide nothing:
+     * the efficiency is undefined (NaN), on the step and on the mean. */
+    enum { C = TDM_PROF_THREAD_COMPUTE, M = TDM_PROF_THREAD_COMM };
+    tdm_prof_rec r[] = {
+        R(TDM_PROF_PHASE, C, "step", 0, 100),
+        R(TDM_PROF_PHASE, C, "backward", 0, 60),
+        R(TDM_PROF_WAIT, C, "wait grads", 60, 90),
+        R(TDM_PROF_PHASE, C, "optimizer", 90, 100),
+        R(TDM_PROF_COMM, M, "grad all-reduce", 55, 90),
+    };
+    tdm_prof_step_stats s, m;
+    CHECK(tdm_prof_analyze_rank(r, sizeof r / sizeof *r, 0, &s, 1) == 1, "one step");
+    CHECK_NEAR(s.comm_ms * 1e3, 35, 1e-9);
+    CHECK_NEAR(s.hidden_ms * 1e3, 5, 1e-9);
+    CHECK_NEAR(s.last_comm_ms * 1e3, 35, 1e-9);
+    CHECK_NEAR(s.free_hideable_ms * 1e3, 0, 1e-9);
+    CHECK(isnan(s.overlap_efficiency), "efficiency with nothing hideable: %g, expected NaN", s.overlap_efficiency);
+    tdm_prof_step_stats_mean(&s, 1, &m);
+    CHECK(isnan(m.overlap_efficiency), "mean efficiency with nothing hideable: %g", m.overlap_efficiency);
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_prof_format_steps(&sb, &s, 1);
+    CHECK(strstr(sb.data, "n/a") != NULL, "the table prints n/a:\n%s", sb.data);
+    tdm_sb_free(&sb);
+    /* no communication at all: undefined too */
+    tdm_prof_rec q[] = {R(TDM_PROF_PHASE, C, "step", 0, 100), R(TDM_PROF_PHASE, C, "backward", 0, 100)};
+    CHECK(tdm_prof_analyze_rank(q, 2, 0, &s, 1) == 1, "one step");
+    CHECK(isnan(s.overlap_efficiency), "efficiency without communication: %g", s.overlap_efficiency);
+}
+
 /* An instant (MARK) on the compute thread at t µs. */
 static tdm_prof_rec MARK(const char *name, double t) {
     tdm_prof_rec r = R(TDM_PROF_MARK, TDM_PROF_THREAD_COMPUTE, name, t, t);
@@ -450,6 +483,7 @@ int main(void) {
     RUN(test_last_bucket_cannot_hide);
     RUN(test_last_bucket_own_transfer_only);
     RUN(test_schedule_bound);
+    RUN(test_nothing_hideable_has_no_efficiency);
     RUN(test_overlapping_waits_and_threads);
     RUN(test_clipped_to_step_and_empty);
     RUN(test_op_summary);
