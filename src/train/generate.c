@@ -147,6 +147,11 @@ int tdm_generate_sample(const float *logits, int vocab, const int32_t *banned, i
     sort_keys = probs;
     qsort(order, (size_t)n, sizeof *order, by_logit_desc);
     sort_keys = NULL;
+    if (isinf(probs[order[0]])) { /* +inf, or a float overflow by a tiny temperature: greedy's choice, surely */
+        int best = tdm_generate_pick(logits, vocab, banned, n_banned);
+        for (int v = 0; v < vocab; v++) probs[v] = v == best ? 1.0f : 0.0f;
+        return best;
+    }
     /* top-k: the k largest, and every token tied with the k-th (a threshold, as Hugging Face's) */
     int kept = n;
     if (s->top_k > 0 && s->top_k < n) {

@@ -10,7 +10,8 @@
 #   - each reference's log-likelihood (--show, --out) against the training loss of the same
 #     sample (`tandem dump-grads` on it alone: the mean over labelled tokens of -log p);
 #   - generate --do-sample: a seed reproduces the text, other seeds give other texts,
-#     --top-k 1 gives the greedy answer, sampling flags without --do-sample are refused.
+#     the KV cache does not change it, --top-k 1 gives the greedy answer, sampling flags without
+#     --do-sample are refused.
 # Env: TANDEM (build/tandem).
 . "$(dirname "$0")/lib.sh"
 tiny_setup 32 12
@@ -123,6 +124,8 @@ G=("$TANDEM" generate "${M[@]}" --image "$W/data/$img" --prompt "Describe the im
 greedy=$("${G[@]}") || bad "generate (greedy)"
 a=$("${G[@]}" --do-sample --temperature 1.5 --seed 5) && b=$("${G[@]}" --do-sample --temperature 1.5 --seed 5) \
   && [ "$a" = "$b" ] && ok "--seed 5 twice: the same text ('$a')" || bad "--seed 5 twice: '$a' then '$b'"
+c=$("${G[@]}" --do-sample --temperature 1.5 --seed 5 --no-kv-cache) && [ "$c" = "$a" ] \
+  && ok "--seed 5 with and without the KV cache: the same text" || bad "--seed 5: cache '$a', no cache '$c'"
 texts=$(for s in 1 2 3 4 5 6; do "${G[@]}" --do-sample --temperature 1.5 --seed $s; echo "|"; done | sort -u | wc -l)
 [ "$texts" -ge 2 ] && ok "6 seeds at temperature 1.5: $texts different texts" || bad "6 seeds gave one text"
 k1=$("${G[@]}" --do-sample --top-k 1 --seed 9) && [ "$k1" = "$greedy" ] \

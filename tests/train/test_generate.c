@@ -96,6 +96,11 @@ static void test_sample_filters(void) {
     int bad = 0;
     for (uint64_t d = 0; d < 200; d++) bad += tdm_generate_sample(b, 3, &ban, 1, &s, d, pq, oq) != 2;
     CHECK(bad == 0 && pq[2] == 1.0f, "banned and NaN ids are never drawn");
+    float inf[3] = {1.0f, INFINITY, INFINITY};
+    CHECK(tdm_generate_sample(inf, 3, NULL, 0, &s, 0, pq, oq) == 1 && pq[1] == 1.0f, "+inf logits: the first, surely");
+    s.temperature = 1e-39; /* 3 / 1e-39 overflows a float */
+    CHECK(tdm_generate_sample(l, 5, NULL, 0, &s, 0, p, ord) == 1, "a tiny temperature (overflow): the largest");
+    s.temperature = 1;
     /* greedy: no --do-sample, or temperature 0 */
     s.do_sample = 0;
     CHECK(tdm_generate_sample(l, 5, NULL, 0, &s, 9, p, ord) == 1 && p[1] == 1.0f && p[0] == 0.0f, "greedy");
