@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cli_run.sh - scripts/run.sh, the one launch line (docs/user-guide.md, Launching):
-#   - a 2-rank, 2-step `tandem train` through it with Open MPI, as root and as a user (nobody, when this
-#     runs as root and setpriv exists), and with MPICH (an MPICH build: TANDEM_MPICH, default
-#     build-mpich/tandem; a 2-rank shell command when there is none);
+#   - a 2-rank, 2-step `tandem train` through it with Open MPI and with MPICH (an MPICH build: TANDEM_MPICH,
+#     default build-mpich/tandem; else only a 2-rank shell command), as root and as a user (nobody, when this
+#     runs as root and setpriv exists);
 #   - the launcher flags it adds: --bind-to none; --allow-run-as-root for root only; the CMA variable in a
 #     container, a value already set kept; --oversubscribe beyond the cores; none of them for MPICH;
 #   - bad input: one sentence, exit 2.
@@ -48,6 +48,8 @@ else
   [ "$r" = "rank 0 of 2 rank 1 of 2 " ] && ok "MPICH: 2 ranks ($r)" || bad "MPICH: '$r'"
   if [ -x "$TANDEM_MPICH" ]; then
     train2 "MPICH as $(id -un)" "$MPICH" "$TANDEM_MPICH"
+    [ "$(id -u)" -eq 0 ] && command -v setpriv > /dev/null &&
+      train2 "MPICH as nobody" "$MPICH" "$PWD/$TANDEM_MPICH" setpriv --reuid=65534 --regid=65534 --clear-groups
   else
     echo "skip: tandem under MPICH ($TANDEM_MPICH not built: make MPI=mpich)"
   fi
