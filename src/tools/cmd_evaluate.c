@@ -5,6 +5,12 @@
  * equals the reference after trimming surrounding whitespace. Accuracy is printed
  * overall and per question kind (colour, count, position, shape, other), told from the
  * question's wording, which is how the built-in data says what it asks.
+ *
+ * Beside it, each sample's log-likelihood of its reference (as lm-eval's loglikelihood): the
+ * sum and the mean over the reference's tokens of log p(token | prompt and the tokens before),
+ * the tokens being the ones training labels for that answer (the answer and "<|im_end|>\n"),
+ * so that the mean is minus the training loss of a one-turn sample. --out FILE writes one JSON
+ * line per sample.
  */
 #include <ctype.h>
 #include <stddef.h>
@@ -13,6 +19,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/strbuf.h"
 #include "data/dataset.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -27,7 +34,7 @@ typedef struct kind {
 
 typedef struct evaluate_opts {
     tdm_generator_options gen;
-    const char *data, *image_root;
+    const char *data, *image_root, *out;
     int max_new, show;
     int64_t limit;
 } evaluate_opts;
@@ -59,6 +66,8 @@ static const tdm_flag FLAGS[] = {
      .metavar = "N", .help = "evaluate only the first N samples of --data"},
     {.name = "show", .kind = TDM_FLAG_INT, .off = offsetof(evaluate_opts, show), .lo = 0, .hi = 1e8, .def = "0",
      .metavar = "N", .help = "print the first N answers beside their references"},
+    {.name = "out", .kind = TDM_FLAG_PATH, .off = offsetof(evaluate_opts, out), .metavar = "FILE",
+     .help = "write one JSON line per sample: answer, reference, correct, log-likelihood"},
 #undef GEN
 };
 
@@ -66,7 +75,8 @@ static const tdm_flags P = {
     .command = "tandem evaluate",
     .usage = "tandem evaluate --model DIR --tokenizer FILE (--load CKPT | --hf-weights FILE) --data test.json [flags]",
     .about = "Answer accuracy: the greedy answer to each sample's first question against its first reference\n"
-             "answer (exact after trimming), overall and per question kind.",
+             "answer (exact after trimming), overall and per question kind; and the log-likelihood of each\n"
+             "reference answer (sum and mean per token of log p over its tokens).",
     .flags = FLAGS,
     .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
     .opts = TDM_FLAGS_ONCE,
@@ -149,8 +159,19 @@ int cmd_evaluate(int argc, char **argv) {
         tdm_dataset_free(ds);
         return 1;
     }
+    FILE *out = NULL;
+    if (opts.out && !(out = fopen(opts.out, "w"))) {
+        fprintf(stderr, "tandem evaluate: --out %s: cannot create the file\n", opts.out);
+        tdm_generator_free(g);
+        tdm_dataset_free(ds);
+        return 1;
+    }
     kind kinds[MAX_KINDS];
     int n_kinds = 0, total = 0, correct = 0, rc = 0;
+    double ll_sum_all = 0;
+    int64_t ll_tokens_all = 0;
+    tdm_strbuf line;
+    tdm_sb_init(&line);
     int64_t n = ds->n_samples;
     if (limit >= 0 && limit < n) n = limit;
     for (int64_t i = 0; i < n; i++) {
@@ -176,6 +197,25 @@ int cmd_evaluate(int argc, char **argv) {
         }
         const char *ref = s->turns[first_answer].text;
         int ok = same_trimmed(answer, ref);
+        /* the reference as training labels it: the answer, then <|im_end|> and the newline */
+        tdm_strbuf cont;
+        tdm_sb_init(&cont);
+        tdm_sb_puts(&cont, ref);
+        tdm_sb_puts(&cont, "<|im_end|>\n");
+        double ll = 0;
+        int ll_n = 0;
+        int llrc = tdm_generator_loglik(g, s->turns, first_answer, (const char *const *)s->images, n_img, cont.data,
+                                        &ll, &ll_n, &err);
+        tdm_sb_free(&cont);
+        if (llrc != 0) {
+            char where[1200];
+            fprintf(stderr, "tandem evaluate: %s: %s\n", tdm_dataset_where(ds, i, where, sizeof where), err.msg);
+            free(answer);
+            rc = 1;
+            break;
+        }
+        ll_sum_all += ll;
+        ll_tokens_all += ll_n;
         const char *kname = kind_of(s->turns[first_answer - 1].text, ref);
         int ki = 0;
         while (ki < n_kinds && strcmp(kinds[ki].name, kname)) ki++;
@@ -192,7 +232,18 @@ int cmd_evaluate(int argc, char **argv) {
             put_one_line(answer, 16);
             fputs(" want ", stdout);
             put_one_line(ref, 0);
-            putchar('\n');
+            printf("  loglik %.6g (%d tokens, mean %.6g)\n", ll, ll_n, ll / ll_n);
+        }
+        if (out) {
+            tdm_sb_clear(&line);
+            tdm_sb_printf(&line, "{\"index\": %lld, \"kind\": \"%s\", \"correct\": %s, \"answer\": ", (long long)i,
+                          kname, ok ? "true" : "false");
+            tdm_sb_json_string(&line, answer, strlen(answer));
+            tdm_sb_puts(&line, ", \"reference\": ");
+            tdm_sb_json_string(&line, ref, strlen(ref));
+            tdm_sb_printf(&line, ", \"loglik_sum\": %.9g, \"loglik_tokens\": %d, \"loglik_mean\": %.9g}\n", ll,
+                          ll_n, ll / ll_n);
+            fputs(line.data, out);
         }
         free(answer);
     }
@@ -205,6 +256,13 @@ int cmd_evaluate(int argc, char **argv) {
         for (int k = 0; k < n_kinds; k++)
             printf("  %-16s %6.2f%% (%d of %d)\n", kinds[k].name, 100.0 * kinds[k].correct / kinds[k].n,
                    kinds[k].correct, kinds[k].n);
+        printf("log-likelihood of the references: %.6g per sample, %.6g per token (%lld tokens)\n",
+               ll_sum_all / total, ll_sum_all / (double)ll_tokens_all, (long long)ll_tokens_all);
+    }
+    tdm_sb_free(&line);
+    if (out && fclose(out) != 0 && rc == 0) {
+        fprintf(stderr, "tandem evaluate: --out %s: write failed\n", opts.out);
+        rc = 1;
     }
     tdm_generator_free(g);
     tdm_dataset_free(ds);

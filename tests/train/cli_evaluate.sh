@@ -6,7 +6,12 @@
 #   - --show prints one line per sample, the texts as compared (trimmed, a newline inside
 #     written as \n): a reference that ended in a newline used to break its line in two;
 #   - the question kind is read from the whole question, however long (it was told from
-#     the first 511 characters only).
+#     the first 511 characters only);
+#   - each reference's log-likelihood (--show, --out) against the training loss of the same
+#     sample (`tandem dump-grads` on it alone: the mean over labelled tokens of -log p);
+#   - generate --do-sample: a seed reproduces the text, other seeds give other texts,
+#     the KV cache does not change it, --top-k 1 gives the greedy answer, sampling flags without
+#     --do-sample are refused.
 # Env: TANDEM (build/tandem).
 . "$(dirname "$0")/lib.sh"
 tiny_setup 32 12
@@ -83,10 +88,52 @@ got=$(grep -E '^(accuracy: |  )' "$W/eval.out")
 
 # --- 2. --show: one line per sample -------------------------------------------------------
 [ "$(grep -cE '^(ok  |MISS) ' "$W/eval.out")" -eq "$n" ] \
-  && [ "$(wc -l < "$W/eval.out")" -eq $((n + $(echo "$want" | wc -l))) ] \
+  && [ "$(wc -l < "$W/eval.out")" -eq $((n + $(echo "$want" | wc -l) + 1)) ] \
   && ok "--show $n: $n sample lines, then the report" || { bad "--show lines"; cat -A "$W/eval.out" | head -n 20; }
 head -n 1 "$W/eval.out" | grep -qE '^(ok  |MISS) colour ' \
   && ok "a question of 600 characters is told by its whole wording (colour)" \
   || { bad "the long question's kind"; head -n 1 "$W/eval.out"; }
+
+# --- 3. log-likelihood = minus the training loss on the same sample -----------------------
+"$TANDEM" evaluate "${M[@]}" --data "$W/data/eval.json" --out "$W/eval.jsonl" > "$W/eval2.out" 2>&1 \
+  || { bad "evaluate --out"; cat "$W/eval2.out"; }
+[ "$(wc -l < "$W/eval.jsonl")" -eq "$n" ] && ok "--out: $n JSON lines" || bad "--out lines"
+grep -q '^log-likelihood of the references: ' "$W/eval2.out" && ok "the report gives the mean log-likelihood" \
+  || bad "no log-likelihood line in the report"
+for i in 0 1 3; do
+  "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); json.dump([d[int(sys.argv[2])]], open(sys.argv[3], "w"))' \
+    "$W/data/eval.json" "$i" "$W/one$i.json"
+  loss=$("$TANDEM" dump-grads "${M[@]:0:4}" --load "$W/ck/iter_0000024/model.safetensors" --data "$W/one$i.json" \
+    --image-root "$W/data" --out "$W/g$i.safetensors" 2>&1 | grep -E '^loss ')
+  "$PY" - "$W/eval.jsonl" "$i" "$loss" <<'PYEOF' && ok "sample $i: log-likelihood = -(training loss) x tokens ($loss)" \
+    || bad "sample $i: log-likelihood against the training loss ($loss)"
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[int(sys.argv[2])])
+w = sys.argv[3].split()
+loss, tokens = float(w[1]), int(w[3])
+print("loglik %r over %d, loss %r over %d" % (r["loglik_sum"], r["loglik_tokens"], loss, tokens))
+assert r["loglik_tokens"] == tokens, "token counts differ"
+assert abs(r["loglik_mean"] + loss) <= 1e-5 * max(1.0, loss), "means differ"
+assert abs(r["loglik_sum"] - r["loglik_mean"] * tokens) <= 1e-6 * max(1.0, abs(r["loglik_sum"]))
+PYEOF
+done
+
+# --- 4. generate --do-sample --------------------------------------------------------------
+img=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))[0]["images"][0])' "$W/data/eval.json")
+G=("$TANDEM" generate "${M[@]}" --image "$W/data/$img" --prompt "Describe the image." --max-new-tokens 12)
+greedy=$("${G[@]}") || bad "generate (greedy)"
+a=$("${G[@]}" --do-sample --temperature 1.5 --seed 5) && b=$("${G[@]}" --do-sample --temperature 1.5 --seed 5) \
+  && [ "$a" = "$b" ] && ok "--seed 5 twice: the same text ('$a')" || bad "--seed 5 twice: '$a' then '$b'"
+c=$("${G[@]}" --do-sample --temperature 1.5 --seed 5 --no-kv-cache) && [ "$c" = "$a" ] \
+  && ok "--seed 5 with and without the KV cache: the same text" || bad "--seed 5: cache '$a', no cache '$c'"
+texts=$(for s in 1 2 3 4 5 6; do "${G[@]}" --do-sample --temperature 1.5 --seed $s; echo "|"; done | sort -u | wc -l)
+[ "$texts" -ge 2 ] && ok "6 seeds at temperature 1.5: $texts different texts" || bad "6 seeds gave one text"
+k1=$("${G[@]}" --do-sample --top-k 1 --seed 9) && [ "$k1" = "$greedy" ] \
+  && ok "--do-sample --top-k 1 = greedy ('$greedy')" || bad "--top-k 1 '$k1', greedy '$greedy'"
+t0=$("${G[@]}" --do-sample --temperature 0 --seed 9) && [ "$t0" = "$greedy" ] \
+  && ok "--do-sample --temperature 0 = greedy" || bad "--temperature 0 '$t0', greedy '$greedy'"
+e=$("${G[@]}" --temperature 0.7 2>&1); rc=$?
+[ "$rc" -eq 2 ] && [ "$(echo "$e" | wc -l)" -eq 1 ] && echo "$e" | grep -q -- '--temperature: applies only with --do-sample' \
+  && ok "--temperature without --do-sample: refused in one sentence" || bad "--temperature alone: rc $rc: $e"
 
 finish

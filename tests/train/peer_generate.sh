@@ -48,7 +48,7 @@ check() {
   else
     sample "?" > "$d/eval.json"
     got=$("$TANDEM" evaluate "${M[@]}" --data "$d/eval.json" --image-root "$W/data" --show 1 --max-new-tokens 12 \
-      2>&1 | head -n 1 | sed -E 's/^(ok  |MISS) [a-z]+ +got (.*) want \?$/\2/; s/ +$//') \
+      2>&1 | head -n 1 | sed -E 's/^(ok  |MISS) [a-z]+ +got (.*) want \?  loglik .*$/\2/; s/ +$//') \
       || { bad "$name: evaluate"; return; }
   fi
   local ref
