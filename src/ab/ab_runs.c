@@ -604,11 +604,12 @@ static void limits(tdm_ab_runs_result *r) {
     push(&r->limits, &r->n_limits, "Logs carry no fingerprint of the batches: equal consumed samples and equal early "
                                    "losses are the only evidence that both sides read the same data in the same "
                                    "order.");
-    int golden = 0, logs = 0, baseline = 0;
+    int golden = 0, logs = 0, baseline = 0, traced = 0;
     for (int s = 0; s < 2; s++)
         for (int k = 0; k < r->side[s].n_runs; k++) {
             tdm_run_format f = r->side[s].runs[k].format;
             golden |= f == TDM_RUN_MEGATRON_GOLDEN, logs |= f == TDM_RUN_MEGATRON_LOG, baseline |= f == TDM_RUN_MINDSPEED_BASELINE;
+            traced |= f == TDM_RUN_PROFILER_TRACES;
         }
     if (logs)
         push(&r->limits, &r->n_limits, "A log's step time is the elapsed time per iteration the logging rank measured, "
@@ -620,6 +621,10 @@ static void limits(tdm_ab_runs_result *r) {
     if (baseline)
         push(&r->limits, &r->n_limits, "A MindSpeed-MM baseline keeps a loss and a time per step, and no learning "
                                        "rate, batch or grad norm.");
+    if (traced)
+        push(&r->limits, &r->n_limits, "A run given as profiler traces alone has the profiled steps only: each step's "
+                                       "time is the slowest traced rank's ProfilerStep, with no loss, learning rate "
+                                       "or batch to compare.");
     if (r->side[0].trace_ranks > 0 || r->side[1].trace_ranks > 0)
         push(&r->limits, &r->n_limits, "The communication rows are the traces' profiled steps, a mean over every "
                                        "rank traced (%lld and %lld rank-steps): those steps need not lie in the "
@@ -670,9 +675,16 @@ int tdm_ab_runs(const tdm_ab_runs_options *o, tdm_ab_runs_result *r, tdm_strbuf 
             side->n_runs = k + 1;
             char log[4096], traces[4096];
             int required;
-            if (tdm_ab_runs_split(o->runs[s][k], log, sizeof log, traces, sizeof traces, &required, err) != 0 ||
-                tdm_run_log_read(log, &side->runs[k], err) != 0 ||
-                (traces[0] && tdm_ab_runs_read_traces(side, k, traces, required, err) != 0))
+            if (tdm_ab_runs_split(o->runs[s][k], log, sizeof log, traces, sizeof traces, &required, err) != 0)
+                return tdm_error_prefix(err, "--%s-run", s ? "candidate" : "baseline");
+            if (tdm_run_log_read(log, &side->runs[k], err) != 0) { /* no log: profiler traces alone? */
+                tdm_run_log_free(&side->runs[k]);
+                if (traces[0] || !tdm_ab_runs_log_from_traces(log, &side->runs[k]))
+                    return tdm_error_prefix(err, "--%s-run", s ? "candidate" : "baseline");
+                snprintf(traces, sizeof traces, "%s", log);
+                required = 1;
+            }
+            if (traces[0] && tdm_ab_runs_read_traces(side, k, traces, required, err) != 0)
                 return tdm_error_prefix(err, "--%s-run", s ? "candidate" : "baseline");
         }
         tdm_ab_runs_finish_traces(side);

@@ -145,6 +145,10 @@ int tdm_ab_runs_split(const char *arg, char *log, size_t log_cap, char *traces, 
 /* Reads run k's traces (side->n_runs set) and adds their figures to the side; with required 0 a folder
  * without traces is no error. tdm_ab_runs_finish_traces turns the sums into means. */
 int tdm_ab_runs_read_traces(tdm_ab_runs_side *side, int k, const char *path, int required, tdm_error *err);
+/* A run given as profiler traces alone: its steps as iterations, each step's time the slowest traced
+ * rank's ProfilerStep duration (the step every rank waits for), no loss, learning rate or batch.
+ * 1 with run filled, 0 when path holds no trace with steps (run left initialised). */
+int tdm_ab_runs_log_from_traces(const char *path, tdm_run_log *run);
 void tdm_ab_runs_finish_traces(tdm_ab_runs_side *side);
 
 /* ab_runs_report.c */

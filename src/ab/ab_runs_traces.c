@@ -9,6 +9,7 @@
 
 #include "ab/ab_runs.h"
 #include "core/alloc.h"
+#include "runs/run.h"
 #include "runs/analyze.h"
 #include "runs/trace.h"
 
@@ -137,4 +138,71 @@ void tdm_ab_runs_finish_traces(tdm_ab_runs_side *s) {
     s->trace_step_ms /= n, s->trace_compute_ms /= n, s->trace_comm_ms /= n;
     s->trace_hidden_ms /= n, s->trace_exposed_ms /= n, s->trace_last_ms /= n;
     s->trace_overlap_pct = s->trace_comm_ms > 0 ? 100.0 * s->trace_hidden_ms / s->trace_comm_ms : NAN;
+}
+
+typedef struct step_time {
+    int64_t number;
+    double us;
+} step_time;
+
+static int by_number(const void *a, const void *b) {
+    const step_time *x = a, *y = b;
+    return x->number < y->number ? -1 : x->number > y->number;
+}
+
+int tdm_ab_runs_log_from_traces(const char *path, tdm_run_log *run) {
+    tdm_run_log_init(run);
+    tdm_runs_set set;
+    tdm_runs_set_init(&set);
+    tdm_error e;
+    if (tdm_runs_read(&set, path, &e) != 0 || set.n == 0) {
+        tdm_runs_set_free(&set);
+        return 0;
+    }
+    tdm_runs_analysis an;
+    tdm_runs_analyze(&set, &an);
+    int64_t n = 0, world = -1;
+    for (int i = 0; i < an.n_ranks; i++) n += an.ranks[i].n_steps;
+    step_time *st = tdm_xcalloc((size_t)n + 1, sizeof *st);
+    n = 0;
+    for (int i = 0; i < an.n_ranks; i++) {
+        for (int64_t k = 0; k < an.ranks[i].n_steps; k++)
+            if (an.ranks[i].steps[k].number >= 0 && isfinite(an.ranks[i].steps[k].step_us))
+                st[n++] = (step_time){an.ranks[i].steps[k].number, an.ranks[i].steps[k].step_us};
+        if (an.ranks[i].trace->world_size > 0) world = an.ranks[i].trace->world_size;
+    }
+    qsort(st, (size_t)n, sizeof *st, by_number);
+    int64_t steps = 0;
+    int ok = 1;
+    for (int64_t i = 0; i < n && ok;) {
+        int64_t j = i;
+        double slowest = 0;
+        for (; j < n && st[j].number == st[i].number; j++) slowest = st[j].us > slowest ? st[j].us : slowest;
+        tdm_run_iter it = tdm_run_iter_empty(st[i].number);
+        it.interval = 1;
+        it.elapsed_ms = slowest / 1e3;
+        ok = tdm_run_append_iter(run, &it, &e) == 0;
+        steps++;
+        i = j;
+    }
+    free(st);
+    if (!ok || steps == 0) {
+        tdm_runs_analysis_free(&an);
+        tdm_runs_set_free(&set);
+        tdm_run_log_free(run);
+        tdm_run_log_init(run);
+        return 0;
+    }
+    run->format = TDM_RUN_PROFILER_TRACES;
+    snprintf(run->path, sizeof run->path, "%s", path);
+    snprintf(run->source, sizeof run->source, "profiler traces (%d rank%s, %lld steps; step time: the slowest rank's)",
+             an.n_ranks, an.n_ranks == 1 ? "" : "s", (long long)steps);
+    if (world > 0) {
+        char v[32];
+        int len = snprintf(v, sizeof v, "%lld", (long long)world);
+        tdm_run_add_kv(&run->args, &run->n_args, "world_size", 10, v, (size_t)len);
+    }
+    tdm_runs_analysis_free(&an);
+    tdm_runs_set_free(&set);
+    return 1;
 }

@@ -95,6 +95,7 @@ typedef enum tdm_run_format {
     TDM_RUN_MEGATRON_LOG = 1,
     TDM_RUN_MEGATRON_GOLDEN = 2,
     TDM_RUN_MINDSPEED_BASELINE = 3,
+    TDM_RUN_PROFILER_TRACES = 4, /* step times from profiler traces alone (ab/ab_runs_traces.c) */
 } tdm_run_format;
 
 typedef struct tdm_run_log {

@@ -141,8 +141,6 @@ expect_error "a truncated .gz trace" "cut.json.gz.*a truncated .gz file" "$TANDE
   --candidate-run "$W/b.log" --out "$W/x"
 mkdir -p "$W/two" && cp "$W/a.log" "$W/two/x.log" && cp "$W/b.log" "$W/two/y.log"
 mkdir -p "$W/tracesonly" && cp "$W/nosteps.json" "$W/tracesonly/rank0.json"
-expect_error "a folder of traces alone" "traces alone: give them as LOG,TRACES" "$TANDEM" ab --baseline-run "$W/tracesonly" \
-  --candidate-run "$W/b.log"
 expect_error "a folder with two logs" "the folder holds 2 logs" "$TANDEM" ab --baseline-run "$W/two" --candidate-run "$W/b.log"
 
 HTA=$FIX/hta/trace_diff
@@ -190,6 +188,27 @@ for x in (a, b):
     assert abs(x["hidden_comm_ms"] + x["exposed_comm_ms"] - x["comm_ms"]) < 1e-6, x
     assert x["trace_ranks"] == 2 and x["trace_rank_steps"] > 0, x
 assert s["runs_per_side"] == [1, 2]
+EOF
+  # the same traces alone, no log: each step's time the slowest rank's ProfilerStep span
+  "$TANDEM" ab --baseline-run "$W/gl-a" --candidate-run "$W/gl-b" --window 2:100 --out "$W/glt" >"$W/glt.out" 2>&1 \
+    && ok || bad "traces alone: $(tail -n 3 "$W/glt.out")"
+  grep -q "profiler traces alone has the profiled steps only" "$W/glt/report.md" && ok \
+    || bad "traces alone: the limit is not said"
+  $PY - "$W/gl-a" "$W/glt/summary.json" <<'EOF' && ok || bad "traces alone: step times"
+import glob, gzip, json, sys
+def spans(f):
+    d = json.load(gzip.open(f) if f.endswith(".gz") else open(f))
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    return {e["name"]: e["dur"] for e in ev if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X"}
+files = sorted(glob.glob(sys.argv[1] + "/*.json*"))
+per_rank = [spans(f) for f in files]
+s = json.load(open(sys.argv[2]))
+a = s["baseline"]
+assert a["trace_ranks"] == len(files) and a["hidden_comm_ms"] == 0, a
+steps = sorted(set.intersection(*(set(p) for p in per_rank)))
+slowest = [max(p[k] for p in per_rank) / 1e3 for k in steps]
+print("mean", a.get("mean_step_ms"), "slowest per step", slowest)
+assert min(slowest) - 1e-6 <= a["mean_step_ms"] <= max(slowest) + 1e-6, (a["mean_step_ms"], slowest)
 EOF
 else
   echo "skipped: ab with gloo DDP traces (python3 without torch; scripts/setup.sh installs python3-torch)"
