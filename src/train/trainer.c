@@ -48,6 +48,11 @@ void tdm_train_install_signal_handlers(void) {
 
 void tdm_train_request_stop(void) { g_stop_requested = 1; }
 
+int tdm_train__stop_asked(const trainer *t) {
+    (void)t;
+    return g_stop_requested != 0;
+}
+
 void tdm_train_result_free(tdm_train_result *res) {
     free(res->records);
     res->records = NULL;
@@ -329,6 +334,7 @@ static int train_loop(trainer *t, tdm_error *err) {
             char prefix[64];
             snprintf(prefix, sizeof prefix, "iteration %lld", (long long)t->iteration);
             if (tdm_train__evaluate(t, prefix, err) != 0) return -1;
+            if (t->eval_stopped && !stop) stop = STOP_SIGNAL; /* a stop asked for during the validation */
         }
         if (a->check_weight_hash_across_dp_replicas_interval > 0 &&
             t->iteration % a->check_weight_hash_across_dp_replicas_interval == 0 && weights_agree(t, err) != 0)
