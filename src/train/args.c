@@ -199,6 +199,9 @@ static const tdm_flag ARGS[] = {
      "differs)")},
     {ARG("exit-duration-in-mins", "exit_duration_in_mins", TDM_FLAG_DOUBLE, exit_duration_in_mins, 0, 1e9, NONE_IF_ZERO,
      NULL, NULL, "M", "stop (saving with --save) at the end of the first step after M minutes of running")},
+    {ARG("exit-signal-file", "exit_signal_file", TDM_FLAG_PATH, exit_signal_file, 0, 0, NONE_NEVER, NULL, NULL, "PATH",
+     "stop (saving with --save) at the end of the step, or the validation batch, in which PATH appears (it is then "
+     "removed); works under every launcher")},
 
     /* precision */
     {ARG("bf16", "bf16", TDM_FLAG_BOOL, bf16, 0, 0, NONE_NEVER, NULL, NULL, NULL,

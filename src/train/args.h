@@ -100,6 +100,7 @@ typedef struct tdm_train_args {
     int no_load_optim;
     int finetune;                        /* load weights only; start at iteration 0 */
     int64_t exit_interval;               /* stop (saving) when iteration % exit_interval == 0 */
+    char exit_signal_file[TDM_ARGS_PATH_MAX]; /* stop (saving) once this file exists; "" = none */
     double exit_duration_in_mins;        /* stop (saving) once a rank has run this long; 0 = never */
     int64_t check_weight_hash_across_dp_replicas_interval; /* compare the weights of all ranks every N; 0: never */
     int no_save_optim;                   /* checkpoints without optimizer.safetensors */

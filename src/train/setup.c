@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <xxhash.h>
 
 #include "core/alloc.h"
@@ -321,6 +322,13 @@ int tdm_train__agree_on_flags(trainer *t, tdm_error *err) {
 int tdm_train__setup_data(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
     int ok = setup(t, err) == 0;
+    struct stat st;
+    if (ok && a->exit_signal_file[0] && stat(a->exit_signal_file, &st) == 0)
+    {
+        tdm_errorf(err, "--exit-signal-file %s already exists: remove it (the run would stop after its first step)",
+                   a->exit_signal_file);
+        ok = 0;
+    }
     if (ok) {
         tdm_feed_options fo = {.args = a, .dp_rank = t->rank, .dp_size = t->dp, .config = &t->cfg};
         t->feed = tdm_feed_create(&fo, err);

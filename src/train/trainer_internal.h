@@ -60,7 +60,7 @@ typedef struct trainer {
     int memory_reported;      /* the memory line follows the first iteration line only */
     tdm_ckpt pending;         /* the checkpoint whose Adam state was read but not yet vouched for */
     int has_pending;
-    int eval_stopped; /* the last evaluation ended early: the ranks agreed on a stop during it */
+    int eval_stopped; /* the last evaluation ended early on an agreed stop: TDM_STOP_*, 0: it did not */
 } trainer;
 
 /* The steps since the last iteration line. */
@@ -79,8 +79,12 @@ static inline double tdm_train__ms_since(uint64_t t0) { return (double)(tdm_now_
 int tdm_train__agree(trainer *t, int ok, tdm_error *err);
 /* XXH3 of every parameter's values, in table order. */
 uint64_t tdm_train__params_checksum(tdm_model *m);
-/* Whether this rank was asked to stop (SIGTERM/SIGINT, tdm_train_request_stop, --exit-signal-file). */
+/* Why this rank was asked to stop: TDM_STOP_SIGNAL (SIGTERM/SIGINT/SIGUSR1, tdm_train_request_stop),
+ * TDM_STOP_FILE (--exit-signal-file exists), or 0. */
+enum { TDM_STOP_SIGNAL = 1, TDM_STOP_DURATION = 2, TDM_STOP_FILE = 3 };
 int tdm_train__stop_asked(const trainer *t);
+/* The end of a stopped validation or run: "a signal" or "--exit-signal-file PATH". */
+const char *tdm_train__stop_reason(const trainer *t, int stop, char *buf, size_t cap);
 
 /* ---- setup.c: the start of a run, in tdm_train_run's order; each is collective and fails on
  * every rank alike */
