@@ -54,9 +54,11 @@ void tdm_format_timers(tdm_strbuf *sb, int n, const char *const *names, const do
 void tdm_format_metrics_json(tdm_strbuf *sb, const tdm_step_record *r, int with_fingerprint);
 
 /* Appending writer of <dir>/metrics.jsonl (created with its directory). A resumed run
- * appends to the same file. */
+ * appends to the same file. Every line is whole: a torn last line (no newline) is removed on
+ * open, each record is one write(), and a write cut short is cut back off. When the file already
+ * holds lines, `header` (one JSON object, no newline; NULL: none) is written first. */
 typedef struct tdm_metrics_writer tdm_metrics_writer;
-tdm_metrics_writer *tdm_metrics_open(const char *dir, tdm_error *err);
+tdm_metrics_writer *tdm_metrics_open(const char *dir, const char *header, tdm_error *err);
 int tdm_metrics_write(tdm_metrics_writer *w, const tdm_step_record *r, int with_fingerprint, tdm_error *err);
 void tdm_metrics_close(tdm_metrics_writer *w);
 
