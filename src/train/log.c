@@ -171,6 +171,18 @@ void tdm_format_progress(tdm_strbuf *sb, int64_t done, int64_t total, double ms_
                   (long long)done, (long long)total, pct, ms_per_iter, eta / 3600, (eta / 60) % 60, eta % 60);
 }
 
+void tdm_step_window_push(tdm_step_window *w, double ms) {
+    w->ms[w->next] = ms;
+    w->next = (w->next + 1) % TDM_STEP_WINDOW;
+    if (w->n < TDM_STEP_WINDOW) w->n++;
+}
+
+double tdm_step_window_mean(const tdm_step_window *w) {
+    double s = 0;
+    for (int i = 0; i < w->n; i++) s += w->ms[i];
+    return w->n ? s / w->n : 0.0;
+}
+
 void tdm_format_validation(tdm_strbuf *sb, const char *prefix, double loss) {
     char line[512];
     int n = snprintf(line, sizeof line, " validation loss at %s | lm loss value: %.6E | lm loss PPL: %.6E | ", prefix,

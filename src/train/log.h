@@ -75,4 +75,14 @@ void tdm_format_validation_json(tdm_strbuf *sb, int64_t iteration, int64_t consu
 /* "progress: iteration 50/200 (25.0%), 312.4 ms/iteration, ETA 0:00:46" (no newline). */
 void tdm_format_progress(tdm_strbuf *sb, int64_t done, int64_t total, double ms_per_iter);
 
+/* The step times of the last TDM_STEP_WINDOW iterations (fewer at the start), whose mean the
+ * progress line's ms/iteration and ETA use. Zero-initialised is empty. */
+enum { TDM_STEP_WINDOW = 20 };
+typedef struct tdm_step_window {
+    double ms[TDM_STEP_WINDOW];
+    int n, next;
+} tdm_step_window;
+void tdm_step_window_push(tdm_step_window *w, double ms);
+double tdm_step_window_mean(const tdm_step_window *w); /* 0 when empty */
+
 #endif

@@ -346,7 +346,7 @@ static int train_loop(trainer *t, tdm_error *err) {
         push_record(t, &rec);
         saved_last = 0;
         tdm_train__log_iteration(t, &iv, &rec); /* every rank: the timers report in it is collective */
-        if (t->rank == 0) tdm_train__log_step(t, &iv, &rec, &last_progress, err);
+        if (t->rank == 0) tdm_train__log_step(t, &rec, &last_progress, err);
         if (t->valid_feed && t->iteration % a->eval_interval == 0) {
             char prefix[64];
             snprintf(prefix, sizeof prefix, "iteration %lld", (long long)t->iteration);

@@ -60,6 +60,7 @@ typedef struct trainer {
     int memory_reported;      /* the memory line follows the first iteration line only */
     tdm_ckpt pending;         /* the checkpoint whose Adam state was read but not yet vouched for */
     int has_pending;
+    tdm_step_window steps; /* rank 0: the recent step times, for the progress line's ETA */
     int eval_stopped; /* the last evaluation ended early on an agreed stop: TDM_STOP_*, 0: it did not */
 } trainer;
 
@@ -123,9 +124,9 @@ int tdm_train__verify_optimizer_load(trainer *t, tdm_error *err);
 /* Counts the step into iv and, at --log-interval, prints the iteration line (and the timers). Every
  * rank: the timers' reports are collective. */
 void tdm_train__log_iteration(trainer *t, interval *iv, const tdm_step_record *r);
-/* Rank 0: the step's TensorBoard scalars, its metrics.jsonl line and, every 10 s, a progress line. */
-void tdm_train__log_step(trainer *t, const interval *iv, const tdm_step_record *rec, uint64_t *last_progress,
-                         tdm_error *err);
+/* Rank 0: the step's TensorBoard scalars, its metrics.jsonl line and, every 10 s, a progress line
+ * (its ETA from the mean of the last TDM_STEP_WINDOW steps). */
+void tdm_train__log_step(trainer *t, const tdm_step_record *rec, uint64_t *last_progress, tdm_error *err);
 /* Rank 0, --tensorboard-dir: scalars, each also "TAG vs samples". */
 void tdm_train__tb_scalars(trainer *t, int n, const char *const *tags, const double *values, int64_t iteration);
 
