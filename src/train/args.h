@@ -197,6 +197,12 @@ void tdm_train_args_format_help(tdm_strbuf *sb);
  * resume with different numerics is reported. Logging, saving and overlap flags are
  * not included (overlap does not change the numbers). */
 uint64_t tdm_train_args_fingerprint(const tdm_train_args *a);
+/* The "key=value" lines (one per hashed attribute, Megatron's attribute names) behind a fingerprint this
+ * process computed recently, or NULL. */
+const char *tdm_train_args_numeric_values(uint64_t fingerprint);
+/* Appends, "; "-separated, "--flag SAVED -> NOW" for every attribute whose value differs between two such
+ * sets of lines ("(default)" where one leaves an attribute out). */
+void tdm_train_args_numeric_diff(const char *saved, const char *now, tdm_strbuf *out);
 
 /* The parser of `tandem train` (its usage, flags and --help), on a tdm_train_args target: for
  * commands that answer its --help, or hand its flags on (ab, tdm_flags.pass). */

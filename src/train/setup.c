@@ -234,8 +234,8 @@ static int reserve_activations(trainer *t, tdm_error *err) {
     return ok ? 0 : -1;
 }
 
-/* metrics.jsonl's run header: {"run":{"start":UTC time,"command":[this process's argv],"ranks":N,
- * "resumed_from":--load or null}} (user-guide.md). */
+/* metrics.jsonl's run header: {"run":{"start":UTC time,"command":[this process's argv],"ranks":N}}
+ * (user-guide.md). */
 static void run_header(const trainer *t, tdm_strbuf *sb) {
     char stamp[32];
     time_t now = time(NULL);
@@ -255,10 +255,7 @@ static void run_header(const trainer *t, tdm_strbuf *sb) {
             i += len + 1;
         }
     }
-    tdm_sb_printf(sb, "],\"ranks\":%d,\"resumed_from\":", t->dp);
-    if (t->a->load[0]) tdm_sb_json_string(sb, t->a->load, strlen(t->a->load));
-    else tdm_sb_puts(sb, "null");
-    tdm_sb_puts(sb, "}}");
+    tdm_sb_printf(sb, "],\"ranks\":%d}}", t->dp);
 }
 
 /* Rank 0: metrics.jsonl, the TensorBoard events, valid.jsonl, and a --save folder that can be written. */
@@ -269,7 +266,8 @@ static int open_outputs(trainer *t, tdm_error *err) {
         tdm_strbuf hdr;
         tdm_sb_init(&hdr);
         run_header(t, &hdr);
-        ok = (t->metrics = tdm_metrics_open(a->run_dir, hdr.data, err)) != NULL;
+        /* a fresh run starts a new series; a resumed one (--load) continues its run's */
+        ok = (t->metrics = tdm_metrics_open(a->run_dir, a->load[0] ? NULL : hdr.data, err)) != NULL;
         tdm_sb_free(&hdr);
     }
     if (ok && a->tensorboard_dir[0] && t->rank == 0) {
