@@ -199,6 +199,9 @@ static const tdm_flag ARGS[] = {
      "differs)")},
     {ARG("exit-duration-in-mins", "exit_duration_in_mins", TDM_FLAG_DOUBLE, exit_duration_in_mins, 0, 1e9, NONE_IF_ZERO,
      NULL, NULL, "M", "stop (saving with --save) at the end of the first step after M minutes of running")},
+    {ARG("exit-signal-file", "exit_signal_file", TDM_FLAG_PATH, exit_signal_file, 0, 0, NONE_NEVER, NULL, NULL, "PATH",
+     "stop (saving with --save) at the end of the step, or the validation batch, in which PATH appears (it is then "
+     "removed); works under every launcher")},
 
     /* precision */
     {ARG("bf16", "bf16", TDM_FLAG_BOOL, bf16, 0, 0, NONE_NEVER, NULL, NULL, NULL,
@@ -815,8 +818,87 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
+/* The "key=value" lines behind the last fingerprints this process computed (a checkpoint stores them
+ * beside the fingerprint, so that a resume can name what differs). */
+enum { N_REMEMBERED = 4 };
+static struct {
+    uint64_t fingerprint;
+    char *values;
+} remembered[N_REMEMBERED];
+static int remembered_next;
+
+const char *tdm_train_args_numeric_values(uint64_t fingerprint) {
+    for (int k = 0; k < N_REMEMBERED; k++)
+        if (remembered[k].values && remembered[k].fingerprint == fingerprint) return remembered[k].values;
+    return NULL;
+}
+
+static void remember(uint64_t fingerprint, tdm_strbuf *values) {
+    if (tdm_train_args_numeric_values(fingerprint)) {
+        tdm_sb_free(values);
+        return;
+    }
+    free(remembered[remembered_next].values);
+    remembered[remembered_next].fingerprint = fingerprint;
+    remembered[remembered_next].values = values->data; /* taken over */
+    remembered_next = (remembered_next + 1) % N_REMEMBERED;
+}
+
+/* The flag of a fingerprint key ("lr" -> "--lr"); the schedule's spans by what sets them. */
+static const char *flag_of_key(const char *key) {
+    if (!strcmp(key, "lr_decay_span")) return "the learning-rate decay span (--lr-decay-iters, else --train-iters)";
+    if (!strcmp(key, "wd_incr_span")) return "the weight-decay span (--train-iters or --train-samples)";
+    for (int i = 0; i < N_ARGS; i++)
+        if (!strcmp(ARGS[i].key, key)) return ARGS[i].name;
+    return key;
+}
+
+/* The value of key in "key=value" lines, or NULL; its length in *n. */
+static const char *line_value(const char *lines, const char *key, size_t *n) {
+    size_t kl = strlen(key);
+    for (const char *p = lines; p && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (len > kl && !strncmp(p, key, kl) && p[kl] == '=') {
+            *n = len - kl - 1;
+            return p + kl + 1;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return NULL;
+}
+
+/* Appends "--flag SAVED -> NOW" for each key whose value differs between two sets of lines
+ * ("(default)" for a key one side leaves out), separated by "; ". */
+static void diff_lines(const char *saved, const char *now, const char *walk, int walk_is_saved, tdm_strbuf *out) {
+    for (const char *p = walk; p && *p;) {
+        const char *nl = strchr(p, '\n'), *eq = strchr(p, '=');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (eq && eq < p + len) {
+            char key[96];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - p), p);
+            size_t na = 0, nb = 0;
+            const char *va = line_value(saved, key, &na), *vb = line_value(now, key, &nb);
+            int seen_before = !walk_is_saved && va; /* listed while walking the saved lines */
+            if (!seen_before && (!va || !vb || na != nb || memcmp(va, vb, na) != 0)) {
+                if (out->len) tdm_sb_puts(out, "; ");
+                tdm_sb_printf(out, "%s %.*s -> %.*s", flag_of_key(key), va ? (int)na : 9, va ? va : "(default)",
+                              vb ? (int)nb : 9, vb ? vb : "(default)");
+            }
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+}
+
+void tdm_train_args_numeric_diff(const char *saved, const char *now, tdm_strbuf *out) {
+    diff_lines(saved, now, saved, 1, out);
+    diff_lines(saved, now, now, 0, out);
+}
+
 uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
     /* attributes that change the numbers of a run; paths are compared by name only */
+    tdm_strbuf lines;
+    tdm_sb_init(&lines);
     static const char *const numeric[] = {
         "micro_batch_size", "global_batch_size", "seq_length", "lr", "min_lr", "lr_decay_style",
         "lr_warmup_iters", "lr_warmup_fraction", "lr_warmup_init", "lr_decay_iters", "lr_warmup_samples",
@@ -833,6 +915,7 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
             tdm_train_args_value(a, i, value, sizeof value);
             h = fnv1a(h, ARGS[i].key, strlen(ARGS[i].key) + 1);
             h = fnv1a(h, value, strlen(value) + 1);
+            tdm_sb_printf(&lines, "%s=%s\n", ARGS[i].key, value);
         }
     }
     /* later flags, hashed only away from their defaults: checkpoints written before they existed keep their
@@ -853,6 +936,7 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
             if (!strcmp(value, dflt)) continue;
             h = fnv1a(h, ARGS[i].key, strlen(ARGS[i].key) + 1);
             h = fnv1a(h, value, strlen(value) + 1);
+            tdm_sb_printf(&lines, "%s=%s\n", ARGS[i].key, value);
         }
     }
     /* the schedule's span: without --lr-decay-iters it is --train-iters, so raising
@@ -861,6 +945,7 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
                                         : (a->lr_decay_iters > 0 ? a->lr_decay_iters : a->train_iters);
     h = fnv1a(h, "lr_decay_span", sizeof "lr_decay_span");
     h = fnv1a(h, &span, sizeof span);
+    tdm_sb_printf(&lines, "lr_decay_span=%lld\n", (long long)span);
     /* an increasing weight decay spans the whole run (--train-iters x global batch, or --train-samples),
      * whatever --lr-decay-iters says: raising --train-iters changes every later weight decay (hashed only
      * with a non-constant style, so that other checkpoints keep their fingerprint) */
@@ -868,6 +953,8 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
         int64_t wd_span = a->train_samples > 0 ? a->train_samples : a->train_iters;
         h = fnv1a(h, "wd_incr_span", sizeof "wd_incr_span");
         h = fnv1a(h, &wd_span, sizeof wd_span);
+        tdm_sb_printf(&lines, "wd_incr_span=%lld\n", (long long)wd_span);
     }
+    remember(h, &lines);
     return h;
 }

@@ -100,6 +100,7 @@ typedef struct tdm_train_args {
     int no_load_optim;
     int finetune;                        /* load weights only; start at iteration 0 */
     int64_t exit_interval;               /* stop (saving) when iteration % exit_interval == 0 */
+    char exit_signal_file[TDM_ARGS_PATH_MAX]; /* stop (saving) once this file exists; "" = none */
     double exit_duration_in_mins;        /* stop (saving) once a rank has run this long; 0 = never */
     int64_t check_weight_hash_across_dp_replicas_interval; /* compare the weights of all ranks every N; 0: never */
     int no_save_optim;                   /* checkpoints without optimizer.safetensors */
@@ -196,6 +197,12 @@ void tdm_train_args_format_help(tdm_strbuf *sb);
  * resume with different numerics is reported. Logging, saving and overlap flags are
  * not included (overlap does not change the numbers). */
 uint64_t tdm_train_args_fingerprint(const tdm_train_args *a);
+/* The "key=value" lines (one per hashed attribute, Megatron's attribute names) behind a fingerprint this
+ * process computed recently, or NULL. */
+const char *tdm_train_args_numeric_values(uint64_t fingerprint);
+/* Appends, "; "-separated, "--flag SAVED -> NOW" for every attribute whose value differs between two such
+ * sets of lines ("(default)" where one leaves an attribute out). */
+void tdm_train_args_numeric_diff(const char *saved, const char *now, tdm_strbuf *out);
 
 /* The parser of `tandem train` (its usage, flags and --help), on a tdm_train_args target: for
  * commands that answer its --help, or hand its flags on (ab, tdm_flags.pass). */

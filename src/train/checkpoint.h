@@ -72,6 +72,7 @@ typedef struct tdm_ckpt_state {
     int params_bf16;               /* "params_dtype": "bfloat16" (--bf16); absent in older checkpoints: float32 */
     int has_optimizer;             /* optimizer.safetensors present */
     uint64_t args_fingerprint;     /* tdm_train_args_fingerprint */
+    char numeric_args[8192];       /* its "key=value" lines (tdm_train_args_numeric_values); "": not saved */
     uint64_t model_fingerprint;    /* tdm_ckpt_model_fingerprint of the table */
 } tdm_ckpt_state;
 

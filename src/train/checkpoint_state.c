@@ -12,6 +12,7 @@
 
 #include "core/alloc.h"
 #include "core/fs.h"
+#include "train/args.h"
 #include "core/json.h"
 #include "core/strbuf.h"
 #include "train/checkpoint_internal.h"
@@ -59,6 +60,13 @@ void tdm_ckpt__state_json(tdm_strbuf *sb, const tdm_ckpt_state *s, const uint64_
     if (s->params_bf16) tdm_sb_puts(sb, "  \"params_dtype\": \"bfloat16\",\n"); /* absent: float32 */
     tdm_sb_printf(sb, "  \"args_fingerprint\": \"%016" PRIx64 "\",\n  \"model_fingerprint\": \"%016" PRIx64 "\",\n",
                   s->args_fingerprint, s->model_fingerprint);
+    /* the values behind the fingerprint, so that a resume with other flags can name them */
+    const char *nv = s->numeric_args[0] ? s->numeric_args : tdm_train_args_numeric_values(s->args_fingerprint);
+    if (nv && strlen(nv) < sizeof s->numeric_args) {
+        tdm_sb_puts(sb, "  \"numeric_args\": ");
+        tdm_sb_json_string(sb, nv, strlen(nv));
+        tdm_sb_puts(sb, ",\n");
+    }
     tdm_sb_puts(sb, "  \"files\": {");
     int first = 1;
     for (int i = 0; i < N_CKPT_FILES; i++) {
@@ -226,6 +234,11 @@ static int parse_state(const char *file, const char *text, size_t len, tdm_ckpt_
     }
     if (get_hex64(r, "args_fingerprint", &s->args_fingerprint, file, err) != 0) goto out_err;
     if (get_hex64(r, "model_fingerprint", &s->model_fingerprint, file, err) != 0) goto out_err;
+    if (tdm_json_get(r, "numeric_args")) { /* absent in checkpoints written before it was saved */
+        const char *nv = tdm_json_get_str(r, "numeric_args", err);
+        if (!nv) goto bad;
+        if (strlen(nv) < sizeof s->numeric_args) snprintf(s->numeric_args, sizeof s->numeric_args, "%s", nv);
+    }
     const tdm_json *files = tdm_json_get(r, "files");
     for (int i = 0; i < N_CKPT_FILES; i++) {
         const tdm_json *f = tdm_json_get(files, CKPT_FILES[i]);

@@ -2,10 +2,13 @@
 #include "train/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/fs.h"
@@ -77,22 +80,72 @@ void tdm_format_metrics_json(tdm_strbuf *sb, const tdm_step_record *r, int with_
 }
 
 struct tdm_metrics_writer {
-    FILE *f;
+    int fd;
     char path[4096];
     tdm_strbuf sb;
 };
 
-tdm_metrics_writer *tdm_metrics_open(const char *dir, tdm_error *err) {
+/* A file whose last line has no newline (a write cut short by a full disk, a killed run) loses that
+ * line, so that what is appended starts a line of its own. Returns the size kept, -1 on an error. */
+static off_t drop_torn_tail(int fd, const char *path, off_t size, tdm_error *err) {
+    char buf[4096];
+    off_t end = size;
+    while (end > 0) {
+        size_t n = end < (off_t)sizeof buf ? (size_t)end : sizeof buf;
+        ssize_t got = pread(fd, buf, n, end - (off_t)n);
+        if (got != (ssize_t)n) return tdm_errorf(err, "%s: cannot read: %s", path, strerror(errno));
+        if (end == size && buf[n - 1] == '\n') return size; /* whole lines */
+        const char *nl = memrchr(buf, '\n', n);
+        if (nl) {
+            end = end - (off_t)n + (off_t)(nl - buf) + 1;
+            break;
+        }
+        end -= (off_t)n;
+    }
+    if (ftruncate(fd, end) != 0) return tdm_errorf(err, "%s: cannot truncate: %s", path, strerror(errno));
+    fprintf(stderr, "warning: %s: removed a torn last line (%lld bytes without a newline)\n", path,
+            (long long)(size - end));
+    return end;
+}
+
+/* One whole line with one write(); a short or failed write is cut back off, so every line stays whole. */
+static int write_line(tdm_metrics_writer *w, tdm_error *err) {
+    struct stat st;
+    if (fstat(w->fd, &st) != 0) return tdm_errorf(err, "%s: cannot stat: %s", w->path, strerror(errno));
+    ssize_t n = write(w->fd, w->sb.data, w->sb.len);
+    if (n == (ssize_t)w->sb.len) return 0;
+    int e = n < 0 ? errno : ENOSPC;
+    if (ftruncate(w->fd, st.st_size) != 0) { /* nothing more to do: the error below is reported */
+    }
+    return tdm_errorf(err, "%s: write failed: %s", w->path, strerror(e));
+}
+
+tdm_metrics_writer *tdm_metrics_open(const char *dir, const char *header, tdm_error *err) {
     if (tdm_mkdirs(dir, err) != 0) return NULL;
     tdm_metrics_writer *w = tdm_xcalloc(1, sizeof *w);
     snprintf(w->path, sizeof w->path, "%s/metrics.jsonl", dir);
-    w->f = fopen(w->path, "a");
-    if (!w->f) {
+    w->fd = open(w->path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    struct stat st;
+    off_t kept = 0;
+    if (w->fd < 0 || fstat(w->fd, &st) != 0) {
         tdm_errorf(err, "%s: cannot open for appending: %s", w->path, strerror(errno));
+        if (w->fd >= 0) close(w->fd);
         free(w);
         return NULL;
     }
     tdm_sb_init(&w->sb);
+    if (st.st_size > 0 && (kept = drop_torn_tail(w->fd, w->path, st.st_size, err)) < 0) {
+        tdm_metrics_close(w);
+        return NULL;
+    }
+    if (kept > 0 && header) { /* another run's lines come first: a record that separates this run's */
+        tdm_sb_puts(&w->sb, header);
+        tdm_sb_putc(&w->sb, '\n');
+        if (write_line(w, err) != 0) {
+            tdm_metrics_close(w);
+            return NULL;
+        }
+    }
     return w;
 }
 
@@ -100,15 +153,12 @@ int tdm_metrics_write(tdm_metrics_writer *w, const tdm_step_record *r, int with_
     tdm_sb_clear(&w->sb);
     tdm_format_metrics_json(&w->sb, r, with_fingerprint);
     tdm_sb_putc(&w->sb, '\n');
-    /* flushed per line: a killed run keeps every step it finished */
-    if (fwrite(w->sb.data, 1, w->sb.len, w->f) != w->sb.len || fflush(w->f) != 0)
-        return tdm_errorf(err, "%s: write failed: %s", w->path, strerror(errno));
-    return 0;
+    return write_line(w, err); /* unbuffered: a killed run keeps every step it finished */
 }
 
 void tdm_metrics_close(tdm_metrics_writer *w) {
     if (!w) return;
-    fclose(w->f);
+    close(w->fd);
     tdm_sb_free(&w->sb);
     free(w);
 }
@@ -119,6 +169,18 @@ void tdm_format_progress(tdm_strbuf *sb, int64_t done, int64_t total, double ms_
     if (eta < 0) eta = 0;
     tdm_sb_printf(sb, "progress: iteration %lld/%lld (%.1f%%), %.1f ms/iteration, ETA %lld:%02lld:%02lld",
                   (long long)done, (long long)total, pct, ms_per_iter, eta / 3600, (eta / 60) % 60, eta % 60);
+}
+
+void tdm_step_window_push(tdm_step_window *w, double ms) {
+    w->ms[w->next] = ms;
+    w->next = (w->next + 1) % TDM_STEP_WINDOW;
+    if (w->n < TDM_STEP_WINDOW) w->n++;
+}
+
+double tdm_step_window_mean(const tdm_step_window *w) {
+    double s = 0;
+    for (int i = 0; i < w->n; i++) s += w->ms[i];
+    return w->n ? s / w->n : 0.0;
 }
 
 void tdm_format_validation(tdm_strbuf *sb, const char *prefix, double loss) {

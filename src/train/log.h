@@ -54,9 +54,11 @@ void tdm_format_timers(tdm_strbuf *sb, int n, const char *const *names, const do
 void tdm_format_metrics_json(tdm_strbuf *sb, const tdm_step_record *r, int with_fingerprint);
 
 /* Appending writer of <dir>/metrics.jsonl (created with its directory). A resumed run
- * appends to the same file. */
+ * appends to the same file. Every line is whole: a torn last line (no newline) is removed on
+ * open, each record is one write(), and a write cut short is cut back off. When the file already
+ * holds lines, `header` (one JSON object, no newline; NULL: none) is written first. */
 typedef struct tdm_metrics_writer tdm_metrics_writer;
-tdm_metrics_writer *tdm_metrics_open(const char *dir, tdm_error *err);
+tdm_metrics_writer *tdm_metrics_open(const char *dir, const char *header, tdm_error *err);
 int tdm_metrics_write(tdm_metrics_writer *w, const tdm_step_record *r, int with_fingerprint, tdm_error *err);
 void tdm_metrics_close(tdm_metrics_writer *w);
 
@@ -72,5 +74,15 @@ void tdm_format_validation_json(tdm_strbuf *sb, int64_t iteration, int64_t consu
 
 /* "progress: iteration 50/200 (25.0%), 312.4 ms/iteration, ETA 0:00:46" (no newline). */
 void tdm_format_progress(tdm_strbuf *sb, int64_t done, int64_t total, double ms_per_iter);
+
+/* The step times of the last TDM_STEP_WINDOW iterations (fewer at the start), whose mean the
+ * progress line's ms/iteration and ETA use. Zero-initialised is empty. */
+enum { TDM_STEP_WINDOW = 20 };
+typedef struct tdm_step_window {
+    double ms[TDM_STEP_WINDOW];
+    int n, next;
+} tdm_step_window;
+void tdm_step_window_push(tdm_step_window *w, double ms);
+double tdm_step_window_mean(const tdm_step_window *w); /* 0 when empty */
 
 #endif

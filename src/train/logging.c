@@ -151,7 +151,7 @@ void tdm_train__log_iteration(trainer *t, interval *iv, const tdm_step_record *r
     memset(iv, 0, sizeof *iv);
 }
 
-void tdm_train__log_step(trainer *t, const interval *iv, const tdm_step_record *rec, uint64_t *last_progress,
+void tdm_train__log_step(trainer *t, const tdm_step_record *rec, uint64_t *last_progress,
                          tdm_error *err) {
     const tdm_train_args *a = t->a;
     tb_step(t, rec);
@@ -160,10 +160,11 @@ void tdm_train__log_step(trainer *t, const interval *iv, const tdm_step_record *
         tdm_metrics_close(t->metrics);
         t->metrics = NULL;
     }
+    tdm_step_window_push(&t->steps, rec->step_ms);
     if (tdm_now_ns() - *last_progress > 10ull * 1000000000ull) {
         tdm_strbuf sb;
         tdm_sb_init(&sb);
-        tdm_format_progress(&sb, t->iteration, a->train_iters, iv->n ? iv->ms_sum / iv->n : rec->step_ms);
+        tdm_format_progress(&sb, t->iteration, a->train_iters, tdm_step_window_mean(&t->steps));
         fprintf(stderr, "%s\n", sb.data);
         tdm_sb_free(&sb);
         *last_progress = tdm_now_ns();

@@ -120,14 +120,21 @@ int tdm_train__resume_position(trainer *t, tdm_ckpt *ck, tdm_error *err) {
     int rc = 0;
     t->iteration = ck->state.iteration;
     t->consumed = ck->state.consumed_samples;
-    if (ck->state.args_fingerprint != tdm_train_args_fingerprint(a))
-        tdm_log_info("note: resuming %s with flags that change the numerics (batch sizes, schedule, optimizer, "
-                     "seed, data or freezing differ from the saved run)%s",
-                     ck->dir,
+    const uint64_t fingerprint = tdm_train_args_fingerprint(a);
+    if (ck->state.args_fingerprint != fingerprint) {
+        tdm_strbuf diff;
+        tdm_sb_init(&diff);
+        const char *now = tdm_train_args_numeric_values(fingerprint);
+        if (ck->state.numeric_args[0] && now) tdm_train_args_numeric_diff(ck->state.numeric_args, now, &diff);
+        tdm_log_info("note: resuming %s with flags that change the numerics (%s)%s", ck->dir,
+                     diff.len ? diff.data
+                              : "batch sizes, schedule, optimizer, seed, data or freezing differ from the saved run",
                      a->use_checkpoint_opt_param_scheduler
                          ? "; the learning-rate schedule is the checkpoint's (--use-checkpoint-opt_param-"
                            "scheduler)"
                          : "");
+        tdm_sb_free(&diff);
+    }
     char pp_buf[2200];
     if (tdm_file_exists(t->cfg.path)) note_config_change(ck->dir, "config.json", t->cfg.path, "model config");
     note_config_change(ck->dir, "preprocessor_config.json",

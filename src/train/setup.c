@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/stat.h>
 #include <xxhash.h>
 
 #include "core/alloc.h"
@@ -232,11 +234,42 @@ static int reserve_activations(trainer *t, tdm_error *err) {
     return ok ? 0 : -1;
 }
 
+/* metrics.jsonl's run header: {"run":{"start":UTC time,"command":[this process's argv],"ranks":N}}
+ * (user-guide.md). */
+static void run_header(const trainer *t, tdm_strbuf *sb) {
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    tdm_sb_printf(sb, "{\"run\":{\"start\":\"%s\",\"command\":[", stamp);
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (f) {
+        char buf[8192];
+        size_t n = fread(buf, 1, sizeof buf, f), i = 0;
+        fclose(f);
+        for (int k = 0; i < n; k++) {
+            size_t len = strnlen(buf + i, n - i);
+            if (k) tdm_sb_putc(sb, ',');
+            tdm_sb_json_string(sb, buf + i, len);
+            i += len + 1;
+        }
+    }
+    tdm_sb_printf(sb, "],\"ranks\":%d}}", t->dp);
+}
+
 /* Rank 0: metrics.jsonl, the TensorBoard events, valid.jsonl, and a --save folder that can be written. */
 static int open_outputs(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
     int ok = 1;
-    if (ok && a->run_dir[0] && t->rank == 0) ok = (t->metrics = tdm_metrics_open(a->run_dir, err)) != NULL;
+    if (ok && a->run_dir[0] && t->rank == 0) {
+        tdm_strbuf hdr;
+        tdm_sb_init(&hdr);
+        run_header(t, &hdr);
+        /* a fresh run starts a new series; a resumed one (--load) continues its run's */
+        ok = (t->metrics = tdm_metrics_open(a->run_dir, a->load[0] ? NULL : hdr.data, err)) != NULL;
+        tdm_sb_free(&hdr);
+    }
     if (ok && a->tensorboard_dir[0] && t->rank == 0) {
         ok = (t->tb = tdm_tb_open(a->tensorboard_dir, err)) != NULL;
         if (ok) tdm_log_info("TensorBoard events: %s", tdm_tb_path(t->tb));
@@ -321,6 +354,13 @@ int tdm_train__agree_on_flags(trainer *t, tdm_error *err) {
 int tdm_train__setup_data(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
     int ok = setup(t, err) == 0;
+    struct stat st;
+    if (ok && a->exit_signal_file[0] && stat(a->exit_signal_file, &st) == 0)
+    {
+        tdm_errorf(err, "--exit-signal-file %s already exists: remove it (the run would stop after its first step)",
+                   a->exit_signal_file);
+        ok = 0;
+    }
     if (ok) {
         tdm_feed_options fo = {.args = a, .dp_rank = t->rank, .dp_size = t->dp, .config = &t->cfg};
         t->feed = tdm_feed_create(&fo, err);

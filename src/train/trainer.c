@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -44,12 +45,26 @@ void tdm_train_install_signal_handlers(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL); /* what Open MPI's mpirun forwards without killing the ranks (user-guide.md) */
     tdm_image_set_stop_flag(&g_stop_requested); /* a picture being decoded does not hold the stop up */
 }
 
 void tdm_train_request_stop(void) { g_stop_requested = 1; }
 
 int tdm_train_stop_signal(void) { return g_stop_requested ? (g_stop_signal ? g_stop_signal : SIGTERM) : 0; }
+
+int tdm_train__stop_asked(const trainer *t) {
+    if (g_stop_requested) return TDM_STOP_SIGNAL;
+    struct stat st;
+    if (t->a->exit_signal_file[0] && stat(t->a->exit_signal_file, &st) == 0) return TDM_STOP_FILE;
+    return 0;
+}
+
+const char *tdm_train__stop_reason(const trainer *t, int stop, char *buf, size_t cap) {
+    if (stop == TDM_STOP_FILE) snprintf(buf, cap, "--exit-signal-file %s", t->a->exit_signal_file);
+    else snprintf(buf, cap, "a signal");
+    return buf;
+}
 
 void tdm_train_result_free(tdm_train_result *res) {
     free(res->records);
@@ -91,7 +106,7 @@ uint64_t tdm_train__params_checksum(tdm_model *m) {
 
 /* ------------------------------------------------------------------ one step */
 
-enum { STOP_SIGNAL = 1, STOP_DURATION = 2 };
+enum { STOP_SIGNAL = TDM_STOP_SIGNAL, STOP_DURATION = TDM_STOP_DURATION, STOP_FILE = TDM_STOP_FILE };
 
 /* What this rank's micro-batches of one step added up to. */
 typedef struct micro_sums {
@@ -178,16 +193,19 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
         return -1;
     }
 
-    /* one small collective, summed in rank order: loss sum, token count, model FLOPs, and the two
-     * reasons to stop after this step (a signal; --exit-duration-in-mins, by any rank's clock) */
+    /* one small collective, summed in rank order: loss sum, token count, model FLOPs, and the three
+     * reasons to stop after this step (a signal; --exit-duration-in-mins, by any rank's clock;
+     * --exit-signal-file, seen by any rank) */
     const int out_of_time =
         a->exit_duration_in_mins > 0 && (double)(tdm_now_ns() - t->start_ns) / 60e9 > a->exit_duration_in_mins;
-    double sums[5] = {ms.loss_sum, ms.tokens, ms.flops, g_stop_requested ? 1.0 : 0.0, out_of_time ? 1.0 : 0.0};
-    if (tdm_ddp_sum_across_ranks(t->ddp, sums, 5, err) != 0) return -1;
+    const int asked = tdm_train__stop_asked(t);
+    double sums[6] = {ms.loss_sum, ms.tokens, ms.flops, asked == STOP_SIGNAL ? 1.0 : 0.0, out_of_time ? 1.0 : 0.0,
+                      asked == STOP_FILE ? 1.0 : 0.0};
+    if (tdm_ddp_sum_across_ranks(t->ddp, sums, 6, err) != 0) return -1;
     rec->tokens = (int64_t)sums[1];
     rec->loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
     rec->model_flops = sums[2];
-    *stop = sums[3] > 0 ? STOP_SIGNAL : sums[4] > 0 ? STOP_DURATION : 0;
+    *stop = sums[3] > 0 ? STOP_SIGNAL : sums[5] > 0 ? STOP_FILE : sums[4] > 0 ? STOP_DURATION : 0;
     if (sums[1] <= 0 || !isfinite(rec->loss)) {
         t->res->all_ranks_failed = 1;
         t->res->failed_rank = 0;
@@ -300,8 +318,12 @@ static void teardown(trainer *t) {
 static void note_exit(trainer *t, int stop) {
     const tdm_train_args *a = t->a;
     t->res->interrupted = t->iteration < a->train_iters; /* an exit at the last iteration is the end */
-    char why[96] = "exiting (--exit-interval)";
+    char why[TDM_ARGS_PATH_MAX + 64] = "exiting (--exit-interval)";
     if (stop == STOP_SIGNAL) snprintf(why, sizeof why, "stopping on a signal");
+    if (stop == STOP_FILE) { /* removed, so that the next run from the checkpoint does not stop at once */
+        snprintf(why, sizeof why, "stopping on --exit-signal-file %s (removed)", a->exit_signal_file);
+        unlink(a->exit_signal_file);
+    }
     if (stop == STOP_DURATION) /* Megatron: 'exiting program after N minutes' */
         snprintf(why, sizeof why, "exiting (--exit-duration-in-mins) after %.4f minutes",
                  (double)(tdm_now_ns() - t->start_ns) / 60e9);
@@ -327,11 +349,12 @@ static int train_loop(trainer *t, tdm_error *err) {
         push_record(t, &rec);
         saved_last = 0;
         tdm_train__log_iteration(t, &iv, &rec); /* every rank: the timers report in it is collective */
-        if (t->rank == 0) tdm_train__log_step(t, &iv, &rec, &last_progress, err);
+        if (t->rank == 0) tdm_train__log_step(t, &rec, &last_progress, err);
         if (t->valid_feed && t->iteration % a->eval_interval == 0) {
             char prefix[64];
             snprintf(prefix, sizeof prefix, "iteration %lld", (long long)t->iteration);
             if (tdm_train__evaluate(t, prefix, err) != 0) return -1;
+            if (t->eval_stopped && !stop) stop = t->eval_stopped; /* a stop asked for during the validation */
         }
         if (a->check_weight_hash_across_dp_replicas_interval > 0 &&
             t->iteration % a->check_weight_hash_across_dp_replicas_interval == 0 && weights_agree(t, err) != 0)

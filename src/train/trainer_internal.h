@@ -60,6 +60,8 @@ typedef struct trainer {
     int memory_reported;      /* the memory line follows the first iteration line only */
     tdm_ckpt pending;         /* the checkpoint whose Adam state was read but not yet vouched for */
     int has_pending;
+    tdm_step_window steps; /* rank 0: the recent step times, for the progress line's ETA */
+    int eval_stopped; /* the last evaluation ended early on an agreed stop: TDM_STOP_*, 0: it did not */
 } trainer;
 
 /* The steps since the last iteration line. */
@@ -78,6 +80,12 @@ static inline double tdm_train__ms_since(uint64_t t0) { return (double)(tdm_now_
 int tdm_train__agree(trainer *t, int ok, tdm_error *err);
 /* XXH3 of every parameter's values, in table order. */
 uint64_t tdm_train__params_checksum(tdm_model *m);
+/* Why this rank was asked to stop: TDM_STOP_SIGNAL (SIGTERM/SIGINT/SIGUSR1, tdm_train_request_stop),
+ * TDM_STOP_FILE (--exit-signal-file exists), or 0. */
+enum { TDM_STOP_SIGNAL = 1, TDM_STOP_DURATION = 2, TDM_STOP_FILE = 3 };
+int tdm_train__stop_asked(const trainer *t);
+/* The end of a stopped validation or run: "a signal" or "--exit-signal-file PATH". */
+const char *tdm_train__stop_reason(const trainer *t, int stop, char *buf, size_t cap);
 
 /* ---- setup.c: the start of a run, in tdm_train_run's order; each is collective and fails on
  * every rank alike */
@@ -116,9 +124,9 @@ int tdm_train__verify_optimizer_load(trainer *t, tdm_error *err);
 /* Counts the step into iv and, at --log-interval, prints the iteration line (and the timers). Every
  * rank: the timers' reports are collective. */
 void tdm_train__log_iteration(trainer *t, interval *iv, const tdm_step_record *r);
-/* Rank 0: the step's TensorBoard scalars, its metrics.jsonl line and, every 10 s, a progress line. */
-void tdm_train__log_step(trainer *t, const interval *iv, const tdm_step_record *rec, uint64_t *last_progress,
-                         tdm_error *err);
+/* Rank 0: the step's TensorBoard scalars, its metrics.jsonl line and, every 10 s, a progress line
+ * (its ETA from the mean of the last TDM_STEP_WINDOW steps). */
+void tdm_train__log_step(trainer *t, const tdm_step_record *rec, uint64_t *last_progress, tdm_error *err);
 /* Rank 0, --tensorboard-dir: scalars, each also "TAG vs samples". */
 void tdm_train__tb_scalars(trainer *t, int n, const char *const *tags, const double *values, int64_t iteration);
 

@@ -25,7 +25,20 @@ int tdm_train__evaluate(trainer *t, const char *prefix, tdm_error *err) {
     tdm_ddp_wait_params(t->ddp); /* --overlap-param-gather: the weights of the last step */
     double sums[2] = {0, 0};
     int ok = 1;
-    for (int64_t i = 0; ok && i < a->eval_iters; i++)
+    int64_t done = 0;
+    t->eval_stopped = 0;
+    for (int64_t i = 0; i < a->eval_iters; i++) {
+        /* at every batch boundary the ranks agree on a failure or a stop (SIGTERM/SIGINT, the stop file):
+         * a stop ends the validation here, and the loop saves and exits as after a step */
+        const int asked = tdm_train__stop_asked(t);
+        double flags[3] = {ok ? 0.0 : 1.0, asked == TDM_STOP_SIGNAL ? 1.0 : 0.0, asked == TDM_STOP_FILE ? 1.0 : 0.0};
+        tdm_error e;
+        if (tdm_ddp_sum_across_ranks(t->ddp, flags, 3, ok ? err : &e) != 0) return -1;
+        if (flags[0] > 0) break;
+        if (flags[1] > 0 || flags[2] > 0) {
+            t->eval_stopped = flags[1] > 0 ? TDM_STOP_SIGNAL : TDM_STOP_FILE;
+            break;
+        }
         for (int k = 0; ok && k < t->micro_per_step; k++) {
             const tdm_batch *b;
             uint64_t waited;
@@ -34,8 +47,17 @@ int tdm_train__evaluate(trainer *t, const char *prefix, tdm_error *err) {
                  tdm_model_forward(t->model, b, NULL, 0, NULL, &r, err) == 0;
             if (ok) sums[0] += r.loss_sum, sums[1] += (double)r.n_tokens;
         }
+        if (ok) done++;
+    }
     if (!ok) tdm_error_prefix(err, "validation");
     if (tdm_train__agree(t, ok, err) != 0) return -1;
+    if (t->eval_stopped) {
+        char why[TDM_ARGS_PATH_MAX + 32];
+        tdm_log_info("validation at %s stopped by %s after %lld of %lld batches (no result reported)", prefix,
+                     tdm_train__stop_reason(t, t->eval_stopped, why, sizeof why), (long long)done,
+                     (long long)a->eval_iters);
+        return 0;
+    }
     if (tdm_ddp_sum_across_ranks(t->ddp, sums, 2, err) != 0) return -1;
     if (sums[1] <= 0) { /* every rank sees the same sums */
         t->res->all_ranks_failed = 1;

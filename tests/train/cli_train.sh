@@ -65,7 +65,8 @@ PYEOF
   --ddp-bucket-size 400000 --train-iters 8 --load "$W/ck" > "$W/rope.log" 2>&1 \
   && grep -q 'model config that differs from its config.json (first at "text_config.rope_theta"' "$W/rope.log" \
   && grep -q 'preprocessor config that differs from its preprocessor_config.json (first at "image_mean\[0\]"' "$W/rope.log" \
-  && grep -q "with flags that change the numerics" "$W/rope.log" && ok "config and schedule changes on resume noted" \
+  && grep -qE "with flags that change the numerics \(the learning-rate decay span \(--lr-decay-iters, else --train-iters\) 6 -> 8\)" "$W/rope.log" \
+  && ok "config and schedule changes on resume noted, naming the flag and both values" \
   || { bad "resume with another rope_theta and --train-iters"; grep -m3 "note\|error" "$W/rope.log"; }
 
 # --- 2. dp=1 vs dp=2 with the same global batch ---------------------------------------

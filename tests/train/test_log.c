@@ -100,10 +100,24 @@ static void test_progress(void) {
     tdm_sb_free(&sb);
 }
 
+/* The ETA's step time is the mean of the last TDM_STEP_WINDOW steps, not the last step's. */
+static void test_step_window(void) {
+    tdm_step_window w;
+    memset(&w, 0, sizeof w);
+    CHECK(tdm_step_window_mean(&w) == 0.0, "empty window: %g", tdm_step_window_mean(&w));
+    tdm_step_window_push(&w, 100.0);
+    tdm_step_window_push(&w, 300.0);
+    CHECK(tdm_step_window_mean(&w) == 200.0, "two steps: %g, want 200", tdm_step_window_mean(&w));
+    for (int i = 0; i < 30; i++) tdm_step_window_push(&w, 100.0); /* the first two have left the window */
+    tdm_step_window_push(&w, 2100.0);                               /* one slow step among 19 of 100 ms */
+    CHECK(tdm_step_window_mean(&w) == 200.0, "19 x 100 + 2100: %g, want 200", tdm_step_window_mean(&w));
+}
+
 int main(void) {
     RUN(test_iteration_line_is_megatrons);
     RUN(test_timers_block);
     RUN(test_metrics_json);
     RUN(test_progress);
+    RUN(test_step_window);
     return TEST_SUMMARY();
 }
