@@ -30,4 +30,9 @@ const char *tdm_version(void);
 /* "tandem VERSION" and "built for TARGET" (the compiler's target) on stdout; returns 0. */
 int tdm_cli_print_version(void);
 
+/* The flags generate and evaluate share (model, weights, tokenizer, image bounds, KV cache): offsets
+ * into tdm_generator_options (train/generate.h), the first member of either command's options. */
+#define TDM_CLI_N_GENERATOR_FLAGS 8
+extern const tdm_flag tdm_cli_generator_flags[TDM_CLI_N_GENERATOR_FLAGS];
+
 #endif

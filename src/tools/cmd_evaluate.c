@@ -33,29 +33,13 @@ typedef struct kind {
 } kind;
 
 typedef struct evaluate_opts {
-    tdm_generator_options gen;
+    tdm_generator_options gen; /* first: tdm_cli_generator_flags set it */
     const char *data, *image_root, *out;
     int max_new, show;
     int64_t limit;
 } evaluate_opts;
 
 static const tdm_flag FLAGS[] = {
-#define GEN(field) offsetof(evaluate_opts, gen) + offsetof(tdm_generator_options, field)
-    {.name = "model", .kind = TDM_FLAG_PATH, .off = GEN(model), .metavar = "DIR",
-     .help = "directory (or file) with config.json"},
-    {.name = "tokenizer", .kind = TDM_FLAG_PATH, .off = GEN(tokenizer), .metavar = "FILE", .help = "tokenizer.json"},
-    {.name = "load", .kind = TDM_FLAG_PATH, .off = GEN(load), .metavar = "CKPT",
-     .help = "a checkpoint directory (--save DIR of tandem train, or one iter_XXXXXXX)"},
-    {.name = "hf-weights", .kind = TDM_FLAG_PATH, .off = GEN(hf_weights), .metavar = "FILE",
-     .help = "Hugging Face weights instead: a .safetensors file or a directory of them"},
-    {.name = "preprocessor", .kind = TDM_FLAG_PATH, .off = GEN(preprocessor), .metavar = "FILE",
-     .help = "preprocessor_config.json (default: the model directory's, else the built-in one)"},
-    {.name = "image-max-pixels", .kind = TDM_FLAG_I64, .off = GEN(image_max_pixels), .lo = 1, .hi = 9e15,
-     .metavar = "N", .help = "LLaMA-Factory's bound, as the model was trained"},
-    {.name = "image-min-pixels", .kind = TDM_FLAG_I64, .off = GEN(image_min_pixels), .lo = 1, .hi = 9e15,
-     .metavar = "N", .help = "LLaMA-Factory's bound, as the model was trained"},
-    {.name = "no-kv-cache", .kind = TDM_FLAG_BOOL, .off = GEN(no_kv_cache),
-     .help = "re-run the whole forward for every token (the reference for the KV cache)"},
     {.name = "data", .kind = TDM_FLAG_PATH, .off = offsetof(evaluate_opts, data), .metavar = "FILE",
      .help = "the held-out split (JSON or JSON Lines)"},
     {.name = "image-root", .kind = TDM_FLAG_PATH, .off = offsetof(evaluate_opts, image_root), .metavar = "DIR",
@@ -68,7 +52,6 @@ static const tdm_flag FLAGS[] = {
      .metavar = "N", .help = "print the first N answers beside their references"},
     {.name = "out", .kind = TDM_FLAG_PATH, .off = offsetof(evaluate_opts, out), .metavar = "FILE",
      .help = "write one JSON line per sample: answer, reference, correct, log-likelihood"},
-#undef GEN
 };
 
 static const tdm_flags P = {
@@ -77,8 +60,10 @@ static const tdm_flags P = {
     .about = "Answer accuracy: the greedy answer to each sample's first question against its first reference\n"
              "answer (exact after trimming), overall and per question kind; and the log-likelihood of each\n"
              "reference answer (sum and mean per token of log p over its tokens).",
-    .flags = FLAGS,
-    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+    .flags = tdm_cli_generator_flags,
+    .n_flags = TDM_CLI_N_GENERATOR_FLAGS,
+    .more = &(const tdm_flag_table){FLAGS, (int)(sizeof FLAGS / sizeof *FLAGS)},
+    .n_more = 1,
     .opts = TDM_FLAGS_ONCE,
 };
 

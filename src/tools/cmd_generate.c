@@ -10,7 +10,7 @@
 #include "train/generate.h"
 
 typedef struct generate_opts {
-    tdm_generator_options gen;
+    tdm_generator_options gen; /* first: tdm_cli_generator_flags set it */
     const char *image, *prompt, *system;
     int max_new;
     int64_t seed;
@@ -18,21 +18,6 @@ typedef struct generate_opts {
 
 static const tdm_flag FLAGS[] = {
 #define GEN(field) offsetof(generate_opts, gen) + offsetof(tdm_generator_options, field)
-    {.name = "model", .kind = TDM_FLAG_PATH, .off = GEN(model), .metavar = "DIR",
-     .help = "directory (or file) with config.json"},
-    {.name = "tokenizer", .kind = TDM_FLAG_PATH, .off = GEN(tokenizer), .metavar = "FILE", .help = "tokenizer.json"},
-    {.name = "load", .kind = TDM_FLAG_PATH, .off = GEN(load), .metavar = "CKPT",
-     .help = "a checkpoint directory (--save DIR of tandem train, or one iter_XXXXXXX)"},
-    {.name = "hf-weights", .kind = TDM_FLAG_PATH, .off = GEN(hf_weights), .metavar = "FILE",
-     .help = "Hugging Face weights instead: a .safetensors file or a directory of them"},
-    {.name = "preprocessor", .kind = TDM_FLAG_PATH, .off = GEN(preprocessor), .metavar = "FILE",
-     .help = "preprocessor_config.json (default: the model directory's, else the built-in one)"},
-    {.name = "image-max-pixels", .kind = TDM_FLAG_I64, .off = GEN(image_max_pixels), .lo = 1, .hi = 9e15,
-     .metavar = "N", .help = "LLaMA-Factory's bound, as the model was trained"},
-    {.name = "image-min-pixels", .kind = TDM_FLAG_I64, .off = GEN(image_min_pixels), .lo = 1, .hi = 9e15,
-     .metavar = "N", .help = "LLaMA-Factory's bound, as the model was trained"},
-    {.name = "no-kv-cache", .kind = TDM_FLAG_BOOL, .off = GEN(no_kv_cache),
-     .help = "re-run the whole forward for every token (the reference for the KV cache)"},
     {.name = "image", .kind = TDM_FLAG_PATH, .off = offsetof(generate_opts, image), .metavar = "FILE",
      .help = "a picture, before the prompt's text (as \"<image>TEXT\")"},
     {.name = "prompt", .kind = TDM_FLAG_STRING, .off = offsetof(generate_opts, prompt), .opts = TDM_FLAG_DASHES,
@@ -61,8 +46,10 @@ static const tdm_flags P = {
     .usage = "tandem generate --model DIR --tokenizer FILE (--load CKPT | --hf-weights FILE) [--image FILE]\n"
              "                       --prompt TEXT [--system TEXT] [flags]",
     .about = "Decodes one answer, greedy or (--do-sample) sampled; prints it.",
-    .flags = FLAGS,
-    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+    .flags = tdm_cli_generator_flags,
+    .n_flags = TDM_CLI_N_GENERATOR_FLAGS,
+    .more = &(const tdm_flag_table){FLAGS, (int)(sizeof FLAGS / sizeof *FLAGS)},
+    .n_more = 1,
     .opts = TDM_FLAGS_ONCE,
 };
 
