@@ -8,7 +8,7 @@ PKGS=(build-essential make pkg-config
       openmpi-bin libopenmpi-dev mpich libmpich-dev
       libopenblas-dev
       libpng-dev libjpeg62-turbo-dev libpcre2-dev libxxhash-dev libutf8proc-dev zlib1g-dev
-      clang libclang-rt-dev
+      clang libclang-rt-dev clang-format
       python3 python3-torch python3-pil python3-numpy python3-protobuf python3-crc32c
       iproute2)
 
