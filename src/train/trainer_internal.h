@@ -60,6 +60,7 @@ typedef struct trainer {
     int memory_reported;      /* the memory line follows the first iteration line only */
     tdm_ckpt pending;         /* the checkpoint whose Adam state was read but not yet vouched for */
     int has_pending;
+    int save_lock; /* rank 0: the flock()ed <save>/.tandem.lock, -1: none */
 } trainer;
 
 /* The steps since the last iteration line. */
@@ -84,6 +85,9 @@ uint64_t tdm_train__params_checksum(tdm_model *m);
 
 /* 0. Every rank was started with the same flags; --exit-duration-in-mins' start agreed. */
 int tdm_train__agree_on_flags(trainer *t, tdm_error *err);
+/* 0. Rank 0 locks the --save folder and checks that it holds no checkpoints this run would
+ * overwrite without --load of it or --overwrite-save; every rank fails with its sentence. */
+int tdm_train__claim_save_dir(trainer *t, tdm_error *err);
 /* 1. Flags, model, data: each rank on its own, then agree. */
 int tdm_train__setup_data(trainer *t, tdm_error *err);
 /* 2. The data-parallel layer, weights, state, activations and the run's output files. */
