@@ -46,7 +46,9 @@ int tdm_ckpt_lock_save_dir(const char *save_dir, int *fd_out, tdm_error *err) {
     if ((size_t)snprintf(path, sizeof path, "%s/%s", save_dir, TDM_CKPT_LOCK) >= sizeof path)
         return tdm_errorf(err, "--save %.64s...: path too long", save_dir);
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return tdm_errorf(err, "--save %s: cannot create %s: %s", save_dir, TDM_CKPT_LOCK, strerror(errno));
+    if (fd < 0) /* read-only, or not ours */
+        return tdm_errorf(err, "--save %s: cannot write a checkpoint there: %s (creating its lock file %s)", save_dir,
+                          strerror(errno), TDM_CKPT_LOCK);
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         char holder[768];
