@@ -56,8 +56,8 @@ int tdm_first_differing_param(const tdm_param_table *pt, MPI_Comm comm, uint64_t
 
 /* The trainer's own collectives (agreements, checks, the fingerprint audit): nonblocking, and
  * waited for like the data-parallel ones, so that a rank stuck in set-up, validation or a check ends the job
- * after --distributed-timeout-minutes instead of hanging it. (Checkpoint saving and loading stay unbounded:
- * their waits are rank 0's I/O, which may take longer on slow disks.) */
+ * after --distributed-timeout-minutes instead of hanging it. A checkpoint save's collectives are bounded the
+ * same way (trainer_save.c, optimizer_state.c): the timeout must cover rank 0's writing of a checkpoint. */
 void tdm_allreduce_bounded(void *buf, int n, MPI_Datatype type, MPI_Op op, MPI_Comm comm, uint64_t timeout_ns,
                            const char *what) {
     MPI_Request r;

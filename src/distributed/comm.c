@@ -358,6 +358,25 @@ uint64_t tdm_comm_wait_request(tdm_comm *c, MPI_Request *req, const char *what) 
     return wait_request(c->rank, c->timeout_ns, req, what);
 }
 
+void tdm_wait_request_spin_bounded(MPI_Request *req, uint64_t timeout_ns, const char *what) {
+    if (!timeout_ns) {
+        MPI_Wait(req, MPI_STATUS_IGNORE);
+        return;
+    }
+    uint64_t t0 = tdm_now_ns();
+    for (;;) {
+        int flag = 0;
+        MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        if (flag) return;
+        uint64_t now = tdm_now_ns();
+        if (now - t0 > timeout_ns) {
+            int rank = 0;
+            MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+            timeout_abort_as(rank, timeout_ns, what, -1, now - t0);
+        }
+    }
+}
+
 uint64_t tdm_wait_request_bounded(MPI_Request *req, uint64_t timeout_ns, const char *what) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -90,6 +90,9 @@ void tdm_comm_wait_all(tdm_comm *c);
 /* The same wait for a collective outside any engine (the trainer's start-up, validation and audit
  * agreements): polled, and after timeout_ns (0: never) one line naming `what` and the job ends. */
 uint64_t tdm_wait_request_bounded(MPI_Request *req, uint64_t timeout_ns, const char *what);
+/* The same for a transfer (a checkpoint's optimizer-state gather): polled back to back, as a
+ * blocking MPI_Wait polls, with no back-off that would slow a large message; timeout_ns 0: MPI_Wait. */
+void tdm_wait_request_spin_bounded(MPI_Request *req, uint64_t timeout_ns, const char *what);
 
 /* CPU time the communication thread has consumed (0 in INLINE mode). */
 uint64_t tdm_comm_thread_cpu_ns(const tdm_comm *c);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "distributed/comm.h"
 
 static int cmp_piece(const void *a, const void *b) {
     const tdm_ddp_opt_piece *x = a, *y = b;
@@ -23,14 +24,29 @@ tdm_ddp_opt_piece *tdm_ddp_opt_pieces_sorted(const tdm_ddp *ddp, int *np) {
 /* MPI counts are int: a shard of an 8B model's Adam state at dp 2 holds 4.4e9 floats, so
  * large arrays travel in pieces of at most 2^30 elements. */
 #define TDM_MPI_CHUNK ((int64_t)1 << 30)
-static void send_floats(const float *x, int64_t n, int dest, int tag, MPI_Comm comm) {
-    for (int64_t o = 0; o < n; o += TDM_MPI_CHUNK)
-        MPI_Send(x + o, (int)(n - o < TDM_MPI_CHUNK ? n - o : TDM_MPI_CHUNK), MPI_FLOAT, dest, tag, comm);
+/* Point-to-point, bounded by --distributed-timeout-minutes (0: none): a rank stopped during a save
+ * ends the job instead of leaving the others waiting forever. */
+#define GATHER_WHAT "checkpoint save (optimizer-state gather)"
+static void send_bounded(const void *x, int n, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                         uint64_t timeout_ns) {
+    MPI_Request r;
+    MPI_Isend(x, n, type, dest, tag, comm, &r);
+    tdm_wait_request_spin_bounded(&r, timeout_ns, GATHER_WHAT);
 }
-static void recv_floats(float *x, int64_t n, int src, int tag, MPI_Comm comm) {
+static void recv_bounded(void *x, int n, MPI_Datatype type, int src, int tag, MPI_Comm comm, uint64_t timeout_ns) {
+    MPI_Request r;
+    MPI_Irecv(x, n, type, src, tag, comm, &r);
+    tdm_wait_request_spin_bounded(&r, timeout_ns, GATHER_WHAT);
+}
+static void send_floats(const float *x, int64_t n, int dest, int tag, MPI_Comm comm, uint64_t timeout_ns) {
     for (int64_t o = 0; o < n; o += TDM_MPI_CHUNK)
-        MPI_Recv(x + o, (int)(n - o < TDM_MPI_CHUNK ? n - o : TDM_MPI_CHUNK), MPI_FLOAT, src, tag, comm,
-                 MPI_STATUS_IGNORE);
+        send_bounded(x + o, (int)(n - o < TDM_MPI_CHUNK ? n - o : TDM_MPI_CHUNK), MPI_FLOAT, dest, tag, comm,
+                     timeout_ns);
+}
+static void recv_floats(float *x, int64_t n, int src, int tag, MPI_Comm comm, uint64_t timeout_ns) {
+    for (int64_t o = 0; o < n; o += TDM_MPI_CHUNK)
+        recv_bounded(x + o, (int)(n - o < TDM_MPI_CHUNK ? n - o : TDM_MPI_CHUNK), MPI_FLOAT, src, tag, comm,
+                     timeout_ns);
 }
 
 /* The optimizer state streamed to rank 0's checkpoint writer one parameter at a time (see
@@ -39,6 +55,7 @@ struct tdm_ddp_state_gather {
     const tdm_param_table *pt;
     MPI_Comm comm;
     int senders;                        /* ranks whose pieces make up the state: dp, or 1 */
+    uint64_t timeout_ns;                /* each transfer's bound (0: none) */
     tdm_ddp_opt_piece **pieces;         /* [senders]: each rank's pieces, sorted by (param, offset) */
     int *n_pieces, *next;               /* [senders]: how many; the first not yet received */
     int next_param;                     /* the first parameter not yet assembled */
@@ -47,40 +64,41 @@ struct tdm_ddp_state_gather {
 };
 
 /* A sender: the piece list, then each piece's m and v (and w) in (param, offset) order. */
-static void send_pieces(tdm_ddp *ddp, MPI_Comm comm) {
+static void send_pieces(tdm_ddp *ddp, MPI_Comm comm, uint64_t to) {
     int np;
     tdm_ddp_opt_piece *pieces = tdm_ddp_opt_pieces_sorted(ddp, &np);
     const float *sm = tdm_ddp_opt_m(ddp), *sv = tdm_ddp_opt_v(ddp), *sw = tdm_ddp_opt_main(ddp);
-    MPI_Send(&np, 1, MPI_INT, 0, 1, comm);
-    MPI_Send(pieces, (int)(sizeof *pieces * (size_t)np), MPI_BYTE, 0, 3, comm);
+    send_bounded(&np, 1, MPI_INT, 0, 1, comm, to);
+    send_bounded(pieces, (int)(sizeof *pieces * (size_t)np), MPI_BYTE, 0, 3, comm, to);
     for (int k = 0; k < np; k++) {
-        send_floats(sm + pieces[k].state_offset, pieces[k].count, 0, 4, comm);
-        send_floats(sv + pieces[k].state_offset, pieces[k].count, 0, 5, comm);
-        if (sw) send_floats(sw + pieces[k].state_offset, pieces[k].count, 0, 6, comm);
+        send_floats(sm + pieces[k].state_offset, pieces[k].count, 0, 4, comm, to);
+        send_floats(sv + pieces[k].state_offset, pieces[k].count, 0, 5, comm, to);
+        if (sw) send_floats(sw + pieces[k].state_offset, pieces[k].count, 0, 6, comm, to);
     }
     free(pieces);
 }
 
-tdm_ddp_state_gather *tdm_ddp_state_gather_begin(tdm_ddp *ddp, const tdm_param_table *pt, MPI_Comm comm, int senders) {
+tdm_ddp_state_gather *tdm_ddp_state_gather_begin(tdm_ddp *ddp, const tdm_param_table *pt, MPI_Comm comm, int senders,
+                                                 uint64_t timeout_ns) {
     int rank;
     MPI_Comm_rank(comm, &rank);
     if (rank != 0) {
-        if (rank < senders) send_pieces(ddp, comm);
+        if (rank < senders) send_pieces(ddp, comm, timeout_ns);
         return NULL;
     }
     if (senders <= 0) return NULL;
     tdm_ddp_state_gather *g = tdm_xcalloc(1, sizeof *g);
     const float *sm = tdm_ddp_opt_m(ddp), *sv = tdm_ddp_opt_v(ddp), *sw = tdm_ddp_opt_main(ddp);
-    *g = (tdm_ddp_state_gather){.pt = pt, .comm = comm, .senders = senders, .own_m = sm, .own_v = sv, .own_w = sw};
+    *g = (tdm_ddp_state_gather){.pt = pt, .comm = comm, .senders = senders, .timeout_ns = timeout_ns, .own_m = sm, .own_v = sv, .own_w = sw};
     g->pieces = tdm_xcalloc((size_t)senders, sizeof *g->pieces);
     g->n_pieces = tdm_xcalloc((size_t)senders, sizeof(int));
     g->next = tdm_xcalloc((size_t)senders, sizeof(int));
     g->pieces[0] = tdm_ddp_opt_pieces_sorted(ddp, &g->n_pieces[0]);
     for (int r = 1; r < senders; r++) {
-        MPI_Recv(&g->n_pieces[r], 1, MPI_INT, r, 1, comm, MPI_STATUS_IGNORE);
+        recv_bounded(&g->n_pieces[r], 1, MPI_INT, r, 1, comm, timeout_ns);
         g->pieces[r] = tdm_xcalloc((size_t)(g->n_pieces[r] ? g->n_pieces[r] : 1), sizeof **g->pieces);
-        MPI_Recv(g->pieces[r], (int)(sizeof **g->pieces * (size_t)g->n_pieces[r]), MPI_BYTE, r, 3, comm,
-                 MPI_STATUS_IGNORE);
+        recv_bounded(g->pieces[r], (int)(sizeof **g->pieces * (size_t)g->n_pieces[r]), MPI_BYTE, r, 3, comm,
+                     timeout_ns);
     }
     int64_t maxn = 1;
     for (int i = 0; i < pt->n; i++)
@@ -111,9 +129,9 @@ static int assemble_upto(tdm_ddp_state_gather *s, int upto) {
                     memcpy(dv, s->own_v + p->state_offset, sizeof(float) * (size_t)p->count);
                     if (dw) memcpy(dw, s->own_w + p->state_offset, sizeof(float) * (size_t)p->count);
                 } else {
-                    recv_floats(dm, p->count, r, 4, s->comm);
-                    recv_floats(dv, p->count, r, 5, s->comm);
-                    if (dw) recv_floats(dw, p->count, r, 6, s->comm);
+                    recv_floats(dm, p->count, r, 4, s->comm, s->timeout_ns);
+                    recv_floats(dv, p->count, r, 5, s->comm, s->timeout_ns);
+                    if (dw) recv_floats(dw, p->count, r, 6, s->comm, s->timeout_ns);
                 }
                 covered += p->count;
             }

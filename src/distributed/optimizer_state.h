@@ -1,7 +1,7 @@
 /* optimizer_state.h - the Adam state of every rank's shards, gathered into parameter shape for a
  * checkpoint one parameter at a time.
  *
- *   tdm_ddp_state_gather *g = tdm_ddp_state_gather_begin(ddp, pt, comm, senders); // every rank
+ *   tdm_ddp_state_gather *g = tdm_ddp_state_gather_begin(ddp, pt, comm, senders, timeout); // every rank
  *   if (rank == 0) for each trainable parameter i, in table order:
  *       m = tdm_ddp_state_gather_get(g, i, 0, &err);  v = ..._get(g, i, 1, &err);
  *       (and, with bf16_params, the fp32 main parameters: ..._get(g, i, 2, &err))
@@ -18,6 +18,7 @@
 #define TDM_DIST_OPTIMIZER_STATE_H
 
 #include <mpi.h>
+#include <stdint.h>
 
 #include "core/error.h"
 #include "core/params.h"
@@ -34,8 +35,10 @@ typedef struct tdm_ddp_state_gather tdm_ddp_state_gather;
  * with. A rank 1 .. senders-1 sends its piece list and then the state of each piece, in
  * (param, offset) order, and returns NULL once its sends completed (they wait for rank 0's
  * writer to ask for each parameter). Rank 0 receives the piece lists and returns the gather
- * (NULL when senders is 0); the other ranks return NULL at once. */
-tdm_ddp_state_gather *tdm_ddp_state_gather_begin(tdm_ddp *ddp, const tdm_param_table *pt, MPI_Comm comm, int senders);
+ * (NULL when senders is 0); the other ranks return NULL at once. Each transfer waits at most
+ * timeout_ns (--distributed-timeout-minutes; 0: no bound), then the job ends naming it. */
+tdm_ddp_state_gather *tdm_ddp_state_gather_begin(tdm_ddp *ddp, const tdm_param_table *pt, MPI_Comm comm, int senders,
+                                                 uint64_t timeout_ns);
 
 /* Rank 0: m (which = 0), v (which = 1) or the fp32 main parameters (which = 2, bf16_params) of
  * trainable parameter `param`, [numel] floats valid until the next call; the shape of

@@ -181,6 +181,8 @@ static const tdm_flag ARGS[] = {
      "with --load: load the weights only and start at iteration 0")},
     {ARG("no-save-optim", "no_save_optim", TDM_FLAG_BOOL, no_save_optim, 0, 0, NONE_NEVER, NULL, NULL, NULL,
      "save weights without the optimizer state (resuming them needs --no-load-optim)")},
+    {ARG("overwrite-save", "overwrite_save", TDM_FLAG_BOOL, overwrite_save, 0, 0, NONE_NEVER, NULL, NULL, NULL,
+     "write into a --save folder that holds checkpoints this run does not --load (they are replaced as it saves)")},
     {ARG("no-save-rng", "no_save_rng", TDM_FLAG_BOOL, no_save_rng, 0, 0, NONE_NEVER, NULL, NULL, NULL,
      "accepted: a tandem checkpoint holds no RNG state (everything random follows --seed and the samples consumed)")},
     {ARG("no-load-rng", "no_load_rng", TDM_FLAG_BOOL, no_load_rng, 0, 0, NONE_NEVER, NULL, NULL, NULL,

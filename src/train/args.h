@@ -104,6 +104,7 @@ typedef struct tdm_train_args {
     double exit_duration_in_mins;        /* stop (saving) once a rank has run this long; 0 = never */
     int64_t check_weight_hash_across_dp_replicas_interval; /* compare the weights of all ranks every N; 0: never */
     int no_save_optim;                   /* checkpoints without optimizer.safetensors */
+    int overwrite_save;                  /* --save may hold checkpoints this run did not --load */
     int override_opt_param_scheduler;    /* with --load: these flags' schedule (the default here) */
     int use_checkpoint_opt_param_scheduler; /* with --load: the checkpoint's schedule */
     int no_save_rng, no_load_rng, exit_signal_handler; /* Megatron's; what tandem does anyway */

@@ -110,6 +110,16 @@ int tdm_ckpt_save(const char *save_dir, const tdm_ckpt_save_spec *spec, char *ou
  * refused when the run starts, not at its first save. Errors name --save. */
 int tdm_ckpt_check_save_dir(const char *save_dir, tdm_error *err);
 
+/* One job per --save folder: <save>/.tandem.lock, flock()ed for the job's life, names its
+ * holder (host, pid, start, command). Creates save_dir if needed; *fd is the lock (-1 on error).
+ * A second job is refused with the holder's name. The kernel drops the lock when the holder's
+ * process ends, however it ends (SIGKILL too): a lock file left behind is taken over. */
+#define TDM_CKPT_LOCK ".tandem.lock"
+int tdm_ckpt_lock_save_dir(const char *save_dir, int *fd, tdm_error *err);
+void tdm_ckpt_unlock_save_dir(int fd);
+/* 1 when save_dir holds checkpoints: a tracker, or an iter_XXXXXXX folder. */
+int tdm_ckpt_dir_has_checkpoints(const char *save_dir);
+
 /* The iteration directory `load` stands for: `load` itself when it holds a
  * trainer_state.json, else <load>/iter_XXXXXXX named by its tracker. Errors: no
  * tracker, a tracker that does not hold an iteration number, a missing directory. */

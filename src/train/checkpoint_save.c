@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +29,23 @@ static void remove_tree(const char *path) {
     if (tdm_file_exists(path)) nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* Removes what earlier saves of this iteration left when they were killed (any pid):
- * <name>.tmp.* (a half-written checkpoint, or the replaced one after a swap) and <name>.old.*,
- * each as large as a checkpoint. Loading ignores them; without this every save killed by a
- * scheduler's time limit kept one on the disk for good. */
+/* 1 when the process that named a leftover <name>.tmp.<pid> / .old.<pid> is gone: no process of
+ * that pid on this host (this process's own are gone too: a save removes what it leaves).
+ * Another live job's half-written checkpoint stays (the --save lock keeps a second job out;
+ * a pid alive here that belonged to a job on another host keeps its leftover until it ends). */
+static int owner_gone(const char *pid_text) {
+    char *end;
+    errno = 0;
+    long pid = strtol(pid_text, &end, 10);
+    if (errno || end == pid_text || *end || pid <= 0 || pid > 0x7fffffff) return 0; /* not ours to judge */
+    if ((pid_t)pid == getpid()) return 1;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Removes what earlier saves of this iteration left when they were killed: <name>.tmp.<pid>
+ * (a half-written checkpoint, or the replaced one after a swap) and <name>.old.<pid>, each as
+ * large as a checkpoint, when their process is gone. Loading ignores them; without this every
+ * save killed by a scheduler's time limit kept one on the disk for good. */
 static void remove_leftovers(const char *save_dir, const char *name) {
     DIR *d = opendir(save_dir);
     if (!d) return;
@@ -41,6 +55,7 @@ static void remove_leftovers(const char *save_dir, const char *name) {
     while ((e = readdir(d)) != NULL) {
         if (strncmp(e->d_name, name, n) != 0) continue;
         if (strncmp(e->d_name + n, ".tmp.", 5) != 0 && strncmp(e->d_name + n, ".old.", 5) != 0) continue;
+        if (!owner_gone(e->d_name + n + 5)) continue;
         if ((size_t)snprintf(path, sizeof path, "%s/%s", save_dir, e->d_name) < sizeof path) remove_tree(path);
     }
     closedir(d);

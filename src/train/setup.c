@@ -2,6 +2,7 @@
  * outputs, and the ranks' agreement that they start alike (trainer_internal.h). */
 #include "train/trainer_internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,6 +335,54 @@ static int same_weights_everywhere(trainer *t, tdm_error *err) {
                       "%016llx); "
                       "every rank must read the same %s files (copies on each node must be identical)",
                       first, (unsigned long long)root, from);
+}
+
+/* ------------------------------------------------------------------ the --save folder */
+
+/* 1 when --load names the --save folder or one iter_XXXXXXX of it. */
+static int load_is_in_save_dir(const tdm_train_args *a) {
+    if (!a->load[0]) return 0;
+    char s[PATH_MAX], l[PATH_MAX];
+    if (!realpath(a->save, s) || !realpath(a->load, l)) return 0;
+    if (!strcmp(s, l)) return 1;
+    char *slash = strrchr(l, '/');
+    if (!slash || strncmp(slash + 1, "iter_", 5) != 0) return 0;
+    *slash = 0;
+    return !strcmp(s, l[0] ? l : "/");
+}
+
+/* Rank 0's part: the lock, then the checkpoints already there. */
+static int claim_save_dir_rank0(trainer *t, tdm_error *err) {
+    const tdm_train_args *a = t->a;
+    if (tdm_ckpt_lock_save_dir(a->save, &t->save_lock, err) != 0) return -1;
+    if (a->overwrite_save || load_is_in_save_dir(a) || !tdm_ckpt_dir_has_checkpoints(a->save)) return 0;
+    if (a->load[0])
+        return tdm_errorf(err,
+                          "--save %s already holds checkpoints and this run loads --load %s: its saves would replace "
+                          "them; save elsewhere, or add --overwrite-save to replace them",
+                          a->save, a->load);
+    return tdm_errorf(err,
+                      "--save %s already holds checkpoints and this run starts afresh: resume them with --load %s, "
+                      "save elsewhere, or add --overwrite-save to replace them",
+                      a->save, a->save);
+}
+
+int tdm_train__claim_save_dir(trainer *t, tdm_error *err) {
+    if (!t->a->save[0]) return 0;
+    char msg[sizeof err->msg];
+    int ok = 1;
+    if (t->rank == 0) {
+        ok = claim_save_dir_rank0(t, err) == 0;
+        snprintf(msg, sizeof msg, "%s", ok ? "" : err->msg);
+    }
+    tdm_bcast_bounded(&ok, 1, MPI_INT, 0, t->comm, t->timeout_ns, "--save folder check");
+    if (ok) return 0;
+    /* every rank fails with rank 0's sentence (printed once, by rank 0) */
+    tdm_bcast_bounded(msg, (int)sizeof msg, MPI_CHAR, 0, t->comm, t->timeout_ns, "--save folder check");
+    t->res->all_ranks_failed = 1;
+    t->res->failed_rank = 0;
+    t->res->failed_alone = 0;
+    return tdm_errorf(err, "%s", msg);
 }
 
 /* ------------------------------------------------------------------ the steps of tdm_train_run */

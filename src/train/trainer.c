@@ -311,6 +311,7 @@ static void teardown(trainer *t) {
     tdm_model_free(t->model);
     tdm_metrics_close(t->metrics);
     tdm_tb_close(t->tb);
+    tdm_ckpt_unlock_save_dir(t->save_lock);
     if (t->comm != MPI_COMM_NULL) MPI_Comm_free(&t->comm);
 }
 
@@ -389,6 +390,7 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
     memset(t, 0, sizeof *t);
     t->res = res;
     t->ck_iteration = -1;
+    t->save_lock = -1;
     t->start_ns = process_start_ns();
     MPI_Comm_dup(comm, &t->comm);
     MPI_Comm_rank(t->comm, &t->rank);
@@ -402,6 +404,8 @@ int tdm_train_run(const tdm_train_args *a, MPI_Comm comm, tdm_train_result *res,
 
     /* 0. every rank was started with the same flags (an MPMD launch could give each its own) */
     if (tdm_train__agree_on_flags(t, err) != 0) goto out;
+    /* one job per --save folder, and no checkpoints replaced unasked */
+    if (tdm_train__claim_save_dir(t, err) != 0) goto out;
     /* 1. flags, model, data: each rank on its own, then agree */
     if (tdm_train__setup_data(t, err) != 0) goto out;
     /* 2. data-parallel layer (collective: binds the parameter storage), weights, state */

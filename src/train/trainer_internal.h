@@ -62,6 +62,7 @@ typedef struct trainer {
     int has_pending;
     tdm_step_window steps; /* rank 0: the recent step times, for the progress line's ETA */
     int eval_stopped; /* the last evaluation ended early on an agreed stop: TDM_STOP_*, 0: it did not */
+    int save_lock; /* rank 0: the flock()ed <save>/.tandem.lock, -1: none */
 } trainer;
 
 /* The steps since the last iteration line. */
@@ -92,6 +93,9 @@ const char *tdm_train__stop_reason(const trainer *t, int stop, char *buf, size_t
 
 /* 0. Every rank was started with the same flags; --exit-duration-in-mins' start agreed. */
 int tdm_train__agree_on_flags(trainer *t, tdm_error *err);
+/* 0. Rank 0 locks the --save folder and checks that it holds no checkpoints this run would
+ * overwrite without --load of it or --overwrite-save; every rank fails with its sentence. */
+int tdm_train__claim_save_dir(trainer *t, tdm_error *err);
 /* 1. Flags, model, data: each rank on its own, then agree. */
 int tdm_train__setup_data(trainer *t, tdm_error *err);
 /* 2. The data-parallel layer, weights, state, activations and the run's output files. */

@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "distributed/agree.h"
 #include "distributed/ddp.h"
 #include "distributed/optimizer.h"
 #include "distributed/optimizer_state.h"
@@ -51,7 +52,8 @@ static const float *gathered_state(void *ctx, int param, int which, tdm_error *e
 /* Every rank learns from rank 0 whether the checkpoint was written. */
 static int finish_save(trainer *t, int ok, uint64_t t0, tdm_error *err) {
     const tdm_train_args *a = t->a;
-    MPI_Bcast(&ok, 1, MPI_INT, 0, t->comm);
+    /* bounded like the step's collectives: --distributed-timeout-minutes must cover a save */
+    tdm_bcast_bounded(&ok, 1, MPI_INT, 0, t->comm, t->timeout_ns, "checkpoint save");
     if (!ok) {
         t->res->all_ranks_failed = 1;
         t->res->failed_rank = 0;
@@ -73,7 +75,7 @@ int tdm_train__save_checkpoint(trainer *t, tdm_error *err) {
     uint64_t t0 = tdm_now_ns();
     /* --no-save-optim: nothing to gather; without the distributed optimizer rank 0 has it all */
     int senders = a->no_save_optim ? 0 : distributed ? t->dp : 1;
-    tdm_ddp_state_gather *g = tdm_ddp_state_gather_begin(t->ddp, pt, t->comm, senders);
+    tdm_ddp_state_gather *g = tdm_ddp_state_gather_begin(t->ddp, pt, t->comm, senders, t->timeout_ns);
     if (t->rank != 0) return finish_save(t, 0, t0, err);
     tdm_ckpt_state st;
     checkpoint_state(t, distributed, &st);
