@@ -31,7 +31,7 @@ enum { D = 1024 };
 typedef struct bench {
     tdm_param_table t;
     int units, rows;
-    float *x;  /* [units + 1][rows, D] activations */
+    float *x;       /* [units + 1][rows, D] activations */
     float *dy, *dx; /* [rows, D] */
     const tdm_param_hooks *hooks;
 } bench;
@@ -137,8 +137,8 @@ int main(int argc, char **argv) {
     result compute = measure(&b, cfg, 0, steps);
     result comm = measure(&b, cfg, 1, steps);
     if (rank == 0) {
-        printf("bench_comm: %d ranks, %d layers of %dx%d (%.1f MB of gradients, %d buckets), %d rows\n", size,
-               b.units, D, D, (double)b.units * (D * D + D) * 4 / 1e6, (b.units + 1) / 2, b.rows);
+        printf("bench_comm: %d ranks, %d layers of %dx%d (%.1f MB of gradients, %d buckets), %d rows\n", size, b.units,
+               D, D, (double)b.units * (D * D + D) * 4 / 1e6, (b.units + 1) / 2, b.rows);
         printf("  ceiling compute only: %8.2f ms/step\n", compute.step_ms);
         printf("  ceiling comm only:    %8.2f ms/step (comm thread CPU %.2f ms)\n", comm.step_ms, comm.cpu_ms);
         printf("  %-26s %10s %10s %14s %12s\n", "configuration", "ms/step", "hidden", "comm-thr CPU", "CPU/step");

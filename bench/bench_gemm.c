@@ -41,7 +41,11 @@
 #include "bench_platform.h"
 
 typedef float v8 __attribute__((vector_size(32)));
-static inline v8 ld(const float *p) { v8 v; memcpy(&v, p, sizeof v); return v; }
+static inline v8 ld(const float *p) {
+    v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
 static inline void st(float *p, v8 v) { memcpy(p, &v, sizeof v); }
 static inline v8 bcast(float a) { return (v8){a, a, a, a, a, a, a, a}; }
 
@@ -173,8 +177,8 @@ static void packed_gemm(int m, int n, int k, const float *a, int64_t ars, int64_
                 for (int jr = 0; jr < n; jr += NR)
                     for (int ir = 0; ir < mc; ir += MR)
                         tile(kc, abuf + ir * kc, pre + (int64_t)pc * round_up(n, NR) + jr * kc,
-                             c + (ic + ir) * ldc + jr, ldc, mc - ir < MR ? mc - ir : MR,
-                             n - jr < NR ? n - jr : NR, acc);
+                             c + (ic + ir) * ldc + jr, ldc, mc - ir < MR ? mc - ir : MR, n - jr < NR ? n - jr : NR,
+                             acc);
             }
             continue;
         }

@@ -29,20 +29,20 @@
 static double min_seconds = 0.3;
 
 /* Best time of one execution of stmt, in seconds (after one warm-up run). */
-#define BEST_TIME(best, stmt)                                                        \
-    do {                                                                             \
-        stmt;                                                                        \
-        double total_ = 0.0;                                                         \
-        int reps_ = 0;                                                               \
-        (best) = 1e30;                                                               \
-        while (total_ < min_seconds || reps_ < 3) {                                  \
-            uint64_t t0_ = tdm_thread_cpu_ns();                                      \
-            stmt;                                                                    \
-            double dt_ = (double)(tdm_thread_cpu_ns() - t0_) * 1e-9;                 \
-            total_ += dt_;                                                           \
-            reps_++;                                                                 \
-            if (dt_ < (best)) (best) = dt_;                                          \
-        }                                                                            \
+#define BEST_TIME(best, stmt)                                                                                          \
+    do {                                                                                                               \
+        stmt;                                                                                                          \
+        double total_ = 0.0;                                                                                           \
+        int reps_ = 0;                                                                                                 \
+        (best) = 1e30;                                                                                                 \
+        while (total_ < min_seconds || reps_ < 3) {                                                                    \
+            uint64_t t0_ = tdm_thread_cpu_ns();                                                                        \
+            stmt;                                                                                                      \
+            double dt_ = (double)(tdm_thread_cpu_ns() - t0_) * 1e-9;                                                   \
+            total_ += dt_;                                                                                             \
+            reps_++;                                                                                                   \
+            if (dt_ < (best)) (best) = dt_;                                                                            \
+        }                                                                                                              \
     } while (0)
 
 static float *randf(int64_t n, float scale) {
@@ -87,8 +87,8 @@ static double memcpy_gbs(int64_t floats) {
      * each destination line (read for ownership), so y = f(x) kernels move 3 bytes for
      * every 2 counted and top out near this loop's ratio, not 1.0. */
     BEST_TIME(t, for (int64_t i = 0; i < floats; i++) b[i] = 2.0f * a[i]);
-    printf("%-24s %-30s %9.3f ms %9.2f GB/s (read + write)  %.2f of memcpy\n", "stream y = 2x (loop)", shape,
-           t * 1e3, 8.0 * (double)floats / t * 1e-9, 8.0 * (double)floats / t * 1e-9 / gbs);
+    printf("%-24s %-30s %9.3f ms %9.2f GB/s (read + write)  %.2f of memcpy\n", "stream y = 2x (loop)", shape, t * 1e3,
+           8.0 * (double)floats / t * 1e-9, 8.0 * (double)floats / t * 1e-9 / gbs);
     free(a), free(b);
     return gbs;
 }
@@ -137,8 +137,7 @@ static void naive_attention(float *out, float *dq, float *dk, float *dv, const f
             continue;
         }
         const float *dop = dout + h * hd, *op = out + h * hd;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, n, 1.0f, p, n, dop, ldq, 1.0f, dv + kvh * hd,
-                    ldk);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, n, 1.0f, p, n, dop, ldq, 1.0f, dv + kvh * hd, ldk);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, hd, 1.0f, dop, ldq, vp, ldk, 0.0f, dp, n);
         for (int i = 0; i < n; i++) {
             float di = 0.0f;
@@ -146,10 +145,8 @@ static void naive_attention(float *out, float *dq, float *dk, float *dv, const f
             float *pr = p + (int64_t)i * n, *dr = dp + (int64_t)i * n;
             for (int j = 0; j < n; j++) dr[j] = pr[j] * (dr[j] - di);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, n, scale, dp, n, kp, ldk, 0.0f, dq + h * hd,
-                    ldq);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, n, scale, dp, n, qp, ldq, 1.0f, dk + kvh * hd,
-                    ldk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, n, scale, dp, n, kp, ldk, 0.0f, dq + h * hd, ldq);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, n, scale, dp, n, qp, ldq, 1.0f, dk + kvh * hd, ldk);
     }
 }
 
@@ -160,7 +157,7 @@ static void bench_attention(int n, int nh, int nkv, int hd, int causal, double g
     float *ws = randf(tdm_attention_workspace_floats(n, nh, nkv, hd), 1);
     int32_t cu[2] = {0, n};
     float scale = 1.0f / sqrtf((float)hd);
-    double pairs = causal ? 0.5 * n * (n + 1.0) : (double)n * n; /* visible (query, key) pairs per head */
+    double pairs = causal ? 0.5 * n * (n + 1.0) : (double)n * n;        /* visible (query, key) pairs per head */
     double ffwd = 4.0 * hd * pairs * nh, fbwd = 10.0 * hd * pairs * nh; /* bwd: recompute S, dP, dV, dQ, dK */
     double tf, tb;
     BEST_TIME(tf, tdm_attention_forward(out, lse, q, k, v, cu, 1, nh, nkv, hd, causal, scale, ws));
@@ -301,10 +298,11 @@ int main(int argc, char **argv) {
         row("round to bf16", shape, t, 10.0 * (double)t64 / t * 1e-9, "GB/s", bw);
         BEST_TIME(t, tdm_widen_bf16(y, bits, t64));
         row("widen bf16", shape, t, 6.0 * (double)t64 / t * 1e-9, "GB/s", bw);
-        BEST_TIME(t, for (int64_t i = 0; i < t64; i++) {
-            uint32_t u = (uint32_t)bits[i] << 16;
-            memcpy(&y[i], &u, 4);
-        });
+        BEST_TIME(
+            t, for (int64_t i = 0; i < t64; i++) {
+                uint32_t u = (uint32_t)bits[i] << 16;
+                memcpy(&y[i], &u, 4);
+            });
         row("widen bf16 (scalar loop)", shape, t, 6.0 * (double)t64 / t * 1e-9, "GB/s", bw);
         free(bits);
         free(x), free(y), free(dy), free(dx), free(w), free(b), free(dw), free(db), free(mean), free(rstd);

@@ -140,8 +140,15 @@ static void bench_one(size_case *sc, int steps, size_result *out) {
     }
     qsort(t, (size_t)steps, sizeof *t, cmp_double);
     qsort(w, (size_t)steps, sizeof *w, cmp_double);
-    *out = (size_result){sc->name, (double)tdm_param_table_numel(tdm_model_params(m), 0), flops, t[0],
-                         t[steps / 2], w[0], b.n_tokens, b.n_patches, ""};
+    *out = (size_result){sc->name,
+                         (double)tdm_param_table_numel(tdm_model_params(m), 0),
+                         flops,
+                         t[0],
+                         t[steps / 2],
+                         w[0],
+                         b.n_tokens,
+                         b.n_patches,
+                         ""};
     fprintf(stderr, "%s: cpu best %.1f ms\n", sc->name, t[0] * 1e3);
     free(t);
     free(w);
@@ -217,7 +224,8 @@ int main(int argc, char **argv) {
     }
     /* tiny: 4 samples, one 128x96-pixel image each (8x6 patches) */
     cases[0].n_samples = 4;
-    for (int s = 0; s < 4; s++) cases[0].samples[s] = (rb_sample){.text_len = 20, .n_images = 1, .gh = {8}, .gw = {6}, .no_holes = 1};
+    for (int s = 0; s < 4; s++)
+        cases[0].samples[s] = (rb_sample){.text_len = 20, .n_images = 1, .gh = {8}, .gw = {6}, .no_holes = 1};
     /* small: vision 256 wide, text 512 (8 q / 4 kv heads of 64), ~600 tokens, 2 images of 256x256 */
     cases[1].name = "small";
     make_sized(&cases[1].cfg, 256, 512, 8, 4, 8192);
@@ -242,8 +250,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nres; i++) {
         printf("%-7s params %6.1fM  tokens %5d  patches %5d  %7.2f GFLOP/step  cpu best %7.1f ms median %7.1f ms "
                "(wall best %7.1f ms)  %5.1f GFLOP/s  %.2f of ceiling\n",
-               res[i].name, res[i].params / 1e6, res[i].tokens, res[i].patches, res[i].flops * 1e-9,
-               res[i].best * 1e3, res[i].median * 1e3, res[i].wall * 1e3, res[i].flops / res[i].best * 1e-9,
+               res[i].name, res[i].params / 1e6, res[i].tokens, res[i].patches, res[i].flops * 1e-9, res[i].best * 1e3,
+               res[i].median * 1e3, res[i].wall * 1e3, res[i].flops / res[i].best * 1e-9,
                res[i].flops / res[i].best * 1e-9 / ceiling);
         printf("        time per kernel:%s\n", res[i].split);
     }

@@ -40,10 +40,11 @@ static void generate(tdm_strbuf *sb, size_t bytes, int64_t *iterations) {
                       (int)(it % 60), (long long)it, (long long)of, (long long)(it * 16), ms, 180.0 + ms / 100,
                       1.5e-4 * (double)(it % 1000) / 1000.0, 16, loss, 1.0 + 1.0 / (double)it);
         if (it % 100 == 0)
-            tdm_sb_puts(sb, "(min, max) time across ranks (ms):\n"
-                            "    forward-backward ...............................: (351.12, 352.80)\n"
-                            "    optimizer ......................................: (12.10, 12.31)\n"
-                            "[Rank 0] (after 100 iterations) memory (MB) | allocated: 1786.6 | max allocated: 4673.7\n");
+            tdm_sb_puts(sb,
+                        "(min, max) time across ranks (ms):\n"
+                        "    forward-backward ...............................: (351.12, 352.80)\n"
+                        "    optimizer ......................................: (12.10, 12.31)\n"
+                        "[Rank 0] (after 100 iterations) memory (MB) | allocated: 1786.6 | max allocated: 4673.7\n");
     }
     *iterations = it;
 }
@@ -97,9 +98,9 @@ int main(int argc, char **argv) {
     printf("  reading the log from memory         %8.0f MB/s  of CPU time (target 200), %.0f MB/s wall; %.1fx the "
            "floor's time\n",
            mbps(sb.len, best), mbps(sb.len, best_wall), (double)best / (double)best_scan);
-    printf("  kept: %lld records of %zu bytes (%.1f MB), %lld timer lines; line buffer %d KiB\n", (long long)run.n_iters,
-           sizeof(tdm_run_iter), (double)run.n_iters * sizeof(tdm_run_iter) / 1e6, (long long)run.n_timers,
-           TDM_RUN_LINE_MAX / 1024);
+    printf("  kept: %lld records of %zu bytes (%.1f MB), %lld timer lines; line buffer %d KiB\n",
+           (long long)run.n_iters, sizeof(tdm_run_iter), (double)run.n_iters * sizeof(tdm_run_iter) / 1e6,
+           (long long)run.n_timers, TDM_RUN_LINE_MAX / 1024);
     tdm_run_log_free(&run);
 
     /* from a file: 1 MiB reads through the detecting entry point */

@@ -31,15 +31,19 @@ static double cpu_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static const char *const ops[] = {"aten::linear", "aten::addmm", "aten::empty", "aten::copy_", "aten::layer_norm",
-                                  "aten::scaled_dot_product_attention", "autograd::engine::evaluate_function: "
-                                                                        "AddmmBackward0"};
+static const char *const ops[] = {"aten::linear",
+                                  "aten::addmm",
+                                  "aten::empty",
+                                  "aten::copy_",
+                                  "aten::layer_norm",
+                                  "aten::scaled_dot_product_attention",
+                                  "autograd::engine::evaluate_function: "
+                                  "AddmmBackward0"};
 static const char *const kernels[] = {
     "void cutlass::Kernel<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8>(Params)",
     "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >"
     "(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)",
-    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
-    "Memcpy DtoD (Device -> Device)"};
+    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", "Memcpy DtoD (Device -> Device)"};
 
 /* One step's worth of events into f; returns bytes written. */
 static size_t write_step(FILE *f, int step, double *t, long *corr, long *ext) {
@@ -77,21 +81,23 @@ static size_t write_step(FILE *f, int step, double *t, long *corr, long *ext) {
                              c, ts + 2.5);
         *t += 25.0;
     }
-    n += (size_t)fprintf(f,
-                         ",\n  {\n    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#%d\", \"pid\": "
-                         "2910249, \"tid\": 2910249,\n    \"ts\": %.3f, \"dur\": %.3f,\n    \"args\": {\n      "
-                         "\"External id\": %ld\n    }\n  }",
-                         step, t0, *t - t0, (*ext)++);
+    n += (size_t)fprintf(
+        f,
+        ",\n  {\n    \"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#%d\", \"pid\": "
+        "2910249, \"tid\": 2910249,\n    \"ts\": %.3f, \"dur\": %.3f,\n    \"args\": {\n      "
+        "\"External id\": %ld\n    }\n  }",
+        step, t0, *t - t0, (*ext)++);
     return n;
 }
 
 static size_t write_trace(const char *path, size_t mb) {
     FILE *f = fopen(path, "w");
     if (!f) return 0;
-    size_t n = (size_t)fprintf(f, "{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": "
-                                  "0, \"world_size\": 8},\n  \"displayTimeUnit\": \"ms\",\n  \"traceEvents\": [\n  {\"ph\": "
-                                  "\"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": "
-                                  "\"python3\"}}");
+    size_t n =
+        (size_t)fprintf(f, "{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": "
+                           "0, \"world_size\": 8},\n  \"displayTimeUnit\": \"ms\",\n  \"traceEvents\": [\n  {\"ph\": "
+                           "\"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": "
+                           "\"python3\"}}");
     double t = 4458676416788.066;
     long corr = 1, ext = 1;
     for (int step = 1; n < mb << 20; step++) n += write_step(f, step, &t, &corr, &ext);

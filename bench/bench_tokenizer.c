@@ -113,15 +113,17 @@ int main(int argc, char **argv) {
     if (!p || !fgets(out, sizeof out, p)) return die("the JavaScript peer did not run (scripts/setup.sh installs it)");
     pclose(p);
     double js_total_s = (double)(tdm_now_ns() - t0) * 1e-9;
-    const char *ts = strstr(out, "\"tokens\":"), *ss = strstr(out, "\"seconds\":"), *cs = strstr(out, "\"cpu_seconds\":");
+    const char *ts = strstr(out, "\"tokens\":"), *ss = strstr(out, "\"seconds\":"),
+               *cs = strstr(out, "\"cpu_seconds\":");
     if (!ts || !ss || !cs) return die("cannot read the peer's output");
     long js_tokens = atol(ts + 9);
     double js_s = atof(ss + 10), js_cpu = atof(cs + 14);
 
     double mb = (double)bytes / 1e6;
     printf("tokenizer encode: %s\n", tok_path);
-    printf("corpus: %s, %zu lines, %.2f MB, %ld tokens (JavaScript: %ld tokens%s)\n", corpus == tmp ? "generated" : corpus,
-           n_lines, mb, tokens, js_tokens, js_tokens == tokens ? ", same" : ", DIFFERENT");
+    printf("corpus: %s, %zu lines, %.2f MB, %ld tokens (JavaScript: %ld tokens%s)\n",
+           corpus == tmp ? "generated" : corpus, n_lines, mb, tokens, js_tokens,
+           js_tokens == tokens ? ", same" : ", DIFFERENT");
     printf("                  CPU: tokens/s      MB/s    wall: tokens/s      MB/s\n");
     printf("  tandem (C)          %12.0f  %8.2f        %12.0f  %8.2f\n", (double)tokens / best_cpu, mb / best_cpu,
            (double)tokens / best, mb / best);
@@ -129,7 +131,8 @@ int main(int argc, char **argv) {
            (double)js_tokens / js_s, mb / js_s);
     printf("  ratio (C / JS)      %11.1fx                  %11.1fx\n", js_cpu / best_cpu, js_s / best);
     printf("best of %d passes each; our first (cold-cache) pass %.3f s wall; our load %.3f s wall, %.3f s CPU; "
-           "whole node run %.1f s wall\n", repeat, cold_s, load_s, load_cpu, js_total_s);
+           "whole node run %.1f s wall\n",
+           repeat, cold_s, load_s, load_cpu, js_total_s);
     tdm_ids_free(&ids);
     tdm_tokenizer_free(t);
     free(line);

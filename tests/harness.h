@@ -22,35 +22,33 @@
 static int t_passed, t_failed, t_case_failures;
 static const char *t_case_name = "";
 
-#define CHECK(cond, ...)                                                            \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            t_case_failures++;                                                      \
-            fprintf(stderr, "  FAIL %s (%s:%d): %s: ", t_case_name, __FILE__,       \
-                    __LINE__, #cond);                                               \
-            fprintf(stderr, __VA_ARGS__);                                           \
-            fputc('\n', stderr);                                                    \
-        }                                                                           \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            t_case_failures++;                                                                                         \
+            fprintf(stderr, "  FAIL %s (%s:%d): %s: ", t_case_name, __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
     } while (0)
 
-#define CHECK_NEAR(a, b, tol)                                                       \
-    do {                                                                            \
-        double ca_ = (double)(a), cb_ = (double)(b);                                \
-        CHECK(fabs(ca_ - cb_) <= (tol), "%s = %.9g, %s = %.9g, tol %.3g", #a, ca_,  \
-              #b, cb_, (double)(tol));                                              \
+#define CHECK_NEAR(a, b, tol)                                                                                          \
+    do {                                                                                                               \
+        double ca_ = (double)(a), cb_ = (double)(b);                                                                   \
+        CHECK(fabs(ca_ - cb_) <= (tol), "%s = %.9g, %s = %.9g, tol %.3g", #a, ca_, #b, cb_, (double)(tol));            \
     } while (0)
 
-#define RUN(fn)                                                                     \
-    do {                                                                            \
-        t_case_name = #fn;                                                          \
-        t_case_failures = 0;                                                        \
-        fn();                                                                       \
-        if (t_case_failures) {                                                      \
-            t_failed++;                                                             \
-            fprintf(stderr, "FAILED %s\n", #fn);                                    \
-        } else {                                                                    \
-            t_passed++;                                                             \
-        }                                                                           \
+#define RUN(fn)                                                                                                        \
+    do {                                                                                                               \
+        t_case_name = #fn;                                                                                             \
+        t_case_failures = 0;                                                                                           \
+        fn();                                                                                                          \
+        if (t_case_failures) {                                                                                         \
+            t_failed++;                                                                                                \
+            fprintf(stderr, "FAILED %s\n", #fn);                                                                       \
+        } else {                                                                                                       \
+            t_passed++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 #define TEST_SUMMARY() (printf("%d passed, %d failed\n", t_passed, t_failed), fflush(stdout), t_failed ? 1 : 0)

@@ -65,8 +65,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--freeze-llm")) fz.llm = 1;
         else if (!strcmp(argv[i], "--freeze-lm-head")) fz.lm_head = 1;
         else {
-            fprintf(stderr, "peer_flops: unknown flag '%s' (expected --freeze-vision, --freeze-projector, "
-                            "--freeze-llm or --freeze-lm-head)\n", argv[i]);
+            fprintf(stderr,
+                    "peer_flops: unknown flag '%s' (expected --freeze-vision, --freeze-projector, "
+                    "--freeze-llm or --freeze-lm-head)\n",
+                    argv[i]);
             return 2;
         }
     }
@@ -91,7 +93,8 @@ int main(int argc, char **argv) {
     const tdm_json *list = doc ? tdm_json_get(tdm_json_root(doc), "batches") : NULL;
     if (!doc || tdm_json_get_int(tdm_json_root(doc), "steps", &steps, &err) != 0 || !list || steps < 1 ||
         steps > 1000000) {
-        fprintf(stderr, "peer_flops: %s\n", doc ? "index.json: expected 'steps' (1..1e6) and a 'batches' list" : err.msg);
+        fprintf(stderr, "peer_flops: %s\n",
+                doc ? "index.json: expected 'steps' (1..1e6) and a 'batches' list" : err.msg);
         tdm_json_free(doc);
         tdm_model_free(m);
         return 1;
@@ -105,8 +108,8 @@ int main(int argc, char **argv) {
         const tdm_json *e = tdm_json_at(list, i);
         int64_t step, rank;
         const char *file = tdm_json_get_str(e, "file", &err);
-        if (!file || tdm_json_get_int(e, "step", &step, &err) != 0 ||
-            tdm_json_get_int(e, "rank", &rank, &err) != 0 || step < 0 || step >= steps) {
+        if (!file || tdm_json_get_int(e, "step", &step, &err) != 0 || tdm_json_get_int(e, "rank", &rank, &err) != 0 ||
+            step < 0 || step >= steps) {
             fprintf(stderr, "peer_flops: %s: batch %zu: expected 'file', 'rank' and a 'step' below %lld\n", path, i,
                     (long long)steps);
             rc = 1;

@@ -82,8 +82,7 @@ static int protocol_flag_changed(const tdm_train_args *a, const tdm_train_args *
     return -1;
 }
 
-static int side_args(const tdm_ab_options *o, const char *flags, const char *label, tdm_train_args *a,
-                     tdm_error *err) {
+static int side_args(const tdm_ab_options *o, const char *flags, const char *label, tdm_train_args *a, tdm_error *err) {
     tdm_train_args_defaults(a);
     if (tdm_train_args_parse(a, o->common_argc, o->common_argv, err) != 0) return -1;
     tdm_train_args common = *a, defaults;
@@ -147,14 +146,14 @@ static int start_iteration(const tdm_train_args *a, int64_t *out, tdm_error *err
 /* One inner training run with the protocol's settings for its kind: `iters` steps from
  * the side's start iteration. On success res holds the records, counted from 1 (the
  * iteration after the start), with step_ms replaced by the slowest rank's. */
-static int run_once(const tdm_ab_side *side, run_kind kind, int64_t iters, const char *profile_config,
-                    MPI_Comm comm, tdm_train_result *res, tdm_error *err) {
+static int run_once(const tdm_ab_side *side, run_kind kind, int64_t iters, const char *profile_config, MPI_Comm comm,
+                    tdm_train_result *res, tdm_error *err) {
     const tdm_train_args *base = &side->args;
     tdm_train_args a = *base;
     a.train_iters = side->start_iteration + iters;
-    a.save[0] = 0;          /* no checkpoint saving inside measured runs */
+    a.save[0] = 0; /* no checkpoint saving inside measured runs */
     a.save_interval = 0;
-    a.run_dir[0] = 0;       /* no metrics file I/O either */
+    a.run_dir[0] = 0; /* no metrics file I/O either */
     a.exit_interval = 0;
     a.exit_duration_in_mins = 0;
     a.audit_fingerprints = kind == RUN_AUDIT;
@@ -210,8 +209,8 @@ void tdm_ab_host_sample_read(const char *loadavg_path, const char *stat_path, td
     if (fgets(line, sizeof line, f) && !strncmp(line, "cpu ", 4)) {
         /* user nice system idle iowait irq softirq steal (guest and guest_nice are inside user and nice) */
         unsigned long long v[8] = {0};
-        int n = sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
-                       &v[5], &v[6], &v[7]);
+        int n = sscanf(line + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                       &v[6], &v[7]);
         if (n >= 4) {
             for (int i = 0; i < n; i++) s->total += v[i];
             s->steal = n == 8 ? v[7] : 0;
@@ -221,8 +220,8 @@ void tdm_ab_host_sample_read(const char *loadavg_path, const char *stat_path, td
     fclose(f);
 }
 
-void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, int cores,
-                       int local_ranks, tdm_ab_load *out) {
+void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, int cores, int local_ranks,
+                       tdm_ab_load *out) {
     out->load_before = before->load1;
     out->load_after = after->load1;
     out->steal_pct = NAN;
@@ -379,10 +378,14 @@ static void read_profile(tdm_ab_side *s) {
     struct {
         const char *key;
         double *dst;
-    } f[] = {{"comm_ms", &s->comm_ms},           {"hidden_comm_ms", &s->hidden_comm_ms},
-             {"exposed_comm_ms", &s->exposed_comm_ms}, {"compute_ms", &s->compute_ms},
-             {"data_wait_ms", &s->data_wait_ms}, {"ideal_step_ms", &s->ideal_step_ms},
-             {"step_ms", &s->prof_step_ms},      {"overlap_efficiency", &s->overlap_efficiency},
+    } f[] = {{"comm_ms", &s->comm_ms},
+             {"hidden_comm_ms", &s->hidden_comm_ms},
+             {"exposed_comm_ms", &s->exposed_comm_ms},
+             {"compute_ms", &s->compute_ms},
+             {"data_wait_ms", &s->data_wait_ms},
+             {"ideal_step_ms", &s->ideal_step_ms},
+             {"step_ms", &s->prof_step_ms},
+             {"overlap_efficiency", &s->overlap_efficiency},
              {"last_bucket_comm_ms", &s->last_bucket_comm_ms},
              {"sched_ideal_step_ms", &s->sched_ideal_step_ms},
              {"sched_overlap_efficiency", &s->sched_overlap_efficiency}};
@@ -466,7 +469,8 @@ static void verdict(tdm_ab_result *r, int have_steps_ci, int64_t steps_per_repea
     char *out = r->noise_sentence;
     const size_t cap = sizeof r->noise_sentence;
     size_t len = 0;
-#define ADD(...) (len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__), len = len < cap ? len : cap)
+#define ADD(...)                                                                                                       \
+    (len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, __VA_ARGS__), len = len < cap ? len : cap)
     out[0] = 0;
     const int steps_contain = have_steps_ci && tdm_stats_ci_contains_zero(s);
     if (r->runs_ci_pairs) {
@@ -484,14 +488,15 @@ static void verdict(tdm_ab_result *r, int have_steps_ci, int64_t steps_per_repea
                 runs_contain && !steps_contain
                     ? ", which excludes 0: the runs differ among themselves more than their steps suggest, so this "
                       "is not yet a result; add --repeats."
-                    : runs_contain ? "; add --repeats before drawing a conclusion." : ".");
-        else
-            ADD("%s", runs_contain ? "; add --repeats before drawing a conclusion." : ".");
+                : runs_contain ? "; add --repeats before drawing a conclusion."
+                               : ".");
+        else ADD("%s", runs_contain ? "; add --repeats before drawing a conclusion." : ".");
     } else if (!have_steps_ci) {
         if (n_window == 0) ADD("No interval: the window holds no measured step.");
         else
             ADD("No interval: %lld step(s) per repeat are too few to resample; widen --window (and --steps) before "
-                "drawing a conclusion.", (long long)steps_per_repeat);
+                "drawing a conclusion.",
+                (long long)steps_per_repeat);
         ADD(" With %d repeat%s per side, drift between runs cannot be separated from the effect either.", A->repeats,
             A->repeats == 1 ? "" : "s");
     } else if (steps_contain) {
@@ -527,14 +532,13 @@ void tdm_ab_compute(const tdm_ab_options *o, tdm_ab_result *r) {
     r->throughput_change_pct = tdm_stats_rel_change_pct(A->samples_per_s, B->samples_per_s);
     /* Repeat r of each side ran the same iterations on the same batches, interleaved in time: pair them;
      * unless the audit saw different inputs (a candidate flag that changes the data): then nothing pairs. */
-    r->ci_paired = r->fingerprints_equal != 0 && A->repeats == B->repeats &&
-                   !memcmp(la, lb, sizeof *la * (size_t)A->repeats);
-    int ci_rc = r->ci_paired ? tdm_stats_paired_block_bootstrap_rel_change(ta, tb, la, A->repeats, 0,
-                                                                            o->bootstrap_resamples, o->bootstrap_seed,
-                                                                            &r->step_time_ci)
-                             : tdm_stats_block_bootstrap_rel_change(ta, la, A->repeats, tb, lb, B->repeats, 0,
-                                                                    o->bootstrap_resamples, o->bootstrap_seed,
-                                                                    &r->step_time_ci);
+    r->ci_paired =
+        r->fingerprints_equal != 0 && A->repeats == B->repeats && !memcmp(la, lb, sizeof *la * (size_t)A->repeats);
+    int ci_rc = r->ci_paired
+                    ? tdm_stats_paired_block_bootstrap_rel_change(ta, tb, la, A->repeats, 0, o->bootstrap_resamples,
+                                                                  o->bootstrap_seed, &r->step_time_ci)
+                    : tdm_stats_block_bootstrap_rel_change(ta, la, A->repeats, tb, lb, B->repeats, 0,
+                                                           o->bootstrap_resamples, o->bootstrap_seed, &r->step_time_ci);
     r->ci_block = A->repeats > 0 ? tdm_stats_auto_block(la[0]) : 1;
     if (ci_rc != 0) {
         r->step_time_ci.change_pct = r->step_time_change_pct;
@@ -615,8 +619,10 @@ static int setup_sides(const tdm_ab_options *o, int world, int rank, tdm_ab_resu
                           (long long)o->window_lo, (long long)o->window_hi, (long long)o->steps);
     }
     if (o->window_lo == 1 && !o->window_given) /* the defaults never start at 1; a caller's options might */
-        return tdm_errorf(err, "the window starts at step 1, the cold first step (allocations, cold caches): "
-                               "give --window 1:%lld to include it on purpose", (long long)o->window_hi);
+        return tdm_errorf(err,
+                          "the window starts at step 1, the cold first step (allocations, cold caches): "
+                          "give --window 1:%lld to include it on purpose",
+                          (long long)o->window_hi);
     if (check_inputs(&A->args, err) != 0) return -1;
     if (check_inputs(&B->args, err) != 0) return tdm_error_prefix(err, "candidate");
     if (rank == 0 && check_out(o, err) != 0) return -1;
@@ -649,8 +655,9 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     tdm_ab_side *A = &r->side[0], *B = &r->side[1];
     diff_args(&A->args, &B->args, r);
     if (r->n_diff == 0 && !o->aa) { /* every rank diffed the same flags */
-        tdm_errorf(err, "the two sides are identical (%s): that is an A/A run, which measures only the machine's "
-                        "noise; give --candidate \"FLAGS\" (and --baseline) to compare, or --aa to run A/A on purpose",
+        tdm_errorf(err,
+                   "the two sides are identical (%s): that is an A/A run, which measures only the machine's "
+                   "noise; give --candidate \"FLAGS\" (and --baseline) to compare, or --aa to run A/A on purpose",
                    o->baseline_flags[0] || o->candidate_flags[0] ? "no argument differs between --baseline and "
                                                                    "--candidate"
                                                                  : "no --baseline or --candidate");
@@ -658,11 +665,11 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     }
     if (o->window_lo == 1)
         tdm_log_info("A/B: warning: --window %lld:%lld includes step 1, the cold first step (allocations, cold "
-                     "caches): its time is not the steady state", (long long)o->window_lo, (long long)o->window_hi);
+                     "caches): its time is not the steady state",
+                     (long long)o->window_lo, (long long)o->window_hi);
     if (r->n_diff == 0) /* --aa: an A/A run measures the noise of the machine */
         tdm_log_info("A/B: A/A run (--aa): both sides run the same flags, so any change is the machine's noise");
-    else
-        tdm_log_info("A/B: %d argument(s) differ between baseline and candidate:", r->n_diff);
+    else tdm_log_info("A/B: %d argument(s) differ between baseline and candidate:", r->n_diff);
     for (int i = 0; i < r->n_diff; i++) tdm_log_info("  %s", r->diff_lines[i]);
     tdm_log_info("A/B: %d other arguments are identical (listed in %s/report.md)", r->n_same, o->out);
     if (rank == 0 && tdm_mkdirs(o->out, err) != 0) {
@@ -680,8 +687,8 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
             return tdm_error_prefix(err, "%s", r->side[s].label);
         if (r->side[s].start_iteration > 0)
             tdm_log_info("A/B: %s: every run trains %lld steps from the checkpoint's iteration %lld (steps below "
-                         "count from there)", r->side[s].label, (long long)o->steps,
-                         (long long)r->side[s].start_iteration);
+                         "count from there)",
+                         r->side[s].label, (long long)o->steps, (long long)r->side[s].start_iteration);
     }
     r->setup_failed = 0;
     int local_stop = 0; /* a run ended by the signal on this rank alone (an error there, not the agreed stop) */
@@ -773,8 +780,9 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
             last = o->steps, first = last - o->profile_steps + 1 < 1 ? 1 : last - o->profile_steps + 1;
             if (s == 0)
                 tdm_log_info("A/B: --profile-steps %d from the window's first step %lld would pass step %lld: "
-                             "profiling steps %lld-%lld instead", o->profile_steps, (long long)o->window_lo,
-                             (long long)o->steps, (long long)first, (long long)last);
+                             "profiling steps %lld-%lld instead",
+                             o->profile_steps, (long long)o->window_lo, (long long)o->steps, (long long)first,
+                             (long long)last);
         }
         r->profile_first = first, r->profile_last = last;
         char cfg[1300];
@@ -828,8 +836,9 @@ stopped:
         r->runs_ci.change_pct = r->runs_ci.lo_pct = r->runs_ci.hi_pct = NAN;
         r->max_rel_loss_dev = r->max_rel_grad_norm_dev = NAN;
     }
-    if (!(A->repeats > 0 && B->repeats > 0)) snprintf(r->noise_sentence, sizeof r->noise_sentence,
-                  "No comparison: %s has no finished timing run.", A->repeats ? "the candidate" : "neither side");
+    if (!(A->repeats > 0 && B->repeats > 0))
+        snprintf(r->noise_sentence, sizeof r->noise_sentence, "No comparison: %s has no finished timing run.",
+                 A->repeats ? "the candidate" : "neither side");
     r->wall_s = (double)(tdm_now_ns() - t_start) / 1e9;
     bad = 0;
     if (rank == 0) bad = tdm_ab_write_report(o, r, err) != 0;

@@ -38,22 +38,22 @@
 #include "train/trainer.h"
 
 typedef struct tdm_ab_options {
-    const char *baseline_flags;  /* shell-like string, may be "" */
+    const char *baseline_flags; /* shell-like string, may be "" */
     const char *candidate_flags;
-    int common_argc;             /* train flags shared by both sides */
+    int common_argc; /* train flags shared by both sides */
     char **common_argv;
-    int64_t steps;               /* optimizer steps per timing run */
-    int64_t window_lo, window_hi;/* 1-based, inclusive */
-    int window_given;            /* --window was given: a window from step 1 is taken (with a warning) */
-    int aa;                      /* --aa: identical sides on purpose (an A/A run); refused otherwise */
-    int repeats;                 /* timing runs per side */
-    int64_t audit_steps;         /* steps of the fingerprint audit runs (0 = skip the audit) */
-    int profile_steps;           /* steps profiled per side (0 = no profiled run) */
-    int profile_level;           /* 0..2, default 1 */
+    int64_t steps;                /* optimizer steps per timing run */
+    int64_t window_lo, window_hi; /* 1-based, inclusive */
+    int window_given;             /* --window was given: a window from step 1 is taken (with a warning) */
+    int aa;                       /* --aa: identical sides on purpose (an A/A run); refused otherwise */
+    int repeats;                  /* timing runs per side */
+    int64_t audit_steps;          /* steps of the fingerprint audit runs (0 = skip the audit) */
+    int profile_steps;            /* steps profiled per side (0 = no profiled run) */
+    int profile_level;            /* 0..2, default 1 */
     uint64_t bootstrap_seed;
     int bootstrap_resamples;
-    char out[1024];              /* report directory */
-    const char *command_line;    /* the exact command, for "reproduce" (may be NULL) */
+    char out[1024];           /* report directory */
+    const char *command_line; /* the exact command, for "reproduce" (may be NULL) */
 } tdm_ab_options;
 
 /* Defaults: steps 200, window 21:200, repeats 1, audit on, 3 profiled steps at level 1,
@@ -70,20 +70,20 @@ int tdm_ab_parse_window(const char *s, int64_t *lo, int64_t *hi, tdm_error *err)
 
 /* One side's measurements. */
 typedef struct tdm_ab_side {
-    const char *label;             /* "baseline" / "candidate" */
+    const char *label; /* "baseline" / "candidate" */
     tdm_train_args args;
     char ddp_config_line[1024];
     int repeats;
     int64_t steps;
-    int64_t start_iteration;       /* the --load checkpoint's iteration (0 without one, or with --finetune):
+    int64_t start_iteration;      /* the --load checkpoint's iteration (0 without one, or with --finetune):
                                       every run trains steps iterations from there; records count from 1 */
-    tdm_step_record *records;      /* [repeats * steps], step_ms = max over ranks */
-    uint64_t *audit_fingerprints;  /* [audit_steps], NULL when no audit */
+    tdm_step_record *records;     /* [repeats * steps], step_ms = max over ranks */
+    uint64_t *audit_fingerprints; /* [audit_steps], NULL when no audit */
     int64_t audit_steps;
     /* window statistics, pooled over repeats */
     double mean_step_ms, median_step_ms, stddev_step_ms, samples_per_s;
     double model_gflops_per_rank; /* model FLOPs of the window's steps / their time / ranks (Megatron's throughput) */
-    double *repeat_mean_ms;        /* [repeats] */
+    double *repeat_mean_ms;       /* [repeats] */
     /* CPU per window step, mean over ranks (timing runs): the whole process, the compute
      * thread, the communication thread (NaN with inline progress: no thread), and the
      * process's CPU over the step time: how many cores one rank kept busy */
@@ -110,7 +110,7 @@ typedef struct tdm_ab_load {
 
 /* A reading of the host: the load average and the cpu line's steal and total ticks. */
 typedef struct tdm_ab_host_sample {
-    double load1;                   /* NaN when unreadable */
+    double load1; /* NaN when unreadable */
     unsigned long long steal, total;
     int have_stat;
 } tdm_ab_host_sample;
@@ -121,22 +121,22 @@ void tdm_ab_host_sample_read(const char *loadavg_path, const char *stat_path, td
 /* A run under load: the load average less the job's own ranks on that machine (local_ranks), per core
  * online, above TDM_AB_LOAD_PER_CORE at either reading, or steal above TDM_AB_STEAL_PCT. */
 #define TDM_AB_LOAD_PER_CORE 0.5
-#define TDM_AB_STEAL_PCT 5.0
-void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, int cores,
-                       int local_ranks, tdm_ab_load *out);
+#define TDM_AB_STEAL_PCT     5.0
+void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, int cores, int local_ranks,
+                       tdm_ab_load *out);
 
 typedef struct tdm_ab_result {
-    tdm_ab_side side[2];           /* 0 baseline, 1 candidate */
+    tdm_ab_side side[2]; /* 0 baseline, 1 candidate */
     /* configuration diff: names of differing and identical arguments, "name: a -> b" */
     char **diff_lines;
     int n_diff;
-    char **same_lines;             /* "name = value" */
+    char **same_lines; /* "name = value" */
     int n_same;
-    tdm_stats_ci step_time_ci;     /* relative change of mean step time, % */
-    tdm_stats_ci runs_ci;          /* the same between whole runs: paired repeats, t interval (stats.h) */
-    int runs_ci_pairs;             /* the pairs behind runs_ci; 0 when there is none (fewer than 3 repeats) */
-    int ci_paired;                 /* the interval's resamples pair repeat r's steps of both sides */
-    int ci_block;                  /* its block length, in steps (of the first repeat's window) */
+    tdm_stats_ci step_time_ci; /* relative change of mean step time, % */
+    tdm_stats_ci runs_ci;      /* the same between whole runs: paired repeats, t interval (stats.h) */
+    int runs_ci_pairs;         /* the pairs behind runs_ci; 0 when there is none (fewer than 3 repeats) */
+    int ci_paired;             /* the interval's resamples pair repeat r's steps of both sides */
+    int ci_block;              /* its block length, in steps (of the first repeat's window) */
     double step_time_change_pct, median_change_pct, throughput_change_pct;
     char noise_sentence[1024];
     /* precision check (first timing run of each side, every step) */
@@ -144,33 +144,33 @@ typedef struct tdm_ab_result {
     int all_finite;
     int64_t first_loss_diff_step, first_grad_norm_diff_step; /* 0 when equal */
     double max_rel_loss_dev, max_rel_grad_norm_dev;
-    int repeats_bitwise_equal;     /* every repeat of a side gave the same losses and grad norms */
+    int repeats_bitwise_equal;           /* every repeat of a side gave the same losses and grad norms */
     int64_t profile_first, profile_last; /* the steps the profiled runs recorded (counted as the window) */
-    int fingerprints_equal;        /* -1 when not audited */
+    int fingerprints_equal;              /* -1 when not audited */
     int64_t first_fingerprint_diff_step;
     int nan_iterations, skipped_iterations; /* both sides, all runs */
     int world;
-    int cores_online;              /* rank 0's machine: sysconf(_SC_NPROCESSORS_ONLN) */
-    tdm_hosts hosts;               /* every rank's processor, compiler target and OpenBLAS kernels */
+    int cores_online; /* rank 0's machine: sysconf(_SC_NPROCESSORS_ONLN) */
+    tdm_hosts hosts;  /* every rank's processor, compiler target and OpenBLAS kernels */
     double wall_s;
-    tdm_ab_load *load;             /* [2 * repeats]: timing run k of side s at 2k + s; NULL when not recorded */
-    int n_load;                    /* the timing runs that finished (a partial report has fewer) */
-    int local_ranks;               /* ranks of this job on rank 0's machine */
-    int runs_under_load;           /* of the n_load, flagged under_load */
-    int partial;                   /* stopped by a signal: the report holds only the runs that finished */
-    int stop_signal;               /* that signal (SIGINT, SIGTERM), 0 when not stopped */
-    int stopped_alone;             /* the signal ended this rank's run mid-step: the others may be blocked in a
+    tdm_ab_load *load;   /* [2 * repeats]: timing run k of side s at 2k + s; NULL when not recorded */
+    int n_load;          /* the timing runs that finished (a partial report has fewer) */
+    int local_ranks;     /* ranks of this job on rank 0's machine */
+    int runs_under_load; /* of the n_load, flagged under_load */
+    int partial;         /* stopped by a signal: the report holds only the runs that finished */
+    int stop_signal;     /* that signal (SIGINT, SIGTERM), 0 when not stopped */
+    int stopped_alone;   /* the signal ended this rank's run mid-step: the others may be blocked in a
                                       collective, so the caller must end the job with MPI_Abort (world > 1) */
-    char **finished;               /* the runs that finished, in order: "baseline timing 1", "candidate audit" */
+    char **finished;     /* the runs that finished, in order: "baseline timing 1", "candidate audit" */
     int n_finished;
-    int ddp_line_confirms;         /* each differing argument shown in the DDP config lines has the
+    int ddp_line_confirms;   /* each differing argument shown in the DDP config lines has the
                                       side's value there: 1 yes, 0 no, -1 none of them is shown */
-    int run_failed_together;       /* a run failed on every rank at once (a bad sample, a NaN): the caller may
+    int run_failed_together; /* a run failed on every rank at once (a bad sample, a NaN): the caller may
                                       print err on run_failed_rank and exit normally, as after a setup failure */
     int run_failed_rank;
-    int setup_failed;              /* the failure came before any run: every rank returns it */
-    int setup_failed_rank;         /* the lowest rank whose flags were refused (err holds why there) */
-    int setup_failed_everywhere;   /* every rank refused them (one command line: rank 0 says why) */
+    int setup_failed;            /* the failure came before any run: every rank returns it */
+    int setup_failed_rank;       /* the lowest rank whose flags were refused (err holds why there) */
+    int setup_failed_everywhere; /* every rank refused them (one command line: rank 0 says why) */
 } tdm_ab_result;
 
 /* Runs the protocol (collective over comm). On success, rank 0 has written the report

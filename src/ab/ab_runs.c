@@ -69,8 +69,7 @@ static int choose_window(const tdm_ab_runs_options *o, tdm_ab_runs_result *r, td
     char holds[200];
     snprintf(holds, sizeof holds, "the runs hold iterations %lld-%lld (baseline) and %lld-%lld (candidate)",
              (long long)A->held_lo, (long long)A->held_hi, (long long)B->held_lo, (long long)B->held_hi);
-    if (lo > hi)
-        return tdm_errorf(err, "the two sides share no iteration with a step time: %s", holds);
+    if (lo > hi) return tdm_errorf(err, "the two sides share no iteration with a step time: %s", holds);
     int64_t wlo = o->window_lo > lo ? o->window_lo : lo, whi = o->window_hi < hi ? o->window_hi : hi;
     if (o->window_given) {
         if (wlo > whi)
@@ -79,14 +78,12 @@ static int choose_window(const tdm_ab_runs_options *o, tdm_ab_runs_result *r, td
         if (wlo != o->window_lo || whi != o->window_hi)
             snprintf(r->window_note, sizeof r->window_note, "--window %lld:%lld clipped to %lld:%lld: %s",
                      (long long)o->window_lo, (long long)o->window_hi, (long long)wlo, (long long)whi, holds);
-        else
-            snprintf(r->window_note, sizeof r->window_note, "--window %lld:%lld", (long long)wlo, (long long)whi);
+        else snprintf(r->window_note, sizeof r->window_note, "--window %lld:%lld", (long long)wlo, (long long)whi);
     } else if (wlo <= whi) {
         if (wlo != o->window_lo || whi != o->window_hi)
             snprintf(r->window_note, sizeof r->window_note, "the practice's window 21:200 clipped to %lld:%lld: %s",
                      (long long)wlo, (long long)whi, holds);
-        else
-            snprintf(r->window_note, sizeof r->window_note, "the practice's window 21:200");
+        else snprintf(r->window_note, sizeof r->window_note, "the practice's window 21:200");
     } else {
         /* shorter than the practice's warm-up: the warm-up a run names (MindSpeed's warm_up), else the first 10% */
         int64_t warm = 0;
@@ -135,7 +132,8 @@ static void window_stats(tdm_ab_runs_result *r, tdm_ab_runs_side *s, double **ti
         for (int64_t i = 0; i < run->n_iters; i++) {
             const tdm_run_iter *x = &run->iters[i];
             if (x->nan >= 0) s->nan_iterations = (s->nan_iterations < 0 ? 0 : s->nan_iterations) + x->nan;
-            if (x->skipped >= 0) s->skipped_iterations = (s->skipped_iterations < 0 ? 0 : s->skipped_iterations) + x->skipped;
+            if (x->skipped >= 0)
+                s->skipped_iterations = (s->skipped_iterations < 0 ? 0 : s->skipped_iterations) + x->skipped;
             if (!in_window(r, x)) continue;
             t[n++] = x->elapsed_ms;
             lines++;
@@ -178,8 +176,7 @@ static void runs_interval(tdm_ab_runs_result *r) {
     double sa = tdm_stats_stddev(A->run_mean_ms, A->n_runs), sb = tdm_stats_stddev(B->run_mean_ms, B->n_runs);
     if (!isfinite(ma) || !isfinite(mb) || !isfinite(sa) || !isfinite(sb) || ma <= 0) return;
     double va = sa * sa / A->n_runs, vb = sb * sb / B->n_runs, se = sqrt(va + vb);
-    double df = va + vb > 0 ? (va + vb) * (va + vb) /
-                                  (va * va / (A->n_runs - 1) + vb * vb / (B->n_runs - 1))
+    double df = va + vb > 0 ? (va + vb) * (va + vb) / (va * va / (A->n_runs - 1) + vb * vb / (B->n_runs - 1))
                             : A->n_runs + B->n_runs - 2;
     int idf = (int)floor(df);
     double t = tdm_stats_t975(idf < 1 ? 1 : idf);
@@ -213,7 +210,8 @@ static void statistics(const tdm_ab_runs_options *o, tdm_ab_runs_result *r) {
         r->step_time_ci.lo_pct = r->step_time_ci.hi_pct = NAN;
         if (na == 0 || nb == 0)
             snprintf(r->noise_sentence, sizeof r->noise_sentence,
-                     "No interval: the window holds no complete logged line of the %s.", na == 0 ? "baseline" : "candidate");
+                     "No interval: the window holds no complete logged line of the %s.",
+                     na == 0 ? "baseline" : "candidate");
         else
             snprintf(r->noise_sentence, sizeof r->noise_sentence,
                      "No interval: %lld and %lld logged line(s) in the window are too few to resample; log more "
@@ -267,15 +265,17 @@ static void check_pair(tdm_ab_runs_check *c, int64_t it, double a, tdm_run_prec 
 }
 
 static void verdict(tdm_ab_runs_check *c) {
-    c->verdict = c->compared == 0 ? TDM_AB_RUNS_ABSENT : c->equal == c->compared ? TDM_AB_RUNS_EQUAL : TDM_AB_RUNS_DIFFER;
+    c->verdict = c->compared == 0          ? TDM_AB_RUNS_ABSENT
+                 : c->equal == c->compared ? TDM_AB_RUNS_EQUAL
+                                           : TDM_AB_RUNS_DIFFER;
 }
 
 /* Walks the iterations of a and b in step, calling `pair` on each iteration both hold. */
-#define FOR_COMMON(a, b, i, j)                                                                                      \
-    for (int64_t i = 0, j = 0; i < (a)->n_iters && j < (b)->n_iters;)                                               \
-        if ((a)->iters[i].iteration < (b)->iters[j].iteration) i++;                                                 \
-        else if ((a)->iters[i].iteration > (b)->iters[j].iteration) j++;                                            \
-        else                                                                                                        \
+#define FOR_COMMON(a, b, i, j)                                                                                         \
+    for (int64_t i = 0, j = 0; i < (a)->n_iters && j < (b)->n_iters;)                                                  \
+        if ((a)->iters[i].iteration < (b)->iters[j].iteration) i++;                                                    \
+        else if ((a)->iters[i].iteration > (b)->iters[j].iteration) j++;                                               \
+        else                                                                                                           \
             for (int once_ = 1; once_; once_ = 0, i++, j++)
 
 static void compare_field(const tdm_run_log *a, const tdm_run_log *b, enum field f, tdm_ab_runs_check *c) {
@@ -331,7 +331,8 @@ static void precision(tdm_ab_runs_result *r) {
     static const char *const names[TDM_AB_RUNS_CHECKS] = {"learning rate", "consumed samples", "global batch size",
                                                           "loss",          "grad norm",        "validation loss",
                                                           "other losses"};
-    for (int k = 0; k < TDM_AB_RUNS_CHECKS; k++) memset(&r->checks[k], 0, sizeof r->checks[k]), r->checks[k].name = names[k];
+    for (int k = 0; k < TDM_AB_RUNS_CHECKS; k++)
+        memset(&r->checks[k], 0, sizeof r->checks[k]), r->checks[k].name = names[k];
     compare_field(a, b, F_LR, &r->checks[0]);
     compare_field(a, b, F_CONSUMED, &r->checks[1]);
     compare_field(a, b, F_BATCH, &r->checks[2]);
@@ -346,8 +347,8 @@ static void precision(tdm_ab_runs_result *r) {
         for (int k = 0; k < r->side[s].n_runs; k++)
             for (int64_t i = 0; i < r->side[s].runs[k].n_iters; i++) {
                 const tdm_run_iter *x = &r->side[s].runs[k].iters[i];
-                if ((!isnan(x->lm_loss) && !isfinite(x->lm_loss)) || (!isnan(x->grad_norm) && !isfinite(x->grad_norm)) ||
-                    x->nan > 0)
+                if ((!isnan(x->lm_loss) && !isfinite(x->lm_loss)) ||
+                    (!isnan(x->grad_norm) && !isfinite(x->grad_norm)) || x->nan > 0)
                     r->all_finite = 0;
             }
     r->repeats_equal = repeats_equal(&r->side[0]) && repeats_equal(&r->side[1]);
@@ -364,8 +365,8 @@ static void norm(const char *name, char *out, size_t cap) {
 
 /* Where each run wrote its output: not part of the configuration. */
 static int output_location(const char *n) {
-    static const char *const keys[] = {"save", "tensorboard_dir", "wandb_save_dir", "wandb_exp_name", "wandb_project",
-                                       "data_cache_path", "run_dir"};
+    static const char *const keys[] = {"save",          "tensorboard_dir", "wandb_save_dir", "wandb_exp_name",
+                                       "wandb_project", "data_cache_path", "run_dir"};
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
         if (!strcmp(n, keys[k])) return 1;
     return 0;
@@ -381,7 +382,8 @@ static const tdm_run_kv *find_kv(const tdm_run_kv *kv, int n, const char *normed
 }
 
 /* Appends "name: a -> b" / "name = v" lines for two key/value lists (prefix "env " for ENV_VARS). */
-static void diff_kv(tdm_ab_runs_result *r, const tdm_run_kv *a, int na, const tdm_run_kv *b, int nb, const char *prefix) {
+static void diff_kv(tdm_ab_runs_result *r, const tdm_run_kv *a, int na, const tdm_run_kv *b, int nb,
+                    const char *prefix) {
     char n[256];
     for (int pass = 0; pass < 2; pass++) {
         const tdm_run_kv *src = pass ? b : a, *other = pass ? a : b;
@@ -391,7 +393,9 @@ static void diff_kv(tdm_ab_runs_result *r, const tdm_run_kv *a, int na, const td
             const tdm_run_kv *mine = find_kv(src, ns, n), *theirs = find_kv(other, no, n);
             if (mine != &src[i]) continue; /* a repeated key: its last value counts */
             if (pass && theirs) continue;  /* both have it: done in the first pass */
-            const char *va = pass ? "(absent)" : src[i].value, *vb = pass ? src[i].value : theirs ? theirs->value : "(absent)";
+            const char *va = pass ? "(absent)" : src[i].value, *vb = pass     ? src[i].value
+                                                                     : theirs ? theirs->value
+                                                                              : "(absent)";
             if (output_location(n)) push(&r->skipped_lines, &r->n_skipped, "%s%s: %s | %s", prefix, src[i].key, va, vb);
             else if (strcmp(va, vb)) push(&r->diff_lines, &r->n_diff, "%s%s: %s -> %s", prefix, src[i].key, va, vb);
             else push(&r->same_lines, &r->n_same, "%s%s = %s", prefix, src[i].key, va);
@@ -482,20 +486,24 @@ static void describe_steps(const tdm_run_log *run, char *out, size_t cap) {
     if (n > 2 && agree >= n - 2)
         snprintf(out, cap, "%lld from %lld to %lld, every %lld", (long long)n, (long long)first, (long long)last,
                  (long long)gap);
-    else
-        snprintf(out, cap, "%lld from %lld to %lld", (long long)n, (long long)first, (long long)last);
+    else snprintf(out, cap, "%lld from %lld to %lld", (long long)n, (long long)first, (long long)last);
 }
 
 static void warnings(tdm_ab_runs_result *r) {
     const tdm_ab_runs_side *A = &r->side[0], *B = &r->side[1];
     const tdm_run_log *a = &A->runs[0], *b = &B->runs[0];
     char list[1200];
-    static const char *const model_keys[] = {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
-                                             "num_query_groups", "kv_channels", "seq_length", "padded_vocab_size",
-                                             "vocab_size", "num_experts", "model_name", "mm_model"};
-    static const char *const layout_keys[] = {"world_size", "data_parallel_size", "tensor_model_parallel_size",
-                                              "pipeline_model_parallel_size", "context_parallel_size",
-                                              "expert_model_parallel_size", "nproc_per_node", "nnodes"};
+    static const char *const model_keys[] = {
+        "num_layers", "hidden_size",       "num_attention_heads", "ffn_hidden_size", "num_query_groups", "kv_channels",
+        "seq_length", "padded_vocab_size", "vocab_size",          "num_experts",     "model_name",       "mm_model"};
+    static const char *const layout_keys[] = {"world_size",
+                                              "data_parallel_size",
+                                              "tensor_model_parallel_size",
+                                              "pipeline_model_parallel_size",
+                                              "context_parallel_size",
+                                              "expert_model_parallel_size",
+                                              "nproc_per_node",
+                                              "nnodes"};
     if (diff_names(r, model_keys, sizeof model_keys / sizeof *model_keys, list, sizeof list))
         push(&r->warnings, &r->n_warnings, "The two sides train different models (%s): this is not an A/B of one flag.",
              list);
@@ -510,10 +518,12 @@ static void warnings(tdm_ab_runs_result *r) {
              "compare samples/s, not step time.",
              (long long)A->global_batch, (long long)B->global_batch);
     if (r->n_diff > 1 && r->args_known)
-        push(&r->warnings, &r->n_warnings, "%d settings differ: a change cannot be put down to one of them.", r->n_diff);
+        push(&r->warnings, &r->n_warnings, "%d settings differ: a change cannot be put down to one of them.",
+             r->n_diff);
     if (r->n_diff == 0 && r->args_known)
-        push(&r->warnings, &r->n_warnings, "No argument differs between the two sides (an A/A comparison: any change "
-                                           "is noise).");
+        push(&r->warnings, &r->n_warnings,
+             "No argument differs between the two sides (an A/A comparison: any change "
+             "is noise).");
     /* the sides log different iterations: aligned by iteration, and said so */
     int64_t only_a = a->n_iters - r->common_steps, only_b = b->n_iters - r->common_steps;
     if (only_a || only_b) {
@@ -538,8 +548,9 @@ static void warnings(tdm_ab_runs_result *r) {
              "the same seed.",
              100 * loss->max_rel_dev, (long long)loss->max_dev_at);
     if (!r->repeats_equal)
-        push(&r->warnings, &r->n_warnings, "The runs of a side differ from its first run in loss or grad norm: the "
-                                           "repeats did not train alike.");
+        push(&r->warnings, &r->n_warnings,
+             "The runs of a side differ from its first run in loss or grad norm: the "
+             "repeats did not train alike.");
     /* repeats of one side with other arguments than its first run */
     for (int s = 0; s < 2; s++)
         for (int k = 1; k < r->side[s].n_runs; k++) {
@@ -548,8 +559,9 @@ static void warnings(tdm_ab_runs_result *r) {
             const tdm_run_log *x = &r->side[s].runs[0], *y = &r->side[s].runs[k];
             diff_kv(&tmp, x->args, x->n_args, y->args, y->n_args, "");
             if (tmp.n_diff)
-                push(&r->warnings, &r->n_warnings, "%s run %d (%s) differs from run 1 in %d argument%s (%s%s): the "
-                                                   "repeats are not one configuration.",
+                push(&r->warnings, &r->n_warnings,
+                     "%s run %d (%s) differs from run 1 in %d argument%s (%s%s): the "
+                     "repeats are not one configuration.",
                      r->side[s].label, k + 1, y->path, tmp.n_diff, tmp.n_diff == 1 ? "" : "s", tmp.diff_lines[0],
                      tmp.n_diff > 1 ? "; ..." : "");
             for (int i = 0; i < tmp.n_diff; i++) free(tmp.diff_lines[i]);
@@ -560,14 +572,16 @@ static void warnings(tdm_ab_runs_result *r) {
     /* the traces given with the runs */
     int ta = A->trace_ranks > 0, tb = B->trace_ranks > 0;
     if (ta != tb)
-        push(&r->warnings, &r->n_warnings, "Only the %s's runs come with profiler traces: the communication rows "
-                                           "show one side.",
+        push(&r->warnings, &r->n_warnings,
+             "Only the %s's runs come with profiler traces: the communication rows "
+             "show one side.",
              ta ? "baseline" : "candidate");
     for (int s = 0; s < 2; s++) {
         const tdm_ab_runs_side *x = &r->side[s];
         if (x->traced_runs > 0 && x->traced_runs < x->n_runs)
-            push(&r->warnings, &r->n_warnings, "%d of the %s's %d runs come with traces: its communication rows are "
-                                               "theirs alone.",
+            push(&r->warnings, &r->n_warnings,
+                 "%d of the %s's %d runs come with traces: its communication rows are "
+                 "theirs alone.",
                  x->traced_runs, x->label, x->n_runs);
         for (int i = 0; i < x->n_trace_notes; i++)
             push(&r->warnings, &r->n_warnings, "%s traces: %s%s", x->label, x->trace_notes[i],
@@ -591,55 +605,68 @@ static void warnings(tdm_ab_runs_result *r) {
 static void limits(tdm_ab_runs_result *r) {
     const tdm_ab_runs_check *loss = &r->checks[3];
     if (loss->verdict == TDM_AB_RUNS_EQUAL)
-        push(&r->limits, &r->n_limits, "Loss printed to %s: equal at that precision; bitwise equality cannot be "
-                                       "checked from logs.",
+        push(&r->limits, &r->n_limits,
+             "Loss printed to %s: equal at that precision; bitwise equality cannot be "
+             "checked from logs.",
              loss->precision[0] ? loss->precision : "its stored digits");
     else if (loss->verdict == TDM_AB_RUNS_DIFFER)
-        push(&r->limits, &r->n_limits, "Loss printed to %s: a deviation below the last printed digit cannot be seen, "
-                                       "so the steps called equal may still differ in their bits.",
+        push(&r->limits, &r->n_limits,
+             "Loss printed to %s: a deviation below the last printed digit cannot be seen, "
+             "so the steps called equal may still differ in their bits.",
              loss->precision[0] ? loss->precision : "its stored digits");
     else
-        push(&r->limits, &r->n_limits, "The two sides' first runs log no loss at a common iteration: the losses "
-                                       "cannot be compared.");
-    push(&r->limits, &r->n_limits, "Logs carry no fingerprint of the batches: equal consumed samples and equal early "
-                                   "losses are the only evidence that both sides read the same data in the same "
-                                   "order.");
+        push(&r->limits, &r->n_limits,
+             "The two sides' first runs log no loss at a common iteration: the losses "
+             "cannot be compared.");
+    push(&r->limits, &r->n_limits,
+         "Logs carry no fingerprint of the batches: equal consumed samples and equal early "
+         "losses are the only evidence that both sides read the same data in the same "
+         "order.");
     int golden = 0, logs = 0, baseline = 0, traced = 0;
     for (int s = 0; s < 2; s++)
         for (int k = 0; k < r->side[s].n_runs; k++) {
             tdm_run_format f = r->side[s].runs[k].format;
-            golden |= f == TDM_RUN_MEGATRON_GOLDEN, logs |= f == TDM_RUN_MEGATRON_LOG, baseline |= f == TDM_RUN_MINDSPEED_BASELINE;
+            golden |= f == TDM_RUN_MEGATRON_GOLDEN, logs |= f == TDM_RUN_MEGATRON_LOG,
+                baseline |= f == TDM_RUN_MINDSPEED_BASELINE;
             traced |= f == TDM_RUN_PROFILER_TRACES;
         }
     if (logs)
-        push(&r->limits, &r->n_limits, "A log's step time is the elapsed time per iteration the logging rank measured, "
-                                       "averaged over each line's --log-interval iterations: the slowest rank's step "
-                                       "and the spread inside a line are not in the log.");
+        push(&r->limits, &r->n_limits,
+             "A log's step time is the elapsed time per iteration the logging rank measured, "
+             "averaged over each line's --log-interval iterations: the slowest rank's step "
+             "and the spread inside a line are not in the log.");
     if (golden)
-        push(&r->limits, &r->n_limits, "Golden values keep one iteration's time every few steps, and no learning "
-                                       "rate, consumed samples or grad norm.");
+        push(&r->limits, &r->n_limits,
+             "Golden values keep one iteration's time every few steps, and no learning "
+             "rate, consumed samples or grad norm.");
     if (baseline)
-        push(&r->limits, &r->n_limits, "A MindSpeed-MM baseline keeps a loss and a time per step, and no learning "
-                                       "rate, batch or grad norm.");
+        push(&r->limits, &r->n_limits,
+             "A MindSpeed-MM baseline keeps a loss and a time per step, and no learning "
+             "rate, batch or grad norm.");
     if (traced)
-        push(&r->limits, &r->n_limits, "A run given as profiler traces alone has the profiled steps only: each step's "
-                                       "time is the slowest traced rank's ProfilerStep, with no loss, learning rate "
-                                       "or batch to compare.");
+        push(&r->limits, &r->n_limits,
+             "A run given as profiler traces alone has the profiled steps only: each step's "
+             "time is the slowest traced rank's ProfilerStep, with no loss, learning rate "
+             "or batch to compare.");
     if (r->side[0].trace_ranks > 0 || r->side[1].trace_ranks > 0)
-        push(&r->limits, &r->n_limits, "The communication rows are the traces' profiled steps, a mean over every "
-                                       "rank traced (%lld and %lld rank-steps): those steps need not lie in the "
-                                       "window, and CPU time is not in them.",
+        push(&r->limits, &r->n_limits,
+             "The communication rows are the traces' profiled steps, a mean over every "
+             "rank traced (%lld and %lld rank-steps): those steps need not lie in the "
+             "window, and CPU time is not in them.",
              (long long)r->side[0].trace_steps, (long long)r->side[1].trace_steps);
     else
-        push(&r->limits, &r->n_limits, "Hidden and exposed communication, compute and CPU time are not in logs: give "
-                                       "each run's profiler traces with it (LOG,TRACES; docs/analyze.md).");
+        push(&r->limits, &r->n_limits,
+             "Hidden and exposed communication, compute and CPU time are not in logs: give "
+             "each run's profiler traces with it (LOG,TRACES; docs/analyze.md).");
     if (r->side[0].n_runs > 1 || r->side[1].n_runs > 1)
-        push(&r->limits, &r->n_limits, "Whether the runs ran interleaved, or on the same machines, is not in the logs: "
-                                       "the interval between runs treats them as independent.");
+        push(&r->limits, &r->n_limits,
+             "Whether the runs ran interleaved, or on the same machines, is not in the logs: "
+             "the interval between runs treats them as independent.");
     else
-        push(&r->limits, &r->n_limits, "One run per side: the interval sees the noise within each run, not how much "
-                                       "whole runs differ (give --baseline-run and --candidate-run 2 or more runs "
-                                       "each).");
+        push(&r->limits, &r->n_limits,
+             "One run per side: the interval sees the noise within each run, not how much "
+             "whole runs differ (give --baseline-run and --candidate-run 2 or more runs "
+             "each).");
 }
 
 int tdm_ab_runs_compute(const tdm_ab_runs_options *o, tdm_ab_runs_result *r, tdm_error *err) {

@@ -43,11 +43,11 @@ static void check_text(const tdm_ab_runs_check *c, int decimals, char *out, size
         if (decimals)
             snprintf(out, cap, "yes: identical at the printed precision%s at all %lld iteration%s%s", prec,
                      (long long)c->compared, c->compared == 1 ? "" : "s", extra);
-        else
-            snprintf(out, cap, "yes (%lld iteration%s)%s", (long long)c->compared, c->compared == 1 ? "" : "s", extra);
+        else snprintf(out, cap, "yes (%lld iteration%s)%s", (long long)c->compared, c->compared == 1 ? "" : "s", extra);
     } else if (decimals) {
-        snprintf(out, cap, "NO at %lld of %lld iterations%s: largest relative deviation %.2g at iteration %lld "
-                           "(first at %lld)%s",
+        snprintf(out, cap,
+                 "NO at %lld of %lld iterations%s: largest relative deviation %.2g at iteration %lld "
+                 "(first at %lld)%s",
                  (long long)(c->compared - c->equal), (long long)c->compared, prec, c->max_rel_dev,
                  (long long)c->max_dev_at, (long long)c->first_diff, extra);
     } else {
@@ -83,8 +83,8 @@ void tdm_ab_runs_format_table(const tdm_ab_runs_options *o, const tdm_ab_runs_re
         tdm_sb_puts(sb, r->args_known ? "the two sides are IDENTICAL (nothing to compare)\n"
                                       : "unknown (a side has no arguments block)\n");
     enum { SHOWN = 5 };
-    for (int i = 0; i < r->n_diff && i < SHOWN; i++) tdm_sb_printf(sb, "%s%s", i ? "; " : r->n_diff == 1 ? "only " : "",
-                                                                    r->diff_lines[i]);
+    for (int i = 0; i < r->n_diff && i < SHOWN; i++)
+        tdm_sb_printf(sb, "%s%s", i ? "; " : r->n_diff == 1 ? "only " : "", r->diff_lines[i]);
     if (r->n_diff > SHOWN) tdm_sb_printf(sb, "; ... (%d settings in all, listed in report.md)", r->n_diff);
     if (r->n_diff)
         tdm_sb_printf(sb, " differ%s; %d other settings identical\n",
@@ -92,17 +92,16 @@ void tdm_ab_runs_format_table(const tdm_ab_runs_options *o, const tdm_ab_runs_re
 
     tdm_sb_printf(sb, "\n  %-40s %12s %12s   %s\n", "Performance (window)", "baseline", "candidate", "change");
     if (isfinite(r->step_time_ci.lo_pct))
-        snprintf(ch, sizeof ch, "%+.2f%%  (95%% CI %+.2f%% .. %+.2f%%)", r->step_time_change_pct, r->step_time_ci.lo_pct,
-                 r->step_time_ci.hi_pct);
-    else
-        snprintf(ch, sizeof ch, "%+.2f%%  (no interval)", r->step_time_change_pct);
+        snprintf(ch, sizeof ch, "%+.2f%%  (95%% CI %+.2f%% .. %+.2f%%)", r->step_time_change_pct,
+                 r->step_time_ci.lo_pct, r->step_time_ci.hi_pct);
+    else snprintf(ch, sizeof ch, "%+.2f%%  (no interval)", r->step_time_change_pct);
     row3(sb, "mean step time (ms)", A->mean_step_ms, B->mean_step_ms, ch);
     const char *runs_row = "  between whole runs (Welch)";
     if (isfinite(r->runs_ci.lo_pct))
-        tdm_sb_printf(sb, "  %-40s %12s %12s   %+.2f%%  (95%% CI %+.2f%% .. %+.2f%%, t over %d and %d runs)\n", runs_row,
-                      "", "", r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct, A->n_runs, B->n_runs);
-    else
-        tdm_sb_printf(sb, "  %-40s %12s %12s   n/a (needs 2 or more runs per side)\n", runs_row, "", "");
+        tdm_sb_printf(sb, "  %-40s %12s %12s   %+.2f%%  (95%% CI %+.2f%% .. %+.2f%%, t over %d and %d runs)\n",
+                      runs_row, "", "", r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct, A->n_runs,
+                      B->n_runs);
+    else tdm_sb_printf(sb, "  %-40s %12s %12s   n/a (needs 2 or more runs per side)\n", runs_row, "", "");
     pct(ch, sizeof ch, r->median_change_pct);
     row3(sb, "median step time (ms)", A->median_step_ms, B->median_step_ms, ch);
     pct(ch, sizeof ch, r->throughput_change_pct);
@@ -121,10 +120,8 @@ void tdm_ab_runs_format_table(const tdm_ab_runs_options *o, const tdm_ab_runs_re
         int decimals = order[k] != 1 && order[k] != 2;
         if ((order[k] == 5 || order[k] == 6) && c->verdict == TDM_AB_RUNS_ABSENT && !c->one_side_only) continue;
         char name[120];
-        if (decimals)
-            snprintf(name, sizeof name, "%s equal at the printed precision", c->name);
-        else
-            snprintf(name, sizeof name, "%s identical", c->name);
+        if (decimals) snprintf(name, sizeof name, "%s equal at the printed precision", c->name);
+        else snprintf(name, sizeof name, "%s identical", c->name);
         check_text(c, decimals, line, sizeof line);
         tdm_sb_printf(sb, "  %-52s %s\n", name, line);
     }
@@ -134,8 +131,7 @@ void tdm_ab_runs_format_table(const tdm_ab_runs_options *o, const tdm_ab_runs_re
     count_pair(b, sizeof b, A->skipped_iterations, B->skipped_iterations);
     if (A->nan_iterations < 0 && B->nan_iterations < 0 && A->skipped_iterations < 0 && B->skipped_iterations < 0)
         tdm_sb_printf(sb, "  %-52s %s\n", "NaN iterations / skipped iterations", "not in the logs");
-    else
-        tdm_sb_printf(sb, "  %-52s %s / %s\n", "NaN iterations / skipped (baseline and candidate)", a, b);
+    else tdm_sb_printf(sb, "  %-52s %s / %s\n", "NaN iterations / skipped (baseline and candidate)", a, b);
     tdm_sb_printf(sb, "  %-52s %s\n", "input fingerprints identical", "not in logs");
     if (A->n_runs > 1 || B->n_runs > 1)
         tdm_sb_printf(sb, "  %-52s %s\n", "runs of each side equal at the printed precision",
@@ -204,7 +200,8 @@ static void csv_side(const tdm_ab_runs_side *s, tdm_strbuf *sb) {
             csv_count(sb, x->nan, 0);
             csv_num(sb, x->elapsed_ms);
             tdm_sb_printf(sb, ",%d", x->interval);
-            csv_num(sb, x->loss_scale), csv_num(sb, x->throughput), csv_num(sb, x->params_norm), csv_num(sb, x->num_zeros);
+            csv_num(sb, x->loss_scale), csv_num(sb, x->throughput), csv_num(sb, x->params_norm),
+                csv_num(sb, x->num_zeros);
             tdm_sb_printf(sb, ",%d\n", x->pass);
         }
 }
@@ -266,9 +263,9 @@ static void json_side(tdm_strbuf *sb, const tdm_ab_runs_side *s) {
             first = 0;
         }
     tdm_sb_puts(sb, "],\n    ");
-    static const char *const unknown[] = {"model_gflops_per_rank", "data_wait_ms", "ideal_step_ms",
-                                          "overlap_efficiency", "sched_ideal_step_ms", "sched_overlap_efficiency",
-                                          "cpu_ms", "compute_cpu_ms", "comm_cpu_ms", "cores_busy"};
+    static const char *const unknown[] = {
+        "model_gflops_per_rank",    "data_wait_ms", "ideal_step_ms",  "overlap_efficiency", "sched_ideal_step_ms",
+        "sched_overlap_efficiency", "cpu_ms",       "compute_cpu_ms", "comm_cpu_ms",        "cores_busy"};
     for (size_t k = 0; k < sizeof unknown / sizeof *unknown; k++) tdm_sb_printf(sb, "\"%s\": null, ", unknown[k]);
     tdm_sb_puts(sb, "\n    ");
     json_count(sb, "window_samples", s->window_samples > 0 ? s->window_samples : -1), tdm_sb_puts(sb, ", ");
@@ -323,12 +320,12 @@ static void summary_json(const tdm_ab_runs_options *o, const tdm_ab_runs_result 
     if (isfinite(r->step_time_ci.lo_pct))
         tdm_sb_printf(sb, "\"ci95_pct\": [%.6g, %.6g],\n  \"inside_noise\": %s,\n  ", r->step_time_ci.lo_pct,
                       r->step_time_ci.hi_pct, tf(tdm_stats_ci_contains_zero(&r->step_time_ci)));
-    else
-        tdm_sb_puts(sb, "\"ci95_pct\": null,\n  \"inside_noise\": null,\n  ");
+    else tdm_sb_puts(sb, "\"ci95_pct\": null,\n  \"inside_noise\": null,\n  ");
     tdm_sb_printf(sb, "\"ci_block_steps\": %d,\n  \"ci_paired\": false,\n  ", r->ci_block);
     if (isfinite(r->runs_ci.lo_pct))
-        tdm_sb_printf(sb, "\"runs_change_pct\": %.6g,\n  \"runs_ci95_pct\": [%.6g, %.6g],\n  \"runs_inside_noise\": %s,\n  "
-                          "\"runs_ci_df\": %.4g,\n  ",
+        tdm_sb_printf(sb,
+                      "\"runs_change_pct\": %.6g,\n  \"runs_ci95_pct\": [%.6g, %.6g],\n  \"runs_inside_noise\": %s,\n  "
+                      "\"runs_ci_df\": %.4g,\n  ",
                       r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct,
                       tf(tdm_stats_ci_contains_zero(&r->runs_ci)), r->runs_ci_df);
     else
@@ -347,18 +344,21 @@ static void summary_json(const tdm_ab_runs_options *o, const tdm_ab_runs_result 
     for (int i = 0; i < TDM_HOSTS_N; i++) tdm_sb_printf(sb, "%s\"%s\": null", i ? ", " : "", tdm_hosts_names[i]);
     tdm_sb_puts(sb, "},\n  ");
     /* bitwise equality cannot be read from a log: null; what a log shows is the printed precision */
-    tdm_sb_printf(sb, "\"loss_bitwise_equal\": null,\n  \"first_loss_diff_step\": %lld,\n  ", (long long)loss->first_diff);
+    tdm_sb_printf(sb, "\"loss_bitwise_equal\": null,\n  \"first_loss_diff_step\": %lld,\n  ",
+                  (long long)loss->first_diff);
     json_num(sb, "max_rel_loss_dev", loss->compared ? loss->max_rel_dev : NAN);
     tdm_sb_printf(sb, ",\n  \"grad_norm_bitwise_equal\": null,\n  \"first_grad_norm_diff_step\": %lld,\n  ",
                   (long long)gn->first_diff);
     json_num(sb, "max_rel_grad_norm_dev", gn->compared ? gn->max_rel_dev : NAN);
-    tdm_sb_printf(sb, ",\n  \"lr_equal\": %s,\n  \"consumed_samples_equal\": %s,\n  \"global_batch_size_equal\": %s,\n"
-                      "  \"all_finite\": %s,\n  \"repeats_bitwise_equal\": null,\n  \"ddp_config_confirms_diff\": %s,\n",
+    tdm_sb_printf(sb,
+                  ",\n  \"lr_equal\": %s,\n  \"consumed_samples_equal\": %s,\n  \"global_batch_size_equal\": %s,\n"
+                  "  \"all_finite\": %s,\n  \"repeats_bitwise_equal\": null,\n  \"ddp_config_confirms_diff\": %s,\n",
                   check_bool(lr), check_bool(cs), check_bool(gbs), tf(r->all_finite),
                   r->ddp_line_confirms < 0 ? "null" : tf(r->ddp_line_confirms));
     tdm_sb_puts(sb, "  \"fingerprints_equal\": null,\n  \"audit_steps\": 0,\n  ");
     int64_t nan = A->nan_iterations < 0 && B->nan_iterations < 0 ? -1
-                  : (A->nan_iterations > 0 ? A->nan_iterations : 0) + (B->nan_iterations > 0 ? B->nan_iterations : 0);
+                                                                 : (A->nan_iterations > 0 ? A->nan_iterations : 0) +
+                                                                       (B->nan_iterations > 0 ? B->nan_iterations : 0);
     int64_t skip = A->skipped_iterations < 0 && B->skipped_iterations < 0
                        ? -1
                        : (A->skipped_iterations > 0 ? A->skipped_iterations : 0) +
@@ -373,8 +373,8 @@ static void summary_json(const tdm_ab_runs_options *o, const tdm_ab_runs_result 
                   check_bool(loss), check_bool(gn));
     tdm_sb_printf(sb, "  \"runs_equal_at_printed_precision\": %s,\n  \"common_steps\": %lld,\n  \"precision\": {",
                   tf(r->repeats_equal), (long long)r->common_steps);
-    static const char *const keys[TDM_AB_RUNS_CHECKS] = {"lr", "consumed_samples", "global_batch_size", "loss",
-                                                         "grad_norm", "validation_loss", "other_losses"};
+    static const char *const keys[TDM_AB_RUNS_CHECKS] = {"lr",        "consumed_samples", "global_batch_size", "loss",
+                                                         "grad_norm", "validation_loss",  "other_losses"};
     for (int k = 0; k < TDM_AB_RUNS_CHECKS; k++) {
         tdm_sb_printf(sb, "%s\n    \"%s\": ", k ? "," : "", keys[k]);
         json_check(sb, &r->checks[k]);
@@ -407,7 +407,8 @@ static double *window_values(const tdm_ab_runs_result *r, const tdm_ab_runs_side
     for (int k = 0; k < s->n_runs; k++)
         for (int64_t i = 0; i < s->runs[k].n_iters; i++) {
             const tdm_run_iter *x = &s->runs[k].iters[i];
-            if (isfinite(x->elapsed_ms) && x->iteration - x->interval + 1 >= r->window_lo && x->iteration <= r->window_hi)
+            if (isfinite(x->elapsed_ms) && x->iteration - x->interval + 1 >= r->window_lo &&
+                x->iteration <= r->window_hi)
                 t[(*n)++] = x->elapsed_ms;
         }
     return t;
@@ -424,8 +425,7 @@ static int plots(const tdm_ab_runs_options *o, const tdm_ab_runs_result *r, tdm_
         tdm_sb_clear(sb);
         if (loss)
             tdm_svg_line_plot(sb, "Loss per logged iteration (first run of each side)", "iteration", "loss", s, 2);
-        else
-            tdm_svg_line_plot(sb, "Step time per logged iteration (first run of each side)", "iteration", "ms", s, 2);
+        else tdm_svg_line_plot(sb, "Step time per logged iteration (first run of each side)", "iteration", "ms", s, 2);
         rc |= write_sb(o->out, loss ? "loss.svg" : "step_time.svg", sb, err);
         free(xa), free(ya), free(xb), free(yb);
     }
@@ -462,10 +462,11 @@ int tdm_ab_runs_write_report(const tdm_ab_runs_options *o, const tdm_ab_runs_res
                           r->side[s].runs[k].source);
     tdm_sb_printf(&sb, "\n- Window: %s. A logged line counts when every iteration it averages is inside.\n",
                   r->window_note);
-    tdm_sb_printf(&sb, "- The mean step time weights each line by the iterations it covers; the median and the 95%% "
-                       "interval take each line as one value. The interval is a percentile bootstrap (%d resamples, "
-                       "seed %llu) in blocks of %d consecutive lines within each run, not paired: nothing in a log "
-                       "says the two sides ran the same iterations side by side.\n",
+    tdm_sb_printf(&sb,
+                  "- The mean step time weights each line by the iterations it covers; the median and the 95%% "
+                  "interval take each line as one value. The interval is a percentile bootstrap (%d resamples, "
+                  "seed %llu) in blocks of %d consecutive lines within each run, not paired: nothing in a log "
+                  "says the two sides ran the same iterations side by side.\n",
                   o->bootstrap_resamples, (unsigned long long)o->bootstrap_seed, r->ci_block);
     if (isfinite(r->runs_ci.lo_pct))
         tdm_sb_printf(&sb, "- Between whole runs: Welch's t interval on the runs' means (%.1f degrees of freedom).\n",

@@ -60,10 +60,11 @@ int tdm_ab_runs_split(const char *arg, char *log, size_t log_cap, char *traces, 
             snprintf(traces, traces_cap, "%s", comma + 1);
             *traces_required = 1;
             if (stat(log, &st) != 0)
-                return tdm_errorf(err, "%s: no such file or directory (the log of '%s', given as LOG,TRACES)", log, arg);
-            if (stat(traces, &st) != 0)
-                return tdm_errorf(err, "%s: no such file or directory (the traces of '%s', given as LOG,TRACES)", traces,
+                return tdm_errorf(err, "%s: no such file or directory (the log of '%s', given as LOG,TRACES)", log,
                                   arg);
+            if (stat(traces, &st) != 0)
+                return tdm_errorf(err, "%s: no such file or directory (the traces of '%s', given as LOG,TRACES)",
+                                  traces, arg);
             return 0;
         }
     }

@@ -17,9 +17,10 @@ static const char *const hta_setting[4] = {
     "last step dropped, timestamps not rounded",
     "last step kept, timestamps not rounded",
 };
-static const char *const hta_key[4] = {"default", "last_step_kept", "default_no_rounding", "last_step_kept_no_rounding"};
-static const char *const diag_key[TDM_RUNS_DIAG_COUNT] = {"nothing_hidden", "grads_after_backward",
-                                                          "allgather_order", "rank_late", "slow_rank"};
+static const char *const hta_key[4] = {"default", "last_step_kept", "default_no_rounding",
+                                       "last_step_kept_no_rounding"};
+static const char *const diag_key[TDM_RUNS_DIAG_COUNT] = {"nothing_hidden", "grads_after_backward", "allgather_order",
+                                                          "rank_late", "slow_rank"};
 
 static const char *format_name(tdm_runs_format f) {
     switch (f) {
@@ -83,8 +84,8 @@ void tdm_analyze_table(tdm_strbuf *sb, const tdm_analyze_run *runs, int n) {
         if (a->n_ranks > 0) tdm_sb_printf(sb, " (%s)", format_name(a->ranks[0].trace->format));
         tdm_sb_puts(sb, "\n");
         if (a->n_ranks > 0) {
-            tdm_sb_printf(sb, "  %-10s %5s %10s %10s %10s %10s %10s %10s %8s  %s\n", "", "steps", "step ms",
-                          "compute", "comm", "hidden", "exposed", "idle", "overlap%", "last collective: ms, exposed ms");
+            tdm_sb_printf(sb, "  %-10s %5s %10s %10s %10s %10s %10s %10s %8s  %s\n", "", "steps", "step ms", "compute",
+                          "comm", "hidden", "exposed", "idle", "overlap%", "last collective: ms, exposed ms");
             for (int i = 0; i < a->n_ranks; i++) {
                 const tdm_runs_rank_stats *r = &a->ranks[i];
                 const tdm_runs_step_stats *m = &r->mean;
@@ -94,8 +95,8 @@ void tdm_analyze_table(tdm_strbuf *sb, const tdm_analyze_run *runs, int n) {
                     const tdm_runs_step_stats *st = &r->steps[r->n_steps - 1];
                     lname = last_name(r->trace, st, ln, sizeof ln);
                 }
-                tdm_sb_printf(sb, "  %-10.10s %5lld %10s %10s %10s %10s %10s %10s %8s  %s%s%s%s%s\n",
-                              r->trace->label, (long long)r->n_steps, ms(b[0], m->step_us), ms(b[1], m->compute_us),
+                tdm_sb_printf(sb, "  %-10.10s %5lld %10s %10s %10s %10s %10s %10s %8s  %s%s%s%s%s\n", r->trace->label,
+                              (long long)r->n_steps, ms(b[0], m->step_us), ms(b[1], m->compute_us),
                               ms(b[2], m->comm_us), ms(b[3], m->hidden_us), ms(b[4], m->exposed_us),
                               ms(b[5], m->idle_us), pct(b[6], m->overlap_pct), isfinite(m->last_us) ? lname : "",
                               isfinite(m->last_us) ? ": " : "-", isfinite(m->last_us) ? ms(b[7], m->last_us) : "",
@@ -117,8 +118,9 @@ void tdm_analyze_table(tdm_strbuf *sb, const tdm_analyze_run *runs, int n) {
             tdm_sb_printf(sb, "  (%s; \"last kept\": the last step kept too)\n", hta_setting[0]);
         }
         if (a->slowest >= 0 && isfinite(a->spread))
-            tdm_sb_printf(sb, "  slowest rank: %s; spread (max-min)/mean of the ranks' step times %.2f%% (msprof's "
-                              "slow-rank rule: above 5%%)\n",
+            tdm_sb_printf(sb,
+                          "  slowest rank: %s; spread (max-min)/mean of the ranks' step times %.2f%% (msprof's "
+                          "slow-rank rule: above 5%%)\n",
                           a->ranks[a->slowest].trace->label, 100 * a->spread);
         int any_coll = 0;
         for (int i = 0; i < a->n_ranks; i++) any_coll |= a->ranks[i].n_kinds > 0;
@@ -138,7 +140,8 @@ void tdm_analyze_table(tdm_strbuf *sb, const tdm_analyze_run *runs, int n) {
                 }
         }
         if (s->n_acomm > 0) {
-            tdm_sb_puts(sb, "  Ascend communication operators: rank, operators, elapse ms, wait ms (share), transit MB\n");
+            tdm_sb_puts(sb,
+                        "  Ascend communication operators: rank, operators, elapse ms, wait ms (share), transit MB\n");
             for (int64_t i = 0, done = 0; i < s->n_acomm && done < 64; i++) {
                 int64_t rank = s->acomm[i].rank;
                 int seen = 0;
@@ -220,8 +223,9 @@ static void json_hta(tdm_strbuf *sb, const tdm_runs_trace *t, const tdm_runs_hta
     jnum(sb, "compute_time_us", h->compute_us, 0);
     jnum(sb, "non_compute_time_us", h->non_compute_us, 0);
     jnum(sb, "kernel_time_us", h->span_us, 0);
-    tdm_sb_printf(sb, ",\"num_steps_analysed\":%lld,\"kernel_count\":%lld,\"comm_kernel_count\":%lld,"
-                      "\"filtered_by_steps\":%s,\"comm_kernels_by_name\":{",
+    tdm_sb_printf(sb,
+                  ",\"num_steps_analysed\":%lld,\"kernel_count\":%lld,\"comm_kernel_count\":%lld,"
+                  "\"filtered_by_steps\":%s,\"comm_kernels_by_name\":{",
                   (long long)h->n_steps, (long long)h->n_kernels, (long long)h->n_comm_kernels,
                   h->filtered ? "true" : "false");
     for (int k = 0; k < h->n_comm_names; k++) {
@@ -375,8 +379,9 @@ void tdm_analyze_markdown(tdm_strbuf *sb, const tdm_analyze_run *runs, int n) {
                             "(start up, end down).\n");
         }
         if (a->slowest >= 0 && isfinite(a->spread))
-            tdm_sb_printf(sb, "\nSlowest rank: %s. Spread of the ranks' mean step times, (max - min) / mean: %.2f%% "
-                              "(msprof-analyze flags a slow rank above 5%%).\n",
+            tdm_sb_printf(sb,
+                          "\nSlowest rank: %s. Spread of the ranks' mean step times, (max - min) / mean: %.2f%% "
+                          "(msprof-analyze flags a slow rank above 5%%).\n",
                           a->ranks[a->slowest].trace->label, 100 * a->spread);
         int any_coll = 0;
         for (int i = 0; i < a->n_ranks; i++) any_coll |= a->ranks[i].n_kinds > 0;
@@ -402,8 +407,9 @@ void tdm_analyze_markdown(tdm_strbuf *sb, const tdm_analyze_run *runs, int n) {
                             "all-to-all (n-1)/n).\n");
         }
         if (s->n_acomm > 0) {
-            tdm_sb_puts(sb, "\n### Ascend communication operators\n\n| rank | step | operator | elapse | transit | wait "
-                            "| synchronisation | idle | transit MB |\n|---|---|---|---|---|---|---|---|---|\n");
+            tdm_sb_puts(sb,
+                        "\n### Ascend communication operators\n\n| rank | step | operator | elapse | transit | wait "
+                        "| synchronisation | idle | transit MB |\n|---|---|---|---|---|---|---|---|---|\n");
             for (int64_t i = 0; i < s->n_acomm && i < 500; i++) {
                 const tdm_runs_acomm *c = &s->acomm[i];
                 tdm_sb_printf(sb, "| %lld | ", (long long)c->rank);
@@ -452,8 +458,9 @@ void tdm_analyze_markdown(tdm_strbuf *sb, const tdm_analyze_run *runs, int n) {
                 md_text(sb, s->traces[i]->notes[k]);
                 tdm_sb_puts(sb, "\n");
             }
-        tdm_sb_printf(sb, "\nPlots: timeline_run%d.svg (one step per rank), steps_run%d.svg (hidden and exposed "
-                          "communication per step).\n",
+        tdm_sb_printf(sb,
+                      "\nPlots: timeline_run%d.svg (one step per rank), steps_run%d.svg (hidden and exposed "
+                      "communication per step).\n",
                       ri + 1, ri + 1);
     }
 }
@@ -469,7 +476,7 @@ static int64_t pick_step(const tdm_runs_rank_stats *r) {
     /* the step whose length has as many shorter as longer ones */
     for (int64_t k = 0; k < r->n_steps; k++) {
         int64_t lo = 0, hi = 0;
-        for (int64_t j = 0; j < r->n_steps; j++) lo += d[j] < d[k], hi += d[j] > d[k];
+        for (int64_t j = 0; j < r->n_steps; j++) lo += d[j]<d[k], hi += d[j]> d[k];
         if (llabs((long long)(lo - hi)) <= 1) {
             best = k;
             break;
@@ -484,7 +491,7 @@ static void timeline_svg(tdm_strbuf *sb, const tdm_analyze_run *run) {
     int64_t number = a->n_ranks ? pick_step(&a->ranks[0]) : -1;
     int n_rows = 0;
     const char **labels = tdm_xmalloc(sizeof *labels * (size_t)(2 * a->n_ranks + 1));
-    char (*lb)[64] = tdm_xmalloc(sizeof *lb * (size_t)(2 * a->n_ranks + 1));
+    char(*lb)[64] = tdm_xmalloc(sizeof *lb * (size_t)(2 * a->n_ranks + 1));
     tdm_svg_bar *bars = NULL;
     int64_t nb = 0, capb = 0;
     double t_hi = 1;
@@ -514,8 +521,8 @@ static void timeline_svg(tdm_strbuf *sb, const tdm_analyze_run *run) {
             labels[n_rows] = lb[n_rows];
             for (int64_t j = 0; j < niv[c]; j++) {
                 if (nb == capb) bars = tdm_xrealloc(bars, (size_t)(capb = capb ? capb * 2 : 256) * sizeof *bars);
-                bars[nb++] = (tdm_svg_bar){.row = n_rows, .t0 = iv[c][j].t0, .t1 = iv[c][j].t1,
-                                           .kind = c ? TDM_SVG_COMM : TDM_SVG_COMPUTE};
+                bars[nb++] = (tdm_svg_bar){
+                    .row = n_rows, .t0 = iv[c][j].t0, .t1 = iv[c][j].t1, .kind = c ? TDM_SVG_COMM : TDM_SVG_COMPUTE};
                 if (iv[c][j].t1 > t_hi) t_hi = iv[c][j].t1;
             }
             n_rows++;

@@ -16,7 +16,7 @@
 #include "runs/trace.h"
 
 typedef struct tdm_analyze_run {
-    const char *name;                /* as given on the command line */
+    const char *name; /* as given on the command line */
     const tdm_runs_set *set;
     const tdm_runs_analysis *analysis;
 } tdm_analyze_run;

@@ -19,8 +19,8 @@ int tdm_demo_prepare(const char *dir, tdm_error *err) {
     snprintf(train, sizeof train, "%s/train.json", data_dir);
     snprintf(tok, sizeof tok, "%s/tokenizer.json", dir);
     if (!tdm_file_exists(train)) {
-        tdm_synth_options o = {.out_dir = data_dir, .n_train = 2000, .n_test = 200, .seed = 1, .min_size = 64,
-                               .max_size = 128};
+        tdm_synth_options o = {
+            .out_dir = data_dir, .n_train = 2000, .n_test = 200, .seed = 1, .min_size = 64, .max_size = 128};
         if (tdm_synth_generate(&o, err) != 0) return -1;
     }
     if (tdm_file_exists(tok)) return 0;
@@ -55,8 +55,9 @@ int tdm_demo_find_model(char *out, size_t cap, tdm_error *err) {
             return 0;
         }
     }
-    return tdm_errorf(err, "the demo needs the tiny configuration, configs/tiny/config.json: found neither here nor "
-                           "at %s; run it from the repository root or set TANDEM_DEMO_MODEL to that folder",
+    return tdm_errorf(err,
+                      "the demo needs the tiny configuration, configs/tiny/config.json: found neither here nor "
+                      "at %s; run it from the repository root or set TANDEM_DEMO_MODEL to that folder",
                       slash ? cand[1] : "the binary's folder");
 }
 
@@ -66,13 +67,45 @@ int tdm_demo_ab_args(const char *dir, const char *model_dir, char ***argv_out) {
     snprintf(data, sizeof data, "%s/data/train.json", dir);
     snprintf(out, sizeof out, "%s/ab", dir);
     snprintf(model, sizeof model, "%s", model_dir);
-    static char *argv[] = {
-        "ab", "--baseline", "", "--candidate", "--overlap-grad-reduce",
-        "--model", model, "--tokenizer", tok, "--data", data,
-        "--freeze-vision", "--freeze-projector", "--use-distributed-optimizer", "--ddp-bucket-size", "500000",
-        "--micro-batch-size", "2", "--global-batch-size", "8", "--seq-length", "512",
-        "--lr", "1e-3", "--lr-warmup-iters", "5", "--lr-decay-style", "cosine", "--seed", "1234",
-        "--steps", "40", "--window", "11:40", "--repeats", "2", "--out", out, NULL};
+    static char *argv[] = {"ab",
+                           "--baseline",
+                           "",
+                           "--candidate",
+                           "--overlap-grad-reduce",
+                           "--model",
+                           model,
+                           "--tokenizer",
+                           tok,
+                           "--data",
+                           data,
+                           "--freeze-vision",
+                           "--freeze-projector",
+                           "--use-distributed-optimizer",
+                           "--ddp-bucket-size",
+                           "500000",
+                           "--micro-batch-size",
+                           "2",
+                           "--global-batch-size",
+                           "8",
+                           "--seq-length",
+                           "512",
+                           "--lr",
+                           "1e-3",
+                           "--lr-warmup-iters",
+                           "5",
+                           "--lr-decay-style",
+                           "cosine",
+                           "--seed",
+                           "1234",
+                           "--steps",
+                           "40",
+                           "--window",
+                           "11:40",
+                           "--repeats",
+                           "2",
+                           "--out",
+                           out,
+                           NULL};
     *argv_out = argv;
     return (int)(sizeof argv / sizeof *argv) - 1;
 }

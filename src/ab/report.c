@@ -64,15 +64,13 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     if (isfinite(r->step_time_ci.lo_pct))
         snprintf(ch, sizeof ch, "%+.2f%%  (95%% CI %+.2f%% .. %+.2f%%)", r->step_time_change_pct,
                  r->step_time_ci.lo_pct, r->step_time_ci.hi_pct);
-    else
-        snprintf(ch, sizeof ch, "%+.2f%%  (no interval)", r->step_time_change_pct);
+    else snprintf(ch, sizeof ch, "%+.2f%%  (no interval)", r->step_time_change_pct);
     row3(sb, "mean step time (ms)", A->mean_step_ms, B->mean_step_ms, ch);
     const char *runs_row = "  between whole runs (paired)";
     if (r->runs_ci_pairs)
         tdm_sb_printf(sb, "  %-40s %12s %12s   %+.2f%%  (95%% CI %+.2f%% .. %+.2f%%, t over %d pairs)\n", runs_row, "",
                       "", r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct, r->runs_ci_pairs);
-    else
-        tdm_sb_printf(sb, "  %-40s %12s %12s   n/a (needs --repeats 3 or more)\n", runs_row, "", "");
+    else tdm_sb_printf(sb, "  %-40s %12s %12s   n/a (needs --repeats 3 or more)\n", runs_row, "", "");
     snprintf(ch, sizeof ch, "%+.2f%%", r->median_change_pct);
     row3(sb, "median step time (ms)", A->median_step_ms, B->median_step_ms, ch);
     snprintf(ch, sizeof ch, "%+.2f%%", r->throughput_change_pct);
@@ -90,8 +88,9 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
         char ls[32] = "n/a", ss[32] = "n/a";
         if (isfinite(lmax)) snprintf(ls, sizeof ls, "%.2f", lmax);
         if (isfinite(smax)) snprintf(ss, sizeof ss, "%.1f%%", smax);
-        tdm_sb_printf(sb, "  Host (rank 0's machine, %d cores, %d rank%s of this job): load average up to %s, CPU steal up "
-                          "to %s; %d of %d timing run%s under load\n",
+        tdm_sb_printf(sb,
+                      "  Host (rank 0's machine, %d cores, %d rank%s of this job): load average up to %s, CPU steal up "
+                      "to %s; %d of %d timing run%s under load\n",
                       r->cores_online, r->local_ranks, r->local_ranks == 1 ? "" : "s", ls, ss, r->runs_under_load,
                       r->n_load, r->n_load == 1 ? "" : "s");
     }
@@ -171,8 +170,7 @@ static void csv_side(const tdm_ab_side *s, tdm_strbuf *sb) {
         for (int64_t i = 0; i < s->steps; i++) {
             const tdm_step_record *x = &s->records[k * s->steps + i];
             tdm_sb_printf(sb, "%d,%lld,%lld,%d,%.17g,%.17g,%.17g,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
-                          k + 1,
-                          (long long)x->iteration, (long long)x->consumed_samples, x->global_batch_size, x->lr,
+                          k + 1, (long long)x->iteration, (long long)x->consumed_samples, x->global_batch_size, x->lr,
                           x->loss, x->grad_norm, x->skipped, x->nan, x->step_ms, x->data_wait_ms, x->fwd_bwd_ms,
                           x->grad_sync_ms, x->optimizer_ms, x->param_gather_ms, x->comm_thread_cpu_ms,
                           x->compute_cpu_ms, x->cpu_ms);
@@ -236,8 +234,7 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     json_num(sb, "throughput_change_pct", r->throughput_change_pct), tdm_sb_puts(sb, ",\n  ");
     if (isfinite(r->step_time_ci.lo_pct))
         tdm_sb_printf(sb, "\"ci95_pct\": [%.6g, %.6g],\n  \"inside_noise\": %s,\n  ", r->step_time_ci.lo_pct,
-                      r->step_time_ci.hi_pct,
-                      tdm_stats_ci_contains_zero(&r->step_time_ci) ? "true" : "false");
+                      r->step_time_ci.hi_pct, tdm_stats_ci_contains_zero(&r->step_time_ci) ? "true" : "false");
     else tdm_sb_puts(sb, "\"ci95_pct\": null,\n  \"inside_noise\": null,\n  ");
     tdm_sb_printf(sb, "\"ci_block_steps\": %d,\n  \"ci_paired\": %s,\n  ", r->ci_block, tf[!!r->ci_paired]);
     if (r->runs_ci_pairs)
@@ -246,8 +243,7 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
                       "  \"runs_inside_noise\": %s,\n  ",
                       r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct,
                       tdm_stats_ci_contains_zero(&r->runs_ci) ? "true" : "false");
-    else
-        tdm_sb_puts(sb, "\"runs_change_pct\": null,\n  \"runs_ci95_pct\": null,\n  \"runs_inside_noise\": null,\n  ");
+    else tdm_sb_puts(sb, "\"runs_change_pct\": null,\n  \"runs_ci95_pct\": null,\n  \"runs_inside_noise\": null,\n  ");
     tdm_sb_printf(sb, "\"runs_ci_pairs\": %d,\n  ", r->runs_ci_pairs);
     /* the host around every timing run, in the order they ran (baseline 1, candidate 1, baseline 2, ...) */
     tdm_sb_printf(sb, "\"local_ranks\": %d,\n  \"runs_under_load\": %d,\n  \"load\": [", r->local_ranks,
@@ -273,8 +269,8 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
         tdm_sb_json_string(sb, v, strlen(v));
     }
     tdm_sb_puts(sb, "},\n");
-    tdm_sb_printf(sb, "  \"loss_bitwise_equal\": %s,\n  \"first_loss_diff_step\": %lld,\n  ", tf[!!r->loss_bitwise_equal],
-                  (long long)r->first_loss_diff_step);
+    tdm_sb_printf(sb, "  \"loss_bitwise_equal\": %s,\n  \"first_loss_diff_step\": %lld,\n  ",
+                  tf[!!r->loss_bitwise_equal], (long long)r->first_loss_diff_step);
     json_num(sb, "max_rel_loss_dev", r->max_rel_loss_dev);
     tdm_sb_printf(sb, ",\n  \"grad_norm_bitwise_equal\": %s,\n  \"first_grad_norm_diff_step\": %lld,\n  ",
                   tf[!!r->grad_norm_bitwise_equal], (long long)r->first_grad_norm_diff_step);
@@ -282,9 +278,8 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     tdm_sb_printf(sb,
                   ",\n  \"lr_equal\": %s,\n  \"consumed_samples_equal\": %s,\n  \"global_batch_size_equal\": %s,\n"
                   "  \"all_finite\": %s,\n  \"repeats_bitwise_equal\": %s,\n  \"ddp_config_confirms_diff\": %s,\n",
-                  tf[!!r->lr_equal], tf[!!r->consumed_samples_equal], tf[!!r->global_batch_equal],
-                  tf[!!r->all_finite], tf[!!r->repeats_bitwise_equal],
-                  r->ddp_line_confirms < 0 ? "null" : tf[!!r->ddp_line_confirms]);
+                  tf[!!r->lr_equal], tf[!!r->consumed_samples_equal], tf[!!r->global_batch_equal], tf[!!r->all_finite],
+                  tf[!!r->repeats_bitwise_equal], r->ddp_line_confirms < 0 ? "null" : tf[!!r->ddp_line_confirms]);
     if (r->fingerprints_equal < 0) tdm_sb_puts(sb, "  \"fingerprints_equal\": null,\n");
     else tdm_sb_printf(sb, "  \"fingerprints_equal\": %s,\n", tf[!!r->fingerprints_equal]);
     tdm_sb_printf(sb, "  \"audit_steps\": %lld,\n  \"nan_iterations\": %d,\n  \"skipped_iterations\": %d,\n  ",
@@ -370,7 +365,7 @@ static int timeline_svg(const tdm_ab_side *s, const char *out, tdm_strbuf *sb) {
             snprintf(labels[row], sizeof labels[row], lane > 0 ? "rank %d %s (%d)" : "rank %d %s", e->rank,
                      kinds[e->thread_kind < 3 ? e->thread_kind : 0], lane + 1);
         }
-        int kind = e->cat == TDM_PROF_COMM ? TDM_SVG_COMM
+        int kind = e->cat == TDM_PROF_COMM   ? TDM_SVG_COMM
                    : e->cat == TDM_PROF_WAIT ? TDM_SVG_WAIT
                    : e->cat == TDM_PROF_DATA ? TDM_SVG_DATA
                                              : TDM_SVG_COMPUTE;
@@ -463,7 +458,8 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     int have_tl[2] = {0, 0};
     if (!compare) goto report_md;
     double *la = per_step_mean(A, 1), *lb = per_step_mean(B, 1), *sa = per_step_mean(A, 0), *sbm = per_step_mean(B, 0);
-    tdm_svg_series loss[2] = {{"baseline", NULL, la, A->steps, "#4e79a7"}, {"candidate", NULL, lb, B->steps, "#e15759"}};
+    tdm_svg_series loss[2] = {{"baseline", NULL, la, A->steps, "#4e79a7"},
+                              {"candidate", NULL, lb, B->steps, "#e15759"}};
     tdm_svg_series st[2] = {{"baseline", NULL, sa, A->steps, "#4e79a7"}, {"candidate", NULL, sbm, B->steps, "#e15759"}};
     tdm_sb_clear(&sb);
     tdm_svg_line_plot(&sb, "Loss per step (overlaid; identical runs draw one line)", "iteration", "loss", loss, 2);
@@ -492,20 +488,23 @@ report_md:
     tdm_sb_clear(&sb);
     tdm_sb_puts(&sb, "# A/B report\n\n");
     if (r->partial)
-        tdm_sb_printf(&sb, "**Partial report**: `tandem ab` was stopped by %s after %d of %d timing runs; it holds only "
-                           "the runs that finished (listed below and in `summary.json`'s `finished_runs`).\n\n",
+        tdm_sb_printf(&sb,
+                      "**Partial report**: `tandem ab` was stopped by %s after %d of %d timing runs; it holds only "
+                      "the runs that finished (listed below and in `summary.json`'s `finished_runs`).\n\n",
                       sig_name(r->stop_signal), r->n_load, 2 * o->repeats);
     tdm_sb_puts(&sb, "```\n");
     tdm_ab_format_table(o, r, &sb);
     tdm_sb_puts(&sb, "```\n\n## What was run\n\n");
-    tdm_sb_printf(&sb, "- %d timing run(s) per side, interleaved baseline, candidate, baseline, ...: %lld steps each, "
-                       "profiling off, fingerprint audit off, no checkpoints. Statistics over steps %lld-%lld of "
-                       "every run, step time = the slowest rank's.\n",
+    tdm_sb_printf(&sb,
+                  "- %d timing run(s) per side, interleaved baseline, candidate, baseline, ...: %lld steps each, "
+                  "profiling off, fingerprint audit off, no checkpoints. Statistics over steps %lld-%lld of "
+                  "every run, step time = the slowest rank's.\n",
                   o->repeats, (long long)o->steps, (long long)o->window_lo, (long long)o->window_hi);
-    tdm_sb_printf(&sb, "- The 95%% interval is a percentile bootstrap of the window's steps (%d resamples, seed %llu) "
-                       "in blocks of %d consecutive steps within each repeat (neighbouring steps are not "
-                       "independent: a slow period slows several in a row)%s. It does not see how much whole "
-                       "runs differ, so also compare the repeats' means:",
+    tdm_sb_printf(&sb,
+                  "- The 95%% interval is a percentile bootstrap of the window's steps (%d resamples, seed %llu) "
+                  "in blocks of %d consecutive steps within each repeat (neighbouring steps are not "
+                  "independent: a slow period slows several in a row)%s. It does not see how much whole "
+                  "runs differ, so also compare the repeats' means:",
                   o->bootstrap_resamples, (unsigned long long)o->bootstrap_seed, r->ci_block,
                   r->ci_paired ? ", paired: each resample takes the same iterations of both sides' repeat r, which "
                                  "ran the same batches, so what the two share (a batch's size) cancels"
@@ -518,17 +517,19 @@ report_md:
         tdm_sb_puts(&sb, s ? " ms.\n" : " ms;");
     }
     if (r->runs_ci_pairs)
-        tdm_sb_printf(&sb, "- Between whole runs: the mean over the %d pairs (baseline run r, candidate run r, "
-                           "interleaved) of each pair's change, %+.2f%%, with its 95%% Student t interval "
-                           "[%+.2f%%, %+.2f%%] (%d degrees of freedom): it sees a host that is slower during one run "
-                           "than the next, which the steps' interval cannot.\n",
+        tdm_sb_printf(&sb,
+                      "- Between whole runs: the mean over the %d pairs (baseline run r, candidate run r, "
+                      "interleaved) of each pair's change, %+.2f%%, with its 95%% Student t interval "
+                      "[%+.2f%%, %+.2f%%] (%d degrees of freedom): it sees a host that is slower during one run "
+                      "than the next, which the steps' interval cannot.\n",
                       r->runs_ci_pairs, r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct,
                       r->runs_ci_pairs - 1);
     if (r->n_load) {
-        tdm_sb_printf(&sb, "- The host around each timing run (rank 0's machine, %d cores online, %d rank%s of this job "
-                           "there; a run is under load when the 1-minute load average less those ranks exceeds %.1f "
-                           "per core, or CPU steal exceeds %.0f%% of the run's CPU time):\n\n"
-                           "  | run | load before | load after | steal | under load |\n  |---|---|---|---|---|\n",
+        tdm_sb_printf(&sb,
+                      "- The host around each timing run (rank 0's machine, %d cores online, %d rank%s of this job "
+                      "there; a run is under load when the 1-minute load average less those ranks exceeds %.1f "
+                      "per core, or CPU steal exceeds %.0f%% of the run's CPU time):\n\n"
+                      "  | run | load before | load after | steal | under load |\n  |---|---|---|---|---|\n",
                       r->cores_online, r->local_ranks, r->local_ranks == 1 ? "" : "s", TDM_AB_LOAD_PER_CORE,
                       TDM_AB_STEAL_PCT);
         for (int i = 0; i < r->n_load; i++) {
@@ -543,16 +544,20 @@ report_md:
         tdm_sb_putc(&sb, '\n');
     }
     if (A->audit_steps > 0)
-        tdm_sb_printf(&sb, "- One fingerprint audit run per side (%lld steps): the hash of every rank's micro-batches "
-                           "at every step, compared between the sides.\n",
+        tdm_sb_printf(&sb,
+                      "- One fingerprint audit run per side (%lld steps): the hash of every rank's micro-batches "
+                      "at every step, compared between the sides.\n",
                       (long long)A->audit_steps);
     if (o->profile_steps > 0) /* the steps recorded: --profile-steps from the window's start, moved back from the end */
-        tdm_sb_printf(&sb, "- One profiled run per side (steps %lld-%lld at level %d): traces in `traces/<side>/` "
-                           "(`trace.json` opens in https://ui.perfetto.dev), analysis by `tandem trace-summary "
-                           "traces/<side>`.\n",
+        tdm_sb_printf(&sb,
+                      "- One profiled run per side (steps %lld-%lld at level %d): traces in `traces/<side>/` "
+                      "(`trace.json` opens in https://ui.perfetto.dev), analysis by `tandem trace-summary "
+                      "traces/<side>`.\n",
                       (long long)r->profile_first, (long long)r->profile_last, o->profile_level);
     if (!compare) tdm_sb_puts(&sb, "\n## Plots\n\nnone: a side has no finished timing run\n\n");
-    else tdm_sb_puts(&sb, "\n## Plots\n\n![loss](loss.svg)\n\n![step time](step_time.svg)\n\n![distribution](step_time_hist.svg)\n\n");
+    else
+        tdm_sb_puts(&sb, "\n## Plots\n\n![loss](loss.svg)\n\n![step "
+                         "time](step_time.svg)\n\n![distribution](step_time_hist.svg)\n\n");
     for (int s = 0; s < 2; s++)
         if (have_tl[s]) tdm_sb_printf(&sb, "![timeline %s](timeline_%s.svg)\n\n", r->side[s].label, r->side[s].label);
         else tdm_sb_printf(&sb, "(no timeline for the %s: its profiled run left no trace)\n\n", r->side[s].label);

@@ -48,9 +48,7 @@ double tdm_stats_stddev(const double *x, int64_t n) {
     return sqrt(s / (double)(n - 1));
 }
 
-double tdm_stats_rel_change_pct(double baseline, double candidate) {
-    return 100.0 * (candidate - baseline) / baseline;
-}
+double tdm_stats_rel_change_pct(double baseline, double candidate) { return 100.0 * (candidate - baseline) / baseline; }
 
 int tdm_stats_auto_block(int64_t n) {
     int b = (int)ceil(cbrt((double)n) - 1e-9);
@@ -127,8 +125,8 @@ static int block_bootstrap(const double *a, const int64_t *a_run_len, int a_runs
 }
 
 int tdm_stats_block_bootstrap_rel_change(const double *a, const int64_t *a_run_len, int a_runs, const double *b,
-                                         const int64_t *b_run_len, int b_runs, int block, int resamples,
-                                         uint64_t seed, tdm_stats_ci *ci) {
+                                         const int64_t *b_run_len, int b_runs, int block, int resamples, uint64_t seed,
+                                         tdm_stats_ci *ci) {
     return block_bootstrap(a, a_run_len, a_runs, b, b_run_len, b_runs, 0, block, resamples, seed, ci);
 }
 

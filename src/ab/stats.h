@@ -7,9 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-double tdm_stats_mean(const double *x, int64_t n);    /* NaN for n == 0 */
-double tdm_stats_median(const double *x, int64_t n);  /* NaN for n == 0; x is not modified */
-double tdm_stats_stddev(const double *x, int64_t n);  /* sample (n - 1) standard deviation */
+double tdm_stats_mean(const double *x, int64_t n);   /* NaN for n == 0 */
+double tdm_stats_median(const double *x, int64_t n); /* NaN for n == 0; x is not modified */
+double tdm_stats_stddev(const double *x, int64_t n); /* sample (n - 1) standard deviation */
 /* Quantile q in [0, 1] of sorted data, linear interpolation between order statistics. */
 double tdm_stats_quantile_sorted(const double *sorted, int64_t n, double q);
 
@@ -17,7 +17,7 @@ double tdm_stats_quantile_sorted(const double *sorted, int64_t n, double q);
 double tdm_stats_rel_change_pct(double baseline, double candidate);
 
 typedef struct tdm_stats_ci {
-    double change_pct;   /* relative change of the means, % */
+    double change_pct; /* relative change of the means, % */
     double lo_pct, hi_pct;
     int resamples;
 } tdm_stats_ci;
@@ -40,8 +40,8 @@ int tdm_stats_bootstrap_rel_change(const double *a, int64_t na, const double *b,
  * above, or when a side's runs are empty or have nothing to resample (no run with two places a block can
  * start, e.g. one step per run: the interval would be a point). */
 int tdm_stats_block_bootstrap_rel_change(const double *a, const int64_t *a_run_len, int a_runs, const double *b,
-                                         const int64_t *b_run_len, int b_runs, int block, int resamples,
-                                         uint64_t seed, tdm_stats_ci *ci);
+                                         const int64_t *b_run_len, int b_runs, int block, int resamples, uint64_t seed,
+                                         tdm_stats_ci *ci);
 
 /* Paired: a and b have the same runs (run r of b ran the same iterations, on the same data, as run r of a), and
  * each resample draws the same blocks for both sides, so what the two sides share at an iteration (the batch's

@@ -20,11 +20,12 @@ static void xml_text(tdm_strbuf *sb, const char *s) {
 }
 
 static void header(tdm_strbuf *sb, const char *title, int w, int h) {
-    tdm_sb_printf(sb,
-                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-                  "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-                  "<text x=\"%d\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">",
-                  w, h, w, h, w / 2);
+    tdm_sb_printf(
+        sb,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+        "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+        "<text x=\"%d\" y=\"22\" font-size=\"15\" text-anchor=\"middle\">",
+        w, h, w, h, w / 2);
     xml_text(sb, title);
     tdm_sb_puts(sb, "</text>\n");
 }
@@ -117,11 +118,12 @@ void tdm_svg_line_plot_window(tdm_strbuf *sb, const char *title, const char *xla
     header(sb, title, W, H);
     if (isfinite(win_lo) && isfinite(win_hi) && win_hi >= win_lo) { /* the statistics window, behind the lines */
         double a = px(&f, win_lo < f.x0 ? f.x0 : win_lo), z = px(&f, win_hi > f.x1 ? f.x1 : win_hi);
-        tdm_sb_printf(sb, "<rect class=\"window\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"#59a14f\" "
-                          "fill-opacity=\"0.12\"/>\n<text x=\"%.1f\" y=\"%d\" fill=\"#3b7a33\">statistics window "
-                          "%.0f-%.0f</text>\n",
-                      a, MT, z - a > 1 ? z - a : 1, H - MT - MB, a + 4 < W - MR - 180 ? a + 4 : W - MR - 180, H - MB - 6,
-                      win_lo, win_hi);
+        tdm_sb_printf(sb,
+                      "<rect class=\"window\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"#59a14f\" "
+                      "fill-opacity=\"0.12\"/>\n<text x=\"%.1f\" y=\"%d\" fill=\"#3b7a33\">statistics window "
+                      "%.0f-%.0f</text>\n",
+                      a, MT, z - a > 1 ? z - a : 1, H - MT - MB, a + 4 < W - MR - 180 ? a + 4 : W - MR - 180,
+                      H - MB - 6, win_lo, win_hi);
     }
     axes(sb, &f, xlabel, ylabel, integer_x);
     for (int k = 0; k < ns; k++) {
@@ -180,8 +182,9 @@ void tdm_svg_histogram(tdm_strbuf *sb, const char *title, const char *xlabel, co
             int64_t c = cnt[k * bins + b];
             if (!c) continue;
             double x0 = px(&f, f.x0 + b * bw), x1 = px(&f, f.x0 + (b + 1) * bw), y = py(&f, (double)c);
-            tdm_sb_printf(sb, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
-                              "fill-opacity=\"0.45\"/>\n",
+            tdm_sb_printf(sb,
+                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
+                          "fill-opacity=\"0.45\"/>\n",
                           x0, y, x1 - x0 > 1 ? x1 - x0 - 0.5 : 0.5, (double)(H - MB) - y, s[k].color);
         }
         if (s[k].n > 0) { /* median marker */
@@ -191,8 +194,9 @@ void tdm_svg_histogram(tdm_strbuf *sb, const char *title, const char *xlabel, co
             double med = s[k].n % 2 ? c[s[k].n / 2] : 0.5 * (c[s[k].n / 2 - 1] + c[s[k].n / 2]);
             free(c);
             if (isfinite(med))
-                tdm_sb_printf(sb, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\" "
-                                  "stroke-dasharray=\"4 3\"/>\n",
+                tdm_sb_printf(sb,
+                              "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\" "
+                              "stroke-dasharray=\"4 3\"/>\n",
                               px(&f, med), px(&f, med), MT, H - MB, s[k].color);
         }
     }
@@ -224,17 +228,19 @@ void tdm_svg_timeline(tdm_strbuf *sb, const char *title, const char *const *row_
         int d = b->depth < 3 ? b->depth : 3;
         double y = top + b->row * row_h + 2 + d * 3, hh = row_h - 4 - d * 6;
         int k = b->kind >= 0 && b->kind < 4 ? b->kind : 0;
-        tdm_sb_printf(sb, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"%.2f\"/>\n",
-                      left + (a - t_lo) * scale, y, (z - a) * scale > 0.3 ? (z - a) * scale : 0.3, hh, kind_color[k],
-                      d == 0 ? 0.55 : 0.9);
+        tdm_sb_printf(
+            sb, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"%.2f\"/>\n",
+            left + (a - t_lo) * scale, y, (z - a) * scale > 0.3 ? (z - a) * scale : 0.3, hh, kind_color[k],
+            d == 0 ? 0.55 : 0.9);
     }
     for (int i = 0; i <= 4; i++) { /* the last label ends at the axis' end: centred there it was clipped */
         double t = t_lo + (t_hi - t_lo) * i / 4.0;
-        tdm_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%.4g ms</text>\n",
-                      left + (t - t_lo) * scale, top + n_rows * row_h + 16, i == 4 ? "end" : "middle", t);
+        tdm_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">%.4g ms</text>\n", left + (t - t_lo) * scale,
+                      top + n_rows * row_h + 16, i == 4 ? "end" : "middle", t);
     }
     for (int k = 0; k < 4; k++)
-        tdm_sb_printf(sb, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
-                      left + 140 * k, h - 18, kind_color[k], left + 140 * k + 16, h - 9, kind_name[k]);
+        tdm_sb_printf(
+            sb, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+            left + 140 * k, h - 18, kind_color[k], left + 140 * k + 16, h - 9, kind_name[k]);
     tdm_sb_puts(sb, "</svg>\n");
 }

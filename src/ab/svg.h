@@ -10,11 +10,11 @@
 #include "core/strbuf.h"
 
 typedef struct tdm_svg_series {
-    const char *name;   /* legend */
-    const double *x;    /* NULL: 1, 2, 3, ... (line plots); unused by histograms */
+    const char *name; /* legend */
+    const double *x;  /* NULL: 1, 2, 3, ... (line plots); unused by histograms */
     const double *y;
     int64_t n;
-    const char *color;  /* CSS colour */
+    const char *color; /* CSS colour */
 } tdm_svg_series;
 
 /* Lines through (x, y) per series; non-finite points break the line. */
@@ -28,8 +28,8 @@ void tdm_svg_line_plot_window(tdm_strbuf *sb, const char *title, const char *xla
 
 /* Histograms of each series' y values over a shared range, `bins` bins, drawn as
  * translucent overlaid bars, with each series' median marked. */
-void tdm_svg_histogram(tdm_strbuf *sb, const char *title, const char *xlabel, const tdm_svg_series *s,
-                       int n_series, int bins);
+void tdm_svg_histogram(tdm_strbuf *sb, const char *title, const char *xlabel, const tdm_svg_series *s, int n_series,
+                       int bins);
 
 typedef enum tdm_svg_kind {
     TDM_SVG_COMPUTE = 0,
@@ -40,9 +40,9 @@ typedef enum tdm_svg_kind {
 
 typedef struct tdm_svg_bar {
     int row;
-    double t0, t1;  /* ms */
-    int kind;       /* tdm_svg_kind */
-    int depth;      /* nesting depth: deeper bars are drawn thinner */
+    double t0, t1; /* ms */
+    int kind;      /* tdm_svg_kind */
+    int depth;     /* nesting depth: deeper bars are drawn thinner */
 } tdm_svg_bar;
 
 /* A timeline over [t_lo, t_hi] ms: one row per label, bars coloured by kind, a legend. */

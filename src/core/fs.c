@@ -15,8 +15,11 @@
 
 /* What a path that is not a regular file is, for messages. */
 static const char *file_kind(mode_t m) {
-    return S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISSOCK(m) ? "a socket"
-         : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "a special file";
+    return S_ISDIR(m)                 ? "a folder"
+           : S_ISFIFO(m)              ? "a FIFO (named pipe)"
+           : S_ISSOCK(m)              ? "a socket"
+           : S_ISCHR(m) || S_ISBLK(m) ? "a device"
+                                      : "a special file";
 }
 
 /* O_NONBLOCK: a blocking open() of a FIFO waits for a writer, forever when none comes; this one

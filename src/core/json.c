@@ -83,10 +83,16 @@ static int utf8_seq_len(const unsigned char *p, const unsigned char *end) {
     if (c < 0x80) return 1;
     int n;
     unsigned cp;
-    if (c >= 0xC2 && c <= 0xDF) { n = 2; cp = c & 0x1F; }
-    else if (c >= 0xE0 && c <= 0xEF) { n = 3; cp = c & 0x0F; }
-    else if (c >= 0xF0 && c <= 0xF4) { n = 4; cp = c & 0x07; }
-    else return 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        cp = c & 0x07;
+    } else return 0;
     if (end - p < n) return 0;
     for (int i = 1; i < n; i++) {
         if ((p[i] & 0xC0) != 0x80) return 0;
@@ -98,8 +104,15 @@ static int utf8_seq_len(const unsigned char *p, const unsigned char *end) {
 }
 
 static int put_utf8(char *out, unsigned cp) {
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    if (cp < 0x800) { out[0] = (char)(0xC0 | (cp >> 6)); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
     if (cp < 0x10000) {
         out[0] = (char)(0xE0 | (cp >> 12));
         out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
@@ -258,18 +271,30 @@ static int parse_container(parser *ps, tdm_json *v, int depth, int is_object) {
             if (keys) keys = tdm_xrealloc(keys, cap * sizeof *keys);
         }
         if (is_object) {
-            if (ps->p >= ps->end || *ps->p != '"') { fail(ps, "expected a string key"); goto err; }
+            if (ps->p >= ps->end || *ps->p != '"') {
+                fail(ps, "expected a string key");
+                goto err;
+            }
             size_t kl;
             if (parse_string(ps, &keys[n], &kl) != 0) goto err;
             skip_ws(ps);
-            if (ps->p >= ps->end || *ps->p != ':') { fail(ps, "expected ':' after key"); goto err; }
+            if (ps->p >= ps->end || *ps->p != ':') {
+                fail(ps, "expected ':' after key");
+                goto err;
+            }
             ps->p++;
         }
         if (parse_value(ps, &items[n], depth + 1) != 0) goto err;
         n++;
         skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') { ps->p++; continue; }
-        if (ps->p < ps->end && *ps->p == close) { ps->p++; break; }
+        if (ps->p < ps->end && *ps->p == ',') {
+            ps->p++;
+            continue;
+        }
+        if (ps->p < ps->end && *ps->p == close) {
+            ps->p++;
+            break;
+        }
         fail(ps, is_object ? "expected ',' or '}'" : "expected ',' or ']'");
         goto err;
     }
@@ -350,11 +375,17 @@ tdm_json_doc *tdm_json_parse(const char *text, size_t len, const char *name, tdm
 tdm_json_doc *tdm_json_parse_bounded(const char *text, size_t len, const char *name, int64_t max_values,
                                      tdm_error *err) {
     tdm_json_doc *doc = tdm_xcalloc(1, sizeof *doc);
-    parser ps = {.s = text, .end = text + len, .p = text, .name = name ? name : "<json>", .line = 1,
-                 .line_start = text, .doc = doc, .err = err, .max_values = max_values};
+    parser ps = {.s = text,
+                 .end = text + len,
+                 .p = text,
+                 .name = name ? name : "<json>",
+                 .line = 1,
+                 .line_start = text,
+                 .doc = doc,
+                 .err = err,
+                 .max_values = max_values};
     /* a UTF-8 byte order mark is tolerated */
-    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
-        (unsigned char)text[2] == 0xBF)
+    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB && (unsigned char)text[2] == 0xBF)
         ps.p += 3;
     if (parse_value(&ps, &doc->root, 0) != 0) goto err;
     skip_ws(&ps);
@@ -376,8 +407,14 @@ err:
 /* ---- one element at a time ---------------------------------------------------------- */
 
 static parser reader_parser(const tdm_json_array_reader *r, tdm_error *err) {
-    parser ps = {.s = r->text, .end = r->end, .p = r->p, .name = r->name, .line = r->line,
-                 .line_start = r->line_start, .err = err, .max_values = TDM_JSON_MAX_VALUES};
+    parser ps = {.s = r->text,
+                 .end = r->end,
+                 .p = r->p,
+                 .name = r->name,
+                 .line = r->line,
+                 .line_start = r->line_start,
+                 .err = err,
+                 .max_values = TDM_JSON_MAX_VALUES};
     return ps;
 }
 
@@ -388,10 +425,9 @@ static void reader_keep(tdm_json_array_reader *r, const parser *ps) {
 }
 
 int tdm_json_array_begin(tdm_json_array_reader *r, const char *text, size_t len, const char *name, tdm_error *err) {
-    *r = (tdm_json_array_reader){.text = text, .end = text + len, .p = text, .line_start = text,
-                                 .name = name ? name : "<json>", .line = 1};
-    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
-        (unsigned char)text[2] == 0xBF)
+    *r = (tdm_json_array_reader){
+        .text = text, .end = text + len, .p = text, .line_start = text, .name = name ? name : "<json>", .line = 1};
+    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB && (unsigned char)text[2] == 0xBF)
         r->p += 3;
     parser ps = reader_parser(r, err);
     skip_ws(&ps);

@@ -22,7 +22,7 @@
 
 #include "core/error.h"
 
-#define TDM_JSON_MAX_DEPTH 256
+#define TDM_JSON_MAX_DEPTH  256
 /* At most this many values per document (~100 bytes of tree each: under 2 GiB). */
 #define TDM_JSON_MAX_VALUES ((int64_t)1 << 24)
 
@@ -39,14 +39,14 @@ typedef enum tdm_json_type {
 typedef struct tdm_json tdm_json;
 struct tdm_json {
     tdm_json_type type;
-    int line, col;        /* where the value starts, 1-based, for error messages */
-    double num;           /* NUMBER */
-    int is_int;           /* NUMBER written without fraction or exponent, fits int64 */
-    int64_t i64;          /* NUMBER when is_int */
-    const char *str;      /* STRING: NUL-terminated UTF-8 */
-    size_t len;           /* STRING: bytes; ARRAY/OBJECT: number of items */
-    tdm_json **items;     /* ARRAY/OBJECT: values */
-    const char **keys;    /* OBJECT: keys (NUL-terminated) */
+    int line, col;     /* where the value starts, 1-based, for error messages */
+    double num;        /* NUMBER */
+    int is_int;        /* NUMBER written without fraction or exponent, fits int64 */
+    int64_t i64;       /* NUMBER when is_int */
+    const char *str;   /* STRING: NUL-terminated UTF-8 */
+    size_t len;        /* STRING: bytes; ARRAY/OBJECT: number of items */
+    tdm_json **items;  /* ARRAY/OBJECT: values */
+    const char **keys; /* OBJECT: keys (NUL-terminated) */
 };
 
 typedef struct tdm_json_doc tdm_json_doc;

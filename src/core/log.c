@@ -5,7 +5,10 @@
 
 static int g_rank = 0, g_world = 1, g_quiet = 0;
 
-void tdm_log_set_rank(int rank, int world) { g_rank = rank; g_world = world; }
+void tdm_log_set_rank(int rank, int world) {
+    g_rank = rank;
+    g_world = world;
+}
 int tdm_log_rank(void) { return g_rank; }
 int tdm_log_world(void) { return g_world; }
 void tdm_log_set_quiet(int quiet) { g_quiet = quiet; }

@@ -6,8 +6,7 @@
 
 #include "core/alloc.h"
 
-int tdm_param_table_add(tdm_param_table *t, const char *name, int ndim, const int64_t *shape, int trainable,
-                        int unit) {
+int tdm_param_table_add(tdm_param_table *t, const char *name, int ndim, const int64_t *shape, int trainable, int unit) {
     if (t->n == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 256;
         t->p = tdm_xrealloc(t->p, (size_t)t->cap * sizeof *t->p);

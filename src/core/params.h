@@ -35,12 +35,12 @@ typedef struct tdm_param {
     int ndim;
     int64_t shape[TDM_PARAM_MAX_DIMS];
     int64_t numel;
-    int trainable;   /* 0 when frozen by a freeze flag */
-    int no_decay;    /* 1 for biases and 1-D tensors (norm weights): Megatron applies no weight decay */
-    float lr_mult;   /* its learning rate is the schedule's times this (1; --vision-lr-mult) */
-    int unit;        /* index of the layer (forward order) that reads it, for the profiler and prefetch */
-    float *data;     /* [numel] */
-    float *grad;     /* [numel] fp32 main grad, NULL when frozen */
+    int trainable; /* 0 when frozen by a freeze flag */
+    int no_decay;  /* 1 for biases and 1-D tensors (norm weights): Megatron applies no weight decay */
+    float lr_mult; /* its learning rate is the schedule's times this (1; --vision-lr-mult) */
+    int unit;      /* index of the layer (forward order) that reads it, for the profiler and prefetch */
+    float *data;   /* [numel] */
+    float *grad;   /* [numel] fp32 main grad, NULL when frozen */
 } tdm_param;
 
 typedef struct tdm_param_table {
@@ -59,8 +59,7 @@ typedef struct tdm_param_hooks {
 } tdm_param_hooks;
 
 /* Appends a tensor; returns its index. shape has ndim entries. */
-int tdm_param_table_add(tdm_param_table *t, const char *name, int ndim, const int64_t *shape, int trainable,
-                        int unit);
+int tdm_param_table_add(tdm_param_table *t, const char *name, int ndim, const int64_t *shape, int trainable, int unit);
 void tdm_param_table_free(tdm_param_table *t);
 int tdm_param_table_find(const tdm_param_table *t, const char *name);
 int64_t tdm_param_table_numel(const tdm_param_table *t, int trainable_only);

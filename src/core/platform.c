@@ -33,7 +33,8 @@ static void describe_isa(char *out, size_t cap) {
     if (__builtin_cpu_supports("avx512f")) {
         /* the extensions the fleet's AVX-512 processors differ by (__builtin_cpu_supports takes literals) */
         snprintf(out, cap, "avx512%s%s%s", __builtin_cpu_supports("avx512bf16") ? " bf16" : "",
-                 __builtin_cpu_supports("avx512vnni") ? " vnni" : "", __builtin_cpu_supports("avx512vbmi") ? " vbmi" : "");
+                 __builtin_cpu_supports("avx512vnni") ? " vnni" : "",
+                 __builtin_cpu_supports("avx512vbmi") ? " vbmi" : "");
     } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         snprintf(out, cap, "avx2 fma");
     } else if (__builtin_cpu_supports("avx")) {

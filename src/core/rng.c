@@ -14,11 +14,17 @@ void tdm_philox4x32(uint64_t seed, uint64_t stream, uint64_t ctr, uint32_t out[4
         uint32_t n1 = (uint32_t)p1;
         uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
         uint32_t n3 = (uint32_t)p0;
-        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+        c0 = n0;
+        c1 = n1;
+        c2 = n2;
+        c3 = n3;
         k0 += 0x9E3779B9u;
         k1 += 0xBB67AE85u;
     }
-    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
 }
 
 uint64_t tdm_rng_stream_of(const char *name) {

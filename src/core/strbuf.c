@@ -7,11 +7,20 @@
 
 #include "core/alloc.h"
 
-void tdm_sb_init(tdm_strbuf *sb) { sb->data = NULL; sb->len = sb->cap = 0; }
+void tdm_sb_init(tdm_strbuf *sb) {
+    sb->data = NULL;
+    sb->len = sb->cap = 0;
+}
 
-void tdm_sb_free(tdm_strbuf *sb) { free(sb->data); tdm_sb_init(sb); }
+void tdm_sb_free(tdm_strbuf *sb) {
+    free(sb->data);
+    tdm_sb_init(sb);
+}
 
-void tdm_sb_clear(tdm_strbuf *sb) { sb->len = 0; if (sb->data) sb->data[0] = 0; }
+void tdm_sb_clear(tdm_strbuf *sb) {
+    sb->len = 0;
+    if (sb->data) sb->data[0] = 0;
+}
 
 static void reserve(tdm_strbuf *sb, size_t extra) {
     if (sb->len + extra + 1 <= sb->cap) return;

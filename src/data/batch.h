@@ -18,12 +18,12 @@
 typedef struct tdm_batch {
     int n_tokens;
     int n_seqs;
-    int32_t *cu_seqlens;   /* [n_seqs + 1] */
-    int32_t *input_ids;    /* [n_tokens] */
-    int32_t *labels;       /* [n_tokens] unshifted, -100 where not trained (HF convention) */
-    int32_t *targets;      /* [n_tokens] shifted inside each sample: targets[i] = labels[i+1],
+    int32_t *cu_seqlens;     /* [n_seqs + 1] */
+    int32_t *input_ids;      /* [n_tokens] */
+    int32_t *labels;         /* [n_tokens] unshifted, -100 where not trained (HF convention) */
+    int32_t *targets;        /* [n_tokens] shifted inside each sample: targets[i] = labels[i+1],
                               -100 at the last token of every sample */
-    int32_t *position_ids; /* [3, n_tokens]: t row, then h row, then w row (get_rope_index) */
+    int32_t *position_ids;   /* [3, n_tokens]: t row, then h row, then w row (get_rope_index) */
     int64_t n_target_tokens; /* number of targets != -100 */
 
     int n_images;
@@ -32,12 +32,12 @@ typedef struct tdm_batch {
     int patch_dim;           /* in_channels * temporal_patch * patch^2 (1536 for patch 16) */
     float *pixel_values;     /* [n_patches, patch_dim], Qwen's patch order, values in [-1, 1] */
 
-    int n_samples;           /* samples packed here (== n_seqs) */
-    int64_t first_sample;    /* position of its first sample in the run's sample stream:
+    int n_samples;        /* samples packed here (== n_seqs) */
+    int64_t first_sample; /* position of its first sample in the run's sample stream:
                                 step*G + this rank's and micro-batch's offset (-1: built by hand) */
-    uint64_t fingerprint;    /* XXH3 of ids, labels, positions, grids and pixels */
-    int64_t step;            /* the global batch this micro-batch belongs to (-1: built by hand) */
-    int micro;               /* its index among this rank's micro-batches of that step */
+    uint64_t fingerprint; /* XXH3 of ids, labels, positions, grids and pixels */
+    int64_t step;         /* the global batch this micro-batch belongs to (-1: built by hand) */
+    int micro;            /* its index among this rank's micro-batches of that step */
 
     /* capacities of the arrays above (the loader reuses buffers) */
     int cap_tokens, cap_seqs, cap_images, cap_patches;

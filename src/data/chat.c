@@ -18,7 +18,8 @@ static int lookup(const tdm_tokenizer *tok, const char *s, int32_t *out, tdm_err
     int ok = tdm_tokenizer_encode(tok, s, strlen(s), &ids, &e) == 0 && ids.len == 1 && ids.data[0] == *out;
     tdm_ids_free(&ids);
     if (!ok)
-        return tdm_errorf(err, "%s: %s (id %d) is not an added token, so the text %s does not encode to it "
+        return tdm_errorf(err,
+                          "%s: %s (id %d) is not an added token, so the text %s does not encode to it "
                           "(expected it in \"added_tokens\", as the Qwen3-VL chat template writes it as text)",
                           tdm_tokenizer_name(tok), s, (int)*out, s);
     return 0;
@@ -27,8 +28,8 @@ static int lookup(const tdm_tokenizer *tok, const char *s, int32_t *out, tdm_err
 int tdm_chat_init(tdm_chat *c, const tdm_tokenizer *tok, tdm_error *err) {
     c->tok = tok;
     if (lookup(tok, "<|im_start|>", &c->im_start, err) || lookup(tok, "<|im_end|>", &c->im_end, err) ||
-        lookup(tok, "<|vision_start|>", &c->vision_start, err) ||
-        lookup(tok, "<|vision_end|>", &c->vision_end, err) || lookup(tok, "<|image_pad|>", &c->image_pad, err))
+        lookup(tok, "<|vision_start|>", &c->vision_start, err) || lookup(tok, "<|vision_end|>", &c->vision_end, err) ||
+        lookup(tok, "<|image_pad|>", &c->image_pad, err))
         return -1;
     return 0;
 }
@@ -44,8 +45,7 @@ static void put_content(tdm_strbuf *sb, const char *text) {
     tdm_sb_puts(sb, p);
 }
 
-static int encode(const tdm_chat *c, const tdm_strbuf *sb, int trained, tdm_ids *ids, tdm_ids *labels,
-                  tdm_error *err) {
+static int encode(const tdm_chat *c, const tdm_strbuf *sb, int trained, tdm_ids *ids, tdm_ids *labels, tdm_error *err) {
     size_t before = ids->len;
     if (tdm_tokenizer_encode(c->tok, sb->data, sb->len, ids, err) != 0) return -1;
     if (labels)
@@ -88,8 +88,10 @@ static int encode_turns(const tdm_chat *c, const tdm_turn *turns, int n_turns, i
     int pads = 0;
     for (size_t i = start; i < ids->len; i++) pads += ids->data[i] == c->image_pad;
     if (pads != n_images)
-        return tdm_errorf(err, "the text tokenizes to %d <|image_pad|> tokens for %d images (is a special token "
-                          "written in the text?)", pads, n_images);
+        return tdm_errorf(err,
+                          "the text tokenizes to %d <|image_pad|> tokens for %d images (is a special token "
+                          "written in the text?)",
+                          pads, n_images);
     return 0;
 }
 

@@ -157,7 +157,7 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
         !((tools->type == TDM_JSON_STRING || tools->type == TDM_JSON_ARRAY || tools->type == TDM_JSON_OBJECT) &&
           tools->len == 0))
         return tdm_errorf(err, "\"tools\": tool definitions are not supported (LLaMA-Factory would write them into "
-                          "the system prompt)");
+                               "the system prompt)");
     const tdm_json *sys = tdm_json_get(o, "system"); /* LLaMA-Factory's optional system column */
     if (sys && sys->type != TDM_JSON_STRING && sys->type != TDM_JSON_NULL)
         return tdm_errorf(err, "\"system\" must be a string (the system prompt)");
@@ -167,7 +167,7 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
     inline_images inl = {0};
     s->turns = tdm_xcalloc(msgs->len + 1, sizeof(tdm_turn));
     if (has_sys) s->turns[s->n_turns++] = (tdm_turn){TDM_ROLE_SYSTEM, tdm_xstrdup(sys->str)};
-    int tags = has_sys ? count_tags(sys->str) : 0; /* counted as in a system message */
+    int tags = has_sys ? count_tags(sys->str) : 0;                  /* counted as in a system message */
     const char *media = has_sys ? other_media_tag(sys->str) : NULL; /* the first <video>/<audio> tag */
     const char *media_in = "the \"system\" field";
     char media_msg[32];
@@ -204,12 +204,14 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
         tdm_role want = k < first ? TDM_ROLE_SYSTEM : ((k - first) % 2 == 0 ? TDM_ROLE_USER : TDM_ROLE_ASSISTANT);
         if (role != want && role == TDM_ROLE_SYSTEM && has_sys && i == 0) {
             tdm_errorf(err, "message 0: a system message, but the sample's \"system\" field already gives the "
-                       "system prompt (give it once)");
+                            "system prompt (give it once)");
             goto fail;
         }
         if (role != want) {
-            tdm_errorf(err, "message %zu: expected role %s, got %s (turns are: optional system, then user and "
-                       "assistant alternating)", i, tdm_role_name(want), r->str);
+            tdm_errorf(err,
+                       "message %zu: expected role %s, got %s (turns are: optional system, then user and "
+                       "assistant alternating)",
+                       i, tdm_role_name(want), r->str);
             goto fail;
         }
         int n = count_tags(text);
@@ -245,8 +247,8 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
     const tdm_json *vids = tdm_json_get(o, "videos");
     if (!vids) vids = tdm_json_get(o, "video");
     if (vids && vids->type != TDM_JSON_NULL && !(vids->type == TDM_JSON_ARRAY && vids->len == 0)) {
-        tdm_errorf(err, "\"%s\": video samples are not supported (images only)", tdm_json_get(o, "videos") ? "videos"
-                                                                                                  : "video");
+        tdm_errorf(err, "\"%s\": video samples are not supported (images only)",
+                   tdm_json_get(o, "videos") ? "videos" : "video");
         goto fail;
     }
     /* a tag with no video list: LLaMA-Factory refuses its count mismatch; here it would be trained as text */
@@ -260,8 +262,10 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
         for (size_t i = 0; i < inl.n && i < n_img; i++) {
             const tdm_json *p = imgs->type == TDM_JSON_STRING ? imgs : imgs->items[i];
             if (p->type == TDM_JSON_STRING && strcmp(p->str, inl.v[i]->str) != 0) {
-                tdm_errorf(err, "image %zu is \"%s\" in a content part but \"%s\" in \"images\" (give the "
-                           "files in one place, or the same in both)", i, inl.v[i]->str, p->str);
+                tdm_errorf(err,
+                           "image %zu is \"%s\" in a content part but \"%s\" in \"images\" (give the "
+                           "files in one place, or the same in both)",
+                           i, inl.v[i]->str, p->str);
                 goto fail;
             }
         }
@@ -292,8 +296,10 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
             goto fail;
         }
         if (!strncmp(p->str, "http://", 7) || !strncmp(p->str, "https://", 8) || !strncmp(p->str, "data:", 5)) {
-            tdm_errorf(err, "image %zu: \"%.100s\" is a URL, but tandem reads local files only (download it and "
-                       "give its path)", i, p->str);
+            tdm_errorf(err,
+                       "image %zu: \"%.100s\" is a URL, but tandem reads local files only (download it and "
+                       "give its path)",
+                       i, p->str);
             goto fail;
         }
         tdm_strbuf sb;
@@ -307,12 +313,12 @@ static int parse_sample(const tdm_json *o, const char *root, int image_root_give
              * media_dir does not hold it; here the root is fixed, so say which root and how to move it.
              * Where the path is there but unreadable (a symlink loop, no permission) the system's reason
              * is the one to give. */
-            if (e != ENOENT && e != ENOTDIR)
-                tdm_errorf(err, "image %zu: cannot read %s: %s", i, sb.data, strerror(e));
+            if (e != ENOENT && e != ENOTDIR) tdm_errorf(err, "image %zu: cannot read %s: %s", i, sb.data, strerror(e));
             else if (p->str[0] != '/' && access(p->str, R_OK) == 0)
-                tdm_errorf(err, "image %zu: cannot read %s (relative paths resolve against %s; %s is there "
-                           "from the working directory: pass --image-root .)", i, sb.data,
-                           image_root_given ? "--image-root" : "the dataset file's folder", p->str);
+                tdm_errorf(err,
+                           "image %zu: cannot read %s (relative paths resolve against %s; %s is there "
+                           "from the working directory: pass --image-root .)",
+                           i, sb.data, image_root_given ? "--image-root" : "the dataset file's folder", p->str);
             else
                 tdm_errorf(err, "image %zu: cannot read %s (relative paths resolve against %s)", i, sb.data,
                            image_root_given ? "--image-root" : "the dataset file's folder, or --image-root");
@@ -444,8 +450,10 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
     tdm_map_guard_arm(&g, text, len);
     if (sigsetjmp(g.jb, 1) != 0) {
         tdm_unmap_file(text, len);
-        return tdm_errorf(err, "%s: the file shrank below its %zu bytes while it was read (another program is "
-                               "writing it?): load it once it is complete", path, len);
+        return tdm_errorf(err,
+                          "%s: the file shrank below its %zu bytes while it was read (another program is "
+                          "writing it?): load it once it is complete",
+                          path, len);
     }
     int rc = parse_file(d, cap, file, text, len, root, opt, err);
     tdm_map_guard_leave(&g);
@@ -453,8 +461,7 @@ static int load_file(tdm_dataset *d, int64_t *cap, int file, const tdm_dataset_o
     return rc;
 }
 
-tdm_dataset *tdm_dataset_load(const char *const *paths, int n_paths, const tdm_dataset_options *opt,
-                              tdm_error *err) {
+tdm_dataset *tdm_dataset_load(const char *const *paths, int n_paths, const tdm_dataset_options *opt, tdm_error *err) {
     tdm_dataset_options defaults = {0};
     if (!opt) opt = &defaults;
     if (n_paths < 1) {

@@ -30,7 +30,7 @@
 
 #include "core/error.h"
 
-#define TDM_DATASET_MAX_FILE_BYTES ((size_t)1 << 36)
+#define TDM_DATASET_MAX_FILE_BYTES        ((size_t)1 << 36)
 #define TDM_DATASET_MAX_IMAGES_PER_SAMPLE 64
 
 typedef enum tdm_role { TDM_ROLE_SYSTEM, TDM_ROLE_USER, TDM_ROLE_ASSISTANT } tdm_role;
@@ -44,10 +44,10 @@ typedef struct tdm_sample {
     int n_turns;
     tdm_turn *turns;
     int n_images;
-    char **images;  /* resolved paths, in <image> order */
-    int file;       /* index into tdm_dataset.files */
-    int64_t index;  /* 0-based position of the sample in that file */
-    int line;       /* 1-based line of the file where the sample starts */
+    char **images; /* resolved paths, in <image> order */
+    int file;      /* index into tdm_dataset.files */
+    int64_t index; /* 0-based position of the sample in that file */
+    int line;      /* 1-based line of the file where the sample starts */
 } tdm_sample;
 
 typedef struct tdm_dataset {
@@ -55,21 +55,20 @@ typedef struct tdm_dataset {
     char **files;
     int64_t n_samples;
     tdm_sample *samples;
-    int64_t n_skipped;        /* samples skipped under skip_bad_samples */
-    char first_skip[1024];    /* the reason the first one was skipped ("" if none) */
-    int first_skip_file;      /* and where it is: file, and position in that file */
+    int64_t n_skipped;     /* samples skipped under skip_bad_samples */
+    char first_skip[1024]; /* the reason the first one was skipped ("" if none) */
+    int first_skip_file;   /* and where it is: file, and position in that file */
     int64_t first_skip_index;
 } tdm_dataset;
 
 typedef struct tdm_dataset_options {
-    const char *image_root;   /* NULL: each dataset file's own folder */
-    int skip_bad_samples;     /* skip and count bad samples instead of failing */
-    int no_image_check;       /* do not check that image files exist (tests) */
+    const char *image_root; /* NULL: each dataset file's own folder */
+    int skip_bad_samples;   /* skip and count bad samples instead of failing */
+    int no_image_check;     /* do not check that image files exist (tests) */
 } tdm_dataset_options;
 
 /* Loads and validates every file in order; samples keep file order. opt may be NULL. */
-tdm_dataset *tdm_dataset_load(const char *const *paths, int n_paths, const tdm_dataset_options *opt,
-                              tdm_error *err);
+tdm_dataset *tdm_dataset_load(const char *const *paths, int n_paths, const tdm_dataset_options *opt, tdm_error *err);
 void tdm_dataset_free(tdm_dataset *d);
 
 /* "path: sample N" for messages about a sample, into buf. */

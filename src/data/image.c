@@ -32,10 +32,11 @@ static const volatile sig_atomic_t *volatile g_stop_flag; /* tdm_image_set_stop_
 void tdm_image_set_stop_flag(const volatile sig_atomic_t *flag) { g_stop_flag = flag; }
 
 static int check_size(const char *name, int64_t w, int64_t h, int64_t max_pixels, tdm_error *err) {
-    if (w <= 0 || h <= 0) return tdm_errorf(err, "%s: image has an empty size %lldx%lld", name, (long long)w, (long long)h);
+    if (w <= 0 || h <= 0)
+        return tdm_errorf(err, "%s: image has an empty size %lldx%lld", name, (long long)w, (long long)h);
     if (w * h > max_pixels)
-        return tdm_errorf(err, "%s: image is %lldx%lld = %lld pixels, more than the limit of %lld", name,
-                          (long long)w, (long long)h, (long long)(w * h), (long long)max_pixels);
+        return tdm_errorf(err, "%s: image is %lldx%lld = %lld pixels, more than the limit of %lld", name, (long long)w,
+                          (long long)h, (long long)(w * h), (long long)max_pixels);
     return 0;
 }
 
@@ -185,8 +186,7 @@ static int png_check_metadata(const png_src *s, const char *name, tdm_error *err
     while (src_read(s, pos, h, 8) == 8) {
         const uint64_t len = be32(h), body = pos + 8, end = body + len;
         if (!memcmp(h + 4, "IDAT", 4) || !memcmp(h + 4, "IEND", 4) || len > 0x7fffffffu) return 0;
-        const int ztxt = !memcmp(h + 4, "zTXt", 4), itxt = !memcmp(h + 4, "iTXt", 4),
-                  iccp = !memcmp(h + 4, "iCCP", 4);
+        const int ztxt = !memcmp(h + 4, "zTXt", 4), itxt = !memcmp(h + 4, "iTXt", 4), iccp = !memcmp(h + 4, "iCCP", 4);
         uint64_t key = src_find_nul(s, body, end), z = end; /* the keyword's NUL; the zlib data */
         int compressed = 0;
         if (!memcmp(h + 4, "tEXt", 4)) {
@@ -205,8 +205,10 @@ static int png_check_metadata(const png_src *s, const char *name, tdm_error *err
         if (compressed) {
             uint64_t n = src_inflated_size(s, z, end, TDM_PNG_MAX_INFLATED);
             if (n > TDM_PNG_MAX_INFLATED)
-                return tdm_errorf(err, "%s: PNG %.4s chunk inflates to more than %d MiB, the limit (a "
-                                  "decompression bomb?)", name, (const char *)h + 4, TDM_PNG_MAX_INFLATED >> 20);
+                return tdm_errorf(err,
+                                  "%s: PNG %.4s chunk inflates to more than %d MiB, the limit (a "
+                                  "decompression bomb?)",
+                                  name, (const char *)h + 4, TDM_PNG_MAX_INFLATED >> 20);
             if (!iccp) text += n;
         }
         if (text > TDM_PNG_MAX_TEXT)
@@ -338,11 +340,11 @@ typedef struct jpeg_err {
     char msg[JMSG_LENGTH_MAX];
     /* decode_jpeg's bound on the decoder's work (jpeg_on_progress) */
     struct jpeg_progress_mgr progress;
-    int scans;               /* scans begun */
-    int64_t blocks, budget;  /* 8x8 blocks decoded by the scans begun (every scan decodes each block of its
+    int scans;              /* scans begun */
+    int64_t blocks, budget; /* 8x8 blocks decoded by the scans begun (every scan decodes each block of its
                                 components again); the most allowed */
-    size_t len;              /* of the file, bytes */
-    char refusal[256];       /* why the monitor stopped the decoder; "" when it did not */
+    size_t len;             /* of the file, bytes */
+    char refusal[256];      /* why the monitor stopped the decoder; "" when it did not */
 } jpeg_err;
 
 static void jpeg_on_error(j_common_ptr c) {
@@ -379,12 +381,15 @@ static void jpeg_on_progress(j_common_ptr c) {
     for (int i = 0; i < d->comps_in_scan; i++)
         e->blocks += (int64_t)d->cur_comp_info[i]->width_in_blocks * d->cur_comp_info[i]->height_in_blocks;
     if (e->scans > TDM_JPEG_MAX_SCANS)
-        snprintf(e->refusal, sizeof e->refusal, "JPEG of more than %d scans, the limit (a file built to stall "
-                 "the decoder?)", TDM_JPEG_MAX_SCANS);
+        snprintf(e->refusal, sizeof e->refusal,
+                 "JPEG of more than %d scans, the limit (a file built to stall "
+                 "the decoder?)",
+                 TDM_JPEG_MAX_SCANS);
     else if (e->blocks > e->budget)
-        snprintf(e->refusal, sizeof e->refusal, "JPEG whose first %d scans decode %lld blocks, more than the %lld "
-                 "allowed for a %ux%u picture in %zu bytes (a file built to stall the decoder?)", e->scans,
-                 (long long)e->blocks, (long long)e->budget, d->image_width, d->image_height, e->len);
+        snprintf(e->refusal, sizeof e->refusal,
+                 "JPEG whose first %d scans decode %lld blocks, more than the %lld "
+                 "allowed for a %ux%u picture in %zu bytes (a file built to stall the decoder?)",
+                 e->scans, (long long)e->blocks, (long long)e->budget, d->image_width, d->image_height, e->len);
     if (e->refusal[0]) longjmp(e->jump, 1);
 }
 
@@ -576,8 +581,7 @@ static void png_on_write_error(png_structp png, png_const_charp msg) {
     png_longjmp(png, 1);
 }
 
-int tdm_image_encode_png(const uint8_t *rgb, int width, int height, uint8_t **out, size_t *out_len,
-                         tdm_error *err) {
+int tdm_image_encode_png(const uint8_t *rgb, int width, int height, uint8_t **out, size_t *out_len, tdm_error *err) {
     png_sink sink = {0};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &sink, png_on_write_error, png_on_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;

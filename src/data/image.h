@@ -31,18 +31,18 @@
  * each decoding every block again): at most this many scans, and at most FREE_PASSES decodes of
  * every 8x8 block plus BLOCKS_PER_BYTE block decodes per byte of the file. Real encoders write
  * 1 to about 20 scans; a file past either limit is refused, naming it. */
-#define TDM_JPEG_MAX_SCANS 1000
-#define TDM_JPEG_FREE_PASSES 32
+#define TDM_JPEG_MAX_SCANS       1000
+#define TDM_JPEG_FREE_PASSES     32
 #define TDM_JPEG_BLOCKS_PER_BYTE 8
 
 /* PNG metadata, as PIL bounds it (a decompression bomb in a text chunk): a zTXt, iTXt or iCCP
  * chunk may inflate to at most MAX_INFLATED bytes, and the text chunks before the image data
  * hold at most MAX_TEXT bytes in all. A file past either is refused, naming it. */
 #define TDM_PNG_MAX_INFLATED (1 << 20)
-#define TDM_PNG_MAX_TEXT (64 << 20)
+#define TDM_PNG_MAX_TEXT     (64 << 20)
 
 /* A generous default limit: 64 Mpixel (192 MiB of RGB). */
-#define TDM_IMAGE_MAX_PIXELS (64ll * 1024 * 1024)
+#define TDM_IMAGE_MAX_PIXELS     (64ll * 1024 * 1024)
 /* Image files larger than this are refused before being read. */
 #define TDM_IMAGE_MAX_FILE_BYTES ((size_t)512 << 20)
 
@@ -75,7 +75,6 @@ void tdm_image_free(tdm_image *img);
 int tdm_image_write_png(const char *path, const uint8_t *rgb, int width, int height, tdm_error *err);
 
 /* Encodes into a malloc'ed buffer (*out, *out_len); free() it. */
-int tdm_image_encode_png(const uint8_t *rgb, int width, int height, uint8_t **out, size_t *out_len,
-                         tdm_error *err);
+int tdm_image_encode_png(const uint8_t *rgb, int width, int height, uint8_t **out, size_t *out_len, tdm_error *err);
 
 #endif

@@ -27,7 +27,7 @@ struct tdm_loader {
     int64_t start_step;
     int ring;
     slot *slots;
-    int64_t *idx;            /* [mbs], producer's scratch */
+    int64_t *idx; /* [mbs], producer's scratch */
     tdm_batch_limits limits;
 
     pthread_t thread;
@@ -94,8 +94,8 @@ tdm_loader *tdm_loader_create(const tdm_data *d, const tdm_loader_options *o, td
     l->slots = tdm_xcalloc((size_t)l->ring, sizeof(slot));
     for (int i = 0; i < l->ring; i++) {
         tdm_batch_init(&l->slots[i].batch);
-        tdm_batch_reserve(&l->slots[i].batch, l->limits.tokens, l->limits.samples, l->limits.images,
-                          l->limits.patches, tdm_data_patch_dim(d));
+        tdm_batch_reserve(&l->slots[i].batch, l->limits.tokens, l->limits.samples, l->limits.images, l->limits.patches,
+                          tdm_data_patch_dim(d));
     }
     l->idx = tdm_xmalloc(sizeof(int64_t) * (size_t)o->sampler.micro_batch_size);
     pthread_mutex_init(&l->mu, NULL);

@@ -30,8 +30,8 @@
 
 typedef struct tdm_loader_options {
     tdm_sampler_options sampler;
-    int64_t start_consumed;  /* samples consumed before (resume); a multiple of G */
-    int ring;                /* batch buffers; 0 means 3 (one in use, two being prepared) */
+    int64_t start_consumed; /* samples consumed before (resume); a multiple of G */
+    int ring;               /* batch buffers; 0 means 3 (one in use, two being prepared) */
 } tdm_loader_options;
 
 typedef struct tdm_loader tdm_loader;

@@ -19,13 +19,13 @@ struct tdm_data {
     tdm_data_stats stats;
     /* per usable sample i: */
     int64_t n;
-    int64_t *src;        /* [n] dataset index */
-    int64_t *tok_off;    /* [n+1] into ids/labels: the compact tokens (one pad per image) */
+    int64_t *src;     /* [n] dataset index */
+    int64_t *tok_off; /* [n+1] into ids/labels: the compact tokens (one pad per image) */
     int32_t *ids, *labels;
-    int64_t *img_off;    /* [n+1] into grids (in images) */
-    int32_t *grids;      /* [n_images, 3] */
-    int *n_tokens;       /* [n] images expanded */
-    int *n_patches;      /* [n] */
+    int64_t *img_off; /* [n+1] into grids (in images) */
+    int32_t *grids;   /* [n_images, 3] */
+    int *n_tokens;    /* [n] images expanded */
+    int *n_patches;   /* [n] */
 };
 
 void tdm_data_free(tdm_data *d) {
@@ -74,8 +74,8 @@ static int scan_sample(tdm_data *d, int64_t j, int seq_length, tdm_ids *ids, tdm
         *n_patch += (int64_t)g[0] * g[1] * g[2];
     }
     if (tdm_chat_encode(&d->chat, s, ids, labels, err) != 0) goto bad;
-    *n_tok = tdm_rope_expanded_len(ids->data + t0, (int64_t)(ids->len - t0), d->chat.image_pad,
-                                   grids->data + g0, s->n_images, d->pp.merge_size);
+    *n_tok = tdm_rope_expanded_len(ids->data + t0, (int64_t)(ids->len - t0), d->chat.image_pad, grids->data + g0,
+                                   s->n_images, d->pp.merge_size);
     if (*n_tok < 0) {
         tdm_errorf(err, "image tokens do not match the images");
         goto bad;
@@ -170,8 +170,8 @@ tdm_data *tdm_data_open(const tdm_data_options *o, const tdm_tokenizer *tok, con
             snprintf(also, sizeof also, " (and %d more dataset file%s)", ds->n_files - 1, ds->n_files > 2 ? "s" : "");
         tdm_errorf(err, "%s%s: no usable sample (first problem: %s)", ds->files[0], also,
                    d->stats.first_problem[0] ? d->stats.first_problem
-                   : ds->n_files > 1      ? "the files hold no sample"
-                                          : "the file holds no sample");
+                   : ds->n_files > 1         ? "the files hold no sample"
+                                             : "the file holds no sample");
         goto fail;
     }
     return d;
@@ -228,13 +228,11 @@ static int load_patches(const tdm_preproc_config *pp, const char *path, int64_t 
     int32_t g[3];
     if (tdm_image_load(path, max_pixels, &im, err) != 0) return -1;
     int rc = tdm_preproc_grid(pp, im.height, im.width, g, err);
-    if (rc != 0)
-        tdm_error_prefix(err, "%s", path);
+    if (rc != 0) tdm_error_prefix(err, "%s", path);
     else if (g[0] != want[0] || g[1] != want[1] || g[2] != want[2])
-        rc = tdm_errorf(err, "%s: image size changed since the dataset was opened (now %dx%d pixels)", path,
-                        im.width, im.height);
-    else if ((rc = tdm_preproc_image(pp, &im, out, g, err)) != 0)
-        tdm_error_prefix(err, "%s", path);
+        rc = tdm_errorf(err, "%s: image size changed since the dataset was opened (now %dx%d pixels)", path, im.width,
+                        im.height);
+    else if ((rc = tdm_preproc_image(pp, &im, out, g, err)) != 0) tdm_error_prefix(err, "%s", path);
     tdm_image_free(&im);
     return rc;
 }
@@ -272,8 +270,8 @@ int tdm_data_build_batch(const tdm_data *d, const int64_t *idx, int n, tdm_batch
         tdm_dataset_where(d->ds, d->src[i], where, sizeof where);
         if (tdm_rope_expand_pads(d->ids + t0, d->labels + t0, nt, d->chat.image_pad, grids, n_img, m,
                                  b->input_ids + off, b->labels + off, err) != 0 ||
-            tdm_rope_index(b->input_ids + off, len, d->chat.image_pad, grids, n_img, m, b->position_ids + off,
-                           tokens, err) < 0)
+            tdm_rope_index(b->input_ids + off, len, d->chat.image_pad, grids, n_img, m, b->position_ids + off, tokens,
+                           err) < 0)
             return tdm_error_prefix(err, "%s", where);
         for (int64_t k = 0; k < len; k++) {
             int32_t t = k + 1 < len ? b->labels[off + k + 1] : TDM_IGNORE_INDEX;
@@ -294,9 +292,8 @@ int tdm_data_build_batch(const tdm_data *d, const int64_t *idx, int n, tdm_batch
     return 0;
 }
 
-int tdm_data_build_prompt(const tdm_tokenizer *tok, const tdm_preproc_config *pp, const tdm_turn *turns,
-                          int n_turns, const char *const *images, int n_images, tdm_batch *b, int64_t *next_pos,
-                          tdm_error *err) {
+int tdm_data_build_prompt(const tdm_tokenizer *tok, const tdm_preproc_config *pp, const tdm_turn *turns, int n_turns,
+                          const char *const *images, int n_images, tdm_batch *b, int64_t *next_pos, tdm_error *err) {
     tdm_chat chat;
     if (tdm_chat_init(&chat, tok, err) != 0) return -1;
     if (n_images < 0 || n_images > TDM_DATASET_MAX_IMAGES_PER_SAMPLE)
@@ -337,8 +334,8 @@ int tdm_data_build_prompt(const tdm_tokenizer *tok, const tdm_preproc_config *pp
     if (tdm_rope_expand_pads(ids.data, NULL, (int64_t)ids.len, chat.image_pad, grids, n_images, pp->merge_size,
                              b->input_ids, NULL, err) != 0)
         goto done;
-    int64_t next = tdm_rope_index(b->input_ids, n, chat.image_pad, grids, n_images, pp->merge_size, b->position_ids,
-                                  n, err);
+    int64_t next =
+        tdm_rope_index(b->input_ids, n, chat.image_pad, grids, n_images, pp->merge_size, b->position_ids, n, err);
     if (next < 0) goto done;
     if (next_pos) *next_pos = next;
     for (int64_t i = 0; i < n; i++) b->labels[i] = b->targets[i] = TDM_IGNORE_INDEX;

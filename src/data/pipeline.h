@@ -32,23 +32,23 @@
 #include "tokenizer/tokenizer.h"
 
 typedef struct tdm_data_options {
-    const char *const *files;  /* dataset files, read in order */
+    const char *const *files; /* dataset files, read in order */
     int n_files;
-    const char *image_root;    /* NULL: each file's folder */
-    int skip_bad_samples;      /* skip and count bad samples (rules, unreadable image headers) */
-    int seq_length;            /* max tokens per sample after image expansion; 0 = no cap */
-    int64_t max_image_pixels;  /* 0: TDM_IMAGE_MAX_PIXELS */
+    const char *image_root;   /* NULL: each file's folder */
+    int skip_bad_samples;     /* skip and count bad samples (rules, unreadable image headers) */
+    int seq_length;           /* max tokens per sample after image expansion; 0 = no cap */
+    int64_t max_image_pixels; /* 0: TDM_IMAGE_MAX_PIXELS */
 } tdm_data_options;
 
 typedef struct tdm_data_stats {
-    int64_t n_skipped_bad;     /* skipped under skip_bad_samples */
-    int64_t n_dropped_long;    /* longer than seq_length, dropped */
-    int64_t n_samples;         /* usable */
-    int64_t n_images;          /* over usable samples */
-    int64_t total_tokens;      /* over usable samples, images expanded */
+    int64_t n_skipped_bad;  /* skipped under skip_bad_samples */
+    int64_t n_dropped_long; /* longer than seq_length, dropped */
+    int64_t n_samples;      /* usable */
+    int64_t n_images;       /* over usable samples */
+    int64_t total_tokens;   /* over usable samples, images expanded */
     int64_t total_target_tokens;
     int max_tokens, max_patches, max_images; /* per sample */
-    char first_problem[1024];  /* why the first sample was skipped or dropped ("" if none) */
+    char first_problem[1024];                /* why the first sample was skipped or dropped ("" if none) */
 } tdm_data_stats;
 
 /* Largest micro-batch of k samples any sampler order can produce (sum of the k largest
@@ -85,9 +85,8 @@ int tdm_data_build_batch(const tdm_data *d, const int64_t *idx, int n, tdm_batch
  * by "<|im_start|>assistant\n". Images are decoded and preprocessed; labels and targets are
  * all -100. *next_pos (if non-NULL) = max position + 1, from which decoding continues
  * (rope_delta = *next_pos - n_tokens). The model's reference answer is not included. */
-int tdm_data_build_prompt(const tdm_tokenizer *tok, const tdm_preproc_config *pp, const tdm_turn *turns,
-                          int n_turns, const char *const *images, int n_images, tdm_batch *b, int64_t *next_pos,
-                          tdm_error *err);
+int tdm_data_build_prompt(const tdm_tokenizer *tok, const tdm_preproc_config *pp, const tdm_turn *turns, int n_turns,
+                          const char *const *images, int n_images, tdm_batch *b, int64_t *next_pos, tdm_error *err);
 
 /* XXH3-64 of what the model consumes: ids, labels, positions, grids, pixels. */
 uint64_t tdm_batch_fingerprint(const tdm_batch *b);

@@ -43,8 +43,7 @@ static const tdm_json *bound(const tdm_json *obj, const char *key) {
     return v && v->type != TDM_JSON_NULL ? v : NULL;
 }
 
-static int opt_bound(const tdm_json *obj, const char *key, int64_t hi, int64_t *out, const char *file,
-                     tdm_error *err) {
+static int opt_bound(const tdm_json *obj, const char *key, int64_t hi, int64_t *out, const char *file, tdm_error *err) {
     return bound(obj, key) ? opt_int(obj, key, 1, hi, out, file, err) : 0;
 }
 
@@ -75,14 +74,17 @@ static int check_fixed_steps(const tdm_json *root, const char *file, tdm_error *
     for (size_t i = 0; i < sizeof must_be_true / sizeof *must_be_true; i++) {
         const tdm_json *v = tdm_json_get(root, must_be_true[i]);
         if (v && v->type != TDM_JSON_TRUE)
-            return tdm_errorf(err, "%s: \"%s\": expected true (tandem always resizes with smart_resize, rescales "
-                              "by 1/255, normalizes with image_mean/image_std and converts to RGB)", file,
-                              must_be_true[i]);
+            return tdm_errorf(err,
+                              "%s: \"%s\": expected true (tandem always resizes with smart_resize, rescales "
+                              "by 1/255, normalizes with image_mean/image_std and converts to RGB)",
+                              file, must_be_true[i]);
     }
     const tdm_json *v = tdm_json_get(root, "rescale_factor");
     if (v && (v->type != TDM_JSON_NUMBER || fabs(v->num * 255.0 - 1.0) > 1e-9))
-        return tdm_errorf(err, "%s: \"rescale_factor\": expected 1/255 = 0.00392156862745098 (pixels are scaled "
-                          "from 0..255 to 0..1)", file);
+        return tdm_errorf(err,
+                          "%s: \"rescale_factor\": expected 1/255 = 0.00392156862745098 (pixels are scaled "
+                          "from 0..255 to 0..1)",
+                          file);
     v = tdm_json_get(root, "resample");
     if (v && (v->type != TDM_JSON_NUMBER || !v->is_int || v->i64 != 3))
         return tdm_errorf(err, "%s: \"resample\": expected 3 (PIL's bicubic, the only resampling tandem implements)",
@@ -94,10 +96,8 @@ int tdm_preproc_config_load(const char *path, tdm_preproc_config *c, tdm_error *
     tdm_preproc_config_default(c);
     char file[1100];
     size_t n = strlen(path);
-    if (n >= 5 && !strcmp(path + n - 5, ".json"))
-        snprintf(file, sizeof file, "%s", path);
-    else
-        snprintf(file, sizeof file, "%s/preprocessor_config.json", path);
+    if (n >= 5 && !strcmp(path + n - 5, ".json")) snprintf(file, sizeof file, "%s", path);
+    else snprintf(file, sizeof file, "%s/preprocessor_config.json", path);
     size_t len;
     char *text = tdm_read_file(file, 1 << 20, &len, err);
     if (!text) return -1;
@@ -127,15 +127,18 @@ int tdm_preproc_config_load(const char *path, tdm_preproc_config *c, tdm_error *
         static const char *const edge[2] = {"shortest_edge", "longest_edge"};
         static const char *const px[2] = {"min_pixels", "max_pixels"};
         if (size->type != TDM_JSON_OBJECT) {
-            tdm_errorf(err, "%s: \"size\" must be an object with \"shortest_edge\" and \"longest_edge\" (pixel "
-                       "counts)", file);
+            tdm_errorf(err,
+                       "%s: \"size\" must be an object with \"shortest_edge\" and \"longest_edge\" (pixel "
+                       "counts)",
+                       file);
             goto done;
         }
         for (int k = 0; k < 2; k++)
             if (!bound(size, edge[k]) && !bound(root, px[k])) {
-                tdm_errorf(err, "%s: \"size\" has no \"%s\" (and there is no \"%s\"): expected the pixel bounds "
-                           "\"shortest_edge\" and \"longest_edge\", as Qwen's image processor does", file, edge[k],
-                           px[k]);
+                tdm_errorf(err,
+                           "%s: \"size\" has no \"%s\" (and there is no \"%s\"): expected the pixel bounds "
+                           "\"shortest_edge\" and \"longest_edge\", as Qwen's image processor does",
+                           file, edge[k], px[k]);
                 goto done;
             }
         if (opt_bound(size, "shortest_edge", max_px, &lo, file, err) ||
@@ -162,8 +165,8 @@ done:
     return rc;
 }
 
-int tdm_smart_resize(int height, int width, int factor, int64_t min_pixels, int64_t max_pixels, int *out_h,
-                     int *out_w, tdm_error *err) {
+int tdm_smart_resize(int height, int width, int factor, int64_t min_pixels, int64_t max_pixels, int *out_h, int *out_w,
+                     tdm_error *err) {
     if (height < 1 || width < 1) return tdm_errorf(err, "image size %dx%d is empty", width, height);
     double h = height, w = width, f = factor;
     if ((h > w ? h : w) / (h < w ? h : w) > 200)
@@ -205,8 +208,8 @@ int tdm_preproc_set_bounds(tdm_preproc_config *c, int64_t max_pixels, int64_t mi
  * (Python: int(w * sqrt(bound / (w * h))), in doubles as here), and in *mid_h x *mid_w (NULL:
  * not wanted) the size after the max bound alone: when the min bound then changes it again,
  * PIL resizes twice. */
-static int prescaled(const tdm_preproc_config *c, int height, int width, int *out_h, int *out_w, int *mid_h,
-                     int *mid_w, tdm_error *err) {
+static int prescaled(const tdm_preproc_config *c, int height, int width, int *out_h, int *out_w, int *mid_h, int *mid_w,
+                     tdm_error *err) {
     double w = width, h = height;
     if (c->pre_max_pixels > 0 && w * h > (double)c->pre_max_pixels) {
         double f = sqrt((double)c->pre_max_pixels / (w * h));
@@ -230,8 +233,8 @@ static int prescaled(const tdm_preproc_config *c, int height, int width, int *ou
 int tdm_preproc_grid(const tdm_preproc_config *c, int height, int width, int32_t grid_thw[3], tdm_error *err) {
     int rh, rw;
     if (prescaled(c, height, width, &height, &width, NULL, NULL, err) != 0) return -1;
-    if (tdm_smart_resize(height, width, c->patch_size * c->merge_size, c->min_pixels, c->max_pixels, &rh, &rw,
-                         err) != 0)
+    if (tdm_smart_resize(height, width, c->patch_size * c->merge_size, c->min_pixels, c->max_pixels, &rh, &rw, err) !=
+        0)
         return -1;
     grid_thw[0] = 1; /* a still image is one temporal patch (T identical frames) */
     grid_thw[1] = rh / c->patch_size;

@@ -53,8 +53,8 @@ int tdm_preproc_config_load(const char *path, tdm_preproc_config *c, tdm_error *
 /* Qwen's smart_resize: the size (*out_h, *out_w) the image is resized to, multiples of
  * factor, with min_pixels <= area <= max_pixels (except where one side hits `factor`).
  * Error when max(h,w)/min(h,w) > 200. Rounds half to even like Python's round(). */
-int tdm_smart_resize(int height, int width, int factor, int64_t min_pixels, int64_t max_pixels, int *out_h,
-                     int *out_w, tdm_error *err);
+int tdm_smart_resize(int height, int width, int factor, int64_t min_pixels, int64_t max_pixels, int *out_h, int *out_w,
+                     tdm_error *err);
 
 /* Columns of one patch row: 3 * T * P * P (1536 for Qwen3-VL). */
 int tdm_preproc_patch_dim(const tdm_preproc_config *c);

@@ -50,8 +50,8 @@ static int precompute(int in_size, int out_size, int **bounds_out, int32_t **kk_
         }
         for (int x = 0; x < xmax; x++) {
             double v = ww != 0.0 ? w[x] / ww : w[x];
-            kk[xx * ksize + x] = v < 0 ? (int32_t)(-0.5 + v * (1 << PRECISION_BITS))
-                                       : (int32_t)(0.5 + v * (1 << PRECISION_BITS));
+            kk[xx * ksize + x] =
+                v < 0 ? (int32_t)(-0.5 + v * (1 << PRECISION_BITS)) : (int32_t)(0.5 + v * (1 << PRECISION_BITS));
         }
         bounds[2 * xx] = xmin;
         bounds[2 * xx + 1] = xmax;

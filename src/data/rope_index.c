@@ -23,9 +23,8 @@ int64_t tdm_rope_expanded_len(const int32_t *ids, int64_t n, int32_t image_pad, 
     return img == n_images ? len : -1;
 }
 
-int tdm_rope_expand_pads(const int32_t *ids, const int32_t *labels, int64_t n, int32_t image_pad,
-                         const int32_t *grids, int n_images, int merge, int32_t *out_ids, int32_t *out_labels,
-                         tdm_error *err) {
+int tdm_rope_expand_pads(const int32_t *ids, const int32_t *labels, int64_t n, int32_t image_pad, const int32_t *grids,
+                         int n_images, int merge, int32_t *out_ids, int32_t *out_labels, tdm_error *err) {
     int64_t o = 0;
     int img = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -44,8 +43,8 @@ int tdm_rope_expand_pads(const int32_t *ids, const int32_t *labels, int64_t n, i
     return 0;
 }
 
-int64_t tdm_rope_index(const int32_t *ids, int64_t n, int32_t image_pad, const int32_t *grids, int n_images,
-                       int merge, int32_t *pos, int64_t stride, tdm_error *err) {
+int64_t tdm_rope_index(const int32_t *ids, int64_t n, int32_t image_pad, const int32_t *grids, int n_images, int merge,
+                       int32_t *pos, int64_t stride, tdm_error *err) {
     int64_t p = 0;
     int img = 0;
     int64_t i = 0;

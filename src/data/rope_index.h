@@ -24,13 +24,12 @@ int64_t tdm_rope_expanded_len(const int32_t *ids, int64_t n, int32_t image_pad, 
 /* Copies ids (and labels, when both are non-NULL) into out_ids/out_labels, replacing the
  * i-th image_pad by its run of copies (their labels are the pad's label, -100).
  * out arrays must hold tdm_rope_expanded_len() entries. */
-int tdm_rope_expand_pads(const int32_t *ids, const int32_t *labels, int64_t n, int32_t image_pad,
-                         const int32_t *grids, int n_images, int merge, int32_t *out_ids, int32_t *out_labels,
-                         tdm_error *err);
+int tdm_rope_expand_pads(const int32_t *ids, const int32_t *labels, int64_t n, int32_t image_pad, const int32_t *grids,
+                         int n_images, int merge, int32_t *out_ids, int32_t *out_labels, tdm_error *err);
 
 /* 3D positions of an expanded sequence: pos[a * stride + i] for axis a in (t, h, w).
  * Returns the next free position (max + 1), or -1 when the pad runs do not match the grids. */
-int64_t tdm_rope_index(const int32_t *ids, int64_t n, int32_t image_pad, const int32_t *grids, int n_images,
-                       int merge, int32_t *pos, int64_t stride, tdm_error *err);
+int64_t tdm_rope_index(const int32_t *ids, int64_t n, int32_t image_pad, const int32_t *grids, int n_images, int merge,
+                       int32_t *pos, int64_t stride, tdm_error *err);
 
 #endif

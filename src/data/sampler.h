@@ -20,9 +20,9 @@
 
 typedef struct tdm_sampler_options {
     uint64_t seed;
-    int shuffle;                /* 0: every epoch in dataset order */
-    int64_t global_batch_size;  /* G, samples per optimizer step over all ranks */
-    int micro_batch_size;       /* mbs, samples per forward/backward on one rank */
+    int shuffle;               /* 0: every epoch in dataset order */
+    int64_t global_batch_size; /* G, samples per optimizer step over all ranks */
+    int micro_batch_size;      /* mbs, samples per forward/backward on one rank */
     int dp_rank, dp_size;
 } tdm_sampler_options;
 
@@ -30,9 +30,9 @@ typedef struct tdm_sampler {
     tdm_sampler_options o;
     int64_t n_samples;
     int64_t steps_per_epoch;
-    int micro_per_step;         /* G / (dp * mbs) micro-batches per step on each rank */
-    int64_t order_epoch;        /* the epoch `order` holds, -1 none */
-    int64_t *order;             /* [n_samples] */
+    int micro_per_step;  /* G / (dp * mbs) micro-batches per step on each rank */
+    int64_t order_epoch; /* the epoch `order` holds, -1 none */
+    int64_t *order;      /* [n_samples] */
 } tdm_sampler;
 
 /* Checks G % (dp*mbs) == 0, 0 <= rank < dp, n_samples >= G. */

@@ -19,8 +19,8 @@ enum { N_SHAPES = 4, N_COLOURS = 5, N_CELLS = 4, MAX_ITEMS = 4 };
 static const char *shape_name[N_SHAPES] = {"circle", "square", "triangle", "cross"};
 static const char *shape_plural[N_SHAPES] = {"circles", "squares", "triangles", "crosses"};
 static const char *colour_name[N_COLOURS] = {"red", "green", "blue", "yellow", "purple"};
-static const uint8_t colour_rgb[N_COLOURS][3] = {{225, 30, 30}, {30, 170, 50}, {30, 70, 230}, {240, 210, 20},
-                                                 {150, 50, 190}};
+static const uint8_t colour_rgb[N_COLOURS][3] = {
+    {225, 30, 30}, {30, 170, 50}, {30, 70, 230}, {240, 210, 20}, {150, 50, 190}};
 static const char *cell_name[N_CELLS] = {"top left", "top right", "bottom left", "bottom right"};
 static const char *count_word[5] = {"no", "a", "two", "three", "four"};
 
@@ -152,9 +152,9 @@ static void render(const picture *p, draw *d, uint8_t *rgb) {
                 int in;
                 double ax = px < 0 ? -px : px, ay = py < 0 ? -py : py, d2 = px * px + py * py;
                 switch (it->shape) {
-                case 0: in = d2 <= r * r; break;                                  /* circle */
-                case 1: in = ax <= r && ay <= r; break;                           /* square */
-                case 2: in = py <= r && py >= -r && 2 * ax <= py + r; break;     /* triangle, apex up */
+                case 0: in = d2 <= r * r; break;                                           /* circle */
+                case 1: in = ax <= r && ay <= r; break;                                    /* square */
+                case 2: in = py <= r && py >= -r && 2 * ax <= py + r; break;               /* triangle, apex up */
                 default: in = (ax <= r / 3 && ay <= r) || (ay <= r / 3 && ax <= r); break; /* cross */
                 }
                 if (in) memcpy(rgb + ((size_t)y * p->w + x) * 3, colour_rgb[it->colour], 3);
@@ -300,7 +300,6 @@ static void question(const picture *p, draw *d, int kind_in, int closed_only, in
     }
 }
 
-
 static void message(tdm_strbuf *js, const char *role, const char *text, int first) {
     tdm_sb_printf(js, "%s\n      {\"role\": \"%s\", \"content\": ", first ? "" : ",", role);
     tdm_sb_json_string(js, text, strlen(text));
@@ -360,8 +359,7 @@ int tdm_synth_generate(const tdm_synth_options *opt, tdm_error *err) {
     if (o.min_size <= 0) o.min_size = 64;
     if (o.max_size <= 0) o.max_size = 128;
     if (o.min_size < 24 || o.max_size < o.min_size || o.max_size > 4096)
-        return tdm_errorf(err, "picture sizes must satisfy 24 <= min (%d) <= max (%d) <= 4096", o.min_size,
-                          o.max_size);
+        return tdm_errorf(err, "picture sizes must satisfy 24 <= min (%d) <= max (%d) <= 4096", o.min_size, o.max_size);
     if (o.n_train < 0 || o.n_test < 0 || o.n_train > 10000000 || o.n_test > 10000000)
         return tdm_errorf(err, "sample counts must be between 0 and 10000000");
     char dir[1200];

@@ -35,8 +35,8 @@ typedef enum tdm_synth_scene { TDM_SYNTH_SCENE_SAME = 0, TDM_SYNTH_SCENE_MIXED =
 
 typedef struct tdm_synth_options {
     const char *out_dir;
-    int64_t n_train;   /* default 2000 */
-    int64_t n_test;    /* default 200 */
+    int64_t n_train; /* default 2000 */
+    int64_t n_test;  /* default 200 */
     uint64_t seed;
     int min_size, max_size; /* picture sides in pixels; defaults 64 and 128 */
     tdm_synth_scene scene;

@@ -25,8 +25,8 @@
  * reduce-scatters alone took 230-265 ms, and 3-5% of the step time in full steps. */
 enum { SPIN_POLLS = 32, SHORT_SLEEPS = 50 };
 #define SLEEP_SHORT_NS 20000L
-#define SLEEP_LONG_NS 50000L
-#define CTL_SPIN_NS 2000000ull
+#define SLEEP_LONG_NS  50000L
+#define CTL_SPIN_NS    2000000ull
 
 struct tdm_comm {
     MPI_Comm comm;
@@ -34,24 +34,24 @@ struct tdm_comm {
     tdm_ddp_progress mode;
     int max_ops;
     int thread_nice;
-    uint64_t timeout_ns;    /* a wait longer than this aborts the job; 0: wait forever */
-    int applied_nice;       /* what the thread read back; -1 until then (guarded by mu) */
+    uint64_t timeout_ns; /* a wait longer than this aborts the job; 0: wait forever */
+    int applied_nice;    /* what the thread read back; -1 until then (guarded by mu) */
 
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* compute -> comm: something queued, or stop */
     pthread_cond_t done_cv; /* comm -> compute: some op completed */
     tdm_comm_op **queue;    /* ring [max_ops], guarded by mu */
     int q_head, q_len;
-    int stop;               /* guarded by mu */
-    int64_t completed;      /* guarded by mu */
+    int stop;          /* guarded by mu */
+    int64_t completed; /* guarded by mu */
 
-    tdm_comm_op **active;   /* [max_ops] ops with an MPI request: owned by the thread (THREAD)
+    tdm_comm_op **active; /* [max_ops] ops with an MPI request: owned by the thread (THREAD)
                                or the compute thread (INLINE) */
     int n_active;
-    tdm_comm_op **taken;    /* [max_ops] the thread's scratch */
-    tdm_comm_op **done;     /* [max_ops] the thread's scratch */
+    tdm_comm_op **taken; /* [max_ops] the thread's scratch */
+    tdm_comm_op **done;  /* [max_ops] the thread's scratch */
 
-    tdm_comm_op **pending;  /* [max_ops] posted and not yet waited: compute thread only */
+    tdm_comm_op **pending; /* [max_ops] posted and not yet waited: compute thread only */
     int n_pending;
 
     pthread_t thread;

@@ -51,13 +51,13 @@ typedef enum tdm_comm_state {
 typedef struct tdm_comm_op {
     tdm_comm_kind kind;
     float *buf;
-    uint16_t *bits;     /* ALLGATHER_BF16 only */
-    int count;          /* elements (per rank for REDUCE_SCATTER and ALLGATHER) */
-    int bucket;         /* for the profiler */
-    const char *name;   /* profiler event name, a string literal */
+    uint16_t *bits;   /* ALLGATHER_BF16 only */
+    int count;        /* elements (per rank for REDUCE_SCATTER and ALLGATHER) */
+    int bucket;       /* for the profiler */
+    const char *name; /* profiler event name, a string literal */
     /* engine-owned: */
     MPI_Request req;
-    int state;          /* tdm_comm_state; guarded by the engine's mutex */
+    int state;                           /* tdm_comm_state; guarded by the engine's mutex */
     uint64_t post_ns, start_ns, done_ns; /* CLOCK_MONOTONIC */
 } tdm_comm_op;
 

@@ -52,9 +52,9 @@ void tdm_ddp_config_describe(const tdm_ddp_config *c, int64_t bucket_size, tdm_s
                   "grad_reduce_in_fp32=%s, overlap_grad_reduce=%s, overlap_param_gather=%s, "
                   "use_distributed_optimizer=%s, check_for_nan_in_grad=%s, bucket_size=%lld, "
                   "average_in_collective=%s)",
-                  py_bool(c->grad_reduce_in_fp32), py_bool(c->overlap_grad_reduce),
-                  py_bool(c->overlap_param_gather), py_bool(c->use_distributed_optimizer),
-                  py_bool(c->check_for_nan_in_grad), (long long)bucket_size, py_bool(c->average_in_collective));
+                  py_bool(c->grad_reduce_in_fp32), py_bool(c->overlap_grad_reduce), py_bool(c->overlap_param_gather),
+                  py_bool(c->use_distributed_optimizer), py_bool(c->check_for_nan_in_grad), (long long)bucket_size,
+                  py_bool(c->average_in_collective));
 }
 
 static const char *thread_level_name(int level) {

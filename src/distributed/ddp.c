@@ -190,8 +190,7 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
     if (same && ok)
         ok = (ddp->eng = tdm_comm_create(bucket_comm, cfg->progress, 2 * ddp->L.n_buckets, cfg->comm_thread_nice,
                                          err)) != NULL;
-    else
-        MPI_Comm_free(&bucket_comm);
+    else MPI_Comm_free(&bucket_comm);
     if (same && ok) tdm_comm_set_timeout(ddp->eng, (uint64_t)(cfg->timeout_minutes * 60e9));
     /* [0] lowest rank that failed on its own, [1] lowest rank whose layout is not rank 0's */
     int bad[2] = {ok ? INT_MAX : ddp->rank, ok && !same ? ddp->rank : INT_MAX};
@@ -202,8 +201,8 @@ tdm_ddp *tdm_ddp_create(MPI_Comm dp_comm, tdm_param_table *t, const tdm_ddp_conf
                        "rank %d: the trainable parameters differ from rank 0's (here %llu tensors, %llu elements; "
                        "rank 0: %llu, %llu, or the same counts in other names, shapes or order): every "
                        "data-parallel rank must load the same model config with the same freezing and --bf16 flags",
-                       ddp->rank, (unsigned long long)mine[1], (unsigned long long)mine[2],
-                       (unsigned long long)root[1], (unsigned long long)root[2]);
+                       ddp->rank, (unsigned long long)mine[1], (unsigned long long)mine[2], (unsigned long long)root[1],
+                       (unsigned long long)root[2]);
         else if (ok)
             tdm_errorf(err,
                        "rank %d's trainable parameters differ from rank 0's (%llu tensors, %llu elements on rank 0): "

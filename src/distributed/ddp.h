@@ -114,12 +114,12 @@ void tdm_ddp_describe(const tdm_ddp *ddp, tdm_strbuf *out);
 /* Bytes this rank holds; optim_* count Adam's m and v (fp32 params are their own master) and, with
  * bf16_params, the fp32 main copy. */
 typedef struct tdm_ddp_memory {
-    int64_t param_bytes;            /* flat parameter buffer (padding included) */
-    int64_t grad_bytes;             /* flat fp32 gradient buffer */
-    int64_t frozen_bytes;           /* frozen parameters' storage */
-    int64_t optim_bytes;            /* m + v (+ the fp32 main parameters, bf16_params) of the owned shards */
-    int64_t optim_bytes_unsharded;  /* what they would take without the distributed optimizer */
-    int64_t param_bits_bytes;       /* bf16_params, distributed: the 16-bit staging buffer of the all-gathers */
+    int64_t param_bytes;           /* flat parameter buffer (padding included) */
+    int64_t grad_bytes;            /* flat fp32 gradient buffer */
+    int64_t frozen_bytes;          /* frozen parameters' storage */
+    int64_t optim_bytes;           /* m + v (+ the fp32 main parameters, bf16_params) of the owned shards */
+    int64_t optim_bytes_unsharded; /* what they would take without the distributed optimizer */
+    int64_t param_bits_bytes;      /* bf16_params, distributed: the 16-bit staging buffer of the all-gathers */
 } tdm_ddp_memory;
 void tdm_ddp_get_memory(const tdm_ddp *ddp, tdm_ddp_memory *out);
 
@@ -192,11 +192,11 @@ void tdm_ddp_get_stats(const tdm_ddp *ddp, tdm_ddp_stats *out);
  * begins", and compare. */
 uint64_t tdm_ddp_tick(tdm_ddp *ddp);
 typedef struct tdm_ddp_bucket_trace {
-    uint64_t ready_seq;  /* tick when its last grad_ready arrived (last micro-batch), 0 if never */
-    uint64_t post_seq;   /* tick when its gradient collective was handed to the engine */
-    uint64_t post_ns;    /* CLOCK_MONOTONIC times of: hand-over, */
-    uint64_t start_ns;   /* the MPI_I* call, */
-    uint64_t done_ns;    /* and completion observed */
+    uint64_t ready_seq; /* tick when its last grad_ready arrived (last micro-batch), 0 if never */
+    uint64_t post_seq;  /* tick when its gradient collective was handed to the engine */
+    uint64_t post_ns;   /* CLOCK_MONOTONIC times of: hand-over, */
+    uint64_t start_ns;  /* the MPI_I* call, */
+    uint64_t done_ns;   /* and completion observed */
 } tdm_ddp_bucket_trace;
 /* The gradient collective of bucket b in the most recent step. */
 void tdm_ddp_get_bucket_trace(const tdm_ddp *ddp, int b, tdm_ddp_bucket_trace *out);

@@ -14,18 +14,18 @@ struct tdm_ddp {
     tdm_ddp_config cfg;
     tdm_param_table *t;
     tdm_ddp_layout L;
-    MPI_Comm ctl;     /* private duplicate for blocking control collectives (compute thread) */
+    MPI_Comm ctl; /* private duplicate for blocking control collectives (compute thread) */
     int rank, size;
-    tdm_comm *eng;    /* owns the other private duplicate: bucket collectives */
+    tdm_comm *eng; /* owns the other private duplicate: bucket collectives */
 
-    float *params;    /* [L.total] flat parameter buffer, layout order */
-    float *grads;     /* [L.total] flat fp32 gradient buffer */
-    float *frozen;    /* [frozen_numel] storage of frozen parameters */
+    float *params; /* [L.total] flat parameter buffer, layout order */
+    float *grads;  /* [L.total] flat fp32 gradient buffer */
+    float *frozen; /* [frozen_numel] storage of frozen parameters */
     int64_t frozen_numel;
-    float *m, *v;     /* [opt_numel] Adam state of the owned elements, bucket by bucket */
-    float *main;      /* [opt_numel] bf16_params: the fp32 main copy of the owned elements (NULL in fp32,
+    float *m, *v;   /* [opt_numel] Adam state of the owned elements, bucket by bucket */
+    float *main;    /* [opt_numel] bf16_params: the fp32 main copy of the owned elements (NULL in fp32,
                          where the parameter buffer is its own main copy) */
-    uint16_t *bits;   /* [L.total] bf16_params with the distributed optimizer: the bfloat16 bits the
+    uint16_t *bits; /* [L.total] bf16_params with the distributed optimizer: the bfloat16 bits the
                          parameter all-gathers move */
     int64_t opt_numel;
     int64_t *state_offset; /* [n_buckets] where bucket b's owned range starts in m/v */
@@ -37,16 +37,16 @@ struct tdm_ddp {
 
     /* gradient side, reset by zero_grad */
     int is_last_microbatch;
-    unsigned char *ready;    /* [n_params] grad_ready seen in the last micro-batch */
-    int *ready_count;        /* [n_buckets] */
-    int next_launch;         /* buckets [0, next_launch) have been posted this step */
-    int dup_param;           /* first parameter that reported grad_ready twice, or -1 */
+    unsigned char *ready;      /* [n_params] grad_ready seen in the last micro-batch */
+    int *ready_count;          /* [n_buckets] */
+    int next_launch;           /* buckets [0, next_launch) have been posted this step */
+    int dup_param;             /* first parameter that reported grad_ready twice, or -1 */
     int nan_bucket, nan_param; /* first non-finite bucket/parameter found on this rank, or -1 */
-    int grads_synced;        /* finish_grad_sync completed this step */
+    int grads_synced;          /* finish_grad_sync completed this step */
 
     /* parameter side (overlap_param_gather) */
-    int gathers_pending;     /* some all-gather not yet waited */
-    int gathers_dispatched;  /* in forward order: buckets n-1, n-2, ... */
+    int gathers_pending;          /* some all-gather not yet waited */
+    int gathers_dispatched;       /* in forward order: buckets n-1, n-2, ... */
     unsigned char *gather_waited; /* [n_buckets] */
 
     /* evidence, measurements, tests */
@@ -56,7 +56,7 @@ struct tdm_ddp {
     uint64_t grad_wait_ns, gather_wait_ns;
     int inject_rank, inject_param;
     int64_t inject_iteration;
-    double *gather_scratch;  /* [size * 64] for tdm_ddp_sum_across_ranks */
+    double *gather_scratch; /* [size * 64] for tdm_ddp_sum_across_ranks */
 };
 
 /* With --overlap-param-gather, how many all-gathers ahead of the bucket forward needs

@@ -41,8 +41,10 @@ static int owned_part(const tdm_ddp *ddp, int i, int64_t s, int64_t e, int64_t *
 int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_scale, double *grad_norm,
                            tdm_error *err) {
     if (!ddp->grads_synced)
-        return tdm_errorf(err, "optimizer step in iteration %lld: gradients not synchronised (call "
-                               "tdm_ddp_finish_grad_sync first)", (long long)ddp->iteration);
+        return tdm_errorf(err,
+                          "optimizer step in iteration %lld: gradients not synchronised (call "
+                          "tdm_ddp_finish_grad_sync first)",
+                          (long long)ddp->iteration);
     tdm_timers_start(&ddp->timers, TDM_TIMER_OPTIMIZER);
     const tdm_ddp_layout *L = &ddp->L;
 
@@ -56,8 +58,8 @@ int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_
     if (grad_norm) *grad_norm = norm;
     if (!isfinite(norm)) {
         tdm_timers_stop(&ddp->timers, TDM_TIMER_OPTIMIZER);
-        return tdm_errorf(err, "iteration %lld: gradient norm is %g (NaN or Inf); stopping",
-                          (long long)ddp->iteration, norm);
+        return tdm_errorf(err, "iteration %lld: gradient norm is %g (NaN or Inf); stopping", (long long)ddp->iteration,
+                          norm);
     }
     double scale = grad_scale;
     if (hp->clip_grad > 0) {
@@ -156,8 +158,8 @@ int64_t tdm_ddp_opt_numel(const tdm_ddp *ddp) { return ddp->opt_numel; }
 int64_t tdm_ddp_opt_step_count(const tdm_ddp *ddp) { return ddp->opt_step; }
 void tdm_ddp_opt_set_step_count(tdm_ddp *ddp, int64_t step) { ddp->opt_step = step; }
 
-int tdm_ddp_opt_load_piece(tdm_ddp *ddp, int param, int64_t param_offset, int64_t count, const float *m,
-                           const float *v, tdm_error *err) {
+int tdm_ddp_opt_load_piece(tdm_ddp *ddp, int param, int64_t param_offset, int64_t count, const float *m, const float *v,
+                           tdm_error *err) {
     const tdm_ddp_layout *L = &ddp->L;
     if (param < 0 || param >= L->n_params)
         return tdm_errorf(err, "optimizer state: parameter index %d, expected one in [0, %d)", param, L->n_params);

@@ -76,7 +76,7 @@ void tdm_ddp_opt_set_step_count(tdm_ddp *ddp, int64_t step);
  * count) of parameter `param`, by table index) that this rank owns into its state (with
  * bf16_params the main copy is not part of it: load it through tdm_ddp_opt_main).
  * Fails when the parameter is unknown, frozen, or the range exceeds its numel. */
-int tdm_ddp_opt_load_piece(tdm_ddp *ddp, int param, int64_t param_offset, int64_t count, const float *m,
-                           const float *v, tdm_error *err);
+int tdm_ddp_opt_load_piece(tdm_ddp *ddp, int param, int64_t param_offset, int64_t count, const float *m, const float *v,
+                           tdm_error *err);
 
 #endif

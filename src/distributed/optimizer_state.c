@@ -26,7 +26,7 @@ tdm_ddp_opt_piece *tdm_ddp_opt_pieces_sorted(const tdm_ddp *ddp, int *np) {
 #define TDM_MPI_CHUNK ((int64_t)1 << 30)
 /* Point-to-point, bounded by --distributed-timeout-minutes (0: none): a rank stopped during a save
  * ends the job instead of leaving the others waiting forever. */
-#define GATHER_WHAT "checkpoint save (optimizer-state gather)"
+#define GATHER_WHAT   "checkpoint save (optimizer-state gather)"
 static void send_bounded(const void *x, int n, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                          uint64_t timeout_ns) {
     MPI_Request r;
@@ -89,7 +89,8 @@ tdm_ddp_state_gather *tdm_ddp_state_gather_begin(tdm_ddp *ddp, const tdm_param_t
     if (senders <= 0) return NULL;
     tdm_ddp_state_gather *g = tdm_xcalloc(1, sizeof *g);
     const float *sm = tdm_ddp_opt_m(ddp), *sv = tdm_ddp_opt_v(ddp), *sw = tdm_ddp_opt_main(ddp);
-    *g = (tdm_ddp_state_gather){.pt = pt, .comm = comm, .senders = senders, .timeout_ns = timeout_ns, .own_m = sm, .own_v = sv, .own_w = sw};
+    *g = (tdm_ddp_state_gather){
+        .pt = pt, .comm = comm, .senders = senders, .timeout_ns = timeout_ns, .own_m = sm, .own_v = sv, .own_w = sw};
     g->pieces = tdm_xcalloc((size_t)senders, sizeof *g->pieces);
     g->n_pieces = tdm_xcalloc((size_t)senders, sizeof(int));
     g->next = tdm_xcalloc((size_t)senders, sizeof(int));

@@ -41,7 +41,8 @@ void tdm_timing_format_option(const tdm_timing *tm, tdm_timing_option option, td
         }
         return;
     }
-    tdm_sb_puts(out, option == TDM_TIMING_MAX ? "max time across ranks (ms):\n" : "(min, max) time across ranks (ms):\n");
+    tdm_sb_puts(out,
+                option == TDM_TIMING_MAX ? "max time across ranks (ms):\n" : "(min, max) time across ranks (ms):\n");
     for (int i = 0; i < TDM_TIMER_COUNT; i++) {
         if (!tm->valid[i]) continue;
         /* Megatron: (name + ' ').ljust(48, '.') */

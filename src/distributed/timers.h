@@ -41,7 +41,7 @@ typedef struct tdm_timing {
     double min_ms[TDM_TIMER_COUNT];
     double max_ms[TDM_TIMER_COUNT];
     int valid[TDM_TIMER_COUNT];
-    int n_ranks;                                          /* ranks in the job */
+    int n_ranks;                                           /* ranks in the job */
     double rank_ms[TDM_TIMING_MAX_RANKS][TDM_TIMER_COUNT]; /* each rank's value, < 0 when it did not use the timer */
 } tdm_timing;
 

@@ -64,7 +64,8 @@ void tdm_gelu_erf_backward(float *dx, const float *dy, const float *x, int64_t n
     for (; i + 8 <= n; i += 8) tdm_v8_store(dx + i, gelu_erf_bwd8(tdm_v8_load(dy + i), tdm_v8_load(x + i)));
     if (i < n) {
         int r = (int)(n - i);
-        tdm_v8_store_part(dx + i, gelu_erf_bwd8(tdm_v8_load_part(dy + i, r, 0.0f), tdm_v8_load_part(x + i, r, 0.0f)), r);
+        tdm_v8_store_part(dx + i, gelu_erf_bwd8(tdm_v8_load_part(dy + i, r, 0.0f), tdm_v8_load_part(x + i, r, 0.0f)),
+                          r);
     }
 }
 
@@ -85,8 +86,7 @@ void tdm_swiglu_forward(float *out, const float *gate, const float *up, int n, i
 }
 
 /* silu'(a) = s (1 + a (1 - s)) */
-static inline void swiglu_bwd8(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                               int r) {
+static inline void swiglu_bwd8(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int r) {
     tdm_v8 g, a, b;
     if (r == 8) {
         g = tdm_v8_load(dout), a = tdm_v8_load(gate), b = tdm_v8_load(up);

@@ -48,7 +48,7 @@
  * 128 x 256 (within noise) and wastes less of the diagonal tiles in causal attention. */
 #ifndef TDM_ATT_ROWS
 #define TDM_ATT_ROWS 128
-#define TDM_ATT_TK 128
+#define TDM_ATT_TK   128
 #endif
 enum { ROWS = TDM_ATT_ROWS, TK = TDM_ATT_TK };
 
@@ -328,8 +328,8 @@ void tdm_attention_backward_rows(float *dq, float *dk, float *dv, const float *d
 }
 
 void tdm_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                            const float *v, const float *out, const float *lse, const int32_t *cu_seqlens,
-                            int nseg, int nh, int nkv, int hd, int causal, float scale, float *workspace) {
+                            const float *v, const float *out, const float *lse, const int32_t *cu_seqlens, int nseg,
+                            int nh, int nkv, int hd, int causal, float scale, float *workspace) {
     tdm_attention_backward_rows(dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, cu_seqlens, NULL, nseg, nh, nkv, hd,
                                 causal, scale, workspace);
 }

@@ -19,8 +19,8 @@
 
 /* Kernel sets at least as fast as the ones chosen below on the CPUs that run them. */
 static int good_core(const char *core) {
-    static const char *const good[] = {"Haswell", "SkylakeX", "Cooperlake", "SapphireRapids", "Zen", "Excavator",
-                                       "Steamroller"};
+    static const char *const good[] = {"Haswell", "SkylakeX",  "Cooperlake", "SapphireRapids",
+                                       "Zen",     "Excavator", "Steamroller"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++)
         if (!strncmp(core, good[i], strlen(good[i]))) return 1;
     return 0;
@@ -46,8 +46,9 @@ void tdm_blas_select_core(char **argv) {
     setenv("OPENBLAS_CORETYPE", want, 1);
     execv("/proc/self/exe", argv);
     /* could not run again: go on with the slow kernels, say so */
-    fprintf(stderr, "tandem: OpenBLAS runs its generic %s kernels on this CPU, which has %s; running again with "
-                    "OPENBLAS_CORETYPE=%s failed, so matrix products will be slow\n",
+    fprintf(stderr,
+            "tandem: OpenBLAS runs its generic %s kernels on this CPU, which has %s; running again with "
+            "OPENBLAS_CORETYPE=%s failed, so matrix products will be slow\n",
             getenv("TANDEM_BLAS_CORE_FROM"), want, want);
     unsetenv("OPENBLAS_CORETYPE");
 }
@@ -55,8 +56,9 @@ void tdm_blas_select_core(char **argv) {
 int tdm_blas_core_note(char *buf, size_t n) {
     const char *from = getenv("TANDEM_BLAS_CORE_FROM"), *core = openblas_get_corename();
     if (!from || !core) return 0;
-    snprintf(buf, n, "OpenBLAS: its %s kernels (OPENBLAS_CORETYPE set by tandem: the library does not know this CPU "
-                     "and chose its generic %s set; set OPENBLAS_CORETYPE yourself to choose)",
+    snprintf(buf, n,
+             "OpenBLAS: its %s kernels (OPENBLAS_CORETYPE set by tandem: the library does not know this CPU "
+             "and chose its generic %s set; set OPENBLAS_CORETYPE yourself to choose)",
              core, from);
     return 1;
 }

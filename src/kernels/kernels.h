@@ -28,8 +28,8 @@ void tdm_linear_backward(float *dx, float *dw, float *db, const float *dy, const
 
 /* ---- LayerNorm (with bias, biased variance) -------------------------------------- */
 /* y = (x - mean) * rstd * w + b per row of d; saves mean[n], rstd[n] for backward. */
-void tdm_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
-                           int n, int d, float eps);
+void tdm_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b, int n,
+                           int d, float eps);
 void tdm_layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *mean,
                             const float *rstd, const float *w, int n, int d);
 
@@ -47,8 +47,7 @@ void tdm_gelu_erf_backward(float *dx, const float *dy, const float *x, int64_t n
 /* SwiGLU fused: out = silu(gate) * up, all [n, d]. */
 void tdm_swiglu_forward(float *out, const float *gate, const float *up, int n, int d);
 /* dgate = dout * up * silu'(gate);  dup = dout * silu(gate)   (both overwrite) */
-void tdm_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int n,
-                         int d);
+void tdm_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up, int n, int d);
 
 /* ---- Rotary embedding, rotate-half form, driven by a per-token angle table --------- */
 /* x [n, heads, hd] in place. cos, sin [n, hd/2]: for pair (i, i+hd/2) of every head
@@ -89,8 +88,8 @@ void tdm_attention_forward(float *out, float *lse, const float *q, const float *
 /* dq, dk, dv overwrite (dk/dv summed over the query heads that share a kv head).
  * Recomputes scores per tile from q, k and the saved lse. */
 void tdm_attention_backward(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                            const float *v, const float *out, const float *lse, const int32_t *cu_seqlens,
-                            int nseg, int nh, int nkv, int hd, int causal, float scale, float *workspace);
+                            const float *v, const float *out, const float *lse, const int32_t *cu_seqlens, int nseg,
+                            int nh, int nkv, int hd, int causal, float scale, float *workspace);
 /* The same with the queries a sorted subset of the key rows, packed: q, out, lse and
  * dout hold nq = cu_q[nseg] rows, query i stands at key row q_pos[i], and segment s owns
  * queries cu_q[s] .. cu_q[s+1]-1 (their q_pos inside the segment's keys). k, v, dk, dv
@@ -122,8 +121,8 @@ void tdm_embedding_backward(float *dtable, const float *dout, const int32_t *ids
  * Each chunk streams W (and dW) through the cache three times, so take chunk as large as
  * the workspace allows (128-256 rows reach sgemm speed; 64 is about 10% slower). */
 int64_t tdm_xent_workspace_floats(int chunk, int v, int d);
-double tdm_xent_fused(float *dh, float *dw, const float *h, const float *w, const int32_t *targets, int n, int d,
-                      int v, float grad_scale, int chunk, float *workspace, int64_t *count);
+double tdm_xent_fused(float *dh, float *dw, const float *h, const float *w, const int32_t *targets, int n, int d, int v,
+                      float grad_scale, int chunk, float *workspace, int64_t *count);
 
 /* ---- AdamW (PyTorch semantics: decoupled weight decay, bias correction) ----------- */
 /* For i < n: g = grad[i] * grad_scale; p *= 1 - lr*wd; m = b1 m + (1-b1) g;

@@ -44,8 +44,8 @@ static float row_sumsq(const float *a, float c, int d) {
     return tdm_v8_sum(acc0 + acc1);
 }
 
-void tdm_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
-                           int n, int d, float eps) {
+void tdm_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b, int n,
+                           int d, float eps) {
     for (int i = 0; i < n; i++) {
         const float *xr = x + (int64_t)i * d;
         float *yr = y + (int64_t)i * d;
@@ -122,8 +122,7 @@ void tdm_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
         float r = rstd[i];
         tdm_v8 sux = tdm_v8_set1(0.0f);
         int j = 0;
-        for (; j + 8 <= d; j += 8)
-            sux += tdm_v8_load(g + j) * tdm_v8_load(w + j) * tdm_v8_load(xr + j);
+        for (; j + 8 <= d; j += 8) sux += tdm_v8_load(g + j) * tdm_v8_load(w + j) * tdm_v8_load(xr + j);
         float sum_ux = tdm_v8_sum(sux);
         for (; j < d; j++) sum_ux += g[j] * w[j] * xr[j];
         float mean_ux = sum_ux * r / (float)d; /* mean(u xhat) */

@@ -38,19 +38,20 @@ static inline __attribute__((always_inline)) void block(int R, int NV, int k, fl
         }
 }
 
-#define BLOCK(R, NV) block(R, NV, k, alpha, a + i0 * a_row, a_row, a_col, b + j0, ldb, accumulate, c + i0 * ldc + j0, ldc)
+#define BLOCK(R, NV)                                                                                                   \
+    block(R, NV, k, alpha, a + i0 * a_row, a_row, a_col, b + j0, ldb, accumulate, c + i0 * ldc + j0, ldc)
 
 /* All R = 1..6 for one NV, so every combination is compiled with constant sizes. */
-#define ROW_BLOCKS(NV)                                                  \
-    for (int i0 = 0; i0 < m; i0 += 6) {                                 \
-        switch (m - i0 < 6 ? m - i0 : 6) {                              \
-        case 6: BLOCK(6, NV); break;                                    \
-        case 5: BLOCK(5, NV); break;                                    \
-        case 4: BLOCK(4, NV); break;                                    \
-        case 3: BLOCK(3, NV); break;                                    \
-        case 2: BLOCK(2, NV); break;                                    \
-        default: BLOCK(1, NV); break;                                   \
-        }                                                               \
+#define ROW_BLOCKS(NV)                                                                                                 \
+    for (int i0 = 0; i0 < m; i0 += 6) {                                                                                \
+        switch (m - i0 < 6 ? m - i0 : 6) {                                                                             \
+        case 6: BLOCK(6, NV); break;                                                                                   \
+        case 5: BLOCK(5, NV); break;                                                                                   \
+        case 4: BLOCK(4, NV); break;                                                                                   \
+        case 3: BLOCK(3, NV); break;                                                                                   \
+        case 2: BLOCK(2, NV); break;                                                                                   \
+        default: BLOCK(1, NV); break;                                                                                  \
+        }                                                                                                              \
     }
 
 void tdm_tile_matmul(int m, int n, int k, float alpha, const float *a, int64_t a_row, int64_t a_col, const float *b,

@@ -68,9 +68,7 @@ static inline tdm_v8 tdm_v8_fma(tdm_v8 a, tdm_v8 b, tdm_v8 c) {
 #endif
 }
 
-static inline float tdm_v8_sum(tdm_v8 v) {
-    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
-}
+static inline float tdm_v8_sum(tdm_v8 v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
 
 /* Lane-wise select: mask lanes are all-ones (take a) or zero (take b). */
 static inline tdm_v8 tdm_v8_select(tdm_v8i mask, tdm_v8 a, tdm_v8 b) {
@@ -93,8 +91,8 @@ static inline tdm_v8 tdm_v8_exp(tdm_v8 x) {
     xc = tdm_v8_select(xc > hi, hi, xc);
     tdm_v8 t = xc * 1.44269504088896341f + shifter;
     tdm_v8 kf = t - shifter;
-    tdm_v8i k = (tdm_v8i)t - (tdm_v8i)shifter; /* the integer in the low mantissa bits */
-    tdm_v8 r = xc - kf * 0.693145751953125f;   /* ln2 high part: exact product for |k| < 2^11 */
+    tdm_v8i k = (tdm_v8i)t - (tdm_v8i)shifter;                   /* the integer in the low mantissa bits */
+    tdm_v8 r = xc - kf * 0.693145751953125f;                     /* ln2 high part: exact product for |k| < 2^11 */
     r = tdm_v8_fma(-kf, tdm_v8_set1(1.428606765330187e-06f), r); /* ln2 low part */
     tdm_v8 p = tdm_v8_set1(1.0f / 720.0f);
     p = tdm_v8_fma(p, r, tdm_v8_set1(1.0f / 120.0f));

@@ -44,16 +44,16 @@ static void row_dlogits(float *l, int v, int target, float lse, float grad_scale
     l[target] -= grad_scale;
 }
 
-double tdm_xent_fused(float *dh, float *dw, const float *h, const float *w, const int32_t *targets, int n, int d,
-                      int v, float grad_scale, int chunk, float *workspace, int64_t *count) {
+double tdm_xent_fused(float *dh, float *dw, const float *h, const float *w, const int32_t *targets, int n, int d, int v,
+                      float grad_scale, int chunk, float *workspace, int64_t *count) {
     double loss = 0.0;
     int64_t counted = 0;
     int backward = dh != NULL || dw != NULL;
     if (chunk < 1) chunk = 1;
-    float *lg = workspace;                        /* [chunk, v] */
-    float *hp = lg + (int64_t)chunk * v;          /* [chunk, d] */
-    float *dhp = hp + (int64_t)chunk * d;         /* [chunk, d] */
-    int rows[256];                                /* row index of each packed row (chunk <= 256 per piece) */
+    float *lg = workspace;                /* [chunk, v] */
+    float *hp = lg + (int64_t)chunk * v;  /* [chunk, d] */
+    float *dhp = hp + (int64_t)chunk * d; /* [chunk, d] */
+    int rows[256];                        /* row index of each packed row (chunk <= 256 per piece) */
     int piece = chunk < 256 ? chunk : 256;
     int i = 0;
     while (i < n) {

@@ -34,8 +34,7 @@ static void carve_merger(carver *c, merger_act *ma, int64_t rows_norm, int64_t n
     ma->out = cf(c, M * O);
 }
 
-static void carve_vis_block(carver *c, vis_block_act *b, int64_t N, int64_t D, int64_t Iv, int64_t heads,
-                            int with_x) {
+static void carve_vis_block(carver *c, vis_block_act *b, int64_t N, int64_t D, int64_t Iv, int64_t heads, int with_x) {
     b->x = with_x ? cf(c, N * D) : NULL;
     b->ln1 = cf(c, N * D);
     b->ln1_mean = cf(c, N);

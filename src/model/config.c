@@ -32,10 +32,8 @@ typedef struct reader {
 
 /* "vision_config" + "depth" -> "vision_config.depth"; top level has an empty section. */
 static void field_path(char *out, size_t cap, const char *sect, const char *key) {
-    if (sect[0])
-        snprintf(out, cap, "%s.%s", sect, key);
-    else
-        snprintf(out, cap, "%s", key);
+    if (sect[0]) snprintf(out, cap, "%s.%s", sect, key);
+    else snprintf(out, cap, "%s", key);
 }
 
 static int fail_field(reader *r, const char *sect, const char *key, const char *fmt, ...)
@@ -71,12 +69,12 @@ static int read_int(reader *r, const tdm_json *obj, const char *sect, const char
     return 0;
 }
 
-#define REQ_INT(obj, sect, key, lo, hi, out) read_int(r, obj, sect, key, lo, hi, 0, 0, out)
+#define REQ_INT(obj, sect, key, lo, hi, out)      read_int(r, obj, sect, key, lo, hi, 0, 0, out)
 #define OPT_INT(obj, sect, key, lo, hi, def, out) read_int(r, obj, sect, key, lo, hi, 1, def, out)
 
 /* A finite positive number; `present` (may be NULL) reports whether the field was there. */
-static int read_pos_num(reader *r, const tdm_json *obj, const char *sect, const char *key, double def,
-                        double *out, int *present) {
+static int read_pos_num(reader *r, const tdm_json *obj, const char *sect, const char *key, double def, double *out,
+                        int *present) {
     const tdm_json *v = tdm_json_get(obj, key);
     if (present) *present = v && v->type != TDM_JSON_NULL;
     if (!v || v->type == TDM_JSON_NULL) {
@@ -127,8 +125,8 @@ static int read_int_array(reader *r, const tdm_json *obj, const char *sect, cons
     const tdm_json *a = tdm_json_get(obj, key);
     if (!a || a->type == TDM_JSON_NULL) return fail_field(r, sect, key, "missing (a list of integers is required)");
     if (a->type != TDM_JSON_ARRAY)
-        return fail_field(r, sect, key, "expected a list of integers, found %s (line %d)",
-                          tdm_json_type_name(a->type), a->line);
+        return fail_field(r, sect, key, "expected a list of integers, found %s (line %d)", tdm_json_type_name(a->type),
+                          a->line);
     if (a->len > (size_t)n_max) return fail_field(r, sect, key, "%zu entries, at most %d supported", a->len, n_max);
     for (size_t i = 0; i < a->len; i++) {
         const tdm_json *v = a->items[i];
@@ -161,7 +159,8 @@ static const tdm_json *require_object(reader *r, const tdm_json *obj, const char
 static int read_vision(reader *r, const tdm_json *vj, tdm_vision_config *v) {
     const char *s = "vision_config";
     const int H = TDM_CONFIG_MAX_HIDDEN;
-    if (REQ_INT(vj, s, "depth", 1, TDM_CONFIG_MAX_LAYERS, &v->depth) || REQ_INT(vj, s, "hidden_size", 1, H, &v->hidden_size) ||
+    if (REQ_INT(vj, s, "depth", 1, TDM_CONFIG_MAX_LAYERS, &v->depth) ||
+        REQ_INT(vj, s, "hidden_size", 1, H, &v->hidden_size) ||
         REQ_INT(vj, s, "num_heads", 1, TDM_CONFIG_MAX_HEADS, &v->num_heads) ||
         REQ_INT(vj, s, "intermediate_size", 1, H, &v->intermediate_size) ||
         OPT_INT(vj, s, "patch_size", 1, 64, 16, &v->patch_size) ||
@@ -292,10 +291,10 @@ static int read_either_int(reader *r, const tdm_json *root, const tdm_json *tj, 
                            int independent, int *out) {
     int a = def, b = def;
     const tdm_json *in_text = tdm_json_get(tj, key), *in_root = tdm_json_get(root, key);
-    int rc = lists ? read_id_or_list(r, tj, "text_config", key, def, r->vocab, &a) ||
-                         read_id_or_list(r, root, "", key, def, r->vocab, &b)
-                   : OPT_INT(tj, "text_config", key, 0, INT32_MAX, def, &a) ||
-                         OPT_INT(root, "", key, 0, INT32_MAX, def, &b);
+    int rc =
+        lists ? read_id_or_list(r, tj, "text_config", key, def, r->vocab, &a) ||
+                    read_id_or_list(r, root, "", key, def, r->vocab, &b)
+              : OPT_INT(tj, "text_config", key, 0, INT32_MAX, def, &a) || OPT_INT(root, "", key, 0, INT32_MAX, def, &b);
     if (rc) return -1;
     int ht = in_text && in_text->type != TDM_JSON_NULL, hr = in_root && in_root->type != TDM_JSON_NULL;
     if (ht && hr && a != b && !independent)
@@ -310,8 +309,8 @@ static int check_vision(reader *r, const tdm_vision_config *v, const tdm_text_co
         return fail_field(r, s, "num_heads", "%d does not divide hidden_size %d", v->num_heads, v->hidden_size);
     int hd = v->hidden_size / v->num_heads;
     if (hd % 4) /* 2D RoPE: hd/4 frequencies for rows, hd/4 for columns */
-        return fail_field(r, s, "num_heads", "head dim %d (hidden_size / num_heads) must be a multiple of 4 for 2D RoPE",
-                          hd);
+        return fail_field(r, s, "num_heads",
+                          "head dim %d (hidden_size / num_heads) must be a multiple of 4 for 2D RoPE", hd);
     int side = (int)lround(sqrt((double)v->num_position_embeddings));
     if (side * side != v->num_position_embeddings)
         return fail_field(r, s, "num_position_embeddings", "%d is not a perfect square (a side x side grid)",

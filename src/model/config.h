@@ -18,22 +18,22 @@
 
 typedef struct tdm_vision_config {
     int depth;
-    int hidden_size;          /* D */
+    int hidden_size; /* D */
     int num_heads;
-    int intermediate_size;    /* I_v */
-    int patch_size;           /* 16 */
-    int temporal_patch_size;  /* 2 */
-    int in_channels;          /* 3 */
-    int spatial_merge_size;   /* 2 */
+    int intermediate_size;       /* I_v */
+    int patch_size;              /* 16 */
+    int temporal_patch_size;     /* 2 */
+    int in_channels;             /* 3 */
+    int spatial_merge_size;      /* 2 */
     int num_position_embeddings; /* 2304 = 48 x 48 */
-    int out_hidden_size;      /* O: the merger output width = text hidden size */
+    int out_hidden_size;         /* O: the merger output width = text hidden size */
     int n_deepstack;
     int deepstack_indexes[TDM_MAX_DEEPSTACK];
-    char hidden_act[32];      /* "gelu_pytorch_tanh" */
+    char hidden_act[32]; /* "gelu_pytorch_tanh" */
 } tdm_vision_config;
 
 typedef struct tdm_text_config {
-    int hidden_size;          /* h */
+    int hidden_size; /* h */
     int num_layers;
     int num_heads;
     int num_kv_heads;
@@ -45,14 +45,14 @@ typedef struct tdm_text_config {
     int mrope_section[3];
     int mrope_interleaved;
     int max_position_embeddings;
-    char hidden_act[32];      /* "silu" */
+    char hidden_act[32]; /* "silu" */
     /* text_config.pad_token_id, -1 when absent: HF's nn.Embedding padding_idx, whose row the
      * token lookup leaves without gradient (the top-level pad_token_id does not set it) */
     int padding_idx;
 } tdm_text_config;
 
 typedef struct tdm_model_config {
-    char path[1024];          /* the config.json it came from */
+    char path[1024]; /* the config.json it came from */
     tdm_vision_config vision;
     tdm_text_config text;
     int tie_word_embeddings;
@@ -70,13 +70,13 @@ typedef struct tdm_model_config {
 } tdm_model_config;
 
 /* Sanity bounds: a config outside them is refused before anything is allocated. */
-#define TDM_CONFIG_MAX_LAYERS 1024        /* vision depth, text layers */
-#define TDM_CONFIG_MAX_HIDDEN 65536       /* any hidden or intermediate width */
-#define TDM_CONFIG_MAX_HEADS 1024
-#define TDM_CONFIG_MAX_VOCAB (1 << 22)
+#define TDM_CONFIG_MAX_LAYERS    1024  /* vision depth, text layers */
+#define TDM_CONFIG_MAX_HIDDEN    65536 /* any hidden or intermediate width */
+#define TDM_CONFIG_MAX_HEADS     1024
+#define TDM_CONFIG_MAX_VOCAB     (1 << 22)
 #define TDM_CONFIG_MAX_POSITIONS (1 << 24)
-#define TDM_CONFIG_MAX_PARAMS ((int64_t)1 << 38) /* 275 G parameters, ~1 TB of fp32 weights */
-#define TDM_CONFIG_MAX_BYTES (1 << 20)    /* config.json file size */
+#define TDM_CONFIG_MAX_PARAMS    ((int64_t)1 << 38) /* 275 G parameters, ~1 TB of fp32 weights */
+#define TDM_CONFIG_MAX_BYTES     (1 << 20)          /* config.json file size */
 
 /* Reads `file_or_dir` (a config.json, or a directory holding one) into *cfg.
  * Every error names the file and the field, e.g.

@@ -112,9 +112,9 @@ static void layer_forward_kept(tdm_model *m, int l, float *out, const tdm_batch 
     TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(d->k, d->k_rstd, d->k_raw, tdm_model_w(m, ix->k_norm), T * nkv, hd, eps));
     TDM_KERNEL("rope", tdm_rope_forward(d->q, a->keep_cos, a->keep_sin, K, nh, hd));
     TDM_KERNEL("rope", tdm_rope_forward(d->k, a->txt_rope_cos, a->txt_rope_sin, T, nkv, hd));
-    TDM_KERNEL("attention", tdm_attention_forward_rows(d->att, d->lse, d->q, d->k, d->v, b->cu_seqlens, a->keep_cu,
-                                                       a->keep_rows, b->n_seqs, nh, nkv, hd, 1,
-                                                       1.0f / sqrtf((float)hd), a->attn_ws));
+    TDM_KERNEL("attention",
+               tdm_attention_forward_rows(d->att, d->lse, d->q, d->k, d->v, b->cu_seqlens, a->keep_cu, a->keep_rows,
+                                          b->n_seqs, nh, nkv, hd, 1, 1.0f / sqrtf((float)hd), a->attn_ws));
     layer_out(m, l, 0, K, out, a->keep_rows);
 }
 
@@ -127,9 +127,9 @@ static void layer_forward(tdm_model *m, int l, float *out, const tdm_batch *b) {
         return;
     }
     layer_qkv(m, l, 0, T);
-    TDM_KERNEL("attention", tdm_attention_forward(d->att, d->lse, d->q, d->k, d->v, b->cu_seqlens, b->n_seqs,
-                                                  tc->num_heads, tc->num_kv_heads, hd, 1, 1.0f / sqrtf((float)hd),
-                                                  m->a.attn_ws));
+    TDM_KERNEL("attention",
+               tdm_attention_forward(d->att, d->lse, d->q, d->k, d->v, b->cu_seqlens, b->n_seqs, tc->num_heads,
+                                     tc->num_kv_heads, hd, 1, 1.0f / sqrtf((float)hd), m->a.attn_ws));
     layer_out(m, l, 0, T, out, NULL);
 }
 
@@ -185,8 +185,8 @@ static void layer_backward(tdm_model *m, int l, float *g, const tdm_batch *b) {
     const float *q_cos = kept ? a->keep_cos : a->txt_rope_cos, *q_sin = kept ? a->keep_sin : a->txt_rope_sin;
     layer_out_backward(m, l, g, nq);
     TDM_KERNEL("attention_bw", tdm_attention_backward_rows(a->dq, a->dk, a->dv, a->datt, d->q, d->k, d->v, d->att,
-                                                           d->lse, b->cu_seqlens, cu_q, q_pos, b->n_seqs, nh, nkv,
-                                                           hd, 1, 1.0f / sqrtf((float)hd), a->attn_ws));
+                                                           d->lse, b->cu_seqlens, cu_q, q_pos, b->n_seqs, nh, nkv, hd,
+                                                           1, 1.0f / sqrtf((float)hd), a->attn_ws));
     TDM_KERNEL("rope_bw", tdm_rope_backward(a->dq, q_cos, q_sin, nq, nh, hd));
     TDM_KERNEL("rope_bw", tdm_rope_backward(a->dk, a->txt_rope_cos, a->txt_rope_sin, T, nkv, hd));
     TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->dqr, tdm_model_gradp(m, ix->q_norm), a->dq, d->q_raw, d->q_rstd,
@@ -196,8 +196,7 @@ static void layer_backward(tdm_model *m, int l, float *g, const tdm_batch *b) {
                                                   tdm_model_w(m, ix->k_norm), T * nkv, hd));
     tdm_model_grad_ready(m, ix->k_norm);
     TDM_KERNEL("linear_bw", tdm_linear_backward(kept ? a->gt2 : a->gt, tdm_model_gradp(m, ix->q), NULL, a->dqr,
-                                                kept ? pack_kept_ln1(m, l) : d->ln1, tdm_model_w(m, ix->q), nq, h,
-                                                Q));
+                                                kept ? pack_kept_ln1(m, l) : d->ln1, tdm_model_w(m, ix->q), nq, h, Q));
     tdm_model_grad_ready(m, ix->q);
     if (kept) {
         memset(a->gt, 0, sizeof(float) * (size_t)Th);
@@ -288,8 +287,8 @@ void tdm_decoder_forward(tdm_model *m, const tdm_batch *b, int n_image_rows, int
         tdm_model_unit_end(m, m->u_layer0 + l, 0, t0);
     }
     tdm_model_unit_begin(m, m->u_norm, 0, &t0);
-    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(a->fin, a->fin_rstd, a->x_final, tdm_model_w(m, m->final_norm), rows,
-                                              h, (float)tc->rms_norm_eps));
+    TDM_KERNEL("rmsnorm", tdm_rmsnorm_forward(a->fin, a->fin_rstd, a->x_final, tdm_model_w(m, m->final_norm), rows, h,
+                                              (float)tc->rms_norm_eps));
     tdm_model_unit_end(m, m->u_norm, 0, t0);
 }
 
@@ -305,8 +304,7 @@ static void recompute_layers(tdm_model *m, int g0, int g1, const tdm_batch *b, i
         layer_forward(m, l, out, b);
         if (l + 1 < g1 && l < nds) {
             const float *f = a->ds[l].out;
-            for (int r = 0; r < n_image_rows; r++)
-                add_into(out + (int64_t)a->image_rows[r] * h, f + (int64_t)r * O, h);
+            for (int r = 0; r < n_image_rows; r++) add_into(out + (int64_t)a->image_rows[r] * h, f + (int64_t)r * O, h);
         }
     }
 }
@@ -317,9 +315,9 @@ void tdm_decoder_backward(tdm_model *m, const tdm_batch *b, int n_image_rows, in
     int T = b->n_tokens, h = tc->hidden_size, L = tc->num_layers, O = m->cfg.vision.out_hidden_size;
     uint64_t t0;
     tdm_model_unit_begin(m, m->u_norm, 1, &t0);
-    TDM_KERNEL("rmsnorm_bw", tdm_rmsnorm_backward(a->g, tdm_model_gradp(m, m->final_norm), a->dh, a->x_final,
-                                                  a->fin_rstd, tdm_model_w(m, m->final_norm),
-                                                  a->pruned ? a->n_keep : T, h));
+    TDM_KERNEL("rmsnorm_bw",
+               tdm_rmsnorm_backward(a->g, tdm_model_gradp(m, m->final_norm), a->dh, a->x_final, a->fin_rstd,
+                                    tdm_model_w(m, m->final_norm), a->pruned ? a->n_keep : T, h));
     tdm_model_grad_ready(m, m->final_norm);
     tdm_model_unit_end(m, m->u_norm, 1, t0);
 

@@ -51,10 +51,8 @@ int tdm_inspect_count(const tdm_param_table *t, const tdm_model_config *cfg, tdm
         c->comp[k] += p->numel;
         if (p->trainable) c->comp_trainable[k] += p->numel;
         c->total += p->numel;
-        if (p->trainable)
-            c->trainable += p->numel;
-        else
-            c->frozen += p->numel;
+        if (p->trainable) c->trainable += p->numel;
+        else c->frozen += p->numel;
     }
     c->n_tensors = t->n;
     for (int k = TDM_COMP_PATCH_EMBED; k <= TDM_COMP_DEEPSTACK; k++) c->vision_total += c->comp[k];
@@ -116,15 +114,14 @@ void tdm_inspect_format(const tdm_model_config *cfg, const tdm_param_counts *c, 
     for (int k = 0; k < TDM_COMP_COUNT; k++) {
         int64_t n = c->comp[k];
         if (k == TDM_COMP_VIT_BLOCKS && depth > 0 && n % depth == 0)
-            snprintf(label, sizeof label, "vision: %s (%d x %s)", comps[k].label, depth, commas(a, sizeof a, n / depth));
-        else if (k == TDM_COMP_DEEPSTACK)
-            snprintf(label, sizeof label, "vision: %s (%d)", comps[k].label, nds);
+            snprintf(label, sizeof label, "vision: %s (%d x %s)", comps[k].label, depth,
+                     commas(a, sizeof a, n / depth));
+        else if (k == TDM_COMP_DEEPSTACK) snprintf(label, sizeof label, "vision: %s (%d)", comps[k].label, nds);
         else if (k == TDM_COMP_LAYERS && layers > 0 && n % layers == 0)
             snprintf(label, sizeof label, "LLM: %s (%d x %s)", comps[k].label, layers, commas(a, sizeof a, n / layers));
         else if (k == TDM_COMP_LM_HEAD && cfg->tie_word_embeddings)
             snprintf(label, sizeof label, "LLM: lm_head (tied: embed_tokens)");
-        else
-            snprintf(label, sizeof label, "%s: %s", k <= TDM_COMP_DEEPSTACK ? "vision" : "LLM", comps[k].label);
+        else snprintf(label, sizeof label, "%s: %s", k <= TDM_COMP_DEEPSTACK ? "vision" : "LLM", comps[k].label);
         row_count(o, label, n, c->comp_trainable[k]);
         if (k == TDM_COMP_DEEPSTACK) {
             int64_t tr = 0;
@@ -144,17 +141,20 @@ void tdm_inspect_format(const tdm_model_config *cfg, const tdm_param_counts *c, 
         int64_t n = 0, tr = 0;
         for (int k = 0; k < TDM_COMP_COUNT; k++)
             if (comps[k].group == (tdm_freeze_group)g) n += c->comp[k], tr += c->comp_trainable[k];
-        const char *state = n == 0 ? (g == TDM_GROUP_LM_HEAD && cfg->tie_word_embeddings ? "tied: follows --freeze-llm" : "-")
-                            : tr == n ? "trainable"
-                            : tr == 0 ? "frozen"
-                                      : "partly frozen";
+        const char *state =
+            n == 0    ? (g == TDM_GROUP_LM_HEAD && cfg->tie_word_embeddings ? "tied: follows --freeze-llm" : "-")
+            : tr == n ? "trainable"
+            : tr == 0 ? "frozen"
+                      : "partly frozen";
         tdm_sb_printf(o, "  %-22s %17s  %-10s (%s)\n", group_label[g], commas(a, sizeof a, n), state, group_flag[g]);
     }
-    tdm_sb_printf(o, "  trainable %s, frozen %s\n\n", commas(a, sizeof a, c->trainable), commas(b, sizeof b, c->frozen));
+    tdm_sb_printf(o, "  trainable %s, frozen %s\n\n", commas(a, sizeof a, c->trainable),
+                  commas(b, sizeof b, c->frozen));
 
     const int64_t F = 4; /* bytes per fp32 */
-    tdm_sb_printf(o, "memory plan per rank (dp %d, bucket size %s elements: %d buckets; %d with the distributed "
-                     "optimizer)\n",
+    tdm_sb_printf(o,
+                  "memory plan per rank (dp %d, bucket size %s elements: %d buckets; %d with the distributed "
+                  "optimizer)\n",
                   plan->dp, commas(a, sizeof a, plan->bucket_size), plan->n_buckets_ddp, plan->n_buckets_dist);
     tdm_sb_printf(o, "  %-44s %13s %26s\n", "", "DDP", "distributed optimizer");
     int64_t w_ddp = F * (c->frozen + plan->buffer_ddp), w_dist = F * (c->frozen + plan->buffer_dist);
@@ -183,9 +183,11 @@ void tdm_inspect_format(const tdm_model_config *cfg, const tdm_param_counts *c, 
     }
     row_mem(o, plan->activation_bytes >= 0 ? "total" : "total (without activations)", w_ddp + g_ddp + o_ddp + act,
             w_dist + g_dist + o_dist + act);
-    tdm_sb_printf(o, "  padding with the distributed optimizer: %s elements (parameters start at multiples of 64, "
-                     "buckets span multiples of lcm(dp, 128))\n",
+    tdm_sb_printf(o,
+                  "  padding with the distributed optimizer: %s elements (parameters start at multiples of 64, "
+                  "buckets span multiples of lcm(dp, 128))\n",
                   commas(a, sizeof a, plan->buffer_dist - plan->buffer_ddp));
     if (plan->activation_bytes < 0)
-        tdm_sb_printf(o, "  activations: not computed (give --micro-batch-tokens, and --micro-batch-patches for pictures)\n");
+        tdm_sb_printf(
+            o, "  activations: not computed (give --micro-batch-tokens, and --micro-batch-patches for pictures)\n");
 }

@@ -25,33 +25,33 @@
 
 /* Components, in forward order; each parameter name belongs to exactly one. */
 typedef enum tdm_component {
-    TDM_COMP_PATCH_EMBED,  /* model.visual.patch_embed.* */
-    TDM_COMP_POS_EMBED,    /* model.visual.pos_embed.* */
-    TDM_COMP_VIT_BLOCKS,   /* model.visual.blocks.* */
-    TDM_COMP_MERGER,       /* model.visual.merger.* */
-    TDM_COMP_DEEPSTACK,    /* model.visual.deepstack_merger_list.* */
-    TDM_COMP_EMBED,        /* model.language_model.embed_tokens.* */
-    TDM_COMP_LAYERS,       /* model.language_model.layers.* */
-    TDM_COMP_NORM,         /* model.language_model.norm.* */
-    TDM_COMP_LM_HEAD,      /* lm_head.* */
+    TDM_COMP_PATCH_EMBED, /* model.visual.patch_embed.* */
+    TDM_COMP_POS_EMBED,   /* model.visual.pos_embed.* */
+    TDM_COMP_VIT_BLOCKS,  /* model.visual.blocks.* */
+    TDM_COMP_MERGER,      /* model.visual.merger.* */
+    TDM_COMP_DEEPSTACK,   /* model.visual.deepstack_merger_list.* */
+    TDM_COMP_EMBED,       /* model.language_model.embed_tokens.* */
+    TDM_COMP_LAYERS,      /* model.language_model.layers.* */
+    TDM_COMP_NORM,        /* model.language_model.norm.* */
+    TDM_COMP_LM_HEAD,     /* lm_head.* */
     TDM_COMP_COUNT
 } tdm_component;
 
 /* The four groups the freeze flags act on (tdm_freeze). */
 typedef enum tdm_freeze_group {
-    TDM_GROUP_VISION,     /* patch_embed, pos_embed, blocks */
-    TDM_GROUP_PROJECTOR,  /* merger, deepstack mergers */
-    TDM_GROUP_LLM,        /* embed_tokens, layers, norm */
-    TDM_GROUP_LM_HEAD,    /* lm_head (absent when tied: it is embed_tokens) */
+    TDM_GROUP_VISION,    /* patch_embed, pos_embed, blocks */
+    TDM_GROUP_PROJECTOR, /* merger, deepstack mergers */
+    TDM_GROUP_LLM,       /* embed_tokens, layers, norm */
+    TDM_GROUP_LM_HEAD,   /* lm_head (absent when tied: it is embed_tokens) */
     TDM_GROUP_COUNT
 } tdm_freeze_group;
 
 typedef struct tdm_param_counts {
-    int64_t comp[TDM_COMP_COUNT];            /* elements per component */
+    int64_t comp[TDM_COMP_COUNT]; /* elements per component */
     int64_t comp_trainable[TDM_COMP_COUNT];
     int n_tensors;
-    int64_t vision_total;                    /* vision tower incl. mergers (the spec's "vision total") */
-    int64_t llm_total;                       /* language model incl. lm_head (the spec's "LLM total") */
+    int64_t vision_total; /* vision tower incl. mergers (the spec's "vision total") */
+    int64_t llm_total;    /* language model incl. lm_head (the spec's "LLM total") */
     int64_t total, trainable, frozen;
 } tdm_param_counts;
 
@@ -74,8 +74,8 @@ typedef struct tdm_memory_plan {
     int64_t buffer_dist;        /* elements with the distributed optimizer's padding */
     int64_t micro_batch_tokens; /* 0 when not asked */
     int64_t micro_batch_patches;
-    int64_t activation_bytes;   /* -1 when not computed */
-    int bf16_params;            /* train --bf16: an fp32 main copy beside Adam's m and v, and (distributed
+    int64_t activation_bytes; /* -1 when not computed */
+    int bf16_params;          /* train --bf16: an fp32 main copy beside Adam's m and v, and (distributed
                                    optimizer) a 16-bit buffer the parameters are all-gathered through */
 } tdm_memory_plan;
 

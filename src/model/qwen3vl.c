@@ -123,8 +123,8 @@ tdm_model *tdm_model_create(const tdm_model_config *cfg, const tdm_freeze *freez
     for (int i = 0; i < vc->depth; i++) {
         vis_block_ix *b = &m->vb[i];
         r.unit = m->u_block0 + i;
-#define VREG(field, suffix, nd, a0, a1)                                           \
-    snprintf(nm, sizeof nm, "model.visual.blocks.%d.%s", i, suffix);             \
+#define VREG(field, suffix, nd, a0, a1)                                                                                \
+    snprintf(nm, sizeof nm, "model.visual.blocks.%d.%s", i, suffix);                                                   \
     b->field = reg(&r, nm, nd, a0, a1, 0, 0, 0)
         VREG(norm1_w, "norm1.weight", 1, D, 0);
         VREG(norm1_b, "norm1.bias", 1, D, 0);
@@ -157,8 +157,8 @@ tdm_model *tdm_model_create(const tdm_model_config *cfg, const tdm_freeze *freez
     for (int l = 0; l < tc->num_layers; l++) {
         dec_layer_ix *d = &m->dl[l];
         r.unit = m->u_layer0 + l;
-#define TREG(field, suffix, nd, a0, a1)                                           \
-    snprintf(nm, sizeof nm, "model.language_model.layers.%d.%s", l, suffix);     \
+#define TREG(field, suffix, nd, a0, a1)                                                                                \
+    snprintf(nm, sizeof nm, "model.language_model.layers.%d.%s", l, suffix);                                           \
     d->field = reg(&r, nm, nd, a0, a1, 0, 0, 0)
         TREG(in_norm, "input_layernorm.weight", 1, h, 0);
         TREG(q, "self_attn.q_proj.weight", 2, tc->num_heads * hd, h);
@@ -367,8 +367,10 @@ static int check_batch(const tdm_model *m, const tdm_batch *b, int *n_image_rows
     for (int j = 0; j < b->n_images; j++) {
         const int32_t *g = b->image_grid_thw + 3 * j;
         if (g[0] <= 0 || g[1] <= 0 || g[2] <= 0 || g[1] % sm || g[2] % sm)
-            return tdm_errorf(err, "batch: image %d has grid (%d, %d, %d), expected positive sizes with h and w "
-                              "multiples of %d", j, g[0], g[1], g[2], sm);
+            return tdm_errorf(err,
+                              "batch: image %d has grid (%d, %d, %d), expected positive sizes with h and w "
+                              "multiples of %d",
+                              j, g[0], g[1], g[2], sm);
         int64_t th = (int64_t)g[0] * g[1];
         if (th > m->limits.max_patches || th * g[2] > m->limits.max_patches)
             return tdm_errorf(err, "batch: image %d has grid (%d, %d, %d), more patches than the reserved limit of %d",
@@ -376,8 +378,7 @@ static int check_batch(const tdm_model *m, const tdm_batch *b, int *n_image_rows
         np += th * g[2];
     }
     if (np != b->n_patches)
-        return tdm_errorf(err, "batch: image grids hold %lld patches but n_patches is %d", (long long)np,
-                          b->n_patches);
+        return tdm_errorf(err, "batch: image grids hold %lld patches but n_patches is %d", (long long)np, b->n_patches);
     int pd = vc->in_channels * vc->temporal_patch_size * vc->patch_size * vc->patch_size;
     if (b->n_patches > 0 && b->patch_dim != pd)
         return tdm_errorf(err, "batch: patch_dim %d, the vision config expects %d", b->patch_dim, pd);
@@ -436,8 +437,7 @@ static int loss_rows(const tdm_model *m, const tdm_batch *b, const int32_t **tar
     return m->a.pruned ? m->a.n_keep : b->n_tokens;
 }
 
-int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scale, tdm_fb_result *res,
-                               tdm_error *err) {
+int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scale, tdm_fb_result *res, tdm_error *err) {
     int n_img = 0, nseg = 0;
     m->decode_len = 0; /* the backward reuses activation rows as scratch */
     if (run_forward(m, b, 1, &n_img, &nseg, err)) return -1;
@@ -455,9 +455,9 @@ int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scal
     float *dw_head = m->train_head ? m->params.p[m->lm_head].grad : NULL;
     float *dh = need_decoder ? a->dh : NULL;
     double loss = 0;
-    TDM_KERNEL("xent", loss = tdm_xent_fused(dh, dw_head, a->fin, tdm_model_w(m, m->lm_head), targets, rows,
-                                             tc->hidden_size, tc->vocab_size, grad_scale, a->xent_chunk, a->xent_ws,
-                                             &count));
+    TDM_KERNEL("xent",
+               loss = tdm_xent_fused(dh, dw_head, a->fin, tdm_model_w(m, m->lm_head), targets, rows, tc->hidden_size,
+                                     tc->vocab_size, grad_scale, a->xent_chunk, a->xent_ws, &count));
     tdm_model_unit_end(m, m->u_head, 0, t0);
     /* untied lm_head: final now; tied: the embedding backward adds more later */
     if (!m->cfg.tie_word_embeddings) tdm_model_grad_ready(m, m->lm_head);
@@ -496,8 +496,7 @@ int tdm_model_forward(tdm_model *m, const tdm_batch *b, const int32_t *rows, int
         /* gather the requested rows into scratch (n_rows <= T) and project them at once */
         int64_t h = tc->hidden_size;
         for (int r = 0; r < n_rows; r++) memcpy(a->gt + r * h, a->fin + (int64_t)rows[r] * h, sizeof(float) * h);
-        tdm_linear_forward(logits, a->gt, tdm_model_w(m, m->lm_head), NULL, n_rows, tc->hidden_size,
-                           tc->vocab_size);
+        tdm_linear_forward(logits, a->gt, tdm_model_w(m, m->lm_head), NULL, n_rows, tc->hidden_size, tc->vocab_size);
     }
     tdm_model_unit_end(m, m->u_head, 0, t0);
     if (res) {
@@ -549,7 +548,8 @@ double tdm_model_flops(const tdm_model *m, const tdm_batch *b) {
         pairs += n * (n + 1) / 2;
     }
     for (int l = 0; l < tc->num_layers; l++) {
-        f += lin_flops(T, h, q, need_dec, tl) + 2 * lin_flops(T, h, kv, need_dec, tl) + lin_flops(T, q, h, need_dec, tl);
+        f +=
+            lin_flops(T, h, q, need_dec, tl) + 2 * lin_flops(T, h, kv, need_dec, tl) + lin_flops(T, q, h, need_dec, tl);
         f += 3 * lin_flops(T, h, I, need_dec, tl);
         f += 4 * pairs * q * (need_dec ? 3 : 1);
     }

@@ -78,8 +78,8 @@ typedef struct tdm_recompute {
 } tdm_recompute;
 
 typedef struct tdm_fb_result {
-    double loss_sum;      /* sum over counted tokens of -log p(target) */
-    int64_t n_tokens;     /* counted tokens (targets != -100) */
+    double loss_sum;  /* sum over counted tokens of -log p(target) */
+    int64_t n_tokens; /* counted tokens (targets != -100) */
 } tdm_fb_result;
 
 typedef struct tdm_model tdm_model;
@@ -120,8 +120,7 @@ void tdm_model_set_hooks(tdm_model *m, const tdm_param_hooks *hooks);
 /* Forward and backward of one micro-batch. Parameter gradients are ACCUMULATED
  * (+= grad_scale * d(loss_sum)/dparam), so the caller zeroes them once per step.
  * Returns the summed loss and the token count (not divided). */
-int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scale, tdm_fb_result *res,
-                               tdm_error *err);
+int tdm_model_forward_backward(tdm_model *m, const tdm_batch *b, float grad_scale, tdm_fb_result *res, tdm_error *err);
 
 /* Forward only. Returns the loss sum/count like above and, when logits != NULL, the
  * logits of the rows listed in `rows` (n_rows of them) into logits[n_rows, vocab]. */

@@ -32,13 +32,13 @@ typedef struct dec_layer_ix {
 
 /* Saved activations of one ViT block (everything its backward reads). */
 typedef struct vis_block_act {
-    float *x;                  /* [N,D] block input (the previous block's output) */
+    float *x;                         /* [N,D] block input (the previous block's output) */
     float *ln1, *ln1_mean, *ln1_rstd; /* [N,D], [N], [N] */
-    float *q, *k, *v;          /* [N,D] each = [N,heads,hv]; q and k after RoPE */
-    float *att, *lse;          /* [N,D] attention output before proj, [N,heads] */
-    float *h;                  /* [N,D] after the attention residual */
+    float *q, *k, *v;                 /* [N,D] each = [N,heads,hv]; q and k after RoPE */
+    float *att, *lse;                 /* [N,D] attention output before proj, [N,heads] */
+    float *h;                         /* [N,D] after the attention residual */
     float *ln2, *ln2_mean, *ln2_rstd;
-    float *fc1, *act;          /* [N,Iv] before and after GELU-tanh */
+    float *fc1, *act; /* [N,Iv] before and after GELU-tanh */
 } vis_block_act;
 
 /* Saved activations of one patch merger. The final merger normalises per patch
@@ -46,8 +46,8 @@ typedef struct vis_block_act {
  * (ln [M,H4], mean/rstd [M]). Either way ln is [M,H4] as fc1 reads it. */
 typedef struct merger_act {
     float *ln, *mean, *rstd;
-    float *fc1, *act;          /* [M,H4] before and after GELU-erf */
-    float *out;                /* [M,O] */
+    float *fc1, *act; /* [M,H4] before and after GELU-erf */
+    float *out;       /* [M,O] */
 } merger_act;
 
 /* Saved activations of one decoder layer. */
@@ -60,53 +60,53 @@ typedef struct dec_layer_act {
     float *att, *lse;          /* [T,nh*hd], [T,nh] */
     float *h;                  /* [T,h] after the attention residual */
     float *ln2, *ln2_rstd;
-    float *gate, *up, *act;    /* [T,I] */
+    float *gate, *up, *act; /* [T,I] */
 } dec_layer_act;
 
 typedef struct model_acts {
     /* vision */
     float *vis_rope_cos, *vis_rope_sin; /* [N,hv/2] */
-    int32_t *pos_idx;          /* [N,4] the four table rows each patch interpolates */
-    float *pos_w;              /* [N,4] their bilinear weights */
-    int32_t *vis_cu;           /* [N/sm^2 + 2] attention segments (one per image frame) */
-    vis_block_act *blk;        /* [depth] */
-    float *vis_out;            /* [N,D] last block output */
-    float *qkv_tmp;            /* [N,3D] */
+    int32_t *pos_idx;                   /* [N,4] the four table rows each patch interpolates */
+    float *pos_w;                       /* [N,4] their bilinear weights */
+    int32_t *vis_cu;                    /* [N/sm^2 + 2] attention segments (one per image frame) */
+    vis_block_act *blk;                 /* [depth] */
+    float *vis_out;                     /* [N,D] last block output */
+    float *qkv_tmp;                     /* [N,3D] */
     merger_act merger;
-    merger_act *ds;            /* [n_deepstack] */
+    merger_act *ds; /* [n_deepstack] */
     /* text */
     float *txt_rope_cos, *txt_rope_sin; /* [T,hd/2] */
-    int32_t *embed_ids;        /* [T] input ids with -1 at image-pad rows */
-    int32_t *image_rows;       /* [T] token rows of the image pads, in order (M used) */
-    dec_layer_act *lay;        /* [num_layers] */
-    float *x_final;            /* [T,h] last layer output */
-    float *fin, *fin_rstd;     /* [T,h] final norm output, [T] */
+    int32_t *embed_ids;                 /* [T] input ids with -1 at image-pad rows */
+    int32_t *image_rows;                /* [T] token rows of the image pads, in order (M used) */
+    dec_layer_act *lay;                 /* [num_layers] */
+    float *x_final;                     /* [T,h] last layer output */
+    float *fin, *fin_rstd;              /* [T,h] final norm output, [T] */
     /* backward scratch: vision */
-    float *vg, *vg2, *vg3;     /* [N,D] */
-    float *vdI1, *vdI2;        /* [N,Iv] */
+    float *vg, *vg2, *vg3;          /* [N,D] */
+    float *vdI1, *vdI2;             /* [N,Iv] */
     float *vdq, *vdk, *vdv, *vdatt; /* [N,D] */
-    float *vdqkv;              /* [N,3D] */
-    float *mdln, *mdfc1, *mdact; /* [M,H4] */
-    float *dmerge;             /* [M,O] gradient of the final merger output */
-    float *dfeat;              /* [n_deepstack,M,O] gradients of the DeepStack features */
-    float *dtap;               /* [n_deepstack,N,D] gradients into the tapped block outputs */
+    float *vdqkv;                   /* [N,3D] */
+    float *mdln, *mdfc1, *mdact;    /* [M,H4] */
+    float *dmerge;                  /* [M,O] gradient of the final merger output */
+    float *dfeat;                   /* [n_deepstack,M,O] gradients of the DeepStack features */
+    float *dtap;                    /* [n_deepstack,N,D] gradients into the tapped block outputs */
     /* backward scratch: text */
-    float *g, *gt, *gt2;       /* [T,h] */
-    float *dI1, *dI2, *dI3;    /* [T,I] */
-    float *datt, *dq, *dqr;    /* [T,nh*hd] */
-    float *dk, *dkr, *dv;      /* [T,nkv*hd] */
-    float *dh;                 /* [T,h] gradient of the final norm output (from the loss) */
+    float *g, *gt, *gt2;    /* [T,h] */
+    float *dI1, *dI2, *dI3; /* [T,I] */
+    float *datt, *dq, *dqr; /* [T,nh*hd] */
+    float *dk, *dkr, *dv;   /* [T,nkv*hd] */
+    float *dh;              /* [T,h] gradient of the final norm output (from the loss) */
     /* The last decoder layer on the loss's rows only (decoder.c, "pruned"): when set for
      * the micro-batch, that layer's q, attention output and everything after it, x_final,
      * fin and dh hold n_keep packed rows, keep_rows[i] being row i's token row. */
     int pruned, n_keep;
-    int32_t *keep_rows;        /* [T] token rows whose target counts, ascending */
-    int32_t *keep_cu;          /* [max_seqs+1] each sample's range of keep_rows */
-    int32_t *keep_targets;     /* [T] their targets */
+    int32_t *keep_rows;         /* [T] token rows whose target counts, ascending */
+    int32_t *keep_cu;           /* [max_seqs+1] each sample's range of keep_rows */
+    int32_t *keep_targets;      /* [T] their targets */
     float *keep_cos, *keep_sin; /* [T,hd/2] their RoPE angles */
     /* recomputation: where a group's last layer writes its (unused) output again */
-    float *rc_out;             /* [T,h] */
-    float *vrc_out;            /* [N,D] */
+    float *rc_out;  /* [T,h] */
+    float *vrc_out; /* [N,D] */
     /* kernel workspaces */
     float *attn_ws;
     float *xent_ws;
@@ -123,13 +123,13 @@ struct tdm_model {
 
     /* parameter indices */
     int patch_w, patch_b, pos_embed;
-    vis_block_ix *vb;          /* [depth] */
+    vis_block_ix *vb; /* [depth] */
     merger_ix merger;
     merger_ix ds[TDM_MAX_DEEPSTACK];
     int embed;
-    dec_layer_ix *dl;          /* [num_layers] */
+    dec_layer_ix *dl; /* [num_layers] */
     int final_norm;
-    int lm_head;               /* == embed when tied */
+    int lm_head; /* == embed when tied */
 
     /* units (layers in forward order): the profiler's names and each parameter's unit */
     int n_units;
@@ -217,11 +217,11 @@ void tdm_decoder_forward(tdm_model *m, const tdm_batch *b, int n_image_rows, int
 void tdm_decoder_backward(tdm_model *m, const tdm_batch *b, int n_image_rows, int need_vision);
 
 /* Level-2 profiler span around one kernel call. */
-#define TDM_KERNEL(name, call)                                                                  \
-    do {                                                                                        \
-        uint64_t k_t0_ = tdm_prof_on(2) ? tdm_now_ns() : 0;                                     \
-        call;                                                                                   \
-        if (tdm_prof_on(2)) tdm_prof_complete(TDM_PROF_KERNEL, 2, name, k_t0_, tdm_now_ns(), -1); \
+#define TDM_KERNEL(name, call)                                                                                         \
+    do {                                                                                                               \
+        uint64_t k_t0_ = tdm_prof_on(2) ? tdm_now_ns() : 0;                                                            \
+        call;                                                                                                          \
+        if (tdm_prof_on(2)) tdm_prof_complete(TDM_PROF_KERNEL, 2, name, k_t0_, tdm_now_ns(), -1);                      \
     } while (0)
 
 #endif

@@ -81,8 +81,8 @@ float tdm_f16_to_f32(uint16_t h) {
 typedef struct st_file {
     char *path;
     int fd;
-    tdm_json_doc *doc;     /* the header; tensor names point into it */
-    uint64_t data_start;   /* 8 + header length */
+    tdm_json_doc *doc;   /* the header; tensor names point into it */
+    uint64_t data_start; /* 8 + header length */
     uint64_t data_size;
 } st_file;
 
@@ -130,12 +130,16 @@ static int cmp_name_ptr(const void *a, const void *b) {
 static int parse_entry(const char *path, const char *name, const tdm_json *e, uint64_t data_size, tdm_st_tensor *t,
                        tdm_error *err) {
     if (e->type != TDM_JSON_OBJECT)
-        return tdm_errorf(err, "%s: tensor \"%s\": expected an object, found %s", path, name, tdm_json_type_name(e->type));
-    const tdm_json *dt = tdm_json_get(e, "dtype"), *sh = tdm_json_get(e, "shape"), *of = tdm_json_get(e, "data_offsets");
-    if (!dt || dt->type != TDM_JSON_STRING) return tdm_errorf(err, "%s: tensor \"%s\": missing string \"dtype\"", path, name);
+        return tdm_errorf(err, "%s: tensor \"%s\": expected an object, found %s", path, name,
+                          tdm_json_type_name(e->type));
+    const tdm_json *dt = tdm_json_get(e, "dtype"), *sh = tdm_json_get(e, "shape"),
+                   *of = tdm_json_get(e, "data_offsets");
+    if (!dt || dt->type != TDM_JSON_STRING)
+        return tdm_errorf(err, "%s: tensor \"%s\": missing string \"dtype\"", path, name);
     int d = tdm_st_dtype_from_name(dt->str);
     if (d < 0) return tdm_errorf(err, "%s: tensor \"%s\": unknown dtype \"%s\"", path, name, dt->str);
-    if (!sh || sh->type != TDM_JSON_ARRAY) return tdm_errorf(err, "%s: tensor \"%s\": missing list \"shape\"", path, name);
+    if (!sh || sh->type != TDM_JSON_ARRAY)
+        return tdm_errorf(err, "%s: tensor \"%s\": missing list \"shape\"", path, name);
     if (sh->len > TDM_ST_MAX_DIMS)
         return tdm_errorf(err, "%s: tensor \"%s\": %zu dimensions, at most %d supported", path, name, sh->len,
                           TDM_ST_MAX_DIMS);
@@ -161,16 +165,18 @@ static int parse_entry(const char *path, const char *name, const tdm_json *e, ui
         return tdm_errorf(err, "%s: tensor \"%s\": \"data_offsets\" must be [begin, end] non-negative integers", path,
                           name);
     uint64_t b = (uint64_t)of->items[0]->i64, en = (uint64_t)of->items[1]->i64;
-    if (b > en) return tdm_errorf(err, "%s: tensor \"%s\": data_offsets [%llu, %llu] end before they begin", path, name,
-                                  (unsigned long long)b, (unsigned long long)en);
+    if (b > en)
+        return tdm_errorf(err, "%s: tensor \"%s\": data_offsets [%llu, %llu] end before they begin", path, name,
+                          (unsigned long long)b, (unsigned long long)en);
     if (en > data_size)
-        return tdm_errorf(err, "%s: tensor \"%s\": data_offsets [%llu, %llu] run past the %llu-byte data section "
-                               "(truncated file or lying header)",
+        return tdm_errorf(err,
+                          "%s: tensor \"%s\": data_offsets [%llu, %llu] run past the %llu-byte data section "
+                          "(truncated file or lying header)",
                           path, name, (unsigned long long)b, (unsigned long long)en, (unsigned long long)data_size);
     if (en - b != nbytes)
-        return tdm_errorf(err, "%s: tensor \"%s\": data_offsets span %llu bytes, but %s shape of %lld elements needs %llu",
-                          path, name, (unsigned long long)(en - b), dtypes[d].name, (long long)t->numel,
-                          (unsigned long long)nbytes);
+        return tdm_errorf(
+            err, "%s: tensor \"%s\": data_offsets span %llu bytes, but %s shape of %lld elements needs %llu", path,
+            name, (unsigned long long)(en - b), dtypes[d].name, (long long)t->numel, (unsigned long long)nbytes);
     t->file_offset = b; /* relative for now; made absolute by the caller */
     t->nbytes = nbytes;
     return 0;
@@ -193,20 +199,23 @@ static int open_file(tdm_safetensors *st, const char *path, tdm_error *err) {
     if ((f->fd = tdm_open_regular(path, &size, err)) < 0) return -1;
     unsigned char lenb[8];
     if (size < 8 || pread_full(f->fd, lenb, 8, 0) != 0)
-        return tdm_errorf(err, "%s: %llu bytes, too short for the 8-byte header length", path, (unsigned long long)size);
+        return tdm_errorf(err, "%s: %llu bytes, too short for the 8-byte header length", path,
+                          (unsigned long long)size);
     /* A Hugging Face clone made without git-lfs leaves ~130-byte text pointers in place of the
      * weights; their first 8 bytes, "version ", would read as an absurd header length. */
     static const char lfs[] = "version https://git-lfs";
     char head[sizeof lfs - 1];
     if (size < 1024 && size >= sizeof head && pread_full(f->fd, head, sizeof head, 0) == 0 &&
         !memcmp(head, lfs, sizeof head))
-        return tdm_errorf(err, "%s: a Git LFS pointer of %llu bytes, not the tensor data (fetch the weights: "
-                               "git lfs pull, or download the file)", path, (unsigned long long)size);
+        return tdm_errorf(err,
+                          "%s: a Git LFS pointer of %llu bytes, not the tensor data (fetch the weights: "
+                          "git lfs pull, or download the file)",
+                          path, (unsigned long long)size);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | lenb[i];
     if (hlen > TDM_ST_MAX_HEADER)
-        return tdm_errorf(err, "%s: header length %llu bytes is above the limit of %llu (not a safetensors file?)", path,
-                          (unsigned long long)hlen, (unsigned long long)TDM_ST_MAX_HEADER);
+        return tdm_errorf(err, "%s: header length %llu bytes is above the limit of %llu (not a safetensors file?)",
+                          path, (unsigned long long)hlen, (unsigned long long)TDM_ST_MAX_HEADER);
     if (hlen < 2 || 8 + hlen > size)
         return tdm_errorf(err, "%s: header of %llu bytes does not fit in the %llu-byte file (truncated?)", path,
                           (unsigned long long)hlen, (unsigned long long)size);
@@ -432,10 +441,8 @@ const tdm_st_tensor *tdm_safetensors_find(const tdm_safetensors *st, const char 
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2, c = strcmp(st->t[mid].name, name);
         if (c == 0) return &st->t[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
     }
     return NULL;
 }
@@ -465,8 +472,7 @@ static int read_tensor(tdm_safetensors *st, const tdm_st_tensor *t, float *dst, 
             free(buf);
             goto short_read;
         }
-        if (t->dtype == TDM_ST_BF16)
-            tdm_widen_bf16(dst + i, buf, n);
+        if (t->dtype == TDM_ST_BF16) tdm_widen_bf16(dst + i, buf, n);
         else
             for (int64_t j = 0; j < n; j++) dst[i + j] = tdm_f16_to_f32(buf[j]);
     }
@@ -491,9 +497,13 @@ int tdm_st_check_finite(const float *x, int64_t n, const char *file, const char 
     int64_t first = -1, count = 0;
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(x[i]) && count++ == 0) first = i;
-    return tdm_errorf(err, "%s: tensor \"%s\": %lld of its %lld values are not finite (element %lld is %s): weights "
-                      "must be finite numbers", file, tensor, (long long)count, (long long)n, (long long)first,
-                      isnan(x[first]) ? "NaN" : x[first] > 0 ? "inf" : "-inf");
+    return tdm_errorf(err,
+                      "%s: tensor \"%s\": %lld of its %lld values are not finite (element %lld is %s): weights "
+                      "must be finite numbers",
+                      file, tensor, (long long)count, (long long)n, (long long)first,
+                      isnan(x[first]) ? "NaN"
+                      : x[first] > 0  ? "inf"
+                                      : "-inf");
 }
 
 static void shape_str(char *out, size_t cap, int ndim, const int64_t *shape) {
@@ -515,8 +525,7 @@ int tdm_safetensors_load_params(tdm_safetensors *st, tdm_param_table *tab, int f
             t = tdm_safetensors_find(st, embed);
             rep.lm_head_from_embedding = t != NULL;
         }
-        if (!t)
-            return tdm_errorf(err, "%s: tensor \"%s\": missing from the checkpoint", st->source, p->name);
+        if (!t) return tdm_errorf(err, "%s: tensor \"%s\": missing from the checkpoint", st->source, p->name);
         const char *file = st->files[t->shard].path;
         int same = t->ndim == p->ndim;
         for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
@@ -546,7 +555,9 @@ int tdm_safetensors_load_params(tdm_safetensors *st, tdm_param_table *tab, int f
 
 /* ---- the writer --------------------------------------------------------------------------- */
 
-static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+static int cmp_str_ptr(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
 
 /* Writes buf[n] and shows it to the observer, in pieces of at most 4 MiB so that what the
  * observer reads is still in the cache the write left it in. */
@@ -564,8 +575,8 @@ static int put(int fd, const void *buf, size_t n, const char *path, tdm_st_write
 }
 
 /* Writes data[n] as BF16 through a bounded staging buffer. */
-static int write_bf16(int fd, const float *data, int64_t n, const char *path, tdm_st_write_observer observe,
-                      void *ctx, tdm_error *err) {
+static int write_bf16(int fd, const float *data, int64_t n, const char *path, tdm_st_write_observer observe, void *ctx,
+                      tdm_error *err) {
     enum { CHUNK = 1 << 16 };
     uint16_t *buf = tdm_xmalloc(CHUNK * sizeof *buf);
     int rc = 0;
@@ -578,8 +589,8 @@ static int write_bf16(int fd, const float *data, int64_t n, const char *path, td
     return rc;
 }
 
-int tdm_safetensors_write(const char *path, const tdm_st_entry *ts, int n, tdm_st_dtype dtype,
-                          const char *const *meta, int n_meta, tdm_error *err) {
+int tdm_safetensors_write(const char *path, const tdm_st_entry *ts, int n, tdm_st_dtype dtype, const char *const *meta,
+                          int n_meta, tdm_error *err) {
     return tdm_safetensors_write_observed(path, ts, n, dtype, meta, n_meta, NULL, NULL, err);
 }
 
@@ -685,10 +696,8 @@ int tdm_safetensors_write_stream(const char *path, const tdm_st_entry *ts, int n
             rc = -1;
             break;
         }
-        if (dtype == TDM_ST_F32)
-            rc = put(fd, data, (size_t)numel * 4, tmp, observe, ctx, err);
-        else
-            rc = write_bf16(fd, data, numel, tmp, observe, ctx, err);
+        if (dtype == TDM_ST_F32) rc = put(fd, data, (size_t)numel * 4, tmp, observe, ctx, err);
+        else rc = write_bf16(fd, data, numel, tmp, observe, ctx, err);
     }
     if (rc == 0 && fsync(fd) != 0) rc = tdm_errorf(err, "%s: fsync failed: %s", tmp, strerror(errno));
     if (close(fd) != 0 && rc == 0) rc = tdm_errorf(err, "%s: close failed: %s", tmp, strerror(errno));
@@ -701,8 +710,8 @@ int tdm_safetensors_write_stream(const char *path, const tdm_st_entry *ts, int n
     return tdm_fsync_dir(dir, err);
 }
 
-int tdm_safetensors_save_params(const char *path, const tdm_param_table *t, tdm_st_dtype dtype,
-                                const char *const *meta, int n_meta, tdm_error *err) {
+int tdm_safetensors_save_params(const char *path, const tdm_param_table *t, tdm_st_dtype dtype, const char *const *meta,
+                                int n_meta, tdm_error *err) {
     tdm_st_entry *e = tdm_xmalloc((size_t)(t->n ? t->n : 1) * sizeof *e);
     for (int i = 0; i < t->n; i++) {
         e[i].name = t->p[i].name;

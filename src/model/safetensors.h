@@ -31,7 +31,7 @@
 #include "core/params.h"
 
 #define TDM_ST_MAX_HEADER ((uint64_t)100 << 20) /* bytes of JSON header per file */
-#define TDM_ST_MAX_DIMS 8
+#define TDM_ST_MAX_DIMS   8
 #define TDM_ST_MAX_SHARDS 4096
 
 typedef enum tdm_st_dtype {
@@ -59,14 +59,14 @@ const char *tdm_st_dtype_name(tdm_st_dtype d);
 size_t tdm_st_dtype_size(tdm_st_dtype d);
 
 typedef struct tdm_st_tensor {
-    const char *name;       /* owned by the tdm_safetensors */
+    const char *name; /* owned by the tdm_safetensors */
     tdm_st_dtype dtype;
     int ndim;
     int64_t shape[TDM_ST_MAX_DIMS];
     int64_t numel;
-    uint64_t file_offset;   /* absolute byte offset of the data in its file */
+    uint64_t file_offset; /* absolute byte offset of the data in its file */
     uint64_t nbytes;
-    int shard;              /* index of the file holding it */
+    int shard; /* index of the file holding it */
 } tdm_st_tensor;
 
 typedef struct tdm_safetensors tdm_safetensors;
@@ -106,10 +106,10 @@ enum {
 };
 
 typedef struct tdm_st_load_report {
-    int n_loaded;                 /* table tensors filled */
-    int n_extra;                  /* file tensors nothing in the table asked for */
-    char first_extra[128];        /* the first of them by name ("" when none) */
-    int lm_head_from_embedding;   /* 1 when the tied fallback filled lm_head.weight */
+    int n_loaded;               /* table tensors filled */
+    int n_extra;                /* file tensors nothing in the table asked for */
+    char first_extra[128];      /* the first of them by name ("" when none) */
+    int lm_head_from_embedding; /* 1 when the tied fallback filled lm_head.weight */
 } tdm_st_load_report;
 
 /* 0 when the n values of x are all finite; otherwise -1 with an error naming file and tensor, how
@@ -130,7 +130,7 @@ typedef struct tdm_st_entry {
     const char *name;
     int ndim;
     const int64_t *shape;
-    const float *data;    /* [prod(shape)] */
+    const float *data; /* [prod(shape)] */
 } tdm_st_entry;
 
 /* Writes the tensors to `path` as F32 or BF16 (round to nearest even; NaN stays NaN), in
@@ -168,8 +168,8 @@ int tdm_safetensors_write_stream(const char *path, const tdm_st_entry *tensors, 
                                  tdm_st_write_observer observe, void *ctx, tdm_error *err);
 
 /* Writes every tensor of the table (its `data`) in table order; see tdm_safetensors_write. */
-int tdm_safetensors_save_params(const char *path, const tdm_param_table *t, tdm_st_dtype dtype,
-                                const char *const *meta, int n_meta, tdm_error *err);
+int tdm_safetensors_save_params(const char *path, const tdm_param_table *t, tdm_st_dtype dtype, const char *const *meta,
+                                int n_meta, tdm_error *err);
 
 /* Conversions (exposed for tests and kernels): fp32 -> bf16 rounds to nearest even. */
 uint16_t tdm_f32_to_bf16(float x);

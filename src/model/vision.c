@@ -26,8 +26,7 @@ static float *block_output(tdm_model *m, int k) {
     return k + 1 < m->cfg.vision.depth ? m->a.blk[k + 1].x : m->a.vis_out;
 }
 
-static void merger_forward(tdm_model *m, const merger_ix *ix, merger_act *ma, const float *in, int postshuffle,
-                           int N) {
+static void merger_forward(tdm_model *m, const merger_ix *ix, merger_act *ma, const float *in, int postshuffle, int N) {
     const tdm_vision_config *vc = &m->cfg.vision;
     int sm2 = tdm_merge_rows(&m->cfg), D = vc->hidden_size, H4 = sm2 * D, M = N / sm2, O = vc->out_hidden_size;
     /* [N,D] and [M,H4] are the same memory: sm^2 consecutive patch rows form one block,
@@ -36,11 +35,11 @@ static void merger_forward(tdm_model *m, const merger_ix *ix, merger_act *ma, co
     int ln_rows = postshuffle ? M : N, ln_width = postshuffle ? H4 : D;
     TDM_KERNEL("layernorm", tdm_layernorm_forward(ma->ln, ma->mean, ma->rstd, in, tdm_model_w(m, ix->norm_w),
                                                   tdm_model_w(m, ix->norm_b), ln_rows, ln_width, 1e-6f));
-    TDM_KERNEL("linear", tdm_linear_forward(ma->fc1, ma->ln, tdm_model_w(m, ix->fc1_w), tdm_model_w(m, ix->fc1_b), M,
-                                            H4, H4));
+    TDM_KERNEL("linear",
+               tdm_linear_forward(ma->fc1, ma->ln, tdm_model_w(m, ix->fc1_w), tdm_model_w(m, ix->fc1_b), M, H4, H4));
     TDM_KERNEL("gelu_erf", tdm_gelu_erf_forward(ma->act, ma->fc1, (int64_t)M * H4));
-    TDM_KERNEL("linear", tdm_linear_forward(ma->out, ma->act, tdm_model_w(m, ix->fc2_w), tdm_model_w(m, ix->fc2_b), M,
-                                            H4, O));
+    TDM_KERNEL("linear",
+               tdm_linear_forward(ma->out, ma->act, tdm_model_w(m, ix->fc2_w), tdm_model_w(m, ix->fc2_b), M, H4, O));
 }
 
 /* dout [M,O] -> weight gradients (when the projector trains) and, when din != NULL,
@@ -76,8 +75,8 @@ static void block_forward(tdm_model *m, int i, float *out, int nseg) {
     int n = a->vis_cu[nseg], D = vc->hidden_size, Iv = vc->intermediate_size, heads = vc->num_heads, hv = D / heads;
     TDM_KERNEL("layernorm", tdm_layernorm_forward(b->ln1, b->ln1_mean, b->ln1_rstd, b->x, tdm_model_w(m, ix->norm1_w),
                                                   tdm_model_w(m, ix->norm1_b), n, D, 1e-6f));
-    TDM_KERNEL("linear", tdm_linear_forward(a->qkv_tmp, b->ln1, tdm_model_w(m, ix->qkv_w), tdm_model_w(m, ix->qkv_b),
-                                            n, D, 3 * D));
+    TDM_KERNEL("linear", tdm_linear_forward(a->qkv_tmp, b->ln1, tdm_model_w(m, ix->qkv_w), tdm_model_w(m, ix->qkv_b), n,
+                                            D, 3 * D));
     /* qkv rows are [q | k | v]; split them into three [n, heads, hv] tensors */
     for (int t = 0; t < n; t++) {
         const float *src = a->qkv_tmp + (int64_t)t * 3 * D;
@@ -89,16 +88,16 @@ static void block_forward(tdm_model *m, int i, float *out, int nseg) {
     TDM_KERNEL("rope", tdm_rope_forward(b->k, a->vis_rope_cos, a->vis_rope_sin, n, heads, hv));
     TDM_KERNEL("attention", tdm_attention_forward(b->att, b->lse, b->q, b->k, b->v, a->vis_cu, nseg, heads, heads, hv,
                                                   0, 1.0f / sqrtf((float)hv), a->attn_ws));
-    TDM_KERNEL("linear", tdm_linear_forward(b->h, b->att, tdm_model_w(m, ix->proj_w), tdm_model_w(m, ix->proj_b), n,
-                                            D, D));
+    TDM_KERNEL("linear",
+               tdm_linear_forward(b->h, b->att, tdm_model_w(m, ix->proj_w), tdm_model_w(m, ix->proj_b), n, D, D));
     add_into(b->h, b->x, (int64_t)n * D);
     TDM_KERNEL("layernorm", tdm_layernorm_forward(b->ln2, b->ln2_mean, b->ln2_rstd, b->h, tdm_model_w(m, ix->norm2_w),
                                                   tdm_model_w(m, ix->norm2_b), n, D, 1e-6f));
-    TDM_KERNEL("linear", tdm_linear_forward(b->fc1, b->ln2, tdm_model_w(m, ix->fc1_w), tdm_model_w(m, ix->fc1_b), n,
-                                            D, Iv));
+    TDM_KERNEL("linear",
+               tdm_linear_forward(b->fc1, b->ln2, tdm_model_w(m, ix->fc1_w), tdm_model_w(m, ix->fc1_b), n, D, Iv));
     TDM_KERNEL("gelu_tanh", tdm_gelu_tanh_forward(b->act, b->fc1, (int64_t)n * Iv));
-    TDM_KERNEL("linear", tdm_linear_forward(out, b->act, tdm_model_w(m, ix->fc2_w), tdm_model_w(m, ix->fc2_b), n, Iv,
-                                            D));
+    TDM_KERNEL("linear",
+               tdm_linear_forward(out, b->act, tdm_model_w(m, ix->fc2_w), tdm_model_w(m, ix->fc2_b), n, Iv, D));
     add_into(out, b->h, (int64_t)n * D);
 }
 
@@ -119,21 +118,21 @@ static void block_backward(tdm_model *m, int i, float *g, int nseg) {
                                                 a->vdI2, b->ln2, tdm_model_w(m, ix->fc1_w), n, D, Iv));
     tdm_model_grad_ready(m, ix->fc1_w);
     tdm_model_grad_ready(m, ix->fc1_b);
-    TDM_KERNEL("layernorm_bw", tdm_layernorm_backward(a->vg3, tdm_model_gradp(m, ix->norm2_w),
-                                                      tdm_model_gradp(m, ix->norm2_b), a->vg2, b->h, b->ln2_mean,
-                                                      b->ln2_rstd, tdm_model_w(m, ix->norm2_w), n, D));
+    TDM_KERNEL("layernorm_bw",
+               tdm_layernorm_backward(a->vg3, tdm_model_gradp(m, ix->norm2_w), tdm_model_gradp(m, ix->norm2_b), a->vg2,
+                                      b->h, b->ln2_mean, b->ln2_rstd, tdm_model_w(m, ix->norm2_w), n, D));
     tdm_model_grad_ready(m, ix->norm2_w);
     tdm_model_grad_ready(m, ix->norm2_b);
     add_into(g, a->vg3, (int64_t)n * D); /* g = d h */
     /* attention: h = x + proj(attn(rope(q), rope(k), v)) */
-    TDM_KERNEL("linear_bw", tdm_linear_backward(a->vdatt, tdm_model_gradp(m, ix->proj_w),
-                                                tdm_model_gradp(m, ix->proj_b), g, b->att, tdm_model_w(m, ix->proj_w),
-                                                n, D, D));
+    TDM_KERNEL("linear_bw",
+               tdm_linear_backward(a->vdatt, tdm_model_gradp(m, ix->proj_w), tdm_model_gradp(m, ix->proj_b), g, b->att,
+                                   tdm_model_w(m, ix->proj_w), n, D, D));
     tdm_model_grad_ready(m, ix->proj_w);
     tdm_model_grad_ready(m, ix->proj_b);
-    TDM_KERNEL("attention_bw", tdm_attention_backward(a->vdq, a->vdk, a->vdv, a->vdatt, b->q, b->k, b->v, b->att,
-                                                      b->lse, a->vis_cu, nseg, heads, heads, hv, 0,
-                                                      1.0f / sqrtf((float)hv), a->attn_ws));
+    TDM_KERNEL("attention_bw",
+               tdm_attention_backward(a->vdq, a->vdk, a->vdv, a->vdatt, b->q, b->k, b->v, b->att, b->lse, a->vis_cu,
+                                      nseg, heads, heads, hv, 0, 1.0f / sqrtf((float)hv), a->attn_ws));
     TDM_KERNEL("rope_bw", tdm_rope_backward(a->vdq, a->vis_rope_cos, a->vis_rope_sin, n, heads, hv));
     TDM_KERNEL("rope_bw", tdm_rope_backward(a->vdk, a->vis_rope_cos, a->vis_rope_sin, n, heads, hv));
     for (int t = 0; t < n; t++) {
@@ -146,9 +145,9 @@ static void block_backward(tdm_model *m, int i, float *g, int nseg) {
                                                 a->vdqkv, b->ln1, tdm_model_w(m, ix->qkv_w), n, D, 3 * D));
     tdm_model_grad_ready(m, ix->qkv_w);
     tdm_model_grad_ready(m, ix->qkv_b);
-    TDM_KERNEL("layernorm_bw", tdm_layernorm_backward(a->vg3, tdm_model_gradp(m, ix->norm1_w),
-                                                      tdm_model_gradp(m, ix->norm1_b), a->vg2, b->x, b->ln1_mean,
-                                                      b->ln1_rstd, tdm_model_w(m, ix->norm1_w), n, D));
+    TDM_KERNEL("layernorm_bw",
+               tdm_layernorm_backward(a->vg3, tdm_model_gradp(m, ix->norm1_w), tdm_model_gradp(m, ix->norm1_b), a->vg2,
+                                      b->x, b->ln1_mean, b->ln1_rstd, tdm_model_w(m, ix->norm1_w), n, D));
     tdm_model_grad_ready(m, ix->norm1_w);
     tdm_model_grad_ready(m, ix->norm1_b);
     add_into(g, a->vg3, (int64_t)n * D); /* g = d x */
@@ -232,9 +231,9 @@ void tdm_vision_backward(tdm_model *m, const tdm_batch *b, int nseg) {
         }
     }
     tdm_model_grad_ready(m, m->pos_embed);
-    TDM_KERNEL("linear_bw", tdm_linear_backward(NULL, tdm_model_gradp(m, m->patch_w), tdm_model_gradp(m, m->patch_b),
-                                                a->vg, b->pixel_values, tdm_model_w(m, m->patch_w), n, b->patch_dim,
-                                                D));
+    TDM_KERNEL("linear_bw",
+               tdm_linear_backward(NULL, tdm_model_gradp(m, m->patch_w), tdm_model_gradp(m, m->patch_b), a->vg,
+                                   b->pixel_values, tdm_model_w(m, m->patch_w), n, b->patch_dim, D));
     tdm_model_grad_ready(m, m->patch_w);
     tdm_model_grad_ready(m, m->patch_b);
     tdm_model_unit_end(m, m->u_vis_embed, 1, t0);

@@ -182,7 +182,7 @@ static int f_param_comm(const tdm_prof_rec *r) { return f_comm(r) && !strncmp(r-
  * (to_last_post) or to the end of its last collective. Returns 0 when the step has none. */
 static int comm_window(const tdm_prof_rec *recs, int64_t n, int32_t rank, rec_filter kind, const char *post_mark,
                        int to_last_post, double lo, double hi, double *w0, double *w1) {
-    double first_post = INFINITY, last_post = -INFINITY;   /* the MARK instants */
+    double first_post = INFINITY, last_post = -INFINITY;                         /* the MARK instants */
     double first_start = INFINITY, last_start = -INFINITY, last_end = -INFINITY; /* the COMM records */
     int in_flight_at_lo = 0, any = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -376,8 +376,7 @@ int tdm_prof_cat_from_name(const char *name) {
     return -1;
 }
 
-void tdm_prof_format_op_summary(tdm_strbuf *sb, const tdm_prof_op_row *rows, int64_t n, const int *ranks,
-                                int n_ranks) {
+void tdm_prof_format_op_summary(tdm_strbuf *sb, const tdm_prof_op_row *rows, int64_t n, const int *ranks, int n_ranks) {
     int all = 1; /* ranks 0..n_ranks-1: the whole job */
     for (int i = 0; i < n_ranks; i++) all &= ranks[i] == i;
     if (all) {

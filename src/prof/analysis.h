@@ -97,14 +97,13 @@ typedef struct tdm_prof_step_stats {
     double overlap_efficiency; /* NaN when free_hideable is under 5% of comm (nothing could hide) */
     double sched_hideable_ms, sched_ideal_step_ms;
     double sched_overlap_efficiency; /* NaN when sched_hideable is under 5% of the step */
-    double free_hideable_ms; /* min(comm - last, compute), at least 0: hideable before it is raised to hidden */
+    double free_hideable_ms;         /* min(comm - last, compute), at least 0: hideable before it is raised to hidden */
 } tdm_prof_step_stats;
 
 /* Analyses every step envelope found among rank `rank`'s records (others are ignored).
  * Writes up to `cap` results, in step order, into out; returns how many steps there
  * were (may exceed cap). */
-int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank, tdm_prof_step_stats *out,
-                              int64_t cap);
+int64_t tdm_prof_analyze_rank(const tdm_prof_rec *recs, int64_t n, int32_t rank, tdm_prof_step_stats *out, int64_t cap);
 
 /* Mean over steps and ranks (overlap efficiencies: total hidden / total hideable); every figure NaN for n == 0. */
 void tdm_prof_step_stats_mean(const tdm_prof_step_stats *s, int64_t n, tdm_prof_step_stats *mean);
@@ -129,8 +128,7 @@ const char *tdm_prof_cat_name(int cat);
 int tdm_prof_cat_from_name(const char *name);
 
 /* Text renderings (what `tandem trace-summary` prints). */
-void tdm_prof_format_op_summary(tdm_strbuf *sb, const tdm_prof_op_row *rows, int64_t n, const int *ranks,
-                                int n_ranks);
+void tdm_prof_format_op_summary(tdm_strbuf *sb, const tdm_prof_op_row *rows, int64_t n, const int *ranks, int n_ranks);
 void tdm_prof_format_steps(tdm_strbuf *sb, const tdm_prof_step_stats *s, int64_t n);
 
 #endif

@@ -26,9 +26,9 @@
 _Atomic int tdm_prof_active_level = -1;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static prof_thread *g_threads;      /* list, newest first */
+static prof_thread *g_threads; /* list, newest first */
 static int g_n_threads;
-static atomic_int g_generation;     /* recording number; 0 = never recorded */
+static atomic_int g_generation; /* recording number; 0 = never recorded */
 static atomic_llong g_capacity = 1 << 20;
 static _Thread_local prof_thread *t_self;
 static pthread_key_t g_exit_key;

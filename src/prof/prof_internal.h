@@ -31,11 +31,11 @@ typedef struct prof_thread {
     int64_t os_tid;
     char name[32];
     int named;
-    int exited;   /* the thread ended; its events stay until the next recording starts */
+    int exited; /* the thread ended; its events stay until the next recording starts */
     /* owner-only fields */
     int generation;
     tdm_prof_event *ev;
-    atomic_llong cap;      /* read by the controller when it prepares spares */
+    atomic_llong cap; /* read by the controller when it prepares spares */
     int64_t dropped;
     prof_open stack[PROF_STACK_DEPTH];
     int depth;
@@ -43,7 +43,7 @@ typedef struct prof_thread {
     /* a buffer the controller allocated and touched for the next recording, taken by
      * the owner at its first event (so page faults land outside the profiled steps) */
     _Atomic(tdm_prof_event *) spare;
-    int64_t spare_cap;     /* written with spare, and read with it, under the global lock */
+    int64_t spare_cap; /* written with spare, and read with it, under the global lock */
     /* published to the collector */
     atomic_int generation_pub;
     atomic_llong n;

@@ -29,11 +29,11 @@ void tdm_prof_config_default(tdm_prof_config *cfg) {
 /* Keys a profile section may hold. tandem's own layout puts the schedule in the section
  * itself; MindSpeed-MM's tools.json puts it in "static_param" (with its torch_npu options,
  * which have no meaning here and are accepted and ignored). */
-static const char *const section_keys[] = {"enable",   "ranks",      "start_step",    "end_step",      "level",
-                                           "save_path", "capacity",  "profile_type",  "static_param", "dynamic_param"};
-static const char *const static_keys[] = {"level",         "start_step",    "end_step",    "save_path",
-                                          "capacity",      "with_stack",    "with_memory", "record_shapes",
-                                          "with_cpu",      "data_simplification", "aic_metrics_type"};
+static const char *const section_keys[] = {"enable",    "ranks",    "start_step",   "end_step",     "level",
+                                           "save_path", "capacity", "profile_type", "static_param", "dynamic_param"};
+static const char *const static_keys[] = {"level",    "start_step",          "end_step",        "save_path",
+                                          "capacity", "with_stack",          "with_memory",     "record_shapes",
+                                          "with_cpu", "data_simplification", "aic_metrics_type"};
 static const char *const schedule_keys[] = {"start_step", "end_step", "level", "save_path", "capacity"};
 
 /* Refuses a key of obj that is not in keys[n] (a misspelt key would otherwise be a default). */
@@ -138,9 +138,10 @@ int tdm_prof_config_parse(const char *text, size_t len, const char *name, tdm_pr
     }
     if (mindspeed) {
         if (cfg->end_step <= cfg->start_step) {
-            tdm_errorf(err, "%s: %send_step: %lld must be after start_step %lld (MindSpeed-MM records the "
-                            "iterations after start_step up to end_step)", name, spre, (long long)cfg->end_step,
-                       (long long)cfg->start_step);
+            tdm_errorf(err,
+                       "%s: %send_step: %lld must be after start_step %lld (MindSpeed-MM records the "
+                       "iterations after start_step up to end_step)",
+                       name, spre, (long long)cfg->end_step, (long long)cfg->start_step);
             goto fail;
         }
         cfg->start_step += 1;
@@ -163,8 +164,7 @@ int tdm_prof_config_parse(const char *text, size_t len, const char *name, tdm_pr
         }
     }
     if ((v = tdm_json_get(s, "save_path"))) {
-        if (v->type != TDM_JSON_STRING || v->len == 0 || v->len >= sizeof cfg->save_path ||
-            strlen(v->str) != v->len) {
+        if (v->type != TDM_JSON_STRING || v->len == 0 || v->len >= sizeof cfg->save_path || strlen(v->str) != v->len) {
             tdm_errorf(err, "%s: %ssave_path: expected a non-empty path string", name, spre);
             goto fail;
         }
@@ -194,8 +194,8 @@ int tdm_prof_config_load(const char *path, tdm_prof_config *cfg, tdm_error *err)
 /* ---- session ---- */
 
 static struct {
-    int active;      /* inside a session */
-    int selected;    /* this rank records */
+    int active;   /* inside a session */
+    int selected; /* this rank records */
     int recording;
     tdm_prof_config cfg;
     uint64_t origin_ns;
@@ -313,8 +313,8 @@ static int write_rank_outputs(tdm_strbuf *items, tdm_strbuf *cpu, tdm_error *err
     for (int i = 0; i < c.n_threads; i++) {
         const tdm_prof_thread *t = &c.threads[i];
         if (!t->present) continue;
-        tdm_sb_printf(cpu, "%s{\"rank\":%d,\"tid\":%d,\"os_tid\":%lld,\"name\":", cpu->len ? ",\n" : "", S.rank,
-                      t->tid, (long long)t->os_tid);
+        tdm_sb_printf(cpu, "%s{\"rank\":%d,\"tid\":%d,\"os_tid\":%lld,\"name\":", cpu->len ? ",\n" : "", S.rank, t->tid,
+                      (long long)t->os_tid);
         tdm_sb_json_string(cpu, t->name, strlen(t->name));
         if (t->cpu.valid)
             tdm_sb_printf(cpu,
@@ -325,9 +325,10 @@ static int write_rank_outputs(tdm_strbuf *items, tdm_strbuf *cpu, tdm_error *err
                           (long long)t->cpu.major_faults);
         tdm_sb_printf(cpu, ",\"dropped_events\":%lld}", (long long)t->dropped);
         if (t->dropped) /* what the loss does to the analysis, and what to change */
-            fprintf(stderr, "profiler: rank %d, thread %s: %lld events dropped (capacity %lld per thread): %s; raise "
-                            "profile.capacity or shorten the step range\n", S.rank, t->name, (long long)t->dropped,
-                    (long long)S.cfg.capacity,
+            fprintf(stderr,
+                    "profiler: rank %d, thread %s: %lld events dropped (capacity %lld per thread): %s; raise "
+                    "profile.capacity or shorten the step range\n",
+                    S.rank, t->name, (long long)t->dropped, (long long)S.cfg.capacity,
                     /* the compute thread records the step envelopes: a step without one is not analysed */
                     strcmp(t->name, "compute") == 0
                         ? "the analysis leaves out the steps whose events were lost"
@@ -404,8 +405,10 @@ int tdm_prof_session_finish(MPI_Comm comm, tdm_error *err) {
     if (total >= INT_MAX) {
         tdm_sb_free(&items);
         tdm_sb_free(&cpu);
-        return tdm_errorf(err, "%s: the merged trace would be %lld bytes, more than 2 GiB; profile fewer steps or a "
-                          "lower level (per-rank traces were written)", S.cfg.save_path, total);
+        return tdm_errorf(err,
+                          "%s: the merged trace would be %lld bytes, more than 2 GiB; profile fewer steps or a "
+                          "lower level (per-rank traces were written)",
+                          S.cfg.save_path, total);
     }
     size_t n_all = 0, n_cpu = 0;
     char *all = gather_text(&items, comm, S.rank, S.world, &n_all);

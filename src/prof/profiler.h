@@ -44,13 +44,13 @@
 
 typedef struct tdm_prof_config {
     int enable;
-    int all_ranks;                           /* ranks: [-1] */
-    int n_ranks;                             /* else: the listed ranks */
+    int all_ranks; /* ranks: [-1] */
+    int n_ranks;   /* else: the listed ranks */
     int ranks[TDM_PROF_MAX_RANKS_LISTED];
-    int64_t start_step, end_step;            /* 1-based, inclusive */
-    int level;                               /* 0, 1 or 2 (prof.h) */
+    int64_t start_step, end_step; /* 1-based, inclusive */
+    int level;                    /* 0, 1 or 2 (prof.h) */
     char save_path[1024];
-    int64_t capacity;                        /* events per thread buffer */
+    int64_t capacity; /* events per thread buffer */
 } tdm_prof_config;
 
 /* Profiling off; the other fields at MindSpeed-MM's defaults (all ranks, steps 1..1, level 0). */
@@ -98,20 +98,20 @@ typedef struct tdm_prof_event {
 /* Per-thread CPU statistics over the recording, from /proc/self/task/<tid>
  * (getrusage(RUSAGE_THREAD) only answers for the calling thread). */
 typedef struct tdm_prof_cpu_stats {
-    double user_ms, system_ms;     /* clock-tick resolution (10 ms at USER_HZ=100) */
-    double run_ms;                 /* schedstat: ns-resolution time on a CPU */
-    int64_t voluntary_switches;    /* blocked (waits, I/O, locks) */
-    int64_t involuntary_switches;  /* preempted: a sign of oversubscribed cores */
+    double user_ms, system_ms;    /* clock-tick resolution (10 ms at USER_HZ=100) */
+    double run_ms;                /* schedstat: ns-resolution time on a CPU */
+    int64_t voluntary_switches;   /* blocked (waits, I/O, locks) */
+    int64_t involuntary_switches; /* preempted: a sign of oversubscribed cores */
     int64_t minor_faults, major_faults;
-    int valid;                     /* 0 when the thread had exited or /proc was unreadable */
+    int valid; /* 0 when the thread had exited or /proc was unreadable */
 } tdm_prof_cpu_stats;
 
 typedef struct tdm_prof_thread {
     char name[32];
-    int32_t tid;        /* index, as in tdm_prof_event.tid */
-    int64_t os_tid;     /* the kernel's thread id */
-    int64_t dropped;    /* events lost because the buffer was full */
-    int present;        /* took part in the last recording (0: a slot of a thread long gone) */
+    int32_t tid;     /* index, as in tdm_prof_event.tid */
+    int64_t os_tid;  /* the kernel's thread id */
+    int64_t dropped; /* events lost because the buffer was full */
+    int present;     /* took part in the last recording (0: a slot of a thread long gone) */
     tdm_prof_cpu_stats cpu;
 } tdm_prof_thread;
 
@@ -120,7 +120,7 @@ typedef struct tdm_prof_collection {
     int64_t n_events;
     tdm_prof_thread *threads;
     int n_threads;
-    uint64_t origin_ns;     /* time zero of the session (0 outside a session) */
+    uint64_t origin_ns; /* time zero of the session (0 outside a session) */
 } tdm_prof_collection;
 
 /* Copies the events of the last recording of every thread (call after stopping). */

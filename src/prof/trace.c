@@ -85,7 +85,7 @@ static int *assign_lanes(const tdm_prof_rec *recs, int64_t n, thread_lanes *tl, 
             }
             lane_stack *st = &t->lane[l];
             while (st->n > 0 && st->end[st->n - 1] <= r->t0_us) st->n--; /* closed before r starts */
-            if (st->n == 0 || r->t1_us <= st->end[st->n - 1]) break;  /* r nests in the innermost open one */
+            if (st->n == 0 || r->t1_us <= st->end[st->n - 1]) break;     /* r nests in the innermost open one */
         }
         lane_stack *st = &t->lane[l];
         if (st->n == st->cap) {
@@ -107,7 +107,8 @@ void tdm_prof_trace_append_rank(tdm_strbuf *sb, int32_t rank, const tdm_prof_thr
     tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d\"}}",
                   rank, rank);
     sep(sb, first);
-    tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
+    tdm_sb_printf(sb,
+                  "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}",
                   rank, rank);
     for (int i = 0; i < n_threads; i++) {
         if (!threads[i].present) continue;
@@ -118,8 +119,9 @@ void tdm_prof_trace_append_rank(tdm_strbuf *sb, int32_t rank, const tdm_prof_thr
             if (l == 0) snprintf(name, sizeof name, "%s", threads[i].name);
             else snprintf(name, sizeof name, "%s (%d)", threads[i].name, l + 1);
             sep(sb, first);
-            tdm_sb_printf(sb, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%lld,\"args\":{\"name\":",
-                          rank, (long long)tid);
+            tdm_sb_printf(sb,
+                          "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%lld,\"args\":{\"name\":", rank,
+                          (long long)tid);
             tdm_sb_json_string(sb, name, strlen(name));
             tdm_sb_puts(sb, "}}");
             /* compute first, then comm, then loader, in Perfetto's track order; a thread's lanes beside it */
@@ -248,8 +250,10 @@ int tdm_prof_trace_parse(const char *text, size_t len, const char *name, tdm_pro
         if (!nm || nm->type != TDM_JSON_STRING || get_num(e, "ts", &ts) || (!instant && get_num(e, "dur", &dur)) ||
             get_num(e, "pid", &pid) || get_num(e, "tid", &tid) || dur < 0 || pid < 0 || pid > 1e6 ||
             !id_in_range(tid)) {
-            tdm_errorf(err, "%s: traceEvents[%zu]: expected name, ts, pid in [0, 1e6], a 32-bit tid (and dur >= 0 "
-                       "for \"X\")", name, i);
+            tdm_errorf(err,
+                       "%s: traceEvents[%zu]: expected name, ts, pid in [0, 1e6], a 32-bit tid (and dur >= 0 "
+                       "for \"X\")",
+                       name, i);
             goto fail;
         }
         int c = cat && cat->type == TDM_JSON_STRING ? tdm_prof_cat_from_name(cat->str) : -1;
@@ -264,9 +268,15 @@ int tdm_prof_trace_parse(const char *text, size_t len, const char *name, tdm_pro
         }
         tdm_prof_rec *r = &t->recs[t->n++];
         const char *thread = thread_name_of(tn, n_tn, (int64_t)pid, (int64_t)tid);
-        *r = (tdm_prof_rec){.name = nm->str, .t0_us = ts, .t1_us = ts + dur, .arg = (int64_t)arg,
-                            .rank = (int32_t)pid, .tid = (int32_t)tid, .cat = (uint8_t)(c < 0 ? TDM_PROF_MARK : c),
-                            .thread_kind = (uint8_t)tdm_prof_thread_kind_of(thread), .instant = (uint8_t)instant,
+        *r = (tdm_prof_rec){.name = nm->str,
+                            .t0_us = ts,
+                            .t1_us = ts + dur,
+                            .arg = (int64_t)arg,
+                            .rank = (int32_t)pid,
+                            .tid = (int32_t)tid,
+                            .cat = (uint8_t)(c < 0 ? TDM_PROF_MARK : c),
+                            .thread_kind = (uint8_t)tdm_prof_thread_kind_of(thread),
+                            .instant = (uint8_t)instant,
                             .level = (uint8_t)level};
         if ((int)pid > max_pid) max_pid = (int)pid;
     }
@@ -399,8 +409,9 @@ void tdm_prof_format_threads_of(tdm_strbuf *sb, const tdm_json *th, const int *r
         const tdm_json *t = th->items[i];
         const tdm_json *nm = tdm_json_get(t, "name");
         double v[8] = {-1, -1, -1, -1, -1, -1, -1, 0};
-        const char *keys[] = {"rank", "user_ms", "system_ms", "run_ms", "voluntary_switches",
-                              "involuntary_switches", "minor_faults", "dropped_events"};
+        const char *keys[] = {
+            "rank",         "user_ms",       "system_ms", "run_ms", "voluntary_switches", "involuntary_switches",
+            "minor_faults", "dropped_events"};
         for (int k = 0; k < 8; k++) tdm_json_get_num(t, keys[k], &v[k], NULL);
         int keep = !ranks;
         for (int k = 0; !keep && k < n_ranks; k++) keep = ranks[k] == (int)v[0];

@@ -43,8 +43,8 @@ typedef struct tdm_prof_trace {
     tdm_json_doc *doc;
     tdm_prof_rec *recs; /* sorted by (rank, t0) */
     int64_t n;
-    int n_ranks;        /* how many ranks (pids) the trace holds */
-    int *ranks;         /* [n_ranks] those pids, ascending */
+    int n_ranks; /* how many ranks (pids) the trace holds */
+    int *ranks;  /* [n_ranks] those pids, ascending */
 } tdm_prof_trace;
 
 /* Parses a Chrome trace produced by tandem (or any trace using "X" and "i" events;

@@ -94,7 +94,7 @@ void tdm_runs_hta_compute(const tdm_runs_trace *t, int include_last, int round_n
     o->applicable = any_stream && t->format == TDM_RUNS_FMT_KINETO;
     if (!o->applicable) return;
     int rnd = round_ns && t->ts_float;
-#define R(x) (rnd ? ceil(x) : (x))
+#define R(x)       (rnd ? ceil(x) : (x))
 #define E(ts, dur) (rnd ? floor((ts) + (dur)) : (ts) + (dur))
     o->filtered = t->n_step_names >= 2 && any_cpu;
     double last_start = R(t->hta_last_step_ts), last_end = rnd ? floor(t->hta_last_step_end) : t->hta_last_step_end;
@@ -221,11 +221,17 @@ static void analyze_steps(const tdm_runs_trace *t, tdm_runs_rank_stats *r) {
         r->steps = tdm_xcalloc((size_t)t->n_given, sizeof *r->steps);
         for (int64_t i = 0; i < t->n_given; i++) {
             const tdm_runs_given_step *g = &t->given[i];
-            r->steps[i] = (tdm_runs_step_stats){.number = g->number, .step_us = g->step, .compute_us = g->compute,
-                                                .comm_us = g->comm, .hidden_us = g->hidden, .exposed_us = g->exposed,
-                                                .idle_us = g->idle, .overlap_pct = g->comm > 0 ? 100 * g->hidden / g->comm
-                                                                                               : NAN,
-                                                .last_coll = -1, .last_us = g->last_comm, .last_exposed_us = NAN};
+            r->steps[i] = (tdm_runs_step_stats){.number = g->number,
+                                                .step_us = g->step,
+                                                .compute_us = g->compute,
+                                                .comm_us = g->comm,
+                                                .hidden_us = g->hidden,
+                                                .exposed_us = g->exposed,
+                                                .idle_us = g->idle,
+                                                .overlap_pct = g->comm > 0 ? 100 * g->hidden / g->comm : NAN,
+                                                .last_coll = -1,
+                                                .last_us = g->last_comm,
+                                                .last_exposed_us = NAN};
         }
         return;
     }
@@ -237,7 +243,8 @@ static void analyze_steps(const tdm_runs_trace *t, tdm_runs_rank_stats *r) {
     for (int64_t i = 0; i < t->n_spans; i++)
         if (t->spans[i].step >= 0) start[t->spans[i].step + 1]++;
     for (int64_t k = 0; k < ns; k++) start[k + 1] += start[k];
-    int64_t *idx = tdm_xmalloc((size_t)(start[ns] + 1) * sizeof *idx), *fill = tdm_xmalloc((size_t)(ns + 1) * sizeof *fill);
+    int64_t *idx = tdm_xmalloc((size_t)(start[ns] + 1) * sizeof *idx),
+            *fill = tdm_xmalloc((size_t)(ns + 1) * sizeof *fill);
     memcpy(fill, start, (size_t)ns * sizeof *fill);
     for (int64_t i = 0; i < t->n_spans; i++)
         if (t->spans[i].step >= 0) idx[fill[t->spans[i].step]++] = i;
@@ -248,8 +255,8 @@ static void analyze_steps(const tdm_runs_trace *t, tdm_runs_rank_stats *r) {
     for (int64_t k = 0; k < ns; k++)
         if (start[k + 1] - start[k] > cap) cap = start[k + 1] - start[k];
     tdm_prof_interval *C = tdm_xmalloc((size_t)(cap + 1) * sizeof *C), *M = tdm_xmalloc((size_t)(cap + 1) * sizeof *M),
-                      *A = tdm_xmalloc((size_t)(2 * cap + 2) * sizeof *A), *X = tdm_xmalloc((size_t)(cap + 1) * sizeof *X),
-                      *F = tdm_xmalloc((size_t)(cap + 1) * sizeof *F);
+                      *A = tdm_xmalloc((size_t)(2 * cap + 2) * sizeof *A),
+                      *X = tdm_xmalloc((size_t)(cap + 1) * sizeof *X), *F = tdm_xmalloc((size_t)(cap + 1) * sizeof *F);
     for (int64_t k = 0; k < ns; k++) {
         int64_t nC = 0, nM = 0, nA = 0, nX = 0, nF = 0;
         for (int64_t j = start[k]; j < start[k + 1]; j++) {
@@ -380,9 +387,11 @@ static int grads_after_backward(const tdm_runs_trace *t) {
     int64_t ns = t->n_steps;
     uint8_t *bw_name = tdm_xcalloc((size_t)t->n_names + 1, 1);
     for (int32_t i = 0; i < t->n_names; i++)
-        bw_name[i] = starts(t->names[i], "autograd::engine::evaluate_function") || !strcmp(t->names[i], "## backward ##");
+        bw_name[i] =
+            starts(t->names[i], "autograd::engine::evaluate_function") || !strcmp(t->names[i], "## backward ##");
     double *bw_end = tdm_xmalloc((size_t)(ns + 1) * sizeof *bw_end);
-    int64_t *n_grad = tdm_xcalloc((size_t)ns + 1, sizeof *n_grad), *before = tdm_xcalloc((size_t)ns + 1, sizeof *before);
+    int64_t *n_grad = tdm_xcalloc((size_t)ns + 1, sizeof *n_grad),
+            *before = tdm_xcalloc((size_t)ns + 1, sizeof *before);
     for (int64_t k = 0; k < ns; k++) bw_end[k] = -INFINITY;
     for (int64_t i = 0; i < t->n_spans; i++) {
         const tdm_runs_span *s = &t->spans[i];

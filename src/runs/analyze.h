@@ -29,15 +29,15 @@
 
 typedef struct tdm_runs_hta {
     int include_last_step, round_ns; /* the setting */
-    int applicable;       /* 0 when the trace has no kernels on streams (CPU-only, Ascend, tandem) */
-    int filtered;         /* HTA filters kernels only with 2 or more ProfilerStep annotations */
-    double overlap_pct;   /* NaN when there is no communication */
+    int applicable;                  /* 0 when the trace has no kernels on streams (CPU-only, Ascend, tandem) */
+    int filtered;                    /* HTA filters kernels only with 2 or more ProfilerStep annotations */
+    double overlap_pct;              /* NaN when there is no communication */
     double overlap_us, comm_us;
     double idle_pct, compute_pct, non_compute_pct;
     double idle_us, compute_us, non_compute_us, span_us;
-    int64_t n_steps;      /* profiler steps among the events kept */
+    int64_t n_steps; /* profiler steps among the events kept */
     int64_t n_kernels, n_comm_kernels;
-    int n_comm_names;     /* communication kernels per name (the first 16 names) */
+    int n_comm_names; /* communication kernels per name (the first 16 names) */
     int32_t comm_name[16];
     int64_t comm_name_count[16];
 } tdm_runs_hta;
@@ -48,26 +48,26 @@ void tdm_runs_hta_compute(const tdm_runs_trace *t, int include_last_step, int ro
 typedef struct tdm_runs_step_stats {
     int64_t number;
     double step_us, compute_us, comm_us, hidden_us, exposed_us, idle_us;
-    double overlap_pct;       /* NaN without communication */
-    int64_t last_coll;        /* index into the trace's colls, -1 none */
+    double overlap_pct;              /* NaN without communication */
+    int64_t last_coll;               /* index into the trace's colls, -1 none */
     double last_us, last_exposed_us; /* NaN when unknown */
     int64_t n_colls;
 } tdm_runs_step_stats;
 
 typedef struct tdm_runs_kind_stats {
-    int kind;                 /* tdm_runs_coll_kind */
+    int kind; /* tdm_runs_coll_kind */
     int64_t count, count_sized;
     double total_us, total_bytes, sized_us;
     double algbw_gbs, busbw_gbs; /* over the collectives with a known size; NaN when none */
-    int group_size;           /* -1 unknown */
+    int group_size;              /* -1 unknown */
 } tdm_runs_kind_stats;
 
 typedef struct tdm_runs_rank_stats {
     const tdm_runs_trace *trace;
     tdm_runs_step_stats *steps;
     int64_t n_steps;
-    tdm_runs_step_stats mean;     /* over the steps (number -1); overlap from the totals */
-    tdm_runs_hta hta[4];          /* [include_last][no rounding]: default, last kept, and without rounding */
+    tdm_runs_step_stats mean; /* over the steps (number -1); overlap from the totals */
+    tdm_runs_hta hta[4];      /* [include_last][no rounding]: default, last kept, and without rounding */
     tdm_runs_kind_stats kinds[TDM_RUNS_COLL_KINDS];
     int n_kinds;
 } tdm_runs_rank_stats;
@@ -82,10 +82,10 @@ enum {
 };
 
 typedef struct tdm_runs_analysis {
-    tdm_runs_rank_stats *ranks;   /* one per trace, in the set's order */
+    tdm_runs_rank_stats *ranks; /* one per trace, in the set's order */
     int n_ranks;
-    int slowest;                  /* index into ranks by mean step time, -1 none */
-    double spread;                /* (max - min) / mean of the ranks' mean step times; NaN with one rank */
+    int slowest;   /* index into ranks by mean step time, -1 none */
+    double spread; /* (max - min) / mean of the ranks' mean step times; NaN with one rank */
     int fired[TDM_RUNS_DIAG_COUNT];
     char diag[TDM_RUNS_DIAG_COUNT][512]; /* the sentence of each diagnostic that fired */
 } tdm_runs_analysis;

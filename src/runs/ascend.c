@@ -22,7 +22,7 @@
 #include "runs/trace_internal.h"
 
 #define CSV_LINE_MAX ((size_t)1 << 20)
-#define CSV_FIELDS 64
+#define CSV_FIELDS   64
 
 /* Splits one CSV line in place (RFC 4180 quotes); returns the number of fields. */
 static int csv_split(char *line, char **f, int cap) {
@@ -141,8 +141,9 @@ static int read_csv(tdm_runs_set *s, line_src *ls, const char *path, tdm_error *
     if (c_comp < 0 || c_nov < 0 || c_comm < 0 || c_free < 0 || c_stage < 0) {
         free(header);
         free(line);
-        return tdm_errorf(err, "%s: expected an Ascend step_trace_time CSV: a header with Computing, "
-                               "Communication(Not Overlapped), Communication, Free and Stage columns",
+        return tdm_errorf(err,
+                          "%s: expected an Ascend step_trace_time CSV: a header with Computing, "
+                          "Communication(Not Overlapped), Communication, Free and Stage columns",
                           path);
     }
     tdm_runs_trace *mine[4096];
@@ -188,8 +189,13 @@ static int read_csv(tdm_runs_set *s, line_src *ls, const char *path, tdm_error *
         double identity = fabs(v[0] + v[1] + v[4] - v[5]);
         if (identity > worst_identity) worst_identity = identity;
         t->given = tdm_xrealloc(t->given, (size_t)(t->n_given + 1) * sizeof *t->given);
-        t->given[t->n_given++] = (tdm_runs_given_step){.number = number, .step = v[5], .compute = v[0], .comm = v[3],
-                                                       .exposed = v[1], .idle = v[4], .hidden = hidden,
+        t->given[t->n_given++] = (tdm_runs_given_step){.number = number,
+                                                       .step = v[5],
+                                                       .compute = v[0],
+                                                       .comm = v[3],
+                                                       .exposed = v[1],
+                                                       .idle = v[4],
+                                                       .hidden = hidden,
                                                        .last_comm = NAN};
     }
     if (rc < 0 && !bad) bad = tdm_errorf(err, "%s:%d: a line longer than 1 MiB", path, lineno + 1);
@@ -272,8 +278,9 @@ static int comm_object(comm_reader *c, int d) {
         if (!strcmp(key, "Communication Time Info")) {
             tdm_js_tok v = tdm_js_next(c->js);
             if (v == TDM_JS_ERROR) return js_fail(c);
-            if (v != TDM_JS_OBJECT) return tdm_errorf(c->err, "%s: \"Communication Time Info\" must be an object", c->path);
-            static const char *const w[] = {"Start Timestamp(us)", "Elapse Time(ms)", "Transit Time(ms)",
+            if (v != TDM_JS_OBJECT)
+                return tdm_errorf(c->err, "%s: \"Communication Time Info\" must be an object", c->path);
+            static const char *const w[] = {"Start Timestamp(us)", "Elapse Time(ms)",          "Transit Time(ms)",
                                             "Wait Time(ms)",       "Synchronization Time(ms)", "Idle Time(ms)"};
             double x[6];
             if (read_numbers(c, w, x, 6)) return -1;

@@ -12,7 +12,7 @@
 
 /* Both formats are small (a few kB upstream); a larger file is not one of them. */
 #define MAX_JSON_BYTES ((size_t)64 << 20)
-#define MAX_STEP 1000000000LL
+#define MAX_STEP       1000000000LL
 
 /* The fewest decimals (fixed) or significant digits (exponent form) that print v back exactly. */
 static tdm_run_prec shortest(double v, int sig) {
@@ -61,8 +61,9 @@ static int golden(const tdm_json *root, const char *name, tdm_run_log *run, tdm_
             const tdm_json *obj = root->items[m], *values = tdm_json_get(obj, "values");
             if (phase == 0) {
                 if (!values || values->type != TDM_JSON_OBJECT)
-                    return tdm_errorf(err, "%s: metric \"%.80s\": expected {\"start_step\", \"end_step\", "
-                                           "\"step_interval\", \"values\": {\"step\": value}}",
+                    return tdm_errorf(err,
+                                      "%s: metric \"%.80s\": expected {\"start_step\", \"end_step\", "
+                                      "\"step_interval\", \"values\": {\"step\": value}}",
                                       name, metric);
                 kinds[m] = metric_kind(metric);
                 others[m] = -1;
@@ -172,8 +173,9 @@ int tdm_run_json_read_mem(const char *text, size_t len, const char *name, tdm_ru
     else if (root->type == TDM_JSON_OBJECT && (tdm_json_get(root, "loss") || tdm_json_get(root, "time")))
         rc = baseline(root, name, run, err);
     else
-        rc = tdm_errorf(err, "%s: JSON, but neither Megatron-LM golden values ({\"lm loss\": {\"values\": {...}}, "
-                             "...}) nor a MindSpeed-MM baseline ({\"loss\": [...], \"time\": [...]})",
+        rc = tdm_errorf(err,
+                        "%s: JSON, but neither Megatron-LM golden values ({\"lm loss\": {\"values\": {...}}, "
+                        "...}) nor a MindSpeed-MM baseline ({\"loss\": [...], \"time\": [...]})",
                         name);
     tdm_json_free(d);
     return rc;

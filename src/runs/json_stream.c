@@ -14,7 +14,7 @@
 #include "core/alloc.h"
 #include "core/strbuf.h"
 
-#define WINDOW ((size_t)1 << 20)
+#define WINDOW  ((size_t)1 << 20)
 #define NUM_MAX 400
 
 enum { ST_VALUE, ST_ARR_FIRST, ST_OBJ_FIRST, ST_KEY, ST_AFTER, ST_DONE };
@@ -107,7 +107,8 @@ static long more(tdm_js *js, char **tok) {
     size_t keep_off = (size_t)(keep - js->buf), kept = (size_t)(js->end - keep), p_off = (size_t)(js->p - keep);
     size_t tok_off = tok ? (size_t)(*tok - keep) : 0;
     if (kept > js->cap / 2) {
-        if (js->cap >= TDM_JS_MAX_TOKEN) return fail(js, "a string or number longer than %zu MiB", TDM_JS_MAX_TOKEN >> 20);
+        if (js->cap >= TDM_JS_MAX_TOKEN)
+            return fail(js, "a string or number longer than %zu MiB", TDM_JS_MAX_TOKEN >> 20);
         js->cap *= 2;
         js->buf = tdm_xrealloc(js->buf, js->cap + 1);
     }
@@ -125,7 +126,8 @@ static long more(tdm_js *js, char **tok) {
         const char *zmsg = n <= 0 ? gzerror(js->gz, &zerr) : NULL;
         if (n < 0 || (n == 0 && zerr != Z_OK)) {
             if (zerr == Z_BUF_ERROR)
-                return fail(js, "the compressed data ends early (a truncated .gz file); expected the rest of the gzip stream");
+                return fail(
+                    js, "the compressed data ends early (a truncated .gz file); expected the rest of the gzip stream");
             if (zerr == Z_ERRNO) return fail(js, "read error: %s", strerror(errno));
             return fail(js, "corrupt gzip data (%s)", zmsg ? zmsg : "unknown zlib error");
         }
@@ -151,8 +153,9 @@ static int peek(tdm_js *js) {
         /* the indentation of a pretty-printed trace: 16 bytes at a time */
         while (end - p >= 16) {
             __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-            __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n'))),
-                                      _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\t'))));
+            __m128i ws = _mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n'))),
+                _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\t'))));
             unsigned m = (unsigned)_mm_movemask_epi8(ws) ^ 0xFFFFu;
             if (m) {
                 js->p = p + __builtin_ctz(m);
@@ -560,7 +563,8 @@ double tdm_js_number(const tdm_js *js) {
     if (js->cur == TDM_JS_NUMBER) return js->num_val;
     if (js->cur == TDM_JS_STRING) {
         double v;
-        if (js->text_len > 0 && js->text_len <= NUM_MAX && tdm_js_parse_number(js->text, js->text_len, &v) == 0) return v;
+        if (js->text_len > 0 && js->text_len <= NUM_MAX && tdm_js_parse_number(js->text, js->text_len, &v) == 0)
+            return v;
     }
     return NAN;
 }

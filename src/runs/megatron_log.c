@@ -14,28 +14,28 @@
 
 struct tdm_megatron_parser {
     tdm_run_log *run;
-    char *carry;              /* the line begun in an earlier piece of input [TDM_RUN_LINE_MAX] */
+    char *carry; /* the line begun in an earlier piece of input [TDM_RUN_LINE_MAX] */
     size_t carry_len;
-    int carry_long;           /* it went past TDM_RUN_LINE_MAX: the rest is dropped */
-    char *scratch;            /* a line without its ANSI escape sequences [TDM_RUN_LINE_MAX] */
+    int carry_long; /* it went past TDM_RUN_LINE_MAX: the rest is dropped */
+    char *scratch;  /* a line without its ANSI escape sequences [TDM_RUN_LINE_MAX] */
     int failed;
     tdm_error err;
     /* arguments block */
     int in_args, args_blocks;
-    tdm_run_kv *prev_args;    /* the block before the current one, to say how an appended run differs */
+    tdm_run_kv *prev_args; /* the block before the current one, to say how an appended run differs */
     int n_prev_args;
     /* timers block */
     int in_timers, timers_minmax;
     /* passes: an iteration that goes back, or an arguments block after iterations, starts one */
-    int64_t pass_last;        /* the last iteration line of the current pass, 0 before one */
+    int64_t pass_last; /* the last iteration line of the current pass, 0 before one */
     int new_pass_pending;
-    int64_t resume_from;      /* "loaded checkpoint ... at iteration N": where the current pass starts */
+    int64_t resume_from;                /* "loaded checkpoint ... at iteration N": where the current pass starts */
     int64_t starts[MAX_PASS_STARTS][2]; /* pass k + 2: its first iteration, the largest before it */
     int n_starts;
     int64_t max_iter, iter_lines;
     /* the end of the job */
-    int traceback;            /* a Python traceback since the last iteration line */
-    char saving[160];         /* a checkpoint save begun and not reported done */
+    int traceback;    /* a Python traceback since the last iteration line */
+    char saving[160]; /* a checkpoint save begun and not reported done */
     /* counted, said once at the end */
     int64_t cut_lines, cut_line_no, dropped_losses, dropped_timers, dropped_valid;
     char cut_text[96];
@@ -319,8 +319,8 @@ static void args_block_end(tdm_megatron_parser *p) {
         }
     }
     if (diffs)
-        tdm_run_warn(run, "its arguments block %d differs from the one before in %d argument%s (%s%s)",
-                     p->args_blocks, diffs, diffs == 1 ? "" : "s", list, diffs > 3 ? "; ..." : "");
+        tdm_run_warn(run, "its arguments block %d differs from the one before in %d argument%s (%s%s)", p->args_blocks,
+                     diffs, diffs == 1 ? "" : "s", list, diffs > 3 ? "; ..." : "");
     for (int i = 0; i < p->n_prev_args; i++) free(p->prev_args[i].key), free(p->prev_args[i].value);
     free(p->prev_args);
     p->prev_args = NULL;
@@ -404,7 +404,8 @@ static void validation_line(tdm_megatron_parser *p, const char *s, size_t n) {
             const char *key = f;
             size_t kn = (size_t)(colon - f);
             trim(&key, &kn);
-            if (eq(key, kn, "lm loss value")) field_number(colon + 1, (size_t)(next - colon - 1), &v.lm_loss, &v.loss_prec);
+            if (eq(key, kn, "lm loss value"))
+                field_number(colon + 1, (size_t)(next - colon - 1), &v.lm_loss, &v.loss_prec);
             else if (eq(key, kn, "lm loss PPL")) field_number(colon + 1, (size_t)(next - colon - 1), &v.ppl, NULL);
         }
         f = next + 1;
@@ -480,7 +481,8 @@ static void piece(tdm_megatron_parser *p, const char *s, size_t n, int at_eof) {
         const char *name, *val;
         size_t nn, vn;
         if (!iteration_pattern(s, n)) { /* an iteration line ends a block cut short */
-            if (n && dotted(s, n, 0, &name, &nn, &val, &vn)) tdm_run_add_kv(&run->args, &run->n_args, name, nn, val, vn);
+            if (n && dotted(s, n, 0, &name, &nn, &val, &vn))
+                tdm_run_add_kv(&run->args, &run->n_args, name, nn, val, vn);
             return;
         }
         args_block_end(p);
@@ -569,8 +571,9 @@ static void say_passes(tdm_megatron_parser *p) {
         snprintf(list + l, sizeof list - l, "%spass %d starts at iteration %lld after the log reached %lld",
                  k ? "; " : "", k + 2, (long long)p->starts[k][0], (long long)p->starts[k][1]);
     }
-    tdm_run_warn(run, "holds %d runs appended one after the other (a resumed or restarted job: %s%s); for each "
-                      "iteration the line of the last pass that logged it is used",
+    tdm_run_warn(run,
+                 "holds %d runs appended one after the other (a resumed or restarted job: %s%s); for each "
+                 "iteration the line of the last pass that logged it is used",
                  run->passes, list, run->passes - 1 > p->n_starts ? "; ..." : "");
     /* iterations an earlier pass logged beyond where a later one stopped: two trajectories joined */
     uint32_t maxpass = 0, later = 0;
@@ -584,8 +587,9 @@ static void say_passes(tdm_megatron_parser *p) {
         if (x->pass > maxpass) maxpass = x->pass;
     }
     if (lo)
-        tdm_run_warn(run, "iterations %lld-%lld come from passes before pass %u, which did not reach them: the series "
-                          "joins two trajectories",
+        tdm_run_warn(run,
+                     "iterations %lld-%lld come from passes before pass %u, which did not reach them: the series "
+                     "joins two trajectories",
                      (long long)lo, (long long)hi, later);
 }
 
@@ -606,44 +610,51 @@ int tdm_megatron_parser_finish(tdm_megatron_parser *p, tdm_error *err) {
     } else if (run->n_iters == 0) {
         rc = -1;
         if (run->bytes == 0)
-            tdm_errorf(err, "%s: empty: expected the output of a Megatron-LM, MindSpeed or tandem training job", run->path);
+            tdm_errorf(err, "%s: empty: expected the output of a Megatron-LM, MindSpeed or tandem training job",
+                       run->path);
         else if (p->cut_lines)
             tdm_errorf(err, "%s: its only iteration line is cut short (line %lld: \"%s\"): no iteration to read",
                        run->path, (long long)p->cut_line_no, p->cut_text);
         else if (p->args_blocks)
-            tdm_errorf(err, "%s: an arguments block but no iteration line: the job stopped before it logged an "
-                            "iteration, or this is the output of a rank that does not log them (Megatron logs "
-                            "them on the last rank)", run->path);
+            tdm_errorf(err,
+                       "%s: an arguments block but no iteration line: the job stopped before it logged an "
+                       "iteration, or this is the output of a rank that does not log them (Megatron logs "
+                       "them on the last rank)",
+                       run->path);
         else
-            tdm_errorf(err, "%s: no iteration line (\" iteration N/ M | consumed samples: ... |\"): expected the "
-                            "output of a Megatron-LM, MindSpeed or tandem training job", run->path);
+            tdm_errorf(err,
+                       "%s: no iteration line (\" iteration N/ M | consumed samples: ... |\"): expected the "
+                       "output of a Megatron-LM, MindSpeed or tandem training job",
+                       run->path);
     }
     if (rc == 0) {
         const tdm_run_iter *first = &run->iters[0], *last = &run->iters[run->n_iters - 1];
         char of[48] = "";
         if (run->train_iters) snprintf(of, sizeof of, " of %lld", (long long)run->train_iters);
-        snprintf(run->source, sizeof run->source, "training log, %lld iteration line%s (iterations %lld-%lld%s), %lld lines",
-                 (long long)p->iter_lines, p->iter_lines == 1 ? "" : "s",
-                 (long long)(first->iteration - first->interval + 1), (long long)last->iteration, of,
-                 (long long)run->lines);
+        snprintf(run->source, sizeof run->source,
+                 "training log, %lld iteration line%s (iterations %lld-%lld%s), %lld lines", (long long)p->iter_lines,
+                 p->iter_lines == 1 ? "" : "s", (long long)(first->iteration - first->interval + 1),
+                 (long long)last->iteration, of, (long long)run->lines);
         if (run->passes > 1) say_passes(p);
         if (p->cut_lines)
             tdm_run_warn(run, "%s iteration line%s cut short (%s %lld: \"%s\"): not used",
                          p->cut_at_eof && p->cut_lines == 1 ? "its last line is an" : "has",
-                         p->cut_lines == 1 && !p->cut_at_eof ? " an" : "", p->cut_at_eof ? "the end of the file, line"
-                                                                                           : "first at line",
-                         (long long)p->cut_line_no, p->cut_text);
+                         p->cut_lines == 1 && !p->cut_at_eof ? " an" : "",
+                         p->cut_at_eof ? "the end of the file, line" : "first at line", (long long)p->cut_line_no,
+                         p->cut_text);
         if (p->traceback) {
             run->crashed = 1;
             char what[sizeof run->crash] = "";
             crash_text(what, sizeof what, run->crash, p->saving);
             memcpy(run->crash, what, sizeof what);
-            tdm_run_warn(run, "the job failed after iteration %lld%s: a Python traceback follows the last iteration "
-                              "line%s%s%s",
+            tdm_run_warn(run,
+                         "the job failed after iteration %lld%s: a Python traceback follows the last iteration "
+                         "line%s%s%s",
                          (long long)last->iteration, of, what[0] ? " (" : "", what, what[0] ? ")" : "");
         } else if (run->train_iters && last->iteration < run->train_iters) {
-            tdm_run_warn(run, "ends at iteration %lld of %lld without a traceback: the job was stopped, or the log is "
-                              "cut",
+            tdm_run_warn(run,
+                         "ends at iteration %lld of %lld without a traceback: the job was stopped, or the log is "
+                         "cut",
                          (long long)last->iteration, (long long)run->train_iters);
         }
         if (run->long_lines)
@@ -698,8 +709,9 @@ int tdm_megatron_log_read_file(const char *path, tdm_run_log *run, tdm_error *er
     free(buf);
     int rc = tdm_megatron_parser_finish(p, err);
     if (zerr == Z_BUF_ERROR)
-        return tdm_errorf(err, "%s: the compressed data ends early, after %llu bytes of text (a truncated .gz file); "
-                               "expected the rest of the gzip stream",
+        return tdm_errorf(err,
+                          "%s: the compressed data ends early, after %llu bytes of text (a truncated .gz file); "
+                          "expected the rest of the gzip stream",
                           path, (unsigned long long)text);
     if (got < 0 && zerr == Z_ERRNO) return tdm_errorf(err, "%s: read error (%s)", path, strerror(saved));
     if (got < 0 || zerr != Z_OK) return tdm_errorf(err, "%s: not a valid gzip stream (%s)", path, what);

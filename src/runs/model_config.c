@@ -51,7 +51,8 @@ int tdm_run_model_config_read_mem(const char *text, size_t len, const char *name
             if (s[i] == ':' && (i + 1 == n || s[i + 1] == ' ' || s[i + 1] == '\t')) colon = s + i;
         if (indent == 0) {
             if (!colon)
-                return tdm_errorf(err, "%s:%d: expected a top-level \"KEY:\" (a Megatron test case's model_config.yaml)",
+                return tdm_errorf(err,
+                                  "%s:%d: expected a top-level \"KEY:\" (a Megatron test case's model_config.yaml)",
                                   name, line_no);
             size_t kn = (size_t)(colon - s), vn = n - kn - 1;
             const char *v = colon + 1;

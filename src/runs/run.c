@@ -201,8 +201,8 @@ size_t tdm_run_parse_number(const char *s, size_t n, double *v, tdm_run_prec *pr
         return i + k;
     }
     uint64_t m = 0;
-    int digits = 0;               /* digits accumulated into m (at most 19) */
-    int sig = 0;                  /* digits from the first non-zero one on */
+    int digits = 0; /* digits accumulated into m (at most 19) */
+    int sig = 0;    /* digits from the first non-zero one on */
     int int_digits = 0, frac_digits = 0, exp10 = 0, in_frac = 0, overflow = 0, any = 0;
     for (; i < n; i++) {
         char c = s[i];
@@ -315,9 +315,10 @@ static int golden_in_dir(const char *dir, char *out, size_t cap, tdm_error *err)
         }
     closedir(d);
     if (n == 0)
-        return tdm_errorf(err, "%s: a directory without golden_values_*.json or *.log: expected a Megatron-LM test "
-                               "case directory or a run folder with its log, or name a log or JSON file (traces "
-                               "alone: give them as LOG,TRACES)",
+        return tdm_errorf(err,
+                          "%s: a directory without golden_values_*.json or *.log: expected a Megatron-LM test "
+                          "case directory or a run folder with its log, or name a log or JSON file (traces "
+                          "alone: give them as LOG,TRACES)",
                           dir);
     if (strlen(dir) + strlen(names[0]) + 2 > cap) return tdm_errorf(err, "%.200s...: path too long", dir);
     if (n > 1)

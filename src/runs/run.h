@@ -36,21 +36,21 @@
 /* Printed precision of a decimal: 0 unknown; TDM_RUN_PREC_SIG + n: n significant digits (as
  * "1.096171E+01", n = 7); TDM_RUN_PREC_DEC + n: n digits after the point (as "25.472", n = 3). */
 typedef uint8_t tdm_run_prec;
-#define TDM_RUN_PREC_SIG 0x40
-#define TDM_RUN_PREC_DEC 0x80
-#define TDM_RUN_PREC_DIGITS(p) ((int)((p) & 0x3f))
+#define TDM_RUN_PREC_SIG       0x40
+#define TDM_RUN_PREC_DEC       0x80
+#define TDM_RUN_PREC_DIGITS(p) ((int)((p)&0x3f))
 
 /* Losses other than "lm loss" that a line may carry ("mtp_1 loss", "load_balancing_loss"):
  * the first few names seen are kept, the rest counted in a warning. */
-#define TDM_RUN_MAX_LOSSES 4
+#define TDM_RUN_MAX_LOSSES      4
 /* Longest line considered; the rest of a longer line is dropped (and counted). */
-#define TDM_RUN_LINE_MAX 65536
+#define TDM_RUN_LINE_MAX        65536
 /* Bounds on what one log may make us keep besides its iterations. */
-#define TDM_RUN_MAX_ARGS 4096
+#define TDM_RUN_MAX_ARGS        4096
 #define TDM_RUN_MAX_TIMER_NAMES 256
-#define TDM_RUN_MAX_TIMERS 1000000
-#define TDM_RUN_MAX_VALID 100000
-#define TDM_RUN_MAX_WARNINGS 64
+#define TDM_RUN_MAX_TIMERS      1000000
+#define TDM_RUN_MAX_VALID       100000
+#define TDM_RUN_MAX_WARNINGS    64
 
 typedef struct tdm_run_iter {
     int64_t iteration;        /* the last iteration the line covers, 1-based */
@@ -61,12 +61,12 @@ typedef struct tdm_run_iter {
     uint32_t pass;            /* 1 for the file's first run, 2 for a run appended after it, ... */
     tdm_run_prec lr_prec, loss_prec, grad_norm_prec;
     /* NaN when not logged */
-    double elapsed_ms;        /* per iteration, mean over the interval (golden values: that step's) */
+    double elapsed_ms; /* per iteration, mean over the interval (golden values: that step's) */
     double lr;
-    double lm_loss;           /* absent when every iteration of the interval was skipped */
+    double lm_loss; /* absent when every iteration of the interval was skipped */
     double loss_scale;
     double grad_norm;
-    double throughput;        /* "throughput per GPU (TFLOP/s/GPU)" */
+    double throughput; /* "throughput per GPU (TFLOP/s/GPU)" */
     double params_norm;
     double num_zeros;
     double other_loss[TDM_RUN_MAX_LOSSES]; /* by index into tdm_run_log.loss_names */
@@ -78,16 +78,16 @@ typedef struct tdm_run_kv {
 
 /* One line of a "(min, max) time across ranks (ms):" block, after the iteration logged before it. */
 typedef struct tdm_run_timer {
-    int64_t after_iteration;  /* 0: before the first iteration line (set-up) */
-    int name;                 /* index into tdm_run_log.timer_names */
-    double min_ms, max_ms;    /* min is NaN for a "max time across ranks" block */
+    int64_t after_iteration; /* 0: before the first iteration line (set-up) */
+    int name;                /* index into tdm_run_log.timer_names */
+    double min_ms, max_ms;   /* min is NaN for a "max time across ranks" block */
 } tdm_run_timer;
 
 /* " validation loss at iteration 100 [on validation set|on test set] | lm loss value: ... | lm loss PPL: ... |" */
 typedef struct tdm_run_valid {
     int64_t iteration;
-    char set[24];             /* "" (periodic evaluation), "validation set", "test set" */
-    double lm_loss, ppl;      /* NaN when absent */
+    char set[24];        /* "" (periodic evaluation), "validation set", "test set" */
+    double lm_loss, ppl; /* NaN when absent */
     tdm_run_prec loss_prec;
 } tdm_run_valid;
 
@@ -101,16 +101,16 @@ typedef enum tdm_run_format {
 typedef struct tdm_run_log {
     tdm_run_format format;
     char path[1024];
-    char source[256];         /* what was read, in words: "Megatron-LM log (734 lines)" */
-    tdm_run_iter *iters;      /* [n_iters], ascending iteration */
+    char source[256];    /* what was read, in words: "Megatron-LM log (734 lines)" */
+    tdm_run_iter *iters; /* [n_iters], ascending iteration */
     int64_t n_iters, cap_iters;
     /* the arguments block ("  name ...... value"), or model_config.yaml's MODEL_ARGS ("--name": value);
      * keys as printed, looked up by tdm_run_log_arg with '-' and '_' alike and leading "--" ignored */
     tdm_run_kv *args;
     int n_args;
-    tdm_run_kv *env;          /* model_config.yaml's ENV_VARS */
+    tdm_run_kv *env; /* model_config.yaml's ENV_VARS */
     int n_env;
-    char ddp_config[2048];    /* "DistributedDataParallelConfig(...)" as logged, "" if none */
+    char ddp_config[2048]; /* "DistributedDataParallelConfig(...)" as logged, "" if none */
     char *loss_names[TDM_RUN_MAX_LOSSES];
     int n_loss_names;
     char *timer_names[TDM_RUN_MAX_TIMER_NAMES];
@@ -121,11 +121,11 @@ typedef struct tdm_run_log {
     int64_t n_valid, cap_valid;
     char *warnings[TDM_RUN_MAX_WARNINGS]; /* sentences about the input: resumed, cut, crashed, ... */
     int n_warnings, dropped_warnings;
-    int64_t train_iters;      /* the "/ M" of the iteration lines (or train_iters argument), 0 unknown */
-    int passes;               /* runs appended in the file (1 for a plain log) */
-    int crashed;              /* a Python traceback follows the last iteration line */
-    char crash[320];          /* what it said ("AttributeError: ...", while "saving checkpoint ...") */
-    int64_t warm_up;          /* iterations the source itself calls warm-up (MindSpeed's warm_up), 0 none */
+    int64_t train_iters; /* the "/ M" of the iteration lines (or train_iters argument), 0 unknown */
+    int passes;          /* runs appended in the file (1 for a plain log) */
+    int crashed;         /* a Python traceback follows the last iteration line */
+    char crash[320];     /* what it said ("AttributeError: ...", while "saving checkpoint ...") */
+    int64_t warm_up;     /* iterations the source itself calls warm-up (MindSpeed's warm_up), 0 none */
     int64_t lines, bytes, long_lines;
 } tdm_run_log;
 

@@ -51,31 +51,31 @@ typedef enum tdm_runs_format {
     TDM_RUNS_FMT_KINETO = 0,
     TDM_RUNS_FMT_LEGACY,
     TDM_RUNS_FMT_ASCEND_TIMELINE,
-    TDM_RUNS_FMT_ASCEND_STEPS,   /* step_trace_time.csv or cluster_step_trace_time.csv: per-step figures only */
+    TDM_RUNS_FMT_ASCEND_STEPS, /* step_trace_time.csv or cluster_step_trace_time.csv: per-step figures only */
     TDM_RUNS_FMT_TANDEM,
 } tdm_runs_format;
 
 /* span flags */
-#define TDM_RUNS_F_DEVICE 1u     /* ran on the accelerator (kernel, memcpy, memset, an Ascend lane) */
-#define TDM_RUNS_F_HTA_GPU 2u    /* HTA's GPU filter: a stream and a correlation id, or Event/Context Sync */
-#define TDM_RUNS_F_STEP_NAME 4u  /* named ProfilerStep#N */
-#define TDM_RUNS_F_STREAM 8u     /* has a stream (HTA counts every such event in its overlap) */
+#define TDM_RUNS_F_DEVICE    1u /* ran on the accelerator (kernel, memcpy, memset, an Ascend lane) */
+#define TDM_RUNS_F_HTA_GPU   2u /* HTA's GPU filter: a stream and a correlation id, or Event/Context Sync */
+#define TDM_RUNS_F_STEP_NAME 4u /* named ProfilerStep#N */
+#define TDM_RUNS_F_STREAM    8u /* has a stream (HTA counts every such event in its overlap) */
 
 typedef struct tdm_runs_span {
-    double ts, dur;     /* µs as read */
-    int64_t corr;       /* correlation id; -1 when absent */
-    int32_t name;       /* index into names */
-    int32_t lane;       /* the stream (-1 none) for device spans; the thread index for CPU spans */
-    int32_t step;       /* index into steps, -1 outside every step (set by tdm_runs_trace_finish) */
-    int32_t launch;     /* device spans: the CPU span with the same correlation id, -1 when absent */
-    int32_t coll;       /* index into colls, -1 when not a collective */
-    uint8_t kind;       /* tdm_runs_kind */
-    uint8_t flags;      /* TDM_RUNS_F_* */
+    double ts, dur; /* µs as read */
+    int64_t corr;   /* correlation id; -1 when absent */
+    int32_t name;   /* index into names */
+    int32_t lane;   /* the stream (-1 none) for device spans; the thread index for CPU spans */
+    int32_t step;   /* index into steps, -1 outside every step (set by tdm_runs_trace_finish) */
+    int32_t launch; /* device spans: the CPU span with the same correlation id, -1 when absent */
+    int32_t coll;   /* index into colls, -1 when not a collective */
+    uint8_t kind;   /* tdm_runs_kind */
+    uint8_t flags;  /* TDM_RUNS_F_* */
 } tdm_runs_span;
 
 typedef struct tdm_runs_step {
-    int64_t number;     /* ProfilerStep#N's N (legacy traces: N + 1); 0 for a whole-trace step */
-    double ts, dur;     /* µs: the CPU annotation */
+    int64_t number; /* ProfilerStep#N's N (legacy traces: N + 1); 0 for a whole-trace step */
+    double ts, dur; /* µs: the CPU annotation */
 } tdm_runs_step;
 
 typedef enum tdm_runs_coll_kind {
@@ -92,7 +92,7 @@ typedef enum tdm_runs_coll_kind {
 } tdm_runs_coll_kind;
 
 typedef struct tdm_runs_coll {
-    int32_t span;       /* the span that carried it out (a communication kernel, a gloo operator) */
+    int32_t span; /* the span that carried it out (a communication kernel, a gloo operator) */
     int32_t step;
     uint8_t kind;       /* tdm_runs_coll_kind */
     double launch_ts;   /* µs: when the CPU issued it; NaN when unknown */
@@ -110,15 +110,15 @@ typedef struct tdm_runs_given_step {
 } tdm_runs_given_step;
 
 typedef struct tdm_runs_trace {
-    char *path;         /* the file read */
-    char *label;        /* "rank 3" or the file name when no rank is known */
+    char *path;  /* the file read */
+    char *label; /* "rank 3" or the file name when no rank is known */
     tdm_runs_format format;
     int64_t rank, world_size; /* -1 when the trace does not say */
     char backend[32];
 
-    char **names;       /* interned strings, UTF-8 sanitised */
+    char **names; /* interned strings, UTF-8 sanitised */
     int32_t n_names;
-    char **threads;     /* CPU thread names ("Thread 123" when unnamed) */
+    char **threads; /* CPU thread names ("Thread 123" when unnamed) */
     int32_t n_threads;
 
     tdm_runs_span *spans;
@@ -134,15 +134,15 @@ typedef struct tdm_runs_trace {
     int has_device;       /* any accelerator interval: analysis on the device; else on the CPU */
     int whole_trace_step; /* no step annotation: one step over the whole trace */
     /* What HTA needs beyond the spans: */
-    int ts_float;         /* some ts was a float or missing: HTA rounds (ceil ts, floor end) */
-    int n_step_names;     /* distinct ProfilerStep#N names among non-kernel events */
+    int ts_float;                               /* some ts was a float or missing: HTA rounds (ceil ts, floor end) */
+    int n_step_names;                           /* distinct ProfilerStep#N names among non-kernel events */
     double hta_last_step_ts, hta_last_step_end; /* max over those events, µs as read */
 
     /* Ascend "Overlap Analysis" lane totals (µs), when the trace has them */
     int has_lanes;
     double lane_computing, lane_comm, lane_comm_not_overlapped, lane_free, lane_span;
 
-    char **notes;         /* what the reader assumed or worked around, one sentence each */
+    char **notes; /* what the reader assumed or worked around, one sentence each */
     int n_notes;
     struct tdm_runs_x *x; /* the builders' state (trace_internal.h) */
 } tdm_runs_trace;
@@ -150,12 +150,12 @@ typedef struct tdm_runs_trace {
 /* One communication operator of one rank from Ascend's communication.json (per rank) or
  * msprof-analyze's cluster_communication.json. */
 typedef struct tdm_runs_acomm {
-    int64_t rank;        /* -1 when the file does not say */
-    char step[32];       /* "step1", or "step" in the cluster file */
-    char *op;            /* "hcom_broadcast__501_0@6297232067196334501" */
-    double start_us;     /* Start Timestamp(us) */
+    int64_t rank;    /* -1 when the file does not say */
+    char step[32];   /* "step1", or "step" in the cluster file */
+    char *op;        /* "hcom_broadcast__501_0@6297232067196334501" */
+    double start_us; /* Start Timestamp(us) */
     double elapse_ms, transit_ms, wait_ms, sync_ms, idle_ms;
-    double size_mb;      /* Transit Size(MB) over the transports (RDMA, HCCS, PCIE, SDMA) */
+    double size_mb; /* Transit Size(MB) over the transports (RDMA, HCCS, PCIE, SDMA) */
 } tdm_runs_acomm;
 
 /* A set of rank traces (one run). */
@@ -177,7 +177,7 @@ int tdm_runs_read(tdm_runs_set *s, const char *path, tdm_error *err);
  * TDM_RUNS_NOT_A_TRACE for well-formed JSON that is no trace (an object without "traceEvents"),
  * which a folder's walk skips. */
 #define TDM_RUNS_NOT_A_TRACE (-2)
-int tdm_runs_read_json(tdm_runs_set *s, const char *path, tdm_error *err);     /* trace_kineto.c */
+int tdm_runs_read_json(tdm_runs_set *s, const char *path, tdm_error *err); /* trace_kineto.c */
 int tdm_runs_read_json_mem(tdm_runs_set *s, const void *data, size_t len, const char *name, tdm_error *err);
 int tdm_runs_read_ascend_csv(tdm_runs_set *s, const char *path, tdm_error *err); /* ascend.c */
 int tdm_runs_read_ascend_csv_mem(tdm_runs_set *s, const char *text, size_t len, const char *name, tdm_error *err);

@@ -9,13 +9,13 @@
 #include "runs/trace.h"
 
 struct tdm_runs_x {
-    int32_t *index;       /* open addressing over names, -1 empty */
+    int32_t *index; /* open addressing over names, -1 empty */
     size_t index_cap;
-    uint64_t *hashes;     /* per name */
+    uint64_t *hashes; /* per name */
     size_t *lens;
-    char **raws;          /* the bytes as read (== names[i] unless sanitising changed them) */
+    char **raws; /* the bytes as read (== names[i] unless sanitising changed them) */
     size_t names_cap, spans_cap, steps_cap, colls_cap;
-    int8_t *kinds;        /* per name: [2 * id] as a device kernel, [2 * id + 1] as a CPU operator; -1 unknown */
+    int8_t *kinds;         /* per name: [2 * id] as a device kernel, [2 * id + 1] as a CPU operator; -1 unknown */
     int64_t *step_numbers; /* distinct ProfilerStep numbers seen (HTA counts them) */
     int64_t n_step_numbers, step_numbers_cap;
 };

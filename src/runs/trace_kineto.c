@@ -17,8 +17,7 @@
 /* One event's fields; strings live in `arena` until the next event. */
 typedef struct kev {
     char ph;
-    size_t name, name_len, cat, cat_len, pid, pid_len, tid, tid_len, aname, aname_len, coll, coll_len, dtype,
-        dtype_len;
+    size_t name, name_len, cat, cat_len, pid, pid_len, tid, tid_len, aname, aname_len, coll, coll_len, dtype, dtype_len;
     int has_name, has_cat, has_pid, has_tid, has_ts, has_dur, has_aname, has_coll, has_dtype;
     int ts_int;
     double ts, dur;
@@ -27,9 +26,9 @@ typedef struct kev {
 } kev;
 
 typedef struct thread_key {
-    char *key;      /* "pid\x1ftid" */
-    char *pid;      /* for process names */
-    char *name;     /* thread_name metadata, NULL until seen */
+    char *key;  /* "pid\x1ftid" */
+    char *pid;  /* for process names */
+    char *name; /* thread_name metadata, NULL until seen */
 } thread_key;
 
 typedef struct reader {
@@ -319,8 +318,8 @@ static void on_event(reader *r) {
         r->n_skipped_x++;
         return;
     }
-    int device = starts(cat, "kernel") || (starts(cat, "gpu_mem") && strlen(cat) > 7) || starts(cat, "mtia_ccp_events") ||
-                 e->stream >= 0;
+    int device = starts(cat, "kernel") || (starts(cat, "gpu_mem") && strlen(cat) > 7) ||
+                 starts(cat, "mtia_ccp_events") || e->stream >= 0;
     int hta_gpu = (e->stream >= 0 && e->corr >= 0) || !strcmp(name, "Event Sync") || !strcmp(name, "Context Sync");
     int64_t sn = step_number(name);
     if (sn >= 0 && !hta_gpu && e->has_cat) tdm_runs_saw_step_name(t, sn, e->ts, e->dur);
@@ -351,11 +350,13 @@ static void on_event(reader *r) {
         int eb = e->has_dtype ? tdm_runs_dtype_bytes(astr(r, e->dtype)) : 0;
         double nel = k == TDM_RUNS_ALL_GATHER ? e->out_nelems : e->in_nelems;
         if (!isfinite(nel)) nel = isfinite(e->in_nelems) ? e->in_nelems : e->out_nelems;
-        tdm_runs_coll c = {.span = (int32_t)(s - t->spans), .kind = (uint8_t)(k < 0 ? TDM_RUNS_COLL_OTHER : k),
-                           .launch_ts = NAN, .bytes = eb > 0 && isfinite(nel) && nel >= 0 && nel < 1e17
-                                                              ? (int64_t)nel * eb : -1,
+        tdm_runs_coll c = {.span = (int32_t)(s - t->spans),
+                           .kind = (uint8_t)(k < 0 ? TDM_RUNS_COLL_OTHER : k),
+                           .launch_ts = NAN,
+                           .bytes = eb > 0 && isfinite(nel) && nel >= 0 && nel < 1e17 ? (int64_t)nel * eb : -1,
                            .group_size = isfinite(e->group_size) && e->group_size >= 1 && e->group_size < 1e9
-                                             ? (int32_t)e->group_size : -1};
+                                             ? (int32_t)e->group_size
+                                             : -1};
         s->coll = tdm_runs_add_coll(t, &c);
     }
 }
@@ -435,14 +436,16 @@ static int read_document(reader *r) {
         }
         if (k == TDM_JS_ERROR) return fail_js(r);
         if (!seen_events) {
-            tdm_errorf(r->err, "%s: expected a profiler trace: a JSON object with a \"traceEvents\" array, or an "
-                               "array of events",
+            tdm_errorf(r->err,
+                       "%s: expected a profiler trace: a JSON object with a \"traceEvents\" array, or an "
+                       "array of events",
                        r->path);
             return TDM_RUNS_NOT_A_TRACE;
         }
     } else {
-        return tdm_errorf(r->err, "%s: expected a profiler trace: a JSON object with a \"traceEvents\" array, or an "
-                                  "array of events",
+        return tdm_errorf(r->err,
+                          "%s: expected a profiler trace: a JSON object with a \"traceEvents\" array, or an "
+                          "array of events",
                           r->path);
     }
     k = tdm_js_next(r->js);
@@ -460,7 +463,8 @@ static const char *proc_name_of(const reader *r, const char *pid) {
  * and totals; the device's own tasks are dropped then (the lanes already account for them). */
 static void ascend_lanes(reader *r) {
     tdm_runs_trace *t = r->t;
-    int32_t *lane_kind = tdm_xmalloc((size_t)(r->n_threads + 1) * sizeof *lane_kind); /* -1 keep CPU, 0..3 lane, 4 drop */
+    int32_t *lane_kind =
+        tdm_xmalloc((size_t)(r->n_threads + 1) * sizeof *lane_kind); /* -1 keep CPU, 0..3 lane, 4 drop */
     int any = 0;
     for (int32_t i = 0; i < r->n_threads; i++) {
         const char *pn = proc_name_of(r, r->threads[i].pid), *tn = r->threads[i].name;
@@ -502,9 +506,10 @@ static void ascend_lanes(reader *r) {
         if (lk >= 0 && lk <= 3) {
             if (s.ts < lo) lo = s.ts;
             if (s.ts + s.dur > hi) hi = s.ts + s.dur;
-            double *sum = lk == 0 ? &t->lane_computing : lk == 1 ? &t->lane_comm
-                                                       : lk == 2 ? &t->lane_comm_not_overlapped
-                                                                 : &t->lane_free;
+            double *sum = lk == 0   ? &t->lane_computing
+                          : lk == 1 ? &t->lane_comm
+                          : lk == 2 ? &t->lane_comm_not_overlapped
+                                    : &t->lane_free;
             *sum += s.dur;
             s.flags = (uint8_t)(s.flags | TDM_RUNS_F_DEVICE);
             s.kind = lk == 0 ? TDM_RUNS_COMPUTE : lk == 1 ? TDM_RUNS_COMM : TDM_RUNS_OTHER;
@@ -569,8 +574,9 @@ static int read_with(tdm_runs_set *s, tdm_js *js, const char *path, int is_file,
         if (r.top_array && !r.any_cat) {
             t->format = TDM_RUNS_FMT_LEGACY;
             for (int64_t i = 0; i < t->n_steps; i++) t->steps[i].number += 1;
-            tdm_runs_note(t, "%s: PyTorch's legacy profiler format (a top-level array without \"cat\"): its "
-                             "ProfilerStep#N labels are one lower than the loop index, reported here as N+1",
+            tdm_runs_note(t,
+                          "%s: PyTorch's legacy profiler format (a top-level array without \"cat\"): its "
+                          "ProfilerStep#N labels are one lower than the loop index, reported here as N+1",
                           path);
         } else {
             t->format = TDM_RUNS_FMT_KINETO;
@@ -579,8 +585,9 @@ static int read_with(tdm_runs_set *s, tdm_js *js, const char *path, int is_file,
         if (t->has_lanes) t->format = TDM_RUNS_FMT_ASCEND_TIMELINE;
         if (t->rank < 0) {
             t->rank = rank_from_name(path);
-            if (t->rank >= 0) tdm_runs_note(t, "%s: no distributedInfo: the rank (%lld) is taken from the file name",
-                                            path, (long long)t->rank);
+            if (t->rank >= 0)
+                tdm_runs_note(t, "%s: no distributedInfo: the rank (%lld) is taken from the file name", path,
+                              (long long)t->rank);
         }
         if (r.time_unit[0] && strcmp(r.time_unit, "us") != 0)
             tdm_runs_note(t, "%s: displayTimeUnit \"%s\" only sets how a viewer displays times: ts and dur are µs",

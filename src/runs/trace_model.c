@@ -199,18 +199,18 @@ void tdm_runs_note(tdm_runs_trace *t, const char *fmt, ...) {
 /* HTA's patterns (hta/common/types.py), as prefix and substring tests. */
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
-static int cuda_launch_kernel(const char *s) {
-    return starts(s, "cuda") && strstr(s + 4, "LaunchKernel") != NULL;
-}
+static int cuda_launch_kernel(const char *s) { return starts(s, "cuda") && strstr(s + 4, "LaunchKernel") != NULL; }
 
 tdm_runs_kind tdm_runs_kind_of(const char *n) {
     if (starts(n, "nccl") || starts(n, "hip") || starts(n, "hccl") || strstr(n, "ncclKernel")) return TDM_RUNS_COMM;
     if (starts(n, "Memcpy") || starts(n, "hipMemcpy") || starts(n, "Memset") || starts(n, "hipMemset") ||
         starts(n, "dma"))
         return TDM_RUNS_MEMORY;
-    static const char *const not_compute_prefix[] = {"nccl",   "Stream Wait Event", "runFunction", "hip",
-                                                     "job_exe", "packet",           "pe_exe",      "cpum_exe_subgraph",
-                                                     "hccl",   "collective_subgraph_execution"};
+    static const char *const not_compute_prefix[] = {"nccl",        "Stream Wait Event",
+                                                     "runFunction", "hip",
+                                                     "job_exe",     "packet",
+                                                     "pe_exe",      "cpum_exe_subgraph",
+                                                     "hccl",        "collective_subgraph_execution"};
     for (size_t i = 0; i < sizeof not_compute_prefix / sizeof *not_compute_prefix; i++)
         if (starts(n, not_compute_prefix[i])) return TDM_RUNS_OTHER;
     if (strstr(n, "Memcpy") || strstr(n, "Memset") || strstr(n, "dma") || strstr(n, "Sync") || cuda_launch_kernel(n))
@@ -431,7 +431,8 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
     t->n_steps = m;
     sort_n(t->steps, t->n_steps, sizeof *t->steps, cmp_step);
     for (int64_t i = 0; i + 1 < t->n_steps; i++) /* a step ends where the next begins, at the latest */
-        if (t->steps[i].ts + t->steps[i].dur > t->steps[i + 1].ts) t->steps[i].dur = t->steps[i + 1].ts - t->steps[i].ts;
+        if (t->steps[i].ts + t->steps[i].dur > t->steps[i + 1].ts)
+            t->steps[i].dur = t->steps[i + 1].ts - t->steps[i].ts;
     if (t->n_steps == 0 && n > 0 && t->n_given == 0) {
         double lo = INFINITY, hi = -INFINITY;
         for (int64_t i = 0; i < n; i++) {
@@ -447,7 +448,8 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
     corr_ix *cx = tdm_xmalloc((size_t)(n + 1) * sizeof *cx);
     int64_t ncx = 0;
     for (int64_t i = 0; i < n; i++)
-        if (!(t->spans[i].flags & TDM_RUNS_F_DEVICE) && t->spans[i].corr >= 0) cx[ncx++] = (corr_ix){t->spans[i].corr, i};
+        if (!(t->spans[i].flags & TDM_RUNS_F_DEVICE) && t->spans[i].corr >= 0)
+            cx[ncx++] = (corr_ix){t->spans[i].corr, i};
     sort_n(cx, ncx, sizeof *cx, cmp_corr);
     int64_t n_launches = ncx;
     int64_t dev = 0, dev_unlaunched = 0;
@@ -480,8 +482,9 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
         }
     }
     if (dev_unlaunched > 0)
-        tdm_runs_note(t, "%lld of %lld GPU kernels and copies have no launching CPU event in the trace (launched "
-                         "outside the profiled window): they are left out of the steps",
+        tdm_runs_note(t,
+                      "%lld of %lld GPU kernels and copies have no launching CPU event in the trace (launched "
+                      "outside the profiled window): they are left out of the steps",
                       (long long)dev_unlaunched, (long long)dev);
 
     /* 5. collectives */
@@ -497,8 +500,10 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
             if (!(s->flags & TDM_RUNS_F_DEVICE) || s->kind != TDM_RUNS_COMM) continue;
             if (s->coll < 0) {
                 int k = tdm_runs_coll_kind_of(t->names[s->name]);
-                tdm_runs_coll c = {.span = (int32_t)i, .kind = (uint8_t)(k < 0 ? TDM_RUNS_COLL_OTHER : k),
-                                   .bytes = -1, .group_size = -1};
+                tdm_runs_coll c = {.span = (int32_t)i,
+                                   .kind = (uint8_t)(k < 0 ? TDM_RUNS_COLL_OTHER : k),
+                                   .bytes = -1,
+                                   .group_size = -1};
                 s->coll = tdm_runs_add_coll(t, &c);
             }
             tdm_runs_coll *c = &t->colls[s->coll];
@@ -540,8 +545,13 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
             if (s->flags & TDM_RUNS_F_DEVICE || !starts(t->names[s->name], "gloo:")) continue;
             int k = tdm_runs_coll_kind_of(t->names[s->name]);
             if (k < 0) k = TDM_RUNS_COLL_OTHER;
-            tdm_runs_coll c = {.span = (int32_t)i, .kind = (uint8_t)k, .ts = s->ts, .dur = s->dur, .launch_ts = NAN,
-                               .bytes = -1, .group_size = -1};
+            tdm_runs_coll c = {.span = (int32_t)i,
+                               .kind = (uint8_t)k,
+                               .ts = s->ts,
+                               .dur = s->dur,
+                               .launch_ts = NAN,
+                               .bytes = -1,
+                               .group_size = -1};
             for (int64_t j = next_launch[k]; j < n_l; j++) {
                 const tdm_runs_span *l = &t->spans[launches[j]];
                 int lk = l->coll >= 0 ? t->colls[l->coll].kind : tdm_runs_coll_kind_of(t->names[l->name]);

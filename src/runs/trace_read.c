@@ -26,9 +26,9 @@ static int kind_in_dir(const char *name) {
     if (!strcmp(name, "communication.json") || !strcmp(name, "cluster_communication.json")) return K_COMM_JSON;
     if (!ends(name, ".json") && !ends(name, ".json.gz")) return K_SKIP;
     /* tandem's and tandem analyze's own outputs, Ascend's non-trace JSON */
-    static const char *const skip[] = {"analysis.json", "summary.json", "profiler_info", "profiler_metadata",
-                                       "communication_matrix", "cluster_communication_matrix", "config.json",
-                                       "tokenizer.json"};
+    static const char *const skip[] = {"analysis.json",     "summary.json",         "profiler_info",
+                                       "profiler_metadata", "communication_matrix", "cluster_communication_matrix",
+                                       "config.json",       "tokenizer.json"};
     for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
         if (!strncmp(name, skip[i], strlen(skip[i]))) return K_SKIP;
     return K_JSON;
@@ -96,15 +96,16 @@ int tdm_runs_read(tdm_runs_set *s, const char *path, tdm_error *err) {
         int found = 0;
         if (read_dir(s, path, 0, &found, err) != 0) return -1;
         if (!found)
-            return tdm_errorf(err, "%s: no trace found in the folder; expected PyTorch profiler traces (*.json, "
-                                   "*.json.gz), Ascend profiler output or tandem's trace.json",
+            return tdm_errorf(err,
+                              "%s: no trace found in the folder; expected PyTorch profiler traces (*.json, "
+                              "*.json.gz), Ascend profiler output or tandem's trace.json",
                               path);
         return 0;
     }
     const char *b = base_of(path);
-    int k = ends(b, ".csv") ? K_STEP_CSV : (!strcmp(b, "communication.json") || !strcmp(b, "cluster_communication.json"))
-                                                 ? K_COMM_JSON
-                                                 : K_JSON;
+    int k = ends(b, ".csv")                                                                  ? K_STEP_CSV
+            : (!strcmp(b, "communication.json") || !strcmp(b, "cluster_communication.json")) ? K_COMM_JSON
+                                                                                             : K_JSON;
     int rc = read_file(s, path, k, err);
     return rc == 0 ? 0 : -1;
 }

@@ -63,7 +63,8 @@ int tdm_runs_read_tandem(tdm_runs_set *s, const char *path, tdm_error *err) {
                 if (n_tids == 256) continue;
                 tids[n_tids++] = r->tid;
             }
-            int envelope = r->cat == TDM_PROF_PHASE && r->thread_kind == TDM_PROF_THREAD_COMPUTE && !strcmp(r->name, "step");
+            int envelope =
+                r->cat == TDM_PROF_PHASE && r->thread_kind == TDM_PROF_THREAD_COMPUTE && !strcmp(r->name, "step");
             if (envelope) tdm_runs_add_step(t, r->arg, r->t0_us, r->t1_us - r->t0_us);
             tdm_runs_span *sp = tdm_runs_add_span(t);
             sp->ts = r->t0_us;
@@ -72,8 +73,8 @@ int tdm_runs_read_tandem(tdm_runs_set *s, const char *path, tdm_error *err) {
             sp->lane = lane;
             sp->kind = envelope || r->cat == TDM_PROF_WAIT || r->cat == TDM_PROF_DATA || r->cat == TDM_PROF_MARK
                            ? TDM_RUNS_OTHER
-                           : r->thread_kind == TDM_PROF_THREAD_COMM || r->cat == TDM_PROF_COMM ? TDM_RUNS_COMM
-                                                                                              : TDM_RUNS_COMPUTE;
+                       : r->thread_kind == TDM_PROF_THREAD_COMM || r->cat == TDM_PROF_COMM ? TDM_RUNS_COMM
+                                                                                           : TDM_RUNS_COMPUTE;
         }
         t->threads = tdm_xmalloc((size_t)(n_tids + 1) * sizeof *t->threads);
         for (int i = 0; i < n_tids; i++) {

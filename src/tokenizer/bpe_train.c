@@ -13,15 +13,16 @@
 #include "tokenizer/pretok.h"
 
 #define MAX_DATASET_BYTES ((size_t)1 << 30)
-#define MAX_WORD_BYTES ((size_t)1 << 30) /* unique word bytes kept for training */
-#define MAX_VOCAB (1 << 20)
+#define MAX_WORD_BYTES    ((size_t)1 << 30) /* unique word bytes kept for training */
+#define MAX_VOCAB         (1 << 20)
 
 const char *const tdm_qwen_added_tokens[TDM_QWEN_N_ADDED] = {
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
-    "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
-    "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>",
-    "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>",
-    "<think>", "</think>",
+    "<|endoftext|>",  "<|im_start|>",   "<|im_end|>",      "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>",  "<|box_end|>",    "<|quad_start|>",  "<|quad_end|>",         "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>",   "<|video_pad|>",        "<tool_call>",
+    "</tool_call>",   "<|fim_prefix|>", "<|fim_middle|>",  "<|fim_suffix|>",       "<|fim_pad|>",
+    "<|repo_name|>",  "<|file_sep|>",   "<tool_response>", "</tool_response>",     "<think>",
+    "</think>",
 };
 
 const char tdm_qwen_pretok_regex[] =
@@ -88,8 +89,8 @@ static int count_word(const char *w, size_t n, void *ctx) {
 static int count_section(tdm_bpe_trainer *tr, const char *s, size_t n, tdm_error *err) {
     if (n == 0) return 0;
     utf8proc_uint8_t *norm;
-    utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &norm,
-                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    utf8proc_ssize_t m =
+        utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &norm, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
     if (m < 0) return tdm_errorf(err, "NFC normalisation failed: %s", utf8proc_errmsg(m));
     int rc = tdm_pretok_split(tr->pretok, (const char *)norm, (size_t)m, count_word, tr, err);
     free(norm);
@@ -218,8 +219,10 @@ int tdm_bpe_trainer_add_dataset(tdm_bpe_trainer *tr, const char *path, tdm_error
     }
     free(text);
     if (rc == 0 && tr->texts == texts_before)
-        rc = tdm_errorf(err, "%s: no text found (expected \"content\" or \"value\" strings inside \"messages\" or \"conversations\")",
-                        path);
+        rc = tdm_errorf(
+            err,
+            "%s: no text found (expected \"content\" or \"value\" strings inside \"messages\" or \"conversations\")",
+            path);
     return rc;
 }
 
@@ -304,10 +307,12 @@ static void write_json(tdm_strbuf *out, const token *toks, int n_toks, const int
                        int vocab_size) {
     static const char byte_level[] =
         "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false}";
-    tdm_sb_puts(out, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [\n");
+    tdm_sb_puts(out,
+                "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [\n");
     for (int k = 0; k < TDM_QWEN_N_ADDED; k++) {
-        tdm_sb_printf(out, "    {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, "
-                           "\"rstrip\": false, \"normalized\": false, \"special\": %s}%s\n",
+        tdm_sb_printf(out,
+                      "    {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, "
+                      "\"rstrip\": false, \"normalized\": false, \"special\": %s}%s\n",
                       vocab_size - TDM_QWEN_N_ADDED + k, tdm_qwen_added_tokens[k],
                       k < TDM_QWEN_N_SPECIAL ? "true" : "false", k + 1 < TDM_QWEN_N_ADDED ? "," : "");
     }
@@ -338,11 +343,11 @@ static void write_json(tdm_strbuf *out, const token *toks, int n_toks, const int
 
 /* Longer than most: the merge loop (pick the most frequent pair, merge it, update the pair
  * counts word by word) shares its arrays with the setup and the cleanup around it. */
-int tdm_bpe_trainer_train(tdm_bpe_trainer *tr, int vocab_size, tdm_strbuf *out, tdm_bpe_stats *stats,
-                          tdm_error *err) {
+int tdm_bpe_trainer_train(tdm_bpe_trainer *tr, int vocab_size, tdm_strbuf *out, tdm_bpe_stats *stats, tdm_error *err) {
     if (vocab_size < 256 + TDM_QWEN_N_ADDED + 1 || vocab_size > MAX_VOCAB)
-        return tdm_errorf(err, "vocabulary size %d is out of range: expected %d to %d (256 bytes + merges + 26 added tokens)",
-                          vocab_size, 256 + TDM_QWEN_N_ADDED + 1, MAX_VOCAB);
+        return tdm_errorf(
+            err, "vocabulary size %d is out of range: expected %d to %d (256 bytes + merges + 26 added tokens)",
+            vocab_size, 256 + TDM_QWEN_N_ADDED + 1, MAX_VOCAB);
     const int n_target = vocab_size - TDM_QWEN_N_ADDED; /* bytes + merged tokens */
     token *toks = tdm_xcalloc((size_t)n_target, sizeof *toks);
     tdm_strmap tok_of;

@@ -45,12 +45,12 @@ extern const char tdm_qwen_pretok_regex[];
 typedef struct tdm_bpe_trainer tdm_bpe_trainer;
 
 typedef struct tdm_bpe_stats {
-    int64_t texts;        /* texts added */
-    int64_t words;        /* pre-tokenized words counted (with repeats) */
+    int64_t texts; /* texts added */
+    int64_t words; /* pre-tokenized words counted (with repeats) */
     int64_t unique_words;
-    int n_merges;         /* merges written */
-    int n_tokens;         /* ids in use below the added tokens: 256 + new merged tokens */
-    int vocab_size;       /* N */
+    int n_merges;   /* merges written */
+    int n_tokens;   /* ids in use below the added tokens: 256 + new merged tokens */
+    int vocab_size; /* N */
 } tdm_bpe_stats;
 
 tdm_bpe_trainer *tdm_bpe_trainer_create(tdm_error *err);
@@ -69,7 +69,6 @@ int tdm_bpe_trainer_add_dataset(tdm_bpe_trainer *tr, const char *path, tdm_error
 
 /* Trains a vocabulary of vocab_size ids (layout above; some may be unused when the
  * corpus is small) and appends the tokenizer.json text to out. vocab_size must be in [256 + 26 + 1, 1 << 20]. */
-int tdm_bpe_trainer_train(tdm_bpe_trainer *tr, int vocab_size, tdm_strbuf *out, tdm_bpe_stats *stats,
-                          tdm_error *err);
+int tdm_bpe_trainer_train(tdm_bpe_trainer *tr, int vocab_size, tdm_strbuf *out, tdm_bpe_stats *stats, tdm_error *err);
 
 #endif

@@ -28,9 +28,7 @@ void tdm_strmap_clear(tdm_strmap *m) {
     m->count = 0;
 }
 
-static uint32_t str_hash(const char *key, size_t len) {
-    return (uint32_t)XXH3_64bits(key, len);
-}
+static uint32_t str_hash(const char *key, size_t len) { return (uint32_t)XXH3_64bits(key, len); }
 
 int64_t tdm_strmap_get(const tdm_strmap *m, const char *key, size_t len) {
     uint32_t h = str_hash(key, len);
@@ -71,9 +69,7 @@ void tdm_strmap_put(tdm_strmap *m, const char *key, size_t len, int64_t val) {
     }
 }
 
-static uint64_t pair_key(int32_t left, int32_t right) {
-    return (uint64_t)(uint32_t)left << 32 | (uint32_t)right;
-}
+static uint64_t pair_key(int32_t left, int32_t right) { return (uint64_t)(uint32_t)left << 32 | (uint32_t)right; }
 
 /* A 64-bit finaliser (from splitmix64) spreads consecutive symbol ids over the table. */
 static size_t pair_hash(uint64_t k) {

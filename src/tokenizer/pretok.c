@@ -16,7 +16,8 @@ struct tdm_pretok {
 
 /* ECMAScript's WhiteSpace + LineTerminator set (what \s means in JavaScript), as the
  * body of a PCRE2 character class. */
-#define JS_SPACE "\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}"
+#define JS_SPACE                                                                                                       \
+    "\\t\\n\\x{0B}\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}"
 
 static const char CONTRACTIONS_I[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)";
 static const char CONTRACTIONS_JS[] = "(?:'([sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD]))";
@@ -87,8 +88,7 @@ void tdm_pretok_free(tdm_pretok *p) {
     free(p);
 }
 
-int tdm_pretok_split(const tdm_pretok *p, const char *text, size_t len, tdm_piece_fn fn, void *ctx,
-                     tdm_error *err) {
+int tdm_pretok_split(const tdm_pretok *p, const char *text, size_t len, tdm_piece_fn fn, void *ctx, tdm_error *err) {
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(p->code, NULL);
     const unsigned char *u = (const unsigned char *)text;
     size_t prev = 0, pos = 0;
@@ -99,8 +99,7 @@ int tdm_pretok_split(const tdm_pretok *p, const char *text, size_t len, tdm_piec
         if (m < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(m, msg, sizeof msg);
-            rc = tdm_errorf(err, "%s: pre-tokenizer regex failed at byte %zu: %s", p->name, pos,
-                            (const char *)msg);
+            rc = tdm_errorf(err, "%s: pre-tokenizer regex failed at byte %zu: %s", p->name, pos, (const char *)msg);
             goto done;
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);

@@ -34,7 +34,6 @@ typedef int (*tdm_piece_fn)(const char *piece, size_t len, void *ctx);
 
 /* Splits valid UTF-8 text[0..len) into pieces. Returns 0, fn's non-zero return, or
  * -1 with err set when the regex engine fails (e.g. its match limit). */
-int tdm_pretok_split(const tdm_pretok *p, const char *text, size_t len, tdm_piece_fn fn, void *ctx,
-                     tdm_error *err);
+int tdm_pretok_split(const tdm_pretok *p, const char *text, size_t len, tdm_piece_fn fn, void *ctx, tdm_error *err);
 
 #endif

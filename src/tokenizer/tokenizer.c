@@ -50,9 +50,7 @@ typedef struct heap_item {
     int32_t rank, pos; /* pos: index of the pair's left symbol in the piece */
 } heap_item;
 
-static int item_less(heap_item a, heap_item b) {
-    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
-}
+static int item_less(heap_item a, heap_item b) { return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos); }
 
 static void heap_push(heap_item *h, size_t *n, heap_item it) {
     size_t i = (*n)++;
@@ -220,8 +218,8 @@ static int encode_section(const tdm_tokenizer *t, const char *s, size_t n, tdm_i
 
 int tdm_tokenizer_encode(const tdm_tokenizer *t, const char *text, size_t len, tdm_ids *out, tdm_error *err) {
     if (len > MAX_TEXT_BYTES)
-        return tdm_errorf(err, "%s: text of %zu bytes is longer than the %zu bytes one encode call accepts", t->name, len,
-                          MAX_TEXT_BYTES);
+        return tdm_errorf(err, "%s: text of %zu bytes is longer than the %zu bytes one encode call accepts", t->name,
+                          len, MAX_TEXT_BYTES);
     char *fixed = NULL;
     if (!tdm_utf8_valid(text, len)) {
         fixed = tdm_utf8_repair(text, len, &len);
@@ -285,8 +283,6 @@ const char *tdm_tokenizer_id_token(const tdm_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_ids ? t->id_str[id] : NULL;
 }
 
-int tdm_tokenizer_vocab_size(const tdm_tokenizer *t) {
-    return t->n_ids;
-}
+int tdm_tokenizer_vocab_size(const tdm_tokenizer *t) { return t->n_ids; }
 
 const char *tdm_tokenizer_name(const tdm_tokenizer *t) { return t->name; }

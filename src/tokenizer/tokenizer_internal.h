@@ -18,10 +18,10 @@
 #include "tokenizer/tokenizer.h"
 
 /* The word cache (piece bytes -> ids) is cleared whenever one of these fills up. */
-#define TDM_TOK_CACHE_MAX_PIECE 128 /* bytes; longer pieces are rare and not cached */
+#define TDM_TOK_CACHE_MAX_PIECE   128 /* bytes; longer pieces are rare and not cached */
 #define TDM_TOK_CACHE_MAX_ENTRIES 32768
-#define TDM_TOK_CACHE_KEY_BYTES ((size_t)1 << 20)
-#define TDM_TOK_CACHE_ID_SLOTS ((size_t)1 << 18)
+#define TDM_TOK_CACHE_KEY_BYTES   ((size_t)1 << 20)
+#define TDM_TOK_CACHE_ID_SLOTS    ((size_t)1 << 18)
 
 typedef struct tdm_added_token {
     const char *content;

@@ -19,7 +19,7 @@
 #include "tokenizer/tokenizer_internal.h"
 
 #define MAX_FILE_BYTES ((size_t)256 << 20)
-#define MAX_ID ((int64_t)1 << 22) /* 4M ids: beyond that a broken file, not a bigger model */
+#define MAX_ID         ((int64_t)1 << 22) /* 4M ids: beyond that a broken file, not a bigger model */
 
 static char *pool_dup(tdm_tokenizer *t, const char *s, size_t n) {
     tdm_pool_block *b = t->pool;
@@ -91,8 +91,8 @@ static int load_vocab(tdm_tokenizer *t, const tdm_json *model, tdm_error *err) {
     for (size_t i = 0; i < vocab->len; i++) {
         int32_t id;
         if (parse_id(vocab->items[i], &id) != 0)
-            return tdm_errorf(err, "%s: model.vocab[\"%.80s\"] (line %d): id must be an integer in [0, %lld)",
-                              t->name, vocab->keys[i], vocab->items[i]->line, (long long)MAX_ID);
+            return tdm_errorf(err, "%s: model.vocab[\"%.80s\"] (line %d): id must be an integer in [0, %lld)", t->name,
+                              vocab->keys[i], vocab->items[i]->line, (long long)MAX_ID);
         int32_t s = symbol(t, vocab->keys[i], strlen(vocab->keys[i]));
         t->sym_id[s] = id;
         if (id >= t->n_ids) t->n_ids = id + 1;
@@ -104,8 +104,10 @@ static int load_vocab(tdm_tokenizer *t, const tdm_json *model, tdm_error *err) {
     for (size_t i = 0; i < vocab->len && rc == 0; i++) {
         int32_t id = (int32_t)vocab->items[i]->i64, o = owner[id];
         if (o >= 0 && strcmp(vocab->keys[o], vocab->keys[i]))
-            rc = tdm_errorf(err, "%s: model.vocab[\"%.80s\"] (line %d): id %d is also the id of \"%.80s\" (each id "
-                            "must name one token)", t->name, vocab->keys[i], vocab->items[i]->line, id, vocab->keys[o]);
+            rc = tdm_errorf(err,
+                            "%s: model.vocab[\"%.80s\"] (line %d): id %d is also the id of \"%.80s\" (each id "
+                            "must name one token)",
+                            t->name, vocab->keys[i], vocab->items[i]->line, id, vocab->keys[o]);
         owner[id] = (int32_t)i;
     }
     free(owner);
@@ -126,8 +128,9 @@ static int load_merge(tdm_tokenizer *t, const tdm_json *m, size_t rank, tdm_erro
     if (m->type == TDM_JSON_STRING) {
         const char *sp = memchr(m->str, ' ', m->len);
         if (!sp || sp == m->str || memchr(sp + 1, ' ', m->len - (size_t)(sp + 1 - m->str)) || sp + 1 == m->str + m->len)
-            return tdm_errorf(err, "%s: model.merges[%zu] (line %d): expected two tokens separated by one space, got \"%.80s\"",
-                              t->name, rank, m->line, m->str);
+            return tdm_errorf(
+                err, "%s: model.merges[%zu] (line %d): expected two tokens separated by one space, got \"%.80s\"",
+                t->name, rank, m->line, m->str);
         l = m->str;
         ln = (size_t)(sp - m->str);
         r = sp + 1;
@@ -153,8 +156,10 @@ static int load_merge(tdm_tokenizer *t, const tdm_json *m, size_t rank, tdm_erro
      * defer the failure (or a silent unk_token) to whichever text first reaches the merge. */
     int32_t missing = t->sym_id[a] < 0 ? a : t->sym_id[b] < 0 ? b : t->sym_id[res] < 0 ? res : -1;
     if (missing >= 0)
-        return tdm_errorf(err, "%s: model.merges[%zu] (line %d): \"%.80s\" is not in model.vocab (a merge joins "
-                          "two vocabulary tokens into a third)", t->name, rank, m->line, t->sym_str[missing]);
+        return tdm_errorf(err,
+                          "%s: model.merges[%zu] (line %d): \"%.80s\" is not in model.vocab (a merge joins "
+                          "two vocabulary tokens into a third)",
+                          t->name, rank, m->line, t->sym_str[missing]);
     /* A repeated pair keeps its last rank, as both tokenizers and transformers.js do. */
     tdm_pairmap_put(&t->merges, a, b, (int32_t)rank, res);
     return 0;
@@ -213,11 +218,11 @@ static int load_added(tdm_tokenizer *t, const tdm_json *root, tdm_error *err) {
         const tdm_json *content = tdm_json_get(a, "content");
         tdm_added_token *at = &t->added[t->n_added];
         if (parse_id(tdm_json_get(a, "id"), &at->id) != 0)
-            return tdm_errorf(err, "%s: added_tokens[%zu] (line %d): \"id\" must be an integer in [0, %lld)", t->name, i,
-                              a->line, (long long)MAX_ID);
+            return tdm_errorf(err, "%s: added_tokens[%zu] (line %d): \"id\" must be an integer in [0, %lld)", t->name,
+                              i, a->line, (long long)MAX_ID);
         if (!content || content->type != TDM_JSON_STRING || content->len == 0)
-            return tdm_errorf(err, "%s: added_tokens[%zu] (line %d): \"content\" must be a non-empty string", t->name, i,
-                              a->line);
+            return tdm_errorf(err, "%s: added_tokens[%zu] (line %d): \"content\" must be a non-empty string", t->name,
+                              i, a->line);
         if (!absent_or_false(a, "lstrip") || !absent_or_false(a, "rstrip") || !absent_or_false(a, "single_word"))
             return tdm_errorf(err, "%s: added_tokens[%zu] \"%.80s\": lstrip / rstrip / single_word are not supported",
                               t->name, i, content->str);
@@ -260,7 +265,9 @@ static int load_byte_level(tdm_tokenizer *t, const tdm_json *bl, const char **pa
         return tdm_errorf(err, "%s: ByteLevel add_prefix_space = true is not supported", t->name);
     const tdm_json *ur = tdm_json_get(bl, "use_regex");
     if (!ur || ur->type == TDM_JSON_TRUE) {
-        if (*pattern) return tdm_errorf(err, "%s: a Split regex followed by ByteLevel use_regex = true is not supported", t->name);
+        if (*pattern)
+            return tdm_errorf(err, "%s: a Split regex followed by ByteLevel use_regex = true is not supported",
+                              t->name);
         *pattern = GPT2_PATTERN;
     }
     return 0;
@@ -283,7 +290,8 @@ static int load_pre_tokenizer(tdm_tokenizer *t, const tdm_json *root, tdm_error 
             const tdm_json *pat = tdm_json_get(tdm_json_get(s, "pattern"), "Regex");
             const tdm_json *beh = tdm_json_get(s, "behavior");
             if (pattern || byte_level || !pat || pat->type != TDM_JSON_STRING)
-                return tdm_errorf(err, "%s: pre_tokenizer: expected one Split with a \"Regex\" pattern before ByteLevel", t->name);
+                return tdm_errorf(
+                    err, "%s: pre_tokenizer: expected one Split with a \"Regex\" pattern before ByteLevel", t->name);
             if (!beh || beh->type != TDM_JSON_STRING || strcmp(beh->str, "Isolated"))
                 return tdm_errorf(err, "%s: pre_tokenizer Split: only behavior \"Isolated\" is supported", t->name);
             if (!absent_or_false(s, "invert"))
@@ -298,7 +306,8 @@ static int load_pre_tokenizer(tdm_tokenizer *t, const tdm_json *root, tdm_error 
                               type_of(s));
         }
     }
-    if (!byte_level) return tdm_errorf(err, "%s: pre_tokenizer has no ByteLevel step; only byte-level BPE is supported", t->name);
+    if (!byte_level)
+        return tdm_errorf(err, "%s: pre_tokenizer has no ByteLevel step; only byte-level BPE is supported", t->name);
     if (pattern && !(t->pretok = tdm_pretok_create(pattern, t->name, err))) return -1;
     return 0;
 }

@@ -24,18 +24,39 @@ typedef struct ab_runs_cli {
 } ab_runs_cli;
 
 static const tdm_flag FLAGS[] = {
-    {.name = "baseline-run", .kind = TDM_FLAG_LIST, .off = offsetof(ab_runs_cli, runs[0]),
-     .count_off = offsetof(ab_runs_cli, n_runs[0]), .max = MAX_RUNS, .opts = TDM_FLAG_MANY, .metavar = "RUN...",
+    {.name = "baseline-run",
+     .kind = TDM_FLAG_LIST,
+     .off = offsetof(ab_runs_cli, runs[0]),
+     .count_off = offsetof(ab_runs_cli, n_runs[0]),
+     .max = MAX_RUNS,
+     .opts = TDM_FLAG_MANY,
+     .metavar = "RUN...",
      .help = "the baseline's runs (several: repeats of the side)"},
-    {.name = "candidate-run", .kind = TDM_FLAG_LIST, .off = offsetof(ab_runs_cli, runs[1]),
-     .count_off = offsetof(ab_runs_cli, n_runs[1]), .max = MAX_RUNS, .opts = TDM_FLAG_MANY, .metavar = "RUN...",
+    {.name = "candidate-run",
+     .kind = TDM_FLAG_LIST,
+     .off = offsetof(ab_runs_cli, runs[1]),
+     .count_off = offsetof(ab_runs_cli, n_runs[1]),
+     .max = MAX_RUNS,
+     .opts = TDM_FLAG_MANY,
+     .metavar = "RUN...",
      .help = "the candidate's runs"},
-    {.name = "window", .kind = TDM_FLAG_STRING, .off = offsetof(ab_runs_cli, window), .metavar = "A:B",
+    {.name = "window",
+     .kind = TDM_FLAG_STRING,
+     .off = offsetof(ab_runs_cli, window),
+     .metavar = "A:B",
      .help = "iterations used for the statistics, inclusive (default the practice's 21:200, clipped to what "
              "every run holds; the report says how)"},
-    {.name = "bootstrap-seed", .kind = TDM_FLAG_U64, .off = offsetof(ab_runs_cli, seed), .def = "20261129",
-     .metavar = "S", .help = "seed of the bootstrap interval"},
-    {.name = "out", .kind = TDM_FLAG_PATH, .off = offsetof(ab_runs_cli, out), .def = "ab-report", .metavar = "DIR",
+    {.name = "bootstrap-seed",
+     .kind = TDM_FLAG_U64,
+     .off = offsetof(ab_runs_cli, seed),
+     .def = "20261129",
+     .metavar = "S",
+     .help = "seed of the bootstrap interval"},
+    {.name = "out",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(ab_runs_cli, out),
+     .def = "ab-report",
+     .metavar = "DIR",
      .help = "report directory"},
 };
 
@@ -44,8 +65,9 @@ static const tdm_flags P;
 /* A flag not close to one of ours: most likely a training flag, which belongs to ab without runs. */
 static int unknown_flag(const char *name, size_t n, tdm_error *err) {
     if (tdm_flags_suggest(&P, name, n)) return 0; /* a typo of ours: the did-you-mean */
-    return tdm_errorf(err, "--%.*s is not a flag of ab on finished runs (--baseline-run, --candidate-run, --window, "
-                           "--bootstrap-seed, --out); training flags belong to ab without runs",
+    return tdm_errorf(err,
+                      "--%.*s is not a flag of ab on finished runs (--baseline-run, --candidate-run, --window, "
+                      "--bootstrap-seed, --out); training flags belong to ab without runs",
                       (int)n, name);
 }
 
@@ -90,8 +112,9 @@ int cmd_ab_runs(int argc, char **argv) {
     o.bootstrap_seed = c.seed;
     for (int s = 0; s < 2; s++) o.n_runs[s] = c.n_runs[s];
     if (!msg[0] && (o.n_runs[0] == 0 || o.n_runs[1] == 0))
-        snprintf(msg, sizeof msg, "--%s-run: expected one or more runs (a log, a golden_values_*.json, a test-case "
-                                  "directory or a MindSpeed baseline JSON)",
+        snprintf(msg, sizeof msg,
+                 "--%s-run: expected one or more runs (a log, a golden_values_*.json, a test-case "
+                 "directory or a MindSpeed baseline JSON)",
                  o.n_runs[0] == 0 ? "baseline" : "candidate");
     if (msg[0]) {
         fprintf(stderr, "tandem ab: %s\n", msg);

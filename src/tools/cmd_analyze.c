@@ -22,14 +22,22 @@ typedef struct analyze_opts {
 } analyze_opts;
 
 static const tdm_flag FLAGS[] = {
-    {.name = "out", .kind = TDM_FLAG_PATH, .off = offsetof(analyze_opts, out), .metavar = "DIR",
+    {.name = "out",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(analyze_opts, out),
+     .metavar = "DIR",
      .help = "write report.md, analysis.json, timeline_run<i>.svg, steps_run<i>.svg there (default: analyze-report)"},
-    {.name = "json", .kind = TDM_FLAG_BOOL, .off = offsetof(analyze_opts, json),
+    {.name = "json",
+     .kind = TDM_FLAG_BOOL,
+     .off = offsetof(analyze_opts, json),
      .help = "print analysis.json instead of the table"},
 };
 
 static const tdm_positional POS[] = {
-    {.metavar = "RUN...", .off = offsetof(analyze_opts, runs), .many = 1, .count_off = offsetof(analyze_opts, n_runs),
+    {.metavar = "RUN...",
+     .off = offsetof(analyze_opts, runs),
+     .many = 1,
+     .count_off = offsetof(analyze_opts, n_runs),
      .help = "a trace file or a folder of them (one run; every rank's file): PyTorch profiler traces (*.json, "
              "*.json.gz; Kineto or PyTorch 1.13's legacy format), Ascend profiler output (trace_view.json, "
              "step_trace_time.csv, communication.json, msprof-analyze's cluster_step_trace_time.csv and "

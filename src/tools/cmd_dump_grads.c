@@ -30,24 +30,43 @@ typedef struct dump_grads_opts {
 
 #define OPT(field) offsetof(dump_grads_opts, field)
 static const tdm_flag FLAGS[] = {
-    {.name = "model", .kind = TDM_FLAG_PATH, .off = OPT(model), .metavar = "DIR",
+    {.name = "model",
+     .kind = TDM_FLAG_PATH,
+     .off = OPT(model),
+     .metavar = "DIR",
      .help = "directory with config.json (and preprocessor_config.json, else Qwen defaults)"},
     {.name = "tokenizer", .kind = TDM_FLAG_PATH, .off = OPT(tokenizer), .metavar = "FILE", .help = "tokenizer.json"},
-    {.name = "data", .kind = TDM_FLAG_PATH, .off = OPT(data), .metavar = "FILE.json",
+    {.name = "data",
+     .kind = TDM_FLAG_PATH,
+     .off = OPT(data),
+     .metavar = "FILE.json",
      .help = "dataset file (messages or conversations layout)"},
-    {.name = "image-root", .kind = TDM_FLAG_PATH, .off = OPT(image_root), .metavar = "DIR",
+    {.name = "image-root",
+     .kind = TDM_FLAG_PATH,
+     .off = OPT(image_root),
+     .metavar = "DIR",
      .help = "resolve image paths against DIR (default: the data file's folder)"},
     {.name = "out", .kind = TDM_FLAG_PATH, .off = OPT(out), .metavar = "FILE", .help = "output .safetensors"},
-    {.name = "seed", .kind = TDM_FLAG_U64, .off = OPT(seed), .def = "1234", .metavar = "S",
+    {.name = "seed",
+     .kind = TDM_FLAG_U64,
+     .off = OPT(seed),
+     .def = "1234",
+     .metavar = "S",
      .help = "initial weights from seed S"},
-    {.name = "load", .kind = TDM_FLAG_PATH, .off = OPT(load), .metavar = "WEIGHTS",
+    {.name = "load",
+     .kind = TDM_FLAG_PATH,
+     .off = OPT(load),
+     .metavar = "WEIGHTS",
      .help = "load weights from a .safetensors file or a checkpoint (a --save folder or one iter_XXXXXXX "
              "directory, checksums verified) instead"},
     {.name = "freeze-vision", .kind = TDM_FLAG_BOOL, .off = OPT(freeze.vision), .help = "as in `tandem train`"},
     {.name = "freeze-projector", .kind = TDM_FLAG_BOOL, .off = OPT(freeze.projector), .help = "as in `tandem train`"},
     {.name = "freeze-llm", .kind = TDM_FLAG_BOOL, .off = OPT(freeze.llm), .help = "as in `tandem train`"},
     {.name = "freeze-lm-head", .kind = TDM_FLAG_BOOL, .off = OPT(freeze.lm_head), .help = "as in `tandem train`"},
-    {.name = "save-inputs", .kind = TDM_FLAG_PATH, .off = OPT(save_inputs), .metavar = "DIR",
+    {.name = "save-inputs",
+     .kind = TDM_FLAG_PATH,
+     .off = OPT(save_inputs),
+     .metavar = "DIR",
      .help = "also write what a reference implementation needs to redo the step (config.json, case.json, "
              "weights, batch, loss; tests/model/cli_dump_grads.sh)"},
 };
@@ -92,8 +111,7 @@ static int save_reference_inputs(const char *dir, const tdm_model_config *cfg, c
     int64_t T = b->n_tokens, S1 = b->n_seqs + 1, NI = b->n_images, NP = b->n_patches;
     int64_t ni = NI > 0 ? NI : 0;
     float *f = tdm_xmalloc(sizeof(float) * (size_t)(3 * T + 3 * T + S1 + 3 * ni + 1));
-    float *ids = f, *labels = ids + T, *targets = labels + T, *pos = targets + T, *cu = pos + 3 * T,
-          *grid = cu + S1;
+    float *ids = f, *labels = ids + T, *targets = labels + T, *pos = targets + T, *cu = pos + 3 * T, *grid = cu + S1;
     for (int64_t i = 0; i < T; i++) {
         ids[i] = (float)b->input_ids[i];
         labels[i] = (float)b->labels[i];
@@ -104,8 +122,12 @@ static int save_reference_inputs(const char *dir, const tdm_model_config *cfg, c
     for (int64_t i = 0; i < 3 * ni; i++) grid[i] = (float)b->image_grid_thw[i];
     int64_t sh_pos[2] = {3, T}, sh_grid[2] = {ni, 3}, sh_pix[2] = {NP, b->patch_dim};
     tdm_st_entry be[7] = {
-        {"input_ids", 1, &T, ids},        {"labels", 1, &T, labels},     {"targets", 1, &T, targets},
-        {"cu_seqlens", 1, &S1, cu},       {"position_ids", 2, sh_pos, pos}, {"image_grid_thw", 2, sh_grid, grid},
+        {"input_ids", 1, &T, ids},
+        {"labels", 1, &T, labels},
+        {"targets", 1, &T, targets},
+        {"cu_seqlens", 1, &S1, cu},
+        {"position_ids", 2, sh_pos, pos},
+        {"image_grid_thw", 2, sh_grid, grid},
         {"pixel_values", 2, sh_pix, b->pixel_values},
     };
     snprintf(path, sizeof path, "%s/batch.safetensors", dir);
@@ -165,17 +187,29 @@ int cmd_dump_grads(int argc, char **argv) {
     tdm_preproc_config pp;
     char pp_path[1200];
 
-    if (tdm_model_config_load(model_dir, &cfg, &err)) { rc = fail(err.msg); goto done; }
+    if (tdm_model_config_load(model_dir, &cfg, &err)) {
+        rc = fail(err.msg);
+        goto done;
+    }
     snprintf(pp_path, sizeof pp_path, "%s/preprocessor_config.json", model_dir);
     if (tdm_file_exists(pp_path)) {
-        if (tdm_preproc_config_load(pp_path, &pp, &err)) { rc = fail(err.msg); goto done; }
+        if (tdm_preproc_config_load(pp_path, &pp, &err)) {
+            rc = fail(err.msg);
+            goto done;
+        }
     } else {
         tdm_preproc_config_default(&pp);
     }
     tok = tdm_tokenizer_load(tok_path, &err);
-    if (!tok) { rc = fail(err.msg); goto done; }
+    if (!tok) {
+        rc = fail(err.msg);
+        goto done;
+    }
     /* the ids the tokenizer gives must be the ones the model was configured with */
-    if (tdm_feed_check_tokenizer(tok, tok_path, &cfg, &err) != 0) { rc = fail(err.msg); goto done; }
+    if (tdm_feed_check_tokenizer(tok, tok_path, &cfg, &err) != 0) {
+        rc = fail(err.msg);
+        goto done;
+    }
     if (tdm_feed_check_preprocessor(&pp, tdm_file_exists(pp_path) ? pp_path : NULL, &cfg, &err) != 0) {
         rc = fail(err.msg);
         goto done;
@@ -183,7 +217,10 @@ int cmd_dump_grads(int argc, char **argv) {
     const char *files[1] = {data_path};
     tdm_data_options dopt = {.files = files, .n_files = 1, .image_root = image_root};
     data = tdm_data_open(&dopt, tok, &pp, &err);
-    if (!data) { rc = fail(err.msg); goto done; }
+    if (!data) {
+        rc = fail(err.msg);
+        goto done;
+    }
     int64_t n = tdm_data_n_samples(data);
     if (n <= 0 || n > (1 << 20)) {
         fprintf(stderr, "tandem dump-grads: %s: expected between 1 and %d usable samples, found %lld\n", data_path,
@@ -206,36 +243,60 @@ int cmd_dump_grads(int argc, char **argv) {
     }
     idx = tdm_xmalloc(sizeof(int64_t) * (size_t)n);
     for (int64_t i = 0; i < n; i++) idx[i] = i;
-    if (tdm_data_build_batch(data, idx, (int)n, &b, &err)) { rc = fail(err.msg); goto done; }
+    if (tdm_data_build_batch(data, idx, (int)n, &b, &err)) {
+        rc = fail(err.msg);
+        goto done;
+    }
     if (b.n_target_tokens <= 0) {
         fprintf(stderr, "tandem dump-grads: %s: no trained tokens (every label is -100)\n", data_path);
         goto done;
     }
 
     m = tdm_model_create(&cfg, &freeze, &err);
-    if (!m) { rc = fail(err.msg); goto done; }
+    if (!m) {
+        rc = fail(err.msg);
+        goto done;
+    }
     tdm_param_table *t = tdm_model_params(m);
-    if (tdm_param_table_alloc(t, &wdata, &wgrad, &err)) { rc = fail(err.msg); goto done; }
+    if (tdm_param_table_alloc(t, &wdata, &wgrad, &err)) {
+        rc = fail(err.msg);
+        goto done;
+    }
     struct stat lst;
     if (load && stat(load, &lst) == 0 && S_ISDIR(lst.st_mode)) {
         /* a checkpoint: a --save folder (its tracker picks the iteration) or one iter_XXXXXXX, its files'
          * checksums verified, as train --load and generate --load read it */
         tdm_ckpt ck;
-        if (tdm_ckpt_open_weights(load, &ck, &err) != 0) { rc = fail(err.msg); goto done; }
+        if (tdm_ckpt_open_weights(load, &ck, &err) != 0) {
+            rc = fail(err.msg);
+            goto done;
+        }
         int lrc = tdm_ckpt_load_weights(&ck, t, &err);
         tdm_ckpt_close(&ck);
-        if (lrc) { rc = fail(err.msg); goto done; }
+        if (lrc) {
+            rc = fail(err.msg);
+            goto done;
+        }
     } else if (load) {
         tdm_safetensors *st = tdm_safetensors_open(load, &err);
-        if (!st) { rc = fail(err.msg); goto done; }
+        if (!st) {
+            rc = fail(err.msg);
+            goto done;
+        }
         int lrc = tdm_safetensors_load_params(st, t, cfg.tie_word_embeddings ? TDM_ST_TIED_LM_HEAD : 0, NULL, &err);
         tdm_safetensors_close(st);
-        if (lrc) { rc = fail(err.msg); goto done; }
+        if (lrc) {
+            rc = fail(err.msg);
+            goto done;
+        }
     } else {
         tdm_model_init_weights(m, seed);
     }
     tdm_model_limits lim = {b.n_tokens, b.n_seqs, b.n_patches, b.n_images};
-    if (tdm_model_reserve(m, &lim, &err)) { rc = fail(err.msg); goto done; }
+    if (tdm_model_reserve(m, &lim, &err)) {
+        rc = fail(err.msg);
+        goto done;
+    }
     tdm_fb_result res;
     if (tdm_model_forward_backward(m, &b, (float)(1.0 / (double)b.n_target_tokens), &res, &err)) {
         rc = fail(err.msg);
@@ -246,12 +307,14 @@ int cmd_dump_grads(int argc, char **argv) {
     tdm_st_entry *ent = tdm_xcalloc((size_t)t->n, sizeof *ent);
     int k = 0;
     for (int i = 0; i < t->n; i++)
-        if (t->p[i].trainable)
-            ent[k++] = (tdm_st_entry){t->p[i].name, t->p[i].ndim, t->p[i].shape, t->p[i].grad};
+        if (t->p[i].trainable) ent[k++] = (tdm_st_entry){t->p[i].name, t->p[i].ndim, t->p[i].shape, t->p[i].grad};
     const char *meta[4] = {"format", "pt", "content", "gradients of the mean loss"};
     int wrc = tdm_safetensors_write(out, ent, k, TDM_ST_F32, meta, 2, &err);
     free(ent);
-    if (wrc) { rc = fail(err.msg); goto done; }
+    if (wrc) {
+        rc = fail(err.msg);
+        goto done;
+    }
     if (save_inputs && save_reference_inputs(save_inputs, &cfg, &freeze, t, &b, &res, &err)) {
         rc = fail(err.msg);
         goto done;

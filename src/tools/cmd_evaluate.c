@@ -40,17 +40,44 @@ typedef struct evaluate_opts {
 } evaluate_opts;
 
 static const tdm_flag FLAGS[] = {
-    {.name = "data", .kind = TDM_FLAG_PATH, .off = offsetof(evaluate_opts, data), .metavar = "FILE",
+    {.name = "data",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(evaluate_opts, data),
+     .metavar = "FILE",
      .help = "the held-out split (JSON or JSON Lines)"},
-    {.name = "image-root", .kind = TDM_FLAG_PATH, .off = offsetof(evaluate_opts, image_root), .metavar = "DIR",
+    {.name = "image-root",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(evaluate_opts, image_root),
+     .metavar = "DIR",
      .help = "directory image paths resolve against (default: the data file's folder)"},
-    {.name = "max-new-tokens", .kind = TDM_FLAG_INT, .off = offsetof(evaluate_opts, max_new), .lo = 1, .hi = 1e8,
-     .def = "16", .metavar = "N", .help = "stop each answer after N tokens or at <|im_end|>"},
-    {.name = "limit", .kind = TDM_FLAG_I64, .off = offsetof(evaluate_opts, limit), .lo = 1, .hi = 1e8, .def = "-1",
-     .metavar = "N", .help = "evaluate only the first N samples of --data"},
-    {.name = "show", .kind = TDM_FLAG_INT, .off = offsetof(evaluate_opts, show), .lo = 0, .hi = 1e8, .def = "0",
-     .metavar = "N", .help = "print the first N answers beside their references"},
-    {.name = "out", .kind = TDM_FLAG_PATH, .off = offsetof(evaluate_opts, out), .metavar = "FILE",
+    {.name = "max-new-tokens",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(evaluate_opts, max_new),
+     .lo = 1,
+     .hi = 1e8,
+     .def = "16",
+     .metavar = "N",
+     .help = "stop each answer after N tokens or at <|im_end|>"},
+    {.name = "limit",
+     .kind = TDM_FLAG_I64,
+     .off = offsetof(evaluate_opts, limit),
+     .lo = 1,
+     .hi = 1e8,
+     .def = "-1",
+     .metavar = "N",
+     .help = "evaluate only the first N samples of --data"},
+    {.name = "show",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(evaluate_opts, show),
+     .lo = 0,
+     .hi = 1e8,
+     .def = "0",
+     .metavar = "N",
+     .help = "print the first N answers beside their references"},
+    {.name = "out",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(evaluate_opts, out),
+     .metavar = "FILE",
      .help = "write one JSON line per sample: answer, reference, correct, log-likelihood"},
 };
 
@@ -226,8 +253,8 @@ int cmd_evaluate(int argc, char **argv) {
             tdm_sb_json_string(&line, answer, strlen(answer));
             tdm_sb_puts(&line, ", \"reference\": ");
             tdm_sb_json_string(&line, ref, strlen(ref));
-            tdm_sb_printf(&line, ", \"loglik_sum\": %.9g, \"loglik_tokens\": %d, \"loglik_mean\": %.9g}\n", ll,
-                          ll_n, ll / ll_n);
+            tdm_sb_printf(&line, ", \"loglik_sum\": %.9g, \"loglik_tokens\": %d, \"loglik_mean\": %.9g}\n", ll, ll_n,
+                          ll / ll_n);
             fputs(line.data, out);
         }
         free(answer);
@@ -241,8 +268,8 @@ int cmd_evaluate(int argc, char **argv) {
         for (int k = 0; k < n_kinds; k++)
             printf("  %-16s %6.2f%% (%d of %d)\n", kinds[k].name, 100.0 * kinds[k].correct / kinds[k].n,
                    kinds[k].correct, kinds[k].n);
-        printf("log-likelihood of the references: %.6g per sample, %.6g per token (%lld tokens)\n",
-               ll_sum_all / total, ll_sum_all / (double)ll_tokens_all, (long long)ll_tokens_all);
+        printf("log-likelihood of the references: %.6g per sample, %.6g per token (%lld tokens)\n", ll_sum_all / total,
+               ll_sum_all / (double)ll_tokens_all, (long long)ll_tokens_all);
     }
     tdm_sb_free(&line);
     if (out && fclose(out) != 0 && rc == 0) {

@@ -31,27 +31,53 @@ typedef struct export_opts {
 } export_opts;
 
 static const tdm_flag OWN[] = {
-    {.name = "out", .kind = TDM_FLAG_PATH, .off = offsetof(export_opts, out), .metavar = "DIR",
+    {.name = "out",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(export_opts, out),
+     .metavar = "DIR",
      .help = "where to write rank{r}/step{k}_micro{m}.bin and index.json"},
-    {.name = "steps", .kind = TDM_FLAG_I64, .off = offsetof(export_opts, steps), .lo = 1, .hi = 1000000, .def = "2",
-     .metavar = "N", .help = "optimizer steps to write"},
-    {.name = "dp", .kind = TDM_FLAG_I64, .off = offsetof(export_opts, dp), .lo = 1, .hi = 1024, .def = "1",
-     .metavar = "N", .help = "data-parallel ranks to write the micro-batches of"},
+    {.name = "steps",
+     .kind = TDM_FLAG_I64,
+     .off = offsetof(export_opts, steps),
+     .lo = 1,
+     .hi = 1000000,
+     .def = "2",
+     .metavar = "N",
+     .help = "optimizer steps to write"},
+    {.name = "dp",
+     .kind = TDM_FLAG_I64,
+     .off = offsetof(export_opts, dp),
+     .lo = 1,
+     .hi = 1024,
+     .def = "1",
+     .metavar = "N",
+     .help = "data-parallel ranks to write the micro-batches of"},
 };
 
 /* The `tandem train` flags that select what the trainer consumes, from its table: the same spelling, range and
  * help. */
-static const char *const FROM_TRAIN[] = {"model", "tokenizer", "preprocessor", "data", "image-root",
-                                         "image-max-pixels", "image-min-pixels", "skip-bad-samples",
-                                         "micro-batch-size", "global-batch-size", "seq-length", "seed"};
+static const char *const FROM_TRAIN[] = {"model",
+                                         "tokenizer",
+                                         "preprocessor",
+                                         "data",
+                                         "image-root",
+                                         "image-max-pixels",
+                                         "image-min-pixels",
+                                         "skip-bad-samples",
+                                         "micro-batch-size",
+                                         "global-batch-size",
+                                         "seq-length",
+                                         "seed"};
 #define N_FROM_TRAIN ((int)(sizeof FROM_TRAIN / sizeof *FROM_TRAIN))
 
 /* A train flag that does not change the batches (--save, --lr, ...): said so, rather than taken and ignored. */
 static int not_for_batches(const char *name, size_t n, tdm_error *err) {
     const char *f = tdm_train_args_flag(name, n);
     if (!f) return 0;
-    return tdm_errorf(err, "--%s is a `tandem train` flag that does not change the batches; export-batches does "
-                           "not take it (tandem export-batches --help lists its flags)", f);
+    return tdm_errorf(err,
+                      "--%s is a `tandem train` flag that does not change the batches; export-batches does "
+                      "not take it (tandem export-batches --help lists its flags)",
+                      f);
 }
 
 static void parser(tdm_flags *p, tdm_flag_table *more, tdm_flag *picked) {
@@ -112,8 +138,10 @@ int cmd_export_batches(int argc, char **argv) {
     }
     tdm_train_args_resolve(a, (int)dp);
     if (a->global_batch_size % (a->micro_batch_size * (int)dp) != 0) {
-        fprintf(stderr, "tandem export-batches: --global-batch-size %d is not a multiple of --micro-batch-size %d x --dp %lld\n",
-                a->global_batch_size, a->micro_batch_size, (long long)dp);
+        fprintf(
+            stderr,
+            "tandem export-batches: --global-batch-size %d is not a multiple of --micro-batch-size %d x --dp %lld\n",
+            a->global_batch_size, a->micro_batch_size, (long long)dp);
         return 2;
     }
     tdm_model_config cfg; /* the tokenizer and the preprocessor are checked against it as in train */
@@ -168,9 +196,11 @@ int cmd_export_batches(int argc, char **argv) {
     if (rc == 0) {
         tdm_strbuf js;
         tdm_sb_init(&js);
-        tdm_sb_printf(&js, "{\"dp\": %lld, \"steps\": %lld, \"global_batch_size\": %d, \"micro_batch_size\": %d, "
-                           "\"batches\": [%s\n]}\n",
-                      (long long)dp, (long long)steps, a->global_batch_size, a->micro_batch_size, idx.data ? idx.data : "");
+        tdm_sb_printf(&js,
+                      "{\"dp\": %lld, \"steps\": %lld, \"global_batch_size\": %d, \"micro_batch_size\": %d, "
+                      "\"batches\": [%s\n]}\n",
+                      (long long)dp, (long long)steps, a->global_batch_size, a->micro_batch_size,
+                      idx.data ? idx.data : "");
         char path[1200];
         snprintf(path, sizeof path, "%s/index.json", out);
         if (tdm_write_file_atomic(path, js.data, js.len, &err) != 0) {

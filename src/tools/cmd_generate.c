@@ -18,25 +18,69 @@ typedef struct generate_opts {
 
 static const tdm_flag FLAGS[] = {
 #define GEN(field) offsetof(generate_opts, gen) + offsetof(tdm_generator_options, field)
-    {.name = "image", .kind = TDM_FLAG_PATH, .off = offsetof(generate_opts, image), .metavar = "FILE",
+    {.name = "image",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(generate_opts, image),
+     .metavar = "FILE",
      .help = "a picture, before the prompt's text (as \"<image>TEXT\")"},
-    {.name = "prompt", .kind = TDM_FLAG_STRING, .off = offsetof(generate_opts, prompt), .opts = TDM_FLAG_DASHES,
-     .metavar = "TEXT", .help = "the user's turn"},
-    {.name = "system", .kind = TDM_FLAG_STRING, .off = offsetof(generate_opts, system), .opts = TDM_FLAG_DASHES,
-     .metavar = "TEXT", .help = "a system turn before it"},
-    {.name = "max-new-tokens", .kind = TDM_FLAG_INT, .off = offsetof(generate_opts, max_new), .lo = 1, .hi = 65536,
-     .def = "64", .metavar = "N", .help = "stop after N tokens or at <|im_end|>"},
+    {.name = "prompt",
+     .kind = TDM_FLAG_STRING,
+     .off = offsetof(generate_opts, prompt),
+     .opts = TDM_FLAG_DASHES,
+     .metavar = "TEXT",
+     .help = "the user's turn"},
+    {.name = "system",
+     .kind = TDM_FLAG_STRING,
+     .off = offsetof(generate_opts, system),
+     .opts = TDM_FLAG_DASHES,
+     .metavar = "TEXT",
+     .help = "a system turn before it"},
+    {.name = "max-new-tokens",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(generate_opts, max_new),
+     .lo = 1,
+     .hi = 65536,
+     .def = "64",
+     .metavar = "N",
+     .help = "stop after N tokens or at <|im_end|>"},
 #define SMP(field) GEN(sampling) + offsetof(tdm_sampling, field)
-    {.name = "do-sample", .kind = TDM_FLAG_BOOL, .off = SMP(do_sample), .group = "Sampling (greedy without --do-sample)",
+    {.name = "do-sample",
+     .kind = TDM_FLAG_BOOL,
+     .off = SMP(do_sample),
+     .group = "Sampling (greedy without --do-sample)",
      .help = "draw each token from the model's distribution, as Hugging Face's do_sample=True"},
-    {.name = "temperature", .kind = TDM_FLAG_DOUBLE, .off = SMP(temperature), .lo = 0, .hi = 1e6, .def = "-1",
-     .metavar = "T", .help = "divide the logits by T (default 1; 0: greedy)"},
-    {.name = "top-k", .kind = TDM_FLAG_INT, .off = SMP(top_k), .lo = 0, .hi = 1e9, .def = "-1", .metavar = "K",
+    {.name = "temperature",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = SMP(temperature),
+     .lo = 0,
+     .hi = 1e6,
+     .def = "-1",
+     .metavar = "T",
+     .help = "divide the logits by T (default 1; 0: greedy)"},
+    {.name = "top-k",
+     .kind = TDM_FLAG_INT,
+     .off = SMP(top_k),
+     .lo = 0,
+     .hi = 1e9,
+     .def = "-1",
+     .metavar = "K",
      .help = "keep the K most likely tokens (default 50; 0: all)"},
-    {.name = "top-p", .kind = TDM_FLAG_DOUBLE, .off = SMP(top_p), .lo = 0, .hi = 1, .def = "-1", .metavar = "P",
+    {.name = "top-p",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = SMP(top_p),
+     .lo = 0,
+     .hi = 1,
+     .def = "-1",
+     .metavar = "P",
      .help = "then the most likely tokens up to cumulative probability P (default 1: all)"},
-    {.name = "seed", .kind = TDM_FLAG_I64, .off = offsetof(generate_opts, seed), .lo = 0, .hi = 9e15, .def = "-1",
-     .metavar = "N", .help = "the random seed; the same seed gives the same text (default 0)"},
+    {.name = "seed",
+     .kind = TDM_FLAG_I64,
+     .off = offsetof(generate_opts, seed),
+     .lo = 0,
+     .hi = 9e15,
+     .def = "-1",
+     .metavar = "N",
+     .help = "the random seed; the same seed gives the same text (default 0)"},
 #undef SMP
 #undef GEN
 };
@@ -61,8 +105,11 @@ int cmd_generate(int argc, char **argv) {
     tdm_generator_options o = opts.gen;
     tdm_sampling *sm = &o.sampling;
     if (!sm->do_sample) {
-        const char *given = sm->temperature >= 0 ? "--temperature" : sm->top_k >= 0 ? "--top-k"
-                            : sm->top_p >= 0 ? "--top-p" : opts.seed >= 0 ? "--seed" : NULL;
+        const char *given = sm->temperature >= 0 ? "--temperature"
+                            : sm->top_k >= 0     ? "--top-k"
+                            : sm->top_p >= 0     ? "--top-p"
+                            : opts.seed >= 0     ? "--seed"
+                                                 : NULL;
         if (given) {
             fprintf(stderr, "tandem generate: %s: applies only with --do-sample (decoding is greedy without it)\n",
                     given);

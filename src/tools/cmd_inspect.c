@@ -24,12 +24,29 @@ typedef struct inspect_opts {
 } inspect_opts;
 
 static const tdm_flag OWN[] = {
-    {.name = "dp", .kind = TDM_FLAG_I64, .off = offsetof(inspect_opts, dp), .lo = 1, .hi = 1 << 20, .def = "1",
-     .metavar = "N", .help = "data-parallel ranks"},
-    {.name = "micro-batch-tokens", .kind = TDM_FLAG_I64, .off = offsetof(inspect_opts, tokens), .lo = 1,
-     .hi = 1 << 24, .metavar = "T", .help = "tokens in one packed micro-batch (for the activation row)"},
-    {.name = "micro-batch-patches", .kind = TDM_FLAG_I64, .off = offsetof(inspect_opts, patches), .lo = 0,
-     .hi = 1 << 24, .def = "0", .metavar = "P", .help = "vision patches in one micro-batch, before merging"},
+    {.name = "dp",
+     .kind = TDM_FLAG_I64,
+     .off = offsetof(inspect_opts, dp),
+     .lo = 1,
+     .hi = 1 << 20,
+     .def = "1",
+     .metavar = "N",
+     .help = "data-parallel ranks"},
+    {.name = "micro-batch-tokens",
+     .kind = TDM_FLAG_I64,
+     .off = offsetof(inspect_opts, tokens),
+     .lo = 1,
+     .hi = 1 << 24,
+     .metavar = "T",
+     .help = "tokens in one packed micro-batch (for the activation row)"},
+    {.name = "micro-batch-patches",
+     .kind = TDM_FLAG_I64,
+     .off = offsetof(inspect_opts, patches),
+     .lo = 0,
+     .hi = 1 << 24,
+     .def = "0",
+     .metavar = "P",
+     .help = "vision patches in one micro-batch, before merging"},
 };
 
 /* `tandem train`'s flags that change the plan, taken from its table: the same spelling, range and values; the
@@ -55,8 +72,10 @@ static const char *const FROM_TRAIN[][2] = {
 static int not_for_the_plan(const char *name, size_t n, tdm_error *err) {
     const char *f = tdm_train_args_flag(name, n);
     if (!f) return 0;
-    return tdm_errorf(err, "--%s is a `tandem train` flag that does not change the memory plan; inspect does not "
-                           "take it (tandem inspect --help lists its flags)", f);
+    return tdm_errorf(err,
+                      "--%s is a `tandem train` flag that does not change the memory plan; inspect does not "
+                      "take it (tandem inspect --help lists its flags)",
+                      f);
 }
 
 /* The parser: inspect's own flags, then train's (copied from its table into `picked`). */

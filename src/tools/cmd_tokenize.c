@@ -22,9 +22,14 @@ typedef struct tokenize_opts {
 } tokenize_opts;
 
 static const tdm_flag FLAGS[] = {
-    {.name = "tokenizer", .kind = TDM_FLAG_PATH, .off = offsetof(tokenize_opts, tokenizer), .metavar = "FILE",
+    {.name = "tokenizer",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(tokenize_opts, tokenizer),
+     .metavar = "FILE",
      .help = "a Hugging Face byte-level BPE tokenizer.json (or a directory holding one)"},
-    {.name = "decode", .kind = TDM_FLAG_BOOL, .off = offsetof(tokenize_opts, decode),
+    {.name = "decode",
+     .kind = TDM_FLAG_BOOL,
+     .off = offsetof(tokenize_opts, decode),
      .help = "read lines of space-separated ids and print their text"},
 };
 

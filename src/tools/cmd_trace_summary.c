@@ -21,14 +21,17 @@ typedef struct trace_summary_opts {
 } trace_summary_opts;
 
 static const tdm_flag FLAGS[] = {
-    {.name = "json", .kind = TDM_FLAG_BOOL, .off = offsetof(trace_summary_opts, json),
+    {.name = "json",
+     .kind = TDM_FLAG_BOOL,
+     .off = offsetof(trace_summary_opts, json),
      .help = "print the analysis as JSON instead (per-step statistics, their mean, the operator summary: the "
              "analysis.json of a profiled run without its thread table), recomputed from the trace by this build, "
              "e.g. to re-read old traces after the analysis changed"},
 };
 
 static const tdm_positional POS[] = {
-    {.metavar = "DIR|TRACE.json", .off = offsetof(trace_summary_opts, path),
+    {.metavar = "DIR|TRACE.json",
+     .off = offsetof(trace_summary_opts, path),
      .help = "a profiler save_path (it holds trace.json, written by a run with --profile-config), the trace, or "
              "a tandem ab report folder (its traces/<side>/, each in turn)"},
 };
@@ -112,8 +115,10 @@ int cmd_trace_summary(int argc, char **argv) {
         }
         if (!is_file(path) && found) {
             if (as_json) {
-                fprintf(stderr, "tandem trace-summary: %s is an A/B report folder: its traces are in %s and %s; "
-                                "give one of them for --json\n", o.path, side_dir[0], side_dir[1]);
+                fprintf(stderr,
+                        "tandem trace-summary: %s is an A/B report folder: its traces are in %s and %s; "
+                        "give one of them for --json\n",
+                        o.path, side_dir[0], side_dir[1]);
                 return 1;
             }
             int rc = 0;

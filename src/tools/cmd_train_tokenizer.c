@@ -21,12 +21,25 @@ typedef struct train_tokenizer_opts {
 } train_tokenizer_opts;
 
 static const tdm_flag FLAGS[] = {
-    {.name = "data", .kind = TDM_FLAG_LIST, .off = offsetof(train_tokenizer_opts, data),
-     .count_off = offsetof(train_tokenizer_opts, n_data), .max = MAX_DATA_FILES, .metavar = "FILE",
+    {.name = "data",
+     .kind = TDM_FLAG_LIST,
+     .off = offsetof(train_tokenizer_opts, data),
+     .count_off = offsetof(train_tokenizer_opts, n_data),
+     .max = MAX_DATA_FILES,
+     .metavar = "FILE",
      .help = "dataset file (repeatable, up to 64)"},
-    {.name = "vocab-size", .kind = TDM_FLAG_INT, .off = offsetof(train_tokenizer_opts, vocab), .lo = 1,
-     .hi = 1 << 20, .def = "1024", .metavar = "N", .help = "total ids including the 26 added tokens"},
-    {.name = "out", .kind = TDM_FLAG_PATH, .off = offsetof(train_tokenizer_opts, out), .metavar = "FILE",
+    {.name = "vocab-size",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(train_tokenizer_opts, vocab),
+     .lo = 1,
+     .hi = 1 << 20,
+     .def = "1024",
+     .metavar = "N",
+     .help = "total ids including the 26 added tokens"},
+    {.name = "out",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(train_tokenizer_opts, out),
+     .metavar = "FILE",
      .help = "where to write tokenizer.json"},
 };
 
@@ -50,7 +63,8 @@ int cmd_train_tokenizer(int argc, char **argv) {
     const char *const *data = o.data, *out = o.out;
     const int n_data = o.n_data, vocab = o.vocab;
     if (!n_data || !out) {
-        fprintf(stderr, "tandem train-tokenizer: --data FILE and --out FILE are required (tandem train-tokenizer --help)\n");
+        fprintf(stderr,
+                "tandem train-tokenizer: --data FILE and --out FILE are required (tandem train-tokenizer --help)\n");
         return 2;
     }
     tdm_error err;

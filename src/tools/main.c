@@ -22,7 +22,8 @@ static int usage(FILE *f, const command *cmds, int n) {
 
 /* `tandem version`: as `tandem --version`. */
 static int cmd_version(int argc, char **argv) {
-    static const tdm_flags P = {.command = "tandem version", .usage = "tandem version   (or tandem --version)",
+    static const tdm_flags P = {.command = "tandem version",
+                                .usage = "tandem version   (or tandem --version)",
                                 .about = "Prints the version (git describe of the tree it was built from) and the "
                                          "compiler's target."};
     int rc = tdm_cli_parse(&P, NULL, argc, argv, NULL, NULL);
@@ -61,7 +62,6 @@ int main(int argc, char **argv) {
     if (close)
         fprintf(stderr, "tandem: unknown command '%s'; did you mean '%s'? (tandem --help lists the commands)\n",
                 argv[1], close);
-    else
-        fprintf(stderr, "tandem: unknown command '%s' (tandem --help lists the commands)\n", argv[1]);
+    else fprintf(stderr, "tandem: unknown command '%s' (tandem --help lists the commands)\n", argv[1]);
     return 2;
 }

@@ -24,256 +24,269 @@ enum { NONE_NEVER = 0, NONE_IF_ZERO = 1, NONE_IF_NEG = 2 };
 
 /* One flag: its name as typed, Megatron's attribute name (as the arguments block prints it), kind, field,
  * range, None rule, default (parsed as a typed value), choices, metavar and help. */
-#define ARG(flag, attr, kind_, field, lo_, hi_, none, def_, choices_, meta, help_)                                 \
-    .name = flag, .key = attr, .kind = kind_, .off = offsetof(tdm_train_args, field),                               \
-    .cap = sizeof(((tdm_train_args *)0)->field), .lo = lo_, .hi = hi_, .tag = none, .def = def_,                   \
-    .choices = choices_, .metavar = meta, .help = help_
-/* A repeatable list of dataset files and its count. */
-#define LIST(flag, attr, field, count, meta, help_)                                                                 \
-    .name = flag, .key = attr, .kind = TDM_FLAG_LIST, .off = offsetof(tdm_train_args, field),                      \
-    .cap = TDM_ARGS_PATH_MAX, .count_off = offsetof(tdm_train_args, count), .max = TDM_ARGS_MAX_DATA,              \
+#define ARG(flag, attr, kind_, field, lo_, hi_, none, def_, choices_, meta, help_)                                     \
+    .name = flag, .key = attr, .kind = kind_, .off = offsetof(tdm_train_args, field),                                  \
+    .cap = sizeof(((tdm_train_args *)0)->field), .lo = lo_, .hi = hi_, .tag = none, .def = def_, .choices = choices_,  \
     .metavar = meta, .help = help_
+/* A repeatable list of dataset files and its count. */
+#define LIST(flag, attr, field, count, meta, help_)                                                                    \
+    .name = flag, .key = attr, .kind = TDM_FLAG_LIST, .off = offsetof(tdm_train_args, field),                          \
+    .cap = TDM_ARGS_PATH_MAX, .count_off = offsetof(tdm_train_args, count), .max = TDM_ARGS_MAX_DATA, .metavar = meta, \
+    .help = help_
 
 static int set_inject(const tdm_flag *f, void *target, const char *val, const char *what, tdm_error *err);
 
 static const tdm_flag ARGS[] = {
     /* model, weights, tokenizer, data */
     {ARG("model", "model", TDM_FLAG_PATH, model, 0, 0, NONE_NEVER, NULL, NULL, "DIR",
-     "model directory (or file) holding a Hugging Face config.json"), .group = "model and data"},
+         "model directory (or file) holding a Hugging Face config.json"),
+     .group = "model and data"},
     {ARG("pretrained", "pretrained", TDM_FLAG_PATH, pretrained, 0, 0, NONE_NEVER, NULL, NULL, "DIR",
-     "initial weights: a Hugging Face directory of *.safetensors")},
+         "initial weights: a Hugging Face directory of *.safetensors")},
     {ARG("hf-weights", "hf_weights", TDM_FLAG_PATH, hf_weights, 0, 0, NONE_NEVER, NULL, NULL, "FILE",
-     "initial weights: one .safetensors file")},
+         "initial weights: one .safetensors file")},
     {ARG("tokenizer", "tokenizer", TDM_FLAG_PATH, tokenizer, 0, 0, NONE_NEVER, NULL, NULL, "FILE",
-     "tokenizer.json (Hugging Face byte-level BPE), or a directory holding one")},
+         "tokenizer.json (Hugging Face byte-level BPE), or a directory holding one")},
     {ARG("preprocessor", "preprocessor", TDM_FLAG_PATH, preprocessor, 0, 0, NONE_NEVER, NULL, NULL, "FILE",
-     "preprocessor_config.json (default: the model directory's, else the built-in one)")},
+         "preprocessor_config.json (default: the model directory's, else the built-in one)")},
     {LIST("data", "data", data, n_data, "FILE", "dataset JSON / JSON Lines (repeatable)")},
     {LIST("valid-data-path", "valid_data_path", valid_data, n_valid_data, "FILE",
-     "validation dataset (repeatable): its loss is printed every --eval-interval iterations")},
+          "validation dataset (repeatable): its loss is printed every --eval-interval iterations")},
     {ARG("image-root", "image_root", TDM_FLAG_PATH, image_root, 0, 0, NONE_NEVER, NULL, NULL, "DIR",
-     "directory image paths resolve against (default: each dataset file's folder)")},
+         "directory image paths resolve against (default: each dataset file's folder)")},
     {ARG("image-max-pixels", "image_max_pixels", TDM_FLAG_I64, image_max_pixels, 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
-     "LLaMA-Factory's bound: scale a larger picture down to about N pixels before the processor (default: none)")},
+         "LLaMA-Factory's bound: scale a larger picture down to about N pixels before the processor (default: none)")},
     {ARG("image-min-pixels", "image_min_pixels", TDM_FLAG_I64, image_min_pixels, 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
-     "LLaMA-Factory's bound: scale a smaller picture up to about N pixels before the processor (default: none)")},
+         "LLaMA-Factory's bound: scale a smaller picture up to about N pixels before the processor (default: none)")},
     {ARG("skip-bad-samples", "skip_bad_samples", TDM_FLAG_BOOL, skip_bad_samples, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "skip and count malformed samples instead of stopping")},
+         "skip and count malformed samples instead of stopping")},
 
     /* batch and length */
     {ARG("micro-batch-size", "micro_batch_size", TDM_FLAG_INT, micro_batch_size, 1, 1 << 20, NONE_NEVER, "1", NULL, "N",
-     "samples per micro-batch per rank"), .group = "batch"},
+         "samples per micro-batch per rank"),
+     .group = "batch"},
     {ARG("global-batch-size", "global_batch_size", TDM_FLAG_INT, global_batch_size, 1, 1 << 24, NONE_IF_ZERO, NULL,
-     NULL, "N", "samples per optimizer step over all ranks (default: --micro-batch-size x data-parallel size)")},
+         NULL, "N", "samples per optimizer step over all ranks (default: --micro-batch-size x data-parallel size)")},
     {ARG("train-iters", "train_iters", TDM_FLAG_I64, train_iters, 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
-     "optimizer steps to run (total, counting a resumed checkpoint's; default 100, or from --train-samples)")},
+         "optimizer steps to run (total, counting a resumed checkpoint's; default 100, or from --train-samples)")},
     {ARG("train-samples", "train_samples", TDM_FLAG_I64, train_samples, 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
-     "samples to train on instead of --train-iters: --train-samples / --global-batch-size iterations, and the "
-     "learning-rate schedule in samples (--lr-warmup-samples, --lr-decay-samples)")},
+         "samples to train on instead of --train-iters: --train-samples / --global-batch-size iterations, and the "
+         "learning-rate schedule in samples (--lr-warmup-samples, --lr-decay-samples)")},
     {ARG("seq-length", "seq_length", TDM_FLAG_INT, seq_length, 8, 1 << 24, NONE_NEVER, "1024", NULL, "N",
-     "maximum tokens of one sample")},
+         "maximum tokens of one sample")},
 
     /* learning rate */
     {ARG("lr", "lr", TDM_FLAG_DOUBLE, lr, 0, 10, NONE_NEVER, "0.0001", NULL, "LR", "peak learning rate"),
      .group = "learning rate"},
     {ARG("min-lr", "min_lr", TDM_FLAG_DOUBLE, min_lr, 0, 10, NONE_NEVER, "0.0", NULL, "LR",
-     "learning rate at the end of the decay")},
+         "learning rate at the end of the decay")},
     {ARG("lr-decay-style", "lr_decay_style", TDM_FLAG_CHOICE, lr_decay_style, 0, 0, NONE_NEVER, "linear",
-     "constant|linear|cosine|inverse-square-root|WSD", "STYLE",
-     "decay after warmup: constant, linear, cosine, inverse-square-root or WSD (warmup-stable-decay)")},
+         "constant|linear|cosine|inverse-square-root|WSD", "STYLE",
+         "decay after warmup: constant, linear, cosine, inverse-square-root or WSD (warmup-stable-decay)")},
     {ARG("lr-warmup-iters", "lr_warmup_iters", TDM_FLAG_I64, lr_warmup_iters, 0, BIG, NONE_NEVER, "0", NULL, "N",
-     "iterations of linear warmup")},
+         "iterations of linear warmup")},
     {ARG("lr-warmup-fraction", "lr_warmup_fraction", TDM_FLAG_DOUBLE, lr_warmup_fraction, 0, 1, NONE_IF_NEG, "-1", NULL,
-     "F", "warmup as a fraction of the decay span (instead of --lr-warmup-iters)")},
+         "F", "warmup as a fraction of the decay span (instead of --lr-warmup-iters)")},
     {ARG("lr-warmup-init", "lr_warmup_init", TDM_FLAG_DOUBLE, lr_warmup_init, 0, 10, NONE_NEVER, "0.0", NULL, "LR",
-     "learning rate at the start of warmup")},
+         "learning rate at the start of warmup")},
     {ARG("lr-warmup-samples", "lr_warmup_samples", TDM_FLAG_I64, lr_warmup_samples, 0, BIG, NONE_NEVER, "0", NULL, "N",
-     "with --train-samples: samples of linear warmup")},
+         "with --train-samples: samples of linear warmup")},
     {ARG("lr-decay-samples", "lr_decay_samples", TDM_FLAG_I64, lr_decay_samples, 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
-     "with --train-samples: samples over which to decay (default --train-samples)")},
+         "with --train-samples: samples over which to decay (default --train-samples)")},
     {ARG("lr-decay-iters", "lr_decay_iters", TDM_FLAG_I64, lr_decay_iters, 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
-     "iterations over which to decay (default: --train-iters)")},
+         "iterations over which to decay (default: --train-iters)")},
     {ARG("lr-wsd-decay-style", "lr_wsd_decay_style", TDM_FLAG_CHOICE, lr_wsd_decay_style, 0, 0, NONE_NEVER,
-     "exponential", "exponential|linear|cosine|minus_sqrt", "STYLE", "WSD: the shape of the final decay")},
+         "exponential", "exponential|linear|cosine|minus_sqrt", "STYLE", "WSD: the shape of the final decay")},
     {ARG("lr-wsd-decay-iters", "lr_wsd_decay_iters", TDM_FLAG_I64, lr_wsd_decay_iters, 1, BIG, NONE_IF_ZERO, NULL, NULL,
-     "N", "WSD: iterations of the final decay, at the end of the decay span")},
+         "N", "WSD: iterations of the final decay, at the end of the decay span")},
     {ARG("lr-wsd-decay-samples", "lr_wsd_decay_samples", TDM_FLAG_I64, lr_wsd_decay_samples, 1, BIG, NONE_IF_ZERO, NULL,
-     NULL, "N", "WSD with --train-samples: samples of the final decay")},
+         NULL, "N", "WSD with --train-samples: samples of the final decay")},
 
     /* optimizer */
     {ARG("weight-decay", "weight_decay", TDM_FLAG_DOUBLE, weight_decay, 0, 10, NONE_NEVER, "0.01", NULL, "WD",
-     "AdamW decoupled weight decay (not applied to biases and norms)"), .group = "optimizer"},
+         "AdamW decoupled weight decay (not applied to biases and norms)"),
+     .group = "optimizer"},
     {ARG("start-weight-decay", "start_weight_decay", TDM_FLAG_DOUBLE, start_weight_decay, 0, 10, NONE_IF_NEG, "-1",
-     NULL, "WD", "with --weight-decay-incr-style linear|cosine: the weight decay at the start")},
+         NULL, "WD", "with --weight-decay-incr-style linear|cosine: the weight decay at the start")},
     {ARG("end-weight-decay", "end_weight_decay", TDM_FLAG_DOUBLE, end_weight_decay, 0, 10, NONE_IF_NEG, "-1", NULL,
-     "WD", "with --weight-decay-incr-style linear|cosine: the weight decay at the last iteration")},
+         "WD", "with --weight-decay-incr-style linear|cosine: the weight decay at the last iteration")},
     {ARG("weight-decay-incr-style", "weight_decay_incr_style", TDM_FLAG_CHOICE, weight_decay_incr_style, 0, 0,
-     NONE_NEVER, "constant", "constant|linear|cosine", "STYLE",
-     "constant (--weight-decay throughout), or linear / cosine from --start- to --end-weight-decay over the run")},
+         NONE_NEVER, "constant", "constant|linear|cosine", "STYLE",
+         "constant (--weight-decay throughout), or linear / cosine from --start- to --end-weight-decay over the run")},
     {ARG("adam-beta1", "adam_beta1", TDM_FLAG_DOUBLE, adam_beta1, 0, 0.999999, NONE_NEVER, "0.9", NULL, "B",
-     "Adam beta1")},
+         "Adam beta1")},
     {ARG("adam-beta2", "adam_beta2", TDM_FLAG_DOUBLE, adam_beta2, 0, 0.999999999, NONE_NEVER, "0.999", NULL, "B",
-     "Adam beta2")},
+         "Adam beta2")},
     {ARG("adam-eps", "adam_eps", TDM_FLAG_DOUBLE, adam_eps, 1e-30, 1, NONE_NEVER, "1e-08", NULL, "EPS",
-     "Adam epsilon")},
+         "Adam epsilon")},
     {ARG("clip-grad", "clip_grad", TDM_FLAG_DOUBLE, clip_grad, 0, 1e9, NONE_NEVER, "1.0", NULL, "C",
-     "clip the global gradient norm to C (0 disables)")},
+         "clip the global gradient norm to C (0 disables)")},
     {ARG("seed", "seed", TDM_FLAG_U64, seed, 0, 0, NONE_NEVER, "1234", NULL, "S",
-     "seed of the initial weights and the sample order")},
+         "seed of the initial weights and the sample order")},
 
     /* validation */
     {ARG("eval-interval", "eval_interval", TDM_FLAG_I64, eval_interval, 1, BIG, NONE_NEVER, "1000", NULL, "N",
-     "iterations between validation-loss evaluations (with --valid-data-path; also at the end)"),
+         "iterations between validation-loss evaluations (with --valid-data-path; also at the end)"),
      .group = "validation"},
     {ARG("eval-iters", "eval_iters", TDM_FLAG_I64, eval_iters, 0, BIG, NONE_NEVER, "100", NULL, "N",
-     "global batches of the validation set per evaluation (0: no validation)")},
+         "global batches of the validation set per evaluation (0: no validation)")},
 
     /* logging */
     {ARG("log-interval", "log_interval", TDM_FLAG_INT, log_interval, 1, 1 << 30, NONE_NEVER, "1", NULL, "N",
-     "print the iteration line every N steps"), .group = "logging"},
+         "print the iteration line every N steps"),
+     .group = "logging"},
     {ARG("timing-log-level", "timing_log_level", TDM_FLAG_INT, timing_log_level, 0, 2, NONE_NEVER, "0", NULL, "L",
-     "0: none; 1: Megatron's step timers (min, max) across ranks (2: accepted, as 1)")},
+         "0: none; 1: Megatron's step timers (min, max) across ranks (2: accepted, as 1)")},
     {ARG("timing-log-option", "timing_log_option", TDM_FLAG_CHOICE, timing_log_option, 0, 0, NONE_NEVER, "minmax",
-     "max|minmax|all", "OPT",
-     "with --timing-log-level 1: each timer's (min, max) across ranks, its max, or every rank's value")},
+         "max|minmax|all", "OPT",
+         "with --timing-log-level 1: each timer's (min, max) across ranks, its max, or every rank's value")},
     {ARG("run-dir", "run_dir", TDM_FLAG_PATH, run_dir, 0, 0, NONE_NEVER, NULL, NULL, "DIR",
-     "write metrics.jsonl here (with each step's fingerprint under --audit-fingerprints), and valid.jsonl")},
+         "write metrics.jsonl here (with each step's fingerprint under --audit-fingerprints), and valid.jsonl")},
     {ARG("audit-fingerprints", "audit_fingerprints", TDM_FLAG_BOOL, audit_fingerprints, 0, 0, NONE_NEVER, NULL, NULL,
-     NULL, "record each step's input fingerprint (hash of every rank's micro-batches)")},
+         NULL, "record each step's input fingerprint (hash of every rank's micro-batches)")},
     {ARG("tensorboard-dir", "tensorboard_dir", TDM_FLAG_PATH, tensorboard_dir, 0, 0, NONE_NEVER, NULL, NULL, "DIR",
-     "write TensorBoard event files here (Megatron's scalars and tags; rank 0)")},
+         "write TensorBoard event files here (Megatron's scalars and tags; rank 0)")},
     {ARG("tensorboard-log-interval", "tensorboard_log_interval", TDM_FLAG_INT, tensorboard_log_interval, 1, 1 << 30,
-     NONE_NEVER, "1", NULL, "N", "TensorBoard scalars every N iterations")},
+         NONE_NEVER, "1", NULL, "N", "TensorBoard scalars every N iterations")},
     {ARG("log-timers-to-tensorboard", "log_timers_to_tensorboard", TDM_FLAG_BOOL, log_timers_to_tensorboard, 0, 0,
-     NONE_NEVER, NULL, NULL, NULL,
-     "also each step timer's max across ranks as 'NAME-time' (s per iteration) and 'iteration-time' (s)")},
+         NONE_NEVER, NULL, NULL, NULL,
+         "also each step timer's max across ranks as 'NAME-time' (s per iteration) and 'iteration-time' (s)")},
     {ARG("log-validation-ppl-to-tensorboard", "log_validation_ppl_to_tensorboard", TDM_FLAG_BOOL,
-     log_validation_ppl_to_tensorboard, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "also 'lm loss validation ppl' at every evaluation")},
+         log_validation_ppl_to_tensorboard, 0, 0, NONE_NEVER, NULL, NULL, NULL,
+         "also 'lm loss validation ppl' at every evaluation")},
     {ARG("no-log-loss-scale-to-tensorboard", "log_loss_scale_to_tensorboard", TDM_FLAG_BOOL,
-     log_loss_scale_to_tensorboard, 0, 0, NONE_NEVER, NULL, NULL, NULL, "do not write 'loss-scale'"),
+         log_loss_scale_to_tensorboard, 0, 0, NONE_NEVER, NULL, NULL, NULL, "do not write 'loss-scale'"),
      .opts = TDM_FLAG_NEGATE},
     {ARG("no-log-learning-rate-to-tensorboard", "log_learning_rate_to_tensorboard", TDM_FLAG_BOOL,
-     log_learning_rate_to_tensorboard, 0, 0, NONE_NEVER, NULL, NULL, NULL, "do not write 'learning-rate'"),
+         log_learning_rate_to_tensorboard, 0, 0, NONE_NEVER, NULL, NULL, NULL, "do not write 'learning-rate'"),
      .opts = TDM_FLAG_NEGATE},
     {ARG("log-world-size-to-tensorboard", "log_world_size_to_tensorboard", TDM_FLAG_BOOL, log_world_size_to_tensorboard,
-     0, 0, NONE_NEVER, NULL, NULL, NULL, "also 'world-size'")},
+         0, 0, NONE_NEVER, NULL, NULL, NULL, "also 'world-size'")},
     {ARG("log-throughput", "log_throughput", TDM_FLAG_BOOL, log_throughput, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "add the model FLOP/s per rank to the iteration line ('throughput' in TensorBoard with "
-     "--log-timers-to-tensorboard)")},
+         "add the model FLOP/s per rank to the iteration line ('throughput' in TensorBoard with "
+         "--log-timers-to-tensorboard)")},
     {ARG("log-params-norm", "log_params_norm", TDM_FLAG_BOOL, log_params_norm, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "add the L2 norm of the trained parameters after each step to the iteration line ('params-norm')")},
+         "add the L2 norm of the trained parameters after each step to the iteration line ('params-norm')")},
     {ARG("log-num-zeros-in-grad", "log_num_zeros_in_grad", TDM_FLAG_BOOL, log_num_zeros_in_grad, 0, 0, NONE_NEVER, NULL,
-     NULL, NULL, "add the count of gradient elements equal to zero to the iteration line ('num-zeros')")},
+         NULL, NULL, "add the count of gradient elements equal to zero to the iteration line ('num-zeros')")},
     {ARG("profile-config", "profile_config", TDM_FLAG_PATH, profile_config, 0, 0, NONE_NEVER, NULL, NULL, "FILE",
-     "profiler tool config (MindSpeed-MM tools.json 'profile' section)"), .aliases = "mm-tool"},
+         "profiler tool config (MindSpeed-MM tools.json 'profile' section)"),
+     .aliases = "mm-tool"},
 
     /* checkpoints */
     {ARG("save", "save", TDM_FLAG_PATH, save, 0, 0, NONE_NEVER, NULL, NULL, "DIR", "checkpoint directory to write"),
      .group = "checkpoints"},
     {ARG("save-interval", "save_interval", TDM_FLAG_I64, save_interval, 0, BIG, NONE_IF_ZERO, NULL, NULL, "N",
-     "save every N iterations (and at the end)")},
+         "save every N iterations (and at the end)")},
     {ARG("load", "load", TDM_FLAG_PATH, load, 0, 0, NONE_NEVER, NULL, NULL, "DIR",
-     "checkpoint to resume from: a --save directory (its latest_checkpointed_iteration.txt) or one iter_XXXXXXX")},
+         "checkpoint to resume from: a --save directory (its latest_checkpointed_iteration.txt) or one iter_XXXXXXX")},
     {ARG("no-load-optim", "no_load_optim", TDM_FLAG_BOOL, no_load_optim, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "with --load: do not load the optimizer state")},
+         "with --load: do not load the optimizer state")},
     {ARG("finetune", "finetune", TDM_FLAG_BOOL, finetune, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "with --load: load the weights only and start at iteration 0")},
+         "with --load: load the weights only and start at iteration 0")},
     {ARG("no-save-optim", "no_save_optim", TDM_FLAG_BOOL, no_save_optim, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "save weights without the optimizer state (resuming them needs --no-load-optim)")},
+         "save weights without the optimizer state (resuming them needs --no-load-optim)")},
     {ARG("overwrite-save", "overwrite_save", TDM_FLAG_BOOL, overwrite_save, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "write into a --save folder that holds checkpoints this run does not --load (they are replaced as it saves)")},
+         "write into a --save folder that holds checkpoints this run does not --load (they are replaced as it saves)")},
     {ARG("no-save-rng", "no_save_rng", TDM_FLAG_BOOL, no_save_rng, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "accepted: a tandem checkpoint holds no RNG state (everything random follows --seed and the samples consumed)")},
+         "accepted: a tandem checkpoint holds no RNG state (everything random follows --seed and the samples "
+         "consumed)")},
     {ARG("no-load-rng", "no_load_rng", TDM_FLAG_BOOL, no_load_rng, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "accepted: a tandem checkpoint holds no RNG state to load")},
+         "accepted: a tandem checkpoint holds no RNG state to load")},
     {ARG("exit-signal-handler", "exit_signal_handler", TDM_FLAG_BOOL, exit_signal_handler, 0, 0, NONE_NEVER, NULL, NULL,
-     NULL, "accepted: SIGTERM and SIGINT always save (with --save) and exit at the end of the step")},
+         NULL, "accepted: SIGTERM and SIGINT always save (with --save) and exit at the end of the step")},
     {ARG("override-opt-param-scheduler", "override_opt_param_scheduler", TDM_FLAG_BOOL, override_opt_param_scheduler, 0,
-     0, NONE_NEVER, NULL, NULL, NULL,
-     "with --load: the learning-rate schedule of these flags, not the checkpoint's (tandem's default too)")},
+         0, NONE_NEVER, NULL, NULL, NULL,
+         "with --load: the learning-rate schedule of these flags, not the checkpoint's (tandem's default too)")},
     {ARG("use-checkpoint-opt-param-scheduler", "use_checkpoint_opt_param_scheduler", TDM_FLAG_BOOL,
-     use_checkpoint_opt_param_scheduler, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "with --load: the checkpoint's learning-rate schedule (peak, floor, warm-up, decay span and style)")},
+         use_checkpoint_opt_param_scheduler, 0, 0, NONE_NEVER, NULL, NULL, NULL,
+         "with --load: the checkpoint's learning-rate schedule (peak, floor, warm-up, decay span and style)")},
     {ARG("exit-interval", "exit_interval", TDM_FLAG_I64, exit_interval, 0, BIG, NONE_IF_ZERO, NULL, NULL, "N",
-     "stop (saving with --save) when the iteration is a multiple of N")},
+         "stop (saving with --save) when the iteration is a multiple of N")},
     {ARG("check-weight-hash-across-dp-replicas-interval", "check_weight_hash_across_dp_replicas_interval", TDM_FLAG_I64,
-     check_weight_hash_across_dp_replicas_interval, 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
-     "every N iterations, check that every rank holds bitwise the same weights (stops naming the first tensor that "
-     "differs)")},
+         check_weight_hash_across_dp_replicas_interval, 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
+         "every N iterations, check that every rank holds bitwise the same weights (stops naming the first tensor that "
+         "differs)")},
     {ARG("exit-duration-in-mins", "exit_duration_in_mins", TDM_FLAG_DOUBLE, exit_duration_in_mins, 0, 1e9, NONE_IF_ZERO,
-     NULL, NULL, "M", "stop (saving with --save) at the end of the first step after M minutes of running")},
+         NULL, NULL, "M", "stop (saving with --save) at the end of the first step after M minutes of running")},
     {ARG("exit-signal-file", "exit_signal_file", TDM_FLAG_PATH, exit_signal_file, 0, 0, NONE_NEVER, NULL, NULL, "PATH",
-     "stop (saving with --save) at the end of the step, or the validation batch, in which PATH appears (it is then "
-     "removed); works under every launcher")},
+         "stop (saving with --save) at the end of the step, or the validation batch, in which PATH appears (it is then "
+         "removed); works under every launcher")},
 
     /* precision */
     {ARG("bf16", "bf16", TDM_FLAG_BOOL, bf16, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "bfloat16 parameters, as Megatron's --bf16 keeps them: AdamW updates fp32 main parameters and rounds them to "
-     "bfloat16, gradients accumulate and reduce in fp32, the distributed optimizer all-gathers 16 bits per "
-     "parameter; activations and matmuls stay float32"), .group = "precision"},
+         "bfloat16 parameters, as Megatron's --bf16 keeps them: AdamW updates fp32 main parameters and rounds them to "
+         "bfloat16, gradients accumulate and reduce in fp32, the distributed optimizer all-gathers 16 bits per "
+         "parameter; activations and matmuls stay float32"),
+     .group = "precision"},
 
     /* data parallel */
     {ARG("use-distributed-optimizer", "use_distributed_optimizer", TDM_FLAG_BOOL, use_distributed_optimizer, 0, 0,
-     NONE_NEVER, NULL, NULL, NULL, "shard the optimizer state over the data-parallel ranks (ZeRO-1)"),
+         NONE_NEVER, NULL, NULL, NULL, "shard the optimizer state over the data-parallel ranks (ZeRO-1)"),
      .group = "data parallel"},
     {ARG("overlap-grad-reduce", "overlap_grad_reduce", TDM_FLAG_BOOL, overlap_grad_reduce, 0, 0, NONE_NEVER, NULL, NULL,
-     NULL, "start each bucket's gradient collective as soon as it is ready")},
+         NULL, "start each bucket's gradient collective as soon as it is ready")},
     {ARG("overlap-param-gather", "overlap_param_gather", TDM_FLAG_BOOL, overlap_param_gather, 0, 0, NONE_NEVER, NULL,
-     NULL, NULL, "all-gather parameters in the background of the next forward")},
+         NULL, NULL, "all-gather parameters in the background of the next forward")},
     {ARG("ddp-bucket-size", "ddp_bucket_size", TDM_FLAG_I64, ddp_bucket_size, 1, BIG, NONE_IF_ZERO, NULL, NULL, "N",
-     "bucket size in elements (default max(40M, 1M x dp))")},
+         "bucket size in elements (default max(40M, 1M x dp))")},
     {ARG("ddp-num-buckets", "ddp_num_buckets", TDM_FLAG_INT, ddp_num_buckets, 1, 1 << 20, NONE_IF_ZERO, NULL, NULL, "N",
-     "split the gradient buffer into about N buckets (instead of --ddp-bucket-size)")},
+         "split the gradient buffer into about N buckets (instead of --ddp-bucket-size)")},
     {ARG("no-check-for-nan-in-grad", "check_for_nan_in_grad", TDM_FLAG_BOOL, check_for_nan_in_grad, 0, 0, NONE_NEVER,
-     NULL, NULL, NULL,
-     "do not check each bucket's gradients for NaN/Inf (Megatron's spelling: --no-check-for-nan-in-loss-and-grad)"),
+         NULL, NULL, NULL,
+         "do not check each bucket's gradients for NaN/Inf (Megatron's spelling: --no-check-for-nan-in-loss-and-grad)"),
      .opts = TDM_FLAG_NEGATE, .aliases = "no-check-for-nan-in-loss-and-grad"},
     {ARG("comm-progress", "comm_progress", TDM_FLAG_CHOICE, comm_progress, 0, 0, NONE_NEVER, "thread", "thread|inline",
-     "MODE", "who progresses MPI: thread (a communication thread) or inline (the compute thread, between layers)")},
+         "MODE", "who progresses MPI: thread (a communication thread) or inline (the compute thread, between layers)")},
     {ARG("comm-thread-nice", "comm_thread_nice", TDM_FLAG_INT, comm_thread_nice, 0, 19, NONE_NEVER, "10", NULL, "N",
-     "scheduling niceness of the communication thread (0-19; above 0 it yields busy cores to compute)")},
+         "scheduling niceness of the communication thread (0-19; above 0 it yields busy cores to compute)")},
     {ARG("distributed-timeout-minutes", "distributed_timeout_minutes", TDM_FLAG_DOUBLE, distributed_timeout_minutes, 0,
-     1e6, NONE_NEVER, "10", NULL, "M",
-     "end the job when a collective (gradient buckets, parameter all-gathers, the step's sums, the start-up, "
-     "validation and audit agreements; not rank 0's checkpoint save) waits longer than M minutes for a stuck rank "
-     "(0: never)")},
+         1e6, NONE_NEVER, "10", NULL, "M",
+         "end the job when a collective (gradient buckets, parameter all-gathers, the step's sums, the start-up, "
+         "validation and audit agreements; not rank 0's checkpoint save) waits longer than M minutes for a stuck rank "
+         "(0: never)")},
 
     /* activation recomputation */
     {ARG("recompute-granularity", "recompute_granularity", TDM_FLAG_CHOICE, recompute_granularity, 0, 0, NONE_NEVER,
-     NULL, "full|selective", "G",
-     "full: run layers' forward again in the backward instead of keeping their activations; selective: the core "
-     "attention only (flash attention keeps no scores: nothing to do)"), .group = "activation recomputation",
-     .aliases = "recompute-activations=selective"},
+         NULL, "full|selective", "G",
+         "full: run layers' forward again in the backward instead of keeping their activations; selective: the core "
+         "attention only (flash attention keeps no scores: nothing to do)"),
+     .group = "activation recomputation", .aliases = "recompute-activations=selective"},
     {ARG("recompute-method", "recompute_method", TDM_FLAG_CHOICE, recompute_method, 0, 0, NONE_NEVER, NULL,
-     "uniform|block", "M",
-     "with full: uniform = every layer, in groups of --recompute-num-layers keeping one input each; block = the "
-     "first --recompute-num-layers layers")},
+         "uniform|block", "M",
+         "with full: uniform = every layer, in groups of --recompute-num-layers keeping one input each; block = the "
+         "first --recompute-num-layers layers")},
     {ARG("recompute-num-layers", "recompute_num_layers", TDM_FLAG_INT, recompute_num_layers, 1, 1 << 20, NONE_IF_ZERO,
-     NULL, NULL, "N", "layers per recomputed group (uniform) or recomputed layers (block), per tower")},
+         NULL, NULL, "N", "layers per recomputed group (uniform) or recomputed layers (block), per tower")},
 
     {ARG("no-prune-last-layer", "prune_last_layer", TDM_FLAG_BOOL, prune_last_layer, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "run the last decoder layer on every token, as PyTorch models do (by default it runs on the tokens whose target "
-     "counts only: keys and values on every token; the same loss and gradients, for less work)"),
+         "run the last decoder layer on every token, as PyTorch models do (by default it runs on the tokens whose "
+         "target "
+         "counts only: keys and values on every token; the same loss and gradients, for less work)"),
      .opts = TDM_FLAG_NEGATE, .group = "the last layer"},
 
     /* freezing */
     {ARG("freeze-vision", "freeze_vision", TDM_FLAG_BOOL, freeze_vision, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "freeze the vision tower (patch embedding, position table, blocks)"), .group = "freezing"},
+         "freeze the vision tower (patch embedding, position table, blocks)"),
+     .group = "freezing"},
     {ARG("freeze-projector", "freeze_projector", TDM_FLAG_BOOL, freeze_projector, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "freeze the merger and the DeepStack mergers")},
+         "freeze the merger and the DeepStack mergers")},
     {ARG("freeze-llm", "freeze_llm", TDM_FLAG_BOOL, freeze_llm, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "freeze the language model (and a tied lm_head)")},
+         "freeze the language model (and a tied lm_head)")},
     {ARG("freeze-lm-head", "freeze_lm_head", TDM_FLAG_BOOL, freeze_lm_head, 0, 0, NONE_NEVER, NULL, NULL, NULL,
-     "freeze an untied lm_head (a tied one trains with the language model)")},
+         "freeze an untied lm_head (a tied one trains with the language model)")},
 
     {ARG("vision-lr-mult", "vision_lr_mult", TDM_FLAG_DOUBLE, vision_lr_mult, 0, 1000, NONE_NEVER, "1.0", NULL, "X",
-     "the vision tower's learning rate is the schedule's times X (patch embedding, position table, blocks)"),
+         "the vision tower's learning rate is the schedule's times X (patch embedding, position table, blocks)"),
      .group = "per-part learning rate"},
 
     /* testing */
-    {.name = "inject-nan-at", .key = "inject_nan_at", .kind = TDM_FLAG_CUSTOM, .set = set_inject,
-     .metavar = "ITER[:RANK]", .help = "testing: poison one gradient at this iteration (on RANK, or all ranks)",
+    {.name = "inject-nan-at",
+     .key = "inject_nan_at",
+     .kind = TDM_FLAG_CUSTOM,
+     .set = set_inject,
+     .metavar = "ITER[:RANK]",
+     .help = "testing: poison one gradient at this iteration (on RANK, or all ranks)",
      .group = "testing"},
 };
 #define N_ARGS ((int)(sizeof ARGS / sizeof *ARGS))
@@ -285,16 +298,22 @@ static int config_applied(const tdm_flag *f, void *target, const char *val, cons
 }
 
 static const tdm_flag CONFIG[] = {
-    {.name = "config", .kind = TDM_FLAG_CUSTOM, .set = config_applied, .metavar = "FILE",
+    {.name = "config",
+     .kind = TDM_FLAG_CUSTOM,
+     .set = config_applied,
+     .metavar = "FILE",
      .help = "JSON file of flags (keys = flag names); the command line wins"},
 };
 
 /* Megatron / MindSpeed-MM flags that tandem does not take, and why: a launch script that passes them gets the
  * reason, not "unknown flag". Then the Megatron flags that ask for what tandem does anyway, accepted so that
  * launch scripts run as they are: switches, and sizes or rates accepted at the one value tandem has. */
-#define NOT_TAKEN(flag, why) {.name = flag, .kind = TDM_FLAG_REFUSED, .help = "not a tandem flag; " why}
-#define ALREADY(flag, why) {.name = flag, .kind = TDM_FLAG_FIXED, .help = why}
-#define ONLY(flag, value, why) {.name = flag, .kind = TDM_FLAG_FIXED, .def = value, .help = why}
+#define NOT_TAKEN(flag, why)                                                                                           \
+    { .name = flag, .kind = TDM_FLAG_REFUSED, .help = "not a tandem flag; " why }
+#define ALREADY(flag, why)                                                                                             \
+    { .name = flag, .kind = TDM_FLAG_FIXED, .help = why }
+#define ONLY(flag, value, why)                                                                                         \
+    { .name = flag, .kind = TDM_FLAG_FIXED, .def = value, .help = why }
 static const tdm_flag COMPAT[] = {
     NOT_TAKEN("fp16",
               "tandem trains in float32, or with bfloat16 parameters (--bf16); fp16 needs loss scaling, which it "
@@ -473,7 +492,6 @@ int tdm_train_args_parse_string(tdm_train_args *a, const char *flags, tdm_error 
     free(words);
     return rc;
 }
-
 
 /* ------------------------------------------------------------------ config file */
 
@@ -663,16 +681,15 @@ void tdm_train_args_value(const tdm_train_args *a, int i, char *out, size_t cap)
 
 typedef struct block_line {
     const char *name;
-    int arg;            /* index into ARGS, or -1 for an extra */
-    const char *value;  /* an extra's value */
+    int arg;           /* index into ARGS, or -1 for an extra */
+    const char *value; /* an extra's value */
 } block_line;
 
 static int cmp_line(const void *x, const void *y) {
     return strcasecmp(((const block_line *)x)->name, ((const block_line *)y)->name);
 }
 
-void tdm_train_args_format_block(const tdm_train_args *a, const tdm_args_extra *extra, int n_extra,
-                                 tdm_strbuf *sb) {
+void tdm_train_args_format_block(const tdm_train_args *a, const tdm_args_extra *extra, int n_extra, tdm_strbuf *sb) {
     block_line *lines = tdm_xcalloc((size_t)(N_ARGS + n_extra), sizeof *lines);
     for (int i = 0; i < N_ARGS; i++) lines[i] = (block_line){ARGS[i].key, i, NULL};
     for (int i = 0; i < n_extra; i++) lines[N_ARGS + i] = (block_line){extra[i].name, -1, extra[i].value};
@@ -786,11 +803,31 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
     tdm_strbuf lines;
     tdm_sb_init(&lines);
     static const char *const numeric[] = {
-        "micro_batch_size", "global_batch_size", "seq_length", "lr", "min_lr", "lr_decay_style",
-        "lr_warmup_iters", "lr_warmup_fraction", "lr_warmup_init", "lr_decay_iters", "lr_warmup_samples",
+        "micro_batch_size",
+        "global_batch_size",
+        "seq_length",
+        "lr",
+        "min_lr",
+        "lr_decay_style",
+        "lr_warmup_iters",
+        "lr_warmup_fraction",
+        "lr_warmup_init",
+        "lr_decay_iters",
+        "lr_warmup_samples",
         "weight_decay",
-        "adam_beta1", "adam_beta2", "adam_eps", "clip_grad", "seed", "freeze_vision", "freeze_projector",
-        "freeze_llm", "freeze_lm_head", "vision_lr_mult", "data", "skip_bad_samples", "image_max_pixels",
+        "adam_beta1",
+        "adam_beta2",
+        "adam_eps",
+        "clip_grad",
+        "seed",
+        "freeze_vision",
+        "freeze_projector",
+        "freeze_llm",
+        "freeze_lm_head",
+        "vision_lr_mult",
+        "data",
+        "skip_bad_samples",
+        "image_max_pixels",
         "image_min_pixels",
     };
     uint64_t h = 1469598103934665603ull;
@@ -810,8 +847,12 @@ uint64_t tdm_train_args_fingerprint(const tdm_train_args *a) {
     static int have_defaults;
     if (!have_defaults) tdm_train_args_defaults(&defaults_store), have_defaults = 1;
     const tdm_train_args *defaults = &defaults_store;
-    static const char *const later[] = {"lr_wsd_decay_style", "lr_wsd_decay_iters", "lr_wsd_decay_samples",
-                                        "start_weight_decay", "end_weight_decay", "weight_decay_incr_style",
+    static const char *const later[] = {"lr_wsd_decay_style",
+                                        "lr_wsd_decay_iters",
+                                        "lr_wsd_decay_samples",
+                                        "start_weight_decay",
+                                        "end_weight_decay",
+                                        "weight_decay_incr_style",
                                         "bf16"};
     for (size_t k = 0; k < sizeof later / sizeof *later; k++) {
         for (int i = 0; i < N_ARGS; i++) {

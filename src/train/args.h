@@ -34,39 +34,39 @@
 
 typedef struct tdm_train_args {
     /* model, weights, tokenizer, data */
-    char model[TDM_ARGS_PATH_MAX];       /* directory (or file) with config.json */
-    char pretrained[TDM_ARGS_PATH_MAX];  /* HF directory with *.safetensors: initial weights */
-    char hf_weights[TDM_ARGS_PATH_MAX];  /* one .safetensors file: initial weights */
-    char tokenizer[TDM_ARGS_PATH_MAX];   /* tokenizer.json */
-    char preprocessor[TDM_ARGS_PATH_MAX];/* preprocessor_config.json ("" = model dir's, else built-in) */
+    char model[TDM_ARGS_PATH_MAX];        /* directory (or file) with config.json */
+    char pretrained[TDM_ARGS_PATH_MAX];   /* HF directory with *.safetensors: initial weights */
+    char hf_weights[TDM_ARGS_PATH_MAX];   /* one .safetensors file: initial weights */
+    char tokenizer[TDM_ARGS_PATH_MAX];    /* tokenizer.json */
+    char preprocessor[TDM_ARGS_PATH_MAX]; /* preprocessor_config.json ("" = model dir's, else built-in) */
     char data[TDM_ARGS_MAX_DATA][TDM_ARGS_PATH_MAX];
     int n_data;
     char valid_data[TDM_ARGS_MAX_DATA][TDM_ARGS_PATH_MAX]; /* --valid-data-path: the validation set */
     int n_valid_data;
-    char image_root[TDM_ARGS_PATH_MAX];  /* "" = each dataset file's folder */
+    char image_root[TDM_ARGS_PATH_MAX]; /* "" = each dataset file's folder */
     int skip_bad_samples;
     int64_t image_max_pixels, image_min_pixels; /* LLaMA-Factory's pre-processor bounds; 0 = none */
 
     /* batch and length */
-    int micro_batch_size;                /* samples per micro-batch per rank */
-    int global_batch_size;               /* samples per optimizer step, all ranks; 0: micro x dp */
-    int64_t train_iters;                 /* 0 until resolved: 100, or from --train-samples */
-    int64_t train_samples;               /* --train-samples; 0 = iteration-based */
-    int train_iters_from_samples;        /* set by tdm_train_args_resolve (not a flag) */
-    int seq_length;                      /* token cap per sample */
+    int micro_batch_size;         /* samples per micro-batch per rank */
+    int global_batch_size;        /* samples per optimizer step, all ranks; 0: micro x dp */
+    int64_t train_iters;          /* 0 until resolved: 100, or from --train-samples */
+    int64_t train_samples;        /* --train-samples; 0 = iteration-based */
+    int train_iters_from_samples; /* set by tdm_train_args_resolve (not a flag) */
+    int seq_length;               /* token cap per sample */
 
     /* learning rate (Megatron's OptimizerParamScheduler) */
     double lr, min_lr;
-    char lr_decay_style[24];             /* constant | linear | cosine | inverse-square-root | WSD */
+    char lr_decay_style[24]; /* constant | linear | cosine | inverse-square-root | WSD */
     int64_t lr_warmup_iters;
-    double lr_warmup_fraction;           /* < 0: not given */
+    double lr_warmup_fraction; /* < 0: not given */
     double lr_warmup_init;
-    int64_t lr_decay_iters;              /* 0: = train_iters */
-    char lr_wsd_decay_style[32];         /* WSD's final decay: exponential|linear|cosine|minus_sqrt */
+    int64_t lr_decay_iters;                           /* 0: = train_iters */
+    char lr_wsd_decay_style[32];                      /* WSD's final decay: exponential|linear|cosine|minus_sqrt */
     int64_t lr_wsd_decay_iters, lr_wsd_decay_samples; /* its length; 0: unset */
-    double start_weight_decay, end_weight_decay; /* < 0: unset (both --weight-decay) */
-    char weight_decay_incr_style[16];    /* constant|linear|cosine */
-    int64_t lr_warmup_samples, lr_decay_samples; /* with --train-samples (decay 0: = train_samples) */
+    double start_weight_decay, end_weight_decay;      /* < 0: unset (both --weight-decay) */
+    char weight_decay_incr_style[16];                 /* constant|linear|cosine */
+    int64_t lr_warmup_samples, lr_decay_samples;      /* with --train-samples (decay 0: = train_samples) */
 
     /* AdamW and clipping */
     double weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad;
@@ -74,14 +74,14 @@ typedef struct tdm_train_args {
     uint64_t seed;
 
     /* validation (with --valid-data-path) */
-    int64_t eval_interval;               /* evaluate every N iterations */
-    int64_t eval_iters;                  /* global batches per evaluation; 0 = none */
+    int64_t eval_interval; /* evaluate every N iterations */
+    int64_t eval_iters;    /* global batches per evaluation; 0 = none */
 
     /* logging */
     int log_interval;
     int timing_log_level;
-    char timing_log_option[8];           /* minmax | max | all (Megatron's --timing-log-option) */
-    char run_dir[TDM_ARGS_PATH_MAX];     /* metrics.jsonl goes here ("" = none) */
+    char timing_log_option[8];       /* minmax | max | all (Megatron's --timing-log-option) */
+    char run_dir[TDM_ARGS_PATH_MAX]; /* metrics.jsonl goes here ("" = none) */
     int audit_fingerprints;
     char profile_config[TDM_ARGS_PATH_MAX];
     char tensorboard_dir[TDM_ARGS_PATH_MAX]; /* "" = no event files */
@@ -89,52 +89,52 @@ typedef struct tdm_train_args {
     int log_timers_to_tensorboard, log_validation_ppl_to_tensorboard, log_loss_scale_to_tensorboard;
     int log_world_size_to_tensorboard;
     int log_learning_rate_to_tensorboard; /* 'learning-rate' (Megatron's default; --no-log-learning-rate-...) */
-    int log_throughput;                  /* "throughput per GPU (TFLOP/s/GPU)" in the iteration line */
-    int log_params_norm;                 /* "params norm" (trained parameters, after the step) */
-    int log_num_zeros_in_grad;           /* "num zeros" (gradient elements equal to 0, before clipping) */
+    int log_throughput;                   /* "throughput per GPU (TFLOP/s/GPU)" in the iteration line */
+    int log_params_norm;                  /* "params norm" (trained parameters, after the step) */
+    int log_num_zeros_in_grad;            /* "num zeros" (gradient elements equal to 0, before clipping) */
 
     /* checkpoints */
     char save[TDM_ARGS_PATH_MAX];
-    int64_t save_interval;               /* 0: only at the end / on a signal */
+    int64_t save_interval; /* 0: only at the end / on a signal */
     char load[TDM_ARGS_PATH_MAX];
     int no_load_optim;
-    int finetune;                        /* load weights only; start at iteration 0 */
-    int64_t exit_interval;               /* stop (saving) when iteration % exit_interval == 0 */
-    char exit_signal_file[TDM_ARGS_PATH_MAX]; /* stop (saving) once this file exists; "" = none */
-    double exit_duration_in_mins;        /* stop (saving) once a rank has run this long; 0 = never */
+    int finetune;                                          /* load weights only; start at iteration 0 */
+    int64_t exit_interval;                                 /* stop (saving) when iteration % exit_interval == 0 */
+    char exit_signal_file[TDM_ARGS_PATH_MAX];              /* stop (saving) once this file exists; "" = none */
+    double exit_duration_in_mins;                          /* stop (saving) once a rank has run this long; 0 = never */
     int64_t check_weight_hash_across_dp_replicas_interval; /* compare the weights of all ranks every N; 0: never */
-    int no_save_optim;                   /* checkpoints without optimizer.safetensors */
-    int overwrite_save;                  /* --save may hold checkpoints this run did not --load */
-    int override_opt_param_scheduler;    /* with --load: these flags' schedule (the default here) */
-    int use_checkpoint_opt_param_scheduler; /* with --load: the checkpoint's schedule */
-    int no_save_rng, no_load_rng, exit_signal_handler; /* Megatron's; what tandem does anyway */
+    int no_save_optim;                                     /* checkpoints without optimizer.safetensors */
+    int overwrite_save;                                    /* --save may hold checkpoints this run did not --load */
+    int override_opt_param_scheduler;                      /* with --load: these flags' schedule (the default here) */
+    int use_checkpoint_opt_param_scheduler;                /* with --load: the checkpoint's schedule */
+    int no_save_rng, no_load_rng, exit_signal_handler;     /* Megatron's; what tandem does anyway */
 
     /* precision */
-    int bf16;                            /* bfloat16 parameters, fp32 main parameters and gradients */
+    int bf16; /* bfloat16 parameters, fp32 main parameters and gradients */
 
     /* data parallel */
     int use_distributed_optimizer;
     int overlap_grad_reduce;
     int overlap_param_gather;
-    int64_t ddp_bucket_size;             /* elements; 0 = Megatron's default */
-    int ddp_num_buckets;                 /* 0 = not given */
+    int64_t ddp_bucket_size; /* elements; 0 = Megatron's default */
+    int ddp_num_buckets;     /* 0 = not given */
     int check_for_nan_in_grad;
-    char comm_progress[16];              /* thread | inline */
-    int comm_thread_nice;                /* 0-19 */
-    double distributed_timeout_minutes;  /* 0: wait forever */
+    char comm_progress[16];             /* thread | inline */
+    int comm_thread_nice;               /* 0-19 */
+    double distributed_timeout_minutes; /* 0: wait forever */
 
     /* activation recomputation (Megatron's; "" = none) */
-    char recompute_granularity[16];      /* full | selective */
-    char recompute_method[16];           /* uniform | block (with full) */
-    int recompute_num_layers;            /* with full; 0 = not given */
-    int prune_last_layer;                /* the last decoder layer on the loss's rows only (default 1) */
+    char recompute_granularity[16]; /* full | selective */
+    char recompute_method[16];      /* uniform | block (with full) */
+    int recompute_num_layers;       /* with full; 0 = not given */
+    int prune_last_layer;           /* the last decoder layer on the loss's rows only (default 1) */
 
     /* freezing */
     int freeze_vision, freeze_projector, freeze_llm, freeze_lm_head;
 
     /* testing */
-    int64_t inject_nan_iter;             /* 0 = off */
-    int inject_nan_rank;                 /* -1 = every rank */
+    int64_t inject_nan_iter; /* 0 = off */
+    int inject_nan_rank;     /* -1 = every rank */
 } tdm_train_args;
 
 /* Every field to its default (the table in args.c; Megatron's defaults where Megatron has one). */
@@ -187,8 +187,7 @@ typedef struct tdm_args_extra {
 
 /* The Megatron block: a header line, one "  name ..... value" line per argument and per
  * extra sorted by name, a footer line; each line ends with '\n'. */
-void tdm_train_args_format_block(const tdm_train_args *a, const tdm_args_extra *extra, int n_extra,
-                                 tdm_strbuf *sb);
+void tdm_train_args_format_block(const tdm_train_args *a, const tdm_args_extra *extra, int n_extra, tdm_strbuf *sb);
 
 /* Flag help for --help, one line per flag: "  --name VALUE   help (default: x)". */
 void tdm_train_args_format_help(tdm_strbuf *sb);

@@ -56,23 +56,27 @@ int tdm_train_args_validate(const tdm_train_args *unresolved, int dp, tdm_error 
             return tdm_errorf(err, "--lr-%s-iters: with --train-samples the schedule is in samples (--lr-%s-samples)",
                               a->lr_decay_iters > 0 ? "decay" : "warmup", a->lr_decay_iters > 0 ? "decay" : "warmup");
         if (a->train_iters < 1)
-            return tdm_errorf(err, "--train-samples %lld: fewer than one global batch of %d", (long long)a->train_samples,
-                              a->global_batch_size);
+            return tdm_errorf(err, "--train-samples %lld: fewer than one global batch of %d",
+                              (long long)a->train_samples, a->global_batch_size);
         int64_t decay = a->lr_decay_samples > 0 ? a->lr_decay_samples : a->train_samples;
         if (a->lr_warmup_samples > 0 && a->lr_warmup_samples >= decay)
-            return tdm_errorf(err, "--lr-warmup-samples %lld: must be fewer than the decay span of %lld samples "
-                              "(--lr-decay-samples, else --train-samples)", (long long)a->lr_warmup_samples,
-                              (long long)decay);
+            return tdm_errorf(err,
+                              "--lr-warmup-samples %lld: must be fewer than the decay span of %lld samples "
+                              "(--lr-decay-samples, else --train-samples)",
+                              (long long)a->lr_warmup_samples, (long long)decay);
     } else {
         if (a->lr_decay_samples > 0 || a->lr_warmup_samples > 0)
-            return tdm_errorf(err, "--lr-%s-samples: only with --train-samples (with --train-iters the schedule is in "
-                                   "iterations: --lr-%s-iters)",
-                              a->lr_decay_samples > 0 ? "decay" : "warmup", a->lr_decay_samples > 0 ? "decay" : "warmup");
+            return tdm_errorf(err,
+                              "--lr-%s-samples: only with --train-samples (with --train-iters the schedule is in "
+                              "iterations: --lr-%s-iters)",
+                              a->lr_decay_samples > 0 ? "decay" : "warmup",
+                              a->lr_decay_samples > 0 ? "decay" : "warmup");
         int64_t decay = a->lr_decay_iters > 0 ? a->lr_decay_iters : a->train_iters;
         if (a->lr_warmup_iters > 0 && a->lr_warmup_iters >= decay) /* Megatron asserts warmup < decay */
-            return tdm_errorf(err, "--lr-warmup-iters %lld: must be shorter than the decay span of %lld iterations "
-                              "(--lr-decay-iters, else --train-iters)", (long long)a->lr_warmup_iters,
-                              (long long)decay);
+            return tdm_errorf(err,
+                              "--lr-warmup-iters %lld: must be shorter than the decay span of %lld iterations "
+                              "(--lr-decay-iters, else --train-iters)",
+                              (long long)a->lr_warmup_iters, (long long)decay);
     }
     /* WSD's final decay, in the unit of the schedule (Megatron's assertion, as a sentence) */
     if (a->train_samples > 0 ? a->lr_wsd_decay_iters > 0 : a->lr_wsd_decay_samples > 0)
@@ -86,8 +90,10 @@ int tdm_train_args_validate(const tdm_train_args *unresolved, int dp, tdm_error 
     /* Megatron's weight-decay increment: both ends with linear / cosine, neither with constant */
     const int wd_const = !strcmp(a->weight_decay_incr_style, "constant");
     if (wd_const && (a->start_weight_decay >= 0 || a->end_weight_decay >= 0))
-        return tdm_errorf(err, "--%s-weight-decay: only with --weight-decay-incr-style linear or cosine (constant "
-                               "uses --weight-decay)", a->start_weight_decay >= 0 ? "start" : "end");
+        return tdm_errorf(err,
+                          "--%s-weight-decay: only with --weight-decay-incr-style linear or cosine (constant "
+                          "uses --weight-decay)",
+                          a->start_weight_decay >= 0 ? "start" : "end");
     if (!wd_const && (a->start_weight_decay < 0 || a->end_weight_decay < 0))
         return tdm_errorf(err, "--weight-decay-incr-style %s: requires --start-weight-decay and --end-weight-decay",
                           a->weight_decay_incr_style);
@@ -110,7 +116,8 @@ int tdm_train_args_validate(const tdm_train_args *unresolved, int dp, tdm_error 
     if (a->inject_nan_rank >= dp)
         return tdm_errorf(err, "--inject-nan-at: rank %d does not exist in a job of %d ranks", a->inject_nan_rank, dp);
     if (a->inject_nan_iter > a->train_iters)
-        return tdm_errorf(err, "--inject-nan-at %lld: after the last iteration (--train-iters %lld), it would never fire",
+        return tdm_errorf(err,
+                          "--inject-nan-at %lld: after the last iteration (--train-iters %lld), it would never fire",
                           (long long)a->inject_nan_iter, (long long)a->train_iters);
     /* Megatron's recompute rules, before anything is loaded (ab's sides too); the layer count once the
      * config is read (trainer) */
@@ -122,4 +129,3 @@ int tdm_train_args_validate(const tdm_train_args *unresolved, int dp, tdm_error 
         return tdm_errorf(err, "freeze flags: every part is frozen, nothing would train");
     return 0;
 }
-

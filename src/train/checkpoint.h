@@ -47,33 +47,33 @@
 #include "core/params.h"
 #include "model/safetensors.h"
 
-#define TDM_CKPT_TRACKER "latest_checkpointed_iteration.txt"
+#define TDM_CKPT_TRACKER        "latest_checkpointed_iteration.txt"
 #define TDM_CKPT_FORMAT_VERSION 1
 
 /* The trainer's state, trainer_state.json. */
 typedef struct tdm_ckpt_state {
     int64_t iteration;
     int64_t consumed_samples;
-    int64_t scheduler_num_steps;   /* samples the LR scheduler has counted */
-    double lr, min_lr;             /* the schedule's peak and floor at save time */
+    int64_t scheduler_num_steps; /* samples the LR scheduler has counted */
+    double lr, min_lr;           /* the schedule's peak and floor at save time */
     char lr_decay_style[24];
-    double lr_warmup_init;         /* and its start, warm-up and decay span (samples), for */
-    double lr_warmup_steps;        /* --use-checkpoint-opt_param-scheduler; has_schedule = 0 */
-    int64_t lr_decay_steps;        /* in checkpoints written before they were saved */
+    double lr_warmup_init;  /* and its start, warm-up and decay span (samples), for */
+    double lr_warmup_steps; /* --use-checkpoint-opt_param-scheduler; has_schedule = 0 */
+    int64_t lr_decay_steps; /* in checkpoints written before they were saved */
     int has_schedule;
-    double start_wd, end_wd;       /* the weight-decay schedule (Megatron's state keeps it too); */
-    int64_t wd_incr_steps;         /* has_wd_schedule = 0 in checkpoints written before */
-    char wd_incr_style[16];        /* it was saved (2026-11-30) */
+    double start_wd, end_wd; /* the weight-decay schedule (Megatron's state keeps it too); */
+    int64_t wd_incr_steps;   /* has_wd_schedule = 0 in checkpoints written before */
+    char wd_incr_style[16];  /* it was saved (2026-11-30) */
     int has_wd_schedule;
     uint64_t seed;
-    int64_t adam_step;             /* Adam's bias-correction step count */
-    int dp;                        /* data-parallel size at save time */
-    int distributed_optimizer;     /* optimizer kind at save time */
-    int params_bf16;               /* "params_dtype": "bfloat16" (--bf16); absent in older checkpoints: float32 */
-    int has_optimizer;             /* optimizer.safetensors present */
-    uint64_t args_fingerprint;     /* tdm_train_args_fingerprint */
-    char numeric_args[8192];       /* its "key=value" lines (tdm_train_args_numeric_values); "": not saved */
-    uint64_t model_fingerprint;    /* tdm_ckpt_model_fingerprint of the table */
+    int64_t adam_step;          /* Adam's bias-correction step count */
+    int dp;                     /* data-parallel size at save time */
+    int distributed_optimizer;  /* optimizer kind at save time */
+    int params_bf16;            /* "params_dtype": "bfloat16" (--bf16); absent in older checkpoints: float32 */
+    int has_optimizer;          /* optimizer.safetensors present */
+    uint64_t args_fingerprint;  /* tdm_train_args_fingerprint */
+    char numeric_args[8192];    /* its "key=value" lines (tdm_train_args_numeric_values); "": not saved */
+    uint64_t model_fingerprint; /* tdm_ckpt_model_fingerprint of the table */
 } tdm_ckpt_state;
 
 /* What to save. The optimizer state, in parameter shape, comes either from two arrays held
@@ -81,13 +81,13 @@ typedef struct tdm_ckpt_state {
  * (the trainer gathers each parameter's state from the ranks' shards only when its turn
  * comes, so rank 0 never holds more than one parameter's m and v). */
 typedef struct tdm_ckpt_save_spec {
-    const char *config_json_path;  /* copied into the checkpoint (may be NULL) */
+    const char *config_json_path;       /* copied into the checkpoint (may be NULL) */
     const char *preprocessor_json_path; /* likewise; NULL when the preprocessor is Qwen3-VL's defaults */
-    const tdm_param_table *params; /* weights: every tensor's data */
-    const float *const *exp_avg;   /* [params->n]: m in parameter shape, NULL for frozen; NULL = no optimizer */
-    const float *const *exp_avg_sq;/* [params->n]: v likewise */
-    const float *const *fp32_param;/* [params->n]: with params_bf16, the fp32 main parameters likewise */
-    int params_bf16;               /* --bf16: the weights are bfloat16 values, written as BF16, and the
+    const tdm_param_table *params;      /* weights: every tensor's data */
+    const float *const *exp_avg;        /* [params->n]: m in parameter shape, NULL for frozen; NULL = no optimizer */
+    const float *const *exp_avg_sq;     /* [params->n]: v likewise */
+    const float *const *fp32_param;     /* [params->n]: with params_bf16, the fp32 main parameters likewise */
+    int params_bf16;                    /* --bf16: the weights are bfloat16 values, written as BF16, and the
                                       optimizer file holds the fp32 main parameters too */
     /* Used instead of the arrays when not NULL: m (which = 0), v (which = 1) or, with
      * params_bf16, the fp32 main parameters (which = 2) of parameter `param`, [numel] floats valid
@@ -130,9 +130,9 @@ int tdm_ckpt_resolve(const char *load, char *iter_dir, size_t cap, tdm_error *er
 typedef struct tdm_ckpt {
     char dir[4096];
     tdm_ckpt_state state;
-    uint64_t state_hash;        /* XXH3 of trainer_state.json (it holds every file's checksum) */
-    tdm_safetensors *model;     /* model.safetensors: its header (tensor names, shapes, offsets) */
-    tdm_safetensors *optimizer; /* optimizer.safetensors, NULL when has_optimizer == 0 */
+    uint64_t state_hash;                             /* XXH3 of trainer_state.json (it holds every file's checksum) */
+    tdm_safetensors *model;                          /* model.safetensors: its header (tensor names, shapes, offsets) */
+    tdm_safetensors *optimizer;                      /* optimizer.safetensors, NULL when has_optimizer == 0 */
     struct tdm_ckpt_stream *model_in, *optimizer_in; /* private: each file read once, hashed on the way */
 } tdm_ckpt;
 

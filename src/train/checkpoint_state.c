@@ -98,7 +98,8 @@ static int check_folder_iteration(const char *dir, int64_t iteration, const char
         if (base[i] < '0' || base[i] > '9') return 0;
     long long named = strtoll(base + 5, NULL, 10);
     if (named == iteration) return 0;
-    return tdm_errorf(err, "%s: iteration %lld, but its folder %.*s is named for iteration %lld (a state copied "
+    return tdm_errorf(err,
+                      "%s: iteration %lld, but its folder %.*s is named for iteration %lld (a state copied "
                       "from another checkpoint, or a renamed folder?)",
                       file, (long long)iteration, (int)len, base, named);
 }

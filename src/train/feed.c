@@ -32,8 +32,7 @@ const char *tdm_feed_preprocessor_path(const char *flag_path, const char *model_
     return tdm_file_exists(buf) ? buf : NULL;
 }
 
-int tdm_feed_load_preprocessor(const char *flag_path, const char *model_path, tdm_preproc_config *pp,
-                               tdm_error *err) {
+int tdm_feed_load_preprocessor(const char *flag_path, const char *model_path, tdm_preproc_config *pp, tdm_error *err) {
     char path[2200];
     if (tdm_feed_preprocessor_path(flag_path, model_path, path, sizeof path))
         return tdm_preproc_config_load(path, pp, err);
@@ -51,8 +50,10 @@ int tdm_feed_check_tokenizer(const tdm_tokenizer *tok, const char *tok_path, con
         if (pad < 0)
             return tdm_errorf(err, "--tokenizer %s: no <|image_pad|> token, but %s expects it as image_token_id %d",
                               tok_path, cfg->path, cfg->image_token_id);
-        return tdm_errorf(err, "--tokenizer %s: <|image_pad|> is id %d, but %s expects image_token_id %d (a tokenizer "
-                               "made for another model?)", tok_path, (int)pad, cfg->path, cfg->image_token_id);
+        return tdm_errorf(err,
+                          "--tokenizer %s: <|image_pad|> is id %d, but %s expects image_token_id %d (a tokenizer "
+                          "made for another model?)",
+                          tok_path, (int)pad, cfg->path, cfg->image_token_id);
     }
     return 0;
 }
@@ -69,10 +70,8 @@ int tdm_feed_check_preprocessor(const tdm_preproc_config *pp, const char *pp_pat
         {"merge_size", "spatial_merge_size", pp->merge_size, v->spatial_merge_size},
     };
     char src[1200];
-    if (pp_path)
-        snprintf(src, sizeof src, "%s", pp_path);
-    else
-        snprintf(src, sizeof src, "the built-in preprocessor settings (no preprocessor_config.json found)");
+    if (pp_path) snprintf(src, sizeof src, "%s", pp_path);
+    else snprintf(src, sizeof src, "the built-in preprocessor settings (no preprocessor_config.json found)");
     for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++)
         if (pairs[i].pp_val != pairs[i].cfg_val)
             return tdm_errorf(err, "%s: %s %d, but %s has vision_config.%s %d (%s)", src, pairs[i].pp_key,

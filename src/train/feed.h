@@ -67,7 +67,7 @@ int tdm_feed_load_preprocessor(const char *flag_path, const char *model_path, st
  * input channels (images are read as RGB). Otherwise the first image would fail far from the
  * cause ("batch: patch_dim ...") or not at all. pp_path names the file, NULL for the built-in
  * defaults. */
-int tdm_feed_check_preprocessor(const struct tdm_preproc_config *pp, const char *pp_path,
-                                const tdm_model_config *cfg, tdm_error *err);
+int tdm_feed_check_preprocessor(const struct tdm_preproc_config *pp, const char *pp_path, const tdm_model_config *cfg,
+                                tdm_error *err);
 
 #endif

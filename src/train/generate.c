@@ -29,11 +29,11 @@ struct tdm_generator {
     int32_t stop_ids[2];
     int32_t unsayable[2]; /* <|image_pad|>, <|video_pad|>: fed back, they would stand for vision rows */
     tdm_batch b;
-    float *logits; /* [vocab] */
+    float *logits;  /* [vocab] */
     float *probs;   /* [vocab]: sampling's distribution */
     int32_t *order; /* [vocab]: sampling's scratch */
     tdm_sampling sampling;
-    int kv_cache;  /* 1: the prompt once, then one token at a time (tdm_model_decode) */
+    int kv_cache; /* 1: the prompt once, then one token at a time (tdm_model_decode) */
 };
 
 tdm_generator *tdm_generator_create(const tdm_generator_options *o, tdm_error *err) {
@@ -203,8 +203,8 @@ static int ensure_reserved(tdm_generator *g, int tokens, int patches, int images
     return 0;
 }
 
-int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, const char *const *images,
-                         int n_images, int max_new_tokens, char **out, tdm_error *err) {
+int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, const char *const *images, int n_images,
+                         int max_new_tokens, char **out, tdm_error *err) {
     tdm_batch *b = &g->b;
     int64_t next_pos;
     if (max_new_tokens < 1 || max_new_tokens > 1 << 16)
@@ -219,7 +219,8 @@ int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, c
     /* position rows are [3, n] with stride n: re-laid out below as n grows, so keep a copy */
     int cap = n0 + max_new_tokens;
     int32_t *pos = tdm_xmalloc(sizeof(int32_t) * 3 * (size_t)cap);
-    for (int a = 0; a < 3; a++) memcpy(pos + (size_t)a * cap, b->position_ids + (size_t)a * n0, sizeof(int32_t) * (size_t)n0);
+    for (int a = 0; a < 3; a++)
+        memcpy(pos + (size_t)a * cap, b->position_ids + (size_t)a * n0, sizeof(int32_t) * (size_t)n0);
     tdm_ids ans = {0};
     int rc = 0;
     int32_t last = -1; /* the token chosen last, fed to the next step */
@@ -241,8 +242,8 @@ int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, c
                 break;
             }
         }
-        int best = tdm_generate_sample(g->logits, g->cfg.text.vocab_size, g->unsayable, 2, &g->sampling,
-                                       (uint64_t)k, g->probs, g->order);
+        int best = tdm_generate_sample(g->logits, g->cfg.text.vocab_size, g->unsayable, 2, &g->sampling, (uint64_t)k,
+                                       g->probs, g->order);
         if (best < 0) {
             rc = tdm_errorf(err, "no token can be generated: every logit is NaN or a vision placeholder");
             break;
@@ -265,8 +266,8 @@ int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, c
     return rc;
 }
 
-int tdm_generator_loglik(tdm_generator *g, const tdm_turn *turns, int n_turns, const char *const *images,
-                         int n_images, const char *continuation, double *sum, int *n_tokens, tdm_error *err) {
+int tdm_generator_loglik(tdm_generator *g, const tdm_turn *turns, int n_turns, const char *const *images, int n_images,
+                         const char *continuation, double *sum, int *n_tokens, tdm_error *err) {
     tdm_batch *b = &g->b;
     int64_t next_pos;
     if (tdm_data_build_prompt(g->tok, &g->pp, turns, n_turns, images, n_images, b, &next_pos, err) != 0) return -1;

@@ -42,7 +42,7 @@ typedef struct tdm_generator_options {
     const char *preprocessor; /* NULL: next to the model config, else the defaults */
     int no_kv_cache;          /* 1: every step re-runs the whole forward (slow; for checking the cache) */
     int64_t image_max_pixels, image_min_pixels; /* LLaMA-Factory's bounds, as in training (0: none) */
-    tdm_sampling sampling;    /* all zero: greedy */
+    tdm_sampling sampling;                      /* all zero: greedy */
 } tdm_generator_options;
 
 typedef struct tdm_generator tdm_generator;
@@ -52,8 +52,8 @@ void tdm_generator_free(tdm_generator *g);
 
 /* The answer (greedy, or sampled as o->sampling says) to the conversation `turns` (system/user turns; "<image>" tags match
  * `images` in order). *out is malloc'ed UTF-8 (free it). */
-int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, const char *const *images,
-                         int n_images, int max_new_tokens, char **out, tdm_error *err);
+int tdm_generator_answer(tdm_generator *g, const tdm_turn *turns, int n_turns, const char *const *images, int n_images,
+                         int max_new_tokens, char **out, tdm_error *err);
 
 /* Greedy choice: the index of the largest logit, the lowest index on ties, skipping NaN and the
  * `banned` ids; -1 when nothing is left. */
@@ -63,8 +63,8 @@ int tdm_generate_pick(const float *logits, int vocab, const int32_t *banned, int
  * *sum = sum over its tokens of log p(token | everything before), *n_tokens = their count. The
  * continuation is tokenized alone, as training labels an answer: pass the reference answer
  * followed by "<|im_end|>\n", and the tokens are the ones training's loss counts for it. */
-int tdm_generator_loglik(tdm_generator *g, const tdm_turn *turns, int n_turns, const char *const *images,
-                         int n_images, const char *continuation, double *sum, int *n_tokens, tdm_error *err);
+int tdm_generator_loglik(tdm_generator *g, const tdm_turn *turns, int n_turns, const char *const *images, int n_images,
+                         const char *continuation, double *sum, int *n_tokens, tdm_error *err);
 
 /* Sampling: fills probs[vocab] with the distribution a token is drawn from (after temperature,
  * top-k and top-p; 0 for the tokens removed, NaN and `banned` ids always removed) and returns the

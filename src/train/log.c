@@ -199,8 +199,9 @@ void tdm_format_validation(tdm_strbuf *sb, const char *prefix, double loss) {
 
 void tdm_format_validation_json(tdm_strbuf *sb, int64_t iteration, int64_t consumed_samples, double loss,
                                 int64_t tokens, int64_t samples, double ms) {
-    tdm_sb_printf(sb, "{\"iteration\":%lld,\"consumed_samples\":%lld,\"loss\":%.17g,\"ppl\":%.17g,\"tokens\":%lld,"
-                      "\"samples\":%lld,\"ms\":%.3f}",
-                  (long long)iteration, (long long)consumed_samples, loss, exp(loss < 20 ? loss : 20), (long long)tokens,
-                  (long long)samples, ms);
+    tdm_sb_printf(sb,
+                  "{\"iteration\":%lld,\"consumed_samples\":%lld,\"loss\":%.17g,\"ppl\":%.17g,\"tokens\":%lld,"
+                  "\"samples\":%lld,\"ms\":%.3f}",
+                  (long long)iteration, (long long)consumed_samples, loss, exp(loss < 20 ? loss : 20),
+                  (long long)tokens, (long long)samples, ms);
 }

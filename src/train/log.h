@@ -27,15 +27,15 @@ typedef struct tdm_iter_line {
     double elapsed_ms_per_iter; /* mean over the log interval */
     double lr;
     int global_batch_size;
-    double loss;                /* mean of the interval's per-step losses */
-    double loss_scale;          /* 1.0: fp32 training has no loss scaling */
-    double grad_norm;           /* of the last step */
-    int skipped, nan;           /* counts over the interval */
+    double loss;       /* mean of the interval's per-step losses */
+    double loss_scale; /* 1.0: fp32 training has no loss scaling */
+    double grad_norm;  /* of the last step */
+    int skipped, nan;  /* counts over the interval */
     /* Megatron's optional fields, each printed only when its has_ flag is set */
     int has_throughput, has_num_zeros, has_params_norm;
-    double throughput;          /* --log-throughput: model TFLOP/s per rank over the interval */
-    double num_zeros;           /* --log-num-zeros-in-grad: of the last step */
-    double params_norm;         /* --log-params-norm: of the last step */
+    double throughput;  /* --log-throughput: model TFLOP/s per rank over the interval */
+    double num_zeros;   /* --log-num-zeros-in-grad: of the last step */
+    double params_norm; /* --log-params-norm: of the last step */
 } tdm_iter_line;
 
 /* Appends the iteration line (no newline) stamped with wall-clock time `now`

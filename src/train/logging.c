@@ -151,8 +151,7 @@ void tdm_train__log_iteration(trainer *t, interval *iv, const tdm_step_record *r
     memset(iv, 0, sizeof *iv);
 }
 
-void tdm_train__log_step(trainer *t, const tdm_step_record *rec, uint64_t *last_progress,
-                         tdm_error *err) {
+void tdm_train__log_step(trainer *t, const tdm_step_record *rec, uint64_t *last_progress, tdm_error *err) {
     const tdm_train_args *a = t->a;
     tb_step(t, rec);
     if (t->metrics && tdm_metrics_write(t->metrics, rec, a->audit_fingerprints, err) != 0) {

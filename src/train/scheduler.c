@@ -39,7 +39,8 @@ int tdm_lr_scheduler_init(tdm_lr_scheduler *s, double max_lr, double min_lr, dou
                           int64_t warmup_iters, double warmup_fraction, int64_t decay_iters, int64_t train_iters,
                           int64_t global_batch, tdm_error *err) {
     memset(s, 0, sizeof *s);
-    if (global_batch <= 0) return tdm_errorf(err, "lr schedule: global batch %lld must be positive", (long long)global_batch);
+    if (global_batch <= 0)
+        return tdm_errorf(err, "lr schedule: global batch %lld must be positive", (long long)global_batch);
     if (decay_iters <= 0) decay_iters = train_iters;
     if (decay_iters <= 0) return tdm_errorf(err, "lr schedule: --lr-decay-iters / --train-iters must be positive");
     if (min_lr > max_lr) return tdm_errorf(err, "lr schedule: --min-lr %g exceeds --lr %g", min_lr, max_lr);
@@ -63,15 +64,17 @@ int tdm_lr_scheduler_set_wsd(tdm_lr_scheduler *s, tdm_wsd_style style, int64_t w
                              tdm_error *err) {
     const int64_t steps = wsd_iters * global_batch;
     if (steps < 1 || steps > s->decay_steps)
-        return tdm_errorf(err, "lr schedule: the WSD decay (%lld samples) must be at least one sample and at most "
-                               "the decay span (%lld samples)", (long long)steps, (long long)s->decay_steps);
+        return tdm_errorf(err,
+                          "lr schedule: the WSD decay (%lld samples) must be at least one sample and at most "
+                          "the decay span (%lld samples)",
+                          (long long)steps, (long long)s->decay_steps);
     s->wsd_style = style;
     s->wsd_decay_steps = steps;
     return 0;
 }
 
-int tdm_lr_scheduler_set_wd(tdm_lr_scheduler *s, tdm_wd_style style, double start_wd, double end_wd,
-                            int64_t incr_steps, tdm_error *err) {
+int tdm_lr_scheduler_set_wd(tdm_lr_scheduler *s, tdm_wd_style style, double start_wd, double end_wd, int64_t incr_steps,
+                            tdm_error *err) {
     if (!(start_wd >= 0) || !(end_wd >= start_wd) || !isfinite(end_wd)) /* Megatron asserts the same */
         return tdm_errorf(err, "weight decay schedule: from %g to %g: expected 0 <= start <= end", start_wd, end_wd);
     if (style == TDM_WD_CONSTANT && start_wd != end_wd)
@@ -88,12 +91,15 @@ int tdm_lr_scheduler_set_wd(tdm_lr_scheduler *s, tdm_wd_style style, double star
 int tdm_lr_scheduler_check(const tdm_lr_scheduler *s, tdm_error *err) {
     if (!isfinite(s->max_lr) || !isfinite(s->min_lr) || !isfinite(s->init_lr) || s->min_lr < 0 || s->init_lr < 0 ||
         s->min_lr > s->max_lr || s->init_lr > s->max_lr)
-        return tdm_errorf(err, "scheduler: max_lr %g, min_lr %g, warmup_init %g: expected finite rates with "
-                          "0 <= min_lr <= max_lr and 0 <= warmup_init <= max_lr", s->max_lr, s->min_lr, s->init_lr);
+        return tdm_errorf(err,
+                          "scheduler: max_lr %g, min_lr %g, warmup_init %g: expected finite rates with "
+                          "0 <= min_lr <= max_lr and 0 <= warmup_init <= max_lr",
+                          s->max_lr, s->min_lr, s->init_lr);
     if ((unsigned)s->style > TDM_LR_WSD) return tdm_errorf(err, "scheduler: unknown decay style");
     if (s->style == TDM_LR_WSD && (s->wsd_decay_steps < 1 || s->wsd_decay_steps > s->decay_steps))
-        return tdm_errorf(err, "scheduler: WSD with a final decay of %lld samples, expected 1 to decay_steps %lld "
-                               "(--lr-wsd-decay-iters / --lr-wsd-decay-samples)",
+        return tdm_errorf(err,
+                          "scheduler: WSD with a final decay of %lld samples, expected 1 to decay_steps %lld "
+                          "(--lr-wsd-decay-iters / --lr-wsd-decay-samples)",
                           (long long)s->wsd_decay_steps, (long long)s->decay_steps);
     if (s->decay_steps < 1)
         return tdm_errorf(err, "scheduler: decay_steps is %lld, expected at least 1", (long long)s->decay_steps);

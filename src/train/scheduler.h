@@ -43,14 +43,14 @@ typedef enum tdm_wd_style { TDM_WD_CONSTANT, TDM_WD_LINEAR, TDM_WD_COSINE } tdm_
 typedef struct tdm_lr_scheduler {
     double max_lr, min_lr, init_lr;
     tdm_lr_style style;
-    double warmup_steps;  /* samples; fractional with --lr-warmup-fraction, as Megatron's */
-    int64_t decay_steps;  /* samples */
-    int64_t num_steps;    /* samples consumed so far */
-    tdm_wsd_style wsd_style;   /* WSD: the shape of the final decay */
-    int64_t wsd_decay_steps;   /* WSD: samples of the final decay (the end of the decay span) */
-    double start_wd, end_wd;   /* weight decay; both --weight-decay unless it increases */
+    double warmup_steps;     /* samples; fractional with --lr-warmup-fraction, as Megatron's */
+    int64_t decay_steps;     /* samples */
+    int64_t num_steps;       /* samples consumed so far */
+    tdm_wsd_style wsd_style; /* WSD: the shape of the final decay */
+    int64_t wsd_decay_steps; /* WSD: samples of the final decay (the end of the decay span) */
+    double start_wd, end_wd; /* weight decay; both --weight-decay unless it increases */
     tdm_wd_style wd_style;
-    int64_t wd_incr_steps;     /* samples */
+    int64_t wd_incr_steps; /* samples */
 } tdm_lr_scheduler;
 
 /* "constant" | "linear" | "cosine" | "inverse-square-root" | "WSD" -> style; -1 if unknown. */
@@ -73,8 +73,8 @@ int tdm_lr_scheduler_set_wsd(tdm_lr_scheduler *s, tdm_wsd_style style, int64_t w
                              tdm_error *err);
 /* The weight-decay schedule (init leaves it constant at 0): from start_wd to end_wd over incr_steps samples;
  * constant needs start == end. Errors: negative, end < start, incr_steps < 1. */
-int tdm_lr_scheduler_set_wd(tdm_lr_scheduler *s, tdm_wd_style style, double start_wd, double end_wd,
-                            int64_t incr_steps, tdm_error *err);
+int tdm_lr_scheduler_set_wd(tdm_lr_scheduler *s, tdm_wd_style style, double start_wd, double end_wd, int64_t incr_steps,
+                            tdm_error *err);
 
 /* Checks a schedule set up other than by tdm_lr_scheduler_init (a checkpoint's, under
  * --use-checkpoint-opt_param-scheduler) against init's rules: finite, non-negative rates with

@@ -404,8 +404,7 @@ int tdm_train__setup_data(trainer *t, tdm_error *err) {
     const tdm_train_args *a = t->a;
     int ok = setup(t, err) == 0;
     struct stat st;
-    if (ok && a->exit_signal_file[0] && stat(a->exit_signal_file, &st) == 0)
-    {
+    if (ok && a->exit_signal_file[0] && stat(a->exit_signal_file, &st) == 0) {
         tdm_errorf(err, "--exit-signal-file %s already exists: remove it (the run would stop after its first step)",
                    a->exit_signal_file);
         ok = 0;

@@ -199,7 +199,11 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     const int out_of_time =
         a->exit_duration_in_mins > 0 && (double)(tdm_now_ns() - t->start_ns) / 60e9 > a->exit_duration_in_mins;
     const int asked = tdm_train__stop_asked(t);
-    double sums[6] = {ms.loss_sum, ms.tokens, ms.flops, asked == STOP_SIGNAL ? 1.0 : 0.0, out_of_time ? 1.0 : 0.0,
+    double sums[6] = {ms.loss_sum,
+                      ms.tokens,
+                      ms.flops,
+                      asked == STOP_SIGNAL ? 1.0 : 0.0,
+                      out_of_time ? 1.0 : 0.0,
                       asked == STOP_FILE ? 1.0 : 0.0};
     if (tdm_ddp_sum_across_ranks(t->ddp, sums, 6, err) != 0) return -1;
     rec->tokens = (int64_t)sums[1];

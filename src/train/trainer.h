@@ -40,21 +40,21 @@
 
 /* One optimizer step, as every rank agrees on it (reduced over the group). */
 typedef struct tdm_step_record {
-    int64_t iteration;         /* 1-based */
-    int64_t consumed_samples;  /* after this step */
-    int global_batch_size;     /* samples in this step */
-    int64_t tokens;            /* loss tokens (targets != -100) in the global batch */
-    double lr;                 /* the learning rate Megatron logs for this iteration */
-    double weight_decay;       /* the weight decay of the schedule, at the same point as lr */
-    double loss;               /* per-token mean over the global batch */
-    double grad_norm;          /* global L2 norm before clipping (0.0 with --clip-grad 0, as the spec says) */
-    int skipped;               /* 1 when the step was skipped (not finite) */
-    int nan;                   /* 1 when loss or grads were not finite */
-    double model_flops;        /* tdm_model_flops of every rank's micro-batches of this step, summed */
-    int has_params_norm;       /* --log-params-norm: */
-    double params_norm;        /*   L2 norm of the trained parameters after the step */
-    int has_num_zeros;         /* --log-num-zeros-in-grad: */
-    double num_zeros;          /*   gradient elements equal to 0 (before clipping) */
+    int64_t iteration;        /* 1-based */
+    int64_t consumed_samples; /* after this step */
+    int global_batch_size;    /* samples in this step */
+    int64_t tokens;           /* loss tokens (targets != -100) in the global batch */
+    double lr;                /* the learning rate Megatron logs for this iteration */
+    double weight_decay;      /* the weight decay of the schedule, at the same point as lr */
+    double loss;              /* per-token mean over the global batch */
+    double grad_norm;         /* global L2 norm before clipping (0.0 with --clip-grad 0, as the spec says) */
+    int skipped;              /* 1 when the step was skipped (not finite) */
+    int nan;                  /* 1 when loss or grads were not finite */
+    double model_flops;       /* tdm_model_flops of every rank's micro-batches of this step, summed */
+    int has_params_norm;      /* --log-params-norm: */
+    double params_norm;       /*   L2 norm of the trained parameters after the step */
+    int has_num_zeros;        /* --log-num-zeros-in-grad: */
+    double num_zeros;         /*   gradient elements equal to 0 (before clipping) */
     /* timings of this rank, milliseconds (rank-local, not reduced) */
     double step_ms;            /* whole step, data wait included */
     double data_wait_ms;       /* waiting for the loader */
@@ -69,16 +69,18 @@ typedef struct tdm_step_record {
 } tdm_step_record;
 
 typedef struct tdm_train_result {
-    int n_steps;               /* records of the steps this call ran */
-    tdm_step_record *records;  /* [n_steps], malloc'ed; free with tdm_train_result_free */
-    char ddp_config_line[1024];/* "Setting up DistributedDataParallel with config DistributedDataParallelConfig(...)" */
+    int n_steps;              /* records of the steps this call ran */
+    tdm_step_record *records; /* [n_steps], malloc'ed; free with tdm_train_result_free */
+    char
+        ddp_config_line[1024]; /* "Setting up DistributedDataParallel with config DistributedDataParallelConfig(...)" */
     int n_buckets;
     int64_t n_params_trainable;
-    int64_t first_iteration;   /* 0, or the checkpoint's iteration when resumed */
+    int64_t first_iteration; /* 0, or the checkpoint's iteration when resumed */
     int64_t final_iteration;
-    int64_t consumed_samples;  /* at the end */
-    uint64_t params_checksum;  /* XXH3 of the full parameter values (every tensor, registration order), same on all ranks */
-    int interrupted;           /* stopped early by SIGTERM/SIGINT or --exit-interval */
+    int64_t consumed_samples; /* at the end */
+    uint64_t
+        params_checksum; /* XXH3 of the full parameter values (every tensor, registration order), same on all ranks */
+    int interrupted;     /* stopped early by SIGTERM/SIGINT or --exit-interval */
     char saved_checkpoint[TDM_ARGS_PATH_MAX]; /* last checkpoint directory written, "" if none */
     /* On failure: 1 when every rank returned -1 in the same place (bad flags, a missing
      * file, a NaN found by the agreed checks), so the caller may print once (on rank
@@ -86,7 +88,7 @@ typedef struct tdm_train_result {
      * blocked in a collective, so the caller must MPI_Abort. */
     int all_ranks_failed;
     int failed_rank;
-    int failed_alone;          /* all_ranks_failed, but the error itself happened on failed_rank (and
+    int failed_alone; /* all_ranks_failed, but the error itself happened on failed_rank (and
                                   perhaps others), not on every rank: the message must name the rank */
 } tdm_train_result;
 

@@ -61,8 +61,8 @@ typedef struct trainer {
     tdm_ckpt pending;         /* the checkpoint whose Adam state was read but not yet vouched for */
     int has_pending;
     tdm_step_window steps; /* rank 0: the recent step times, for the progress line's ETA */
-    int eval_stopped; /* the last evaluation ended early on an agreed stop: TDM_STOP_*, 0: it did not */
-    int save_lock; /* rank 0: the flock()ed <save>/.tandem.lock, -1: none */
+    int eval_stopped;      /* the last evaluation ended early on an agreed stop: TDM_STOP_*, 0: it did not */
+    int save_lock;         /* rank 0: the flock()ed <save>/.tandem.lock, -1: none */
 } trainer;
 
 /* The steps since the last iteration line. */

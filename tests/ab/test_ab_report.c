@@ -16,8 +16,8 @@
 #include "ab/ab.h"
 
 enum { STEPS = 40, MAX_REPEATS = 8 };
-static int fake_repeats = 2;               /* timing runs per side that fake() makes */
-static double run_speed[2][MAX_REPEATS];   /* [side][repeat]: a host slower during that run (0 = 1) */
+static int fake_repeats = 2;             /* timing runs per side that fake() makes */
+static double run_speed[2][MAX_REPEATS]; /* [side][repeat]: a host slower during that run (0 = 1) */
 
 /* Fills both sides: baseline steps take `base_ms`, candidate `cand_ms`, with 2% noise;
  * losses and everything else identical. */
@@ -57,8 +57,8 @@ static void fake(tdm_ab_options *o, tdm_ab_result *r, double base_ms, double can
         side->comm_ms = side->hidden_comm_ms = side->exposed_comm_ms = NAN;
         side->compute_ms = side->data_wait_ms = side->ideal_step_ms = side->prof_step_ms = NAN;
         side->overlap_efficiency = side->sched_ideal_step_ms = side->sched_overlap_efficiency = NAN;
-        snprintf(side->ddp_config_line, sizeof side->ddp_config_line, "DistributedDataParallelConfig(overlap_grad_reduce=%s)",
-                 s ? "True" : "False");
+        snprintf(side->ddp_config_line, sizeof side->ddp_config_line,
+                 "DistributedDataParallelConfig(overlap_grad_reduce=%s)", s ? "True" : "False");
         snprintf(side->trace_dir, sizeof side->trace_dir, "/nonexistent");
     }
     r->diff_lines = tdm_xcalloc(2, sizeof(char *));
@@ -101,8 +101,7 @@ static void test_statistics_and_equal_precision(void) {
     snprintf(r.side[1].ddp_config_line, sizeof r.side[1].ddp_config_line, "X(overlap_grad_reduce=True)");
     tdm_ab_compute(&o, &r); /* idempotent */
     CHECK(r.nan_iterations == 0 && r.side[0].window_samples == 8 * 30 * fake_repeats, "compute twice, same counts");
-    CHECK(r.ci_paired == 1 && r.ci_block == 4, "paired, blocks of ceil(30^(1/3)) = 4: %d, %d", r.ci_paired,
-          r.ci_block);
+    CHECK(r.ci_paired == 1 && r.ci_block == 4, "paired, blocks of ceil(30^(1/3)) = 4: %d, %d", r.ci_paired, r.ci_block);
     /* CPU: window means; cores busy = CPU / time over the same steps */
     CHECK_NEAR(r.side[0].comm_cpu_ms, 15.0, 1e-9);
     CHECK_NEAR(r.side[1].comm_cpu_ms, 25.0, 1e-9);
@@ -202,8 +201,7 @@ static void test_host_load(void) {
     for (int i = 0; i < r.n_load; i++) r.load[i] = (tdm_ab_load){1.0, 2.0, 0.5, 0};
     r.load[1] = (tdm_ab_load){4.5, 5.0, 12.0, 1};
     tdm_ab_compute(&o, &r);
-    CHECK(r.runs_under_load == 1 && strstr(r.noise_sentence, "Under load: 1 of 4 timing runs"), "%s",
-          r.noise_sentence);
+    CHECK(r.runs_under_load == 1 && strstr(r.noise_sentence, "Under load: 1 of 4 timing runs"), "%s", r.noise_sentence);
     char out[] = "/tmp/tdm_ab_loadrepXXXXXX";
     CHECK(mkdtemp(out) != NULL, "mkdtemp");
     snprintf(o.out, sizeof o.out, "%s", out);
@@ -242,8 +240,8 @@ static void test_precision_differences(void) {
     tdm_ab_result r;
     fake(&o, &r, 100.0, 100.0);
     tdm_step_record *c = r.side[1].records;
-    c[6].loss *= 1.0 + 1e-6;  /* step 7 departs */
-    c[9].loss *= 1.0 - 3e-6;  /* larger, later */
+    c[6].loss *= 1.0 + 1e-6; /* step 7 departs */
+    c[9].loss *= 1.0 - 3e-6; /* larger, later */
     c[20].nan = 1;
     c[20].grad_norm = NAN;
     c[3].lr += 1e-12;
@@ -280,8 +278,8 @@ static void test_report_files(void) {
     tdm_error err;
     CHECK(tdm_mkdirs(o.out, &err) == 0, "%s", err.msg);
     CHECK(tdm_ab_write_report(&o, &r, &err) == 0, "%s", err.msg);
-    const char *files[] = {"report.md", "summary.json", "steps_baseline.csv", "steps_candidate.csv", "loss.svg",
-                           "step_time.svg", "step_time_hist.svg"};
+    const char *files[] = {"report.md", "summary.json",  "steps_baseline.csv", "steps_candidate.csv",
+                           "loss.svg",  "step_time.svg", "step_time_hist.svg"};
     char path[1200];
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(path, sizeof path, "%s/%s", o.out, files[i]);
@@ -294,15 +292,30 @@ static void test_report_files(void) {
     CHECK(d != NULL, "summary.json parses: %s", err.msg);
     if (d) {
         const tdm_json *root = tdm_json_root(d);
-        const char *top[] = {"step_time_change_pct", "throughput_change_pct", "ci95_pct", "window", "repeats",
-                             "loss_bitwise_equal", "max_rel_loss_dev", "lr_equal", "consumed_samples_equal",
-                             "fingerprints_equal", "nan_iterations", "skipped_iterations", "overlap_efficiency",
-                             "sched_overlap_efficiency", "first_loss_diff_step", "first_grad_norm_diff_step",
-                             "cores_online", "runs_ci95_pct", "runs_change_pct", "runs_ci_pairs"};
+        const char *top[] = {"step_time_change_pct",
+                             "throughput_change_pct",
+                             "ci95_pct",
+                             "window",
+                             "repeats",
+                             "loss_bitwise_equal",
+                             "max_rel_loss_dev",
+                             "lr_equal",
+                             "consumed_samples_equal",
+                             "fingerprints_equal",
+                             "nan_iterations",
+                             "skipped_iterations",
+                             "overlap_efficiency",
+                             "sched_overlap_efficiency",
+                             "first_loss_diff_step",
+                             "first_grad_norm_diff_step",
+                             "cores_online",
+                             "runs_ci95_pct",
+                             "runs_change_pct",
+                             "runs_ci_pairs"};
         for (size_t i = 0; i < sizeof top / sizeof *top; i++)
             CHECK(tdm_json_get(root, top[i]) != NULL, "summary.json lacks %s", top[i]);
-        const char *side_keys[] = {"mean_step_ms", "samples_per_s", "exposed_comm_ms", "cpu_ms", "compute_cpu_ms",
-                                   "comm_cpu_ms", "cores_busy"};
+        const char *side_keys[] = {"mean_step_ms",   "samples_per_s", "exposed_comm_ms", "cpu_ms",
+                                   "compute_cpu_ms", "comm_cpu_ms",   "cores_busy"};
         for (int s = 0; s < 2; s++)
             for (size_t i = 0; i < sizeof side_keys / sizeof *side_keys; i++)
                 CHECK(tdm_json_get(tdm_json_get(root, s ? "candidate" : "baseline"), side_keys[i]) != NULL,

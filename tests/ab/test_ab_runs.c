@@ -18,7 +18,7 @@
 #include "harness.h"
 #include "runs/fixtures.h"
 
-#define GPT "megatron/test_cases/gpt/"
+#define GPT  "megatron/test_cases/gpt/"
 #define P1_A GPT "gpt3_mr_tp1_pp4_vp1_dgx_a100_1N8G"
 #define P1_B GPT "gpt3_345m_nightly_dgx_a100_1N8G_tp1_pp4_vp1_overlap_grad_reduce"
 #define P2_A GPT "gpt3_345m_nightly_dgx_a100_1N8G_tp4_pp1"
@@ -74,7 +74,8 @@ static void test_pair1_deterministic(void) {
     CHECK_NEAR(r.side[1].median_step_ms, 163.71, 1e-9);
     CHECK(r.window_lo == 5 && r.window_hi == 50 && r.side[0].window_lines == 10, "window %lld:%lld, %lld lines",
           (long long)r.window_lo, (long long)r.window_hi, (long long)r.side[0].window_lines);
-    CHECK(r.checks[0].verdict == TDM_AB_RUNS_ABSENT && r.checks[4].verdict == TDM_AB_RUNS_ABSENT, "no lr, no grad norm");
+    CHECK(r.checks[0].verdict == TDM_AB_RUNS_ABSENT && r.checks[4].verdict == TDM_AB_RUNS_ABSENT,
+          "no lr, no grad norm");
     CHECK(r.checks[2].verdict == TDM_AB_RUNS_EQUAL, "global batch from model_config.yaml");
     CHECK(isfinite(r.step_time_ci.lo_pct) && r.step_time_change_pct > 0, "slower with overlap: %+.2f%%",
           r.step_time_change_pct);
@@ -123,10 +124,10 @@ static void test_pair3(void) {
     CHECK(pair(fixture(P3_A "/golden_values_lts_dgx_a100.json"), fixture(P3_B "/golden_values_lts_dgx_a100.json"), NULL,
                &r, NULL, &e) == 0,
           "%s", e.msg);
-    CHECK(r.common_steps == 11 && r.checks[3].compared == 11, "aligned: %lld",
-          (long long)r.common_steps);
-    CHECK(has(r.warnings, r.n_warnings, "log different iterations (baseline 11 from 1 to 50, every 5; candidate 50 "
-                                        "from 1 to 50, every 1)"),
+    CHECK(r.common_steps == 11 && r.checks[3].compared == 11, "aligned: %lld", (long long)r.common_steps);
+    CHECK(has(r.warnings, r.n_warnings,
+              "log different iterations (baseline 11 from 1 to 50, every 5; candidate 50 "
+              "from 1 to 50, every 1)"),
           "%s", r.n_warnings ? r.warnings[0] : "no warning");
     CHECK(has(r.warnings, r.n_warnings, "losses differ by up to 4.7% (iteration 45)"), "the mismatch flagged");
     CHECK(r.checks[3].max_dev_at == 45 && fabs(r.checks[3].max_rel_dev - 0.0466) < 0.001, "%.4g",
@@ -155,7 +156,8 @@ static void inprocess_report(const char *dir) {
         side->repeats = 1, side->steps = 8;
         side->records = tdm_xcalloc(8, sizeof *side->records);
         for (int i = 0; i < 8; i++)
-            side->records[i] = (tdm_step_record){.iteration = i + 1, .global_batch_size = 4, .loss = 1, .step_ms = 10 + i};
+            side->records[i] =
+                (tdm_step_record){.iteration = i + 1, .global_batch_size = 4, .loss = 1, .step_ms = 10 + i};
         snprintf(side->trace_dir, sizeof side->trace_dir, "/nonexistent");
     }
     tdm_ab_compute(&o, &r);
@@ -176,8 +178,8 @@ static tdm_json_doc *read_json(const char *path) {
 
 static void keys_included(const tdm_json *want, const tdm_json *have, const char *where) {
     /* what only a live protocol records: the host's load around each timing run, a stop by a signal */
-    static const char *const live_only[] = {"partial", "stop_signal", "finished_runs", "local_ranks", "runs_under_load",
-                                            "load"};
+    static const char *const live_only[] = {"partial",     "stop_signal",     "finished_runs",
+                                            "local_ranks", "runs_under_load", "load"};
     for (size_t i = 0; want && i < want->len; i++) {
         int skip = 0;
         for (size_t k = 0; k < sizeof live_only / sizeof *live_only; k++) skip |= !strcmp(want->keys[i], live_only[k]);
@@ -221,8 +223,8 @@ static void test_summary_keys(void) {
     }
     tdm_json_free(want);
     tdm_json_free(have);
-    static const char *const files[] = {"report.md", "summary.json", "steps_baseline.csv", "steps_candidate.csv",
-                                        "loss.svg", "step_time.svg", "step_time_hist.svg"};
+    static const char *const files[] = {"report.md", "summary.json",  "steps_baseline.csv", "steps_candidate.csv",
+                                        "loss.svg",  "step_time.svg", "step_time_hist.svg"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(path, sizeof path, "%s/report/%s", tmp, files[i]);
         CHECK(tdm_file_exists(path), "%s missing", files[i]);
@@ -250,11 +252,11 @@ static void test_real_logs(void) {
     tdm_strbuf t;
     tdm_sb_init(&t);
     tdm_error e;
-    CHECK(pair(fixture("megatron/logs/tp4_core_r0.5.0_200iter.log"), fixture("megatron/logs/tp4_main_crash_at_iter50.log"),
-               NULL, &r, &t, &e) == 0,
+    CHECK(pair(fixture("megatron/logs/tp4_core_r0.5.0_200iter.log"),
+               fixture("megatron/logs/tp4_main_crash_at_iter50.log"), NULL, &r, &t, &e) == 0,
           "%s", e.msg);
-    CHECK(r.window_lo == 21 && r.window_hi == 50 && strstr(r.window_note, "1-200 (baseline) and 1-50 (candidate)"), "%s",
-          r.window_note);
+    CHECK(r.window_lo == 21 && r.window_hi == 50 && strstr(r.window_note, "1-200 (baseline) and 1-50 (candidate)"),
+          "%s", r.window_note);
     CHECK(r.side[0].window_lines == 3 && r.side[0].skipped_iterations == 15 && r.side[1].skipped_iterations == 15,
           "lines %lld", (long long)r.side[0].window_lines);
     CHECK(r.checks[1].verdict == TDM_AB_RUNS_EQUAL && r.checks[0].verdict == TDM_AB_RUNS_EQUAL,
@@ -269,8 +271,8 @@ static void test_real_logs(void) {
 /* ---- made-up logs ---- */
 
 typedef struct fake_log {
-    const char *overlap;  /* overlap_grad_reduce argument */
-    const char *ddp;      /* its value in the DDP line (NULL: no line) */
+    const char *overlap; /* overlap_grad_reduce argument */
+    const char *ddp;     /* its value in the DDP line (NULL: no line) */
     int hidden, gbs, n;
     double ms, loss_shift;
 } fake_log;
@@ -282,17 +284,19 @@ static const char *write_log(const char *name, const fake_log *f, int seed) {
     snprintf(path, 160, "%s/%s", tmp, name);
     tdm_strbuf sb;
     tdm_sb_init(&sb);
-    tdm_sb_printf(&sb, "------------------------ arguments ------------------------\n"
-                       "  global_batch_size ............................... %d\n"
-                       "  hidden_size ..................................... %d\n"
-                       "  overlap_grad_reduce ............................. %s\n"
-                       "  save ............................................ /ck/%s\n"
-                       "  world_size ...................................... 8\n"
-                       "-------------------- end of arguments ---------------------\n",
+    tdm_sb_printf(&sb,
+                  "------------------------ arguments ------------------------\n"
+                  "  global_batch_size ............................... %d\n"
+                  "  hidden_size ..................................... %d\n"
+                  "  overlap_grad_reduce ............................. %s\n"
+                  "  save ............................................ /ck/%s\n"
+                  "  world_size ...................................... 8\n"
+                  "-------------------- end of arguments ---------------------\n",
                   f->gbs, f->hidden, f->overlap, name);
     if (f->ddp)
-        tdm_sb_printf(&sb, "Setting up DistributedDataParallel with config DistributedDataParallelConfig("
-                           "grad_reduce_in_fp32=False, overlap_grad_reduce=%s, bucket_size=None)\n",
+        tdm_sb_printf(&sb,
+                      "Setting up DistributedDataParallel with config DistributedDataParallelConfig("
+                      "grad_reduce_in_fp32=False, overlap_grad_reduce=%s, bucket_size=None)\n",
                       f->ddp);
     for (int i = 1; i <= f->n; i++) {
         double ms = f->ms * (1.0 + 0.01 * sin(i * 1.7 + seed));

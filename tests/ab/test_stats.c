@@ -98,7 +98,8 @@ static void test_block_bootstrap_coverage(void) {
     CHECK(blk >= iid + TRIALS / 20, "block bootstrap covered 0 in %d of %d trials, plain in %d", blk, TRIALS, iid);
     CHECK(w_blk > 1.2 * w_iid, "mean widths: block %.2f%%, plain %.2f%%", w_blk / TRIALS, w_iid / TRIALS);
     printf("# AR(1) phi 0.5, 2 x 20 steps: coverage of the true change, block %d/%d (mean width %.2f%%), "
-           "plain %d/%d (%.2f%%)\n", blk, TRIALS, w_blk / TRIALS, iid, TRIALS, w_iid / TRIALS);
+           "plain %d/%d (%.2f%%)\n",
+           blk, TRIALS, w_blk / TRIALS, iid, TRIALS, w_iid / TRIALS);
 }
 
 /* Paired: step times that share a per-iteration component (the batch's size: 10%) beside independent noise
@@ -128,7 +129,8 @@ static void test_paired_bootstrap(void) {
     CHECK(cov_p >= 85 && cov_u >= 85, "coverage of the true -5%%: paired %d, unpaired %d of %d", cov_p, cov_u, TRIALS);
     CHECK(w_p < 0.25 * w_u, "mean widths: paired %.2f%%, unpaired %.2f%%", w_p / TRIALS, w_u / TRIALS);
     printf("# shared 10%% + own 1%% noise, 2 x 30 steps, change -5%%: paired width %.2f%% (covers %d/%d), "
-           "unpaired %.2f%% (%d/%d)\n", w_p / TRIALS, cov_p, TRIALS, w_u / TRIALS, cov_u, TRIALS);
+           "unpaired %.2f%% (%d/%d)\n",
+           w_p / TRIALS, cov_p, TRIALS, w_u / TRIALS, cov_u, TRIALS);
 }
 
 /* Block 1 with one run is the plain bootstrap, draw for draw; the automatic block length; bad run lengths. */
@@ -180,7 +182,7 @@ static void test_t_quantile(void) {
     const struct {
         int df;
         double t;
-    } ref[] = {{1, 12.706}, {2, 4.303}, {3, 3.182}, {5, 2.571}, {10, 2.228}, {30, 2.042},
+    } ref[] = {{1, 12.706},  {2, 4.303},   {3, 3.182},   {5, 2.571},    {10, 2.228},   {30, 2.042},
                {31, 2.0395}, {40, 2.0211}, {60, 2.0003}, {120, 1.9799}, {1000, 1.9623}};
     for (size_t i = 0; i < sizeof ref / sizeof *ref; i++)
         CHECK(fabs(tdm_stats_t975(ref[i].df) - ref[i].t) < 1e-3, "t(0.975, %d) = %.4f, expected %.4f", ref[i].df,

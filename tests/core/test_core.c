@@ -19,7 +19,8 @@ static tdm_json_doc *parse(const char *s, tdm_error *err) { return tdm_json_pars
 static void test_json_values(void) {
     tdm_error err;
     tdm_json_doc *d = parse("{\"a\": 1, \"b\": [true, false, null, -2.5e3, \"x\\u00e9\\ud83d\\ude00\"], \"a\": 7,"
-                            " \"big\": 12345678901234}", &err);
+                            " \"big\": 12345678901234}",
+                            &err);
     CHECK(d != NULL, "parse failed: %s", err.msg);
     if (!d) return;
     const tdm_json *r = tdm_json_root(d);
@@ -39,8 +40,9 @@ static void test_json_values(void) {
 }
 
 static void test_json_errors(void) {
-    const char *bad[] = {"", "{", "[1,]", "{\"a\" 1}", "\"abc", "01", "1.", "1e", "[1] x", "\"\\x\"",
-                         "\"\x80\"", "\"\xc0\xaf\"", "\"\\ud800\"", "1e400", "{\"a\":1,}", "tru", "\"\x01\""};
+    const char *bad[] = {"",           "{",     "[1,]",    "{\"a\" 1}", "\"abc",        "01",          "1.",
+                         "1e",         "[1] x", "\"\\x\"", "\"\x80\"",  "\"\xc0\xaf\"", "\"\\ud800\"", "1e400",
+                         "{\"a\":1,}", "tru",   "\"\x01\""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         tdm_error err;
         tdm_json_doc *d = parse(bad[i], &err);
@@ -62,8 +64,7 @@ static void test_json_errors(void) {
     memset(deep + 600, ']', 600);
     deep[1199] = 0;
     deep[1198] = ']';
-    CHECK(tdm_json_parse(deep, 1200 - 1, "d", &err) == NULL && strstr(err.msg, "deeper"), "deep nesting: %s",
-          err.msg);
+    CHECK(tdm_json_parse(deep, 1200 - 1, "d", &err) == NULL && strstr(err.msg, "deeper"), "deep nesting: %s", err.msg);
     /* value-count bound (the mechanism, with a small bound): 1001 values */
     char many[2200];
     size_t len = 0;
@@ -75,8 +76,8 @@ static void test_json_errors(void) {
     tdm_json_doc *ok = tdm_json_parse_bounded(many, len, "m", 1001, &err);
     CHECK(ok != NULL, "1001 values within a bound of 1001: %s", err.msg);
     tdm_json_free(ok);
-    CHECK(tdm_json_parse_bounded(many, len, "m", 1000, &err) == NULL && strstr(err.msg, "values"),
-          "value bound: %s", err.msg);
+    CHECK(tdm_json_parse_bounded(many, len, "m", 1000, &err) == NULL && strstr(err.msg, "values"), "value bound: %s",
+          err.msg);
 }
 
 /* The array reader against parsing the whole text: the same elements (values and line:col)
@@ -129,14 +130,20 @@ static void check_reader(const char *text) {
 
 static void test_json_array_reader(void) {
     static const char *const ok[] = {
-        "[]", " [ ] \n", "\xEF\xBB\xBF[1]", "[1, \"two\", {\"a\": [3, 4]},\n  [5, [6]], null, true, false, -7.5e3]",
-        "\xEF\xBB\xBF [\n {\"conversations\": [{\"from\": \"human\", \"value\": \"<image>hi\"}],\n  \"images\": [\"a.png\"]},\n"
+        "[]",
+        " [ ] \n",
+        "\xEF\xBB\xBF[1]",
+        "[1, \"two\", {\"a\": [3, 4]},\n  [5, [6]], null, true, false, -7.5e3]",
+        "\xEF\xBB\xBF [\n {\"conversations\": [{\"from\": \"human\", \"value\": \"<image>hi\"}],\n  \"images\": "
+        "[\"a.png\"]},\n"
         " {\"messages\": []}\n]\n",
-        "{\"not\": \"an array\"}", "3",
+        "{\"not\": \"an array\"}",
+        "3",
     };
     static const char *const bad[] = {
-        "", "[", "[1", "[1,", "[1,]", "[,1]", "[1 2]", "[1] x", "[1]]", "[{\"a\": 1,}]", "[\"\\x\"]",
-        "[1,\n  {\"a\":\n   tru}]", "x[1]",
+        "",      "[",     "[1",   "[1,",           "[1,]",      "[,1]",
+        "[1 2]", "[1] x", "[1]]", "[{\"a\": 1,}]", "[\"\\x\"]", "[1,\n  {\"a\":\n   tru}]",
+        "x[1]",
     };
     for (size_t k = 0; k < sizeof ok / sizeof *ok; k++) check_reader(ok[k]);
     for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) check_reader(bad[k]);
@@ -194,7 +201,11 @@ static void test_json_column_past_2gib(void) {
 static void test_json_difference(void) {
     tdm_error err;
     const char *base = "{\"a\": 1, \"t\": {\"rope_theta\": 5000000, \"m\": [1, 2, {\"x\": \"s\"}]}, \"n\": null}";
-    struct { const char *other; int differs; const char *path; } cases[] = {
+    struct {
+        const char *other;
+        int differs;
+        const char *path;
+    } cases[] = {
         {"{\"n\": null, \"t\": {\"m\": [1, 2.0, {\"x\": \"s\"}], \"rope_theta\": 5e6}, \"a\": 1}", 0, ""},
         {"{\"a\": 1, \"t\": {\"rope_theta\": 10000, \"m\": [1, 2, {\"x\": \"s\"}]}, \"n\": null}", 1, "t.rope_theta"},
         {"{\"a\": 1, \"t\": {\"rope_theta\": 5000000, \"m\": [1, 2, {\"x\": \"S\"}]}, \"n\": null}", 1, "t.m[2].x"},
@@ -274,8 +285,8 @@ static void test_files(void) {
     deep[at++] = '/';
     while (at < 4090) deep[at++] = 'f'; /* a 250-byte file name: 4090 bytes in all */
     deep[at] = 0;
-    CHECK(tdm_write_file_atomic(deep, "x", 1, &err) != 0 && strstr(err.msg, "too long"),
-          "a %d-byte path: %s", at, err.msg);
+    CHECK(tdm_write_file_atomic(deep, "x", 1, &err) != 0 && strstr(err.msg, "too long"), "a %d-byte path: %s", at,
+          err.msg);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0, "cleanup");

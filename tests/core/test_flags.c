@@ -336,10 +336,20 @@ static void test_many(void) {
         const char *pos;
     } many;
     static const tdm_flag F[] = {
-        {.name = "a", .kind = TDM_FLAG_LIST, .off = offsetof(many, a), .count_off = offsetof(many, na), .max = 4,
-         .opts = TDM_FLAG_MANY, .metavar = "X..."},
-        {.name = "b", .kind = TDM_FLAG_LIST, .off = offsetof(many, b), .count_off = offsetof(many, nb), .max = 4,
-         .opts = TDM_FLAG_MANY, .metavar = "X..."},
+        {.name = "a",
+         .kind = TDM_FLAG_LIST,
+         .off = offsetof(many, a),
+         .count_off = offsetof(many, na),
+         .max = 4,
+         .opts = TDM_FLAG_MANY,
+         .metavar = "X..."},
+        {.name = "b",
+         .kind = TDM_FLAG_LIST,
+         .off = offsetof(many, b),
+         .count_off = offsetof(many, nb),
+         .max = 4,
+         .opts = TDM_FLAG_MANY,
+         .metavar = "X..."},
     };
     static const tdm_flags Q = {.command = "tandem m", .flags = F, .n_flags = 2};
     char w0[] = "--a", w1[] = "x", w2[] = "y", w3[] = "--b=z", w4[] = "u", w5[] = "--a", w6[] = "v";

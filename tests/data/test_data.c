@@ -56,8 +56,8 @@ static void build_tokenizer(void) {
     tdm_strbuf sb;
     tdm_sb_init(&sb);
     tdm_sb_puts(&sb, "{\"version\": \"1.0\", \"added_tokens\": [");
-    const char *special[] = {"<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
-                             "<|endoftext|>"};
+    const char *special[] = {"<|im_start|>",   "<|im_end|>",    "<|vision_start|>",
+                             "<|vision_end|>", "<|image_pad|>", "<|endoftext|>"};
     for (int i = 0; i < 6; i++)
         tdm_sb_printf(&sb, "%s{\"id\": %d, \"content\": \"%s\", \"special\": true}", i ? ", " : "", 300 + i,
                       special[i]);
@@ -99,14 +99,16 @@ static tdm_dataset *load1(const char *name, int skip, tdm_error *err) {
 static void test_dataset_formats(void) {
     write_png("a.png", 40, 30, 1);
     write_png("b.png", 33, 50, 2);
-    write_text("msgs.json",
-               "[{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
-               " {\"role\": \"user\", \"content\": \"<image>What?\"}, {\"role\": \"assistant\", \"content\": \"A.\"},"
-               " {\"role\": \"user\", \"content\": \"And <image>?\"}, {\"role\": \"assistant\", \"content\": \"B.\"}],"
-               " \"images\": [\"a.png\", \"b.png\"]},"
-               " {\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Yo\"}]},"
-               " {\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\"}, {\"type\": \"text\", \"text\": \"Q\"}]},"
-               " {\"role\": \"assistant\", \"content\": \"R\"}], \"images\": [\"a.png\"]}]");
+    write_text(
+        "msgs.json",
+        "[{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
+        " {\"role\": \"user\", \"content\": \"<image>What?\"}, {\"role\": \"assistant\", \"content\": \"A.\"},"
+        " {\"role\": \"user\", \"content\": \"And <image>?\"}, {\"role\": \"assistant\", \"content\": \"B.\"}],"
+        " \"images\": [\"a.png\", \"b.png\"]},"
+        " {\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Yo\"}]},"
+        " {\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\"}, {\"type\": \"text\", \"text\": "
+        "\"Q\"}]},"
+        " {\"role\": \"assistant\", \"content\": \"R\"}], \"images\": [\"a.png\"]}]");
     tdm_error err;
     tdm_dataset *d = load1("msgs.json", 0, &err);
     CHECK(d != NULL, "%s", err.msg);
@@ -140,7 +142,7 @@ static void test_dataset_formats(void) {
                " {\"messages\": [{\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"gpt\", \"value\": \"r\"}]}]");
     d = load1("mixed.json", 0, &err);
     CHECK(d && d->n_samples == 2 && d->samples[0].n_images == 1 && !strcmp(d->samples[0].turns[0].text, "<image>Q") &&
-          d->samples[1].turns[1].role == TDM_ROLE_ASSISTANT && !strcmp(d->samples[1].turns[1].text, "r"),
+              d->samples[1].turns[1].role == TDM_ROLE_ASSISTANT && !strcmp(d->samples[1].turns[1].text, "r"),
           "other layout's keys: %s", d ? "" : err.msg);
     tdm_dataset_free(d);
     /* several files: samples keep file order and remember their file */
@@ -166,7 +168,8 @@ static void expect_error(const char *name, const char *json, const char *needle)
 }
 
 static void test_dataset_errors(void) {
-    const char *good = "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}";
+    const char *good =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}";
     char buf[1024];
     write_text("bad1.json", "[{\"messages\": [}]");
     tdm_error err;
@@ -174,23 +177,32 @@ static void test_dataset_errors(void) {
     CHECK(!d && strstr(err.msg, "bad1.json:1:"), "malformed JSON: %s", err.msg);
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"robot\", \"content\": \"q\"}]}]", good);
     expect_error("role.json", buf, "sample 1 (line 1): message 0: unknown role \"robot\"");
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image><image>\"}, "
-                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"a.png\"]}]", good);
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image><image>\"}, "
+             "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"a.png\"]}]",
+             good);
     expect_error("count.json", buf, "2 <image> tags but 1 images listed");
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
-                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"nope.png\"]}]", good);
-    expect_error("missing.json", buf, "nope.png (relative paths resolve against the dataset file's folder, or "
-                                      "--image-root)");
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
+             "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"nope.png\"]}]",
+             good);
+    expect_error("missing.json", buf,
+                 "nope.png (relative paths resolve against the dataset file's folder, or "
+                 "--image-root)");
     /* a path that is there from the working directory (the repository root, as test_preprocess's
      * configs/tiny), as LLaMA-Factory's fallback would read it: the message says how to read it */
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
-                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"Makefile\"]}]", good);
-    expect_error("cwd.json", buf, "/Makefile (relative paths resolve against the dataset file's folder; Makefile is "
-                                  "there from the working directory: pass --image-root .)");
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
+             "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"Makefile\"]}]",
+             good);
+    expect_error("cwd.json", buf,
+                 "/Makefile (relative paths resolve against the dataset file's folder; Makefile is "
+                 "there from the working directory: pass --image-root .)");
     /* a NUL in an image path: the file opened would be the path cut there (a.png, which exists) */
     write_png("a.png", 40, 30, 1);
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
-                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"a.png\\u0000.junk\"]}]",
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
+             "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"a.png\\u0000.junk\"]}]",
              good);
     expect_error("nul_path.json", buf, "sample 1 (line 1): image 0 in \"images\": the path holds a NUL character");
     /* a symlink loop: the system's reason, not a hint about relative paths */
@@ -199,15 +211,19 @@ static void test_dataset_errors(void) {
     snprintf(lb, sizeof lb, "%s/loop_b.png", dir);
     unlink(la), unlink(lb);
     CHECK(symlink("loop_b.png", la) == 0 && symlink("loop_a.png", lb) == 0, "symlinks");
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
-                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"loop_a.png\"]}]", good);
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
+             "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"loop_a.png\"]}]",
+             good);
     expect_error("loop.json", buf, "loop_a.png: Too many levels of symbolic links");
     write_text("loop_msg.json", buf);
     tdm_dataset *dl = load1("loop_msg.json", 0, &err);
     CHECK(!dl && !strstr(err.msg, "relative paths"), "symlink loop: %s", err.msg);
     tdm_dataset_free(dl);
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
-                              "{\"role\": \"assistant\", \"content\": \"  \"}]}]", good);
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
+             "{\"role\": \"assistant\", \"content\": \"  \"}]}]",
+             good);
     expect_error("empty.json", buf, "empty assistant answer");
     snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}]}]", good);
     expect_error("noanswer.json", buf, "must end with an assistant");
@@ -225,59 +241,82 @@ static void test_dataset_errors(void) {
               zeros[k], d ? "(loaded)" : err.msg);
         tdm_dataset_free(d);
     }
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
-                              "{\"role\": \"user\", \"content\": \"q\"}]}]", good);
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
+             "{\"role\": \"user\", \"content\": \"q\"}]}]",
+             good);
     expect_error("order.json", buf, "message 1: expected role assistant, got user");
     /* a video would otherwise be dropped and its <video> tag trained as text */
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<video>q\"}, "
-                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"videos\": [\"clip.mp4\"]}]", good);
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<video>q\"}, "
+             "{\"role\": \"assistant\", \"content\": \"a\"}], \"videos\": [\"clip.mp4\"]}]",
+             good);
     expect_error("video.json", buf, "\"videos\": video samples are not supported");
     /* a system prompt both in the "system" field and as the first message: say so, not
      * "expected role user, got system" about a conversation that does start with system */
-    snprintf(buf, sizeof buf, "[%s, {\"system\": \"S\", \"messages\": [{\"role\": \"system\", \"content\": \"T\"}, "
-                              "{\"role\": \"user\", \"content\": \"q\"}, "
-                              "{\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
-    expect_error("twosys.json", buf, "sample 1 (line 1): message 0: a system message, but the sample's "
-                                     "\"system\" field already gives the system prompt");
-    snprintf(buf, sizeof buf, "[%s, {\"video\": \"clip.mp4\", \"conversations\": [{\"from\": \"human\", "
-                              "\"value\": \"<video>q\"}, {\"from\": \"gpt\", \"value\": \"a\"}]}]", good);
+    snprintf(buf, sizeof buf,
+             "[%s, {\"system\": \"S\", \"messages\": [{\"role\": \"system\", \"content\": \"T\"}, "
+             "{\"role\": \"user\", \"content\": \"q\"}, "
+             "{\"role\": \"assistant\", \"content\": \"a\"}]}]",
+             good);
+    expect_error("twosys.json", buf,
+                 "sample 1 (line 1): message 0: a system message, but the sample's "
+                 "\"system\" field already gives the system prompt");
+    snprintf(buf, sizeof buf,
+             "[%s, {\"video\": \"clip.mp4\", \"conversations\": [{\"from\": \"human\", "
+             "\"value\": \"<video>q\"}, {\"from\": \"gpt\", \"value\": \"a\"}]}]",
+             good);
     expect_error("video1.json", buf, "\"video\": video samples are not supported");
     /* a <video> tag without a video list: LLaMA-Factory refuses it (placeholder count), not trained as text */
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
-                              "{\"role\": \"assistant\", \"content\": \"a\"}, {\"role\": \"user\", "
-                              "\"content\": \"Now <video>\"}, {\"role\": \"assistant\", \"content\": \"b\"}]}]",
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
+             "{\"role\": \"assistant\", \"content\": \"a\"}, {\"role\": \"user\", "
+             "\"content\": \"Now <video>\"}, {\"role\": \"assistant\", \"content\": \"b\"}]}]",
              good);
-    expect_error("videotag.json", buf, "sample 1 (line 1): message 2: a <video> tag, but video and audio samples are "
-                                       "not supported");
-    snprintf(buf, sizeof buf, "[%s, {\"system\": \"<audio>\", \"messages\": [{\"role\": \"user\", "
-                              "\"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
+    expect_error("videotag.json", buf,
+                 "sample 1 (line 1): message 2: a <video> tag, but video and audio samples are "
+                 "not supported");
+    snprintf(buf, sizeof buf,
+             "[%s, {\"system\": \"<audio>\", \"messages\": [{\"role\": \"user\", "
+             "\"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]",
+             good);
     expect_error("audiotag.json", buf, "the \"system\" field: a <audio> tag");
     /* a system column that is not a string was once dropped without a word */
-    snprintf(buf, sizeof buf, "[%s, {\"system\": [\"Be brief.\"], \"messages\": [{\"role\": \"user\", "
-                              "\"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
+    snprintf(buf, sizeof buf,
+             "[%s, {\"system\": [\"Be brief.\"], \"messages\": [{\"role\": \"user\", "
+             "\"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]",
+             good);
     expect_error("syslist.json", buf, "sample 1 (line 1): \"system\" must be a string");
-    snprintf(buf, sizeof buf, "[%s, {\"system\": \"Be\\u0000 brief.\", \"messages\": [{\"role\": \"user\", "
-                              "\"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
+    snprintf(buf, sizeof buf,
+             "[%s, {\"system\": \"Be\\u0000 brief.\", \"messages\": [{\"role\": \"user\", "
+             "\"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]",
+             good);
     expect_error("sysnul.json", buf, "sample 1 (line 1): \"system\" holds a NUL character");
     /* LLaMA-Factory's "tools" column (written into the system prompt there) was dropped without a word */
-    snprintf(buf, sizeof buf, "[%s, {\"tools\": \"[{\\\"name\\\": \\\"f\\\"}]\", \"messages\": [{\"role\": "
-                              "\"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]", good);
+    snprintf(buf, sizeof buf,
+             "[%s, {\"tools\": \"[{\\\"name\\\": \\\"f\\\"}]\", \"messages\": [{\"role\": "
+             "\"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]",
+             good);
     expect_error("tools.json", buf, "sample 1 (line 1): \"tools\": tool definitions are not supported");
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": "
-                              "\"assistant\", \"content\": null, \"tool_calls\": [{\"type\": \"function\"}]}]}]", good);
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": "
+             "\"assistant\", \"content\": null, \"tool_calls\": [{\"type\": \"function\"}]}]}]",
+             good);
     expect_error("toolcalls.json", buf, "sample 1 (line 1): message 1: \"tool_calls\" are not supported");
-    snprintf(buf, sizeof buf, "[{\"tools\": \"\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
-                              "{\"role\": \"assistant\", \"content\": \"a\"}]}, {\"tools\": [], \"messages\": "
-                              "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]");
+    snprintf(buf, sizeof buf,
+             "[{\"tools\": \"\", \"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
+             "{\"role\": \"assistant\", \"content\": \"a\"}]}, {\"tools\": [], \"messages\": "
+             "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}]");
     write_text("notools.json", buf);
     d = load1("notools.json", 0, &err);
     CHECK(d && d->n_samples == 2, "empty tools: %s", d ? "" : err.msg);
     tdm_dataset_free(d);
     /* <image> in LLaMA-Factory's system column counts, as in a system message */
     write_png("a.png", 40, 30, 1);
-    snprintf(buf, sizeof buf, "[{\"system\": \"See <image>.\", \"messages\": [{\"role\": \"user\", \"content\": "
-                              "\"<image>q\"}, {\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"a.png\", "
-                              "\"a.png\"]}]");
+    snprintf(buf, sizeof buf,
+             "[{\"system\": \"See <image>.\", \"messages\": [{\"role\": \"user\", \"content\": "
+             "\"<image>q\"}, {\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"a.png\", "
+             "\"a.png\"]}]");
     write_text("syscol.json", buf);
     d = load1("syscol.json", 0, &err);
     CHECK(d && d->samples[0].n_images == 2, "system column tags: %s", d ? "" : err.msg);
@@ -317,14 +356,18 @@ static void test_dataset_errors(void) {
     tdm_dataset_free(d);
     snprintf(sample, sizeof sample, part, "url", "https://x");
     snprintf(buf, sizeof buf, "[%s, %s]", good, sample);
-    expect_error("inlineurl.json", buf, "sample 1 (line 1): image 0: \"https://x\" is a URL, but tandem reads local "
-                                        "files only");
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
-                              "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"http://h/a.png\"]}]",
+    expect_error("inlineurl.json", buf,
+                 "sample 1 (line 1): image 0: \"https://x\" is a URL, but tandem reads local "
+                 "files only");
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": \"<image>\"}, "
+             "{\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"http://h/a.png\"]}]",
              good);
     expect_error("url.json", buf, "image 0: \"http://h/a.png\" is a URL");
-    snprintf(buf, sizeof buf, "[%s, {\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", "
-                              "\"image\": 7}]}, {\"role\": \"assistant\", \"content\": \"R\"}]}]", good);
+    snprintf(buf, sizeof buf,
+             "[%s, {\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\", "
+             "\"image\": 7}]}, {\"role\": \"assistant\", \"content\": \"R\"}]}]",
+             good);
     expect_error("inline4.json", buf, "content part 0: \"image\" must be a file path string");
     /* a JSON array after a UTF-8 byte order mark is still an array (not JSON Lines) */
     snprintf(buf, sizeof buf, "\xEF\xBB\xBF\n[%s,\n%s]\n", good, good);
@@ -442,7 +485,7 @@ static void test_template_tokens_not_added(void) {
     if (!t) return;
     tdm_chat chat;
     CHECK(tdm_chat_init(&chat, t, &err) != 0 && strstr(err.msg, "vocab-only.json: <|im_start|> (id 0) is not an "
-                                                                 "added token"),
+                                                                "added token"),
           "%s", err.msg);
     tdm_tokenizer_free(t);
 }
@@ -460,8 +503,8 @@ static void test_template_real_qwen_tokenizer(void) {
     tdm_sample s = {.n_turns = 2, .turns = turns, .n_images = 1, .images = &img};
     tdm_ids ids = {0}, labels = {0};
     CHECK(tdm_chat_encode(&chat, &s, &ids, &labels, &err) == 0, "%s", err.msg);
-    const int32_t want[] = {151644, 872, 198, 151652, 151655, 151653, 74785, 279, 2168, 220, 16, 17, 18, 13,
-                            151645, 198, 151644, 77091, 198, 32, 8251, 389, 264, 5517, 13, 151645, 198};
+    const int32_t want[] = {151644, 872, 198,    151652, 151655, 151653, 74785, 279, 2168, 220,  16, 17,     18, 13,
+                            151645, 198, 151644, 77091,  198,    32,     8251,  389, 264,  5517, 13, 151645, 198};
     const size_t n = sizeof want / sizeof *want;
     CHECK(ids.len == n && !memcmp(ids.data, want, sizeof want), "ids differ from the spec (%zu tokens)", ids.len);
     int ok = labels.len == n;
@@ -493,10 +536,11 @@ static void test_template_real_qwen_multiturn(void) {
     tdm_sample s = {.n_turns = 5, .turns = turns, .n_images = 1, .images = &img};
     tdm_ids ids = {0}, labels = {0};
     CHECK(tdm_chat_encode(&chat, &s, &ids, &labels, &err) == 0, "%s", err.msg);
-    const int32_t want[] = {151644, 8948, 198, 2610, 525, 50537, 13, 151645, 198, 151644, 872, 198, 151652, 151655,
-                            151653, 13048, 4894, 3838, 594, 419, 30, 151645, 198, 151644, 77091, 198, 32, 8251, 382,
-                            2132, 594, 220, 18, 1635, 2310, 13, 151645, 198, 151644, 872, 198, 3036, 1431, 30, 151645,
-                            198, 151644, 77091, 198, 41745, 287, 26525, 112, 151645, 198};
+    const int32_t want[] = {151644, 8948,   198,    2610,   525,   50537,  13,   151645, 198,  151644, 872,
+                            198,    151652, 151655, 151653, 13048, 4894,   3838, 594,    419,  30,     151645,
+                            198,    151644, 77091,  198,    32,    8251,   382,  2132,   594,  220,    18,
+                            1635,   2310,   13,     151645, 198,   151644, 872,  198,    3036, 1431,   30,
+                            151645, 198,    151644, 77091,  198,   41745,  287,  26525,  112,  151645, 198};
     const size_t n = sizeof want / sizeof *want;
     CHECK(ids.len == n && !memcmp(ids.data, want, sizeof want), "ids differ from the peer's (%zu tokens)", ids.len);
     int ok = labels.len == n;
@@ -534,8 +578,7 @@ static void test_rope_index_spec_example(void) {
     int32_t grid2[3] = {1, 8, 2}; /* H 4, W 1 */
     int32_t ex2[6], pos2[18];
     tdm_rope_expand_pads(ids2, NULL, 3, P, grid2, 1, 2, ex2, NULL, &err);
-    CHECK(tdm_rope_index(ex2, 6, P, grid2, 1, 2, pos2, 6, &err) == 6 && pos2[5] == 5 && pos2[6 + 4] == 4,
-          "tall image");
+    CHECK(tdm_rope_index(ex2, 6, P, grid2, 1, 2, pos2, 6, &err) == 6 && pos2[5] == 5 && pos2[6 + 4] == 4, "tall image");
     CHECK(tdm_rope_index(ex2, 4, P, grid2, 1, 2, pos2, 6, &err) < 0, "a cut image run must be an error");
 }
 
@@ -583,7 +626,8 @@ static void test_pipeline_packing(void) {
         CHECK(tdm_data_build_batch(d, &idx[s], 1, &one, &err) == 0, "%s", err.msg);
         int o = b.cu_seqlens[s], n = one.n_tokens;
         ok &= b.cu_seqlens[s + 1] - o == n;
-        ok &= !memcmp(b.input_ids + o, one.input_ids, 4 * (size_t)n) && !memcmp(b.labels + o, one.labels, 4 * (size_t)n);
+        ok &=
+            !memcmp(b.input_ids + o, one.input_ids, 4 * (size_t)n) && !memcmp(b.labels + o, one.labels, 4 * (size_t)n);
         for (int a = 0; a < 3; a++)
             ok &= !memcmp(b.position_ids + (size_t)a * b.n_tokens + o, one.position_ids + (size_t)a * n, 4 * (size_t)n);
         ok &= one.position_ids[0] == 0; /* positions restart in every sample */
@@ -600,7 +644,8 @@ static void test_pipeline_packing(void) {
         int pads = 0;
         for (int k = 0; k < n; k++) pads += one.input_ids[k] == PAD;
         int want_pads = 0;
-        for (int j = 0; j < one.n_images; j++) want_pads += one.image_grid_thw[3 * j + 1] * one.image_grid_thw[3 * j + 2] / 4;
+        for (int j = 0; j < one.n_images; j++)
+            want_pads += one.image_grid_thw[3 * j + 1] * one.image_grid_thw[3 * j + 2] / 4;
         ok &= pads == want_pads;
     }
     CHECK(ok, "packed batch differs from its samples built alone");
@@ -651,8 +696,7 @@ static void test_prompt_is_sample_prefix(void) {
     tdm_batch_init(&pr);
     int64_t next = -1;
     CHECK(tdm_data_build_batch(d, &i, 1, &full, &err) == 0, "%s", err.msg);
-    CHECK(tdm_data_build_prompt(tok, &pp, s->turns, n_prompt, (const char *const *)s->images, 1, &pr, &next, &err) ==
-              0,
+    CHECK(tdm_data_build_prompt(tok, &pp, s->turns, n_prompt, (const char *const *)s->images, 1, &pr, &next, &err) == 0,
           "%s", err.msg);
     int n = pr.n_tokens, ok = n > 0 && n < full.n_tokens;
     for (int k = 0; ok && k < n; k++)
@@ -710,9 +754,10 @@ static void test_long_path_keeps_sample(void) {
     snprintf(name, sizeof name, "%s/bad.png", sub);
     write_text(name, "not a picture");
     snprintf(name, sizeof name, "%s/d.json", sub);
-    write_text(name, "[{\"messages\": [{\"role\": \"user\", \"content\": \"<image>q\"}, {\"role\": \"assistant\", "
-                     "\"content\": \"a\"}], \"images\": [\"a.png\"]}, {\"messages\": [{\"role\": \"user\", \"content\": "
-                     "\"<image>q\"}, {\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"bad.png\"]}]");
+    write_text(name,
+               "[{\"messages\": [{\"role\": \"user\", \"content\": \"<image>q\"}, {\"role\": \"assistant\", "
+               "\"content\": \"a\"}], \"images\": [\"a.png\"]}, {\"messages\": [{\"role\": \"user\", \"content\": "
+               "\"<image>q\"}, {\"role\": \"assistant\", \"content\": \"a\"}], \"images\": [\"bad.png\"]}]");
     snprintf(path, sizeof path, "%s/%s/d.json", dir, sub);
     tdm_preproc_config pp;
     if (tdm_preproc_config_load("configs/tiny", &pp, &err) != 0) return;
@@ -777,7 +822,8 @@ static void test_no_usable_sample_names_files(void) {
 
 static void test_sampler_dp_independent(void) {
     const int64_t N = 103, G = 8;
-    tdm_sampler_options o = {.seed = 3, .shuffle = 1, .global_batch_size = G, .micro_batch_size = 2, .dp_rank = 0, .dp_size = 1};
+    tdm_sampler_options o = {
+        .seed = 3, .shuffle = 1, .global_batch_size = G, .micro_batch_size = 2, .dp_rank = 0, .dp_size = 1};
     tdm_sampler s1, s2[2];
     tdm_error err;
     CHECK(tdm_sampler_init(&s1, N, &o, &err) == 0, "%s", err.msg);
@@ -837,9 +883,11 @@ static void test_sampler_dp_independent(void) {
 
 /* Fingerprints of the first n micro-batches a loader hands out. */
 static int loader_run(const tdm_data *d, int ring, int64_t start, int n, int slow, uint64_t *fp, tdm_error *err) {
-    tdm_loader_options lo = {.sampler = {.seed = 11, .shuffle = 1, .global_batch_size = 4, .micro_batch_size = 2,
-                                         .dp_rank = 0, .dp_size = 1},
-                             .start_consumed = start, .ring = ring};
+    tdm_loader_options lo = {
+        .sampler =
+            {.seed = 11, .shuffle = 1, .global_batch_size = 4, .micro_batch_size = 2, .dp_rank = 0, .dp_size = 1},
+        .start_consumed = start,
+        .ring = ring};
     tdm_loader *l = tdm_loader_create(d, &lo, err);
     if (!l) return -1;
     int rc = 0;
@@ -850,7 +898,8 @@ static int loader_run(const tdm_data *d, int ring, int64_t start, int n, int slo
         if (rc == 0) {
             fp[i] = b->fingerprint ^ (uint64_t)b->step * 1000003u ^ (uint64_t)b->micro;
             if (slow) usleep(2000); /* the producer runs ahead and must not overwrite b */
-            if (b->fingerprint != tdm_batch_fingerprint(b)) rc = tdm_errorf(err, "batch %d overwritten while in use", i);
+            if (b->fingerprint != tdm_batch_fingerprint(b))
+                rc = tdm_errorf(err, "batch %d overwritten while in use", i);
         }
     }
     tdm_loader_free(l);

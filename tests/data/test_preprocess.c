@@ -99,8 +99,7 @@ static void test_smart_resize_matches_python(void) {
     CHECK(tdm_smart_resize(224, 224, 32, 65536, 16777216, &rh, &rw, &err) == 0 && rh == 256 && rw == 256, "224");
     CHECK(tdm_smart_resize(1080, 1920, 32, 65536, 16777216, &rh, &rw, &err) == 0 && rh == 1088 && rw == 1920,
           "1080p: %dx%d", rh, rw);
-    CHECK(tdm_smart_resize(1, 300, 32, 65536, 16777216, &rh, &rw, &err) != 0 && strstr(err.msg, "200"),
-          "aspect ratio");
+    CHECK(tdm_smart_resize(1, 300, 32, 65536, 16777216, &rh, &rw, &err) != 0 && strstr(err.msg, "200"), "aspect ratio");
     char path[300];
     snprintf(path, sizeof path, "%s/smart.txt", refdir);
     FILE *f = fopen(path, "r");
@@ -277,8 +276,7 @@ static void test_broken_files(void) {
     for (size_t i = n / 2; i < n / 2 + 16; i++) bad[i] ^= 0x5a;
     CHECK(tdm_image_decode(bad, n, "bad.png", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0, "corrupt PNG accepted");
     /* pixel limit checked from the header */
-    CHECK(tdm_image_decode(png, n, "big.png", 1000, &img, &err) != 0 && strstr(err.msg, "limit"), "limit: %s",
-          err.msg);
+    CHECK(tdm_image_decode(png, n, "big.png", 1000, &img, &err) != 0 && strstr(err.msg, "limit"), "limit: %s", err.msg);
     CHECK(tdm_image_decode(jpg, nj, "big.jpg", 1000, &img, &err) != 0 && strstr(err.msg, "limit"), "limit: %s",
           err.msg);
     CHECK(tdm_image_load("/nonexistent/x.png", TDM_IMAGE_MAX_PIXELS, &img, &err) != 0 &&
@@ -400,7 +398,7 @@ static uint8_t *png_with_chunk(const uint8_t *png, size_t n, const char *kind, c
     memcpy(c + 8, b, nb);
     uLong crc = crc32(crc32(0, NULL, 0), c + 4, (uInt)(nb + 4));
     c[8 + nb] = (uint8_t)(crc >> 24), c[9 + nb] = (uint8_t)(crc >> 16), c[10 + nb] = (uint8_t)(crc >> 8),
-    c[11 + nb] = (uint8_t)crc;
+          c[11 + nb] = (uint8_t)crc;
     memcpy(c + 12 + nb, png + 33, n - 33);
     *out_n = n + nb + 12;
     return o;
@@ -541,7 +539,7 @@ static void test_config_file(void) {
               "%s: %s", huge[i], err.msg);
     }
     /* steps done one way only: asking for another way is refused (it was preprocessed the usual way) */
-    const char *fixed[] = {"{\"do_normalize\": false}", "{\"do_rescale\": false}", "{\"do_resize\": false}",
+    const char *fixed[] = {"{\"do_normalize\": false}",   "{\"do_rescale\": false}",   "{\"do_resize\": false}",
                            "{\"do_convert_rgb\": false}", "{\"rescale_factor\": 1.0}", "{\"resample\": 2}"};
     const char *fkey[] = {"do_normalize", "do_rescale", "do_resize", "do_convert_rgb", "rescale_factor", "resample"};
     for (int i = 0; i < 6; i++) {

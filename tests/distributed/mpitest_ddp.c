@@ -40,16 +40,16 @@ static int g_rank, g_size;
 typedef struct run_opts {
     tdm_ddp_config cfg;
     MPI_Comm comm;
-    int micro;          /* micro-batches per rank per step */
+    int micro; /* micro-batches per rank per step */
     int steps;
-    int skip_param;     /* table index that never reports grad_ready, or -1 */
-    int late_param;     /* table index that reports grad_ready at the end of backward, or -1 */
-    int nan_rank;       /* inject a NaN on this rank ... */
-    int64_t nan_iter;   /* ... in this iteration (-1: never) */
-    int record_needed;  /* hash every parameter as forward reads it */
-    int mult_param;     /* table index whose lr_mult is `mult`, or -1 */
+    int skip_param;    /* table index that never reports grad_ready, or -1 */
+    int late_param;    /* table index that reports grad_ready at the end of backward, or -1 */
+    int nan_rank;      /* inject a NaN on this rank ... */
+    int64_t nan_iter;  /* ... in this iteration (-1: never) */
+    int record_needed; /* hash every parameter as forward reads it */
+    int mult_param;    /* table index whose lr_mult is `mult`, or -1 */
     float mult;
-    int round_init;     /* start from the initial weights rounded to bfloat16 (in fp32 too) */
+    int round_init; /* start from the initial weights rounded to bfloat16 (in fp32 too) */
 } run_opts;
 
 typedef struct run_result {
@@ -155,11 +155,15 @@ static int run(const run_opts *o, run_result *res) {
     res->n_buckets = tdm_ddp_get_layout(ddp)->n_buckets;
     if (o->record_needed) res->needed_hash = calloc((size_t)o->steps * (size_t)s->t.n, sizeof *res->needed_hash);
     wrap w = {.inner = tdm_ddp_hooks(ddp), .ddp = ddp, .s = s, .res = res};
-    tdm_param_hooks hooks = {.ctx = &w, .param_needed = w_param_needed, .grad_ready = w_grad_ready,
-                             .progress = w_progress, .layer_begin = w_layer_begin, .layer_end = w_layer_end};
+    tdm_param_hooks hooks = {.ctx = &w,
+                             .param_needed = w_param_needed,
+                             .grad_ready = w_grad_ready,
+                             .progress = w_progress,
+                             .layer_begin = w_layer_begin,
+                             .layer_end = w_layer_end};
     s->hooks = &hooks;
-    tdm_adamw_config hp = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f,
-                           .clip_grad = 1.0f};
+    tdm_adamw_config hp = {
+        .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f, .clip_grad = 1.0f};
     tdm_ddp_stats st0;
     tdm_ddp_get_stats(ddp, &st0);
     uint64_t t0 = tdm_now_ns();
@@ -247,8 +251,7 @@ static void test_learns(void) {
     run_result r;
     CHECK(run(&o, &r) == 0, "%s", r.err);
     CHECK(r.n_buckets == 5, "%d buckets", r.n_buckets);
-    CHECK(r.loss[STEPS - 1] < 0.8 * r.loss[0], "loss %g -> %g: training does not learn", r.loss[0],
-          r.loss[STEPS - 1]);
+    CHECK(r.loss[STEPS - 1] < 0.8 * r.loss[0], "loss %g -> %g: training does not learn", r.loss[0], r.loss[STEPS - 1]);
     CHECK(r.norm[0] > 0 && isfinite(r.norm[0]), "norm %g", r.norm[0]);
     run_result again;
     run(&o, &again);
@@ -273,8 +276,7 @@ static void test_lr_mult(void) {
     for (int i = 0, k = 0; i < s0->t.n; k += (int)s0->t.p[i].numel, i++) s0->t.p[i].data = init + k;
     synth_init(s0, SEED);
     const int64_t n = s0->t.p[P].numel;
-    CHECK(!strcmp(s0->t.p[P].name, "layers.0.fc.weight") && !s0->t.p[P].no_decay, "param %d is %s", P,
-          s0->t.p[P].name);
+    CHECK(!strcmp(s0->t.p[P].name, "layers.0.fc.weight") && !s0->t.p[P].no_decay, "param %d is %s", P, s0->t.p[P].name);
 
     run_opts o = default_opts(1, 1, 0, TDM_DDP_PROGRESS_THREAD);
     o.steps = 1;
@@ -513,8 +515,7 @@ static void test_nan_injection_stops_every_rank(void) {
         CHECK(r.failed_step == 2, "failed at step %d (iteration 3 expected)", r.failed_step);
         char want[64];
         snprintf(want, sizeof want, "rank %d, iteration 3", g_size - 1);
-        CHECK(strstr(r.err, want) && strstr(r.err, "bucket 1") && strstr(r.err, "head.weight"), "message: %s",
-              r.err);
+        CHECK(strstr(r.err, want) && strstr(r.err, "bucket 1") && strstr(r.err, "head.weight"), "message: %s", r.err);
         if (g_rank == 0 && overlap) printf("  NaN message: %s\n", r.err);
         run_free(&r);
     }
@@ -631,8 +632,7 @@ static void test_optimizer_state_reshard(void) {
             CHECK(p->data == tdm_ddp_param_buffer(ddp) + L->offset[i] &&
                       p->grad == tdm_ddp_grad_buffer(ddp) + L->offset[i],
                   "%s is not a view into the buffers", p->name);
-        else
-            CHECK(p->grad == NULL && p->data != NULL, "frozen %s", p->name);
+        else CHECK(p->grad == NULL && p->data != NULL, "frozen %s", p->name);
     }
     /* start-up text */
     tdm_strbuf sb;
@@ -670,8 +670,8 @@ static void test_optimizer_state_reshard(void) {
     /* every trainable element exactly once across ranks */
     int64_t total = 0;
     MPI_Allreduce(&mine, &total, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    CHECK(total == tdm_param_table_numel(&s->t, 1), "pieces cover %lld of %lld elements",
-          (long long)total, (long long)tdm_param_table_numel(&s->t, 1));
+    CHECK(total == tdm_param_table_numel(&s->t, 1), "pieces cover %lld of %lld elements", (long long)total,
+          (long long)tdm_param_table_numel(&s->t, 1));
 
     /* a dp = 1 optimizer (plain layout) loads every rank's pieces */
     synth *s1 = calloc(1, sizeof *s1);
@@ -713,10 +713,8 @@ static void test_optimizer_state_reshard(void) {
             }
         CHECK(bad == 0, "%d state elements wrong after loading at dp=1", bad);
         float dummy[4] = {0};
-        CHECK(tdm_ddp_opt_load_piece(one, s1->fc_w[0], 0, 1, dummy, dummy, &err) == 0,
-              "%s", err.msg);
-        CHECK(tdm_ddp_opt_load_piece(one, s1->norm_w[1], 0, 1, dummy, dummy, &err) != 0 &&
-                  strstr(err.msg, "frozen"),
+        CHECK(tdm_ddp_opt_load_piece(one, s1->fc_w[0], 0, 1, dummy, dummy, &err) == 0, "%s", err.msg);
+        CHECK(tdm_ddp_opt_load_piece(one, s1->norm_w[1], 0, 1, dummy, dummy, &err) != 0 && strstr(err.msg, "frozen"),
               "loading state of a frozen parameter: %s", err.msg);
         CHECK(tdm_ddp_opt_load_piece(one, s1->in_b, 30, 10, dummy, dummy, &err) != 0 && strstr(err.msg, "in.bias"),
               "out-of-range piece: %s", err.msg);

@@ -94,10 +94,14 @@ static void synth_data(synth *s, int step, int g, uint64_t seed) {
             for (int k = 0; k < SY_DIN; k++) s->tgt[r * SY_DOUT + j] += map[j * SY_DIN + k] * s->x[r * SY_DIN + k];
 }
 
-#define SY_HOOK(name, ...) \
-    do { if (s->hooks && s->hooks->name) s->hooks->name(s->hooks->ctx, __VA_ARGS__); } while (0)
-#define SY_PROGRESS() \
-    do { if (s->hooks && s->hooks->progress) s->hooks->progress(s->hooks->ctx); } while (0)
+#define SY_HOOK(name, ...)                                                                                             \
+    do {                                                                                                               \
+        if (s->hooks && s->hooks->name) s->hooks->name(s->hooks->ctx, __VA_ARGS__);                                    \
+    } while (0)
+#define SY_PROGRESS()                                                                                                  \
+    do {                                                                                                               \
+        if (s->hooks && s->hooks->progress) s->hooks->progress(s->hooks->ctx);                                         \
+    } while (0)
 
 /* Layers are recorded for the profiler the way qwen3vl.c records its units (level 1),
  * and announced to the layer hooks when there are any. */
@@ -164,8 +168,8 @@ static double synth_forward_backward(synth *s, int n, float grad_scale, int64_t 
     SY_PROGRESS();
     for (int l = SY_L - 1; l >= 0; l--) {
         sy_layer_begin(s, layer_names[l], 1);
-        tdm_linear_backward(s->da, sy_g(s, s->fc_w[l]), sy_g(s, s->fc_b[l]), s->dh, s->a[l], sy_w(s, s->fc_w[l]), n,
-                            H, H);
+        tdm_linear_backward(s->da, sy_g(s, s->fc_w[l]), sy_g(s, s->fc_b[l]), s->dh, s->a[l], sy_w(s, s->fc_w[l]), n, H,
+                            H);
         sy_ready(s, s->fc_w[l]);
         sy_ready(s, s->fc_b[l]);
         tdm_rmsnorm_backward(s->dt, sy_g(s, s->norm_w[l]), s->da, s->h[l], s->rstd[l], sy_w(s, s->norm_w[l]), n, H);

@@ -86,8 +86,9 @@ static void test_hand_computed_distributed(void) {
     /* e at 0 (3); d aligned to 64, ends at 114 >= 60: bucket 0 padded to 128.
      * b at 128, 100 >= 60: bucket 1 [128, 256). a at 256: bucket 2 [256, 384). */
     CHECK(l.n_buckets == 3, "%d buckets", l.n_buckets);
-    CHECK(l.offset[4] == 0 && l.offset[3] == 64 && l.offset[1] == 128 && l.offset[0] == 256, "offsets %lld %lld %lld %lld",
-          (long long)l.offset[4], (long long)l.offset[3], (long long)l.offset[1], (long long)l.offset[0]);
+    CHECK(l.offset[4] == 0 && l.offset[3] == 64 && l.offset[1] == 128 && l.offset[0] == 256,
+          "offsets %lld %lld %lld %lld", (long long)l.offset[4], (long long)l.offset[3], (long long)l.offset[1],
+          (long long)l.offset[0]);
     CHECK(l.buckets[0].numel == 53 && l.buckets[0].padded == 128 && l.buckets[0].shard == 64, "bucket 0");
     CHECK(l.buckets[1].numel == 100 && l.buckets[1].padded == 128, "bucket 1");
     CHECK(l.buckets[2].numel == 10 && l.buckets[2].padded == 128, "bucket 2");
@@ -98,8 +99,7 @@ static void test_hand_computed_distributed(void) {
     tdm_ddp_layout_free(&l);
     /* dp = 3: buckets pad to lcm(3, 128) = 384 */
     CHECK(tdm_ddp_layout_build(&l, &t, 3, &c, &err) == 0, "%s", err.msg);
-    CHECK(l.buckets[0].padded == 384 && l.buckets[0].shard == 128, "dp 3 padding %lld",
-          (long long)l.buckets[0].padded);
+    CHECK(l.buckets[0].padded == 384 && l.buckets[0].shard == 128, "dp 3 padding %lld", (long long)l.buckets[0].padded);
     tdm_ddp_layout_free(&l);
     tdm_param_table_free(&t);
 }
@@ -293,9 +293,12 @@ static void test_thread_level_fallback(void) {
     tdm_strbuf sb;
     tdm_sb_init(&sb);
     CHECK(tdm_ddp_progress_for_thread_level(MPI_THREAD_MULTIPLE, TDM_DDP_PROGRESS_THREAD, &sb) ==
-              TDM_DDP_PROGRESS_THREAD && sb.len == 0, "MULTIPLE keeps the thread");
+                  TDM_DDP_PROGRESS_THREAD &&
+              sb.len == 0,
+          "MULTIPLE keeps the thread");
     CHECK(tdm_ddp_progress_for_thread_level(MPI_THREAD_SERIALIZED, TDM_DDP_PROGRESS_THREAD, &sb) ==
-              TDM_DDP_PROGRESS_INLINE, "SERIALIZED falls back");
+              TDM_DDP_PROGRESS_INLINE,
+          "SERIALIZED falls back");
     CHECK(sb.data && strstr(sb.data, "MPI_THREAD_SERIALIZED") && strstr(sb.data, "inline"), "log: %s",
           sb.data ? sb.data : "");
     tdm_sb_free(&sb);

@@ -24,9 +24,8 @@
 #define FWD_TOL 1e-5
 #define BWD_TOL 2e-5
 
-#define CHECK_ERR(err, tol, what)                                                                             \
-    CHECK((err) < (tol), "%s: normalised error %.3g (tolerance %.1g) [%s]", what, (double)(err), (double)(tol), \
-          label)
+#define CHECK_ERR(err, tol, what)                                                                                      \
+    CHECK((err) < (tol), "%s: normalised error %.3g (tolerance %.1g) [%s]", what, (double)(err), (double)(tol), label)
 
 typedef struct {
     const int32_t *cu;
@@ -123,8 +122,17 @@ static att_case make_case(const int32_t *cu, int nseg, int nh, int nkv, int hd, 
     a.n = cu[nseg];
     a.nq = a.n * nh * hd, a.nk = a.n * nkv * hd;
     a.q = kc_randf(a.nq, 1.5), a.k = kc_randf(a.nk, 1.5), a.v = kc_randf(a.nk, 1), a.dout = kc_randf(a.nq, 1);
-    att_ctx c = {cu,         nseg, nh, nkv, hd, causal, 1.0 / sqrt((double)hd), kc_todouble(a.q, a.nq),
-                 kc_todouble(a.k, a.nk), kc_todouble(a.v, a.nk), kc_todouble(a.dout, a.nq)};
+    att_ctx c = {cu,
+                 nseg,
+                 nh,
+                 nkv,
+                 hd,
+                 causal,
+                 1.0 / sqrt((double)hd),
+                 kc_todouble(a.q, a.nq),
+                 kc_todouble(a.k, a.nk),
+                 kc_todouble(a.v, a.nk),
+                 kc_todouble(a.dout, a.nq)};
     a.c = c;
     return a;
 }
@@ -161,8 +169,8 @@ static void check_case(const int32_t *cu, int nseg, int nh, int nkv, int hd, int
 }
 
 static const int32_t cu_one[] = {0, 37};
-static const int32_t cu_uneven[] = {0, 5, 75, 215};  /* 5, 70, 140 rows: 1, 2 and 3 tiles of 64 */
-static const int32_t cu_ones[] = {0, 1, 2, 3, 4};    /* length-1 segments */
+static const int32_t cu_uneven[] = {0, 5, 75, 215};   /* 5, 70, 140 rows: 1, 2 and 3 tiles of 64 */
+static const int32_t cu_ones[] = {0, 1, 2, 3, 4};     /* length-1 segments */
 static const int32_t cu_mixed[] = {0, 1, 67, 68, 69}; /* 1, 66, 1, 1 */
 
 static void run_layout(const int32_t *cu, int nseg, const char *name) {
@@ -232,8 +240,8 @@ static void check_subset(const int32_t *cu, int nseg, int nh, int nkv, int hd, i
     CHECK(same, "subset forward differs from the full kernel's rows [%s]", label);
 
     float *dq = kc_nanf(nq * rq + 1), *dk = kc_nanf(a.nk), *dv = kc_nanf(a.nk);
-    tdm_attention_backward_rows(dq, dk, dv, doc, qc, a.k, a.v, out, lse, cu, cuq, pos, nseg, nh, nkv, hd, causal,
-                                scale, ws);
+    tdm_attention_backward_rows(dq, dk, dv, doc, qc, a.k, a.v, out, lse, cu, cuq, pos, nseg, nh, nkv, hd, causal, scale,
+                                ws);
     CHECK_ERR(kc_err(dq, dqcr, nq * rq), BWD_TOL, "subset dq");
     CHECK_ERR(kc_err(dk, dkr, a.nk), BWD_TOL, "subset dk");
     CHECK_ERR(kc_err(dv, dvr, a.nk), BWD_TOL, "subset dv");
@@ -252,8 +260,8 @@ static void test_query_subsets(void) {
         const int32_t *cu;
         int nseg;
         const char *name;
-    } layouts[] = {{cu_one, 1, "1 segment of 37"}, {cu_uneven, 3, "segments 5/70/140"},
-                   {cu_mixed, 4, "segments 1/66/1/1"}};
+    } layouts[] = {
+        {cu_one, 1, "1 segment of 37"}, {cu_uneven, 3, "segments 5/70/140"}, {cu_mixed, 4, "segments 1/66/1/1"}};
     const int ratios[] = {1, 4}, every[] = {1, 3, 17};
     for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++)
         for (int ri = 0; ri < 2; ri++)

@@ -26,8 +26,8 @@
 #include "harness.h"
 #include "kcheck.h"
 
-#define FWD_TOL 1e-5
-#define BWD_TOL 1e-5
+#define FWD_TOL  1e-5
+#define BWD_TOL  1e-5
 #define ADAM_TOL 1e-6
 
 #define CHECK_ERR(err, tol) CHECK((err) < (tol), "normalised error %.3g (tolerance %.1g)", (double)(err), (double)(tol))
@@ -60,8 +60,8 @@ static double lin_loss(void *p) {
 static void test_linear(void) {
     int n = 7, in = 13, out = 11;
     float *x = kc_randf(n * in, 1), *w = kc_randf(out * in, 1), *b = kc_randf(out, 1), *r = kc_randf(n * out, 1);
-    lin_ctx c = {n, in, out, kc_todouble(x, n * in), kc_todouble(w, out * in), kc_todouble(b, out),
-                 kc_todouble(r, n * out)};
+    lin_ctx c = {
+        n, in, out, kc_todouble(x, n * in), kc_todouble(w, out * in), kc_todouble(b, out), kc_todouble(r, n * out)};
     double *yref = kc_zerod(n * out);
     float *y = kc_nanf(n * out);
     lin_ref(yref, &c);
@@ -319,8 +319,8 @@ static void test_rope(void) {
         double th = 3.14159 * kc_uniform() * 4.0;
         cs[i] = (float)cos(th), sn[i] = (float)sin(th);
     }
-    rope_ctx c = {n, heads, hd, kc_todouble(x, t), kc_todouble(cs, n * half), kc_todouble(sn, n * half),
-                  kc_todouble(r, t)};
+    rope_ctx c = {
+        n, heads, hd, kc_todouble(x, t), kc_todouble(cs, n * half), kc_todouble(sn, n * half), kc_todouble(r, t)};
     double *yref = kc_zerod(t), *g = kc_zerod(t);
     rope_ref(yref, &c);
     float *y = kc_nanf(t);
@@ -629,8 +629,8 @@ static void test_round_to_bf16(void) {
         memcpy(&a, &y[i], 4);
         memcpy(&b, &r, 4);
         CHECK(a == b, "x %a: %08x, the nearest bfloat16 is %08x", (double)x[i], (unsigned)a, (unsigned)b);
-        CHECK(bits[i] == (uint16_t)(a >> 16) && (a & 0xffffu) == 0, "x %a: bits %04x for %08x", (double)x[i],
-              bits[i], (unsigned)a);
+        CHECK(bits[i] == (uint16_t)(a >> 16) && (a & 0xffffu) == 0, "x %a: bits %04x for %08x", (double)x[i], bits[i],
+              (unsigned)a);
     }
     CHECK(isnan(y[N - 1]), "NaN rounded to %g", (double)y[N - 1]);
     memcpy(z, x, sizeof z);

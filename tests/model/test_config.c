@@ -136,19 +136,25 @@ static void test_broken_configs(void) {
         {"missing_depth", "\"depth\": 4,", "", "vision_config.depth"},
         {"missing_vocab", "\"vocab_size\": 1024", "\"vocab_sizes\": 1024", "text_config.vocab_size"},
         {"string_size", "\"hidden_size\": 256,", "\"hidden_size\": \"256\",", "text_config.hidden_size"},
-        {"fraction_layers", "\"num_hidden_layers\": 4,", "\"num_hidden_layers\": 4.5,", "text_config.num_hidden_layers"},
+        {"fraction_layers", "\"num_hidden_layers\": 4,", "\"num_hidden_layers\": 4.5,",
+         "text_config.num_hidden_layers"},
         {"zero_heads", "\"num_attention_heads\": 4,", "\"num_attention_heads\": 0,", "text_config.num_attention_heads"},
-        {"negative_inter", "\"intermediate_size\": 512,", "\"intermediate_size\": -512,", "vision_config.intermediate_size"},
-        {"kv_not_dividing", "\"num_key_value_heads\": 2,", "\"num_key_value_heads\": 3,", "text_config.num_key_value_heads"},
+        {"negative_inter", "\"intermediate_size\": 512,", "\"intermediate_size\": -512,",
+         "vision_config.intermediate_size"},
+        {"kv_not_dividing", "\"num_key_value_heads\": 2,", "\"num_key_value_heads\": 3,",
+         "text_config.num_key_value_heads"},
         {"heads_not_dividing", "\"num_attention_heads\": 4,", "\"num_attention_heads\": 3,",
          "text_config.num_attention_heads"},
         {"mrope_sum", "12,\n        10,\n        10", "12,\n        10,\n        11", "mrope_section"},
         {"mrope_count", "12,\n        10,\n        10", "22,\n        10", "mrope_section"},
-        {"deepstack_past_depth", "0,\n      1,\n      2\n", "0,\n      1,\n      4\n", "vision_config.deepstack_visual_indexes"},
-        {"deepstack_unsorted", "0,\n      1,\n      2\n", "0,\n      2,\n      1\n", "vision_config.deepstack_visual_indexes"},
+        {"deepstack_past_depth", "0,\n      1,\n      2\n", "0,\n      1,\n      4\n",
+         "vision_config.deepstack_visual_indexes"},
+        {"deepstack_unsorted", "0,\n      1,\n      2\n", "0,\n      2,\n      1\n",
+         "vision_config.deepstack_visual_indexes"},
         {"pos_not_square", "\"num_position_embeddings\": 256", "\"num_position_embeddings\": 250",
          "vision_config.num_position_embeddings"},
-        {"out_hidden_mismatch", "\"out_hidden_size\": 256", "\"out_hidden_size\": 128", "vision_config.out_hidden_size"},
+        {"out_hidden_mismatch", "\"out_hidden_size\": 256", "\"out_hidden_size\": 128",
+         "vision_config.out_hidden_size"},
         {"vision_heads_not_dividing", "\"num_heads\": 4,", "\"num_heads\": 3,", "vision_config.num_heads"},
         {"vision_head_dim_not_4", "\"num_heads\": 4,", "\"num_heads\": 64,", "vision_config.num_heads"},
         {"image_token_past_vocab", "\"image_token_id\": 1010", "\"image_token_id\": 1024", "image_token_id"},
@@ -182,7 +188,8 @@ static void test_broken_configs(void) {
          "text_config.attention_dropout: 0.1"},
         {"attention_dropout_string", "\"attention_dropout\": 0.0", "\"attention_dropout\": \"0\"",
          "text_config.attention_dropout"},
-        {"bool_as_string", "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": \"false\"", "tie_word_embeddings"},
+        {"bool_as_string", "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": \"false\"",
+         "tie_word_embeddings"},
         {"malformed_json", "\"model_type\": \"qwen3_vl\",", "\"model_type\": \"qwen3_vl\" ", ":"},
         {"too_many_deepstack", "0,\n      1,\n      2\n", "0, 1, 2, 3, 4, 5, 6, 7, 8\n", "deepstack_visual_indexes"},
     };
@@ -257,11 +264,13 @@ static void test_rope_places(void) {
     rc = load_edited("rope_type_mrope", "\"rope_type\": \"default\"", "\"type\": \"mrope\"", &c, &err, path);
     CHECK(rc == 0, "%s", err.msg);
     /* A contradiction inside rope_parameters is reported there. */
-    rc = load_edited("rope_parameters_sum", "\"rope_scaling\": {\n      \"mrope_interleaved\": true,\n      \"mrope_section\": [\n        12,",
-                     "\"rope_parameters\": {\n      \"mrope_interleaved\": true,\n      \"mrope_section\": [\n        14,", &c,
-                     &err, path);
-    CHECK(rc == -1 && strstr(err.msg, "text_config.rope_parameters.mrope_section") && strstr(err.msg, path), "rc %d: %s",
-          rc, err.msg);
+    rc = load_edited(
+        "rope_parameters_sum",
+        "\"rope_scaling\": {\n      \"mrope_interleaved\": true,\n      \"mrope_section\": [\n        12,",
+        "\"rope_parameters\": {\n      \"mrope_interleaved\": true,\n      \"mrope_section\": [\n        14,", &c, &err,
+        path);
+    CHECK(rc == -1 && strstr(err.msg, "text_config.rope_parameters.mrope_section") && strstr(err.msg, path),
+          "rc %d: %s", rc, err.msg);
 
     /* Move the rope object to the top level: take it out of text_config, add it at the root. */
     const char *rope = "\"rope_scaling\": {\n      \"mrope_interleaved\": true,\n      \"mrope_section\": [\n        "

@@ -97,8 +97,8 @@ static void check_decode_cfg(const rb_sample *smp, const char *what, void (*edit
     CHECK(tdm_model_decode(m, c.image_token_id, pos, got, &err) != 0 && strstr(err.msg, "not a text token"),
           "%s: an image placeholder refused: %s", what, err.msg);
     for (int j = 0; j < NEW; j++) CHECK(tdm_model_decode(m, 1, pos, got, &err) == 0, "%s: fill the reserve", what);
-    CHECK(tdm_model_decode(m, 1, pos, got, &err) != 0 && strstr(err.msg, "reserved"), "%s: past the reserve: %s",
-          what, err.msg);
+    CHECK(tdm_model_decode(m, 1, pos, got, &err) != 0 && strstr(err.msg, "reserved"), "%s: past the reserve: %s", what,
+          err.msg);
     tdm_model_free(m);
     tdm_free_big(data);
     tdm_free_big(grad);

@@ -16,8 +16,8 @@ typedef struct rec {
     tdm_param_table *t;
     int n_needed, last_needed, order_ok;
     int *needed, *ready;
-    float **snap;            /* copy of each gradient when grad_ready fired */
-    int vision_bw_layers;    /* layer_begin(..., backward) for vision units */
+    float **snap;         /* copy of each gradient when grad_ready fired */
+    int vision_bw_layers; /* layer_begin(..., backward) for vision units */
     int begins, ends, progress;
 } rec;
 
@@ -109,11 +109,11 @@ static void check_contract(int tied, tdm_freeze fz, const char *what) {
     for (int i = 0; i < t->n; i++) {
         tdm_param *p = &t->p[i];
         CHECK(r.needed[i] == 1, "%s: param_needed(%s) called %d times", what, p->name, r.needed[i]);
-        CHECK(r.ready[i] == (p->trainable ? 1 : 0), "%s: grad_ready(%s) called %d times (trainable %d)", what,
-              p->name, r.ready[i], p->trainable);
+        CHECK(r.ready[i] == (p->trainable ? 1 : 0), "%s: grad_ready(%s) called %d times (trainable %d)", what, p->name,
+              r.ready[i], p->trainable);
         if (p->trainable && r.snap[i])
-            CHECK(memcmp(r.snap[i], p->grad, sizeof(float) * (size_t)p->numel) == 0,
-                  "%s: %s changed after grad_ready", what, p->name);
+            CHECK(memcmp(r.snap[i], p->grad, sizeof(float) * (size_t)p->numel) == 0, "%s: %s changed after grad_ready",
+                  what, p->name);
     }
     if (fz.vision && fz.projector) CHECK(r.vision_bw_layers == 0, "%s: vision backward ran", what);
     else CHECK(r.vision_bw_layers > 0, "%s: no vision backward", what);

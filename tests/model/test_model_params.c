@@ -21,7 +21,8 @@ static void test_2b_counts(void) {
     CHECK(tdm_param_table_find(t, "lm_head.weight") < 0, "tied model has no lm_head");
     int i = tdm_param_table_find(t, "model.visual.patch_embed.proj.weight");
     CHECK(i == 0 && t->p[i].ndim == 5 && t->p[i].shape[0] == 1024 && t->p[i].shape[1] == 3 && t->p[i].shape[2] == 2 &&
-              t->p[i].shape[3] == 16 && t->p[i].shape[4] == 16, "patch_embed");
+              t->p[i].shape[3] == 16 && t->p[i].shape[4] == 16,
+          "patch_embed");
     i = tdm_param_table_find(t, "model.visual.deepstack_merger_list.2.norm.weight");
     CHECK(i >= 0 && t->p[i].shape[0] == 4096, "deepstack norm");
     i = tdm_param_table_find(t, "model.language_model.layers.27.self_attn.k_proj.weight");
@@ -55,8 +56,7 @@ static void test_8b_counts_and_plan(void) {
     tdm_model_limits lim = {.max_tokens = 4096, .max_seqs = 8, .max_patches = 4096, .max_images = 8};
     int64_t bytes = tdm_model_activation_bytes_for(&c, &lim, NULL, NULL);
     /* at least the saved decoder MLP activations: 36 layers x 3 x T x 12288 floats */
-    CHECK(bytes > 36LL * 3 * 4096 * 12288 * 4 && bytes < (int64_t)200 << 30, "activation bytes %lld",
-          (long long)bytes);
+    CHECK(bytes > 36LL * 3 * 4096 * 12288 * 4 && bytes < (int64_t)200 << 30, "activation bytes %lld", (long long)bytes);
     tdm_model_free(m);
 }
 
@@ -75,8 +75,7 @@ static void test_init_depends_on_name_only(void) {
     tdm_param_table *ta = tdm_model_params(a), *tb = tdm_model_params(b);
     for (int i = 0; i < tb->n; i++) {
         int j = tdm_param_table_find(ta, tb->p[i].name);
-        CHECK(j >= 0 && memcmp(ta->p[j].data, tb->p[i].data, sizeof(float) * tb->p[i].numel) == 0, "%s",
-              tb->p[i].name);
+        CHECK(j >= 0 && memcmp(ta->p[j].data, tb->p[i].data, sizeof(float) * tb->p[i].numel) == 0, "%s", tb->p[i].name);
     }
     int k = tdm_param_table_find(ta, "model.visual.blocks.1.norm2.weight");
     CHECK(ta->p[k].data[0] == 1.0f, "norm weight one");
@@ -87,7 +86,10 @@ static void test_init_depends_on_name_only(void) {
     for (int64_t q = 0; q < ta->p[k].numel; q++) s += (double)ta->p[k].data[q] * ta->p[k].data[q];
     double sd = sqrt(s / ta->p[k].numel);
     CHECK(sd > 0.017 && sd < 0.023, "std %g", sd);
-    tdm_free_big(da); tdm_free_big(ga); tdm_free_big(db); tdm_free_big(gb);
+    tdm_free_big(da);
+    tdm_free_big(ga);
+    tdm_free_big(db);
+    tdm_free_big(gb);
     tdm_model_free(a);
     tdm_model_free(b);
 }
@@ -122,8 +124,8 @@ static void test_flops_by_hand(void) {
     CHECK(fabs(tdm_model_flops(m, &b) - full) <= 1e-9 * full, "flops %.0f vs %.0f", tdm_model_flops(m, &b), full);
     /* everything frozen but lm_head: decoder forward only, lm_head forward + dW */
     double frozen = L * (per_layer + attn) + 2 * head;
-    CHECK(fabs(tdm_model_flops(mf, &b) - frozen) <= 1e-9 * frozen, "frozen flops %.0f vs %.0f",
-          tdm_model_flops(mf, &b), frozen);
+    CHECK(fabs(tdm_model_flops(mf, &b) - frozen) <= 1e-9 * frozen, "frozen flops %.0f vs %.0f", tdm_model_flops(mf, &b),
+          frozen);
     rb_free(&b);
     tdm_model_free(m);
     tdm_model_free(mf);

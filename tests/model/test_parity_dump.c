@@ -99,9 +99,7 @@ static void parity_config(tdm_model_config *c, int tied, int shape) {
     c->text.mrope_section[2] = 2;
     c->tie_word_embeddings = tied;
     switch (shape) {
-    case PSHAPE_MHA:
-        c->text.num_kv_heads = c->text.num_heads;
-        break;
+    case PSHAPE_MHA: c->text.num_kv_heads = c->text.num_heads; break;
     case PSHAPE_WIDE_HEADS:
         c->text.head_dim = 32;
         c->text.mrope_section[0] = 8;
@@ -112,12 +110,8 @@ static void parity_config(tdm_model_config *c, int tied, int shape) {
         c->text.num_layers = 1;
         c->vision.n_deepstack = 0;
         break;
-    case PSHAPE_PAD_ROW:
-        c->text.padding_idx = c->vision_start_token_id;
-        break;
-    case PSHAPE_TAPS_PAST:
-        c->text.num_layers = 2;
-        break;
+    case PSHAPE_PAD_ROW: c->text.padding_idx = c->vision_start_token_id; break;
+    case PSHAPE_TAPS_PAST: c->text.num_layers = 2; break;
     case PSHAPE_TAP_LAST:
         c->vision.depth = 1;
         c->text.num_layers = 1;
@@ -206,9 +200,10 @@ static int st_write(const char *path, const st_item *it, int n) {
     size_t len = 0, off = 0;
     len += (size_t)sprintf(hdr + len, "{");
     for (int i = 0; i < n; i++) {
-        len += (size_t)sprintf(hdr + len, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", it[i].name,
-                               it[i].dtype);
-        for (int d = 0; d < it[i].ndim; d++) len += (size_t)sprintf(hdr + len, "%s%lld", d ? "," : "", (long long)it[i].shape[d]);
+        len +=
+            (size_t)sprintf(hdr + len, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", it[i].name, it[i].dtype);
+        for (int d = 0; d < it[i].ndim; d++)
+            len += (size_t)sprintf(hdr + len, "%s%lld", d ? "," : "", (long long)it[i].shape[d]);
         len += (size_t)sprintf(hdr + len, "],\"data_offsets\":[%zu,%zu]}", off, off + it[i].bytes);
         off += it[i].bytes;
     }
@@ -249,18 +244,20 @@ static int write_config(const char *path, const tdm_model_config *c) {
             c->tie_word_embeddings ? "true" : "false", c->image_token_id);
     fprintf(f, " \"video_token_id\": %d, \"vision_start_token_id\": %d, \"vision_end_token_id\": %d,\n",
             c->video_token_id, c->vision_start_token_id, c->vision_end_token_id);
-    fprintf(f, " \"vision_config\": {\"depth\": %d, \"hidden_size\": %d, \"num_heads\": %d, \"intermediate_size\": %d,"
-               " \"patch_size\": %d, \"temporal_patch_size\": %d, \"in_channels\": %d, \"spatial_merge_size\": %d,"
-               " \"num_position_embeddings\": %d, \"out_hidden_size\": %d, \"hidden_act\": \"%s\","
-               " \"deepstack_visual_indexes\": [",
+    fprintf(f,
+            " \"vision_config\": {\"depth\": %d, \"hidden_size\": %d, \"num_heads\": %d, \"intermediate_size\": %d,"
+            " \"patch_size\": %d, \"temporal_patch_size\": %d, \"in_channels\": %d, \"spatial_merge_size\": %d,"
+            " \"num_position_embeddings\": %d, \"out_hidden_size\": %d, \"hidden_act\": \"%s\","
+            " \"deepstack_visual_indexes\": [",
             v->depth, v->hidden_size, v->num_heads, v->intermediate_size, v->patch_size, v->temporal_patch_size,
             v->in_channels, v->spatial_merge_size, v->num_position_embeddings, v->out_hidden_size, v->hidden_act);
     for (int j = 0; j < v->n_deepstack; j++) fprintf(f, "%s%d", j ? ", " : "", v->deepstack_indexes[j]);
-    fprintf(f, "]},\n \"text_config\": {\"hidden_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d,"
-               " \"num_key_value_heads\": %d, \"head_dim\": %d, \"intermediate_size\": %d, \"vocab_size\": %d,"
-               " \"rope_theta\": %.17g, \"rms_norm_eps\": %.17g, \"hidden_act\": \"%s\", \"attention_bias\": false,"
-               " \"rope_scaling\": {\"rope_type\": \"default\", \"mrope_section\": [%d, %d, %d],"
-               " \"mrope_interleaved\": %s}",
+    fprintf(f,
+            "]},\n \"text_config\": {\"hidden_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d,"
+            " \"num_key_value_heads\": %d, \"head_dim\": %d, \"intermediate_size\": %d, \"vocab_size\": %d,"
+            " \"rope_theta\": %.17g, \"rms_norm_eps\": %.17g, \"hidden_act\": \"%s\", \"attention_bias\": false,"
+            " \"rope_scaling\": {\"rope_type\": \"default\", \"mrope_section\": [%d, %d, %d],"
+            " \"mrope_interleaved\": %s}",
             t->hidden_size, t->num_layers, t->num_heads, t->num_kv_heads, t->head_dim, t->intermediate_size,
             t->vocab_size, t->rope_theta, t->rms_norm_eps, t->hidden_act, t->mrope_section[0], t->mrope_section[1],
             t->mrope_section[2], t->mrope_interleaved ? "true" : "false");
@@ -284,9 +281,10 @@ static int dump(const char *dir, const pcase *pc) {
     snprintf(path, sizeof path, "%s/case.json", dir);
     FILE *f = fopen(path, "w");
     if (f) {
-        fprintf(f, "{\"name\": \"%s\", \"freeze_vision\": %d, \"freeze_projector\": %d, \"freeze_llm\": %d,"
-                   " \"freeze_lm_head\": %d}\n", pc->name, pc->freeze.vision, pc->freeze.projector, pc->freeze.llm,
-                pc->freeze.lm_head);
+        fprintf(f,
+                "{\"name\": \"%s\", \"freeze_vision\": %d, \"freeze_projector\": %d, \"freeze_llm\": %d,"
+                " \"freeze_lm_head\": %d}\n",
+                pc->name, pc->freeze.vision, pc->freeze.projector, pc->freeze.llm, pc->freeze.lm_head);
         rc |= fclose(f);
     }
     st_item *it = tdm_xcalloc((size_t)t->n + 16, sizeof *it);
@@ -368,8 +366,8 @@ static void check_case(const pcase *pc) {
     int rc = run_case(pc, &o, &err);
     CHECK(rc == 0, "%s: %s", pc->name, err.msg);
     if (rc == 0) {
-        CHECK(fabs(o.loss_fb - o.loss_fwd) <= 1e-6 * fabs(o.loss_fwd), "%s: loss %.17g vs forward-only %.17g",
-              pc->name, o.loss_fb, o.loss_fwd);
+        CHECK(fabs(o.loss_fb - o.loss_fwd) <= 1e-6 * fabs(o.loss_fwd), "%s: loss %.17g vs forward-only %.17g", pc->name,
+              o.loss_fb, o.loss_fwd);
         check_unpruned(pc, &o);
         CHECK(o.tokens == o.b.n_target_tokens && o.tokens > 0, "%s: tokens %lld", pc->name, (long long)o.tokens);
         tdm_param_table *t = tdm_model_params(o.m);

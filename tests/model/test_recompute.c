@@ -85,9 +85,8 @@ static int train(run *out, const tdm_freeze *fz, const tdm_recompute *rc, const 
 
 static void check_freeze(tdm_freeze fz, const char *fname) {
     static const tdm_recompute RCS[] = {
-        {TDM_RECOMPUTE_UNIFORM, 1}, {TDM_RECOMPUTE_UNIFORM, 2}, {TDM_RECOMPUTE_UNIFORM, 3},
-        {TDM_RECOMPUTE_UNIFORM, 5}, {TDM_RECOMPUTE_UNIFORM, 40}, {TDM_RECOMPUTE_BLOCK, 1},
-        {TDM_RECOMPUTE_BLOCK, 3},   {TDM_RECOMPUTE_BLOCK, 5},
+        {TDM_RECOMPUTE_UNIFORM, 1},  {TDM_RECOMPUTE_UNIFORM, 2}, {TDM_RECOMPUTE_UNIFORM, 3}, {TDM_RECOMPUTE_UNIFORM, 5},
+        {TDM_RECOMPUTE_UNIFORM, 40}, {TDM_RECOMPUTE_BLOCK, 1},   {TDM_RECOMPUTE_BLOCK, 3},   {TDM_RECOMPUTE_BLOCK, 5},
     };
     run base;
     char what[128];
@@ -156,8 +155,9 @@ static void test_forward_and_decode(void) {
         int32_t pos[3] = {100, 100, 100};
         float logits[64];
         int drc = tdm_model_decode(m, 1, pos, logits, &err);
-        if (k) CHECK(drc != 0 && strstr(err.msg, "recomputation"), "decode under recomputation: rc %d '%s'", drc,
-                     drc ? err.msg : "");
+        if (k)
+            CHECK(drc != 0 && strstr(err.msg, "recomputation"), "decode under recomputation: rc %d '%s'", drc,
+                  drc ? err.msg : "");
         else CHECK(drc == 0, "decode: %s", err.msg);
         rb_free(&b);
         tdm_model_free(m);

@@ -189,8 +189,8 @@ static void test_bf16_rounding(void) {
 
 static void test_f16_load(void) {
     const uint16_t h[10] = {0x3c00, 0xc000, 0x3800, 0x7bff, 0x0001, 0x03ff, 0x7c00, 0x8000, 0x3555, 0x7e00};
-    const float want[9] = {1.0f, -2.0f, 0.5f, 65504.0f, 0x1p-24f, 1023 * 0x1p-24f, INFINITY, -0.0f,
-                           (float)ldexp(1 + 0x155 / 1024.0, -2)};
+    const float want[9] = {
+        1.0f, -2.0f, 0.5f, 65504.0f, 0x1p-24f, 1023 * 0x1p-24f, INFINITY, -0.0f, (float)ldexp(1 + 0x155 / 1024.0, -2)};
     char path[512];
     tpath(path, "f16.safetensors");
     write_raw(path, "{\"h\":{\"dtype\":\"F16\",\"shape\":[2,5],\"data_offsets\":[0,20]}}    ", h, sizeof h);
@@ -218,8 +218,9 @@ static void test_sharded(void) {
     tdm_st_entry e1[2] = {{"a", 1, s3, a}, {"b", 1, s2, b}}, e2[1] = {{"c", 1, s1, c}};
     CHECK(tdm_safetensors_write(p1, e1, 2, TDM_ST_F32, NULL, 0, &err) == 0, "%s", err.msg);
     CHECK(tdm_safetensors_write(p2, e2, 1, TDM_ST_BF16, NULL, 0, &err) == 0, "%s", err.msg);
-    const char *good = "{\"metadata\": {\"total_size\": 22}, \"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\","
-                       " \"b\": \"model-00001-of-00002.safetensors\", \"c\": \"model-00002-of-00002.safetensors\"}}";
+    const char *good =
+        "{\"metadata\": {\"total_size\": 22}, \"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\","
+        " \"b\": \"model-00001-of-00002.safetensors\", \"c\": \"model-00002-of-00002.safetensors\"}}";
     CHECK(tdm_write_file_atomic(idx, good, strlen(good), &err) == 0, "%s", err.msg);
     const char *opens[2] = {dir, idx};
     for (int k = 0; k < 2; k++) {
@@ -281,13 +282,14 @@ static void test_broken_files(void) {
         {"trailing", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, "cover"},
         {"bad_dtype", "{\"a\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1, "\"a\""},
         {"dtype_not_string", "{\"a\":{\"dtype\":4,\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "\"a\""},
-        {"shape_overflow",
-         "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,8]}}", 8, "overflow"},
+        {"shape_overflow", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,8]}}", 8,
+         "overflow"},
         {"bytes_overflow", "{\"a\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,8]}}", 8,
          "overflow"},
         {"negative_dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "\"a\""},
         {"no_offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "data_offsets"},
-        {"too_many_dims", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, "\"a\""},
+        {"too_many_dims", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
+         "\"a\""},
         {"duplicate",
          "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
          "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
@@ -344,7 +346,8 @@ static void test_broken_files(void) {
     tpath(path, "lfs_pointer.safetensors");
     f = fopen(path, "wb");
     fputs("version https://git-lfs.github.com/spec/v1\n"
-          "oid sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\nsize 4902257696\n", f);
+          "oid sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\nsize 4902257696\n",
+          f);
     fclose(f);
     CHECK(tdm_safetensors_open(path, &err) == NULL && strstr(err.msg, path) && strstr(err.msg, "Git LFS pointer") &&
               strstr(err.msg, "git lfs pull"),
@@ -448,8 +451,9 @@ static void test_load_params(void) {
                          {"model.language_model.norm.weight", 1, sn, v}};
     CHECK(tdm_safetensors_write(path, e, 3, TDM_ST_BF16, NULL, 0, &err) == 0, "%s", err.msg);
     st = tdm_safetensors_open(path, &err);
-    CHECK(st && tdm_safetensors_load_params(st, &tied, 0, &rep, &err) == -1 && strstr(err.msg, "\"model.layers.0.w\"") &&
-              strstr(err.msg, "[3, 2]") && strstr(err.msg, "[2, 3]") && strstr(err.msg, path),
+    CHECK(st && tdm_safetensors_load_params(st, &tied, 0, &rep, &err) == -1 &&
+              strstr(err.msg, "\"model.layers.0.w\"") && strstr(err.msg, "[3, 2]") && strstr(err.msg, "[2, 3]") &&
+              strstr(err.msg, path),
           "shape: %s", err.msg);
     tdm_safetensors_close(st);
 
@@ -457,16 +461,18 @@ static void test_load_params(void) {
     tpath(path, "missing.safetensors");
     CHECK(tdm_safetensors_write(path, e, 1, TDM_ST_F32, NULL, 0, &err) == 0, "%s", err.msg);
     st = tdm_safetensors_open(path, &err);
-    CHECK(st && tdm_safetensors_load_params(st, &tied, 0, &rep, &err) == -1 && strstr(err.msg, "\"model.layers.0.w\"") &&
-              strstr(err.msg, "missing") && strstr(err.msg, path),
+    CHECK(st && tdm_safetensors_load_params(st, &tied, 0, &rep, &err) == -1 &&
+              strstr(err.msg, "\"model.layers.0.w\"") && strstr(err.msg, "missing") && strstr(err.msg, path),
           "missing: %s", err.msg);
     tdm_safetensors_close(st);
 
     /* Unsupported dtype in a parameter's place. */
     tpath(path, "dtype.safetensors");
     unsigned char raw[8 * 4 * 4] = {0};
-    write_raw(path, "{\"model.language_model.embed_tokens.weight\":{\"dtype\":\"I32\",\"shape\":[8,4],\"data_offsets\":[0,128]}}",
-              raw, sizeof raw);
+    write_raw(
+        path,
+        "{\"model.language_model.embed_tokens.weight\":{\"dtype\":\"I32\",\"shape\":[8,4],\"data_offsets\":[0,128]}}",
+        raw, sizeof raw);
     st = tdm_safetensors_open(path, &err);
     CHECK(st && tdm_safetensors_load_params(st, &tied, 0, &rep, &err) == -1 && strstr(err.msg, "embed_tokens") &&
               strstr(err.msg, "I32"),
@@ -586,8 +592,7 @@ static void test_write_stream(void) {
               err.msg);
         CHECK(same_file(p1, p2), "%s: the streamed file differs from the one written from memory",
               tdm_st_dtype_name(kinds[k]));
-        CHECK(l.n_asked == 2 && l.asked[0] == 0 && l.asked[1] == 3, "asked %d times (first %d)", l.n_asked,
-              l.asked[0]);
+        CHECK(l.n_asked == 2 && l.asked[0] == 0 && l.asked[1] == 3, "asked %d times (first %d)", l.n_asked, l.asked[0]);
         /* a failing provider: the earlier file stays, the error names the file and the tensor */
         provider_log f = {.values = {a, NULL, NULL, c}, .fail_at = 3};
         CHECK(tdm_safetensors_write_stream(p2, lazy, 4, kinds[k], NULL, 0, provide, &f, NULL, NULL, &err) == -1 &&

@@ -28,7 +28,8 @@ static void test_session(void) {
     char cfgtext[512];
     snprintf(cfgtext, sizeof cfgtext,
              "{\"profile\": {\"enable\": true, \"ranks\": [-1], \"start_step\": 2, \"end_step\": 3,"
-             " \"level\": 1, \"save_path\": \"%s\"}}", dir);
+             " \"level\": 1, \"save_path\": \"%s\"}}",
+             dir);
     tdm_prof_config cfg;
     tdm_error err = {{0}};
     CHECK(tdm_prof_config_parse(cfgtext, strlen(cfgtext), "tools.json", &cfg, &err) == 0, "%s", err.msg);

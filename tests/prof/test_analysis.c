@@ -44,8 +44,14 @@ static void test_intersect_subtract(void) {
 
 /* A record on rank 0; times in µs. */
 static tdm_prof_rec R(int cat, int kind, const char *name, double t0, double t1) {
-    return (tdm_prof_rec){.name = name, .t0_us = t0, .t1_us = t1, .arg = -1, .rank = 0, .tid = kind,
-                          .cat = (uint8_t)cat, .thread_kind = (uint8_t)kind};
+    return (tdm_prof_rec){.name = name,
+                          .t0_us = t0,
+                          .t1_us = t1,
+                          .arg = -1,
+                          .rank = 0,
+                          .tid = kind,
+                          .cat = (uint8_t)cat,
+                          .thread_kind = (uint8_t)kind};
 }
 
 static void test_step_hidden_exposed(void) {
@@ -75,10 +81,10 @@ static void test_step_hidden_exposed(void) {
     CHECK(n == 1, "steps = %lld", (long long)n);
     CHECK(s[0].step == 7, "step id from the envelope's arg");
     CHECK_NEAR(s[0].step_ms, 0.100, 1e-12);
-    CHECK_NEAR(s[0].compute_ms, 0.085, 1e-12);  /* 0-70 and 80-95 */
+    CHECK_NEAR(s[0].compute_ms, 0.085, 1e-12); /* 0-70 and 80-95 */
     CHECK_NEAR(s[0].comm_ms, 0.035, 1e-12);
-    CHECK_NEAR(s[0].hidden_ms, 0.025, 1e-12);   /* 40-60 and 65-70 */
-    CHECK_NEAR(s[0].exposed_ms, 0.010, 1e-12);  /* 70-80 */
+    CHECK_NEAR(s[0].hidden_ms, 0.025, 1e-12);  /* 40-60 and 65-70 */
+    CHECK_NEAR(s[0].exposed_ms, 0.010, 1e-12); /* 70-80 */
     /* the last collective (65-80) cannot overlap: 35 - 15 = 20 hideable, but 5 of the last
      * one did hide, so hideable = hidden = 25 and nothing more could have been gained */
     CHECK_NEAR(s[0].last_comm_ms, 0.015, 1e-12);
@@ -99,16 +105,11 @@ static void test_inline_progress_comm_on_compute_thread(void) {
      * waiting 70-80 (exposed). The answers must equal the threaded case's. */
     enum { C = TDM_PROF_THREAD_COMPUTE };
     tdm_prof_rec r[] = {
-        R(TDM_PROF_PHASE, C, "step", 0, 100),
-        R(TDM_PROF_PHASE, C, "forward", 0, 30),
-        R(TDM_PROF_PHASE, C, "backward", 30, 70),
-        R(TDM_PROF_LAYER, C, "layer 1", 30, 50),
-        R(TDM_PROF_LAYER, C, "layer 0", 50, 70),
-        R(TDM_PROF_COMM, C, "reduce_scatter", 40, 60),
-        R(TDM_PROF_COMM, C, "reduce_scatter", 65, 80),
-        R(TDM_PROF_PHASE, C, "grad sync", 70, 80),
-        R(TDM_PROF_WAIT, C, "wait bucket", 70, 80),
-        R(TDM_PROF_PHASE, C, "optimizer", 80, 95),
+        R(TDM_PROF_PHASE, C, "step", 0, 100),          R(TDM_PROF_PHASE, C, "forward", 0, 30),
+        R(TDM_PROF_PHASE, C, "backward", 30, 70),      R(TDM_PROF_LAYER, C, "layer 1", 30, 50),
+        R(TDM_PROF_LAYER, C, "layer 0", 50, 70),       R(TDM_PROF_COMM, C, "reduce_scatter", 40, 60),
+        R(TDM_PROF_COMM, C, "reduce_scatter", 65, 80), R(TDM_PROF_PHASE, C, "grad sync", 70, 80),
+        R(TDM_PROF_WAIT, C, "wait bucket", 70, 80),    R(TDM_PROF_PHASE, C, "optimizer", 80, 95),
     };
     tdm_prof_step_stats s[1];
     CHECK(tdm_prof_analyze_rank(r, sizeof r / sizeof *r, 0, s, 1) == 1, "one step");
@@ -200,10 +201,8 @@ static void test_last_bucket_own_transfer_only(void) {
     /* The last one in flight 60-80 wholly beside an earlier one (50-90): half of its record
      * is its own, 10; the step clips nothing. compute 60, comm 40: hideable 30. */
     tdm_prof_rec c[] = {
-        R(TDM_PROF_PHASE, C, "step", 0, 100),
-        R(TDM_PROF_PHASE, C, "backward", 0, 60),
-        R(TDM_PROF_WAIT, C, "wait grads", 60, 90),
-        R(TDM_PROF_COMM, M, "grad all-reduce", 50, 90),
+        R(TDM_PROF_PHASE, C, "step", 0, 100),           R(TDM_PROF_PHASE, C, "backward", 0, 60),
+        R(TDM_PROF_WAIT, C, "wait grads", 60, 90),      R(TDM_PROF_COMM, M, "grad all-reduce", 50, 90),
         R(TDM_PROF_COMM, M, "grad all-reduce", 60, 80),
     };
     CHECK(tdm_prof_analyze_rank(c, sizeof c / sizeof *c, 0, &s, 1) == 1, "one step");
@@ -218,10 +217,8 @@ static void test_nothing_hideable_has_no_efficiency(void) {
      * the efficiency is undefined (NaN), on the step and on the mean. */
     enum { C = TDM_PROF_THREAD_COMPUTE, M = TDM_PROF_THREAD_COMM };
     tdm_prof_rec r[] = {
-        R(TDM_PROF_PHASE, C, "step", 0, 100),
-        R(TDM_PROF_PHASE, C, "backward", 0, 60),
-        R(TDM_PROF_WAIT, C, "wait grads", 60, 90),
-        R(TDM_PROF_PHASE, C, "optimizer", 90, 100),
+        R(TDM_PROF_PHASE, C, "step", 0, 100),           R(TDM_PROF_PHASE, C, "backward", 0, 60),
+        R(TDM_PROF_WAIT, C, "wait grads", 60, 90),      R(TDM_PROF_PHASE, C, "optimizer", 90, 100),
         R(TDM_PROF_COMM, M, "grad all-reduce", 55, 90),
     };
     tdm_prof_step_stats s, m;
@@ -380,7 +377,7 @@ static void test_overlapping_waits_and_threads(void) {
         R(TDM_PROF_WAIT, C, "w1", 10, 15),
         R(TDM_PROF_WAIT, C, "w2", 12, 18), /* overlaps w1: the union is 10-18 */
         R(TDM_PROF_COMM, M, "x", 5, 25),
-        R(TDM_PROF_COMM, M, "y", 15, 45), /* overlaps x: comm busy 5-45 = 40 */
+        R(TDM_PROF_COMM, M, "y", 15, 45),                /* overlaps x: comm busy 5-45 = 40 */
         R(TDM_PROF_COMM, C, "inline allreduce", 45, 48), /* a collective on the compute thread */
     };
     r[2].tid = 1;
@@ -402,8 +399,7 @@ static void test_overlapping_waits_and_threads(void) {
 static void test_clipped_to_step_and_empty(void) {
     enum { C = TDM_PROF_THREAD_COMPUTE, M = TDM_PROF_THREAD_COMM };
     tdm_prof_rec r[] = {
-        R(TDM_PROF_PHASE, C, "step", 0, 10),
-        R(TDM_PROF_PHASE, C, "step", 10, 20),
+        R(TDM_PROF_PHASE, C, "step", 0, 10), R(TDM_PROF_PHASE, C, "step", 10, 20),
         R(TDM_PROF_PHASE, C, "forward", 5, 15), /* spans both steps */
         R(TDM_PROF_COMM, M, "late", 18, 30),    /* runs past the step's end */
     };
@@ -436,9 +432,9 @@ static void test_clipped_to_step_and_empty(void) {
 static void test_op_summary(void) {
     enum { C = TDM_PROF_THREAD_COMPUTE, M = TDM_PROF_THREAD_COMM };
     tdm_prof_rec r[] = {
-        R(TDM_PROF_PHASE, C, "step", 0, 100),   R(TDM_PROF_LAYER, C, "mlp", 0, 10),
-        R(TDM_PROF_LAYER, C, "mlp", 10, 40),    R(TDM_PROF_WAIT, C, "mlp", 40, 41), /* same name, other cat */
-        R(TDM_PROF_COMM, M, "reduce", 0, 50),   R(TDM_PROF_MARK, C, "posted", 5, 5),
+        R(TDM_PROF_PHASE, C, "step", 0, 100), R(TDM_PROF_LAYER, C, "mlp", 0, 10),
+        R(TDM_PROF_LAYER, C, "mlp", 10, 40),  R(TDM_PROF_WAIT, C, "mlp", 40, 41), /* same name, other cat */
+        R(TDM_PROF_COMM, M, "reduce", 0, 50), R(TDM_PROF_MARK, C, "posted", 5, 5),
     };
     r[5].instant = 1;
     tdm_prof_op_row rows[6];

@@ -207,14 +207,16 @@ static void test_exited_threads_forgotten(void) {
 static void test_trace_errors(void) {
     tdm_prof_trace t;
     tdm_error err;
-    const char *bad[] = {"{\"traceEvents\": 3}", "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\"}]}",
-                         "{\"traceEvents\": [1]}", "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,"
-                                                   "\"dur\":-1,\"pid\":0,\"tid\":0}]}", "[{",
-                         /* numbers outside the integer types they are converted to */
-                         "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":1e30}]",
-                         "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":0,\"args\":{\"arg\":1e300}}]",
-                         "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":0,\"args\":{\"level\":1e10}}]",
-                         "[{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":-1e20,\"args\":{\"name\":\"x\"}}]"};
+    const char *bad[] = {
+        "{\"traceEvents\": 3}", "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\"}]}", "{\"traceEvents\": [1]}",
+        "{\"traceEvents\": [{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,"
+        "\"dur\":-1,\"pid\":0,\"tid\":0}]}",
+        "[{",
+        /* numbers outside the integer types they are converted to */
+        "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":1e30}]",
+        "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":0,\"args\":{\"arg\":1e300}}]",
+        "[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"pid\":0,\"tid\":0,\"args\":{\"level\":1e10}}]",
+        "[{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":-1e20,\"args\":{\"name\":\"x\"}}]"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         CHECK(tdm_prof_trace_parse(bad[i], strlen(bad[i]), "x.json", &t, &err) != 0, "accepted %s", bad[i]);
         CHECK(strstr(err.msg, "x.json") != NULL, "error names the file: %s", err.msg);
@@ -415,8 +417,7 @@ static void test_config(void) {
         {"{\"profile\": {\"static_param\": 1}}", "profile.static_param"},
         {"{\"profile\": {\"profile_type\": \"dynamic\"}}", "profile.profile_type"},
         {"{\"profile\": {\"level\": 1, \"static_param\": {\"level\": 1}}}", "profile.level"},
-        {"{\"profile\": {\"static_param\": {\"start_step\": 4, \"end_step\": 4}}}",
-         "profile.static_param.end_step"},
+        {"{\"profile\": {\"static_param\": {\"start_step\": 4, \"end_step\": 4}}}", "profile.static_param.end_step"},
         {"{\"profile\": {\"static_param\": {\"level\": \"level3\"}}}", "profile.static_param.level"},
         {"{\"profile\": {\"level\": 3}}", "profile.level"},
         {"{\"profile\": {\"enable\": 1}}", "profile.enable"},

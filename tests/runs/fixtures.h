@@ -20,8 +20,9 @@ static inline int fixtures_present(const char *what) {
     char p[1200];
     snprintf(p, sizeof p, "%s/README.md", fixtures_dir());
     if (stat(p, &st) == 0) return 1;
-    if (!said++) printf("skipped: the tests on real artefacts (%s, ...): %s not found; set TANDEM_FIXTURES\n", what,
-                        fixtures_dir());
+    if (!said++)
+        printf("skipped: the tests on real artefacts (%s, ...): %s not found; set TANDEM_FIXTURES\n", what,
+               fixtures_dir());
     return 0;
 }
 

@@ -13,7 +13,7 @@
 #include "runs/golden.h"
 #include "runs/run.h"
 
-#define GPT "megatron/test_cases/gpt/"
+#define GPT     "megatron/test_cases/gpt/"
 #define PAIR1_A GPT "gpt3_mr_tp1_pp4_vp1_dgx_a100_1N8G"
 #define PAIR1_B GPT "gpt3_345m_nightly_dgx_a100_1N8G_tp1_pp4_vp1_overlap_grad_reduce"
 #define PAIR3_B GPT "gpt3_mcore_te_tp4_pp1_dist_optimizer_overlap_grad_reduce_param_gather"
@@ -34,14 +34,16 @@ static void test_golden_pair1(void) {
     CHECK(a.n_iters == 11 && b.n_iters == 11, "steps %lld %lld", (long long)a.n_iters, (long long)b.n_iters);
     static const int steps[11] = {1, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50};
     for (int i = 0; i < 11 && i < a.n_iters && i < b.n_iters; i++) {
-        CHECK(a.iters[i].iteration == steps[i] && a.iters[i].interval == 1, "step %lld", (long long)a.iters[i].iteration);
+        CHECK(a.iters[i].iteration == steps[i] && a.iters[i].interval == 1, "step %lld",
+              (long long)a.iters[i].iteration);
         CHECK(a.iters[i].lm_loss == b.iters[i].lm_loss, "step %d: loss %.7g vs %.7g", steps[i], a.iters[i].lm_loss,
               b.iters[i].lm_loss);
         CHECK(a.iters[i].global_batch == 32 && a.iters[i].consumed_samples == -1, "batch from model_config.yaml");
         CHECK(steps[i] <= 15 ? isnan(a.iters[i].num_zeros) : isfinite(a.iters[i].num_zeros), "num-zeros \"nan\"");
     }
     CHECK(a.n_iters == 11 && a.iters[0].lm_loss == 10.79424 && a.iters[10].lm_loss == 10.21715, "losses");
-    CHECK(a.n_iters == 11 && fabs(a.iters[0].elapsed_ms - 5884.35) < 1e-9 && fabs(a.iters[1].elapsed_ms - 153.04) < 1e-9,
+    CHECK(a.n_iters == 11 && fabs(a.iters[0].elapsed_ms - 5884.35) < 1e-9 &&
+              fabs(a.iters[1].elapsed_ms - 153.04) < 1e-9,
           "seconds to ms: %.9g", a.n_iters ? a.iters[0].elapsed_ms : 0.0);
     CHECK(a.n_iters && a.iters[0].loss_prec == (TDM_RUN_PREC_DEC | 5), "loss printed with 5 decimals: %#x",
           a.n_iters ? a.iters[0].loss_prec : 0);
@@ -100,8 +102,7 @@ static void test_mindspeed(void) {
     tdm_run_log_free(&r);
     CHECK(tdm_run_log_read(fixture("mindspeed-mm/baseline_results/finetune_qwen3vl_30B_v1.json"), &r, &e) == 0, "%s",
           e.msg);
-    CHECK(r.n_iters == 5 && r.warm_up == 2 && r.iters[0].lm_loss == 12.36213 && r.iters[4].elapsed_ms == 1219.1,
-          "v1");
+    CHECK(r.n_iters == 5 && r.warm_up == 2 && r.iters[0].lm_loss == 12.36213 && r.iters[4].elapsed_ms == 1219.1, "v1");
     double sum = 0;
     for (int64_t i = r.warm_up; i < r.n_iters; i++) sum += r.iters[i].elapsed_ms;
     CHECK_NEAR(sum / (double)(r.n_iters - r.warm_up), 1242.767, 1e-3);

@@ -173,8 +173,9 @@ static void test_ansi_cr_crlf(void) {
 static void test_appended_runs(void) {
     tdm_strbuf sb;
     tdm_sb_init(&sb);
-    tdm_sb_puts(&sb, "------------------------ arguments ------------------------\n  log_interval ............ 1\n"
-                     "  overlap_grad_reduce ..... False\n-------------------- end of arguments ---------------------\n");
+    tdm_sb_puts(&sb,
+                "------------------------ arguments ------------------------\n  log_interval ............ 1\n"
+                "  overlap_grad_reduce ..... False\n-------------------- end of arguments ---------------------\n");
     for (int i = 1; i <= 5; i++) iter_line(&sb, i, 6, 100.0 + i, 1e-4, 5.0 - 0.1 * i, 1.0);
     /* the job dies, is resumed from the checkpoint at 3, and reaches 4 before dying again */
     tdm_sb_puts(&sb, "Traceback (most recent call last):\nRuntimeError: NCCL timeout\n");
@@ -308,7 +309,8 @@ static void test_chunking(void) {
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
         tdm_run_log_init(&parts);
         tdm_megatron_parser *p = tdm_megatron_parser_new(&parts);
-        for (size_t i = 0; i < n; i += sizes[k]) tdm_megatron_parser_feed(p, buf + i, n - i < sizes[k] ? n - i : sizes[k]);
+        for (size_t i = 0; i < n; i += sizes[k])
+            tdm_megatron_parser_feed(p, buf + i, n - i < sizes[k] ? n - i : sizes[k]);
         CHECK(tdm_megatron_parser_finish(p, &e) == 0, "%s", e.msg);
         CHECK(parts.n_iters == whole.n_iters && parts.lines == whole.lines && parts.n_args == whole.n_args &&
                   parts.n_timers == whole.n_timers && parts.n_valid == whole.n_valid,
@@ -343,9 +345,20 @@ static void test_long_line(void) {
 /* ---- decimals ---- */
 
 static void test_numbers(void) {
-    static const char *const cases[] = {"1.096171E+01", "388.3", "0.000E+00", "2.344E-07", "-12", "25.472",
-                                        "8388608.0", "1e-30", "123456789012345678901234", "0.1", "3.14159265358979323846",
-                                        "1.7976931348623157e308", "4.9e-324", "0.000001234"};
+    static const char *const cases[] = {"1.096171E+01",
+                                        "388.3",
+                                        "0.000E+00",
+                                        "2.344E-07",
+                                        "-12",
+                                        "25.472",
+                                        "8388608.0",
+                                        "1e-30",
+                                        "123456789012345678901234",
+                                        "0.1",
+                                        "3.14159265358979323846",
+                                        "1.7976931348623157e308",
+                                        "4.9e-324",
+                                        "0.000001234"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         double v;
         tdm_run_prec p;

@@ -48,8 +48,9 @@ static void test_cluster_step_trace_time(void) {
         CHECK_NEAR(g->comm - g->exposed - g->hidden, 0, 1e-6);
         sum_over += g->hidden, sum_comm += g->comm;
     }
-    CHECK_NEAR(sum_over / sum_comm, exnum(tdm_json_get(tdm_json_root(expected), "ascend"),
-                                          "hidden_share_overall_sum_overlapped_over_sum_communication"),
+    CHECK_NEAR(sum_over / sum_comm,
+               exnum(tdm_json_get(tdm_json_root(expected), "ascend"),
+                     "hidden_share_overall_sum_overlapped_over_sum_communication"),
                1e-8);
     tdm_runs_analysis a;
     tdm_runs_analyze(&s, &a);
@@ -152,8 +153,9 @@ static void test_step_csv_layouts(void) {
         CHECK(s.traces[0]->given[1].number == 2 && s.traces[0]->given[1].hidden == 10, "step 2");
         CHECK(s.traces[1]->rank == 3 && s.traces[1]->given[0].number == 7, "Device_id 3, step 7");
     }
-    const char *bad[] = {"Step,Computing\n1,2\n", "Step,Computing,Communication(Not Overlapped),Overlapped,"
-                                                  "Communication,Free,Stage\n1,x,0,0,0,0,0\n",
+    const char *bad[] = {"Step,Computing\n1,2\n",
+                         "Step,Computing,Communication(Not Overlapped),Overlapped,"
+                         "Communication,Free,Stage\n1,x,0,0,0,0,0\n",
                          ""};
     const char *why[] = {"expected an Ascend step_trace_time CSV", "column Computing: expected a number", "empty file"};
     for (int i = 0; i < 3; i++) {
@@ -163,7 +165,6 @@ static void test_step_csv_layouts(void) {
     CHECK(s.n == 2, "a bad file added traces");
     tdm_runs_set_free(&s);
 }
-
 
 /* A rank's own communication.json: {step: {"collective"|"p2p": {op: info}}}, rank from its folder. */
 static void test_rank_communication_json(void) {
@@ -175,8 +176,8 @@ static void test_rank_communication_json(void) {
     tdm_runs_set s;
     tdm_runs_set_init(&s);
     tdm_error err;
-    int rc = tdm_runs_read_ascend_comm_mem(&s, doc, strlen(doc), "node/rank_5/ASCEND_PROFILER_OUTPUT/communication.json",
-                                           &err);
+    int rc = tdm_runs_read_ascend_comm_mem(&s, doc, strlen(doc),
+                                           "node/rank_5/ASCEND_PROFILER_OUTPUT/communication.json", &err);
     CHECK(rc == 0 && s.n_acomm == 1, "%s", rc ? err.msg : "count");
     if (s.n_acomm == 1) {
         const tdm_runs_acomm *c = &s.acomm[0];

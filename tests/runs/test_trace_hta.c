@@ -59,7 +59,8 @@ static void check_block(const char *rel, const tdm_runs_trace *t, const tdm_runs
     for (size_t i = 0; names && i < names->len; i++) {
         int64_t got = 0;
         for (int k = 0; k < h->n_comm_names; k++)
-            if (!strncmp(t->names[h->comm_name[k]], names->keys[i], strlen(names->keys[i]))) got += h->comm_name_count[k];
+            if (!strncmp(t->names[h->comm_name[k]], names->keys[i], strlen(names->keys[i])))
+                got += h->comm_name_count[k];
         CHECK(got == (int64_t)names->items[i]->num, "%s %s: %s: %lld, HTA %g", rel, block, names->keys[i],
               (long long)got, names->items[i]->num);
     }
@@ -72,8 +73,8 @@ static void check_trace(const char *rel) {
         return;
     }
     const tdm_runs_trace *t = s.traces[0];
-    const tdm_json *steps = tdm_json_get(tdm_json_get(tdm_json_get(tdm_json_root(expected), "traces"), rel),
-                                         "steps_in_trace");
+    const tdm_json *steps =
+        tdm_json_get(tdm_json_get(tdm_json_get(tdm_json_root(expected), "traces"), rel), "steps_in_trace");
     CHECK(steps && t->n_steps == (int64_t)steps->len, "%s: %lld steps", rel, (long long)t->n_steps);
     for (size_t i = 0; steps && i < steps->len && (int64_t)i < t->n_steps; i++)
         CHECK(t->steps[i].number == (int64_t)steps->items[i]->num, "%s: step %zu is %lld", rel, i,
@@ -92,7 +93,6 @@ static void check_trace(const char *rel) {
 static void test_nccl_data(void) { check_trace("hta/nccl_parser_config/nccl_data.json.gz"); }
 static void test_trace_diff_control(void) { check_trace("hta/trace_diff/control/control.json.gz"); }
 static void test_trace_diff_test(void) { check_trace("hta/trace_diff/test/test.json.gz"); }
-
 
 /* Communication kernels per step (by their launch) and of one kind. */
 static void count_colls(const tdm_runs_trace *t, int64_t step, int kind, int64_t *n, int64_t *bytes) {
@@ -181,7 +181,8 @@ static void test_test_attributed_by_launch(void) {
         int64_t a, r, b;
         count_colls(t, k, TDM_RUNS_ALL_TO_ALL, &a, &b);
         count_colls(t, k, TDM_RUNS_ALL_REDUCE, &r, &b);
-        CHECK(a == 7 && r == 3, "step %lld: %lld all-to-all, %lld all-reduce", (long long)k, (long long)a, (long long)r);
+        CHECK(a == 7 && r == 3, "step %lld: %lld all-to-all, %lld all-reduce", (long long)k, (long long)a,
+              (long long)r);
     }
 out:
     tdm_runs_set_free(&s);
@@ -209,12 +210,14 @@ static void test_other_hta_traces(void) {
             CHECK_NEAR(x->idle_pct + x->compute_pct + x->non_compute_pct, 100, 1e-6);
             CHECK(x->n_comm_kernels > 0, "%s: no communication kernel", rel[i]);
         }
-        CHECK(a.ranks[0].hta[1].n_comm_kernels >= a.ranks[0].hta[0].n_comm_kernels, "keeping the last step drops kernels");
+        CHECK(a.ranks[0].hta[1].n_comm_kernels >= a.ranks[0].hta[0].n_comm_kernels,
+              "keeping the last step drops kernels");
         for (int64_t k = 0; k < a.ranks[0].n_steps; k++) {
             const tdm_runs_step_stats *st = &a.ranks[0].steps[k];
             CHECK(st->hidden_us <= st->comm_us + 1e-9 && st->exposed_us >= -1e-9, "%s step %lld", rel[i], (long long)k);
         }
-        if (i == 2) CHECK(has_note(t, "no launching CPU event"), "%s: the kernels without a launch are not noted", rel[i]);
+        if (i == 2)
+            CHECK(has_note(t, "no launching CPU event"), "%s: the kernels without a launch are not noted", rel[i]);
         tdm_runs_analysis_free(&a);
         tdm_runs_set_free(&s);
     }

@@ -37,8 +37,15 @@ static void test_tokens(void) {
 }
 
 static void test_numbers_round_like_strtod(void) {
-    const char *cases[] = {"4458676522690.655", "1704161511422904.204", "0.1", "1e-7", "123456789012345678901",
-                           "-0.0", "9007199254740993", "2.5E+2", "1661203463042907"};
+    const char *cases[] = {"4458676522690.655",
+                           "1704161511422904.204",
+                           "0.1",
+                           "1e-7",
+                           "123456789012345678901",
+                           "-0.0",
+                           "9007199254740993",
+                           "2.5E+2",
+                           "1661203463042907"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         double v;
         CHECK(tdm_js_parse_number(cases[i], strlen(cases[i]), &v) == 0, "%s", cases[i]);
@@ -136,8 +143,9 @@ static void write_gz(const char *path, const char *data, size_t len) {
 }
 
 static void test_gzip_and_truncation(void) {
-    const char *doc = "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm\", \"ts\": 1, \"dur\": 2, "
-                      "\"pid\": 0, \"tid\": 7, \"args\": {\"stream\": 7, \"correlation\": 5}}]}";
+    const char *doc =
+        "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm\", \"ts\": 1, \"dur\": 2, "
+        "\"pid\": 0, \"tid\": 7, \"args\": {\"stream\": 7, \"correlation\": 5}}]}";
     char path[128];
     snprintf(path, sizeof path, "%s/a.json.gz", tmpdir);
     write_gz(path, doc, strlen(doc));
@@ -174,15 +182,18 @@ static tdm_runs_set read_doc(const char *doc, const char *name, int want_ok) {
 static void test_steps_launches_and_classes(void) {
     const char *doc =
         "{\"distributedInfo\": {\"rank\": 3, \"world_size\": 8, \"backend\": \"nccl\"}, \"traceEvents\": ["
-        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#7\",\"ts\":100,\"dur\":100,\"pid\":1,\"tid\":1},"
-        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#8\",\"ts\":200,\"dur\":100,\"pid\":1,\"tid\":1},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#7\",\"ts\":100,\"dur\":100,\"pid\":1,"
+        "\"tid\":1},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#8\",\"ts\":200,\"dur\":100,\"pid\":1,"
+        "\"tid\":1},"
         "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"ts\":150,\"dur\":2,\"pid\":1,\"tid\":1,"
         "\"args\":{\"correlation\":11}},"
         "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"ts\":160,\"dur\":2,\"pid\":1,\"tid\":1,"
         "\"args\":{\"correlation\":12}},"
         "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"sm80_gemm\",\"ts\":210,\"dur\":40,\"pid\":0,\"tid\":7,"
         "\"args\":{\"stream\":7,\"correlation\":11}},"
-        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ncclDevKernel_AllGather_RING_LL(ncclDevComm*)\",\"ts\":230,\"dur\":40,"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ncclDevKernel_AllGather_RING_LL(ncclDevComm*)\",\"ts\":230,"
+        "\"dur\":40,"
         "\"pid\":0,\"tid\":9,\"args\":{\"stream\":9,\"correlation\":12,\"Collective name\":\"_allgather_base\","
         "\"In msg nelems\":100,\"Out msg nelems\":800,\"dtype\":\"BFloat16\",\"Group size\":8}},"
         "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy HtoD (Pageable -> Device)\",\"ts\":280,\"dur\":5,"
@@ -228,9 +239,10 @@ out:
 }
 
 static void test_no_steps_and_legacy(void) {
-    const char *doc = "[{\"name\":\"aten::mm\",\"ph\":\"X\",\"ts\":10,\"dur\":50,\"tid\":1,\"pid\":\"CPU functions\"},"
-                      "{\"name\":\"gloo:all_reduce\",\"ph\":\"X\",\"ts\":40,\"dur\":30,\"tid\":2,\"pid\":\"CPU functions\"},"
-                      "{\"name\":\"c10d::allreduce_\",\"ph\":\"X\",\"ts\":39,\"dur\":1,\"tid\":1,\"pid\":\"CPU functions\"}]";
+    const char *doc =
+        "[{\"name\":\"aten::mm\",\"ph\":\"X\",\"ts\":10,\"dur\":50,\"tid\":1,\"pid\":\"CPU functions\"},"
+        "{\"name\":\"gloo:all_reduce\",\"ph\":\"X\",\"ts\":40,\"dur\":30,\"tid\":2,\"pid\":\"CPU functions\"},"
+        "{\"name\":\"c10d::allreduce_\",\"ph\":\"X\",\"ts\":39,\"dur\":1,\"tid\":1,\"pid\":\"CPU functions\"}]";
     tdm_runs_set s = read_doc(doc, "legacy_rank_5.json", 1);
     if (s.n == 1) {
         const tdm_runs_trace *t = s.traces[0];
@@ -267,11 +279,15 @@ static void test_string_timestamps(void) {
 }
 
 static void test_bad_traces(void) {
-    const char *docs[] = {"{\"traceEvents\": 3}", "{\"traceEvents\": [1]}", "{\"x\": 1}", "\"text\"",
-                          "{\"traceEvents\": [{\"ph\": \"M\", \"name\": \"process_name\"}]}", "{\"traceEvents\": ["};
+    const char *docs[] = {"{\"traceEvents\": 3}",
+                          "{\"traceEvents\": [1]}",
+                          "{\"x\": 1}",
+                          "\"text\"",
+                          "{\"traceEvents\": [{\"ph\": \"M\", \"name\": \"process_name\"}]}",
+                          "{\"traceEvents\": ["};
     const char *want[] = {"\"traceEvents\" must be an array", "traceEvents[0]: expected an event object",
-                          "expected a profiler trace", "expected a profiler trace", "no complete (\"X\") events",
-                          "unexpected end of file"};
+                          "expected a profiler trace",        "expected a profiler trace",
+                          "no complete (\"X\") events",       "unexpected end of file"};
     for (int i = 0; i < 6; i++) {
         tdm_runs_set s;
         tdm_runs_set_init(&s);

@@ -115,11 +115,14 @@ static void test_utf8_repair(void) {
     static const struct {
         const char *in, *out;
     } cases[] = {
-        {"a\x80" "b", "a\xEF\xBF\xBD" "b"},
-        {"\xE2\x82", "\xEF\xBF\xBD"},                      /* truncated: one U+FFFD for the maximal subpart */
+        {"a\x80"
+         "b",
+         "a\xEF\xBF\xBD"
+         "b"},
+        {"\xE2\x82", "\xEF\xBF\xBD"}, /* truncated: one U+FFFD for the maximal subpart */
         {"\xF0\x9F\x98 a", "\xEF\xBF\xBD a"},
-        {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD"},          /* overlong: each byte */
-        {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* surrogate */
+        {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD"},                                 /* overlong: each byte */
+        {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},                 /* surrogate */
         {"\xF4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* > U+10FFFF */
         {"ok \xE2\x82\xAC", "ok \xE2\x82\xAC"},
     };
@@ -208,7 +211,11 @@ static void test_decode(void) {
     int32_t ids[] = {'a', 0xE4, 99999, -5, 'b', 300};
     size_t len;
     char *s = tdm_tokenizer_decode_len(t, ids, 6, &len);
-    CHECK(len == 10 && !memcmp(s, "a\xEF\xBF\xBD" "b<|a|>", 10), "decode invalid: \"%s\"", s);
+    CHECK(len == 10 && !memcmp(s,
+                               "a\xEF\xBF\xBD"
+                               "b<|a|>",
+                               10),
+          "decode invalid: \"%s\"", s);
     free(s);
     tdm_tokenizer_free(t);
 }
@@ -237,7 +244,8 @@ static void *encode_many(void *arg) {
             tdm_ids a = {0};
             tdm_error err;
             tdm_tokenizer_encode(job->t, text, strlen(text), &a, &err);
-            if (a.len != conc_want[i].len || memcmp(a.data, conc_want[i].data, a.len * sizeof *a.data)) job->mismatches++;
+            if (a.len != conc_want[i].len || memcmp(a.data, conc_want[i].data, a.len * sizeof *a.data))
+                job->mismatches++;
             tdm_ids_free(&a);
         }
     }
@@ -297,7 +305,8 @@ static void test_errors(void) {
                  "model.merges[0] (line 1): \"b\" is not in model.vocab");
     expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [[\"a\", \"b\"]]}}",
                  "model.merges[0] (line 1): \"ab\" is not in model.vocab");
-    expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}, \"added_tokens\": [{\"id\": 1, \"content\": \"\"}]}",
+    expect_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []}, \"added_tokens\": [{\"id\": 1, "
+                 "\"content\": \"\"}]}",
                  "added_tokens[0]");
     expect_error_with("\"byte_fallback\": true, ", NULL, "byte_fallback");
     expect_error_with("\"unk_token\": \"<unk>\", ", NULL, "unk_token");
@@ -316,7 +325,8 @@ static void test_errors(void) {
     expect_error(json, "does not compile");
     free(json);
     tdm_error err;
-    CHECK(tdm_tokenizer_load("/nonexistent/tokenizer.json", &err) == NULL && strstr(err.msg, "/nonexistent/tokenizer.json"),
+    CHECK(tdm_tokenizer_load("/nonexistent/tokenizer.json", &err) == NULL &&
+              strstr(err.msg, "/nonexistent/tokenizer.json"),
           "missing file: %s", err.msg);
 }
 
@@ -438,11 +448,12 @@ static void test_qwen3_spec_example(void) {
     CHECK(t != NULL, "%s", err.msg);
     if (!t) return;
     CHECK(tdm_tokenizer_vocab_size(t) == 151669, "vocab size %d", tdm_tokenizer_vocab_size(t));
-    const char *text = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Describe the image 123.<|im_end|>\n"
-                       "<|im_start|>assistant\nA cat on a mat.<|im_end|>\n";
-    static const int32_t want[] = {151644, 872,   198,   151652, 151655, 151653, 74785, 279,    2168, 220,
-                                   16,     17,    18,    13,     151645, 198,    151644, 77091, 198,  32,
-                                   8251,   389,   264,   5517,   13,     151645, 198,    -1};
+    const char *text =
+        "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Describe the image 123.<|im_end|>\n"
+        "<|im_start|>assistant\nA cat on a mat.<|im_end|>\n";
+    static const int32_t want[] = {151644, 872, 198, 151652, 151655, 151653, 74785,  279,   2168, 220,
+                                   16,     17,  18,  13,     151645, 198,    151644, 77091, 198,  32,
+                                   8251,   389, 264, 5517,   13,     151645, 198,    -1};
     CHECK(encodes_to(t, text, strlen(text), want), "spec section 10 example");
     CHECK(tdm_tokenizer_token_id(t, "<|image_pad|>") == 151655, "<|image_pad|>");
     CHECK(tdm_tokenizer_token_id(t, "assistant") == 77091, "assistant");

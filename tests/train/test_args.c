@@ -68,8 +68,7 @@ static void test_values_both_spellings(void) {
     CHECK(a.train_iters == 1000, "%lld", (long long)a.train_iters);
     CHECK(a.overlap_grad_reduce == 1 && a.use_distributed_optimizer == 1, "switches");
     CHECK(a.check_for_nan_in_grad == 0, "negative switch");
-    CHECK(a.inject_nan_iter == 7 && a.inject_nan_rank == 1, "%lld %d", (long long)a.inject_nan_iter,
-          a.inject_nan_rank);
+    CHECK(a.inject_nan_iter == 7 && a.inject_nan_rank == 1, "%lld %d", (long long)a.inject_nan_iter, a.inject_nan_rank);
     CHECK(a.seed == 42 && a.ddp_bucket_size == 1000, "seed");
     CHECK(tdm_train_args_validate(&a, 2, &err) == 0, "%s", err.msg);
 }
@@ -87,9 +86,11 @@ static void test_errors_are_one_clear_sentence(void) {
           "%s", err.msg);
     CHECK(parse(&a, "--bf16 --accumulate-allreduce-grads-in-fp32", &err) == 0 && a.bf16 == 1, "%s", err.msg);
     /* Megatron flags that ask for what tandem does anyway: accepted at tandem's value, refused at another */
-    CHECK(parse(&a, "--tensor-model-parallel-size 1 --pipeline-model-parallel-size=1 --use-flash-attn "
-                    "--hidden-dropout 0.0 --attention-dropout 0 --no-gradient-accumulation-fusion --lr 2e-4",
-                &err) == 0 && a.lr == 2e-4,
+    CHECK(parse(&a,
+                "--tensor-model-parallel-size 1 --pipeline-model-parallel-size=1 --use-flash-attn "
+                "--hidden-dropout 0.0 --attention-dropout 0 --no-gradient-accumulation-fusion --lr 2e-4",
+                &err) == 0 &&
+              a.lr == 2e-4,
           "%s", err.msg);
     CHECK(parse(&a, "--tensor-model-parallel-size 2", &err) != 0 && strstr(err.msg, "data parallelism only; only 1"),
           "%s", err.msg);
@@ -100,9 +101,10 @@ static void test_errors_are_one_clear_sentence(void) {
               strstr(err.msg, "--tensorboard-queue-size: not a tandem flag; every TensorBoard event is flushed"),
           "%s", err.msg);
     /* the practice's launch script (MindSpeed-MM's Qwen3-VL) and Megatron's logging flags */
-    CHECK(parse(&a, "--trust-remote-code --calculate-per-token-loss --use-fused-rotary-pos-emb --init-method-std 0.02 "
-                    "--no-create-attention-mask-in-dataloader --log-throughput --log-params-norm "
-                    "--log-num-zeros-in-grad --exit-duration-in-mins 230",
+    CHECK(parse(&a,
+                "--trust-remote-code --calculate-per-token-loss --use-fused-rotary-pos-emb --init-method-std 0.02 "
+                "--no-create-attention-mask-in-dataloader --log-throughput --log-params-norm "
+                "--log-num-zeros-in-grad --exit-duration-in-mins 230",
                 &err) == 0 &&
               a.log_throughput && a.log_params_norm && a.log_num_zeros_in_grad && a.exit_duration_in_mins == 230,
           "%s", err.msg);
@@ -117,24 +119,20 @@ static void test_errors_are_one_clear_sentence(void) {
           "aliases: %s '%s' '%s'", err.msg, a.profile_config, a.recompute_granularity);
     CHECK(parse(&a, "--recompute-activations=full", &err) != 0 && strstr(err.msg, "takes no value"), "%s", err.msg);
     CHECK(parse(&a, "--lr", &err) != 0 && strstr(err.msg, "--lr: expected a value") != NULL, "%s", err.msg);
-    CHECK(parse(&a, "--lr abc", &err) != 0 && strstr(err.msg, "expected a number, got 'abc'") != NULL, "%s",
-          err.msg);
+    CHECK(parse(&a, "--lr abc", &err) != 0 && strstr(err.msg, "expected a number, got 'abc'") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--micro-batch-size 0", &err) != 0 && strstr(err.msg, "out of range") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--comm-thread-nice 20", &err) != 0 && strstr(err.msg, "out of range") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--comm-thread-nice 0", &err) == 0 && a.comm_thread_nice == 0, "%s", err.msg);
     /* Megatron's spelling of the NaN switch, and the timeout Megatron also has */
-    CHECK(parse(&a, "--no-check-for-nan-in-loss-and-grad", &err) == 0 && a.check_for_nan_in_grad == 0, "%s",
-          err.msg);
+    CHECK(parse(&a, "--no-check-for-nan-in-loss-and-grad", &err) == 0 && a.check_for_nan_in_grad == 0, "%s", err.msg);
     CHECK(parse(&a, "", &err) == 0 && a.distributed_timeout_minutes == TDM_DDP_TIMEOUT_MINUTES, "timeout %g",
           a.distributed_timeout_minutes);
     CHECK(parse(&a, "--distributed-timeout-minutes 0.5", &err) == 0 && a.distributed_timeout_minutes == 0.5, "%s",
           err.msg);
-    CHECK(parse(&a, "--distributed-timeout-minutes -1", &err) != 0 && strstr(err.msg, "out of range"), "%s",
-          err.msg);
+    CHECK(parse(&a, "--distributed-timeout-minutes -1", &err) != 0 && strstr(err.msg, "out of range"), "%s", err.msg);
     CHECK(parse(&a, "--micro-batch-size 2.5", &err) != 0 && strstr(err.msg, "expected an integer") != NULL, "%s",
           err.msg);
-    CHECK(parse(&a, "--lr-decay-style cosin", &err) != 0 && strstr(err.msg, "expected one of") != NULL, "%s",
-          err.msg);
+    CHECK(parse(&a, "--lr-decay-style cosin", &err) != 0 && strstr(err.msg, "expected one of") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--save --lr 1", &err) != 0 && strstr(err.msg, "got the flag '--lr'") != NULL, "%s", err.msg);
     CHECK(parse(&a, "--lr nan", &err) != 0, "nan accepted");
     CHECK(parse(&a, "--inject-nan-at x", &err) != 0, "bad inject accepted");
@@ -186,7 +184,9 @@ static void test_validation(void) {
     parse(&a, flags, &err);
     CHECK(tdm_train_args_validate(&a, 1, &err) != 0 && strstr(err.msg, "--lr-warmup-iters"), "%s", err.msg);
     /* Megatron's sample-based training: one of --train-iters / --train-samples, each with its schedule flags */
-    static const struct { const char *flags, *want; } samples[] = {
+    static const struct {
+        const char *flags, *want;
+    } samples[] = {
         {"--train-samples 80", NULL},
         {"--train-samples 80 --lr-warmup-samples 8 --lr-decay-samples 60", NULL},
         {"--train-samples 80 --lr-warmup-fraction 0.1", NULL},
@@ -203,8 +203,8 @@ static void test_validation(void) {
         snprintf(flags, sizeof flags, "%s%s", base, samples[k].flags);
         CHECK(parse(&a, flags, &err) == 0, "%s: %s", samples[k].flags, err.msg);
         int rc = tdm_train_args_validate(&a, 1, &err);
-        if (samples[k].want) CHECK(rc != 0 && strstr(err.msg, samples[k].want), "%s: '%s'", samples[k].flags,
-                                   rc ? err.msg : "accepted");
+        if (samples[k].want)
+            CHECK(rc != 0 && strstr(err.msg, samples[k].want), "%s: '%s'", samples[k].flags, rc ? err.msg : "accepted");
         else CHECK(rc == 0, "%s: %s", samples[k].flags, err.msg);
     }
     /* resolved: 80 samples at a global batch of 8 are 10 iterations; 85 are 10 too (Megatron's //) */
@@ -252,8 +252,7 @@ static void test_config_file_and_precedence(void) {
           a.global_batch_size);
     CHECK(a.lr == 0.003, "the command line wins: lr %g", a.lr);
     CHECK(a.overlap_grad_reduce == 1, "switch from the file");
-    CHECK(a.n_data == 1 && !strcmp(a.data[0], "z.json"), "command line --data replaces the file's list: %d",
-          a.n_data);
+    CHECK(a.n_data == 1 && !strcmp(a.data[0], "z.json"), "command line --data replaces the file's list: %d", a.n_data);
     CHECK(!strcmp(a.model, "cfgmodel"), "%s", a.model);
 
     fd = open(path, O_WRONLY | O_TRUNC);
@@ -281,8 +280,7 @@ static void test_config_file_and_precedence(void) {
     const char *off = "{\"recompute_activations\": false}";
     CHECK(write(fd, off, strlen(off)) == (ssize_t)strlen(off), "write");
     close(fd);
-    CHECK(parse(&a, flags, &err) == 0 && a.recompute_granularity[0] == 0, "%s '%s'", err.msg,
-          a.recompute_granularity);
+    CHECK(parse(&a, flags, &err) == 0 && a.recompute_granularity[0] == 0, "%s '%s'", err.msg, a.recompute_granularity);
     unlink(path);
     CHECK(parse(&a, flags, &err) != 0 && strstr(err.msg, "cannot open"), "%s", err.msg);
 }
@@ -391,7 +389,8 @@ static void test_block_extras_and_mixed_hosts(void) {
     tdm_train_args_format_block(&a, extra, 2, &sb);
     const char *bt = strstr(sb.data, "\n  build_target .................................... x86-64-v3 (portable)\n");
     const char *bf = strstr(sb.data, "\n  bf16 ");
-    const char *hc = strstr(sb.data, "\n  host_cpu ........................................ Test CPU (family 6 model 1)\n");
+    const char *hc =
+        strstr(sb.data, "\n  host_cpu ........................................ Test CPU (family 6 model 1)\n");
     const char *hd = strstr(sb.data, "\n  image_max_pixels ");
     CHECK(bt && hc, "extras missing:\n%s", sb.data);
     CHECK(bf && hd && bf < bt && hc < hd, "extras not sorted among the flags");

@@ -38,12 +38,21 @@ static int save(const tdm_param_table *t, int64_t iteration, float scale, tdm_er
         v[i] = tdm_xmalloc(sizeof(float) * (size_t)t->p[i].numel);
         for (int64_t k = 0; k < t->p[i].numel; k++) m[i][k] = scale * (float)k, v[i][k] = scale * (float)(k * k);
     }
-    tdm_ckpt_state st = {.iteration = iteration, .consumed_samples = iteration * 8, .scheduler_num_steps = iteration * 8,
-                         .lr = 1e-3, .seed = 1234, .adam_step = iteration, .dp = 2, .distributed_optimizer = 1,
+    tdm_ckpt_state st = {.iteration = iteration,
+                         .consumed_samples = iteration * 8,
+                         .scheduler_num_steps = iteration * 8,
+                         .lr = 1e-3,
+                         .seed = 1234,
+                         .adam_step = iteration,
+                         .dp = 2,
+                         .distributed_optimizer = 1,
                          .args_fingerprint = 0x1234};
     strcpy(st.lr_decay_style, "cosine");
-    tdm_ckpt_save_spec spec = {.config_json_path = NULL, .params = t, .exp_avg = (const float *const *)m,
-                               .exp_avg_sq = (const float *const *)v, .state = &st};
+    tdm_ckpt_save_spec spec = {.config_json_path = NULL,
+                               .params = t,
+                               .exp_avg = (const float *const *)m,
+                               .exp_avg_sq = (const float *const *)v,
+                               .state = &st};
     int rc = tdm_ckpt_save(g_dir, &spec, NULL, 0, err);
     for (int i = 0; i < 3; i++) free(m[i]), free(v[i]);
     return rc;
@@ -367,11 +376,20 @@ static void test_bf16_params(void) {
         for (int64_t k = 0; k < t.p[i].numel; k++)
             m[i][k] = (float)k, v[i][k] = (float)(k * k), w[i][k] = t.p[i].data[k] + 0x1p-12f; /* finer than bf16 */
     }
-    tdm_ckpt_state st = {.iteration = 20, .consumed_samples = 160, .lr = 1e-3, .seed = 1, .adam_step = 20, .dp = 2,
-                         .distributed_optimizer = 1, .params_bf16 = 1};
+    tdm_ckpt_state st = {.iteration = 20,
+                         .consumed_samples = 160,
+                         .lr = 1e-3,
+                         .seed = 1,
+                         .adam_step = 20,
+                         .dp = 2,
+                         .distributed_optimizer = 1,
+                         .params_bf16 = 1};
     strcpy(st.lr_decay_style, "cosine");
-    tdm_ckpt_save_spec spec = {.params = &t, .exp_avg = (const float *const *)m, .exp_avg_sq = (const float *const *)v,
-                               .params_bf16 = 1, .state = &st};
+    tdm_ckpt_save_spec spec = {.params = &t,
+                               .exp_avg = (const float *const *)m,
+                               .exp_avg_sq = (const float *const *)v,
+                               .params_bf16 = 1,
+                               .state = &st};
     tdm_error err = {{0}};
     CHECK(tdm_ckpt_save(g_dir, &spec, NULL, 0, &err) != 0 && strstr(err.msg, "fp32 main copy"),
           "saved bfloat16 parameters without their main copy: %s", err.msg);

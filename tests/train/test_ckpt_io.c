@@ -53,11 +53,20 @@ static int save(const tdm_param_table *t, tdm_error *err) {
         v[i] = tdm_xmalloc(sizeof(float) * (size_t)t->p[i].numel);
         for (int64_t k = 0; k < t->p[i].numel; k++) m[i][k] = adam_m(i, k), v[i][k] = adam_v(i, k);
     }
-    tdm_ckpt_state st = {.iteration = 5, .consumed_samples = 40, .scheduler_num_steps = 40, .lr = 1e-3, .seed = 9,
-                         .adam_step = 5, .dp = 2, .distributed_optimizer = 1};
+    tdm_ckpt_state st = {.iteration = 5,
+                         .consumed_samples = 40,
+                         .scheduler_num_steps = 40,
+                         .lr = 1e-3,
+                         .seed = 9,
+                         .adam_step = 5,
+                         .dp = 2,
+                         .distributed_optimizer = 1};
     strcpy(st.lr_decay_style, "cosine");
-    tdm_ckpt_save_spec spec = {.config_json_path = g_config, .params = t, .exp_avg = (const float *const *)m,
-                               .exp_avg_sq = (const float *const *)v, .state = &st};
+    tdm_ckpt_save_spec spec = {.config_json_path = g_config,
+                               .params = t,
+                               .exp_avg = (const float *const *)m,
+                               .exp_avg_sq = (const float *const *)v,
+                               .state = &st};
     int rc = tdm_ckpt_save(g_dir, &spec, NULL, 0, err);
     for (int i = 0; i < 3; i++) free(m[i]), free(v[i]);
     return rc;
@@ -213,8 +222,8 @@ static void test_load_reads_each_byte_once(void) {
     float *data, *grad;
     make_table(&t, &data, &grad);
     tdm_error err = {{0}};
-    long long files = file_size("model.safetensors") + file_size("optimizer.safetensors") +
-                      file_size("config.json") + file_size("trainer_state.json");
+    long long files = file_size("model.safetensors") + file_size("optimizer.safetensors") + file_size("config.json") +
+                      file_size("trainer_state.json");
     long long r0 = bytes_read();
     CHECK(load_all(&t, 0, -1, &err) == 0, "%s", err.msg);
     long long got = bytes_read() - r0;

@@ -52,8 +52,8 @@ static void test_mismatches(void) {
         CHECK(strstr(err.msg, k->pp_key) && strstr(err.msg, k->cfg_key), "%s: keys named: %s", k->what, err.msg);
         /* the built-in defaults are named as such */
         rc = tdm_feed_check_preprocessor(&pp, NULL, &c, &err);
-        CHECK(rc != 0 && strstr(err.msg, "built-in") && strstr(err.msg, "m/config.json"), "%s: defaults: %s",
-              k->what, err.msg);
+        CHECK(rc != 0 && strstr(err.msg, "built-in") && strstr(err.msg, "m/config.json"), "%s: defaults: %s", k->what,
+              err.msg);
     }
 }
 

@@ -10,16 +10,25 @@ static void test_iteration_line_is_megatrons(void) {
     setenv("TZ", "UTC", 1);
     tzset();
     struct timespec now = {.tv_sec = 1795975200 /* 2026-11-29 18:00:00 UTC */, .tv_nsec = 123456789};
-    tdm_iter_line l = {.iteration = 5, .train_iters = 20, .consumed_samples = 40, .elapsed_ms_per_iter = 812.34,
-                       .lr = 1e-4, .global_batch_size = 8, .loss = 6.54321, .loss_scale = 1.0, .grad_norm = 1.23456,
-                       .skipped = 0, .nan = 0};
+    tdm_iter_line l = {.iteration = 5,
+                       .train_iters = 20,
+                       .consumed_samples = 40,
+                       .elapsed_ms_per_iter = 812.34,
+                       .lr = 1e-4,
+                       .global_batch_size = 8,
+                       .loss = 6.54321,
+                       .loss_scale = 1.0,
+                       .grad_norm = 1.23456,
+                       .skipped = 0,
+                       .nan = 0};
     tdm_strbuf sb;
     tdm_sb_init(&sb);
     tdm_format_iter_line(&sb, &now, &l);
-    const char *want = "[2026-11-29 18:00:00.123456] iteration        5/      20 | consumed samples:           40 | "
-                       "elapsed time per iteration (ms): 812.3 | learning rate: 1.000000E-04 | global batch size:     8 | "
-                       "lm loss: 6.543210E+00 | loss scale: 1.0 | grad norm: 1.235 | number of skipped iterations:   0 | "
-                       "number of nan iterations:   0 |";
+    const char *want =
+        "[2026-11-29 18:00:00.123456] iteration        5/      20 | consumed samples:           40 | "
+        "elapsed time per iteration (ms): 812.3 | learning rate: 1.000000E-04 | global batch size:     8 | "
+        "lm loss: 6.543210E+00 | loss scale: 1.0 | grad norm: 1.235 | number of skipped iterations:   0 | "
+        "number of nan iterations:   0 |";
     CHECK(!strcmp(sb.data, want), "\n got  %s\n want %s", sb.data, want);
     tdm_sb_clear(&sb);
     l.lr = 3.5e-123;
@@ -33,10 +42,21 @@ static void test_iteration_line_is_megatrons(void) {
           sb.data);
     /* Megatron's optional fields, where its training_log puts them */
     tdm_sb_clear(&sb);
-    l = (tdm_iter_line){.iteration = 5, .train_iters = 20, .consumed_samples = 40, .elapsed_ms_per_iter = 812.34,
-                        .lr = 1e-4, .global_batch_size = 8, .loss = 6.54321, .loss_scale = 1.0, .grad_norm = 1.23456,
-                        .has_throughput = 1, .throughput = 0.0421875, .has_num_zeros = 1, .num_zeros = 1234,
-                        .has_params_norm = 1, .params_norm = 81.10075};
+    l = (tdm_iter_line){.iteration = 5,
+                        .train_iters = 20,
+                        .consumed_samples = 40,
+                        .elapsed_ms_per_iter = 812.34,
+                        .lr = 1e-4,
+                        .global_batch_size = 8,
+                        .loss = 6.54321,
+                        .loss_scale = 1.0,
+                        .grad_norm = 1.23456,
+                        .has_throughput = 1,
+                        .throughput = 0.0421875,
+                        .has_num_zeros = 1,
+                        .num_zeros = 1234,
+                        .has_params_norm = 1,
+                        .params_norm = 81.10075};
     tdm_format_iter_line(&sb, &now, &l);
     want = "[2026-11-29 18:00:00.123456] iteration        5/      20 | consumed samples:           40 | "
            "elapsed time per iteration (ms): 812.3 | throughput per GPU (TFLOP/s/GPU): 0.0422 | "
@@ -61,18 +81,27 @@ static void test_timers_block(void) {
 }
 
 static void test_metrics_json(void) {
-    tdm_step_record r = {.iteration = 3, .consumed_samples = 24, .global_batch_size = 8, .tokens = 100,
-                         .lr = 0.1, .loss = 2.0 / 3.0, .grad_norm = 0.5, .step_ms = 12.5, .compute_cpu_ms = 11.25,
-                         .cpu_ms = 13.0, .fingerprint = 0xabcULL};
+    tdm_step_record r = {.iteration = 3,
+                         .consumed_samples = 24,
+                         .global_batch_size = 8,
+                         .tokens = 100,
+                         .lr = 0.1,
+                         .loss = 2.0 / 3.0,
+                         .grad_norm = 0.5,
+                         .step_ms = 12.5,
+                         .compute_cpu_ms = 11.25,
+                         .cpu_ms = 13.0,
+                         .fingerprint = 0xabcULL};
     tdm_strbuf sb;
     tdm_sb_init(&sb);
     tdm_format_metrics_json(&sb, &r, 1);
-    const char *want = "{\"iteration\":3,\"consumed_samples\":24,\"lr\":0.10000000000000001,\"weight_decay\":0,"
-                       "\"global_batch_size\":8,"
-                       "\"tokens\":100,\"loss\":0.66666666666666663,\"grad_norm\":0.5,\"skipped\":0,\"nan\":0,"
-                       "\"model_flops\":0,\"step_ms\":12.500,\"data_wait_ms\":0.000,\"fwd_bwd_ms\":0.000,\"grad_sync_ms\":0.000,"
-                       "\"optimizer_ms\":0.000,\"param_gather_ms\":0.000,\"comm_thread_cpu_ms\":0.000,"
-                       "\"compute_cpu_ms\":11.250,\"cpu_ms\":13.000,\"fingerprint\":\"0000000000000abc\"}";
+    const char *want =
+        "{\"iteration\":3,\"consumed_samples\":24,\"lr\":0.10000000000000001,\"weight_decay\":0,"
+        "\"global_batch_size\":8,"
+        "\"tokens\":100,\"loss\":0.66666666666666663,\"grad_norm\":0.5,\"skipped\":0,\"nan\":0,"
+        "\"model_flops\":0,\"step_ms\":12.500,\"data_wait_ms\":0.000,\"fwd_bwd_ms\":0.000,\"grad_sync_ms\":0.000,"
+        "\"optimizer_ms\":0.000,\"param_gather_ms\":0.000,\"comm_thread_cpu_ms\":0.000,"
+        "\"compute_cpu_ms\":11.250,\"cpu_ms\":13.000,\"fingerprint\":\"0000000000000abc\"}";
     CHECK(!strcmp(sb.data, want), "\n got  %s\n want %s", sb.data, want);
     CHECK(strtod(strstr(sb.data, "\"loss\":") + 7, NULL) == 2.0 / 3.0, "all digits round-trip");
     tdm_sb_clear(&sb);
@@ -87,7 +116,8 @@ static void test_metrics_json(void) {
     r.has_num_zeros = 1, r.num_zeros = 240128;
     tdm_format_metrics_json(&sb, &r, 0);
     CHECK(strstr(sb.data, "\"nan\":0,\"model_flops\":13841211392,\"params_norm\":81.099999999999994,"
-                          "\"num_zeros\":240128,\"step_ms\""), "%s", sb.data);
+                          "\"num_zeros\":240128,\"step_ms\""),
+          "%s", sb.data);
     tdm_sb_free(&sb);
 }
 
@@ -109,7 +139,7 @@ static void test_step_window(void) {
     tdm_step_window_push(&w, 300.0);
     CHECK(tdm_step_window_mean(&w) == 200.0, "two steps: %g, want 200", tdm_step_window_mean(&w));
     for (int i = 0; i < 30; i++) tdm_step_window_push(&w, 100.0); /* the first two have left the window */
-    tdm_step_window_push(&w, 2100.0);                               /* one slow step among 19 of 100 ms */
+    tdm_step_window_push(&w, 2100.0);                             /* one slow step among 19 of 100 ms */
     CHECK(tdm_step_window_mean(&w) == 200.0, "19 x 100 + 2100: %g, want 200", tdm_step_window_mean(&w));
 }
 

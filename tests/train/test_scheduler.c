@@ -54,7 +54,8 @@ static void test_fraction_and_stepping(void) {
     tdm_error err;
     /* fraction 0.1 of 20 iterations x 8 samples = 16 samples of warmup */
     CHECK(tdm_lr_scheduler_init(&s, 2e-3, 0, 0, TDM_LR_LINEAR, 0, 0.1, 0, 20, 8, &err) == 0, "%s", err.msg);
-    CHECK(s.warmup_steps == 16 && s.decay_steps == 160, "%lld %lld", (long long)s.warmup_steps, (long long)s.decay_steps);
+    CHECK(s.warmup_steps == 16 && s.decay_steps == 160, "%lld %lld", (long long)s.warmup_steps,
+          (long long)s.decay_steps);
     CHECK_NEAR(tdm_lr_scheduler_lr(&s), 0, 0);
     tdm_lr_scheduler_step(&s, 8);
     CHECK_NEAR(tdm_lr_scheduler_lr(&s), 1e-3, 1e-18);
@@ -102,7 +103,11 @@ static void test_check_of_a_loaded_schedule(void) {
     tdm_error err;
     setup(&s, TDM_LR_COSINE);
     CHECK(tdm_lr_scheduler_check(&s, &err) == 0, "init's schedule: %s", err.msg);
-    struct { const char *what; tdm_lr_scheduler s; const char *want; } bad[] = {
+    struct {
+        const char *what;
+        tdm_lr_scheduler s;
+        const char *want;
+    } bad[] = {
         {"decay 0", s, "decay_steps is 0, expected at least 1"},
         {"warmup == decay", s, "warmup_steps is 40, expected 0 or more and fewer than decay_steps 40"},
         {"negative warmup", s, "warmup_steps is -1"},
