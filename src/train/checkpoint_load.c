@@ -20,8 +20,9 @@
 
 /* XXH3 and size of a file, streamed in 1 MiB reads. */
 static int hash_file(const char *path, uint64_t *hash, int64_t *size, tdm_error *err) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return tdm_errorf(err, "%s: cannot open: %s", path, strerror(errno));
+    uint64_t bytes;
+    int fd = tdm_open_regular(path, &bytes, err); /* a FIFO in a checkpoint folder must not block */
+    if (fd < 0) return -1;
     XXH3_state_t *s = XXH3_createState();
     XXH3_64bits_reset(s);
     char *buf = tdm_xmalloc(1 << 20);
@@ -103,11 +104,9 @@ static void stream_close(struct tdm_ckpt_stream *s) {
 /* Opens path for reading and checks its size against trainer_state.json's (a truncated file is
  * refused here, before anything is read). */
 static struct tdm_ckpt_stream *stream_open(const char *path, int64_t size, uint64_t want, tdm_error *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        tdm_errorf(err, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+    uint64_t bytes;
+    int fd = tdm_open_regular(path, &bytes, err);
+    if (fd < 0) return NULL;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         tdm_errorf(err, "%s: cannot stat: %s", path, strerror(errno));

@@ -2,8 +2,8 @@
 # cli_bad_checkpoint.sh - `tandem train --load` refuses, on every rank and with a message
 # naming the file, a checkpoint of another model shape, a truncated weights file, a
 # corrupt safetensors header, a tracker naming a missing or garbled iteration, a
-# corrupt trainer_state.json and a --global-batch-size that does not divide the samples
-# consumed; and `dump-grads --load` refuses the same weights.
+# corrupt trainer_state.json, a FIFO in place of a file and a --global-batch-size that does not divide
+# the samples consumed; and `dump-grads --load` refuses the same weights.
 source "$(dirname "$0")/lib.sh"
 have train || skip_all "tandem train is not built"
 make_data
@@ -80,6 +80,11 @@ refused tracker_garbage "latest_checkpointed_iteration.txt" --load "$W/tracker_g
 variant state
 printf '{"format_version": 1, "iteration": ' > "$W/state/$IT/trainer_state.json"
 refused corrupt_trainer_state "trainer_state.json" --load "$W/state"
+
+# a FIFO in place of the weights: refused at once (opening it for reading would wait for a writer)
+variant fifo
+rm "$W/fifo/$IT/model.safetensors" && mkfifo "$W/fifo/$IT/model.safetensors"
+refused fifo_in_checkpoint "model.safetensors: a FIFO (named pipe), not a regular file" --load "$W/fifo"
 
 variant no_optimizer
 rm "$W/no_optimizer/$IT/optimizer.safetensors"
