@@ -629,6 +629,7 @@ static int setup_sides(const tdm_ab_options *o, int world, int rank, tdm_ab_resu
     return 0;
 }
 
+/* Longer than most: the protocol's numbered steps in order, sharing the runs' state. */
 int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_strbuf *table, tdm_error *err) {
     memset(r, 0, sizeof *r);
     uint64_t t_start = tdm_now_ns();

@@ -489,6 +489,7 @@ static void describe_steps(const tdm_run_log *run, char *out, size_t cap) {
     else snprintf(out, cap, "%lld from %lld to %lld", (long long)n, (long long)first, (long long)last);
 }
 
+/* Longer than most: one check after the other, each with its own sentence. */
 static void warnings(tdm_ab_runs_result *r) {
     const tdm_ab_runs_side *A = &r->side[0], *B = &r->side[1];
     const tdm_run_log *a = &A->runs[0], *b = &B->runs[0];

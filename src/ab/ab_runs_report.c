@@ -65,6 +65,7 @@ static void count_pair(char *out, size_t cap, int64_t a, int64_t b) {
     snprintf(out, cap, "%s and %s", x, y);
 }
 
+/* Longer than most: the table's rows in the order they print, one after the other. */
 void tdm_ab_runs_format_table(const tdm_ab_runs_options *o, const tdm_ab_runs_result *r, tdm_strbuf *sb) {
     const tdm_ab_runs_side *A = &r->side[0], *B = &r->side[1];
     char ch[200], line[600];

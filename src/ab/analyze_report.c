@@ -75,6 +75,7 @@ static int has_steps(const tdm_runs_rank_stats *r) { return r->n_steps > 0; }
 
 /* ---- terminal table -------------------------------------------------------------------- */
 
+/* Longer than most: the table's rows in the order they print, one after the other. */
 void tdm_analyze_table(tdm_strbuf *sb, const tdm_analyze_run *runs, int n) {
     char b[12][32];
     for (int ri = 0; ri < n; ri++) {
@@ -337,6 +338,7 @@ static void md_text(tdm_strbuf *sb, const char *s) {
     }
 }
 
+/* Longer than most: report.md's sections in the order they print. */
 void tdm_analyze_markdown(tdm_strbuf *sb, const tdm_analyze_run *runs, int n) {
     char b[12][32];
     tdm_sb_puts(sb, "# tandem analyze\n\nTimes in ms. Definitions: docs/analyze.md.\n");

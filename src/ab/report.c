@@ -39,6 +39,7 @@ static void row3(tdm_strbuf *sb, const char *name, double a, double b, const cha
     tdm_sb_printf(sb, "  %-40s %12s %12s   %s\n", name, x, y, change ? change : "");
 }
 
+/* Longer than most: the table's rows in the order they print, one after the other. */
 void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_strbuf *sb) {
     const tdm_ab_side *A = &r->side[0], *B = &r->side[1];
     char ch[160];
@@ -438,6 +439,7 @@ static void quote_flags(tdm_strbuf *sb, int argc, char **argv) {
     }
 }
 
+/* Longer than most: the report folder's files in order, each a few lines. */
 int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_error *err) {
     const tdm_ab_side *A = &r->side[0], *B = &r->side[1];
     tdm_strbuf sb;

@@ -215,6 +215,7 @@ static uint8_t *comm_threads(const tdm_runs_trace *t) {
     return c;
 }
 
+/* Longer than most: one pass over a step's spans computes every figure of the step together. */
 static void analyze_steps(const tdm_runs_trace *t, tdm_runs_rank_stats *r) {
     if (t->n_given > 0) {
         r->n_steps = t->n_given;
@@ -446,6 +447,7 @@ static int allgather_backward_order(const tdm_runs_trace *t, int64_t *step_out) 
     return found;
 }
 
+/* Longer than most: the cross-rank figures and then each diagnostic, in the order the report gives them. */
 void tdm_runs_analyze(const tdm_runs_set *s, tdm_runs_analysis *a) {
     memset(a, 0, sizeof *a);
     a->n_ranks = s->n;

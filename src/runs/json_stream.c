@@ -427,6 +427,7 @@ static int read_literal(tdm_js *js, const char *word, size_t n) {
 
 static tdm_js_tok tok(tdm_js *js, tdm_js_tok t) { return js->cur = t; }
 
+/* Longer than most: the tokenizer's states in one switch, where every transition can be read. */
 tdm_js_tok tdm_js_next(tdm_js *js) {
     for (;;) {
         if (js->failed) return TDM_JS_ERROR;

@@ -131,6 +131,7 @@ static void note_cut(tdm_megatron_parser *p, const char *s, size_t n, int at_eof
     }
 }
 
+/* Longer than most: the fields of Megatron's iteration line, in the order it prints them. */
 static void iteration_line(tdm_megatron_parser *p, const char *s, size_t n, int at_eof) {
     tdm_run_log *run = p->run;
     const char *end = s + n, *q = s + 9;

@@ -403,6 +403,7 @@ static int cmp_op_lane(const void *a, const void *b) {
     return (*(const int64_t *)a > *(const int64_t *)b) - (*(const int64_t *)a < *(const int64_t *)b);
 }
 
+/* Longer than most: its five numbered passes share the sorted spans; each is commented. */
 void tdm_runs_trace_finish(tdm_runs_trace *t) {
     /* 1. spans in time order (ties in file order); descriptors follow their spans */
     int64_t n = t->n_spans;

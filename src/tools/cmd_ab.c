@@ -186,6 +186,7 @@ static void command_line(tdm_strbuf *sb, int world, int argc, char **argv) {
     }
 }
 
+/* Longer than most: the command from flags to exit, with the refusal and signal paths every rank must take alike. */
 int cmd_ab(int argc, char **argv) {
     if (cmd_ab_runs_wanted(argc, argv)) return cmd_ab_runs(argc, argv); /* finished runs: no MPI, no training */
     tdm_flags P;

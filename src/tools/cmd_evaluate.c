@@ -145,6 +145,7 @@ static const char *kind_of(const char *question, const char *reference) {
     return kind;
 }
 
+/* Longer than most: the command from flags to the report, one stage after the other. */
 int cmd_evaluate(int argc, char **argv) {
     evaluate_opts opts = {0};
     tdm_flags_defaults(&P, &opts);
