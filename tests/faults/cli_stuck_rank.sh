@@ -42,13 +42,13 @@ for mode in thread inline; do
   done
 done
 
-# The trainer's own collectives are bounded too: a rank stopped in the middle of a validation pass (no collective
-# inside it) leaves the other waiting in the validation's agreement, which must end the job the same way. Before
-# they were bounded this hung until mpirun was killed.
+# The trainer's own collectives are bounded too: a rank stopped in the middle of a validation pass leaves the
+# other waiting in the validation's agreement on a stop (every batch) or in its loss sum, which must end the
+# job the same way. Before they were bounded this hung until mpirun was killed.
 for victim in 1 0; do
   stop_and_expect "SIGSTOP rank $victim during validation" "$W/stop_valid_$victim.log" "$victim" "iteration +2/" \
-    "agreement of the ranks" 90 --train-iters 100 --valid-data-path "$W/data/train.json" --eval-interval 2 \
-    --eval-iters 400
+    "\(agreement of the ranks\|data-parallel sum across ranks\)" 90 --train-iters 100 \
+    --valid-data-path "$W/data/train.json" --eval-interval 2 --eval-iters 400
 done
 
 # A checkpoint save's collectives are bounded too: rank 0 stopped while it writes a checkpoint (its
