@@ -8,21 +8,10 @@
 
 #include "ab/ab_runs.h"
 #include "ab/svg.h"
+#include "ab/report_fmt.h"
 #include "core/alloc.h"
 #include "core/fs.h"
 #include "train/hosts.h"
-
-static void fmt_num(char *b, size_t cap, double v) {
-    if (isfinite(v)) snprintf(b, cap, "%.3f", v);
-    else snprintf(b, cap, "n/a");
-}
-
-static void row3(tdm_strbuf *sb, const char *name, double a, double b, const char *change) {
-    char x[32], y[32];
-    fmt_num(x, sizeof x, a);
-    fmt_num(y, sizeof y, b);
-    tdm_sb_printf(sb, "  %-40s %12s %12s   %s\n", name, x, y, change ? change : "");
-}
 
 static void pct(char *b, size_t cap, double v) {
     if (isfinite(v)) snprintf(b, cap, "%+.2f%%", v);
@@ -96,7 +85,7 @@ void tdm_ab_runs_format_table(const tdm_ab_runs_options *o, const tdm_ab_runs_re
         snprintf(ch, sizeof ch, "%+.2f%%  (95%% CI %+.2f%% .. %+.2f%%)", r->step_time_change_pct,
                  r->step_time_ci.lo_pct, r->step_time_ci.hi_pct);
     else snprintf(ch, sizeof ch, "%+.2f%%  (no interval)", r->step_time_change_pct);
-    row3(sb, "mean step time (ms)", A->mean_step_ms, B->mean_step_ms, ch);
+    tdm_ab_row3(sb, "mean step time (ms)", A->mean_step_ms, B->mean_step_ms, ch);
     const char *runs_row = "  between whole runs (Welch)";
     if (isfinite(r->runs_ci.lo_pct))
         tdm_sb_printf(sb, "  %-40s %12s %12s   %+.2f%%  (95%% CI %+.2f%% .. %+.2f%%, t over %d and %d runs)\n",
@@ -104,9 +93,9 @@ void tdm_ab_runs_format_table(const tdm_ab_runs_options *o, const tdm_ab_runs_re
                       B->n_runs);
     else tdm_sb_printf(sb, "  %-40s %12s %12s   n/a (needs 2 or more runs per side)\n", runs_row, "", "");
     pct(ch, sizeof ch, r->median_change_pct);
-    row3(sb, "median step time (ms)", A->median_step_ms, B->median_step_ms, ch);
+    tdm_ab_row3(sb, "median step time (ms)", A->median_step_ms, B->median_step_ms, ch);
     pct(ch, sizeof ch, r->throughput_change_pct);
-    row3(sb, "sample throughput (samples/s)", A->samples_per_s, B->samples_per_s, ch);
+    tdm_ab_row3(sb, "sample throughput (samples/s)", A->samples_per_s, B->samples_per_s, ch);
     tdm_sb_printf(sb, "  %-40s %12lld %12lld\n", "logged lines in the window", (long long)A->window_lines,
                   (long long)B->window_lines);
     tdm_sb_printf(sb, "  %s\n", r->noise_sentence);
@@ -140,12 +129,12 @@ void tdm_ab_runs_format_table(const tdm_ab_runs_options *o, const tdm_ab_runs_re
     if (A->trace_ranks > 0 || B->trace_ranks > 0) {
         tdm_sb_printf(sb, "\n  %-40s %12s %12s\n", "Communication (profiler traces, ms/step)", "baseline", "candidate");
         double na = A->trace_ranks > 0 ? 0 : NAN, nb = B->trace_ranks > 0 ? 0 : NAN; /* NaN: no traces */
-        row3(sb, "communication busy", A->trace_comm_ms + na, B->trace_comm_ms + nb, NULL);
-        row3(sb, "  hidden behind compute", A->trace_hidden_ms + na, B->trace_hidden_ms + nb, NULL);
-        row3(sb, "  exposed", A->trace_exposed_ms + na, B->trace_exposed_ms + nb, NULL);
-        row3(sb, "compute", A->trace_compute_ms + na, B->trace_compute_ms + nb, NULL);
-        row3(sb, "step (profiled)", A->trace_step_ms + na, B->trace_step_ms + nb, NULL);
-        row3(sb, "  last collective (cannot overlap)", A->trace_last_ms + na, B->trace_last_ms + nb, NULL);
+        tdm_ab_row3(sb, "communication busy", A->trace_comm_ms + na, B->trace_comm_ms + nb, NULL);
+        tdm_ab_row3(sb, "  hidden behind compute", A->trace_hidden_ms + na, B->trace_hidden_ms + nb, NULL);
+        tdm_ab_row3(sb, "  exposed", A->trace_exposed_ms + na, B->trace_exposed_ms + nb, NULL);
+        tdm_ab_row3(sb, "compute", A->trace_compute_ms + na, B->trace_compute_ms + nb, NULL);
+        tdm_ab_row3(sb, "step (profiled)", A->trace_step_ms + na, B->trace_step_ms + nb, NULL);
+        tdm_ab_row3(sb, "  last collective (cannot overlap)", A->trace_last_ms + na, B->trace_last_ms + nb, NULL);
         char ea[32], eb[32];
         pct(ea, sizeof ea, A->trace_overlap_pct + na);
         pct(eb, sizeof eb, B->trace_overlap_pct + nb);
@@ -169,12 +158,6 @@ void tdm_ab_runs_format_table(const tdm_ab_runs_options *o, const tdm_ab_runs_re
 }
 
 /* ---- files ---- */
-
-static int write_sb(const char *dir, const char *file, const tdm_strbuf *sb, tdm_error *err) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    return tdm_write_file_atomic(path, sb->data ? sb->data : "", sb->len, err);
-}
 
 static void csv_num(tdm_strbuf *sb, double v) {
     if (isnan(v)) tdm_sb_puts(sb, ",");
@@ -207,11 +190,6 @@ static void csv_side(const tdm_ab_runs_side *s, tdm_strbuf *sb) {
         }
 }
 
-static void json_num(tdm_strbuf *sb, const char *key, double v) {
-    if (isfinite(v)) tdm_sb_printf(sb, "\"%s\": %.10g", key, v);
-    else tdm_sb_printf(sb, "\"%s\": null", key);
-}
-
 static void json_str(tdm_strbuf *sb, const char *key, const char *v) {
     tdm_sb_printf(sb, "\"%s\": ", key);
     tdm_sb_json_string(sb, v, strlen(v));
@@ -241,19 +219,19 @@ static void json_strings(tdm_strbuf *sb, const char *key, char *const *v, int n)
 /* The in-process side object's keys (report.c), null where a log cannot tell, then the runs'. */
 static void json_side(tdm_strbuf *sb, const tdm_ab_runs_side *s) {
     tdm_sb_puts(sb, "{");
-    json_num(sb, "mean_step_ms", s->mean_step_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "median_step_ms", s->median_step_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "stddev_step_ms", s->stddev_step_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "samples_per_s", s->samples_per_s), tdm_sb_puts(sb, ",\n    ");
+    tdm_ab_json_num(sb, "mean_step_ms", s->mean_step_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "median_step_ms", s->median_step_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "stddev_step_ms", s->stddev_step_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "samples_per_s", s->samples_per_s), tdm_sb_puts(sb, ",\n    ");
     /* from the traces when given (ms per profiled step, mean over the ranks), else null */
     double nt = s->trace_ranks > 0 ? 0 : NAN;
-    json_num(sb, "comm_ms", s->trace_comm_ms + nt), tdm_sb_puts(sb, ", ");
-    json_num(sb, "hidden_comm_ms", s->trace_hidden_ms + nt), tdm_sb_puts(sb, ", ");
-    json_num(sb, "exposed_comm_ms", s->trace_exposed_ms + nt), tdm_sb_puts(sb, ", ");
-    json_num(sb, "compute_ms", s->trace_compute_ms + nt), tdm_sb_puts(sb, ", ");
-    json_num(sb, "prof_step_ms", s->trace_step_ms + nt), tdm_sb_puts(sb, ", ");
-    json_num(sb, "last_bucket_comm_ms", s->trace_last_ms + nt), tdm_sb_puts(sb, ", ");
-    json_num(sb, "overlap_pct", s->trace_overlap_pct + nt), tdm_sb_puts(sb, ",\n    ");
+    tdm_ab_json_num(sb, "comm_ms", s->trace_comm_ms + nt), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "hidden_comm_ms", s->trace_hidden_ms + nt), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "exposed_comm_ms", s->trace_exposed_ms + nt), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "compute_ms", s->trace_compute_ms + nt), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "prof_step_ms", s->trace_step_ms + nt), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "last_bucket_comm_ms", s->trace_last_ms + nt), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "overlap_pct", s->trace_overlap_pct + nt), tdm_sb_puts(sb, ",\n    ");
     tdm_sb_printf(sb, "\"trace_ranks\": %d, \"trace_rank_steps\": %lld, ", s->trace_ranks, (long long)s->trace_steps);
     json_count(sb, "trace_world_size", s->trace_ranks > 0 && s->trace_world_size > 0 ? s->trace_world_size : -1);
     tdm_sb_puts(sb, ", \"traces\": [");
@@ -301,7 +279,7 @@ static void json_check(tdm_strbuf *sb, const tdm_ab_runs_check *c) {
                   check_bool(c), (long long)c->compared, (long long)c->equal, (long long)c->one_side_only);
     tdm_sb_printf(sb, "\"first_diff_step\": %lld, \"max_rel_dev_step\": %lld, ", (long long)c->first_diff,
                   (long long)c->max_dev_at);
-    json_num(sb, "max_rel_dev", c->max_rel_dev), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "max_rel_dev", c->max_rel_dev), tdm_sb_puts(sb, ", ");
     json_str(sb, "printed_precision", c->precision);
     tdm_sb_puts(sb, "}");
 }
@@ -315,9 +293,9 @@ static void summary_json(const tdm_ab_runs_options *o, const tdm_ab_runs_result 
     tdm_sb_puts(sb, ",\n  \"candidate\": ");
     json_side(sb, B);
     tdm_sb_puts(sb, ",\n  ");
-    json_num(sb, "step_time_change_pct", r->step_time_change_pct), tdm_sb_puts(sb, ",\n  ");
-    json_num(sb, "median_step_time_change_pct", r->median_change_pct), tdm_sb_puts(sb, ",\n  ");
-    json_num(sb, "throughput_change_pct", r->throughput_change_pct), tdm_sb_puts(sb, ",\n  ");
+    tdm_ab_json_num(sb, "step_time_change_pct", r->step_time_change_pct), tdm_sb_puts(sb, ",\n  ");
+    tdm_ab_json_num(sb, "median_step_time_change_pct", r->median_change_pct), tdm_sb_puts(sb, ",\n  ");
+    tdm_ab_json_num(sb, "throughput_change_pct", r->throughput_change_pct), tdm_sb_puts(sb, ",\n  ");
     if (isfinite(r->step_time_ci.lo_pct))
         tdm_sb_printf(sb, "\"ci95_pct\": [%.6g, %.6g],\n  \"inside_noise\": %s,\n  ", r->step_time_ci.lo_pct,
                       r->step_time_ci.hi_pct, tf(tdm_stats_ci_contains_zero(&r->step_time_ci)));
@@ -347,10 +325,10 @@ static void summary_json(const tdm_ab_runs_options *o, const tdm_ab_runs_result 
     /* bitwise equality cannot be read from a log: null; what a log shows is the printed precision */
     tdm_sb_printf(sb, "\"loss_bitwise_equal\": null,\n  \"first_loss_diff_step\": %lld,\n  ",
                   (long long)loss->first_diff);
-    json_num(sb, "max_rel_loss_dev", loss->compared ? loss->max_rel_dev : NAN);
+    tdm_ab_json_num(sb, "max_rel_loss_dev", loss->compared ? loss->max_rel_dev : NAN);
     tdm_sb_printf(sb, ",\n  \"grad_norm_bitwise_equal\": null,\n  \"first_grad_norm_diff_step\": %lld,\n  ",
                   (long long)gn->first_diff);
-    json_num(sb, "max_rel_grad_norm_dev", gn->compared ? gn->max_rel_dev : NAN);
+    tdm_ab_json_num(sb, "max_rel_grad_norm_dev", gn->compared ? gn->max_rel_dev : NAN);
     tdm_sb_printf(sb,
                   ",\n  \"lr_equal\": %s,\n  \"consumed_samples_equal\": %s,\n  \"global_batch_size_equal\": %s,\n"
                   "  \"all_finite\": %s,\n  \"repeats_bitwise_equal\": null,\n  \"ddp_config_confirms_diff\": %s,\n",
@@ -427,7 +405,7 @@ static int plots(const tdm_ab_runs_options *o, const tdm_ab_runs_result *r, tdm_
         if (loss)
             tdm_svg_line_plot(sb, "Loss per logged iteration (first run of each side)", "iteration", "loss", s, 2);
         else tdm_svg_line_plot(sb, "Step time per logged iteration (first run of each side)", "iteration", "ms", s, 2);
-        rc |= write_sb(o->out, loss ? "loss.svg" : "step_time.svg", sb, err);
+        rc |= tdm_ab_write_sb(o->out, loss ? "loss.svg" : "step_time.svg", sb, err);
         free(xa), free(ya), free(xb), free(yb);
     }
     int64_t nwa, nwb;
@@ -435,7 +413,7 @@ static int plots(const tdm_ab_runs_options *o, const tdm_ab_runs_result *r, tdm_
     tdm_svg_series h[2] = {{"baseline", NULL, wa, nwa, colour[0]}, {"candidate", NULL, wb, nwb, colour[1]}};
     tdm_sb_clear(sb);
     tdm_svg_histogram(sb, "Step-time distribution in the window (logged lines, all runs)", "step time (ms)", h, 2, 30);
-    rc |= write_sb(o->out, "step_time_hist.svg", sb, err);
+    rc |= tdm_ab_write_sb(o->out, "step_time_hist.svg", sb, err);
     free(wa), free(wb);
     return rc;
 }
@@ -446,11 +424,11 @@ int tdm_ab_runs_write_report(const tdm_ab_runs_options *o, const tdm_ab_runs_res
     for (int s = 0; s < 2; s++) {
         tdm_sb_clear(&sb);
         csv_side(&r->side[s], &sb);
-        if (write_sb(o->out, s ? "steps_candidate.csv" : "steps_baseline.csv", &sb, err) != 0) goto fail;
+        if (tdm_ab_write_sb(o->out, s ? "steps_candidate.csv" : "steps_baseline.csv", &sb, err) != 0) goto fail;
     }
     tdm_sb_clear(&sb);
     summary_json(o, r, &sb);
-    if (write_sb(o->out, "summary.json", &sb, err) != 0) goto fail;
+    if (tdm_ab_write_sb(o->out, "summary.json", &sb, err) != 0) goto fail;
     if (plots(o, r, &sb, err) != 0) goto fail;
 
     tdm_sb_clear(&sb);
@@ -490,7 +468,7 @@ int tdm_ab_runs_write_report(const tdm_ab_runs_options *o, const tdm_ab_runs_res
     tdm_sb_puts(&sb, "```\n\n## Files\n\n- `summary.json`: the numbers above (keys in docs/ab-runs.md)\n"
                      "- `steps_baseline.csv`, `steps_candidate.csv`: every logged line of every run\n"
                      "- `loss.svg`, `step_time.svg`, `step_time_hist.svg`\n");
-    if (write_sb(o->out, "report.md", &sb, err) != 0) goto fail;
+    if (tdm_ab_write_sb(o->out, "report.md", &sb, err) != 0) goto fail;
     tdm_sb_free(&sb);
     return 0;
 fail:

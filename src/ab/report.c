@@ -10,6 +10,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "ab/report_fmt.h"
 #include "core/alloc.h"
 #include "core/fs.h"
 #include "core/strbuf.h"
@@ -22,21 +23,9 @@ static const char *sig_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == 
 
 static const char *yes_no(int v) { return v ? "yes" : "NO"; }
 
-static void fmt_ms(char *b, size_t cap, double v) {
-    if (isfinite(v)) snprintf(b, cap, "%.3f", v);
-    else snprintf(b, cap, "n/a");
-}
-
 static void fmt_pct(char *b, size_t cap, double v) {
     if (isfinite(v)) snprintf(b, cap, "%.1f%%", 100.0 * v);
     else snprintf(b, cap, "n/a");
-}
-
-static void row3(tdm_strbuf *sb, const char *name, double a, double b, const char *change) {
-    char x[32], y[32];
-    fmt_ms(x, sizeof x, a);
-    fmt_ms(y, sizeof y, b);
-    tdm_sb_printf(sb, "  %-40s %12s %12s   %s\n", name, x, y, change ? change : "");
 }
 
 /* Longer than most: the table's rows in the order they print, one after the other. */
@@ -66,17 +55,17 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
         snprintf(ch, sizeof ch, "%+.2f%%  (95%% CI %+.2f%% .. %+.2f%%)", r->step_time_change_pct,
                  r->step_time_ci.lo_pct, r->step_time_ci.hi_pct);
     else snprintf(ch, sizeof ch, "%+.2f%%  (no interval)", r->step_time_change_pct);
-    row3(sb, "mean step time (ms)", A->mean_step_ms, B->mean_step_ms, ch);
+    tdm_ab_row3(sb, "mean step time (ms)", A->mean_step_ms, B->mean_step_ms, ch);
     const char *runs_row = "  between whole runs (paired)";
     if (r->runs_ci_pairs)
         tdm_sb_printf(sb, "  %-40s %12s %12s   %+.2f%%  (95%% CI %+.2f%% .. %+.2f%%, t over %d pairs)\n", runs_row, "",
                       "", r->runs_ci.change_pct, r->runs_ci.lo_pct, r->runs_ci.hi_pct, r->runs_ci_pairs);
     else tdm_sb_printf(sb, "  %-40s %12s %12s   n/a (needs --repeats 3 or more)\n", runs_row, "", "");
     snprintf(ch, sizeof ch, "%+.2f%%", r->median_change_pct);
-    row3(sb, "median step time (ms)", A->median_step_ms, B->median_step_ms, ch);
+    tdm_ab_row3(sb, "median step time (ms)", A->median_step_ms, B->median_step_ms, ch);
     snprintf(ch, sizeof ch, "%+.2f%%", r->throughput_change_pct);
-    row3(sb, "sample throughput (samples/s)", A->samples_per_s, B->samples_per_s, ch);
-    row3(sb, "model throughput per rank (GFLOP/s)", A->model_gflops_per_rank, B->model_gflops_per_rank, NULL);
+    tdm_ab_row3(sb, "sample throughput (samples/s)", A->samples_per_s, B->samples_per_s, ch);
+    tdm_ab_row3(sb, "model throughput per rank (GFLOP/s)", A->model_gflops_per_rank, B->model_gflops_per_rank, NULL);
     tdm_sb_printf(sb, "  %s\n", r->noise_sentence);
     if (r->n_load) {
         double lmax = NAN, smax = NAN;
@@ -124,19 +113,19 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
         tdm_sb_printf(sb, "  %-52s %s\n", "repeats of each side bitwise identical", yes_no(r->repeats_bitwise_equal));
 
     tdm_sb_printf(sb, "\n  %-40s %12s %12s\n", "Communication (profiled run, ms/step)", "baseline", "candidate");
-    row3(sb, "communication busy", A->comm_ms, B->comm_ms, NULL);
-    row3(sb, "  hidden behind compute", A->hidden_comm_ms, B->hidden_comm_ms, NULL);
-    row3(sb, "  exposed", A->exposed_comm_ms, B->exposed_comm_ms, NULL);
-    row3(sb, "compute", A->compute_ms, B->compute_ms, NULL);
-    row3(sb, "data wait", A->data_wait_ms, B->data_wait_ms, NULL);
-    row3(sb, "step (profiled)", A->prof_step_ms, B->prof_step_ms, NULL);
-    row3(sb, "  last bucket (cannot overlap)", A->last_bucket_comm_ms, B->last_bucket_comm_ms, NULL);
-    row3(sb, "ideal step (all hideable comm hidden)", A->ideal_step_ms, B->ideal_step_ms, NULL);
+    tdm_ab_row3(sb, "communication busy", A->comm_ms, B->comm_ms, NULL);
+    tdm_ab_row3(sb, "  hidden behind compute", A->hidden_comm_ms, B->hidden_comm_ms, NULL);
+    tdm_ab_row3(sb, "  exposed", A->exposed_comm_ms, B->exposed_comm_ms, NULL);
+    tdm_ab_row3(sb, "compute", A->compute_ms, B->compute_ms, NULL);
+    tdm_ab_row3(sb, "data wait", A->data_wait_ms, B->data_wait_ms, NULL);
+    tdm_ab_row3(sb, "step (profiled)", A->prof_step_ms, B->prof_step_ms, NULL);
+    tdm_ab_row3(sb, "  last bucket (cannot overlap)", A->last_bucket_comm_ms, B->last_bucket_comm_ms, NULL);
+    tdm_ab_row3(sb, "ideal step (all hideable comm hidden)", A->ideal_step_ms, B->ideal_step_ms, NULL);
     char ea[32], eb[32];
     fmt_pct(ea, sizeof ea, A->overlap_efficiency);
     fmt_pct(eb, sizeof eb, B->overlap_efficiency);
     tdm_sb_printf(sb, "  %-40s %12s %12s\n", "overlap efficiency (hidden / hideable)", ea, eb);
-    row3(sb, "ideal step (this schedule's overlap)", A->sched_ideal_step_ms, B->sched_ideal_step_ms, NULL);
+    tdm_ab_row3(sb, "ideal step (this schedule's overlap)", A->sched_ideal_step_ms, B->sched_ideal_step_ms, NULL);
     fmt_pct(ea, sizeof ea, A->sched_overlap_efficiency);
     fmt_pct(eb, sizeof eb, B->sched_overlap_efficiency);
     tdm_sb_printf(sb, "  %-40s %12s %12s\n", "overlap efficiency (this schedule)", ea, eb);
@@ -144,9 +133,9 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     /* Where the communication's CPU work goes: on a machine without a spare core it is taken
      * from compute, whatever the overlap hides (docs/ab-protocol.md). */
     tdm_sb_printf(sb, "\n  %-40s %12s %12s\n", "CPU (timing runs, ms/step, rank mean)", "baseline", "candidate");
-    row3(sb, "process (all threads)", A->cpu_ms, B->cpu_ms, NULL);
-    row3(sb, "  compute thread", A->compute_cpu_ms, B->compute_cpu_ms, NULL);
-    row3(sb, "  communication thread", A->comm_cpu_ms, B->comm_cpu_ms, NULL);
+    tdm_ab_row3(sb, "process (all threads)", A->cpu_ms, B->cpu_ms, NULL);
+    tdm_ab_row3(sb, "  compute thread", A->compute_cpu_ms, B->compute_cpu_ms, NULL);
+    tdm_ab_row3(sb, "  communication thread", A->comm_cpu_ms, B->comm_cpu_ms, NULL);
     char ca[32] = "n/a", cb[32] = "n/a";
     if (isfinite(A->cores_busy)) snprintf(ca, sizeof ca, "%.2f", A->cores_busy);
     if (isfinite(B->cores_busy)) snprintf(cb, sizeof cb, "%.2f", B->cores_busy);
@@ -156,12 +145,6 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
 }
 
 /* ---- files ---- */
-
-static int write_sb(const char *dir, const char *file, const tdm_strbuf *sb, tdm_error *err) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    return tdm_write_file_atomic(path, sb->data ? sb->data : "", sb->len, err);
-}
 
 static void csv_side(const tdm_ab_side *s, tdm_strbuf *sb) {
     tdm_sb_puts(sb, "repeat,iteration,consumed_samples,global_batch_size,lr,loss,grad_norm,skipped,nan,step_ms,"
@@ -178,32 +161,27 @@ static void csv_side(const tdm_ab_side *s, tdm_strbuf *sb) {
         }
 }
 
-static void json_num(tdm_strbuf *sb, const char *key, double v) {
-    if (isfinite(v)) tdm_sb_printf(sb, "\"%s\": %.10g", key, v);
-    else tdm_sb_printf(sb, "\"%s\": null", key);
-}
-
 static void json_side(tdm_strbuf *sb, const tdm_ab_side *s) {
     tdm_sb_puts(sb, "{");
-    json_num(sb, "mean_step_ms", s->mean_step_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "median_step_ms", s->median_step_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "stddev_step_ms", s->stddev_step_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "samples_per_s", s->samples_per_s), tdm_sb_puts(sb, ",\n    ");
-    json_num(sb, "model_gflops_per_rank", s->model_gflops_per_rank), tdm_sb_puts(sb, ",\n    ");
-    json_num(sb, "comm_ms", s->comm_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "hidden_comm_ms", s->hidden_comm_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "exposed_comm_ms", s->exposed_comm_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "compute_ms", s->compute_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "data_wait_ms", s->data_wait_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "ideal_step_ms", s->ideal_step_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "last_bucket_comm_ms", s->last_bucket_comm_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "overlap_efficiency", s->overlap_efficiency), tdm_sb_puts(sb, ", ");
-    json_num(sb, "sched_ideal_step_ms", s->sched_ideal_step_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "sched_overlap_efficiency", s->sched_overlap_efficiency), tdm_sb_puts(sb, ",\n    ");
-    json_num(sb, "cpu_ms", s->cpu_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "compute_cpu_ms", s->compute_cpu_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "comm_cpu_ms", s->comm_cpu_ms), tdm_sb_puts(sb, ", ");
-    json_num(sb, "cores_busy", s->cores_busy), tdm_sb_puts(sb, ",\n    ");
+    tdm_ab_json_num(sb, "mean_step_ms", s->mean_step_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "median_step_ms", s->median_step_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "stddev_step_ms", s->stddev_step_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "samples_per_s", s->samples_per_s), tdm_sb_puts(sb, ",\n    ");
+    tdm_ab_json_num(sb, "model_gflops_per_rank", s->model_gflops_per_rank), tdm_sb_puts(sb, ",\n    ");
+    tdm_ab_json_num(sb, "comm_ms", s->comm_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "hidden_comm_ms", s->hidden_comm_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "exposed_comm_ms", s->exposed_comm_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "compute_ms", s->compute_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "data_wait_ms", s->data_wait_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "ideal_step_ms", s->ideal_step_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "last_bucket_comm_ms", s->last_bucket_comm_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "overlap_efficiency", s->overlap_efficiency), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "sched_ideal_step_ms", s->sched_ideal_step_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "sched_overlap_efficiency", s->sched_overlap_efficiency), tdm_sb_puts(sb, ",\n    ");
+    tdm_ab_json_num(sb, "cpu_ms", s->cpu_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "compute_cpu_ms", s->compute_cpu_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "comm_cpu_ms", s->comm_cpu_ms), tdm_sb_puts(sb, ", ");
+    tdm_ab_json_num(sb, "cores_busy", s->cores_busy), tdm_sb_puts(sb, ",\n    ");
     tdm_sb_printf(sb, "\"window_samples\": %lld, \"nan_iterations\": %d, \"skipped_iterations\": %d, ",
                   (long long)s->window_samples, s->nan_iterations, s->skipped_iterations);
     tdm_sb_puts(sb, "\"repeat_mean_step_ms\": [");
@@ -230,9 +208,9 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     json_side(sb, B);
     tdm_sb_puts(sb, ",\n  ");
     const char *tf[] = {"false", "true"};
-    json_num(sb, "step_time_change_pct", r->step_time_change_pct), tdm_sb_puts(sb, ",\n  ");
-    json_num(sb, "median_step_time_change_pct", r->median_change_pct), tdm_sb_puts(sb, ",\n  ");
-    json_num(sb, "throughput_change_pct", r->throughput_change_pct), tdm_sb_puts(sb, ",\n  ");
+    tdm_ab_json_num(sb, "step_time_change_pct", r->step_time_change_pct), tdm_sb_puts(sb, ",\n  ");
+    tdm_ab_json_num(sb, "median_step_time_change_pct", r->median_change_pct), tdm_sb_puts(sb, ",\n  ");
+    tdm_ab_json_num(sb, "throughput_change_pct", r->throughput_change_pct), tdm_sb_puts(sb, ",\n  ");
     if (isfinite(r->step_time_ci.lo_pct))
         tdm_sb_printf(sb, "\"ci95_pct\": [%.6g, %.6g],\n  \"inside_noise\": %s,\n  ", r->step_time_ci.lo_pct,
                       r->step_time_ci.hi_pct, tdm_stats_ci_contains_zero(&r->step_time_ci) ? "true" : "false");
@@ -253,9 +231,9 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
         const tdm_ab_load *l = &r->load[i];
         tdm_sb_printf(sb, "%s\n    {\"side\": \"%s\", \"repeat\": %d, ", i ? "," : "", i % 2 ? "candidate" : "baseline",
                       i / 2 + 1);
-        json_num(sb, "load_before", l->load_before), tdm_sb_puts(sb, ", ");
-        json_num(sb, "load_after", l->load_after), tdm_sb_puts(sb, ", ");
-        json_num(sb, "steal_pct", l->steal_pct);
+        tdm_ab_json_num(sb, "load_before", l->load_before), tdm_sb_puts(sb, ", ");
+        tdm_ab_json_num(sb, "load_after", l->load_after), tdm_sb_puts(sb, ", ");
+        tdm_ab_json_num(sb, "steal_pct", l->steal_pct);
         tdm_sb_printf(sb, ", \"under_load\": %s}", l->under_load ? "true" : "false");
     }
     tdm_sb_puts(sb, r->n_load ? "\n  ],\n  " : "],\n  ");
@@ -272,10 +250,10 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     tdm_sb_puts(sb, "},\n");
     tdm_sb_printf(sb, "  \"loss_bitwise_equal\": %s,\n  \"first_loss_diff_step\": %lld,\n  ",
                   tf[!!r->loss_bitwise_equal], (long long)r->first_loss_diff_step);
-    json_num(sb, "max_rel_loss_dev", r->max_rel_loss_dev);
+    tdm_ab_json_num(sb, "max_rel_loss_dev", r->max_rel_loss_dev);
     tdm_sb_printf(sb, ",\n  \"grad_norm_bitwise_equal\": %s,\n  \"first_grad_norm_diff_step\": %lld,\n  ",
                   tf[!!r->grad_norm_bitwise_equal], (long long)r->first_grad_norm_diff_step);
-    json_num(sb, "max_rel_grad_norm_dev", r->max_rel_grad_norm_dev);
+    tdm_ab_json_num(sb, "max_rel_grad_norm_dev", r->max_rel_grad_norm_dev);
     tdm_sb_printf(sb,
                   ",\n  \"lr_equal\": %s,\n  \"consumed_samples_equal\": %s,\n  \"global_batch_size_equal\": %s,\n"
                   "  \"all_finite\": %s,\n  \"repeats_bitwise_equal\": %s,\n  \"ddp_config_confirms_diff\": %s,\n",
@@ -285,8 +263,8 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     else tdm_sb_printf(sb, "  \"fingerprints_equal\": %s,\n", tf[!!r->fingerprints_equal]);
     tdm_sb_printf(sb, "  \"audit_steps\": %lld,\n  \"nan_iterations\": %d,\n  \"skipped_iterations\": %d,\n  ",
                   (long long)A->audit_steps, r->nan_iterations, r->skipped_iterations);
-    json_num(sb, "overlap_efficiency", B->overlap_efficiency), tdm_sb_puts(sb, ",\n  ");
-    json_num(sb, "sched_overlap_efficiency", B->sched_overlap_efficiency);
+    tdm_ab_json_num(sb, "overlap_efficiency", B->overlap_efficiency), tdm_sb_puts(sb, ",\n  ");
+    tdm_ab_json_num(sb, "sched_overlap_efficiency", B->sched_overlap_efficiency);
     tdm_sb_puts(sb, ",\n  \"config_diff\": [");
     for (int i = 0; i < r->n_diff; i++) {
         if (i) tdm_sb_puts(sb, ", ");
@@ -447,13 +425,13 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     int rc = 0;
     /* per-step CSV */
     csv_side(A, &sb);
-    if (write_sb(o->out, "steps_baseline.csv", &sb, err) != 0) goto fail;
+    if (tdm_ab_write_sb(o->out, "steps_baseline.csv", &sb, err) != 0) goto fail;
     tdm_sb_clear(&sb);
     csv_side(B, &sb);
-    if (write_sb(o->out, "steps_candidate.csv", &sb, err) != 0) goto fail;
+    if (tdm_ab_write_sb(o->out, "steps_candidate.csv", &sb, err) != 0) goto fail;
     tdm_sb_clear(&sb);
     summary_json(o, r, &sb);
-    if (write_sb(o->out, "summary.json", &sb, err) != 0) goto fail;
+    if (tdm_ab_write_sb(o->out, "summary.json", &sb, err) != 0) goto fail;
 
     /* plots: none when a side has no finished timing run (a partial report) */
     const int compare = A->repeats > 0 && B->repeats > 0;
@@ -465,24 +443,24 @@ int tdm_ab_write_report(const tdm_ab_options *o, const tdm_ab_result *r, tdm_err
     tdm_svg_series st[2] = {{"baseline", NULL, sa, A->steps, "#4e79a7"}, {"candidate", NULL, sbm, B->steps, "#e15759"}};
     tdm_sb_clear(&sb);
     tdm_svg_line_plot(&sb, "Loss per step (overlaid; identical runs draw one line)", "iteration", "loss", loss, 2);
-    rc |= write_sb(o->out, "loss.svg", &sb, err);
+    rc |= tdm_ab_write_sb(o->out, "loss.svg", &sb, err);
     tdm_sb_clear(&sb);
     tdm_svg_line_plot_window(&sb, "Step time per step (mean over repeats; slowest rank)", "iteration", "ms", st, 2,
                              (double)o->window_lo, (double)o->window_hi);
-    rc |= write_sb(o->out, "step_time.svg", &sb, err);
+    rc |= tdm_ab_write_sb(o->out, "step_time.svg", &sb, err);
     int64_t nwa, nwb;
     double *wa = window_times(o, A, &nwa), *wb = window_times(o, B, &nwb);
     tdm_svg_series hs[2] = {{"baseline", NULL, wa, nwa, "#4e79a7"}, {"candidate", NULL, wb, nwb, "#e15759"}};
     tdm_sb_clear(&sb);
     tdm_svg_histogram(&sb, "Step-time distribution in the window", "step time (ms)", hs, 2, 30);
-    rc |= write_sb(o->out, "step_time_hist.svg", &sb, err);
+    rc |= tdm_ab_write_sb(o->out, "step_time_hist.svg", &sb, err);
     free(la), free(lb), free(sa), free(sbm), free(wa), free(wb);
     for (int s = 0; s < 2; s++) {
         tdm_sb_clear(&sb);
         have_tl[s] = timeline_svg(&r->side[s], o->out, &sb) == 0;
         char file[64];
         snprintf(file, sizeof file, "timeline_%s.svg", r->side[s].label);
-        if (have_tl[s]) rc |= write_sb(o->out, file, &sb, err);
+        if (have_tl[s]) rc |= tdm_ab_write_sb(o->out, file, &sb, err);
     }
     if (rc) goto fail;
 
@@ -597,7 +575,7 @@ report_md:
     if (o->profile_steps > 0)
         tdm_sb_puts(&sb, "- `traces/<side>/`: `trace.json` (all ranks), `trace_rank<r>.json`, `analysis.json`, "
                          "`summary.txt`, `tools.json`\n");
-    if (write_sb(o->out, "report.md", &sb, err) != 0) goto fail;
+    if (tdm_ab_write_sb(o->out, "report.md", &sb, err) != 0) goto fail;
     tdm_sb_free(&sb);
     return 0;
 fail:
