@@ -2,6 +2,7 @@
  * resume, logging, validation and saving are their own files, trainer_internal.h). */
 #include "train/trainer.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +27,8 @@
 /* ------------------------------------------------------------------ signals */
 
 static volatile sig_atomic_t g_stop_requested, g_stop_signal;
+/* Which of stdout (bit 0) and stderr (bit 1) a SIGTERM/SIGINT turns non-blocking, see private_output_fds. */
+static int g_unblock_on_stop;
 
 static void on_signal(int sig) {
     if (g_stop_requested) {
@@ -36,9 +39,42 @@ static void on_signal(int sig) {
     }
     g_stop_signal = sig;
     g_stop_requested = 1; /* only a flag: the loop agrees on it at the end of the step */
+    /* Open MPI's mpirun stops reading the ranks' output when it is interrupted, and a rank writing a log line
+     * then blocks for good, holding the save up until the SIGKILL. From now on such a write fails instead (the
+     * line is lost: nobody reads it) and a blocked one returns. fcntl is async-signal-safe. */
+    if (sig != SIGUSR1)
+        for (int fd = 1; fd <= 2; fd++)
+            if (g_unblock_on_stop & (1 << (fd - 1))) {
+                const int fl = fcntl(fd, F_GETFL);
+                if (fl != -1) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+            }
+}
+
+/* The output fds that only this process writes and a launcher reads: a rank's stdout and stderr under mpirun,
+ * srun or another launcher (its environment says so), when a pipe, a socket or a terminal other than our
+ * controlling one (Open MPI gives each rank a pseudo-terminal of its own). Never the user's terminal or a file:
+ * O_NONBLOCK on a description shared with the shell would outlive us. */
+static int private_output_fds(void) {
+    static const char *const launched[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_PROCID"};
+    int any = 0, mask = 0;
+    for (size_t i = 0; i < sizeof launched / sizeof launched[0]; i++) any |= getenv(launched[i]) != NULL;
+    if (!any) return 0;
+    struct stat ctty = {0};
+    const int t = open("/dev/tty", O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    const int have_ctty = t >= 0 && fstat(t, &ctty) == 0;
+    if (t >= 0) close(t);
+    for (int fd = 1; fd <= 2; fd++) {
+        struct stat st;
+        if (fstat(fd, &st) != 0) continue;
+        const int ours = S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) ||
+                         (S_ISCHR(st.st_mode) && isatty(fd) && !(have_ctty && st.st_rdev == ctty.st_rdev));
+        if (ours) mask |= 1 << (fd - 1);
+    }
+    return mask;
 }
 
 void tdm_train_install_signal_handlers(void) {
+    g_unblock_on_stop = private_output_fds();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
