@@ -9,6 +9,7 @@
 # Each folder of src/ is one module and one static library; a module uses only the modules
 # below it (the DEPS_ lines), enforced by the linker and, for headers, by scripts/check-deps.sh:
 #   tools -> ab -> train -> {model, data, distributed} -> {prof, kernels, tokenizer} -> core,
+#   tools -> plan -> runs -> prof,
 #   plus model -> data through the batch type
 
 MPI ?= openmpi
@@ -72,9 +73,10 @@ DEPS_model := data tokenizer kernels prof core
 DEPS_distributed := prof kernels core
 DEPS_runs := prof core
 DEPS_train := model data distributed prof tokenizer kernels core
+DEPS_plan := runs prof core
 DEPS_ab := train runs model data distributed prof tokenizer kernels core
-DEPS_tools := ab train runs model data distributed prof tokenizer kernels core
-MODULES := core kernels tokenizer prof runs data model distributed train ab
+DEPS_tools := ab plan train runs model data distributed prof tokenizer kernels core
+MODULES := core kernels tokenizer prof runs plan data model distributed train ab
 
 lib = $(BUILD)/lib$(1).a
 libs_for = $(foreach m,$(filter $(MODULES),$(1) $(DEPS_$(1))),$(call lib,$(m)))
@@ -127,7 +129,7 @@ $(BUILD)/version.stamp: FORCE
 $(BUILD)/obj/tools/version.o: $(BUILD)/version.stamp
 $(BUILD)/obj/tools/version.o: CFLAGS += -DTDM_VERSION='"$(VERSION)"'
 
-$(BUILD)/tandem: $(TOOLS_OBJ) $(call libs_for,ab)
+$(BUILD)/tandem: $(TOOLS_OBJ) $(call libs_for,tools)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 .SECONDEXPANSION:

@@ -200,6 +200,10 @@ void tdm_model_free(tdm_model *m) {
 
 tdm_param_table *tdm_model_params(tdm_model *m) { return &m->params; }
 const tdm_model_config *tdm_model_get_config(const tdm_model *m) { return &m->cfg; }
+int tdm_model_n_units(const tdm_model *m) { return m->n_units; }
+const char *tdm_model_unit_name(const tdm_model *m, int unit) {
+    return unit >= 0 && unit < m->n_units ? m->unit_name[unit] : "";
+}
 
 /* ---- initial weights ------------------------------------------------------------- */
 

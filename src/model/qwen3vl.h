@@ -88,6 +88,9 @@ tdm_model *tdm_model_create(const tdm_model_config *cfg, const tdm_freeze *freez
 void tdm_model_free(tdm_model *m);
 tdm_param_table *tdm_model_params(tdm_model *m);
 const tdm_model_config *tdm_model_get_config(const tdm_model *m);
+/* The layers the profiler names (forward order; a parameter's `unit` indexes them). */
+int tdm_model_n_units(const tdm_model *m);
+const char *tdm_model_unit_name(const tdm_model *m, int unit);
 
 /* Deterministic initialisation from the seed (normal std 0.02 for matrices and
  * embeddings, ones for norm weights, zeros for biases); a tensor's values depend only

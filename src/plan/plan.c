@@ -1,0 +1,361 @@
+/* plan.c - ring costs, bucketing and the simulated schedule of one step (see plan.h). */
+#include "plan/plan.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+
+/* With --overlap-param-gather, all-gathers kept in flight ahead of the one forward waits for
+ * (src/distributed/ddp_internal.h, TDM_DDP_GATHER_PREFETCH). */
+#define GATHER_PREFETCH 2
+
+const char *tdm_plan_kind_name(int kind) {
+    static const char *const n[] = {"reduce_scatter", "all_gather", "all_reduce"};
+    return kind >= 0 && kind < TDM_PLAN_KINDS ? n[kind] : "other";
+}
+
+void tdm_plan_ring_factors(int kind, double bytes, int p, double *steps, double *wire_bytes) {
+    double k = kind == TDM_PLAN_ALL_REDUCE ? 2.0 : 1.0;
+    *steps = p > 1 ? k * (p - 1) : 0;
+    *wire_bytes = p > 1 ? k * (p - 1) / (double)p * bytes : 0;
+}
+
+double tdm_plan_ring_us(int kind, double bytes, int p, const tdm_plan_link *l) {
+    double steps, wire;
+    tdm_plan_ring_factors(kind, bytes, p, &steps, &wire);
+    if (steps == 0) return 0;
+    return steps * l->alpha_us + wire / (l->gbps * 125.0); /* Gbit/s = 125 bytes/µs */
+}
+
+void tdm_plan_model_free(tdm_plan_model *m) {
+    free(m->units);
+    free(m->params);
+    free(m->measured);
+    memset(m, 0, sizeof *m);
+}
+
+void tdm_plan_result_free(tdm_plan_result *r) {
+    free(r->bucket_padded);
+    free(r->colls);
+    free(r->segs);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- buckets (src/distributed/layout.c's rule) ------------------------------------------- */
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static int64_t gcd64(int64_t a, int64_t b) {
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int tdm_plan_buckets(const tdm_plan_model *m, const tdm_plan_config *c, int64_t **padded, int **bucket_of,
+                     tdm_error *err) {
+    if (c->dp < 1) return tdm_errorf(err, "dp size %d: expected at least 1", c->dp);
+    int64_t trainable = 0;
+    int n_tr = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].trainable) trainable += m->params[i].numel, n_tr++;
+    if (n_tr == 0) return tdm_errorf(err, "the parameter table has no trainable parameter");
+    int64_t size;
+    if (c->num_buckets > 0) size = (trainable + c->num_buckets - 1) / c->num_buckets;
+    else if (c->bucket_size > 0) size = c->bucket_size;
+    else size = 1000000 * (int64_t)c->dp > 40000000 ? 1000000 * (int64_t)c->dp : 40000000;
+    if (size < 1) size = 1;
+    const int64_t palign = c->distributed ? 64 : 1;
+    const int64_t balign = c->distributed ? (int64_t)c->dp / gcd64(c->dp, 128) * 128 : 1;
+    int64_t *pad = tdm_xmalloc((size_t)n_tr * sizeof *pad);
+    int *bo = tdm_xmalloc((size_t)(m->n_params + 1) * sizeof *bo);
+    for (int i = 0; i < m->n_params; i++) bo[i] = -1;
+    int nb = 0, k = 0, open = 0;
+    int64_t pos = 0, start = 0;
+    for (int i = m->n_params - 1; i >= 0; i--) {
+        const tdm_plan_param *p = &m->params[i];
+        if (!p->trainable) continue;
+        if (!open) start = pos, open = 1;
+        pos = round_up(pos, palign) + p->numel;
+        bo[i] = nb;
+        k++;
+        if (pos - start >= size || k == n_tr) {
+            pos = start + round_up(pos - start, balign);
+            pad[nb++] = pos - start;
+            open = 0;
+        }
+    }
+    *padded = pad;
+    if (bucket_of) *bucket_of = bo;
+    else free(bo);
+    return nb;
+}
+
+/* ---- the simulation ---------------------------------------------------------------------- */
+
+typedef struct sim {
+    const tdm_plan_model *m;
+    const tdm_plan_config *c;
+    tdm_plan_result *r;
+    const double *extra; /* [n_segs of the previous pass] CPU taken from each compute segment */
+    double t;            /* the compute thread's clock */
+    double link_free;
+    int nb;
+    int64_t *padded;
+    double *ag_end; /* [nb] NaN until dispatched */
+    int ag_dispatched;
+    int seg_cap, coll_cap;
+} sim;
+
+static void seg(sim *s, double dur, int unit, int backward, const char *what) {
+    tdm_plan_result *r = s->r;
+    double extra = s->extra ? s->extra[r->n_segs] : 0;
+    if (r->n_segs == s->seg_cap) {
+        s->seg_cap = s->seg_cap ? 2 * s->seg_cap : 256;
+        r->segs = tdm_xrealloc(r->segs, (size_t)s->seg_cap * sizeof *r->segs);
+    }
+    r->segs[r->n_segs++] = (tdm_plan_seg){s->t, s->t + dur + extra, unit, backward, what};
+    s->t += dur + extra;
+}
+
+static double post(sim *s, int kind, int bucket, double bytes, double at) {
+    tdm_plan_result *r = s->r;
+    if (r->n_colls == s->coll_cap) {
+        s->coll_cap = s->coll_cap ? 2 * s->coll_cap : 64;
+        r->colls = tdm_xrealloc(r->colls, (size_t)s->coll_cap * sizeof *r->colls);
+    }
+    double start = at > s->link_free ? at : s->link_free;
+    double end = start + tdm_plan_ring_us(kind, bytes, s->c->dp, &s->c->link);
+    s->link_free = end;
+    r->colls[r->n_colls++] = (tdm_plan_coll){kind, bucket, bytes, at, start, end, 0};
+    return end;
+}
+
+/* all-gathers go out in forward order, bucket nb-1 first, until the first n are out */
+static void dispatch_gathers(sim *s, int n) {
+    double bytes_per = s->c->bf16_params ? 2.0 : 4.0;
+    while (s->ag_dispatched < s->nb && s->ag_dispatched < n) {
+        int b = s->nb - 1 - s->ag_dispatched++;
+        s->ag_end[b] = post(s, TDM_PLAN_ALL_GATHER, b, (double)s->padded[b] * bytes_per, s->t);
+    }
+}
+
+static void wait_until(sim *s, double t) {
+    if (t > s->t) s->t = t;
+}
+
+/* One pass of the schedule with the CPU taken per segment as given (extra, NULL: none). */
+static void run_once(sim *s, const int *bucket_of, const int *ready_unit) {
+    const tdm_plan_model *m = s->m;
+    const tdm_plan_config *c = s->c;
+    const int nb = s->nb, U = m->n_units;
+    const int grad_kind = c->distributed ? TDM_PLAN_REDUCE_SCATTER : TDM_PLAN_ALL_REDUCE;
+    s->t = 0;
+    s->link_free = 0;
+    s->ag_dispatched = 0;
+    s->r->n_segs = s->r->n_colls = 0;
+    for (int b = 0; b < nb; b++) s->ag_end[b] = NAN;
+    unsigned char *waited = tdm_xcalloc((size_t)nb + 1, 1);
+    double *rs_end = tdm_xmalloc((size_t)(nb + 1) * sizeof *rs_end);
+    int gathers_overlapped = c->distributed && c->overlap_param && c->dp > 1;
+    if (gathers_overlapped) dispatch_gathers(s, GATHER_PREFETCH); /* posted by the previous step's optimizer */
+    seg(s, m->head_us, -1, 0, "head");
+    int next_launch = 0;
+    for (int mb = 0; mb < m->n_micro; mb++) {
+        const int last = mb == m->n_micro - 1;
+        for (int u = 0; u < U; u++) {
+            if (gathers_overlapped && mb == 0)
+                for (int i = 0; i < m->n_params; i++) {
+                    if (m->params[i].unit != u || !m->params[i].trainable) continue;
+                    int b = bucket_of[i];
+                    if (waited[b]) continue;
+                    dispatch_gathers(s, nb - b);
+                    wait_until(s, s->ag_end[b]);
+                    waited[b] = 1;
+                    dispatch_gathers(s, nb - b + GATHER_PREFETCH);
+                }
+            seg(s, m->units[u].fwd_us, u, 0, "forward");
+        }
+        seg(s, m->fb_other_us, -1, 0, "loss");
+        for (int u = U - 1; u >= 0; u--) {
+            seg(s, m->units[u].bwd_us, u, 1, "backward");
+            if (!last || !c->overlap_grad) continue;
+            while (next_launch < nb && ready_unit[next_launch] >= u) {
+                if (gathers_overlapped) dispatch_gathers(s, nb);
+                rs_end[next_launch] = post(s, grad_kind, next_launch, (double)s->padded[next_launch] * 4.0, s->t);
+                next_launch++;
+            }
+        }
+    }
+    for (; next_launch < nb; next_launch++) {
+        if (gathers_overlapped) dispatch_gathers(s, nb);
+        rs_end[next_launch] = post(s, grad_kind, next_launch, (double)s->padded[next_launch] * 4.0, s->t);
+    }
+    for (int b = 0; b < nb; b++) wait_until(s, rs_end[b]);
+    if (gathers_overlapped)
+        for (int b = 0; b < nb; b++) wait_until(s, s->ag_end[b]);
+    seg(s, m->sync_us, -1, 0, "sync");
+    seg(s, m->opt_us, -1, 0, "optimizer");
+    if (c->distributed && !gathers_overlapped && c->dp > 1) {
+        dispatch_gathers(s, nb);
+        for (int b = 0; b < nb; b++) wait_until(s, s->ag_end[b]);
+    }
+    s->r->step_us = s->t;
+    free(waited);
+    free(rs_end);
+}
+
+/* Overlap of [a0, a1) with the compute segments (sorted, disjoint). */
+static double overlap_compute(const tdm_plan_result *r, double a0, double a1) {
+    double h = 0;
+    for (int i = 0; i < r->n_segs; i++) {
+        double lo = r->segs[i].t0_us > a0 ? r->segs[i].t0_us : a0;
+        double hi = r->segs[i].t1_us < a1 ? r->segs[i].t1_us : a1;
+        if (hi > lo) h += hi - lo;
+    }
+    return h;
+}
+
+int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_plan_result *r, tdm_error *err) {
+    memset(r, 0, sizeof *r);
+    if (!(c->link.gbps > 0) || !(c->link.alpha_us >= 0))
+        return tdm_errorf(err, "link %g Gbit/s, latency %g us: expected a bandwidth above 0 and a latency of at least 0",
+                          c->link.gbps, c->link.alpha_us);
+    if (m->n_micro < 1) return tdm_errorf(err, "the model has %d micro-batches a step: expected at least 1", m->n_micro);
+    sim s = {.m = m, .c = c, .r = r};
+    int *bucket_of = NULL;
+    int nb = tdm_plan_buckets(m, c, &s.padded, &bucket_of, err);
+    if (nb < 0) return -1;
+    int *ready_unit = tdm_xmalloc((size_t)nb * sizeof *ready_unit); /* the lowest unit among its parameters */
+    for (int b = 0; b < nb; b++) ready_unit[b] = m->n_units;
+    for (int i = 0; i < m->n_params; i++)
+        if (bucket_of[i] >= 0 && m->params[i].unit < ready_unit[bucket_of[i]]) ready_unit[bucket_of[i]] = m->params[i].unit;
+    s.nb = nb;
+    s.ag_end = tdm_xmalloc((size_t)(nb + 1) * sizeof *s.ag_end);
+    /* The CPU that driving the collectives takes from the compute they overlap, found by a few
+     * passes: each pass charges every segment for what was in flight beside it in the last one. */
+    double *extra = NULL;
+    for (int pass = 0; pass < (m->cpu_us_per_mb > 0 ? 6 : 1); pass++) {
+        s.extra = extra;
+        run_once(&s, bucket_of, ready_unit);
+        if (!(m->cpu_us_per_mb > 0)) break;
+        double *next = tdm_xcalloc((size_t)r->n_segs + 1, sizeof *next);
+        for (int k = 0; k < r->n_colls; k++) {
+            const tdm_plan_coll *cl = &r->colls[k];
+            double dur = cl->end_us - cl->start_us;
+            if (!(dur > 0)) continue;
+            double rate = m->cpu_us_per_mb * cl->bytes / 1e6 / dur; /* CPU µs per µs in flight */
+            for (int i = 0; i < r->n_segs; i++) {
+                const tdm_plan_seg *g = &r->segs[i];
+                double base = g->t1_us - g->t0_us - (extra ? extra[i] : 0);
+                double lo = g->t0_us > cl->start_us ? g->t0_us : cl->start_us;
+                double hi = g->t1_us < cl->end_us ? g->t1_us : cl->end_us;
+                if (hi > lo && base > 0) next[i] += (hi - lo) * rate * base / (g->t1_us - g->t0_us);
+            }
+        }
+        free(extra);
+        extra = next;
+    }
+    r->cpu_taken_us = 0;
+    if (extra)
+        for (int i = 0; i < r->n_segs; i++) r->cpu_taken_us += extra[i];
+    free(extra);
+    for (int i = 0; i < r->n_segs; i++) r->compute_us += r->segs[i].t1_us - r->segs[i].t0_us;
+    for (int k = 0; k < r->n_colls; k++) {
+        tdm_plan_coll *cl = &r->colls[k];
+        cl->hidden_us = overlap_compute(r, cl->start_us, cl->end_us);
+        r->comm_us += cl->end_us - cl->start_us; /* FIFO: the collectives never overlap each other */
+        r->hidden_us += cl->hidden_us;
+    }
+    r->exposed_us = r->comm_us - r->hidden_us;
+    r->n_buckets = nb;
+    r->bucket_padded = s.padded;
+    free(s.ag_end);
+    free(ready_unit);
+    free(bucket_of);
+    return 0;
+}
+
+/* ---- candidate flags ---------------------------------------------------------------------- */
+
+static int num_arg(const char *flag, const char *v, double lo, double hi, double *out, tdm_error *err) {
+    char *end;
+    errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || end == v || *end || errno || !isfinite(x) || x < lo || x > hi)
+        return tdm_errorf(err, "%s %s: expected a number from %g to %g", flag, v ? v : "(missing)", lo, hi);
+    *out = x;
+    return 0;
+}
+
+int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err) {
+    char buf[1024];
+    if (strlen(flags) >= sizeof buf) return tdm_errorf(err, "candidate flags: longer than %d characters", (int)sizeof buf - 1);
+    snprintf(buf, sizeof buf, "%s", flags);
+    char *save = NULL;
+    for (char *w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
+        char *v = NULL;
+        char *eq = strchr(w, '=');
+        if (eq) *eq = '\0', v = eq + 1;
+#define NEXT() (v ? v : (v = strtok_r(NULL, " \t\n", &save)))
+        double x;
+        if (!strcmp(w, "--overlap-grad-reduce")) c->overlap_grad = 1;
+        else if (!strcmp(w, "--no-overlap-grad-reduce")) c->overlap_grad = 0;
+        else if (!strcmp(w, "--overlap-param-gather")) c->overlap_param = 1;
+        else if (!strcmp(w, "--no-overlap-param-gather")) c->overlap_param = 0;
+        else if (!strcmp(w, "--use-distributed-optimizer")) c->distributed = 1;
+        else if (!strcmp(w, "--no-distributed-optimizer")) c->distributed = 0;
+        else if (!strcmp(w, "--bf16")) c->bf16_params = 1;
+        else if (!strcmp(w, "--ddp-bucket-size")) {
+            if (num_arg(w, NEXT(), 1, 2147483647.0, &x, err)) return -1;
+            c->bucket_size = (int64_t)x, c->num_buckets = 0;
+        } else if (!strcmp(w, "--ddp-num-buckets")) {
+            if (num_arg(w, NEXT(), 1, 1e6, &x, err)) return -1;
+            c->num_buckets = (int)x, c->bucket_size = 0;
+        } else if (!strcmp(w, "--dp") || !strcmp(w, "--data-parallel-size")) {
+            if (num_arg(w, NEXT(), 1, 65536, &x, err)) return -1;
+            c->dp = (int)x;
+        } else if (!strcmp(w, "--link-gbps")) {
+            if (num_arg(w, NEXT(), 1e-6, 1e6, &x, err)) return -1;
+            c->link.gbps = x;
+        } else if (!strcmp(w, "--link-latency-us")) {
+            if (num_arg(w, NEXT(), 0, 1e9, &x, err)) return -1;
+            c->link.alpha_us = x;
+        } else {
+            return tdm_errorf(err,
+                              "candidate flag '%s': expected --overlap-grad-reduce, --overlap-param-gather (or their "
+                              "--no- forms), --ddp-bucket-size N, --ddp-num-buckets N, --dp N, "
+                              "--use-distributed-optimizer, --bf16, --link-gbps X or --link-latency-us X",
+                              w);
+        }
+#undef NEXT
+    }
+    return 0;
+}
+
+void tdm_plan_config_flags(const tdm_plan_config *c, const tdm_plan_config *b, char *out, int cap) {
+    int n = 0;
+    out[0] = '\0';
+#define ADD(...)                                                             \
+    do {                                                                     \
+        if (n < cap) n += snprintf(out + n, (size_t)(cap - n), __VA_ARGS__); \
+    } while (0)
+    if (c->overlap_grad != b->overlap_grad) ADD("%s--%soverlap-grad-reduce", n ? " " : "", c->overlap_grad ? "" : "no-");
+    if (c->overlap_param != b->overlap_param)
+        ADD("%s--%soverlap-param-gather", n ? " " : "", c->overlap_param ? "" : "no-");
+    if (c->distributed != b->distributed)
+        ADD("%s--%s", n ? " " : "", c->distributed ? "use-distributed-optimizer" : "no-distributed-optimizer");
+    if (c->bucket_size != b->bucket_size || c->num_buckets != b->num_buckets) {
+        if (c->num_buckets > 0) ADD("%s--ddp-num-buckets %d", n ? " " : "", c->num_buckets);
+        else if (c->bucket_size > 0) ADD("%s--ddp-bucket-size %lld", n ? " " : "", (long long)c->bucket_size);
+    }
+    if (c->dp != b->dp) ADD("%s--dp %d", n ? " " : "", c->dp);
+    if (c->link.gbps != b->link.gbps) ADD("%s--link-gbps %g", n ? " " : "", c->link.gbps);
+    if (c->link.alpha_us != b->link.alpha_us) ADD("%s--link-latency-us %g", n ? " " : "", c->link.alpha_us);
+#undef ADD
+}

@@ -1,0 +1,173 @@
+/* plan.h - a model of one training step, built from a measured baseline, that predicts the step
+ * time of other settings (overlap flags, bucket size or count, dp size, link rate) by
+ * simulating the schedule src/distributed runs (docs/plan.md).
+ *
+ *   tdm_plan_model m;                          // from a trace: tdm_plan_from_trace (plan_trace.c)
+ *   tdm_plan_config c = m.baseline;            // the baseline's settings
+ *   c.overlap_grad = 1;                        // a candidate
+ *   tdm_plan_result r;
+ *   if (tdm_plan_simulate(&m, &c, &r, &err) == 0) use(r.step_us, r.hidden_us, r.exposed_us);
+ *   tdm_plan_result_free(&r);
+ *   tdm_plan_model_free(&m);
+ *
+ * The schedule (one compute thread, one link):
+ *   head | micro-batches: forward units 0..U-1, fb_other, backward units U-1..0 | launch the
+ *   buckets not yet launched, wait for every collective | sync | optimizer | (parameter
+ *   all-gathers, posted and waited, when not overlapped)
+ * - Buckets: the trainable parameters in reverse registration order, cut as
+ *   src/distributed/layout.c cuts them (alignment with the distributed optimizer included).
+ * - A parameter's gradient is ready when its unit's backward ends in the last micro-batch; a
+ *   bucket is ready when all its parameters are; with overlap_grad, ready buckets are launched
+ *   in bucket order (a bucket waits for the ones before it), the rest after the backward.
+ * - With overlap_param the all-gathers are posted at the step's start, two ahead, and the first
+ *   micro-batch's forward waits per bucket before the first unit that reads it (prefetch as in
+ *   param_gather.c); a gradient launch first dispatches every all-gather not yet dispatched.
+ * - The link carries one collective at a time, in posting order (FIFO); a collective of n bytes
+ *   on p ranks costs the ring formulas below.
+ * - While a collective is in flight behind compute, its CPU cost (cpu_us_per_mb per MB moved)
+ *   is taken from the compute it overlaps (inline progress, or a communication thread that has
+ *   no core of its own); 0 when the thread has a core.
+ * Times are µs; sizes are elements unless a name says bytes.
+ */
+#ifndef TDM_PLAN_PLAN_H
+#define TDM_PLAN_PLAN_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+
+enum { TDM_PLAN_REDUCE_SCATTER = 0, TDM_PLAN_ALL_GATHER, TDM_PLAN_ALL_REDUCE, TDM_PLAN_KINDS };
+
+typedef struct tdm_plan_link {
+    double alpha_us; /* latency of one ring step */
+    double gbps;     /* bandwidth, Gbit/s */
+} tdm_plan_link;
+
+/* Ring cost of a collective over `bytes` (the whole buffer: a reduce-scatter's input, an
+ * all-gather's output, an all-reduce's buffer) on p ranks:
+ *   reduce-scatter, all-gather  (p-1) alpha + (p-1)/p n / beta
+ *   all-reduce                  2 (p-1) alpha + 2 (p-1)/p n / beta
+ * 0 for p = 1. */
+double tdm_plan_ring_us(int kind, double bytes, int p, const tdm_plan_link *l);
+/* The two factors of the formula: ring steps (multiplies alpha) and bytes on the wire per rank. */
+void tdm_plan_ring_factors(int kind, double bytes, int p, double *steps, double *wire_bytes);
+const char *tdm_plan_kind_name(int kind);
+
+#define TDM_PLAN_NAME_MAX 48
+
+typedef struct tdm_plan_unit {
+    char name[TDM_PLAN_NAME_MAX]; /* the profiler's layer name (layer.3, lm_head, vision.block.0) */
+    double fwd_us, bwd_us;        /* per micro-batch */
+} tdm_plan_unit;
+
+typedef struct tdm_plan_param {
+    int64_t numel;
+    int unit; /* index into units: the unit that reads it in forward and makes its gradient */
+    int trainable;
+} tdm_plan_param;
+
+typedef struct tdm_plan_config {
+    int dp;
+    int distributed; /* --use-distributed-optimizer: reduce-scatter + all-gather, else all-reduce */
+    int overlap_grad, overlap_param;
+    int64_t bucket_size; /* elements; 0: from num_buckets or the default */
+    int num_buckets;     /* 0: from bucket_size */
+    int bf16_params;     /* all-gathers move 2-byte values */
+    tdm_plan_link link;
+} tdm_plan_config;
+
+typedef struct tdm_plan_model {
+    tdm_plan_unit *units; /* forward order */
+    int n_units;
+    tdm_plan_param *params; /* registration (forward) order */
+    int n_params;
+    int n_micro;        /* micro-batches per step on a rank */
+    double head_us;     /* per step, before the first forward (data, logging) */
+    double fb_other_us; /* per micro-batch: forward-backward time outside the units (loss), after the forward */
+    double sync_us;     /* gradient sync's own time after the waits (the ranks' agreement) */
+    double opt_us;      /* optimizer, without waits for all-gathers */
+    double cpu_us_per_mb;
+    tdm_plan_config baseline; /* the settings the measurement ran with, link fitted or given */
+    double measured_step_us;  /* mean over the traced steps and ranks; NaN when built by hand */
+    int n_steps_measured;
+    struct tdm_plan_seg *measured; /* the first rank's last traced step, from its start (backward 2: a collective) */
+    int n_measured;
+    double measured_one_us; /* that step's length */
+} tdm_plan_model;
+
+void tdm_plan_model_free(tdm_plan_model *m);
+
+typedef struct tdm_plan_coll {
+    int kind, bucket;
+    double bytes;
+    double post_us, start_us, end_us; /* from the step's start */
+    double hidden_us;                 /* the part that ran while the compute thread computed */
+} tdm_plan_coll;
+
+typedef struct tdm_plan_seg {
+    double t0_us, t1_us;
+    int unit;     /* -1: not a unit (head, fb_other, sync, optimizer) */
+    int backward; /* 1 backward; 0 forward or other */
+    const char *what;
+} tdm_plan_seg;
+
+typedef struct tdm_plan_result {
+    double step_us, compute_us, comm_us, hidden_us, exposed_us, cpu_taken_us;
+    int n_buckets;
+    int64_t *bucket_padded; /* [n_buckets] elements */
+    tdm_plan_coll *colls;
+    int n_colls;
+    tdm_plan_seg *segs;
+    int n_segs;
+} tdm_plan_result;
+
+/* Buckets of the parameters for config c, as layout.c cuts them: padded sizes into *padded
+ * (malloc'd, n returned) and each parameter's bucket into *bucket_of ([n_params], -1 frozen;
+ * malloc'd; bucket_of may be NULL). -1 with a sentence on bad input. */
+int tdm_plan_buckets(const tdm_plan_model *m, const tdm_plan_config *c, int64_t **padded, int **bucket_of,
+                     tdm_error *err);
+
+/* Simulates one step of m under c. Fails with one sentence when c is unusable (dp < 1, no
+ * trainable parameter, a link without bandwidth). */
+int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_plan_result *r, tdm_error *err);
+void tdm_plan_result_free(tdm_plan_result *r);
+
+/* Parses candidate flags ("--overlap-grad-reduce --ddp-bucket-size 2e6 --dp 4 --link-gbps 1")
+ * onto *c (which holds the settings they change). Flags: --overlap-grad-reduce,
+ * --no-overlap-grad-reduce, --overlap-param-gather, --no-overlap-param-gather,
+ * --ddp-bucket-size N, --ddp-num-buckets N, --dp N (or --data-parallel-size N),
+ * --use-distributed-optimizer, --no-distributed-optimizer, --bf16, --link-gbps X,
+ * --link-latency-us X. */
+int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err);
+/* The same settings as flags for `tandem train` / `tandem ab` (into out[cap]); relative to base. */
+void tdm_plan_config_flags(const tdm_plan_config *c, const tdm_plan_config *base, char *out, int cap);
+
+/* ---- plan_svg.c ---------------------------------------------------------------------------- */
+
+/* An SVG timeline: the measured step (when m has one) above each predicted one (compute and link). */
+struct tdm_strbuf;
+void tdm_plan_svg(struct tdm_strbuf *sb, const tdm_plan_model *m, const tdm_plan_result *res,
+                  const char *const *names, int n);
+
+/* ---- plan_trace.c -------------------------------------------------------------------------- */
+
+/* Builds m from tandem's trace (trace.json, or a folder holding it) and the parameter table
+ * the caller gives (units in forward order by name, params in registration order, as
+ * model/qwen3vl.h registers them). Settings the trace cannot show (bucket size, bf16) come
+ * from *baseline (dp, overlap flags, distributed and the bucket count are read from the trace
+ * unless baseline_given says the caller stated them); the link is fitted to the measured
+ * collectives unless link_given (alpha_us and/or gbps > 0 in baseline->link are kept). */
+typedef struct tdm_plan_trace_in {
+    const char *path;
+    const char *const *unit_names; /* [n_units] */
+    int n_units;
+    const tdm_plan_param *params; /* [n_params] */
+    int n_params;
+    tdm_plan_config baseline;
+    int baseline_given; /* 1: dp, overlap flags, distributed, bucket settings as given */
+    double cpu_us_per_mb;
+} tdm_plan_trace_in;
+
+int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err);
+
+#endif

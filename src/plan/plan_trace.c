@@ -1,0 +1,319 @@
+/* plan_trace.c - a step model from tandem's own trace (prof/trace.h's reader): per-unit compute,
+ * the fixed parts of the step, the baseline's settings and the link fitted to its collectives
+ * (see plan.h and docs/plan.md). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/alloc.h"
+#include "plan/plan.h"
+#include "prof/prof.h"
+#include "prof/trace.h"
+
+/* tandem writes traces of a few MB; a bound keeps a wrong file from taking the memory */
+#define PLAN_TRACE_MAX ((size_t)2 << 30)
+
+static void note(char *notes, int cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(char *notes, int cap, const char *fmt, ...) {
+    if (!notes || cap <= 0) return;
+    size_t n = strlen(notes);
+    if ((int)n >= cap - 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(notes + n, (size_t)cap - n, fmt, ap);
+    va_end(ap);
+    n = strlen(notes);
+    if ((int)n < cap - 1) notes[n] = '\n', notes[n + 1] = '\0';
+}
+
+static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+/* 0 grad collective, 1 parameter all-gather, -1 neither */
+static int coll_side(const char *name) { return starts(name, "grad ") ? 0 : starts(name, "param ") ? 1 : -1; }
+
+typedef struct acc {
+    double sum, n;
+} acc;
+
+/* Per (side, bucket): the collective's own time, each instant of its record counted 1/k while
+ * k of the rank's collectives are in flight (the link is shared). */
+static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, double s1, acc *own, int max_b) {
+    int64_t idx[512];
+    int n = 0;
+    for (int64_t i = lo; i < hi && n < 512; i++)
+        if (!r[i].instant && r[i].cat == TDM_PROF_COMM && coll_side(r[i].name) >= 0 && r[i].t0_us >= s0 &&
+            r[i].t0_us < s1 && r[i].arg >= 0 && r[i].arg < max_b)
+            idx[n++] = i;
+    for (int a = 0; a < n; a++) {
+        const tdm_prof_rec *x = &r[idx[a]];
+        /* cut x at every start and end of the others; 1/k on each piece */
+        double cuts[1026];
+        int nc = 0;
+        cuts[nc++] = x->t0_us;
+        cuts[nc++] = x->t1_us;
+        for (int b = 0; b < n; b++) {
+            const tdm_prof_rec *y = &r[idx[b]];
+            if (y->t0_us > x->t0_us && y->t0_us < x->t1_us) cuts[nc++] = y->t0_us;
+            if (y->t1_us > x->t0_us && y->t1_us < x->t1_us) cuts[nc++] = y->t1_us;
+        }
+        for (int i = 1; i < nc; i++) /* insertion sort: a handful of cuts */
+            for (int j = i; j > 0 && cuts[j - 1] > cuts[j]; j--) {
+                double t = cuts[j];
+                cuts[j] = cuts[j - 1];
+                cuts[j - 1] = t;
+            }
+        double t = 0;
+        for (int i = 0; i + 1 < nc; i++) {
+            double mid = 0.5 * (cuts[i] + cuts[i + 1]);
+            int k = 0;
+            for (int b = 0; b < n; b++) k += r[idx[b]].t0_us <= mid && mid < r[idx[b]].t1_us;
+            if (k > 0) t += (cuts[i + 1] - cuts[i]) / k;
+        }
+        acc *o = &own[coll_side(x->name) * max_b + x->arg];
+        o->sum += t;
+        o->n += 1;
+    }
+}
+
+/* Fits own time = alpha * steps + wire / beta over the measured collectives; keeps what the
+ * caller gave (alpha_us >= 0 given when *alpha_given, gbps > 0 given when *gbps_given). */
+static void fit_link(const double *x, const double *w, const double *tau, int n, tdm_plan_link *l, int alpha_given,
+                     int gbps_given) {
+    double sxx = 0, sxw = 0, sww = 0, sxt = 0, swt = 0;
+    for (int i = 0; i < n; i++) {
+        sxx += x[i] * x[i], sxw += x[i] * w[i], sww += w[i] * w[i];
+        sxt += x[i] * tau[i], swt += w[i] * tau[i];
+    }
+    if (alpha_given && gbps_given) return;
+    if (gbps_given) {
+        double g = 1.0 / (l->gbps * 125.0);
+        l->alpha_us = sxx > 0 ? (sxt - g * sxw) / sxx : 0;
+        if (l->alpha_us < 0) l->alpha_us = 0;
+        return;
+    }
+    double alpha = alpha_given ? l->alpha_us : 0, g = 0;
+    if (!alpha_given) {
+        double det = sxx * sww - sxw * sxw;
+        if (fabs(det) > 1e-9 * sxx * sww) {
+            alpha = (sxt * sww - swt * sxw) / det;
+            g = (sxx * swt - sxw * sxt) / det;
+        }
+        if (!(alpha >= 0) || !(g > 0)) alpha = 0, g = 0;
+    }
+    if (!(g > 0)) g = sww > 0 ? (swt - alpha * sxw) / sww : 0;
+    if (!(g > 0)) g = 1.0 / (10.0 * 125.0); /* nothing to fit: 10 Gbit/s, said in a note by the caller */
+    l->alpha_us = alpha;
+    l->gbps = 1.0 / (g * 125.0);
+}
+
+int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err) {
+    memset(m, 0, sizeof *m);
+    if (notes && notes_cap > 0) notes[0] = '\0';
+    char path[4096];
+    struct stat st;
+    if (stat(in->path, &st) != 0)
+        return tdm_errorf(err, "%s: no such file or directory; expected tandem's trace.json or its folder", in->path);
+    if (S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/trace.json", in->path);
+    else snprintf(path, sizeof path, "%s", in->path);
+    if (stat(path, &st) != 0)
+        return tdm_errorf(err, "%s: no trace.json in the folder; expected the save_path of a profiled tandem run",
+                          in->path);
+    tdm_prof_trace pt;
+    m->measured_step_us = NAN;
+    if (tdm_prof_trace_load(path, PLAN_TRACE_MAX, &pt, err) != 0) return -1;
+
+    const int U = in->n_units;
+    const int MAXB = 4096;
+    acc *fwd = tdm_xcalloc((size_t)U + 1, sizeof *fwd), *bwd = tdm_xcalloc((size_t)U + 1, sizeof *bwd);
+    acc *own = tdm_xcalloc(2 * (size_t)MAXB, sizeof *own);
+    acc step = {0, 0}, head = {0, 0}, fb_other = {0, 0}, sync = {0, 0}, opt = {0, 0}, micro = {0, 0};
+    int max_grad_b = -1, any_param = 0, grad_in_fb = 0, param_in_fb = 0, unknown_layers = 0;
+    for (int ri = 0; ri < pt.n_ranks; ri++) {
+        int64_t lo = 0, hi;
+        while (lo < pt.n && pt.recs[lo].rank != pt.ranks[ri]) lo++;
+        for (hi = lo; hi < pt.n && pt.recs[hi].rank == pt.ranks[ri]; hi++) continue;
+        const tdm_prof_rec *r = pt.recs;
+        for (int64_t e = lo; e < hi; e++) {
+            const tdm_prof_rec *env = &r[e];
+            if (env->instant || env->cat != TDM_PROF_PHASE || env->thread_kind != TDM_PROF_THREAD_COMPUTE ||
+                strcmp(env->name, "step"))
+                continue;
+            const double s0 = env->t0_us, s1 = env->t1_us;
+            double fb_t = 0, sync_t = 0, opt_t = 0, layers = 0, w_fb = 0, w_sync = 0, w_opt = 0;
+            int n_fb = 0;
+            /* phases first: the waits and marks are placed by them */
+            double fb0[64], fb1[64], sy0 = NAN, sy1 = NAN, op0 = NAN, op1 = NAN;
+            for (int64_t i = lo; i < hi; i++) {
+                const tdm_prof_rec *x = &r[i];
+                if (x->instant || x->thread_kind != TDM_PROF_THREAD_COMPUTE || x->cat != TDM_PROF_PHASE) continue;
+                if (x->t0_us < s0 || x->t0_us >= s1) continue;
+                double d = x->t1_us - x->t0_us;
+                if (!strcmp(x->name, "forward-backward")) {
+                    if (n_fb < 64) fb0[n_fb] = x->t0_us, fb1[n_fb] = x->t1_us;
+                    n_fb++, fb_t += d;
+                } else if (!strcmp(x->name, "grad sync")) sync_t += d, sy0 = x->t0_us, sy1 = x->t1_us;
+                else if (!strcmp(x->name, "optimizer")) opt_t += d, op0 = x->t0_us, op1 = x->t1_us;
+            }
+            if (n_fb == 0) continue;
+            for (int64_t i = lo; i < hi; i++) {
+                const tdm_prof_rec *x = &r[i];
+                if (x->t0_us < s0 || x->t0_us >= s1) continue;
+                int in_fb = 0;
+                for (int k = 0; k < n_fb && k < 64; k++) in_fb |= x->t0_us >= fb0[k] && x->t0_us <= fb1[k];
+                if (x->instant && x->cat == TDM_PROF_MARK) {
+                    if (!strcmp(x->name, "grad bucket posted") && in_fb) grad_in_fb = 1;
+                    if (!strcmp(x->name, "param all-gather posted") && in_fb) param_in_fb = 1;
+                    continue;
+                }
+                if (x->instant) continue;
+                if (x->cat == TDM_PROF_COMM) {
+                    int side = coll_side(x->name);
+                    if (side == 0 && x->arg > max_grad_b && x->arg < MAXB) max_grad_b = (int)x->arg;
+                    if (side == 1) any_param = 1;
+                    continue;
+                }
+                if (x->thread_kind != TDM_PROF_THREAD_COMPUTE) continue;
+                if (x->cat == TDM_PROF_LAYER) {
+                    int u;
+                    for (u = 0; u < U && strcmp(in->unit_names[u], x->name); u++) continue;
+                    if (u == U) {
+                        unknown_layers++;
+                        continue;
+                    }
+                    acc *a = x->arg ? &bwd[u] : &fwd[u];
+                    a->sum += x->t1_us - x->t0_us;
+                    layers += x->t1_us - x->t0_us;
+                } else if (x->cat == TDM_PROF_WAIT && coll_side(x->name) >= 0) {
+                    double d = x->t1_us - x->t0_us;
+                    if (in_fb) {
+                        w_fb += d;
+                        if (coll_side(x->name) == 1) param_in_fb = 1;
+                    } else if (x->t0_us >= sy0 && x->t0_us <= sy1) w_sync += d;
+                    else if (x->t0_us >= op0 && x->t0_us <= op1) w_opt += d;
+                }
+            }
+            own_times(r, lo, hi, s0, s1, own, MAXB);
+            if (ri == 0) { /* the timeline of this rank's last step */
+                m->n_measured = 0;
+                m->measured_one_us = s1 - s0;
+                for (int64_t i = lo; i < hi; i++) {
+                    const tdm_prof_rec *x = &r[i];
+                    if (x->instant || x->t0_us < s0 || x->t0_us >= s1) continue;
+                    int comm = x->cat == TDM_PROF_COMM && coll_side(x->name) >= 0;
+                    int comp = x->thread_kind == TDM_PROF_THREAD_COMPUTE && x->cat == TDM_PROF_LAYER;
+                    if (!comm && !comp) continue;
+                    m->measured = tdm_xrealloc(m->measured, (size_t)(m->n_measured + 1) * sizeof *m->measured);
+                    m->measured[m->n_measured++] =
+                        (tdm_plan_seg){x->t0_us - s0, x->t1_us - s0, -1, comm ? 2 : (int)x->arg, comm ? "comm" : "layer"};
+                }
+            }
+            for (int u = 0; u < U; u++) fwd[u].n += n_fb, bwd[u].n += n_fb;
+            step.sum += s1 - s0, step.n++;
+            head.sum += (s1 - s0) - fb_t - sync_t - opt_t, head.n++;
+            fb_other.sum += (fb_t - layers - w_fb) / n_fb, fb_other.n++;
+            sync.sum += sync_t - w_sync, sync.n++;
+            opt.sum += opt_t - w_opt, opt.n++;
+            micro.sum += n_fb, micro.n++;
+        }
+    }
+    int rc = 0;
+    if (step.n == 0) {
+        rc = tdm_errorf(err,
+                        "%s: no profiled step with a forward-backward phase; expected the trace of `tandem train "
+                        "--profile-config` at level 1 or 2",
+                        path);
+        goto out;
+    }
+    if (unknown_layers)
+        note(notes, notes_cap, "%d layer events name no unit of the model given: the model may differ from the run's",
+             unknown_layers);
+    double layers_seen = 0;
+    for (int u = 0; u < U; u++) layers_seen += fwd[u].sum + bwd[u].sum;
+    if (layers_seen <= 0) {
+        rc = tdm_errorf(err, "%s: no per-layer event of the model's units; expected a trace recorded at level 1 or 2",
+                        path);
+        goto out;
+    }
+    m->n_units = U;
+    m->units = tdm_xcalloc((size_t)U + 1, sizeof *m->units);
+    for (int u = 0; u < U; u++) {
+        snprintf(m->units[u].name, sizeof m->units[u].name, "%s", in->unit_names[u]);
+        m->units[u].fwd_us = fwd[u].n > 0 ? fwd[u].sum / fwd[u].n : 0;
+        m->units[u].bwd_us = bwd[u].n > 0 ? bwd[u].sum / bwd[u].n : 0;
+    }
+    m->n_params = in->n_params;
+    m->params = tdm_xmalloc((size_t)(in->n_params + 1) * sizeof *m->params);
+    memcpy(m->params, in->params, (size_t)in->n_params * sizeof *m->params);
+    m->n_micro = (int)lround(micro.sum / micro.n);
+    m->head_us = head.sum / head.n;
+    m->fb_other_us = fb_other.sum / fb_other.n;
+    m->sync_us = sync.sum / sync.n;
+    m->opt_us = opt.sum / opt.n;
+    if (m->head_us < 0) m->head_us = 0;
+    if (m->fb_other_us < 0) m->fb_other_us = 0;
+    m->cpu_us_per_mb = in->cpu_us_per_mb;
+    m->measured_step_us = step.sum / step.n;
+    m->n_steps_measured = (int)step.n;
+
+    tdm_plan_config *c = &m->baseline;
+    *c = in->baseline;
+    if (!in->baseline_given) {
+        c->dp = pt.n_ranks;
+        c->distributed = any_param;
+        c->overlap_grad = grad_in_fb;
+        c->overlap_param = any_param && param_in_fb;
+        if (max_grad_b >= 0) c->num_buckets = max_grad_b + 1, c->bucket_size = 0;
+        note(notes, notes_cap,
+             "baseline read from the trace: dp %d, %s, %d bucket(s) (taken as --ddp-num-buckets), overlap-grad-reduce "
+             "%s, overlap-param-gather %s",
+             c->dp, c->distributed ? "distributed optimizer" : "all-reduce", max_grad_b + 1,
+             c->overlap_grad ? "on" : "off", c->overlap_param ? "on" : "off");
+    }
+    if (c->dp != pt.n_ranks)
+        note(notes, notes_cap, "the trace holds %d rank(s) but the baseline says dp %d", pt.n_ranks, c->dp);
+
+    /* the link: fitted to the collectives' own times, with the baseline's bucket sizes */
+    int64_t *padded = NULL;
+    int nb = tdm_plan_buckets(m, c, &padded, NULL, err);
+    if (nb < 0) {
+        rc = -1;
+        goto out;
+    }
+    double x[2 * 512], w[2 * 512], tau[2 * 512];
+    int n = 0, mismatch = 0;
+    for (int side = 0; side < 2; side++)
+        for (int b = 0; b < MAXB && n < 1024; b++) {
+            const acc *o = &own[side * MAXB + b];
+            if (o->n == 0) continue;
+            if (b >= nb) {
+                mismatch = 1;
+                continue;
+            }
+            int kind = side ? TDM_PLAN_ALL_GATHER : c->distributed ? TDM_PLAN_REDUCE_SCATTER : TDM_PLAN_ALL_REDUCE;
+            double bytes = (double)padded[b] * (side && c->bf16_params ? 2.0 : 4.0);
+            tdm_plan_ring_factors(kind, bytes, c->dp, &x[n], &w[n]);
+            tau[n] = o->sum / o->n;
+            n++;
+        }
+    free(padded);
+    if (mismatch)
+        note(notes, notes_cap, "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
+                               "left out of the link's fit", nb);
+    int alpha_given = in->baseline.link.alpha_us >= 0, gbps_given = in->baseline.link.gbps > 0;
+    if (!alpha_given) c->link.alpha_us = 0;
+    if (n == 0 && !gbps_given)
+        note(notes, notes_cap, "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
+    fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
+    note(notes, notes_cap, "link: %.4g Gbit/s (%s), latency %.4g us per ring step (%s), from %d measured collective(s)",
+         c->link.gbps, gbps_given ? "given" : "fitted", c->link.alpha_us, alpha_given ? "given" : "fitted", n);
+out:
+    free(fwd);
+    free(bwd);
+    free(own);
+    tdm_prof_trace_free(&pt);
+    if (rc != 0) tdm_plan_model_free(m);
+    return rc;
+}
