@@ -1,0 +1,611 @@
+/* cmd_plan.c - `tandem plan`: predicts what an overlap flag, a bucket size, a dp size or a faster
+ * link buys, from a model of one step (src/plan) built from a profiled baseline run, or from a
+ * model config's FLOPs for the practice (docs/plan.md). */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/fs.h"
+#include "core/strbuf.h"
+#include "model/config.h"
+#include "model/qwen3vl.h"
+#include "plan/plan.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+
+#define MAX_CANDIDATES 32
+
+typedef struct plan_opts {
+    const char *trace;
+    const char *model;
+    int freeze_vision, freeze_projector, freeze_llm, freeze_lm_head;
+    const char *baseline;
+    const char *candidates[MAX_CANDIDATES];
+    int n_candidates;
+    double link_gbps, link_latency_us, cpu_us_per_mb;
+    const char *out;
+    int suggest, practice;
+    double tflops;
+    int64_t tokens, patches;
+    int micro, dp;
+} plan_opts;
+
+static const tdm_flag FLAGS[] = {
+    {.name = "model",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(plan_opts, model),
+     .metavar = "DIR",
+     .help = "the run's model config (config.json): the parameter table the buckets are cut from"},
+    {.name = "freeze-vision", .kind = TDM_FLAG_BOOL, .off = offsetof(plan_opts, freeze_vision), .help = "as train"},
+    {.name = "freeze-projector",
+     .kind = TDM_FLAG_BOOL,
+     .off = offsetof(plan_opts, freeze_projector),
+     .help = "as train"},
+    {.name = "freeze-llm", .kind = TDM_FLAG_BOOL, .off = offsetof(plan_opts, freeze_llm), .help = "as train"},
+    {.name = "freeze-lm-head", .kind = TDM_FLAG_BOOL, .off = offsetof(plan_opts, freeze_lm_head), .help = "as train"},
+    {.name = "baseline",
+     .kind = TDM_FLAG_STRING,
+     .off = offsetof(plan_opts, baseline),
+     .opts = TDM_FLAG_DASHES,
+     .metavar = "\"FLAGS\"",
+     .help = "the settings the traced run used (default: read from the trace; bucket count as --ddp-num-buckets)"},
+    {.name = "candidate",
+     .kind = TDM_FLAG_LIST,
+     .off = offsetof(plan_opts, candidates),
+     .count_off = offsetof(plan_opts, n_candidates),
+     .max = MAX_CANDIDATES,
+     .opts = TDM_FLAG_DASHES | TDM_FLAG_MANY,
+     .metavar = "\"FLAGS\"...",
+     .help = "settings to predict, each relative to the baseline: --overlap-grad-reduce, --overlap-param-gather, "
+             "--ddp-bucket-size N, --ddp-num-buckets N, --dp N, --link-gbps X, --link-latency-us X (default: the "
+             "overlap flags)"},
+    {.name = "link-gbps",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = offsetof(plan_opts, link_gbps),
+     .lo = 1e-6,
+     .hi = 1e6,
+     .metavar = "X",
+     .help = "link bandwidth in Gbit/s (default: fitted to the baseline's collectives; practice: 100)"},
+    {.name = "link-latency-us",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = offsetof(plan_opts, link_latency_us),
+     .lo = 0,
+     .hi = 1e9,
+     .metavar = "X",
+     .help = "latency of one ring step in us (default: fitted; practice: 10)"},
+    {.name = "comm-cpu-us-per-mb",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = offsetof(plan_opts, cpu_us_per_mb),
+     .lo = 0,
+     .hi = 1e9,
+     .def = "0",
+     .metavar = "X",
+     .help = "CPU us that driving 1 MB of a collective takes from the compute it overlaps (inline progress, "
+             "or a communication thread without a core of its own)"},
+    {.name = "suggest",
+     .kind = TDM_FLAG_BOOL,
+     .off = offsetof(plan_opts, suggest),
+     .help = "search the bucket count and the overlap flags and propose the best, with the `tandem ab` command "
+             "that confirms it"},
+    {.name = "practice",
+     .kind = TDM_FLAG_BOOL,
+     .off = offsetof(plan_opts, practice),
+     .help = "no trace: the practice's Qwen3-VL-8B step (configs/qwen3-vl-8b unless --model), vision and projector "
+             "frozen, compute from FLOPs at --tflops, with the sensitivity to each assumption"},
+    {.name = "tflops",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = offsetof(plan_opts, tflops),
+     .lo = 1e-6,
+     .hi = 1e6,
+     .def = "200",
+     .metavar = "X",
+     .help = "practice: sustained TFLOP/s of one device"},
+    {.name = "tokens",
+     .kind = TDM_FLAG_I64,
+     .off = offsetof(plan_opts, tokens),
+     .lo = 1,
+     .hi = 1e9,
+     .def = "4096",
+     .metavar = "N",
+     .help = "practice: tokens per micro-batch"},
+    {.name = "patches",
+     .kind = TDM_FLAG_I64,
+     .off = offsetof(plan_opts, patches),
+     .lo = 0,
+     .hi = 1e9,
+     .def = "4096",
+     .metavar = "N",
+     .help = "practice: vision patches per micro-batch (the frozen tower's forward)"},
+    {.name = "micro-batches",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(plan_opts, micro),
+     .lo = 1,
+     .hi = 1e6,
+     .def = "1",
+     .metavar = "N",
+     .help = "practice: micro-batches per step on a rank"},
+    {.name = "dp",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(plan_opts, dp),
+     .lo = 1,
+     .hi = 65536,
+     .def = "8",
+     .metavar = "N",
+     .help = "practice: data-parallel size"},
+    {.name = "out",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(plan_opts, out),
+     .def = "plan-report",
+     .metavar = "DIR",
+     .help = "write plan.md, plan.json and timeline.svg there"},
+};
+
+static const tdm_positional POS[] = {
+    {.metavar = "RUN_OR_TRACE",
+     .off = offsetof(plan_opts, trace),
+     .help = "a profiled tandem run: its trace.json or the folder holding it (the profile config's save_path)"},
+};
+
+static const tdm_flags P = {
+    .command = "tandem plan",
+    .usage = "tandem plan RUN_OR_TRACE --model DIR [--freeze-...] [--candidate \"FLAGS\"...] [--suggest]\n"
+             "       tandem plan --practice [--tflops X] [--link-gbps X] [--link-latency-us X]",
+    .about = "Builds a model of one step from a profiled baseline run (per-layer compute, when each bucket's\n"
+             "gradients are ready, the collectives and a link fitted to them) and predicts, by simulating the\n"
+             "schedule tandem runs, the step time of other settings: overlap flags, bucket size or count, dp size,\n"
+             "link rate; with hidden and exposed communication per collective.",
+    .flags = FLAGS,
+    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+    .pos = POS,
+    .n_pos = 1,
+    .min_pos = 0,
+    .epilog = "docs/plan.md describes the model, its limits and the practice's prediction.\n",
+};
+
+/* ---- the parameter table from the model config ----------------------------------------------- */
+
+typedef struct table {
+    tdm_plan_param *params;
+    int n_params;
+    char **unit_names;
+    int n_units;
+    int64_t *unit_numel; /* every parameter a unit reads, trainable or not (FLOPs) */
+    int *unit_trains;    /* the unit has a backward: it or a unit before it trains */
+} table;
+
+static void table_free(table *t) {
+    free(t->params);
+    for (int u = 0; u < t->n_units; u++) free(t->unit_names[u]);
+    free(t->unit_names);
+    free(t->unit_numel);
+    free(t->unit_trains);
+    memset(t, 0, sizeof *t);
+}
+
+static int load_table(const char *dir, const tdm_freeze *fz, table *t, tdm_model_config *cfg, tdm_error *err) {
+    memset(t, 0, sizeof *t);
+    if (tdm_model_config_load(dir, cfg, err)) return -1;
+    tdm_model *m = tdm_model_create(cfg, fz, err);
+    if (!m) return -1;
+    const tdm_param_table *pt = tdm_model_params(m);
+    t->n_params = pt->n;
+    t->params = tdm_xcalloc((size_t)pt->n + 1, sizeof *t->params);
+    t->n_units = tdm_model_n_units(m);
+    t->unit_names = tdm_xcalloc((size_t)t->n_units + 1, sizeof *t->unit_names);
+    t->unit_numel = tdm_xcalloc((size_t)t->n_units + 1, sizeof *t->unit_numel);
+    t->unit_trains = tdm_xcalloc((size_t)t->n_units + 1, sizeof *t->unit_trains);
+    for (int u = 0; u < t->n_units; u++) t->unit_names[u] = tdm_xstrdup(tdm_model_unit_name(m, u));
+    int first_trained = t->n_units;
+    for (int i = 0; i < pt->n; i++) {
+        const tdm_param *p = &pt->p[i];
+        t->params[i] = (tdm_plan_param){p->numel, p->unit, p->trainable};
+        if (p->unit >= 0 && p->unit < t->n_units) {
+            t->unit_numel[p->unit] += p->numel;
+            if (p->trainable && p->unit < first_trained) first_trained = p->unit;
+        }
+    }
+    for (int u = first_trained; u < t->n_units; u++) t->unit_trains[u] = 1;
+    tdm_model_free(m);
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------------------------------ */
+
+typedef struct row {
+    char name[160];
+    tdm_plan_config c;
+    tdm_plan_result r;
+} row;
+
+static void per_kind(const tdm_plan_result *r, int kind, double *comm, double *hidden) {
+    *comm = *hidden = 0;
+    for (int k = 0; k < r->n_colls; k++)
+        if (r->colls[k].kind == kind) *comm += r->colls[k].end_us - r->colls[k].start_us, *hidden += r->colls[k].hidden_us;
+}
+
+static void table_text(tdm_strbuf *sb, const row *rows, int n, double measured) {
+    tdm_sb_printf(sb, "%-44s %7s %10s %8s %9s %9s %9s\n", "setting", "buckets", "step ms", "change", "comm ms",
+                  "hidden", "exposed");
+    if (isfinite(measured)) tdm_sb_printf(sb, "%-44s %7s %10.3f\n", "measured baseline (mean step)", "", measured / 1e3);
+    for (int i = 0; i < n; i++) {
+        const tdm_plan_result *r = &rows[i].r;
+        double ch = (r->step_us / rows[0].r.step_us - 1) * 100;
+        tdm_sb_printf(sb, "%-44.44s %7d %10.3f %+7.2f%% %9.3f %9.3f %9.3f\n", rows[i].name, r->n_buckets,
+                      r->step_us / 1e3, ch, r->comm_us / 1e3, r->hidden_us / 1e3, r->exposed_us / 1e3);
+        for (int k = 0; k < TDM_PLAN_KINDS; k++) {
+            double cm, hd;
+            per_kind(r, k, &cm, &hd);
+            if (cm > 0)
+                tdm_sb_printf(sb, "  %-42s %7s %10s %8s %9.3f %9.3f %9.3f\n", tdm_plan_kind_name(k), "", "", "", cm / 1e3,
+                              hd / 1e3, (cm - hd) / 1e3);
+        }
+    }
+}
+
+static void json_config(tdm_strbuf *sb, const tdm_plan_config *c) {
+    tdm_sb_printf(sb,
+                  "{\"dp\": %d, \"distributed_optimizer\": %s, \"overlap_grad_reduce\": %s, \"overlap_param_gather\": "
+                  "%s, \"bucket_size\": %lld, \"num_buckets\": %d, \"bf16_params\": %s, \"link_gbps\": %.6g, "
+                  "\"link_latency_us\": %.6g}",
+                  c->dp, c->distributed ? "true" : "false", c->overlap_grad ? "true" : "false",
+                  c->overlap_param ? "true" : "false", (long long)c->bucket_size, c->num_buckets,
+                  c->bf16_params ? "true" : "false", c->link.gbps, c->link.alpha_us);
+}
+
+static void json_num(tdm_strbuf *sb, double v) {
+    if (isfinite(v)) tdm_sb_printf(sb, "%.6g", v);
+    else tdm_sb_puts(sb, "null");
+}
+
+static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows, int n, const char *notes,
+                       const row *best) {
+    tdm_sb_puts(sb, "{\"model\": {\"units\": ");
+    tdm_sb_printf(sb, "%d, \"micro_batches\": %d, \"head_us\": %.6g, \"fb_other_us\": %.6g, \"sync_us\": %.6g, "
+                      "\"optimizer_us\": %.6g, \"cpu_us_per_mb\": %.6g, \"measured_step_us\": ",
+                  m->n_units, m->n_micro, m->head_us, m->fb_other_us, m->sync_us, m->opt_us, m->cpu_us_per_mb);
+    json_num(sb, m->measured_step_us);
+    tdm_sb_printf(sb, ", \"measured_steps\": %d, \"baseline\": ", m->n_steps_measured);
+    json_config(sb, &m->baseline);
+    tdm_sb_puts(sb, "},\n \"notes\": ");
+    tdm_sb_json_string(sb, notes, strlen(notes));
+    tdm_sb_puts(sb, ",\n \"predictions\": [");
+    for (int i = 0; i < n; i++) {
+        const tdm_plan_result *r = &rows[i].r;
+        tdm_sb_puts(sb, i ? ",\n  {\"name\": " : "\n  {\"name\": ");
+        tdm_sb_json_string(sb, rows[i].name, strlen(rows[i].name));
+        tdm_sb_puts(sb, ", \"config\": ");
+        json_config(sb, &rows[i].c);
+        tdm_sb_printf(sb,
+                      ", \"buckets\": %d, \"step_us\": %.6g, \"change_pct\": %.6g, \"compute_us\": %.6g, \"comm_us\": "
+                      "%.6g, \"hidden_us\": %.6g, \"exposed_us\": %.6g, \"cpu_taken_us\": %.6g, \"collectives\": [",
+                      r->n_buckets, r->step_us, (r->step_us / rows[0].r.step_us - 1) * 100, r->compute_us, r->comm_us,
+                      r->hidden_us, r->exposed_us, r->cpu_taken_us);
+        for (int k = 0; k < r->n_colls; k++) {
+            const tdm_plan_coll *c = &r->colls[k];
+            tdm_sb_printf(sb,
+                          "%s{\"kind\": \"%s\", \"bucket\": %d, \"bytes\": %.0f, \"post_us\": %.6g, \"start_us\": "
+                          "%.6g, \"end_us\": %.6g, \"hidden_us\": %.6g, \"exposed_us\": %.6g}",
+                          k ? ", " : "", tdm_plan_kind_name(c->kind), c->bucket, c->bytes, c->post_us, c->start_us,
+                          c->end_us, c->hidden_us, c->end_us - c->start_us - c->hidden_us);
+        }
+        tdm_sb_puts(sb, "]}");
+    }
+    tdm_sb_puts(sb, "]");
+    if (best) {
+        tdm_sb_puts(sb, ",\n \"suggestion\": {\"name\": ");
+        tdm_sb_json_string(sb, best->name, strlen(best->name));
+        tdm_sb_printf(sb, ", \"step_us\": %.6g, \"gain_pct\": %.6g, \"config\": ", best->r.step_us,
+                      (1 - best->r.step_us / rows[0].r.step_us) * 100);
+        json_config(sb, &best->c);
+        tdm_sb_puts(sb, "}");
+    }
+    tdm_sb_puts(sb, "}\n");
+}
+
+static int write_out(const char *dir, const char *name, const tdm_strbuf *sb, tdm_error *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return tdm_write_file_atomic(path, sb->data ? sb->data : "", sb->len, err);
+}
+
+/* ---- the practice: compute from FLOPs ----------------------------------------------------------- */
+
+/* Fills m from the table: a unit's forward is 2 x its parameters x its tokens FLOPs (vision
+ * units: patches), its backward twice that when it or an earlier unit trains (the input
+ * gradient is needed from the first trained unit on), at `tflops`; nothing else costs time. */
+static void practice_model(const table *t, const plan_opts *o, double tflops, double tokens_scale,
+                           tdm_plan_model *m) {
+    memset(m, 0, sizeof *m);
+    m->n_units = t->n_units;
+    m->units = tdm_xcalloc((size_t)t->n_units + 1, sizeof *m->units);
+    for (int u = 0; u < t->n_units; u++) {
+        int vision = !strncmp(t->unit_names[u], "vision.", 7);
+        double toks = (vision ? (double)o->patches : (double)o->tokens) * tokens_scale;
+        double fwd = 2.0 * (double)t->unit_numel[u] * toks / (tflops * 1e6); /* TFLOP/s = 1e6 FLOP/us */
+        snprintf(m->units[u].name, sizeof m->units[u].name, "%s", t->unit_names[u]);
+        m->units[u].fwd_us = fwd;
+        m->units[u].bwd_us = t->unit_trains[u] ? 2 * fwd : 0;
+    }
+    m->n_params = t->n_params;
+    m->params = tdm_xmalloc((size_t)(t->n_params + 1) * sizeof *m->params);
+    memcpy(m->params, t->params, (size_t)t->n_params * sizeof *m->params);
+    m->n_micro = o->micro;
+    m->cpu_us_per_mb = o->cpu_us_per_mb;
+    m->measured_step_us = NAN;
+}
+
+static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, tdm_strbuf *md) {
+    tdm_plan_config base = {.dp = o->dp, .distributed = 1, .link = {o->link_latency_us, o->link_gbps}};
+    tdm_error err;
+    typedef struct move {
+        const char *what;
+        double tflops, tokens, gbps, alpha, cpu;
+    } move;
+    move s[11];
+    int ns = 0;
+    s[ns++] = (move){"as given", 1, 1, 1, 1, 1};
+    s[ns++] = (move){"TFLOP/s x0.5", 0.5, 1, 1, 1, 1};
+    s[ns++] = (move){"TFLOP/s x2", 2, 1, 1, 1, 1};
+    s[ns++] = (move){"tokens x0.5", 1, 0.5, 1, 1, 1};
+    s[ns++] = (move){"tokens x2", 1, 2, 1, 1, 1};
+    s[ns++] = (move){"link bandwidth x0.5", 1, 1, 0.5, 1, 1};
+    s[ns++] = (move){"link bandwidth x2", 1, 1, 2, 1, 1};
+    s[ns++] = (move){"link latency x0.5", 1, 1, 1, 0.5, 1};
+    s[ns++] = (move){"link latency x2", 1, 1, 1, 2, 1};
+    if (o->cpu_us_per_mb > 0) {
+        s[ns++] = (move){"comm CPU per MB x0.5", 1, 1, 1, 1, 0.5};
+        s[ns++] = (move){"comm CPU per MB x2", 1, 1, 1, 1, 2};
+    }
+    tdm_sb_printf(md, "| assumption moved | baseline step ms | with --overlap-grad-reduce ms | change |\n|---|---|---|---|\n");
+    tdm_sb_printf(text, "%-26s %14s %16s %9s\n", "assumption moved", "baseline ms", "overlap-grad ms", "change");
+    int64_t *padded = NULL;
+    for (int i = 0; i < ns; i++) {
+        tdm_plan_model m;
+        practice_model(t, o, o->tflops * s[i].tflops, s[i].tokens, &m);
+        m.cpu_us_per_mb = o->cpu_us_per_mb * s[i].cpu;
+        tdm_plan_config a = base, b = base;
+        a.link.gbps = b.link.gbps = o->link_gbps * s[i].gbps;
+        a.link.alpha_us = b.link.alpha_us = o->link_latency_us * s[i].alpha;
+        b.overlap_grad = 1;
+        tdm_plan_result ra, rb;
+        if (tdm_plan_simulate(&m, &a, &ra, &err) || tdm_plan_simulate(&m, &b, &rb, &err)) {
+            fprintf(stderr, "tandem plan: %s\n", err.msg);
+            tdm_plan_model_free(&m);
+            return 1;
+        }
+        if (i == 0) {
+            free(padded);
+            int nb = tdm_plan_buckets(&m, &a, &padded, NULL, &err);
+            int64_t tr = 0;
+            for (int k = 0; k < m.n_params; k++)
+                if (m.params[k].trainable) tr += m.params[k].numel;
+            double comp = 0;
+            for (int u = 0; u < m.n_units; u++) comp += m.units[u].fwd_us + m.units[u].bwd_us;
+            tdm_sb_printf(text,
+                          "practice: Qwen3-VL-8B, %d ranks, vision and projector frozen, distributed optimizer\n"
+                          "assumptions: %.4g TFLOP/s sustained, %lld tokens and %lld patches per micro-batch, %d "
+                          "micro-batch(es) a step,\n  link %.4g Gbit/s and %.4g us per ring step, fp32 gradients, "
+                          "%lld trainable parameters in %d buckets (default size),\n  compute = 2 x parameters x tokens "
+                          "forward, twice that backward (%.1f ms a micro-batch); nothing else costs time\n\n",
+                          o->dp, o->tflops, (long long)o->tokens, (long long)o->patches, o->micro, o->link_gbps,
+                          o->link_latency_us, (long long)tr, nb, comp / 1e3);
+            tdm_sb_printf(md, "Assumptions: %.4g TFLOP/s, %lld tokens and %lld patches per micro-batch, %d micro-batch(es), "
+                              "%.4g Gbit/s, %.4g us per ring step, fp32 gradients, %lld trainable parameters in %d buckets.\n\n",
+                          o->tflops, (long long)o->tokens, (long long)o->patches, o->micro, o->link_gbps,
+                          o->link_latency_us, (long long)tr, nb);
+        }
+        double ch = (rb.step_us / ra.step_us - 1) * 100;
+        tdm_sb_printf(text, "%-26s %14.2f %16.2f %+8.2f%%\n", s[i].what, ra.step_us / 1e3, rb.step_us / 1e3, ch);
+        tdm_sb_printf(md, "| %s | %.2f | %.2f | %+.2f%% |\n", s[i].what, ra.step_us / 1e3, rb.step_us / 1e3, ch);
+        tdm_plan_result_free(&ra);
+        tdm_plan_result_free(&rb);
+        tdm_plan_model_free(&m);
+    }
+    free(padded);
+    tdm_sb_puts(text, "\nthe practice measured -9.24% with --overlap-grad-reduce on its cluster\n");
+    return 0;
+}
+
+/* ---- the command ------------------------------------------------------------------------------- */
+
+static int simulate_row(const tdm_plan_model *m, row *r, tdm_error *err) {
+    return tdm_plan_simulate(m, &r->c, &r->r, err);
+}
+
+/* Longer than most: the inputs' checks, the model, the rows, the suggestion and the files, with one cleanup. */
+int cmd_plan(int argc, char **argv) {
+    plan_opts o;
+    memset(&o, 0, sizeof o);
+    tdm_flags_defaults(&P, &o);
+    o.link_gbps = o.link_latency_us = -1;
+    int done = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
+    if (done >= 0) return done;
+    const tdm_freeze fz = {o.freeze_vision || o.practice, o.freeze_projector || o.practice, o.freeze_llm,
+                           o.freeze_lm_head};
+    if (!o.practice && !o.trace) {
+        fprintf(stderr, "tandem plan: expected a profiled run's trace (RUN_OR_TRACE) or --practice\n");
+        return 2;
+    }
+    if (!o.practice && !o.model) {
+        fprintf(stderr, "tandem plan: --model DIR is required with a trace (the run's config.json: the parameters "
+                        "the buckets are cut from)\n");
+        return 2;
+    }
+    tdm_error err;
+    tdm_model_config cfg;
+    table t;
+    if (load_table(o.model ? o.model : "configs/qwen3-vl-8b", &fz, &t, &cfg, &err) != 0) {
+        fprintf(stderr, "tandem plan: %s\n", err.msg);
+        return 1;
+    }
+    if (tdm_mkdirs(o.out, &err) != 0) {
+        fprintf(stderr, "tandem plan: %s\n", err.msg);
+        table_free(&t);
+        return 1;
+    }
+    tdm_strbuf text, md, js, svg;
+    tdm_sb_init(&text);
+    tdm_sb_init(&md);
+    tdm_sb_init(&js);
+    tdm_sb_init(&svg);
+    int rc = 0;
+    if (o.practice) {
+        if (o.link_gbps < 0) o.link_gbps = 100;
+        if (o.link_latency_us < 0) o.link_latency_us = 10;
+        tdm_sb_puts(&md, "# tandem plan: the practice\n\n");
+        rc = run_practice(&o, &t, &text, &md);
+        if (rc == 0) {
+            fputs(text.data, stdout);
+            if (write_out(o.out, "plan.md", &md, &err) != 0) {
+                fprintf(stderr, "tandem plan: %s\n", err.msg);
+                rc = 1;
+            }
+        }
+        goto out_practice;
+    }
+
+    tdm_plan_trace_in in = {.path = o.trace,
+                            .unit_names = (const char *const *)t.unit_names,
+                            .n_units = t.n_units,
+                            .params = t.params,
+                            .n_params = t.n_params,
+                            .baseline = {.link = {o.link_latency_us, o.link_gbps}},
+                            .cpu_us_per_mb = o.cpu_us_per_mb};
+    char notes[4096];
+    tdm_plan_model m;
+    if (o.baseline) {
+        in.baseline_given = 1;
+        in.baseline.dp = 1;
+        if (tdm_plan_parse_flags(o.baseline, &in.baseline, &err) != 0) {
+            fprintf(stderr, "tandem plan: --baseline: %s\n", err.msg);
+            rc = 2;
+            goto out_practice;
+        }
+        if (o.link_gbps > 0) in.baseline.link.gbps = o.link_gbps;
+        if (o.link_latency_us >= 0) in.baseline.link.alpha_us = o.link_latency_us;
+        else in.baseline.link.alpha_us = -1;
+        if (!(in.baseline.link.gbps > 0)) in.baseline.link.gbps = -1;
+    }
+    if (tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err) != 0) {
+        fprintf(stderr, "tandem plan: %s\n", err.msg);
+        rc = 1;
+        goto out_practice;
+    }
+    const int n_default = m.baseline.distributed ? 3 : 1;
+    const char *defaults[3] = {"--overlap-grad-reduce", "--overlap-param-gather",
+                               "--overlap-grad-reduce --overlap-param-gather"};
+    int n_cand = o.n_candidates ? o.n_candidates : n_default;
+    row *rows = tdm_xcalloc((size_t)n_cand + 2, sizeof *rows);
+    int n_rows = 0;
+    snprintf(rows[0].name, sizeof rows[0].name, "baseline (replay)");
+    rows[0].c = m.baseline;
+    if (simulate_row(&m, &rows[0], &err) != 0) {
+        fprintf(stderr, "tandem plan: %s\n", err.msg);
+        rc = 1;
+        goto out_rows;
+    }
+    n_rows = 1;
+    for (int i = 0; i < n_cand; i++) {
+        const char *f = o.n_candidates ? o.candidates[i] : defaults[i];
+        row *r = &rows[n_rows];
+        r->c = m.baseline;
+        if (tdm_plan_parse_flags(f, &r->c, &err) != 0) {
+            fprintf(stderr, "tandem plan: --candidate \"%s\": %s\n", f, err.msg);
+            rc = 2;
+            goto out_rows;
+        }
+        if (o.n_candidates == 0 && i == 0 && m.baseline.overlap_grad) {
+            r->c.overlap_grad = 0; /* a baseline with the overlap: the candidate without it */
+            snprintf(r->name, sizeof r->name, "--no-overlap-grad-reduce");
+        } else {
+            snprintf(r->name, sizeof r->name, "%s", f);
+        }
+        if (simulate_row(&m, r, &err) != 0) {
+            fprintf(stderr, "tandem plan: --candidate \"%s\": %s\n", f, err.msg);
+            rc = 2;
+            goto out_rows;
+        }
+        n_rows++;
+    }
+
+    row best;
+    memset(&best, 0, sizeof best);
+    int have_best = 0;
+    if (o.suggest) {
+        int64_t trainable_params = 0;
+        for (int i = 0; i < m.n_params; i++) trainable_params += m.params[i].trainable;
+        int max_b = trainable_params < 64 ? (int)trainable_params : 64;
+        for (int og = 0; og < 2; og++)
+            for (int op = 0; op < (m.baseline.distributed ? 2 : 1); op++)
+                for (int nb = 1; nb <= max_b; nb++) {
+                    row r;
+                    memset(&r, 0, sizeof r);
+                    r.c = m.baseline;
+                    r.c.overlap_grad = og, r.c.overlap_param = op, r.c.num_buckets = nb, r.c.bucket_size = 0;
+                    if (simulate_row(&m, &r, &err) != 0) continue;
+                    /* ties (within 0.1%) go to fewer flags and fewer buckets: what was searched first */
+                    if (!have_best || r.r.step_us < best.r.step_us * 0.999) {
+                        if (have_best) tdm_plan_result_free(&best.r);
+                        best = r;
+                        have_best = 1;
+                    } else {
+                        tdm_plan_result_free(&r.r);
+                    }
+                }
+        if (have_best) {
+            tdm_plan_config_flags(&best.c, &m.baseline, best.name, sizeof best.name);
+            if (!best.name[0]) snprintf(best.name, sizeof best.name, "(the baseline's settings)");
+        }
+    }
+
+    table_text(&text, rows, n_rows, m.measured_step_us);
+    if (isfinite(m.measured_step_us))
+        tdm_sb_printf(&text, "replay: predicted %.3f ms, measured %.3f ms (%+.2f%%) over %d step(s)\n",
+                      rows[0].r.step_us / 1e3, m.measured_step_us / 1e3,
+                      (rows[0].r.step_us / m.measured_step_us - 1) * 100, m.n_steps_measured);
+    if (have_best) {
+        tdm_sb_printf(&text, "\nsuggestion: %s: predicted %.3f ms, %.2f%% below the baseline's %.3f ms\n", best.name,
+                      best.r.step_us / 1e3, (1 - best.r.step_us / rows[0].r.step_us) * 100, rows[0].r.step_us / 1e3);
+        tdm_sb_printf(&text,
+                      "confirm with: mpirun -np %d tandem ab --baseline \"\" --candidate \"%s\" <the run's train "
+                      "flags>\n",
+                      m.baseline.dp, best.name[0] == '(' ? "" : best.name);
+    }
+    tdm_sb_printf(&text, "\nnotes:\n%s", notes);
+    fputs(text.data, stdout);
+
+    tdm_sb_puts(&md, "# tandem plan\n\n```\n");
+    tdm_sb_puts(&md, text.data);
+    tdm_sb_puts(&md, "```\n\n![timeline](timeline.svg)\n");
+    write_json(&js, &m, rows, n_rows, notes, have_best ? &best : NULL);
+    {
+        const char *names[MAX_CANDIDATES + 3];
+        tdm_plan_result res[MAX_CANDIDATES + 3];
+        int k = 0;
+        for (int i = 0; i < n_rows; i++) names[k] = rows[i].name, res[k++] = rows[i].r;
+        if (have_best) names[k] = "suggestion", res[k++] = best.r;
+        tdm_plan_svg(&svg, &m, res, names, k);
+    }
+    if (write_out(o.out, "plan.md", &md, &err) || write_out(o.out, "plan.json", &js, &err) ||
+        write_out(o.out, "timeline.svg", &svg, &err)) {
+        fprintf(stderr, "tandem plan: %s\n", err.msg);
+        rc = 1;
+    } else {
+        printf("report: %s/plan.md, plan.json, timeline.svg\n", o.out);
+    }
+    if (have_best) tdm_plan_result_free(&best.r);
+out_rows:
+    for (int i = 0; i <= n_rows && i < n_cand + 2; i++) tdm_plan_result_free(&rows[i].r);
+    free(rows);
+    tdm_plan_model_free(&m);
+out_practice:
+    tdm_sb_free(&text);
+    tdm_sb_free(&md);
+    tdm_sb_free(&js);
+    tdm_sb_free(&svg);
+    table_free(&t);
+    return rc;
+}
