@@ -240,7 +240,7 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
     /* The CPU that driving the collectives takes from the compute they overlap, found by a few
      * passes: each pass charges every segment for what was in flight beside it in the last one. */
     double *extra = NULL;
-    for (int pass = 0; pass < (m->cpu_us_per_mb > 0 ? 6 : 1); pass++) {
+    for (int pass = 0; pass < (m->cpu_us_per_mb > 0 ? 8 : 1); pass++) {
         s.extra = extra;
         run_once(&s, bucket_of, ready_unit);
         if (!(m->cpu_us_per_mb > 0)) break;
@@ -252,10 +252,9 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
             double rate = m->cpu_us_per_mb * cl->bytes / 1e6 / dur; /* CPU µs per µs in flight */
             for (int i = 0; i < r->n_segs; i++) {
                 const tdm_plan_seg *g = &r->segs[i];
-                double base = g->t1_us - g->t0_us - (extra ? extra[i] : 0);
                 double lo = g->t0_us > cl->start_us ? g->t0_us : cl->start_us;
                 double hi = g->t1_us < cl->end_us ? g->t1_us : cl->end_us;
-                if (hi > lo && base > 0) next[i] += (hi - lo) * rate * base / (g->t1_us - g->t0_us);
+                if (hi > lo) next[i] += (hi - lo) * rate;
             }
         }
         free(extra);

@@ -1,0 +1,168 @@
+/* test_plan.c - the step model (src/plan): ring costs against hand-computed values, the
+ * bucketing of layout.c, and the simulated schedule on hand-built steps with known answers. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "plan/plan.h"
+
+static void test_ring_formulas(void) {
+    tdm_plan_link l = {.alpha_us = 5, .gbps = 8}; /* 8 Gbit/s = 1000 bytes/us */
+    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_REDUCE_SCATTER, 1e6, 4, &l), 3 * 5 + 0.75 * 1000, 1e-9);
+    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_ALL_GATHER, 1e6, 4, &l), 765, 1e-9);
+    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_ALL_REDUCE, 1e6, 4, &l), 2 * 3 * 5 + 2 * 0.75 * 1000, 1e-9);
+    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_ALL_REDUCE, 1e6, 2, &l), 2 * 5 + 1000, 1e-9);
+    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_REDUCE_SCATTER, 1e6, 1, &l), 0, 0);
+    tdm_plan_link l2 = {.alpha_us = 0, .gbps = 1}; /* 125 bytes/us */
+    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_ALL_GATHER, 8e6, 8, &l2), 7.0 / 8 * 8e6 / 125, 1e-9);
+}
+
+/* units 0..3, one parameter each of 100, 200, 300, 400 elements */
+static tdm_plan_param P4[] = {{100, 0, 1}, {200, 1, 1}, {300, 2, 1}, {400, 3, 1}};
+static tdm_plan_unit U4[] = {{"a", 1, 1}, {"b", 1, 1}, {"c", 1, 1}, {"d", 1, 1}};
+
+static void test_buckets_as_layout(void) {
+    tdm_plan_model m = {.units = U4, .n_units = 4, .params = P4, .n_params = 4, .n_micro = 1};
+    tdm_plan_config c = {.dp = 2, .bucket_size = 500};
+    int64_t *pad = NULL;
+    int *bo = NULL;
+    tdm_error err;
+    int nb = tdm_plan_buckets(&m, &c, &pad, &bo, &err);
+    CHECK(nb == 2, "%d buckets", nb);
+    if (nb == 2) {
+        CHECK(pad[0] == 700 && pad[1] == 300, "%lld %lld", (long long)pad[0], (long long)pad[1]);
+        CHECK(bo[3] == 0 && bo[2] == 0 && bo[1] == 1 && bo[0] == 1, "bucket_of %d %d %d %d", bo[0], bo[1], bo[2], bo[3]);
+    }
+    free(pad);
+    free(bo);
+    c.distributed = 1; /* parameters 64-aligned, buckets a multiple of lcm(2, 128) = 128 */
+    nb = tdm_plan_buckets(&m, &c, &pad, NULL, &err);
+    CHECK(nb == 2 && pad[0] == 768 && pad[1] == 384, "%d: %lld %lld", nb, (long long)pad[0], (long long)pad[1]);
+    free(pad);
+    c.bucket_size = 0, c.num_buckets = 1;
+    nb = tdm_plan_buckets(&m, &c, &pad, NULL, &err);
+    CHECK(nb == 1 && pad[0] == 1152, "%d: %lld", nb, (long long)pad[0]);
+    free(pad);
+    tdm_plan_param frozen[] = {{100, 0, 0}};
+    tdm_plan_model f = {.units = U4, .n_units = 1, .params = frozen, .n_params = 1, .n_micro = 1};
+    CHECK(tdm_plan_buckets(&f, &c, &pad, NULL, &err) < 0 && strstr(err.msg, "no trainable"), "%s", err.msg);
+}
+
+/* Two units; unit 1 holds a 1 MB parameter (all-reduce of 1000 us on 2 ranks at 8 Gbit/s), unit 0 a
+ * tiny one (1 us) and a 2000 us backward to hide behind. */
+static tdm_plan_param P2[] = {{250, 0, 1}, {250000, 1, 1}};
+static tdm_plan_unit U2[] = {{"u0", 10, 2000}, {"u1", 10, 10}};
+
+static void test_fully_hidden_and_exposed(void) {
+    tdm_plan_model m = {.units = U2, .n_units = 2, .params = P2, .n_params = 2, .n_micro = 1};
+    tdm_plan_config c = {.dp = 2, .bucket_size = 1000, .link = {0, 8}};
+    tdm_plan_result r;
+    tdm_error err;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK(r.n_buckets == 2, "%d", r.n_buckets);
+    CHECK_NEAR(r.step_us, 10 + 10 + 10 + 2000 + 1000 + 1, 1e-6); /* everything after the backward */
+    CHECK_NEAR(r.hidden_us, 0, 1e-9);
+    CHECK_NEAR(r.exposed_us, 1001, 1e-6);
+    tdm_plan_result_free(&r);
+    c.overlap_grad = 1;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.step_us, 10 + 10 + 10 + 2000 + 1, 1e-6); /* bucket 0 behind unit 0's backward */
+    CHECK_NEAR(r.hidden_us, 1000, 1e-6);
+    CHECK_NEAR(r.exposed_us, 1, 1e-6);
+    CHECK(r.n_colls == 2 && r.colls[0].post_us == 30, "bucket 0 posted at %g", r.n_colls ? r.colls[0].post_us : -1);
+    tdm_plan_result_free(&r);
+    /* one bucket: ready only when the backward ends, nothing can hide */
+    c.bucket_size = 0, c.num_buckets = 1;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.hidden_us, 0, 1e-9);
+    CHECK_NEAR(r.step_us, 2030 + tdm_plan_ring_us(TDM_PLAN_ALL_REDUCE, 250250 * 4.0, 2, &c.link), 1e-6);
+    tdm_plan_result_free(&r);
+}
+
+static void test_cpu_taken_from_overlapped_compute(void) {
+    tdm_plan_model m = {.units = U2, .n_units = 2, .params = P2, .n_params = 2, .n_micro = 1, .cpu_us_per_mb = 100};
+    tdm_plan_config c = {.dp = 2, .bucket_size = 1000, .overlap_grad = 1, .link = {0, 8}};
+    tdm_plan_result r;
+    tdm_error err;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    /* 1 MB in flight behind unit 0's backward: 100 us of its CPU; the 1 us bucket after it barely */
+    CHECK_NEAR(r.step_us, 2031 + 100, 0.01);
+    CHECK_NEAR(r.cpu_taken_us, 100, 0.01);
+    tdm_plan_result_free(&r);
+    c.overlap_grad = 0; /* nothing overlaps compute: nothing taken */
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.step_us, 3031, 1e-6);
+    CHECK_NEAR(r.cpu_taken_us, 0, 1e-9);
+    tdm_plan_result_free(&r);
+}
+
+/* A frozen unit first (5000 us forward) hides the parameter all-gather of unit 1's bucket. */
+static void test_param_gather_overlap(void) {
+    tdm_plan_param p[] = {{10, 0, 0}, {250000, 1, 1}};
+    tdm_plan_unit u[] = {{"frozen", 5000, 0}, {"trained", 100, 100}};
+    tdm_plan_model m = {.units = u, .n_units = 2, .params = p, .n_params = 2, .n_micro = 1, .opt_us = 50};
+    tdm_plan_config c = {.dp = 2, .distributed = 1, .link = {0, 8}};
+    const double one = 0.5 * 250112 * 4 / 1000.0; /* padded to 128 elements; RS and AG alike */
+    tdm_plan_result r;
+    tdm_error err;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.step_us, 5000 + 100 + 100 + one + 50 + one, 1e-6);
+    CHECK(r.n_colls == 2 && r.colls[1].kind == TDM_PLAN_ALL_GATHER, "%d collectives", r.n_colls);
+    tdm_plan_result_free(&r);
+    c.overlap_param = 1;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.step_us, 5000 + 100 + 100 + one + 50, 1e-6);
+    CHECK(r.n_colls == 2 && r.colls[0].kind == TDM_PLAN_ALL_GATHER && r.colls[0].post_us == 0, "gather first");
+    CHECK_NEAR(r.hidden_us, one, 1e-6);
+    tdm_plan_result_free(&r);
+    /* micro-batches: the gradient collectives only after the last one's backward */
+    m.n_micro = 3, c.overlap_param = 0;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.step_us, 3 * 5200 + one + 50 + one, 1e-6);
+    tdm_plan_result_free(&r);
+}
+
+static void test_flags_and_bad_input(void) {
+    tdm_plan_config c = {.dp = 2, .num_buckets = 3, .link = {1, 1}};
+    tdm_error err;
+    CHECK(tdm_plan_parse_flags("--overlap-grad-reduce --ddp-bucket-size 2e6 --dp=4 --link-gbps 0.5", &c, &err) == 0,
+          "%s", err.msg);
+    CHECK(c.overlap_grad == 1 && c.bucket_size == 2000000 && c.num_buckets == 0 && c.dp == 4 && c.link.gbps == 0.5,
+          "parsed");
+    char out[256];
+    tdm_plan_config b = {.dp = 2, .num_buckets = 3, .link = {1, 1}};
+    tdm_plan_config_flags(&c, &b, out, sizeof out);
+    CHECK(!strcmp(out, "--overlap-grad-reduce --ddp-bucket-size 2000000 --dp 4 --link-gbps 0.5"), "%s", out);
+    CHECK(tdm_plan_parse_flags("--frobnicate", &c, &err) != 0 && strstr(err.msg, "'--frobnicate'"), "%s", err.msg);
+    CHECK(tdm_plan_parse_flags("--ddp-bucket-size abc", &c, &err) != 0 && strstr(err.msg, "expected a number"), "%s",
+          err.msg);
+    CHECK(tdm_plan_parse_flags("--dp 0", &c, &err) != 0, "dp 0 accepted");
+    CHECK(tdm_plan_parse_flags("--dp", &c, &err) != 0 && strstr(err.msg, "(missing)"), "%s", err.msg);
+    tdm_plan_model m = {.units = U2, .n_units = 2, .params = P2, .n_params = 2, .n_micro = 1};
+    tdm_plan_config z = {.dp = 2, .link = {0, 0}};
+    tdm_plan_result r;
+    CHECK(tdm_plan_simulate(&m, &z, &r, &err) != 0 && strstr(err.msg, "bandwidth"), "%s", err.msg);
+    z.link.gbps = 1, z.dp = 0;
+    CHECK(tdm_plan_simulate(&m, &z, &r, &err) != 0 && strstr(err.msg, "dp size 0"), "%s", err.msg);
+}
+
+static void test_trace_bad_input(void) {
+    tdm_plan_trace_in in = {.path = "/nonexistent/trace.json"};
+    tdm_plan_model m;
+    tdm_error err;
+    CHECK(tdm_plan_from_trace(&in, &m, NULL, 0, &err) != 0 && strstr(err.msg, "no such file"), "%s", err.msg);
+    in.path = "/proc"; /* a folder without trace.json */
+    CHECK(tdm_plan_from_trace(&in, &m, NULL, 0, &err) != 0 && strstr(err.msg, "no trace.json"), "%s", err.msg);
+}
+
+int main(void) {
+    RUN(test_ring_formulas);
+    RUN(test_buckets_as_layout);
+    RUN(test_fully_hidden_and_exposed);
+    RUN(test_cpu_taken_from_overlapped_compute);
+    RUN(test_param_gather_overlap);
+    RUN(test_flags_and_bad_input);
+    RUN(test_trace_bad_input);
+    return TEST_SUMMARY();
+}
