@@ -57,9 +57,9 @@ static const tdm_flag FLAGS[] = {
      .off = offsetof(plan_opts, candidates),
      .count_off = offsetof(plan_opts, n_candidates),
      .max = MAX_CANDIDATES,
-     .opts = TDM_FLAG_DASHES | TDM_FLAG_MANY,
-     .metavar = "\"FLAGS\"...",
-     .help = "settings to predict, each relative to the baseline: --overlap-grad-reduce, --overlap-param-gather, "
+     .opts = TDM_FLAG_DASHES,
+     .metavar = "\"FLAGS\"",
+     .help = "a setting to predict (repeat the flag for more), relative to the baseline: --overlap-grad-reduce, --overlap-param-gather, "
              "--ddp-bucket-size N, --ddp-num-buckets N, --dp N, --link-gbps X, --link-latency-us X (default: the "
              "overlap flags)"},
     {.name = "link-gbps",
@@ -68,7 +68,7 @@ static const tdm_flag FLAGS[] = {
      .lo = 1e-6,
      .hi = 1e6,
      .metavar = "X",
-     .help = "link bandwidth in Gbit/s (default: fitted to the baseline's collectives; practice: 100)"},
+     .help = "link bandwidth in Gbit/s (default: fitted to the baseline's collectives; practice: 800)"},
     {.name = "link-latency-us",
      .kind = TDM_FLAG_DOUBLE,
      .off = offsetof(plan_opts, link_latency_us),
@@ -342,30 +342,32 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
     tdm_error err;
     typedef struct move {
         const char *what;
-        double tflops, tokens, gbps, alpha, cpu;
+        double tflops, tokens, gbps, alpha, cpu, micro;
     } move;
-    move s[11];
+    move s[13];
     int ns = 0;
-    s[ns++] = (move){"as given", 1, 1, 1, 1, 1};
-    s[ns++] = (move){"TFLOP/s x0.5", 0.5, 1, 1, 1, 1};
-    s[ns++] = (move){"TFLOP/s x2", 2, 1, 1, 1, 1};
-    s[ns++] = (move){"tokens x0.5", 1, 0.5, 1, 1, 1};
-    s[ns++] = (move){"tokens x2", 1, 2, 1, 1, 1};
-    s[ns++] = (move){"link bandwidth x0.5", 1, 1, 0.5, 1, 1};
-    s[ns++] = (move){"link bandwidth x2", 1, 1, 2, 1, 1};
-    s[ns++] = (move){"link latency x0.5", 1, 1, 1, 0.5, 1};
-    s[ns++] = (move){"link latency x2", 1, 1, 1, 2, 1};
+    s[ns++] = (move){"as given", 1, 1, 1, 1, 1, 1};
+    s[ns++] = (move){"TFLOP/s x0.5", 0.5, 1, 1, 1, 1, 1};
+    s[ns++] = (move){"TFLOP/s x2", 2, 1, 1, 1, 1, 1};
+    s[ns++] = (move){"tokens x0.5", 1, 0.5, 1, 1, 1, 1};
+    s[ns++] = (move){"tokens x2", 1, 2, 1, 1, 1, 1};
+    s[ns++] = (move){"link bandwidth x0.5", 1, 1, 0.5, 1, 1, 1};
+    s[ns++] = (move){"link bandwidth x2", 1, 1, 2, 1, 1, 1};
+    s[ns++] = (move){"link latency x0.5", 1, 1, 1, 0.5, 1, 1};
+    s[ns++] = (move){"link latency x2", 1, 1, 1, 2, 1, 1};
+    s[ns++] = (move){"micro-batches x2", 1, 1, 1, 1, 1, 2};
+    if (o->micro >= 2) s[ns++] = (move){"micro-batches x0.5", 1, 1, 1, 1, 1, 0.5};
     if (o->cpu_us_per_mb > 0) {
-        s[ns++] = (move){"comm CPU per MB x0.5", 1, 1, 1, 1, 0.5};
-        s[ns++] = (move){"comm CPU per MB x2", 1, 1, 1, 1, 2};
+        s[ns++] = (move){"comm CPU per MB x0.5", 1, 1, 1, 1, 0.5, 1};
+        s[ns++] = (move){"comm CPU per MB x2", 1, 1, 1, 1, 2, 1};
     }
     tdm_sb_printf(md, "| assumption moved | baseline step ms | with --overlap-grad-reduce ms | change |\n|---|---|---|---|\n");
-    tdm_sb_printf(text, "%-26s %14s %16s %9s\n", "assumption moved", "baseline ms", "overlap-grad ms", "change");
     int64_t *padded = NULL;
     for (int i = 0; i < ns; i++) {
         tdm_plan_model m;
         practice_model(t, o, o->tflops * s[i].tflops, s[i].tokens, &m);
         m.cpu_us_per_mb = o->cpu_us_per_mb * s[i].cpu;
+        m.n_micro = (int)lround(o->micro * s[i].micro);
         tdm_plan_config a = base, b = base;
         a.link.gbps = b.link.gbps = o->link_gbps * s[i].gbps;
         a.link.alpha_us = b.link.alpha_us = o->link_latency_us * s[i].alpha;
@@ -387,15 +389,17 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
             tdm_sb_printf(text,
                           "practice: Qwen3-VL-8B, %d ranks, vision and projector frozen, distributed optimizer\n"
                           "assumptions: %.4g TFLOP/s sustained, %lld tokens and %lld patches per micro-batch, %d "
-                          "micro-batch(es) a step,\n  link %.4g Gbit/s and %.4g us per ring step, fp32 gradients, "
+                          "micro-batch(es) a step,\n  link %.4g Gbit/s and %.4g us per ring step, fp32 gradients and parameters on the wire "
+                          "(bf16 halves the bytes: as link bandwidth x2), "
                           "%lld trainable parameters in %d buckets (default size),\n  compute = 2 x parameters x tokens "
                           "forward, twice that backward (%.1f ms a micro-batch); nothing else costs time\n\n",
                           o->dp, o->tflops, (long long)o->tokens, (long long)o->patches, o->micro, o->link_gbps,
                           o->link_latency_us, (long long)tr, nb, comp / 1e3);
             tdm_sb_printf(md, "Assumptions: %.4g TFLOP/s, %lld tokens and %lld patches per micro-batch, %d micro-batch(es), "
-                              "%.4g Gbit/s, %.4g us per ring step, fp32 gradients, %lld trainable parameters in %d buckets.\n\n",
+                              "%.4g Gbit/s, %.4g us per ring step, fp32 gradients and parameters on the wire, %lld trainable parameters in %d buckets.\n\n",
                           o->tflops, (long long)o->tokens, (long long)o->patches, o->micro, o->link_gbps,
                           o->link_latency_us, (long long)tr, nb);
+            tdm_sb_printf(text, "%-26s %14s %16s %9s\n", "assumption moved", "baseline ms", "overlap-grad ms", "change");
         }
         double ch = (rb.step_us / ra.step_us - 1) * 100;
         tdm_sb_printf(text, "%-26s %14.2f %16.2f %+8.2f%%\n", s[i].what, ra.step_us / 1e3, rb.step_us / 1e3, ch);
@@ -453,7 +457,7 @@ int cmd_plan(int argc, char **argv) {
     tdm_sb_init(&svg);
     int rc = 0;
     if (o.practice) {
-        if (o.link_gbps < 0) o.link_gbps = 100;
+        if (o.link_gbps < 0) o.link_gbps = 800;
         if (o.link_latency_us < 0) o.link_latency_us = 10;
         tdm_sb_puts(&md, "# tandem plan: the practice\n\n");
         rc = run_practice(&o, &t, &text, &md);

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# tandem plan end to end: a real 2-rank run of the tiny configuration profiled at level 1, the
+# model rebuilt from its trace replaying its mean step (within 5%), the report files, --suggest,
+# --practice, and bad input (one sentence each, non-zero exit).
+. "$(dirname "$0")/../train/lib.sh"
+tiny_setup 48 8
+cat >"$W/tools.json" <<JSON
+{"profile": {"enable": true, "ranks": [-1], "start_step": 3, "end_step": 6, "level": 1, "save_path": "$W/prof"}}
+JSON
+TRAIN=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --freeze-vision --freeze-projector
+       --use-distributed-optimizer --ddp-num-buckets 3 --micro-batch-size 1 --global-batch-size 4 --train-iters 6)
+if "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${TRAIN[@]}" --profile-config "$W/tools.json" >"$W/train.log" 2>&1
+then ok "profiled run"; else bad "profiled run: $(tail -n 5 "$W/train.log")"; finish; exit 1; fi
+
+if "$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision --freeze-projector --out "$W/plan" --suggest \
+    --candidate "--overlap-grad-reduce" --candidate "--ddp-num-buckets 6" \
+    --candidate "--dp 4" --candidate "--link-gbps 1" >"$W/plan.txt" 2>&1
+then ok "plan"; else bad "plan: $(cat "$W/plan.txt")"; fi
+grep -q "baseline read from the trace: dp 2, distributed optimizer, 3 bucket(s)" "$W/plan.txt" && ok "baseline read" \
+  || bad "baseline not read from the trace: $(cat "$W/plan.txt")"
+grep -q "^confirm with: mpirun -np 2 tandem ab --baseline \"\" --candidate" "$W/plan.txt" && ok "suggestion" \
+  || bad "no tandem ab command: $(cat "$W/plan.txt")"
+$PY - "$W/plan" <<'PYEOF' && ok "replay within 5% and the report files" || bad "plan.json: see above"
+import json, sys, os
+d = sys.argv[1]
+p = json.load(open(os.path.join(d, "plan.json")))
+meas = p["model"]["measured_step_us"]
+rows = p["predictions"]
+errs = []
+rep = rows[0]["step_us"]
+if abs(rep / meas - 1) > 0.05: errs.append("replay %.1f us vs measured %.1f us" % (rep, meas))
+names = [r["name"] for r in rows]
+if names != ["baseline (replay)", "--overlap-grad-reduce", "--ddp-num-buckets 6", "--dp 4", "--link-gbps 1"]:
+    errs.append("rows %s" % names)
+for r in rows:
+    if abs(r["hidden_us"] + r["exposed_us"] - r["comm_us"]) > 1e-3 * max(1, r["comm_us"]): errs.append("hidden+exposed")
+    for c in r["collectives"]:
+        dur = c["end_us"] - c["start_us"]  # figures printed at 6 significant digits
+        if c["hidden_us"] < 0 or c["hidden_us"] > dur + 1e-5 * c["end_us"] + 1e-6: errs.append("coll %s" % c)
+if rows[2]["buckets"] < 4: errs.append("6 buckets asked, %d made" % rows[2]["buckets"])
+slow = rows[4]  # 1 Gbit/s is slower than the shared-memory link measured
+if not slow["step_us"] > rep: errs.append("a 1 Gbit/s link predicted faster than shared memory")
+if "suggestion" not in p: errs.append("no suggestion")
+svg = open(os.path.join(d, "timeline.svg")).read()
+if not svg.startswith("<svg") or "measured" not in svg: errs.append("timeline.svg")
+if "```" not in open(os.path.join(d, "plan.md")).read(): errs.append("plan.md")
+for e in errs: print(e)
+sys.exit(1 if errs else 0)
+PYEOF
+
+if "$TANDEM" plan --practice --out "$W/practice" >"$W/practice.txt" 2>&1 && grep -q "link bandwidth x2" "$W/practice.txt" \
+  && grep -q "9.24%" "$W/practice.txt"; then ok "practice"; else bad "practice: $(cat "$W/practice.txt")"; fi
+
+# --- bad input: one sentence, non-zero exit ---------------------------------------------------
+expect_fail() { # what, expected text, command...
+  local what=$1 want=$2; shift 2
+  if "$@" >"$W/bad.out" 2>&1; then bad "$what: exit 0"; return; fi
+  if [ "$(wc -l <"$W/bad.out")" -le 2 ] && grep -q -- "$want" "$W/bad.out"; then ok "$what"
+  else bad "$what: $(cat "$W/bad.out")"; fi
+}
+echo '{"a": 1}' >"$W/notrace.json"
+expect_fail "no trace" "no such file or directory" "$TANDEM" plan "$W/none" --model "$W/model" --out "$W/o1"
+expect_fail "not a trace" "expected" "$TANDEM" plan "$W/notrace.json" --model "$W/model" --out "$W/o2"
+expect_fail "no model" "--model DIR is required" "$TANDEM" plan "$W/prof" --out "$W/o3"
+expect_fail "no input" "expected a profiled run's trace" "$TANDEM" plan --out "$W/o4"
+expect_fail "bad candidate" "candidate flag '--frob'" "$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision \
+  --freeze-projector --out "$W/o5" --candidate "--frob"
+expect_fail "bad baseline" "--baseline" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o6" --baseline "--dp x"
+expect_fail "bad link" "--link-gbps" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o7" --link-gbps -1
+finish
