@@ -226,6 +226,9 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
     if (!(c->link.gbps > 0) || !(c->link.alpha_us >= 0))
         return tdm_errorf(err, "link %g Gbit/s, latency %g us: expected a bandwidth above 0 and a latency of at least 0",
                           c->link.gbps, c->link.alpha_us);
+    if (c->overlap_param && !(c->overlap_grad && c->distributed))
+        return tdm_errorf(err, "--overlap-param-gather: requires --overlap-grad-reduce and --use-distributed-optimizer "
+                               "(as tandem train)");
     if (m->n_micro < 1) return tdm_errorf(err, "the model has %d micro-batches a step: expected at least 1", m->n_micro);
     sim s = {.m = m, .c = c, .r = r};
     int *bucket_of = NULL;

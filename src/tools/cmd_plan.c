@@ -498,9 +498,8 @@ int cmd_plan(int argc, char **argv) {
         rc = 1;
         goto out_practice;
     }
-    const int n_default = m.baseline.distributed ? 3 : 1;
-    const char *defaults[3] = {"--overlap-grad-reduce", "--overlap-param-gather",
-                               "--overlap-grad-reduce --overlap-param-gather"};
+    const int n_default = m.baseline.distributed ? 2 : 1;
+    const char *defaults[2] = {"--overlap-grad-reduce", "--overlap-grad-reduce --overlap-param-gather"};
     int n_cand = o.n_candidates ? o.n_candidates : n_default;
     row *rows = tdm_xcalloc((size_t)n_cand + 2, sizeof *rows);
     int n_rows = 0;
@@ -522,8 +521,8 @@ int cmd_plan(int argc, char **argv) {
             goto out_rows;
         }
         if (o.n_candidates == 0 && i == 0 && m.baseline.overlap_grad) {
-            r->c.overlap_grad = 0; /* a baseline with the overlap: the candidate without it */
-            snprintf(r->name, sizeof r->name, "--no-overlap-grad-reduce");
+            r->c.overlap_grad = r->c.overlap_param = 0; /* a baseline with the overlap: the candidate without it */
+            snprintf(r->name, sizeof r->name, "--no-overlap-grad-reduce --no-overlap-param-gather");
         } else {
             snprintf(r->name, sizeof r->name, "%s", f);
         }

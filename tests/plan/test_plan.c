@@ -110,14 +110,14 @@ static void test_param_gather_overlap(void) {
     CHECK_NEAR(r.step_us, 5000 + 100 + 100 + one + 50 + one, 1e-6);
     CHECK(r.n_colls == 2 && r.colls[1].kind == TDM_PLAN_ALL_GATHER, "%d collectives", r.n_colls);
     tdm_plan_result_free(&r);
-    c.overlap_param = 1;
+    c.overlap_param = c.overlap_grad = 1; /* one bucket, ready when the backward ends: nothing else changes */
     CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
     CHECK_NEAR(r.step_us, 5000 + 100 + 100 + one + 50, 1e-6);
     CHECK(r.n_colls == 2 && r.colls[0].kind == TDM_PLAN_ALL_GATHER && r.colls[0].post_us == 0, "gather first");
     CHECK_NEAR(r.hidden_us, one, 1e-6);
     tdm_plan_result_free(&r);
     /* micro-batches: the gradient collectives only after the last one's backward */
-    m.n_micro = 3, c.overlap_param = 0;
+    m.n_micro = 3, c.overlap_param = c.overlap_grad = 0;
     CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
     CHECK_NEAR(r.step_us, 3 * 5200 + one + 50 + one, 1e-6);
     tdm_plan_result_free(&r);
@@ -143,7 +143,9 @@ static void test_flags_and_bad_input(void) {
     tdm_plan_config z = {.dp = 2, .link = {0, 0}};
     tdm_plan_result r;
     CHECK(tdm_plan_simulate(&m, &z, &r, &err) != 0 && strstr(err.msg, "bandwidth"), "%s", err.msg);
-    z.link.gbps = 1, z.dp = 0;
+    z.link.gbps = 1, z.overlap_param = 1;
+    CHECK(tdm_plan_simulate(&m, &z, &r, &err) != 0 && strstr(err.msg, "requires --overlap-grad-reduce"), "%s", err.msg);
+    z.overlap_param = 0, z.dp = 0;
     CHECK(tdm_plan_simulate(&m, &z, &r, &err) != 0 && strstr(err.msg, "dp size 0"), "%s", err.msg);
 }
 

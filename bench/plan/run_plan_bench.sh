@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# tandem plan against measurement on this machine (shared memory, the tiny configuration):
+#   1. overlap flags: predicted vs measured change of the mean step, from one profiled baseline
+#   2. bucket count: a measured sweep (overlap-grad-reduce on) against --suggest's pick
+#   3. dp 2, 3, 4 (2 micro-batches a rank, oversubscribed where the cores run out) predicted from dp 2
+# Each timing is plain `tandem train` runs, interleaved across the settings compared; a point is the median
+# step over iterations 11..STEPS of its runs.
+#   bench/plan/run_plan_bench.sh [STEPS] [REPEATS]     (defaults 40 and 2; env TANDEM, MPIRUN)
+set -u
+cd "$(dirname "$0")/../.."
+STEPS=${1:-40}
+REPS=${2:-2}
+TANDEM=${TANDEM:-build/tandem}
+MPIRUN=${MPIRUN:-mpirun.openmpi}
+case "$MPIRUN" in *openmpi*) MPIFLAGS=(--allow-run-as-root --oversubscribe --bind-to none) ;; *) MPIFLAGS=() ;; esac
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1
+W=$(mktemp -d /tmp/tdm_plan_bench.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+"$TANDEM" gen-data --out "$W/data" --samples 96 --heldout 8 >/dev/null
+mkdir -p "$W/model" && cp configs/tiny/config.json configs/tiny/preprocessor_config.json "$W/model/"
+"$TANDEM" train-tokenizer --data "$W/data/train.json" --out "$W/tok.json" >/dev/null 2>&1
+BASE=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --freeze-vision --freeze-projector
+      --use-distributed-optimizer --micro-batch-size 1)
+FREEZE=(--freeze-vision --freeze-projector)
+
+train() { # np out-log flags...
+  local np=$1 log=$2; shift 2
+  "$MPIRUN" "${MPIFLAGS[@]}" -np "$np" "$TANDEM" train "${BASE[@]}" --global-batch-size $((2 * np)) "$@" >"$log" 2>&1 \
+    || { echo "train failed: $(tail -n 3 "$log")" >&2; return 1; }
+}
+step_ms() { # logs... -> median elapsed ms over iterations 11.. of every log (a busy machine's spikes aside)
+  python3 - "$@" <<'PY'
+import re, statistics, sys
+v = []
+for f in sys.argv[1:]:
+    for line in open(f):
+        m = re.search(r"iteration\s+(\d+)/.*elapsed time per iteration \(ms\): ([0-9.]+)", line)
+        if m and int(m.group(1)) > 10: v.append(float(m.group(2)))
+print("%.3f" % statistics.median(v))
+PY
+}
+# Measures configurations interleaved (A B C A B C ...), REPS rounds, so that the other helpers' load hits
+# all of them alike; prints one median per configuration, in order. Each: "NP|FLAGS".
+interleaved() {
+  local n=$# r i
+  local specs=("$@")
+  for r in $(seq "$REPS"); do
+    for i in $(seq 0 $((n - 1))); do
+      train "${specs[$i]%%|*}" "$W/m$i-$r.log" --train-iters "$STEPS" ${specs[$i]#*|} || return 1
+    done
+  done
+  for i in $(seq 0 $((n - 1))); do step_ms "$W"/m$i-*.log; done
+  rm -f "$W"/m*-*.log
+}
+profile() { # np dir flags...
+  local np=$1 dir=$2; shift 2
+  echo "{\"profile\": {\"enable\": true, \"start_step\": 6, \"end_step\": 15, \"level\": 1, \"save_path\": \"$dir\"}}" >"$W/tools.json"
+  train "$np" "$W/profile.log" --train-iters 15 --profile-config "$W/tools.json" "$@"
+}
+predict() { # dir candidate-flags... -> predicted ms of the baseline and each candidate, one per line
+  local dir=$1; shift
+  local args=()
+  for c in "$@"; do args+=(--candidate "$c"); done
+  "$TANDEM" plan "$dir" --model "$W/model" "${FREEZE[@]}" --out "$W/plan" "${args[@]}" >/dev/null || return 1
+  python3 -c 'import json,sys; [print("%.3f" % (r["step_us"] / 1e3)) for r in json.load(open(sys.argv[1]))["predictions"]]' "$W/plan/plan.json"
+}
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load:$(uptime | sed 's/.*load average://')"
+echo "tandem $(git describe --always --dirty), $MPIRUN, $STEPS steps a run, median over iterations 11..$STEPS, $REPS interleaved run(s) a point"
+
+echo; echo "## 1. overlap flags, dp 2, 3 buckets"
+profile 2 "$W/p1" --ddp-num-buckets 3
+mapfile -t P < <(predict "$W/p1" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
+names=("baseline" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
+mapfile -t M < <(interleaved "2|--ddp-num-buckets 3" "2|--ddp-num-buckets 3 --overlap-grad-reduce" \
+                             "2|--ddp-num-buckets 3 --overlap-grad-reduce --overlap-param-gather")
+printf '| setting | predicted ms | measured ms | predicted change | measured change | error (points) |\n|---|---|---|---|---|---|\n'
+for i in 0 1 2; do
+  python3 - "${names[$i]}" "${P[$i]}" "${M[$i]}" "${P[0]}" "${M[0]}" <<'PY'
+import sys
+n, p, m, p0, m0 = sys.argv[1], *map(float, sys.argv[2:])
+pc, mc = (p / p0 - 1) * 100, (m / m0 - 1) * 100
+print("| %s | %.2f | %.2f | %+.2f%% | %+.2f%% | %.2f |" % (n, p, m, pc, mc, abs(pc - mc)))
+PY
+done
+
+echo; echo "## 2. bucket count, overlap-grad-reduce on, dp 2"
+profile 2 "$W/p2" --ddp-num-buckets 3 --overlap-grad-reduce
+"$TANDEM" plan "$W/p2" --model "$W/model" "${FREEZE[@]}" --out "$W/plan2" --suggest >"$W/suggest.txt" || exit 1
+grep -E "^suggestion|^confirm" "$W/suggest.txt"
+NBS=(1 2 3 4 6 8 12)
+specs=()
+for nb in "${NBS[@]}"; do specs+=("2|--ddp-num-buckets $nb --overlap-grad-reduce"); done
+mapfile -t M < <(interleaved "${specs[@]}")
+printf '| buckets | predicted ms | measured ms |\n|---|---|---|\n'
+for i in "${!NBS[@]}"; do echo "| ${NBS[$i]} | $(predict "$W/p2" "--ddp-num-buckets ${NBS[$i]}" | sed -n 2p) | ${M[$i]} |"; done
+
+echo; echo "## 3. dp size (2 micro-batches a rank), predicted from the dp 2 profile of section 1"
+mapfile -t M < <(interleaved "2|--ddp-num-buckets 3" "3|--ddp-num-buckets 3" "4|--ddp-num-buckets 3")
+printf '| dp | predicted ms | measured ms | error |\n|---|---|---|---|\n'
+for i in 0 1 2; do
+  dp=$((i + 2)); p=$(predict "$W/p1" "--dp $dp" | sed -n 2p)
+  python3 -c "import sys; p, m = float(sys.argv[1]), float(sys.argv[2]); print('| %s | %.2f | %.2f | %+.1f%% |' % (sys.argv[3], p, m, (p / m - 1) * 100))" "$p" "${M[$i]}" "$dp"
+done
+echo; echo "load after:$(uptime | sed 's/.*load average://')"
