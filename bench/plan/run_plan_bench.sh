@@ -61,7 +61,7 @@ predict() { # dir candidate-flags... -> predicted ms of the baseline and each ca
   local dir=$1; shift
   local args=()
   for c in "$@"; do args+=(--candidate "$c"); done
-  "$TANDEM" plan "$dir" --model "$W/model" "${FREEZE[@]}" --out "$W/plan" "${args[@]}" >/dev/null || return 1
+  "$TANDEM" plan "$dir" --model "$W/model" "${FREEZE[@]}" --cores "$(nproc)" --out "$W/plan" "${args[@]}" >/dev/null || return 1
   python3 -c 'import json,sys; [print("%.3f" % (r["step_us"] / 1e3)) for r in json.load(open(sys.argv[1]))["predictions"]]' "$W/plan/plan.json"
 }
 

@@ -103,6 +103,7 @@ typedef struct sim {
     const tdm_plan_config *c;
     tdm_plan_result *r;
     const double *extra; /* [n_segs of the previous pass] CPU taken from each compute segment */
+    double scale;        /* compute time over the measured one (oversubscribed cores) */
     double t;            /* the compute thread's clock */
     double link_free;
     int nb;
@@ -119,6 +120,7 @@ static void seg(sim *s, double dur, int unit, int backward, const char *what) {
         s->seg_cap = s->seg_cap ? 2 * s->seg_cap : 256;
         r->segs = tdm_xrealloc(r->segs, (size_t)s->seg_cap * sizeof *r->segs);
     }
+    dur *= s->scale;
     r->segs[r->n_segs++] = (tdm_plan_seg){s->t, s->t + dur + extra, unit, backward, what};
     s->t += dur + extra;
 }
@@ -230,7 +232,12 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
         return tdm_errorf(err, "--overlap-param-gather: requires --overlap-grad-reduce and --use-distributed-optimizer "
                                "(as tandem train)");
     if (m->n_micro < 1) return tdm_errorf(err, "the model has %d micro-batches a step: expected at least 1", m->n_micro);
-    sim s = {.m = m, .c = c, .r = r};
+    sim s = {.m = m, .c = c, .r = r, .scale = 1};
+    if (m->cores > 0) {
+        double now = c->dp > m->cores ? (double)c->dp / m->cores : 1;
+        double then = m->baseline.dp > m->cores ? (double)m->baseline.dp / m->cores : 1;
+        s.scale = now / then;
+    }
     int *bucket_of = NULL;
     int nb = tdm_plan_buckets(m, c, &s.padded, &bucket_of, err);
     if (nb < 0) return -1;

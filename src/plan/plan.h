@@ -87,6 +87,8 @@ typedef struct tdm_plan_model {
     double sync_us;     /* gradient sync's own time after the waits (the ranks' agreement) */
     double opt_us;      /* optimizer, without waits for all-gathers */
     double cpu_us_per_mb;
+    int cores; /* cores the ranks of one host share (0: as many as they need): compute is scaled by
+                  max(1, dp / cores) over the baseline's, for dp sizes that oversubscribe one host */
     tdm_plan_config baseline; /* the settings the measurement ran with, link fitted or given */
     double measured_step_us;  /* mean over the traced steps and ranks; NaN when built by hand */
     int n_steps_measured;

@@ -30,7 +30,7 @@ typedef struct plan_opts {
     int suggest, practice;
     double tflops;
     int64_t tokens, patches;
-    int micro, dp;
+    int micro, dp, cores;
 } plan_opts;
 
 static const tdm_flag FLAGS[] = {
@@ -85,6 +85,15 @@ static const tdm_flag FLAGS[] = {
      .metavar = "X",
      .help = "CPU us that driving 1 MB of a collective takes from the compute it overlaps (inline progress, "
              "or a communication thread without a core of its own)"},
+    {.name = "cores",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(plan_opts, cores),
+     .lo = 0,
+     .hi = 1e6,
+     .def = "0",
+     .metavar = "N",
+     .help = "cores one host's ranks share: a dp size above it slows compute by dp / N (oversubscribed ranks; "
+             "0: every rank has a core)"},
     {.name = "suggest",
      .kind = TDM_FLAG_BOOL,
      .off = offsetof(plan_opts, suggest),
@@ -498,6 +507,7 @@ int cmd_plan(int argc, char **argv) {
         rc = 1;
         goto out_practice;
     }
+    m.cores = o.cores;
     const int n_default = m.baseline.distributed ? 2 : 1;
     const char *defaults[2] = {"--overlap-grad-reduce", "--overlap-grad-reduce --overlap-param-gather"};
     int n_cand = o.n_candidates ? o.n_candidates : n_default;

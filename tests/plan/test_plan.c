@@ -78,6 +78,11 @@ static void test_fully_hidden_and_exposed(void) {
     CHECK_NEAR(r.hidden_us, 0, 1e-9);
     CHECK_NEAR(r.step_us, 2030 + tdm_plan_ring_us(TDM_PLAN_ALL_REDUCE, 250250 * 4.0, 2, &c.link), 1e-6);
     tdm_plan_result_free(&r);
+    /* 4 ranks on 2 cores, measured with 2: compute twice as long */
+    m.cores = 2, m.baseline.dp = 2, c.dp = 4, c.num_buckets = 0, c.bucket_size = 1000, c.overlap_grad = 0;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.compute_us, 2 * 2030, 1e-6);
+    tdm_plan_result_free(&r);
 }
 
 static void test_cpu_taken_from_overlapped_compute(void) {
