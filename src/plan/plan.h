@@ -94,7 +94,8 @@ typedef struct tdm_plan_model {
     int n_steps_measured;
     struct tdm_plan_seg *measured; /* the first rank's last traced step, from its start (backward 2: a collective) */
     int n_measured;
-    double measured_one_us; /* that step's length */
+    double measured_one_us;    /* that step's length */
+    double measured_cpu_us_per_mb; /* from analysis.json; NaN when not there */
 } tdm_plan_model;
 
 void tdm_plan_model_free(tdm_plan_model *m);
@@ -167,7 +168,8 @@ typedef struct tdm_plan_trace_in {
     int n_params;
     tdm_plan_config baseline;
     int baseline_given; /* 1: dp, overlap flags, distributed, bucket settings as given */
-    double cpu_us_per_mb;
+    double cpu_us_per_mb; /* < 0: measured, the communication threads' CPU time (analysis.json beside the
+                             trace) over the bytes their collectives moved; 0 when not there */
 } tdm_plan_trace_in;
 
 int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err);

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 
 #include "core/alloc.h"
+#include "core/fs.h"
+#include "core/json.h"
 #include "plan/plan.h"
 #include "prof/prof.h"
 #include "prof/trace.h"
@@ -27,6 +29,34 @@ static void note(char *notes, int cap, const char *fmt, ...) {
     va_end(ap);
     n = strlen(notes);
     if ((int)n < cap - 1) notes[n] = '\n', notes[n + 1] = '\0';
+}
+
+/* CPU ms of the threads named comm... in analysis.json beside the trace; NaN when there is none. */
+static double comm_thread_cpu_ms(const char *trace_path) {
+    char dir[4096], path[4200];
+    tdm_dirname(trace_path, dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/analysis.json", dir);
+    tdm_error err;
+    size_t len;
+    char *text = tdm_read_file(path, (size_t)1 << 28, &len, &err);
+    if (!text) return NAN;
+    tdm_json_doc *doc = tdm_json_parse(text, len, path, &err);
+    free(text);
+    if (!doc) return NAN;
+    const tdm_json *th = tdm_json_get(tdm_json_root(doc), "threads");
+    double ms = NAN;
+    if (th && th->type == TDM_JSON_ARRAY) {
+        ms = 0;
+        for (size_t i = 0; i < th->len; i++) {
+            const tdm_json *name = tdm_json_get(th->items[i], "name"), *u = tdm_json_get(th->items[i], "user_ms"),
+                           *sy = tdm_json_get(th->items[i], "system_ms");
+            if (!name || name->type != TDM_JSON_STRING || strncmp(name->str, "comm", 4)) continue;
+            if (u && u->type == TDM_JSON_NUMBER) ms += u->num;
+            if (sy && sy->type == TDM_JSON_NUMBER) ms += sy->num;
+        }
+    }
+    tdm_json_free(doc);
+    return ms;
 }
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
@@ -254,7 +284,6 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     m->opt_us = opt.sum / opt.n;
     if (m->head_us < 0) m->head_us = 0;
     if (m->fb_other_us < 0) m->fb_other_us = 0;
-    m->cpu_us_per_mb = in->cpu_us_per_mb;
     m->measured_step_us = step.sum / step.n;
     m->n_steps_measured = (int)step.n;
 
@@ -282,7 +311,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         rc = -1;
         goto out;
     }
-    double x[2 * 512], w[2 * 512], tau[2 * 512];
+    double x[2 * 512], w[2 * 512], tau[2 * 512], moved = 0;
     int n = 0, mismatch = 0;
     for (int side = 0; side < 2; side++)
         for (int b = 0; b < MAXB && n < 1024; b++) {
@@ -296,6 +325,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             double bytes = (double)padded[b] * (side && c->bf16_params ? 2.0 : 4.0);
             tdm_plan_ring_factors(kind, bytes, c->dp, &x[n], &w[n]);
             tau[n] = o->sum / o->n;
+            moved += o->n * bytes;
             n++;
         }
     free(padded);
@@ -307,6 +337,29 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     if (n == 0 && !gbps_given)
         note(notes, notes_cap, "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
     fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
+    /* the CPU that driving the collectives took: the communication threads' time over the bytes moved */
+    double cpu_ms = comm_thread_cpu_ms(path);
+    m->measured_cpu_us_per_mb = isfinite(cpu_ms) && moved > 0 ? cpu_ms * 1e3 / (moved / 1e6) : NAN;
+    if (in->cpu_us_per_mb >= 0) m->cpu_us_per_mb = in->cpu_us_per_mb;
+    else m->cpu_us_per_mb = isfinite(m->measured_cpu_us_per_mb) ? m->measured_cpu_us_per_mb : 0;
+    if (isfinite(m->measured_cpu_us_per_mb))
+        note(notes, notes_cap, "communication threads: %.4g CPU us per MB moved (analysis.json); %s",
+             m->measured_cpu_us_per_mb, in->cpu_us_per_mb >= 0 ? "not used (given)" : "taken from overlapped compute");
+    else if (in->cpu_us_per_mb < 0)
+        note(notes, notes_cap, "no analysis.json beside the trace: no CPU cost of driving collectives (give "
+                               "--comm-cpu-us-per-mb)");
+    /* an overlapped baseline's measured compute already holds that CPU: take it out once */
+    if (m->cpu_us_per_mb > 0 && (c->overlap_grad || c->overlap_param)) {
+        tdm_plan_result r;
+        tdm_error e2;
+        if (tdm_plan_simulate(m, c, &r, &e2) == 0) {
+            double units = 0;
+            for (int u = 0; u < U; u++) units += (m->units[u].fwd_us + m->units[u].bwd_us) * m->n_micro;
+            double f = units > r.cpu_taken_us ? (units - r.cpu_taken_us) / units : 1;
+            for (int u = 0; u < U; u++) m->units[u].fwd_us *= f, m->units[u].bwd_us *= f;
+            tdm_plan_result_free(&r);
+        }
+    }
     note(notes, notes_cap, "link: %.4g Gbit/s (%s), latency %.4g us per ring step (%s), from %d measured collective(s)",
          c->link.gbps, gbps_given ? "given" : "fitted", c->link.alpha_us, alpha_given ? "given" : "fitted", n);
 out:

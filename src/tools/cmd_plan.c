@@ -81,10 +81,10 @@ static const tdm_flag FLAGS[] = {
      .off = offsetof(plan_opts, cpu_us_per_mb),
      .lo = 0,
      .hi = 1e9,
-     .def = "0",
      .metavar = "X",
      .help = "CPU us that driving 1 MB of a collective takes from the compute it overlaps (inline progress, "
-             "or a communication thread without a core of its own)"},
+             "or a communication thread without a core of its own; default: measured, the trace's communication "
+             "threads' CPU time over the bytes they moved; practice: 0)"},
     {.name = "cores",
      .kind = TDM_FLAG_INT,
      .off = offsetof(plan_opts, cores),
@@ -433,7 +433,7 @@ int cmd_plan(int argc, char **argv) {
     plan_opts o;
     memset(&o, 0, sizeof o);
     tdm_flags_defaults(&P, &o);
-    o.link_gbps = o.link_latency_us = -1;
+    o.link_gbps = o.link_latency_us = o.cpu_us_per_mb = -1;
     int done = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
     if (done >= 0) return done;
     const tdm_freeze fz = {o.freeze_vision || o.practice, o.freeze_projector || o.practice, o.freeze_llm,
@@ -466,6 +466,7 @@ int cmd_plan(int argc, char **argv) {
     tdm_sb_init(&svg);
     int rc = 0;
     if (o.practice) {
+        if (o.cpu_us_per_mb < 0) o.cpu_us_per_mb = 0;
         if (o.link_gbps < 0) o.link_gbps = 800;
         if (o.link_latency_us < 0) o.link_latency_us = 10;
         tdm_sb_puts(&md, "# tandem plan: the practice\n\n");
