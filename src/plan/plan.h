@@ -156,18 +156,19 @@ void tdm_plan_svg(struct tdm_strbuf *sb, const tdm_plan_model *m, const tdm_plan
 
 /* Builds m from tandem's trace (trace.json, or a folder holding it) and the parameter table
  * the caller gives (units in forward order by name, params in registration order, as
- * model/qwen3vl.h registers them). Settings the trace cannot show (bucket size, bf16) come
- * from *baseline (dp, overlap flags, distributed and the bucket count are read from the trace
- * unless baseline_given says the caller stated them); the link is fitted to the measured
- * collectives unless link_given (alpha_us and/or gbps > 0 in baseline->link are kept). */
+ * model/qwen3vl.h registers them). The baseline's settings are read from the trace (dp, the
+ * overlap flags, distributed or not, the bucket count as --ddp-num-buckets), then
+ * baseline_flags (tdm_plan_parse_flags) change what the trace cannot show (a --ddp-bucket-size,
+ * --bf16). The link is fitted to the measured collectives, keeping link.alpha_us when >= 0 and
+ * link.gbps when > 0. */
 typedef struct tdm_plan_trace_in {
     const char *path;
     const char *const *unit_names; /* [n_units] */
     int n_units;
     const tdm_plan_param *params; /* [n_params] */
     int n_params;
-    tdm_plan_config baseline;
-    int baseline_given; /* 1: dp, overlap flags, distributed, bucket settings as given */
+    const char *baseline_flags; /* NULL: none */
+    tdm_plan_link link;
     double cpu_us_per_mb; /* < 0: measured, the communication threads' CPU time (analysis.json beside the
                              trace) over the bytes their collectives moved; 0 when not there */
 } tdm_plan_trace_in;

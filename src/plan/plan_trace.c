@@ -288,19 +288,26 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     m->n_steps_measured = (int)step.n;
 
     tdm_plan_config *c = &m->baseline;
-    *c = in->baseline;
-    if (!in->baseline_given) {
-        c->dp = pt.n_ranks;
-        c->distributed = any_param;
-        c->overlap_grad = grad_in_fb;
-        c->overlap_param = any_param && param_in_fb;
-        if (max_grad_b >= 0) c->num_buckets = max_grad_b + 1, c->bucket_size = 0;
-        note(notes, notes_cap,
-             "baseline read from the trace: dp %d, %s, %d bucket(s) (taken as --ddp-num-buckets), overlap-grad-reduce "
-             "%s, overlap-param-gather %s",
-             c->dp, c->distributed ? "distributed optimizer" : "all-reduce", max_grad_b + 1,
-             c->overlap_grad ? "on" : "off", c->overlap_param ? "on" : "off");
+    memset(c, 0, sizeof *c);
+    c->dp = pt.n_ranks;
+    c->distributed = any_param;
+    c->overlap_grad = grad_in_fb;
+    c->overlap_param = any_param && param_in_fb;
+    if (max_grad_b >= 0) c->num_buckets = max_grad_b + 1;
+    note(notes, notes_cap,
+         "baseline read from the trace: dp %d, %s, %d bucket(s) (taken as --ddp-num-buckets), overlap-grad-reduce "
+         "%s, overlap-param-gather %s",
+         c->dp, c->distributed ? "distributed optimizer" : "all-reduce", max_grad_b + 1, c->overlap_grad ? "on" : "off",
+         c->overlap_param ? "on" : "off");
+    if (in->baseline_flags && in->baseline_flags[0]) {
+        tdm_error fe;
+        if (tdm_plan_parse_flags(in->baseline_flags, c, &fe) != 0) {
+            rc = tdm_errorf(err, "--baseline: %s", fe.msg);
+            goto out;
+        }
+        note(notes, notes_cap, "then as --baseline says: %s", in->baseline_flags);
     }
+    c->link = in->link;
     if (c->dp != pt.n_ranks)
         note(notes, notes_cap, "the trace holds %d rank(s) but the baseline says dp %d", pt.n_ranks, c->dp);
 
@@ -332,7 +339,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     if (mismatch)
         note(notes, notes_cap, "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
                                "left out of the link's fit", nb);
-    int alpha_given = in->baseline.link.alpha_us >= 0, gbps_given = in->baseline.link.gbps > 0;
+    int alpha_given = in->link.alpha_us >= 0, gbps_given = in->link.gbps > 0;
     if (!alpha_given) c->link.alpha_us = 0;
     if (n == 0 && !gbps_given)
         note(notes, notes_cap, "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");

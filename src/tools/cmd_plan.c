@@ -51,7 +51,8 @@ static const tdm_flag FLAGS[] = {
      .off = offsetof(plan_opts, baseline),
      .opts = TDM_FLAG_DASHES,
      .metavar = "\"FLAGS\"",
-     .help = "the settings the traced run used (default: read from the trace; bucket count as --ddp-num-buckets)"},
+     .help = "what the trace cannot show of the traced run's settings, over what it does (dp, overlap flags, "
+             "distributed optimizer, bucket count as --ddp-num-buckets): a --ddp-bucket-size, --bf16"},
     {.name = "candidate",
      .kind = TDM_FLAG_LIST,
      .off = offsetof(plan_opts, candidates),
@@ -486,23 +487,11 @@ int cmd_plan(int argc, char **argv) {
                             .n_units = t.n_units,
                             .params = t.params,
                             .n_params = t.n_params,
-                            .baseline = {.link = {o.link_latency_us, o.link_gbps}},
+                            .baseline_flags = o.baseline,
+                            .link = {o.link_latency_us, o.link_gbps},
                             .cpu_us_per_mb = o.cpu_us_per_mb};
     char notes[4096];
     tdm_plan_model m;
-    if (o.baseline) {
-        in.baseline_given = 1;
-        in.baseline.dp = 1;
-        if (tdm_plan_parse_flags(o.baseline, &in.baseline, &err) != 0) {
-            fprintf(stderr, "tandem plan: --baseline: %s\n", err.msg);
-            rc = 2;
-            goto out_practice;
-        }
-        if (o.link_gbps > 0) in.baseline.link.gbps = o.link_gbps;
-        if (o.link_latency_us >= 0) in.baseline.link.alpha_us = o.link_latency_us;
-        else in.baseline.link.alpha_us = -1;
-        if (!(in.baseline.link.gbps > 0)) in.baseline.link.gbps = -1;
-    }
     if (tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err) != 0) {
         fprintf(stderr, "tandem plan: %s\n", err.msg);
         rc = 1;
