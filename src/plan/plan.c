@@ -226,12 +226,14 @@ static double overlap_compute(const tdm_plan_result *r, double a0, double a1) {
 int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_plan_result *r, tdm_error *err) {
     memset(r, 0, sizeof *r);
     if (!(c->link.gbps > 0) || !(c->link.alpha_us >= 0))
-        return tdm_errorf(err, "link %g Gbit/s, latency %g us: expected a bandwidth above 0 and a latency of at least 0",
+        return tdm_errorf(err,
+                          "link %g Gbit/s, latency %g us: expected a bandwidth above 0 and a latency of at least 0",
                           c->link.gbps, c->link.alpha_us);
     if (c->overlap_param && !(c->overlap_grad && c->distributed))
         return tdm_errorf(err, "--overlap-param-gather: requires --overlap-grad-reduce and --use-distributed-optimizer "
                                "(as tandem train)");
-    if (m->n_micro < 1) return tdm_errorf(err, "the model has %d micro-batches a step: expected at least 1", m->n_micro);
+    if (m->n_micro < 1)
+        return tdm_errorf(err, "the model has %d micro-batches a step: expected at least 1", m->n_micro);
     sim s = {.m = m, .c = c, .r = r, .scale = 1};
     if (m->cores > 0) {
         double now = c->dp > m->cores ? (double)c->dp / m->cores : 1;
@@ -244,7 +246,8 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
     int *ready_unit = tdm_xmalloc((size_t)nb * sizeof *ready_unit); /* the lowest unit among its parameters */
     for (int b = 0; b < nb; b++) ready_unit[b] = m->n_units;
     for (int i = 0; i < m->n_params; i++)
-        if (bucket_of[i] >= 0 && m->params[i].unit < ready_unit[bucket_of[i]]) ready_unit[bucket_of[i]] = m->params[i].unit;
+        if (bucket_of[i] >= 0 && m->params[i].unit < ready_unit[bucket_of[i]])
+            ready_unit[bucket_of[i]] = m->params[i].unit;
     s.nb = nb;
     s.ag_end = tdm_xmalloc((size_t)(nb + 1) * sizeof *s.ag_end);
     /* The CPU that driving the collectives takes from the compute they overlap, found by a few
@@ -304,7 +307,8 @@ static int num_arg(const char *flag, const char *v, double lo, double hi, double
 
 int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err) {
     char buf[1024];
-    if (strlen(flags) >= sizeof buf) return tdm_errorf(err, "candidate flags: longer than %d characters", (int)sizeof buf - 1);
+    if (strlen(flags) >= sizeof buf)
+        return tdm_errorf(err, "candidate flags: longer than %d characters", (int)sizeof buf - 1);
     snprintf(buf, sizeof buf, "%s", flags);
     char *save = NULL;
     for (char *w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save)) {
@@ -350,11 +354,12 @@ int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err) 
 void tdm_plan_config_flags(const tdm_plan_config *c, const tdm_plan_config *b, char *out, int cap) {
     int n = 0;
     out[0] = '\0';
-#define ADD(...)                                                             \
-    do {                                                                     \
-        if (n < cap) n += snprintf(out + n, (size_t)(cap - n), __VA_ARGS__); \
+#define ADD(...)                                                                                                       \
+    do {                                                                                                               \
+        if (n < cap) n += snprintf(out + n, (size_t)(cap - n), __VA_ARGS__);                                           \
     } while (0)
-    if (c->overlap_grad != b->overlap_grad) ADD("%s--%soverlap-grad-reduce", n ? " " : "", c->overlap_grad ? "" : "no-");
+    if (c->overlap_grad != b->overlap_grad)
+        ADD("%s--%soverlap-grad-reduce", n ? " " : "", c->overlap_grad ? "" : "no-");
     if (c->overlap_param != b->overlap_param)
         ADD("%s--%soverlap-param-gather", n ? " " : "", c->overlap_param ? "" : "no-");
     if (c->distributed != b->distributed)

@@ -87,14 +87,14 @@ typedef struct tdm_plan_model {
     double sync_us;     /* gradient sync's own time after the waits (the ranks' agreement) */
     double opt_us;      /* optimizer, without waits for all-gathers */
     double cpu_us_per_mb;
-    int cores; /* cores the ranks of one host share (0: as many as they need): compute is scaled by
+    int cores;                /* cores the ranks of one host share (0: as many as they need): compute is scaled by
                   max(1, dp / cores) over the baseline's, for dp sizes that oversubscribe one host */
     tdm_plan_config baseline; /* the settings the measurement ran with, link fitted or given */
     double measured_step_us;  /* mean over the traced steps and ranks; NaN when built by hand */
     int n_steps_measured;
     struct tdm_plan_seg *measured; /* the first rank's last traced step, from its start (backward 2: a collective) */
     int n_measured;
-    double measured_one_us;    /* that step's length */
+    double measured_one_us;        /* that step's length */
     double measured_cpu_us_per_mb; /* from analysis.json; NaN when not there */
 } tdm_plan_model;
 
@@ -149,8 +149,8 @@ void tdm_plan_config_flags(const tdm_plan_config *c, const tdm_plan_config *base
 
 /* An SVG timeline: the measured step (when m has one) above each predicted one (compute and link). */
 struct tdm_strbuf;
-void tdm_plan_svg(struct tdm_strbuf *sb, const tdm_plan_model *m, const tdm_plan_result *res,
-                  const char *const *names, int n);
+void tdm_plan_svg(struct tdm_strbuf *sb, const tdm_plan_model *m, const tdm_plan_result *res, const char *const *names,
+                  int n);
 
 /* ---- plan_trace.c -------------------------------------------------------------------------- */
 

@@ -5,9 +5,9 @@
 #include "plan/plan.h"
 
 static const char *fill_of(const tdm_plan_seg *g) {
-    if (g->backward == 2) return "#d62728";             /* a collective */
-    if (g->unit < 0) return "#aaaaaa";                  /* head, loss, sync, optimizer */
-    return g->backward ? "#2ca02c" : "#1f77b4";         /* backward, forward */
+    if (g->backward == 2) return "#d62728";     /* a collective */
+    if (g->unit < 0) return "#aaaaaa";          /* head, loss, sync, optimizer */
+    return g->backward ? "#2ca02c" : "#1f77b4"; /* backward, forward */
 }
 
 static void row(tdm_strbuf *sb, const tdm_plan_seg *g, int n, int only_comm, double y, double scale, double x0) {
@@ -32,8 +32,10 @@ void tdm_plan_svg(tdm_strbuf *sb, const tdm_plan_model *m, const tdm_plan_result
                   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%d\" font-family=\"sans-serif\" "
                   "font-size=\"11\">\n",
                   x0 + width + 20, 60 + rows * 44);
-    tdm_sb_printf(sb, "<text x=\"10\" y=\"16\">one step, 0 to %.1f ms: forward (blue), backward (green), other compute "
-                      "(grey), collectives (red)</text>\n", tmax / 1e3);
+    tdm_sb_printf(sb,
+                  "<text x=\"10\" y=\"16\">one step, 0 to %.1f ms: forward (blue), backward (green), other compute "
+                  "(grey), collectives (red)</text>\n",
+                  tmax / 1e3);
     double y = 30;
     if (m->n_measured > 0) {
         tdm_sb_printf(sb, "<text x=\"10\" y=\"%.1f\">measured (rank 0, last traced step)</text>\n", y + 11);
@@ -54,8 +56,9 @@ void tdm_plan_svg(tdm_strbuf *sb, const tdm_plan_model *m, const tdm_plan_result
         for (int k = 0; k < res[i].n_colls; k++) {
             const tdm_plan_coll *c = &res[i].colls[k];
             double w = (c->end_us - c->start_us) * scale;
-            tdm_sb_printf(sb, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"14\" fill=\"%s\" stroke=\"white\" "
-                              "stroke-width=\"0.5\"/>\n",
+            tdm_sb_printf(sb,
+                          "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"14\" fill=\"%s\" stroke=\"white\" "
+                          "stroke-width=\"0.5\"/>\n",
                           x0 + c->start_us * scale, y + 16, w < 0.3 ? 0.3 : w,
                           c->kind == TDM_PLAN_ALL_GATHER ? "#ff7f0e" : "#d62728");
         }

@@ -236,8 +236,8 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                     int comp = x->thread_kind == TDM_PROF_THREAD_COMPUTE && x->cat == TDM_PROF_LAYER;
                     if (!comm && !comp) continue;
                     m->measured = tdm_xrealloc(m->measured, (size_t)(m->n_measured + 1) * sizeof *m->measured);
-                    m->measured[m->n_measured++] =
-                        (tdm_plan_seg){x->t0_us - s0, x->t1_us - s0, -1, comm ? 2 : (int)x->arg, comm ? "comm" : "layer"};
+                    m->measured[m->n_measured++] = (tdm_plan_seg){x->t0_us - s0, x->t1_us - s0, -1,
+                                                                  comm ? 2 : (int)x->arg, comm ? "comm" : "layer"};
                 }
             }
             for (int u = 0; u < U; u++) fwd[u].n += n_fb, bwd[u].n += n_fb;
@@ -337,8 +337,10 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         }
     free(padded);
     if (mismatch)
-        note(notes, notes_cap, "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
-                               "left out of the link's fit", nb);
+        note(notes, notes_cap,
+             "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
+             "left out of the link's fit",
+             nb);
     int alpha_given = in->link.alpha_us >= 0, gbps_given = in->link.gbps > 0;
     if (!alpha_given) c->link.alpha_us = 0;
     if (n == 0 && !gbps_given)
@@ -353,8 +355,9 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         note(notes, notes_cap, "communication threads: %.4g CPU us per MB moved (analysis.json); %s",
              m->measured_cpu_us_per_mb, in->cpu_us_per_mb >= 0 ? "not used (given)" : "taken from overlapped compute");
     else if (in->cpu_us_per_mb < 0)
-        note(notes, notes_cap, "no analysis.json beside the trace: no CPU cost of driving collectives (give "
-                               "--comm-cpu-us-per-mb)");
+        note(notes, notes_cap,
+             "no analysis.json beside the trace: no CPU cost of driving collectives (give "
+             "--comm-cpu-us-per-mb)");
     /* an overlapped baseline's measured compute already holds that CPU: take it out once */
     if (m->cpu_us_per_mb > 0 && (c->overlap_grad || c->overlap_param)) {
         tdm_plan_result r;

@@ -60,7 +60,8 @@ static const tdm_flag FLAGS[] = {
      .max = MAX_CANDIDATES,
      .opts = TDM_FLAG_DASHES,
      .metavar = "\"FLAGS\"",
-     .help = "a setting to predict (repeat the flag for more), relative to the baseline: --overlap-grad-reduce, --overlap-param-gather, "
+     .help = "a setting to predict (repeat the flag for more), relative to the baseline: --overlap-grad-reduce, "
+             "--overlap-param-gather, "
              "--ddp-bucket-size N, --ddp-num-buckets N, --dp N, --link-gbps X, --link-latency-us X (default: the "
              "overlap flags)"},
     {.name = "link-gbps",
@@ -233,13 +234,15 @@ typedef struct row {
 static void per_kind(const tdm_plan_result *r, int kind, double *comm, double *hidden) {
     *comm = *hidden = 0;
     for (int k = 0; k < r->n_colls; k++)
-        if (r->colls[k].kind == kind) *comm += r->colls[k].end_us - r->colls[k].start_us, *hidden += r->colls[k].hidden_us;
+        if (r->colls[k].kind == kind)
+            *comm += r->colls[k].end_us - r->colls[k].start_us, *hidden += r->colls[k].hidden_us;
 }
 
 static void table_text(tdm_strbuf *sb, const row *rows, int n, double measured) {
     tdm_sb_printf(sb, "%-44s %7s %10s %8s %9s %9s %9s\n", "setting", "buckets", "step ms", "change", "comm ms",
                   "hidden", "exposed");
-    if (isfinite(measured)) tdm_sb_printf(sb, "%-44s %7s %10.3f\n", "measured baseline (mean step)", "", measured / 1e3);
+    if (isfinite(measured))
+        tdm_sb_printf(sb, "%-44s %7s %10.3f\n", "measured baseline (mean step)", "", measured / 1e3);
     for (int i = 0; i < n; i++) {
         const tdm_plan_result *r = &rows[i].r;
         double ch = (r->step_us / rows[0].r.step_us - 1) * 100;
@@ -249,8 +252,8 @@ static void table_text(tdm_strbuf *sb, const row *rows, int n, double measured) 
             double cm, hd;
             per_kind(r, k, &cm, &hd);
             if (cm > 0)
-                tdm_sb_printf(sb, "  %-42s %7s %10s %8s %9.3f %9.3f %9.3f\n", tdm_plan_kind_name(k), "", "", "", cm / 1e3,
-                              hd / 1e3, (cm - hd) / 1e3);
+                tdm_sb_printf(sb, "  %-42s %7s %10s %8s %9.3f %9.3f %9.3f\n", tdm_plan_kind_name(k), "", "", "",
+                              cm / 1e3, hd / 1e3, (cm - hd) / 1e3);
         }
     }
 }
@@ -273,8 +276,9 @@ static void json_num(tdm_strbuf *sb, double v) {
 static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows, int n, const char *notes,
                        const row *best) {
     tdm_sb_puts(sb, "{\"model\": {\"units\": ");
-    tdm_sb_printf(sb, "%d, \"micro_batches\": %d, \"head_us\": %.6g, \"fb_other_us\": %.6g, \"sync_us\": %.6g, "
-                      "\"optimizer_us\": %.6g, \"cpu_us_per_mb\": %.6g, \"measured_step_us\": ",
+    tdm_sb_printf(sb,
+                  "%d, \"micro_batches\": %d, \"head_us\": %.6g, \"fb_other_us\": %.6g, \"sync_us\": %.6g, "
+                  "\"optimizer_us\": %.6g, \"cpu_us_per_mb\": %.6g, \"measured_step_us\": ",
                   m->n_units, m->n_micro, m->head_us, m->fb_other_us, m->sync_us, m->opt_us, m->cpu_us_per_mb);
     json_num(sb, m->measured_step_us);
     tdm_sb_printf(sb, ", \"measured_steps\": %d, \"baseline\": ", m->n_steps_measured);
@@ -326,8 +330,7 @@ static int write_out(const char *dir, const char *name, const tdm_strbuf *sb, td
 /* Fills m from the table: a unit's forward is 2 x its parameters x its tokens FLOPs (vision
  * units: patches), its backward twice that when it or an earlier unit trains (the input
  * gradient is needed from the first trained unit on), at `tflops`; nothing else costs time. */
-static void practice_model(const table *t, const plan_opts *o, double tflops, double tokens_scale,
-                           tdm_plan_model *m) {
+static void practice_model(const table *t, const plan_opts *o, double tflops, double tokens_scale, tdm_plan_model *m) {
     memset(m, 0, sizeof *m);
     m->n_units = t->n_units;
     m->units = tdm_xcalloc((size_t)t->n_units + 1, sizeof *m->units);
@@ -371,7 +374,8 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
         s[ns++] = (move){"comm CPU per MB x0.5", 1, 1, 1, 1, 0.5, 1};
         s[ns++] = (move){"comm CPU per MB x2", 1, 1, 1, 1, 2, 1};
     }
-    tdm_sb_printf(md, "| assumption moved | baseline step ms | with --overlap-grad-reduce ms | change |\n|---|---|---|---|\n");
+    tdm_sb_printf(
+        md, "| assumption moved | baseline step ms | with --overlap-grad-reduce ms | change |\n|---|---|---|---|\n");
     int64_t *padded = NULL;
     for (int i = 0; i < ns; i++) {
         tdm_plan_model m;
@@ -396,20 +400,26 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
                 if (m.params[k].trainable) tr += m.params[k].numel;
             double comp = 0;
             for (int u = 0; u < m.n_units; u++) comp += m.units[u].fwd_us + m.units[u].bwd_us;
-            tdm_sb_printf(text,
-                          "practice: Qwen3-VL-8B, %d ranks, vision and projector frozen, distributed optimizer\n"
-                          "assumptions: %.4g TFLOP/s sustained, %lld tokens and %lld patches per micro-batch, %d "
-                          "micro-batch(es) a step,\n  link %.4g Gbit/s and %.4g us per ring step, fp32 gradients and parameters on the wire "
-                          "(bf16 halves the bytes: as link bandwidth x2), "
-                          "%lld trainable parameters in %d buckets (default size),\n  compute = 2 x parameters x tokens "
-                          "forward, twice that backward (%.1f ms a micro-batch); nothing else costs time\n\n",
-                          o->dp, o->tflops, (long long)o->tokens, (long long)o->patches, o->micro, o->link_gbps,
-                          o->link_latency_us, (long long)tr, nb, comp / 1e3);
-            tdm_sb_printf(md, "Assumptions: %.4g TFLOP/s, %lld tokens and %lld patches per micro-batch, %d micro-batch(es), "
-                              "%.4g Gbit/s, %.4g us per ring step, fp32 gradients and parameters on the wire, %lld trainable parameters in %d buckets.\n\n",
-                          o->tflops, (long long)o->tokens, (long long)o->patches, o->micro, o->link_gbps,
-                          o->link_latency_us, (long long)tr, nb);
-            tdm_sb_printf(text, "%-26s %14s %16s %9s\n", "assumption moved", "baseline ms", "overlap-grad ms", "change");
+            tdm_sb_printf(
+                text,
+                "practice: Qwen3-VL-8B, %d ranks, vision and projector frozen, distributed optimizer\n"
+                "assumptions: %.4g TFLOP/s sustained, %lld tokens and %lld patches per micro-batch, %d "
+                "micro-batch(es) a step,\n  link %.4g Gbit/s and %.4g us per ring step, fp32 gradients and parameters "
+                "on the wire "
+                "(bf16 halves the bytes: as link bandwidth x2), "
+                "%lld trainable parameters in %d buckets (default size),\n  compute = 2 x parameters x tokens "
+                "forward, twice that backward (%.1f ms a micro-batch); nothing else costs time\n\n",
+                o->dp, o->tflops, (long long)o->tokens, (long long)o->patches, o->micro, o->link_gbps,
+                o->link_latency_us, (long long)tr, nb, comp / 1e3);
+            tdm_sb_printf(
+                md,
+                "Assumptions: %.4g TFLOP/s, %lld tokens and %lld patches per micro-batch, %d micro-batch(es), "
+                "%.4g Gbit/s, %.4g us per ring step, fp32 gradients and parameters on the wire, %lld trainable "
+                "parameters in %d buckets.\n\n",
+                o->tflops, (long long)o->tokens, (long long)o->patches, o->micro, o->link_gbps, o->link_latency_us,
+                (long long)tr, nb);
+            tdm_sb_printf(text, "%-26s %14s %16s %9s\n", "assumption moved", "baseline ms", "overlap-grad ms",
+                          "change");
         }
         double ch = (rb.step_us / ra.step_us - 1) * 100;
         tdm_sb_printf(text, "%-26s %14.2f %16.2f %+8.2f%%\n", s[i].what, ra.step_us / 1e3, rb.step_us / 1e3, ch);

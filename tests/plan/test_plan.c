@@ -32,7 +32,8 @@ static void test_buckets_as_layout(void) {
     CHECK(nb == 2, "%d buckets", nb);
     if (nb == 2) {
         CHECK(pad[0] == 700 && pad[1] == 300, "%lld %lld", (long long)pad[0], (long long)pad[1]);
-        CHECK(bo[3] == 0 && bo[2] == 0 && bo[1] == 1 && bo[0] == 1, "bucket_of %d %d %d %d", bo[0], bo[1], bo[2], bo[3]);
+        CHECK(bo[3] == 0 && bo[2] == 0 && bo[1] == 1 && bo[0] == 1, "bucket_of %d %d %d %d", bo[0], bo[1], bo[2],
+              bo[3]);
     }
     free(pad);
     free(bo);
