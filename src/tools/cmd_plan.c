@@ -453,6 +453,11 @@ int cmd_plan(int argc, char **argv) {
         fprintf(stderr, "tandem plan: expected a profiled run's trace (RUN_OR_TRACE) or --practice\n");
         return 2;
     }
+    if (o.practice && (o.trace || o.suggest || o.n_candidates || o.baseline)) {
+        fprintf(stderr, "tandem plan: --practice builds its step from FLOPs: expected no trace, --candidate, "
+                        "--baseline or --suggest with it\n");
+        return 2;
+    }
     if (!o.practice && !o.model) {
         fprintf(stderr, "tandem plan: --model DIR is required with a trace (the run's config.json: the parameters "
                         "the buckets are cut from)\n");

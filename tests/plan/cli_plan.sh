@@ -66,5 +66,6 @@ expect_fail "no input" "expected a profiled run's trace" "$TANDEM" plan --out "$
 expect_fail "bad candidate" "candidate flag '--frob'" "$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision \
   --freeze-projector --out "$W/o5" --candidate "--frob"
 expect_fail "bad baseline" "--baseline" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o6" --baseline "--dp x"
+expect_fail "practice and a trace" "expected no trace" "$TANDEM" plan "$W/prof" --practice --out "$W/o8"
 expect_fail "bad link" "--link-gbps" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o7" --link-gbps -1
 finish
