@@ -153,7 +153,9 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                           in->path);
     tdm_prof_trace pt;
     m->measured_step_us = NAN;
-    if (tdm_prof_trace_load(path, PLAN_TRACE_MAX, &pt, err) != 0) return -1;
+    tdm_error le;
+    if (tdm_prof_trace_load(path, PLAN_TRACE_MAX, &pt, &le) != 0)
+        return tdm_errorf(err, "%s (expected tandem's trace.json)", le.msg);
 
     const int U = in->n_units;
     const int MAXB = 4096;
