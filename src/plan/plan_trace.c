@@ -155,7 +155,8 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     m->measured_step_us = NAN;
     tdm_error le;
     if (tdm_prof_trace_load(path, PLAN_TRACE_MAX, &pt, &le) != 0)
-        return tdm_errorf(err, "%s (expected tandem's trace.json)", le.msg);
+        return strstr(le.msg, "expected") ? tdm_errorf(err, "%s", le.msg)
+                                          : tdm_errorf(err, "%s (expected tandem's trace.json)", le.msg);
 
     const int U = in->n_units;
     const int MAXB = 4096;

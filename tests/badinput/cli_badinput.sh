@@ -76,6 +76,7 @@ for f in "$C"/json/*.json; do
   if have train-tokenizer; then refuse "train-tokenizer --data json/$b" "$b" "$TANDEM" train-tokenizer --data "$f" \
       --out "$W/t.json"; fi
   if have trace-summary; then refuse "trace-summary json/$b" "$b" "$TANDEM" trace-summary "$f"; fi
+  if have plan; then refuse "plan json/$b" "$b" "$TANDEM" plan "$f" --model $MODEL --out "$W/plan"; fi
 done
 
 # ------------------------------------------------------------------ config.json with missing or absurd fields
@@ -102,6 +103,11 @@ mkdir -p "$W/fifo_model" && cp $MODEL/preprocessor_config.json "$W/fifo_model/" 
 FIFO="a FIFO (named pipe), not a regular file"
 if have tokenize; then LIMIT=20 refuse "tokenize --tokenizer FIFO" "$FIFO" "$TANDEM" tokenize --tokenizer "$W/fifo.json"; fi
 if have inspect; then LIMIT=20 refuse "inspect --model with a FIFO config.json" "$FIFO" "$TANDEM" inspect --model "$W/fifo_model"; fi
+if have plan; then
+  LIMIT=20 refuse "plan of a FIFO trace" "$FIFO" "$TANDEM" plan "$W/fifo.json" --model $MODEL --out "$W/plan"
+  LIMIT=20 refuse "plan --model with a FIFO config.json" "$FIFO" "$TANDEM" plan "$W/fifo.json" --model "$W/fifo_model" \
+    --out "$W/plan"
+fi
 if have train-tokenizer; then
   LIMIT=20 refuse "train-tokenizer --data FIFO" "$FIFO" "$TANDEM" train-tokenizer --data "$W/fifo.json" --out "$W/t.json"
 fi
