@@ -239,7 +239,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                     int comp = x->thread_kind == TDM_PROF_THREAD_COMPUTE && x->cat == TDM_PROF_LAYER;
                     if (!comm && !comp) continue;
                     m->measured = tdm_xrealloc(m->measured, (size_t)(m->n_measured + 1) * sizeof *m->measured);
-                    m->measured[m->n_measured++] = (tdm_plan_seg){x->t0_us - s0, x->t1_us - s0, -1,
+                    m->measured[m->n_measured++] = (tdm_plan_seg){x->t0_us - s0, x->t1_us - s0, comm ? -1 : 0,
                                                                   comm ? 2 : (int)x->arg, comm ? "comm" : "layer"};
                 }
             }
