@@ -587,6 +587,11 @@ int cmd_plan(int argc, char **argv) {
     if (have_best) {
         tdm_sb_printf(&text, "\nsuggestion: %s: predicted %.3f ms, %.2f%% below the baseline's %.3f ms\n", best.name,
                       best.r.step_us / 1e3, (1 - best.r.step_us / rows[0].r.step_us) * 100, rows[0].r.step_us / 1e3);
+        int64_t largest = 0;
+        for (int b = 0; b < best.r.n_buckets; b++)
+            if (best.r.bucket_padded[b] > largest) largest = best.r.bucket_padded[b];
+        tdm_sb_printf(&text, "  %d bucket(s), the largest %lld elements (%.1f MB of fp32 gradients)\n",
+                      best.r.n_buckets, (long long)largest, largest * 4.0 / 1e6);
         tdm_sb_printf(&text,
                       "confirm with: mpirun -np %d tandem ab --baseline \"\" --candidate \"%s\" <the run's train "
                       "flags>\n",
