@@ -228,7 +228,28 @@ static int write_optimizer(saved_files *f, const tdm_ckpt_save_spec *spec, const
     return 0;
 }
 
-/* 3. config.json, and the preprocessor's as a Hugging Face model folder has it */
+/* The tokenizer and generation files of a Hugging Face model folder (hf_export.h); loading does not
+ * read them, so trainer_state.json records no checksum of them. */
+static int write_hf_files(const tdm_ckpt_save_spec *spec, const char *tmp_dir, tdm_error *err) {
+    char path[PATH_CAP];
+    if (spec->tokenizer_json_path) {
+        uint64_t hash;
+        int64_t size;
+        snprintf(path, sizeof path, "%s/tokenizer.json", tmp_dir);
+        if (copy_file(spec->tokenizer_json_path, path, &hash, &size, err) != 0) return -1;
+    }
+    const char *texts[2] = {spec->tokenizer_config_json, spec->generation_config_json};
+    const char *names[2] = {"tokenizer_config.json", "generation_config.json"};
+    for (int i = 0; i < 2; i++) {
+        if (!texts[i]) continue;
+        snprintf(path, sizeof path, "%s/%s", tmp_dir, names[i]);
+        if (tdm_write_file_atomic(path, texts[i], strlen(texts[i]), err) != 0) return -1;
+    }
+    return 0;
+}
+
+/* 3. config.json, the preprocessor's, the tokenizer and generation config as a Hugging Face model
+ * folder has them */
 static int copy_configs(saved_files *f, const tdm_ckpt_save_spec *spec, const char *tmp_dir, tdm_error *err) {
     char path[PATH_CAP];
     if (spec->config_json_path) {
@@ -241,7 +262,7 @@ static int copy_configs(saved_files *f, const tdm_ckpt_save_spec *spec, const ch
         if (copy_file(spec->preprocessor_json_path, path, &f->hashes[3], &f->sizes[3], err) != 0) return -1;
         f->present[3] = 1;
     }
-    return 0;
+    return write_hf_files(spec, tmp_dir, err);
 }
 
 /* 4. trainer state, with the checksums of what was just written (taken as it was written) */
