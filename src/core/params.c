@@ -71,3 +71,17 @@ int tdm_param_table_alloc(tdm_param_table *t, float **data_out, float **grad_out
     *grad_out = grad;
     return 0;
 }
+
+int64_t tdm_param_table_max_numel(const tdm_param_table *t) {
+    int64_t m = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->p[i].numel > m) m = t->p[i].numel;
+    return m;
+}
+
+const float *tdm_param_values(const tdm_param *p, float *scratch) {
+    if (!p->bits) return p->data;
+    uint32_t *u = (uint32_t *)scratch; /* bfloat16 is the high half of a float32: widening is exact */
+    for (int64_t k = 0; k < p->numel; k++) u[k] = (uint32_t)p->bits[k] << 16;
+    return scratch;
+}
