@@ -68,6 +68,12 @@ int64_t tdm_param_table_numel(const tdm_param_table *t, int trainable_only);
 int64_t tdm_param_table_max_numel(const tdm_param_table *t);
 /* The fp32 values of p: p->data, or its bfloat16 bits widened (exactly) into scratch[numel]. */
 const float *tdm_param_values(const tdm_param *p, float *scratch);
+/* Feeds p's fp32 values (widened in small pieces when stored as bits) into an XXH3-64 state:
+ * the same hash for the same values whatever the storage. */
+struct XXH3_state_s;
+void tdm_param_hash_update(const tdm_param *p, struct XXH3_state_s *state);
+/* XXH3-64 of p's fp32 values; 0 when p has no storage. */
+uint64_t tdm_param_hash(const tdm_param *p);
 
 /* Simple owner for tools and tests that run without the data-parallel layer: one
  * allocation for all data, one for the gradients of trainable tensors, laid out in

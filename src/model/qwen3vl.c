@@ -327,10 +327,13 @@ int64_t tdm_model_activation_bytes(const tdm_model *m) { return m->act_bytes; }
 
 /* ---- bfloat16 weights, widened a unit at a time ---------------------------------------- */
 
-int64_t tdm_model_wide_scratch_bytes(const tdm_param_table *t, int n_units) {
+int64_t tdm_model_wide_scratch_bytes(const tdm_param_table *t, int bits_only) {
+    int n_units = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->p[i].unit + 1 > n_units) n_units = t->p[i].unit + 1;
     int64_t best = 0, *per = tdm_xcalloc((size_t)n_units + 1, sizeof *per);
     for (int i = 0; i < t->n; i++)
-        if (t->p[i].bits && t->p[i].unit >= 0 && t->p[i].unit < n_units) per[t->p[i].unit] += t->p[i].numel;
+        if ((t->p[i].bits || !bits_only) && t->p[i].unit >= 0) per[t->p[i].unit] += t->p[i].numel;
     for (int u = 0; u < n_units; u++)
         if (per[u] > best) best = per[u];
     free(per);
@@ -338,7 +341,7 @@ int64_t tdm_model_wide_scratch_bytes(const tdm_param_table *t, int n_units) {
 }
 
 static int wide_alloc(tdm_model *m, tdm_error *err) {
-    int64_t bytes = tdm_model_wide_scratch_bytes(&m->params, m->n_units);
+    int64_t bytes = tdm_model_wide_scratch_bytes(&m->params, 1);
     if (m->wide && m->wide_bytes >= bytes) return 0;
     tdm_free_big(m->wide);
     free(m->wide_off);

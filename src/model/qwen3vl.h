@@ -101,8 +101,9 @@ int64_t tdm_model_activation_bytes(const tdm_model *m);
 /* bfloat16 weights (a parameter whose `bits` are set instead of `data`, the trainer's --bf16): the
  * model widens one unit's (layer's) weights at a time into an fp32 scratch, allocated by
  * tdm_model_reserve, before its kernels read them; the results are those of fp32 storage holding
- * the same values. The scratch's bytes for table t (the largest unit's bfloat16 weights, x 4). */
-int64_t tdm_model_wide_scratch_bytes(const tdm_param_table *t, int n_units);
+ * the same values. The scratch's bytes for table t: 4 x the elements of its largest unit (layer),
+ * counting the tensors stored as bfloat16 (bits_only), or all of them (a plan for --bf16). */
+int64_t tdm_model_wide_scratch_bytes(const tdm_param_table *t, int bits_only);
 /* Bytes of the scratch this model holds, 0 without bfloat16 weights. */
 int64_t tdm_model_wide_bytes(const tdm_model *m);
 /* Whoever changes bfloat16 weights between forwards outside the trainer's step says so (each

@@ -173,17 +173,33 @@ typedef struct saved_files {
 
 /* 1. weights, Hugging Face names, fp32 (BF16 with --bf16: their values are bfloat16), in table
  * order (loading reads them in file order) */
+typedef struct widened {
+    const tdm_param_table *t;
+    float *scratch;
+} widened;
+
+/* bfloat16 storage: a tensor's values widened, as the writer asks for them */
+static const float *provide_widened(void *ctx, int index, tdm_error *err) {
+    (void)err;
+    widened *w = ctx;
+    return tdm_param_values(&w->t->p[index], w->scratch);
+}
+
 static int write_weights(saved_files *f, const tdm_ckpt_save_spec *spec, const char *tmp_dir, const char *const *meta,
                          tdm_error *err) {
     const tdm_param_table *t = spec->params;
     char path[PATH_CAP];
-    for (int i = 0; i < t->n; i++)
+    widened w = {t, NULL};
+    for (int i = 0; i < t->n; i++) {
         f->ents[i] =
             (tdm_st_entry){.name = t->p[i].name, .ndim = t->p[i].ndim, .shape = t->p[i].shape, .data = t->p[i].data};
+        if (t->p[i].bits && !w.scratch) w.scratch = tdm_xmalloc(sizeof(float) * (size_t)tdm_param_table_max_numel(t));
+    }
     snprintf(path, sizeof path, "%s/model.safetensors", tmp_dir);
-    if (write_hashed(path, f->ents, t->n, spec->params_bf16 ? TDM_ST_BF16 : TDM_ST_F32, meta, 2, NULL, NULL, 0,
-                     &f->hashes[0], &f->sizes[0], NULL, NULL, err) != 0)
-        return -1;
+    int rc = write_hashed(path, f->ents, t->n, spec->params_bf16 ? TDM_ST_BF16 : TDM_ST_F32, meta, 2,
+                          w.scratch ? provide_widened : NULL, &w, 0, &f->hashes[0], &f->sizes[0], NULL, NULL, err);
+    free(w.scratch);
+    if (rc != 0) return -1;
     f->present[0] = 1;
     return 0;
 }

@@ -61,6 +61,7 @@ static int build_ddp(trainer *t, tdm_error *err) {
     tdm_ddp_config_default(&dc);
     dc.use_distributed_optimizer = a->use_distributed_optimizer;
     dc.bf16_params = a->bf16;
+    dc.bf16_storage = a->bf16; /* 2 bytes per weight; the model widens a layer at a time */
     dc.overlap_grad_reduce = a->overlap_grad_reduce;
     dc.overlap_param_gather = a->overlap_param_gather;
     dc.check_for_nan_in_grad = a->check_for_nan_in_grad;
@@ -288,6 +289,9 @@ static int reserve_activations(trainer *t, tdm_error *err) {
         tdm_log_info("activations: %.1f MiB per rank for micro-batches of up to %d tokens and %d patches%s",
                      (double)tdm_model_activation_bytes(t->model) / (1024.0 * 1024.0), lim.max_tokens, lim.max_patches,
                      t->recompute_note);
+    if (ok && t->rank == 0 && tdm_model_wide_bytes(t->model) > 0)
+        tdm_log_info("bfloat16 weights: widened a layer at a time into a %.2f MiB fp32 scratch",
+                     (double)tdm_model_wide_bytes(t->model) / (1024.0 * 1024.0));
     char note[256];
     if (ok && t->rank == 0 && tdm_blas_core_note(note, sizeof note)) tdm_log_info("%s", note);
     return ok ? 0 : -1;
