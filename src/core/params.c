@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "core/alloc.h"
 
@@ -70,4 +71,41 @@ int tdm_param_table_alloc(tdm_param_table *t, float **data_out, float **grad_out
     *data_out = data;
     *grad_out = grad;
     return 0;
+}
+
+int64_t tdm_param_table_max_numel(const tdm_param_table *t) {
+    int64_t m = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->p[i].numel > m) m = t->p[i].numel;
+    return m;
+}
+
+const float *tdm_param_values(const tdm_param *p, float *scratch) {
+    if (!p->bits) return p->data;
+    uint32_t *u = (uint32_t *)scratch; /* bfloat16 is the high half of a float32: widening is exact */
+    for (int64_t k = 0; k < p->numel; k++) u[k] = (uint32_t)p->bits[k] << 16;
+    return scratch;
+}
+
+void tdm_param_hash_update(const tdm_param *p, struct XXH3_state_s *state) {
+    if (!p->bits) {
+        if (p->data) XXH3_64bits_update(state, p->data, sizeof(float) * (size_t)p->numel);
+        return;
+    }
+    uint32_t piece[4096];
+    for (int64_t k = 0; k < p->numel; k += 4096) {
+        int64_t n = p->numel - k < 4096 ? p->numel - k : 4096;
+        for (int64_t j = 0; j < n; j++) piece[j] = (uint32_t)p->bits[k + j] << 16;
+        XXH3_64bits_update(state, piece, sizeof(float) * (size_t)n);
+    }
+}
+
+uint64_t tdm_param_hash(const tdm_param *p) {
+    if (!p->data && !p->bits) return 0;
+    XXH3_state_t *s = XXH3_createState();
+    XXH3_64bits_reset(s);
+    tdm_param_hash_update(p, s);
+    uint64_t h = XXH3_64bits_digest(s);
+    XXH3_freeState(s);
+    return h;
 }

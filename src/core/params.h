@@ -35,12 +35,13 @@ typedef struct tdm_param {
     int ndim;
     int64_t shape[TDM_PARAM_MAX_DIMS];
     int64_t numel;
-    int trainable; /* 0 when frozen by a freeze flag */
-    int no_decay;  /* 1 for biases and 1-D tensors (norm weights): Megatron applies no weight decay */
-    float lr_mult; /* its learning rate is the schedule's times this (1; --vision-lr-mult) */
-    int unit;      /* index of the layer (forward order) that reads it, for the profiler and prefetch */
-    float *data;   /* [numel] */
-    float *grad;   /* [numel] fp32 main grad, NULL when frozen */
+    int trainable;  /* 0 when frozen by a freeze flag */
+    int no_decay;   /* 1 for biases and 1-D tensors (norm weights): Megatron applies no weight decay */
+    float lr_mult;  /* its learning rate is the schedule's times this (1; --vision-lr-mult) */
+    int unit;       /* index of the layer (forward order) that reads it, for the profiler and prefetch */
+    float *data;    /* [numel]; NULL when the values are stored as bits (and then read with tdm_param_values) */
+    uint16_t *bits; /* [numel] bfloat16 storage instead of data (the trainer's --bf16), or NULL */
+    float *grad;    /* [numel] fp32 main grad, NULL when frozen */
 } tdm_param;
 
 typedef struct tdm_param_table {
@@ -63,6 +64,16 @@ int tdm_param_table_add(tdm_param_table *t, const char *name, int ndim, const in
 void tdm_param_table_free(tdm_param_table *t);
 int tdm_param_table_find(const tdm_param_table *t, const char *name);
 int64_t tdm_param_table_numel(const tdm_param_table *t, int trainable_only);
+/* The largest numel of a tensor of the table (the size of a scratch for tdm_param_values). */
+int64_t tdm_param_table_max_numel(const tdm_param_table *t);
+/* The fp32 values of p: p->data, or its bfloat16 bits widened (exactly) into scratch[numel]. */
+const float *tdm_param_values(const tdm_param *p, float *scratch);
+/* Feeds p's fp32 values (widened in small pieces when stored as bits) into an XXH3-64 state:
+ * the same hash for the same values whatever the storage. */
+struct XXH3_state_s;
+void tdm_param_hash_update(const tdm_param *p, struct XXH3_state_s *state);
+/* XXH3-64 of p's fp32 values; 0 when p has no storage. */
+uint64_t tdm_param_hash(const tdm_param *p);
 
 /* Simple owner for tools and tests that run without the data-parallel layer: one
  * allocation for all data, one for the gradients of trainable tensors, laid out in

@@ -25,6 +25,27 @@ static int lookup(const tdm_tokenizer *tok, const char *s, int32_t *out, tdm_err
     return 0;
 }
 
+const char TDM_CHAT_TEMPLATE_JINJA[] = "{%- for message in messages -%}\n"
+                                       "{{- '<|im_start|>' + message['role'] + '\\n' -}}\n"
+                                       "{%- if message['content'] is string -%}\n"
+                                       "{{- message['content'] -}}\n"
+                                       "{%- else -%}\n"
+                                       "{%- for item in message['content'] -%}\n"
+                                       "{%- if item['type'] == 'image' or 'image' in item or 'image_url' in item -%}\n"
+                                       "{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}\n"
+                                       "{%- elif item['type'] == 'video' or 'video' in item -%}\n"
+                                       "{{- '<|vision_start|><|video_pad|><|vision_end|>' -}}\n"
+                                       "{%- elif 'text' in item -%}\n"
+                                       "{{- item['text'] -}}\n"
+                                       "{%- endif -%}\n"
+                                       "{%- endfor -%}\n"
+                                       "{%- endif -%}\n"
+                                       "{{- '<|im_end|>\\n' -}}\n"
+                                       "{%- endfor -%}\n"
+                                       "{%- if add_generation_prompt -%}\n"
+                                       "{{- '<|im_start|>assistant\\n' -}}\n"
+                                       "{%- endif -%}\n";
+
 int tdm_chat_init(tdm_chat *c, const tdm_tokenizer *tok, tdm_error *err) {
     c->tok = tok;
     if (lookup(tok, "<|im_start|>", &c->im_start, err) || lookup(tok, "<|im_end|>", &c->im_end, err) ||

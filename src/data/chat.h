@@ -35,6 +35,12 @@ typedef struct tdm_chat {
     int32_t im_start, im_end, vision_start, vision_end, image_pad;
 } tdm_chat;
 
+/* The format above as a Jinja chat template (Hugging Face's tokenizer_config.json "chat_template"):
+ * messages with string content ("<image>" stays literal there) or a list of {"type": "image"} /
+ * {"type": "video"} / {"type": "text", "text": ...} items; add_generation_prompt appends the assistant
+ * header. Checkpoints export it (docs/user-guide.md, Checkpoints). */
+extern const char TDM_CHAT_TEMPLATE_JINJA[];
+
 /* Looks up the special tokens; error naming the first one the tokenizer lacks. */
 int tdm_chat_init(tdm_chat *c, const tdm_tokenizer *tok, tdm_error *err);
 

@@ -47,8 +47,7 @@ int tdm_first_differing_hash(const uint64_t *h, int n, MPI_Comm comm, uint64_t t
 
 int tdm_first_differing_param(const tdm_param_table *pt, MPI_Comm comm, uint64_t timeout_ns) {
     uint64_t *h = tdm_xcalloc((size_t)pt->n + 1, sizeof *h);
-    for (int i = 0; i < pt->n; i++)
-        h[i] = pt->p[i].data ? XXH3_64bits(pt->p[i].data, sizeof(float) * (size_t)pt->p[i].numel) : 0;
+    for (int i = 0; i < pt->n; i++) h[i] = tdm_param_hash(&pt->p[i]);
     int first = tdm_first_differing_hash(h, pt->n, comm, timeout_ns, "weight-hash check");
     free(h);
     return first;

@@ -87,7 +87,7 @@ static void finish_op(tdm_comm *c, tdm_comm_op *op) {
         memmove(op->buf + (size_t)c->rank * (size_t)op->count, op->buf, (size_t)op->count * sizeof(float));
     /* bfloat16 parameters: the peers' shards widened into the fp32 values the kernels read. This
      * rank's own shard is skipped: the optimizer wrote its values and its bits together. */
-    if (op->kind == TDM_COMM_ALLGATHER_BF16) {
+    if (op->kind == TDM_COMM_ALLGATHER_BF16 && op->buf) { /* no buf: the bits are the parameters' storage */
         const int64_t n = op->count, r = c->rank;
         tdm_widen_bf16(op->buf, op->bits, r * n);
         tdm_widen_bf16(op->buf + (r + 1) * n, op->bits + (r + 1) * n, (c->size - r - 1) * n);

@@ -48,10 +48,14 @@ typedef struct tdm_ddp_config {
     double timeout_minutes;        /* a bucket collective not done after this long ends the job on every
                                       rank (Megatron's --distributed-timeout-minutes, default
                                       TDM_DDP_TIMEOUT_MINUTES); 0 = wait forever */
-    int bf16_params;               /* --bf16: parameters hold bfloat16 values (fp32 storage, so the
-                                      kernels are unchanged); AdamW updates an fp32 main copy of the
+    int bf16_params;               /* --bf16: parameters hold bfloat16 values (in fp32 storage unless
+                                      bf16_storage); AdamW updates an fp32 main copy of the
                                       owned elements and rounds it back; the all-gather moves the
                                       16-bit values, half the bytes of the fp32 reduce-scatter */
+    int bf16_storage;              /* with bf16_params: the parameters are stored as 16 bits (the table's
+                                      `bits`, `data` NULL, 2 bytes each; whoever reads them widens them:
+                                      the model a layer at a time, tdm_param_values), and the all-gathers
+                                      land in them; else fp32 storage holding bfloat16 values */
     int grad_reduce_in_fp32;       /* always 1: gradients are fp32 here */
     int average_in_collective;     /* always 0: we sum, and the optimizer scales by 1/tokens */
 } tdm_ddp_config;

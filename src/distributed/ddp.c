@@ -54,21 +54,29 @@ static int alloc_buffers(tdm_ddp *ddp, tdm_error *err) {
     const tdm_ddp_layout *L = &ddp->L;
     const int nb = L->n_buckets;
 
-    ddp->params = tdm_alloc_big((size_t)L->total * sizeof(float), err);
-    ddp->grads = ddp->params ? tdm_alloc_big((size_t)L->total * sizeof(float), err) : NULL;
+    const int storage16 = ddp->cfg.bf16_params && ddp->cfg.bf16_storage;
+    if (storage16) ddp->bits = tdm_alloc_big((size_t)L->total * sizeof(uint16_t), err);
+    else ddp->params = tdm_alloc_big((size_t)L->total * sizeof(float), err);
+    ddp->grads = ddp->params || ddp->bits ? tdm_alloc_big((size_t)L->total * sizeof(float), err) : NULL;
     if (!ddp->grads) return -1;
     for (int i = 0; i < t->n; i++)
         if (!t->p[i].trainable) ddp->frozen_numel += t->p[i].numel;
-    if (ddp->frozen_numel > 0 && !(ddp->frozen = tdm_alloc_big((size_t)ddp->frozen_numel * sizeof(float), err)))
+    if (ddp->frozen_numel > 0 && storage16 &&
+        !(ddp->frozen_bits = tdm_alloc_big((size_t)ddp->frozen_numel * sizeof(uint16_t), err)))
+        return -1;
+    if (ddp->frozen_numel > 0 && !storage16 &&
+        !(ddp->frozen = tdm_alloc_big((size_t)ddp->frozen_numel * sizeof(float), err)))
         return -1;
     int64_t fo = 0;
     for (int i = 0; i < t->n; i++) {
         tdm_param *p = &t->p[i];
         if (p->trainable) {
-            p->data = ddp->params + L->offset[i];
+            p->data = storage16 ? NULL : ddp->params + L->offset[i];
+            p->bits = storage16 ? ddp->bits + L->offset[i] : NULL;
             p->grad = ddp->grads + L->offset[i];
         } else {
-            p->data = ddp->frozen + fo;
+            p->data = storage16 ? NULL : ddp->frozen + fo;
+            p->bits = storage16 ? ddp->frozen_bits + fo : NULL;
             p->grad = NULL;
             fo += p->numel;
         }
@@ -86,7 +94,7 @@ static int alloc_buffers(tdm_ddp *ddp, tdm_error *err) {
     ddp->v = ddp->m ? tdm_alloc_big((size_t)ddp->opt_numel * sizeof(float), err) : NULL;
     if (!ddp->v) return -1;
     if (ddp->cfg.bf16_params && !(ddp->main = tdm_alloc_big((size_t)ddp->opt_numel * sizeof(float), err))) return -1;
-    if (ddp->cfg.bf16_params && L->distributed &&
+    if (ddp->cfg.bf16_params && L->distributed && !ddp->bits &&
         !(ddp->bits = tdm_alloc_big((size_t)L->total * sizeof(uint16_t), err)))
         return -1;
 
@@ -109,7 +117,7 @@ static int alloc_buffers(tdm_ddp *ddp, tdm_error *err) {
         tdm_comm_op *a = &ddp->gather_ops[b];
         a->kind = ddp->bits ? TDM_COMM_ALLGATHER_BF16 : TDM_COMM_ALLGATHER;
         a->bucket = b;
-        a->buf = ddp->params + bk->offset;
+        a->buf = ddp->params ? ddp->params + bk->offset : NULL; /* NULL: the bits are the parameters */
         a->bits = ddp->bits ? ddp->bits + bk->offset : NULL;
         a->count = (int)bk->shard;
         a->name = "param all-gather";
@@ -236,6 +244,7 @@ void tdm_ddp_free(tdm_ddp *ddp) {
     tdm_free_big(ddp->v);
     tdm_free_big(ddp->main);
     tdm_free_big(ddp->bits);
+    tdm_free_big(ddp->frozen_bits);
     free(ddp->state_offset);
     free(ddp->grad_ops);
     free(ddp->gather_ops);
@@ -256,13 +265,14 @@ float *tdm_ddp_param_buffer(tdm_ddp *ddp) { return ddp->params; }
 float *tdm_ddp_grad_buffer(tdm_ddp *ddp) { return ddp->grads; }
 
 void tdm_ddp_get_memory(const tdm_ddp *ddp, tdm_ddp_memory *out) {
-    out->param_bytes = ddp->L.total * (int64_t)sizeof(float);
+    const int64_t each = ddp->params ? (int64_t)sizeof(float) : (int64_t)sizeof(uint16_t);
+    out->param_bytes = ddp->L.total * each;
     out->grad_bytes = ddp->L.total * (int64_t)sizeof(float);
-    out->frozen_bytes = ddp->frozen_numel * (int64_t)sizeof(float);
+    out->frozen_bytes = ddp->frozen_numel * each;
     const int per = ddp->cfg.bf16_params ? 3 : 2; /* m, v, and the fp32 main copy of bfloat16 parameters */
     out->optim_bytes = per * ddp->opt_numel * (int64_t)sizeof(float);
     out->optim_bytes_unsharded = per * ddp->L.total * (int64_t)sizeof(float);
-    out->param_bits_bytes = ddp->bits ? ddp->L.total * (int64_t)sizeof(uint16_t) : 0;
+    out->param_bits_bytes = ddp->bits && ddp->params ? ddp->L.total * (int64_t)sizeof(uint16_t) : 0;
 }
 
 void tdm_ddp_describe(const tdm_ddp *ddp, tdm_strbuf *out) {
@@ -280,20 +290,26 @@ void tdm_ddp_describe(const tdm_ddp *ddp, tdm_strbuf *out) {
         tdm_sb_printf(out, "optimizer state (%s) per rank: %.2f MiB (not sharded)\n", what,
                       (double)mem.optim_bytes / mib);
     if (ddp->cfg.bf16_params)
-        tdm_sb_printf(out, "parameters: bfloat16 values%s; gradients accumulated and reduced in fp32\n",
-                      ddp->L.distributed ? ", all-gathered as 16 bits" : "");
+        tdm_sb_printf(out, "parameters: bfloat16 values%s; gradients accumulated and reduced in fp32%s\n",
+                      ddp->L.distributed ? ", all-gathered as 16 bits" : "", ddp->params ? "" : "; stored as 16 bits");
+    if (ddp->cfg.bf16_params && !ddp->params)
+        tdm_sb_printf(out, "weights (bfloat16, frozen ones included) per rank: %.2f MiB\n",
+                      (double)(mem.param_bytes + mem.frozen_bytes) / mib);
     tdm_sb_printf(out, "data-parallel progress: %s\n", tdm_ddp_progress_name(ddp->cfg.progress));
 }
 
 void tdm_ddp_params_loaded(tdm_ddp *ddp) {
     if (!ddp->cfg.bf16_params) return;
     tdm_ddp__wait_param_gathers(ddp);
-    tdm_round_to_bf16(ddp->params, ddp->bits, ddp->params, ddp->L.total);
-    if (ddp->frozen_numel) tdm_round_to_bf16(ddp->frozen, NULL, ddp->frozen, ddp->frozen_numel);
+    if (ddp->params) {
+        tdm_round_to_bf16(ddp->params, ddp->bits, ddp->params, ddp->L.total);
+        if (ddp->frozen_numel) tdm_round_to_bf16(ddp->frozen, NULL, ddp->frozen, ddp->frozen_numel);
+    } /* else stored as 16 bits: whoever wrote the weights rounded them into the bits */
     for (int b = 0; b < ddp->L.n_buckets; b++) {
         int64_t s, e;
         tdm_ddp_layout_shard(&ddp->L, b, ddp->rank, &s, &e);
-        memcpy(ddp->main + ddp->state_offset[b], ddp->params + s, (size_t)(e - s) * sizeof(float));
+        if (ddp->params) memcpy(ddp->main + ddp->state_offset[b], ddp->params + s, (size_t)(e - s) * sizeof(float));
+        else tdm_widen_bf16(ddp->main + ddp->state_offset[b], ddp->bits + s, e - s);
     }
 }
 
@@ -301,13 +317,16 @@ int tdm_ddp_broadcast_params(tdm_ddp *ddp, int root, tdm_error *err) {
     if (root < 0 || root >= ddp->size)
         return tdm_errorf(err, "broadcast root %d: expected a rank in [0, %d)", root, ddp->size);
     tdm_ddp__wait_param_gathers(ddp);
-    float *bufs[2] = {ddp->params, ddp->frozen};
+    const int wide = ddp->params != NULL; /* else stored as 16 bits */
+    void *bufs[2] = {wide ? (void *)ddp->params : ddp->bits, wide ? (void *)ddp->frozen : ddp->frozen_bits};
     int64_t lens[2] = {ddp->L.total, ddp->frozen_numel};
+    const size_t each = wide ? sizeof(float) : sizeof(uint16_t);
     for (int k = 0; k < 2; k++)
         for (int64_t o = 0; o < lens[k]; o += INT_MAX / 2) {
             int64_t n = lens[k] - o < INT_MAX / 2 ? lens[k] - o : INT_MAX / 2;
             MPI_Request req;
-            MPI_Ibcast(bufs[k] + o, (int)n, MPI_FLOAT, root, ddp->ctl, &req);
+            MPI_Ibcast((char *)bufs[k] + (size_t)o * each, (int)n, wide ? MPI_FLOAT : MPI_UINT16_T, root, ddp->ctl,
+                       &req);
             tdm_ddp__ctl_wait(ddp, &req, "parameter broadcast");
         }
     return 0;

@@ -102,7 +102,8 @@ int tdm_ddp_rank(const tdm_ddp *ddp);
 int tdm_ddp_size(const tdm_ddp *ddp);
 const tdm_ddp_config *tdm_ddp_get_config(const tdm_ddp *ddp);
 const tdm_ddp_layout *tdm_ddp_get_layout(const tdm_ddp *ddp);
-/* The flat buffers (layout order, layout->total elements each). */
+/* The flat buffers (layout order, layout->total elements each); the parameter buffer is NULL under
+ * bf16_storage (the parameters are the table's bfloat16 bits). */
 float *tdm_ddp_param_buffer(tdm_ddp *ddp);
 float *tdm_ddp_grad_buffer(tdm_ddp *ddp);
 
@@ -114,7 +115,7 @@ void tdm_ddp_describe(const tdm_ddp *ddp, tdm_strbuf *out);
 /* Bytes this rank holds; optim_* count Adam's m and v (fp32 params are their own master) and, with
  * bf16_params, the fp32 main copy. */
 typedef struct tdm_ddp_memory {
-    int64_t param_bytes;           /* flat parameter buffer (padding included) */
+    int64_t param_bytes;           /* flat parameter buffer (padding included; 2 bytes each with bf16_storage) */
     int64_t grad_bytes;            /* flat fp32 gradient buffer */
     int64_t frozen_bytes;          /* frozen parameters' storage */
     int64_t optim_bytes;           /* m + v (+ the fp32 main parameters, bf16_params) of the owned shards */
@@ -128,7 +129,8 @@ void tdm_ddp_get_memory(const tdm_ddp *ddp, tdm_ddp_memory *out);
  * parameter, trainable and frozen, to bfloat16 (kernels/kernels.h: tdm_round_to_bf16) and takes the
  * optimizer's fp32 main copy of the owned elements from the rounded values, as Megatron's --bf16
  * does when it builds its main parameters; a resumed run then overwrites that copy with the saved
- * one (tdm_ddp_opt_main). Nothing in fp32. Not collective. */
+ * one (tdm_ddp_opt_main). With bf16_storage whoever wrote the weights rounded them into the bits
+ * already, and the main copy is taken from those. Nothing in fp32. Not collective. */
 void tdm_ddp_params_loaded(tdm_ddp *ddp);
 
 /* Collective: copies rank `root`'s trainable and frozen parameter values to every rank. */

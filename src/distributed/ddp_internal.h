@@ -22,11 +22,13 @@ struct tdm_ddp {
     float *grads;  /* [L.total] flat fp32 gradient buffer */
     float *frozen; /* [frozen_numel] storage of frozen parameters */
     int64_t frozen_numel;
-    float *m, *v;   /* [opt_numel] Adam state of the owned elements, bucket by bucket */
-    float *main;    /* [opt_numel] bf16_params: the fp32 main copy of the owned elements (NULL in fp32,
+    float *m, *v;          /* [opt_numel] Adam state of the owned elements, bucket by bucket */
+    float *main;           /* [opt_numel] bf16_params: the fp32 main copy of the owned elements (NULL in fp32,
                          where the parameter buffer is its own main copy) */
-    uint16_t *bits; /* [L.total] bf16_params with the distributed optimizer: the bfloat16 bits the
-                         parameter all-gathers move */
+    uint16_t *bits;        /* [L.total] bf16_params with the distributed optimizer: the bfloat16 bits the
+                         parameter all-gathers move; with bf16_storage (either optimizer) the parameters'
+                         storage, and params is NULL */
+    uint16_t *frozen_bits; /* [frozen_numel] bf16_storage: the frozen parameters' storage (frozen NULL) */
     int64_t opt_numel;
     int64_t *state_offset; /* [n_buckets] where bucket b's owned range starts in m/v */
     int64_t opt_step;      /* Adam step count */

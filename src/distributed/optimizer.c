@@ -84,7 +84,8 @@ int tdm_ddp_optimizer_step(tdm_ddp *ddp, const tdm_adamw_config *hp, float grad_
             float *w = ddp->main ? ddp->main + st : ddp->params + lo;
             tdm_adamw_step(w, ddp->grads + lo, ddp->m + st, ddp->v + st, hi - lo, hp->lr * p->lr_mult, hp->beta1,
                            hp->beta2, hp->eps, p->no_decay ? 0.0f : hp->weight_decay, ddp->opt_step, (float)scale);
-            if (ddp->main) tdm_round_to_bf16(ddp->params + lo, ddp->bits ? ddp->bits + lo : NULL, w, hi - lo);
+            if (ddp->main)
+                tdm_round_to_bf16(ddp->params ? ddp->params + lo : NULL, ddp->bits ? ddp->bits + lo : NULL, w, hi - lo);
         }
     }
 

@@ -157,23 +157,24 @@ void tdm_inspect_format(const tdm_model_config *cfg, const tdm_param_counts *c, 
                   "optimizer)\n",
                   plan->dp, commas(a, sizeof a, plan->bucket_size), plan->n_buckets_ddp, plan->n_buckets_dist);
     tdm_sb_printf(o, "  %-44s %13s %26s\n", "", "DDP", "distributed optimizer");
-    int64_t w_ddp = F * (c->frozen + plan->buffer_ddp), w_dist = F * (c->frozen + plan->buffer_dist);
+    const int64_t W = plan->bf16_params ? 2 : F; /* --bf16: weights stored as bfloat16 */
+    int64_t w_ddp = W * (c->frozen + plan->buffer_ddp), w_dist = W * (c->frozen + plan->buffer_dist);
     int64_t g_ddp = F * plan->buffer_ddp, g_dist = F * plan->buffer_dist;
     /* Adam m and v in fp32; the distributed optimizer keeps them for 1/dp of the padded buffer. */
     const int64_t owned_dist = plan->dp > 0 ? plan->buffer_dist / plan->dp : 0;
     int64_t o_ddp = 2 * F * plan->buffer_ddp, o_dist = 2 * F * owned_dist;
-    row_mem(o, plan->bf16_params ? "weights fp32 (holding bfloat16 values)" : "weights fp32", w_ddp, w_dist);
-    row_mem(o, "  (weights bf16, for reference)", 2 * c->total, -1);
+    row_mem(o, plan->bf16_params ? "weights bf16 (--bf16, 2 bytes each)" : "weights fp32", w_ddp, w_dist);
+    if (!plan->bf16_params) row_mem(o, "  (weights bf16, for reference)", 2 * c->total, -1);
     row_mem(o, "gradients fp32 (trainable)", g_ddp, g_dist);
     row_mem(o, "Adam m + v fp32", o_ddp, o_dist);
     if (plan->bf16_params) {
-        /* --bf16 (ddp.c): the optimizer's fp32 main copy of what it owns, and with the distributed
-         * optimizer the 16-bit buffer of the parameter all-gathers, 2 bytes per padded element */
-        const int64_t main_ddp = F * plan->buffer_ddp, main_dist = F * owned_dist, bits_dist = 2 * plan->buffer_dist;
+        /* --bf16 (ddp.c): the optimizer's fp32 main copy of what it owns (the all-gathers land in the
+         * bfloat16 weights), and the fp32 scratch the model widens one layer's weights into */
+        const int64_t main_ddp = F * plan->buffer_ddp, main_dist = F * owned_dist;
         row_mem(o, "fp32 main parameters (--bf16)", main_ddp, main_dist);
-        row_mem(o, "16-bit all-gather buffer (--bf16)", 0, bits_dist);
-        o_ddp += main_ddp;
-        o_dist += main_dist + bits_dist;
+        row_mem(o, "fp32 scratch, largest layer widened (--bf16)", plan->wide_scratch_bytes, plan->wide_scratch_bytes);
+        o_ddp += main_ddp + plan->wide_scratch_bytes;
+        o_dist += main_dist + plan->wide_scratch_bytes;
     }
     int64_t act = plan->activation_bytes >= 0 ? plan->activation_bytes : 0;
     if (plan->activation_bytes >= 0) {

@@ -74,9 +74,11 @@ typedef struct tdm_memory_plan {
     int64_t buffer_dist;        /* elements with the distributed optimizer's padding */
     int64_t micro_batch_tokens; /* 0 when not asked */
     int64_t micro_batch_patches;
-    int64_t activation_bytes; /* -1 when not computed */
-    int bf16_params;          /* train --bf16: an fp32 main copy beside Adam's m and v, and (distributed
-                                   optimizer) a 16-bit buffer the parameters are all-gathered through */
+    int64_t activation_bytes;   /* -1 when not computed */
+    int bf16_params;            /* train --bf16: weights stored as bfloat16 (2 bytes each, the all-gathers
+                                   land in them), an fp32 main copy beside Adam's m and v, and the fp32
+                                   scratch one layer's weights are widened into */
+    int64_t wide_scratch_bytes; /* that scratch (tdm_model_wide_scratch_bytes) */
 } tdm_memory_plan;
 
 /* Appends the human-readable report (parameter table, freeze groups, memory plan). */

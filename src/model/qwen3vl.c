@@ -188,6 +188,8 @@ tdm_model *tdm_model_create(const tdm_model_config *cfg, const tdm_freeze *freez
 void tdm_model_free(tdm_model *m) {
     if (!m) return;
     tdm_free_big(m->act_block);
+    tdm_free_big(m->wide);
+    free(m->wide_off);
     free(m->a.blk);
     free(m->a.ds);
     free(m->a.lay);
@@ -212,26 +214,38 @@ static int ends_with(const char *s, const char *suffix) {
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
+/* One tensor's initial values into data[numel]. */
+static void init_tensor(const tdm_model *m, int i, float *data, uint64_t seed) {
+    const tdm_param *p = &m->params.p[i];
+    /* norms: every 1-D ".weight" (LayerNorm, RMSNorm, q/k norm); biases: ".bias" */
+    if (ends_with(p->name, ".bias")) {
+        memset(data, 0, sizeof(float) * (size_t)p->numel);
+    } else if (p->ndim == 1) {
+        for (int64_t k = 0; k < p->numel; k++) data[k] = 1.0f;
+    } else {
+        /* The vision position table starts at the scale of a patch embedding (0.02 x
+         * sqrt(patch_dim) for unit-scale pixels, 0.78 at patch 16), so "where" is visible in
+         * every visual token from the first step. At 0.02 it is 1/40 of the patch embedding and
+         * a tower trained from scratch took hundreds of steps to find where a lone object is,
+         * and in 64 x 64 pictures never did (docs/learning.md). */
+        float std = 0.02f;
+        if (i == m->pos_embed) std = 0.02f * sqrtf((float)tdm_vision_patch_dim(&m->cfg.vision));
+        tdm_rng_fill_normal(data, p->numel, 0.0f, std, seed, tdm_rng_stream_of(p->name));
+    }
+}
+
 void tdm_model_init_weights(tdm_model *m, uint64_t seed) {
+    float *tmp = NULL; /* bfloat16 storage: the values are drawn in fp32, then rounded */
     for (int i = 0; i < m->params.n; i++) {
         tdm_param *p = &m->params.p[i];
-        if (!p->data) continue;
-        /* norms: every 1-D ".weight" (LayerNorm, RMSNorm, q/k norm); biases: ".bias" */
-        if (ends_with(p->name, ".bias")) {
-            memset(p->data, 0, sizeof(float) * (size_t)p->numel);
-        } else if (p->ndim == 1) {
-            for (int64_t k = 0; k < p->numel; k++) p->data[k] = 1.0f;
-        } else {
-            /* The vision position table starts at the scale of a patch embedding (0.02 x
-             * sqrt(patch_dim) for unit-scale pixels, 0.78 at patch 16), so "where" is visible in
-             * every visual token from the first step. At 0.02 it is 1/40 of the patch embedding and
-             * a tower trained from scratch took hundreds of steps to find where a lone object is,
-             * and in 64 x 64 pictures never did (docs/learning.md). */
-            float std = 0.02f;
-            if (i == m->pos_embed) std = 0.02f * sqrtf((float)tdm_vision_patch_dim(&m->cfg.vision));
-            tdm_rng_fill_normal(p->data, p->numel, 0.0f, std, seed, tdm_rng_stream_of(p->name));
-        }
+        if (!p->data && !p->bits) continue;
+        if (p->bits && !tmp) tmp = tdm_xmalloc(sizeof(float) * (size_t)tdm_param_table_max_numel(&m->params));
+        float *data = p->bits ? tmp : p->data;
+        init_tensor(m, i, data, seed);
+        if (p->bits) tdm_round_to_bf16(NULL, p->bits, data, p->numel);
     }
+    free(tmp);
+    m->wide_unit = -1;
 }
 
 /* ---- hooks and profiler ---------------------------------------------------------- */
@@ -279,6 +293,8 @@ int64_t tdm_model_activation_bytes_for(const tdm_model_config *cfg, const tdm_mo
     return bytes;
 }
 
+static int wide_alloc(tdm_model *m, tdm_error *err);
+
 int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *err) {
     const tdm_model_config *c = &m->cfg;
     m->decode_len = 0;
@@ -304,6 +320,7 @@ int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *e
     m->act_block = tdm_alloc_big((size_t)bytes, err);
     if (!m->act_block) return tdm_error_prefix(err, "model activations (%lld bytes)", (long long)bytes);
     tdm_model_layout_acts(c, limits, &m->rc, m->train_vision, m->act_block, &m->a);
+    if (wide_alloc(m, err) != 0) return -1;
     m->act_bytes = bytes;
     m->limits = *limits;
     m->reserved = 1;
@@ -311,6 +328,62 @@ int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *e
 }
 
 int64_t tdm_model_activation_bytes(const tdm_model *m) { return m->act_bytes; }
+
+/* ---- bfloat16 weights, widened a unit at a time ---------------------------------------- */
+
+int64_t tdm_model_wide_scratch_bytes(const tdm_param_table *t, int bits_only) {
+    int n_units = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->p[i].unit + 1 > n_units) n_units = t->p[i].unit + 1;
+    int64_t best = 0, *per = tdm_xcalloc((size_t)n_units + 1, sizeof *per);
+    for (int i = 0; i < t->n; i++)
+        if ((t->p[i].bits || !bits_only) && t->p[i].unit >= 0) per[t->p[i].unit] += t->p[i].numel;
+    for (int u = 0; u < n_units; u++)
+        if (per[u] > best) best = per[u];
+    free(per);
+    return best * (int64_t)sizeof(float);
+}
+
+static int wide_alloc(tdm_model *m, tdm_error *err) {
+    int64_t bytes = tdm_model_wide_scratch_bytes(&m->params, 1);
+    if (m->wide && m->wide_bytes >= bytes) return 0;
+    tdm_free_big(m->wide);
+    free(m->wide_off);
+    m->wide_off = NULL;
+    m->wide_bytes = 0;
+    m->wide_unit = -1;
+    m->wide = bytes ? tdm_alloc_big((size_t)bytes, err) : NULL;
+    if (bytes && !m->wide)
+        return tdm_error_prefix(err, "bfloat16 weights' fp32 scratch (%lld bytes)", (long long)bytes);
+    m->wide_off = tdm_xcalloc((size_t)m->params.n, sizeof *m->wide_off);
+    m->wide_bytes = bytes;
+    return 0;
+}
+
+const float *tdm_model__wide(const tdm_model *mc, int param) {
+    tdm_model *m = (tdm_model *)mc; /* the scratch is a cache: reading weights changes nothing else */
+    const int u = m->params.p[param].unit;
+    if (m->wide_unit != u || !m->wide) {
+        tdm_error err;
+        if (wide_alloc(m, &err) != 0) { /* tdm_model_reserve allocates it; only a tool skipping that gets here */
+            fprintf(stderr, "tandem: %s\n", err.msg);
+            abort();
+        }
+        int64_t off = 0;
+        for (int i = 0; i < m->params.n; i++) {
+            const tdm_param *p = &m->params.p[i];
+            if (p->unit != u || !p->bits) continue;
+            tdm_widen_bf16(m->wide + off, p->bits, p->numel);
+            m->wide_off[i] = off;
+            off += p->numel;
+        }
+        m->wide_unit = u;
+    }
+    return m->wide + m->wide_off[param];
+}
+
+void tdm_model_weights_changed(tdm_model *m) { m->wide_unit = -1; }
+int64_t tdm_model_wide_bytes(const tdm_model *m) { return m->wide_bytes; }
 
 int tdm_recompute_from_flags(const char *granularity, const char *method, int num_layers, const tdm_model_config *cfg,
                              tdm_recompute *rc, tdm_error *err) {
@@ -422,6 +495,7 @@ static void skip_units(tdm_model *m, int lo, int hi, int backward) {
 /* Forward through vision and decoder up to the final norm (fills m->a). */
 static int run_forward(tdm_model *m, const tdm_batch *b, int prune, int *n_image_rows, int *nseg, tdm_error *err) {
     if (check_batch(m, b, n_image_rows, err)) return -1;
+    m->wide_unit = -1; /* bfloat16 weights: the optimizer or the all-gathers changed them since */
     model_acts *a = &m->a;
     *nseg = 0;
     if (b->n_patches > 0)

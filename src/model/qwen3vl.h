@@ -100,6 +100,18 @@ void tdm_model_init_weights(tdm_model *m, uint64_t seed);
 /* Allocates activations and workspaces for the limits (once; reuse for every step). */
 int tdm_model_reserve(tdm_model *m, const tdm_model_limits *limits, tdm_error *err);
 int64_t tdm_model_activation_bytes(const tdm_model *m);
+
+/* bfloat16 weights (a parameter whose `bits` are set instead of `data`, the trainer's --bf16): the
+ * model widens one unit's (layer's) weights at a time into an fp32 scratch, allocated by
+ * tdm_model_reserve, before its kernels read them; the results are those of fp32 storage holding
+ * the same values. The scratch's bytes for table t: 4 x the elements of its largest unit (layer),
+ * counting the tensors stored as bfloat16 (bits_only), or all of them (a plan for --bf16). */
+int64_t tdm_model_wide_scratch_bytes(const tdm_param_table *t, int bits_only);
+/* Bytes of the scratch this model holds, 0 without bfloat16 weights. */
+int64_t tdm_model_wide_bytes(const tdm_model *m);
+/* Whoever changes bfloat16 weights between forwards outside the trainer's step says so (each
+ * forward starts afresh anyway). */
+void tdm_model_weights_changed(tdm_model *m);
 /* Megatron's --recompute-granularity (NULL or "": none; "full"; "selective", which recomputes
  * nothing here: flash attention keeps no scores), --recompute-method ("uniform" | "block") and
  * --recompute-num-layers (0: not given) as *rc, under Megatron's rules (full needs the other two,

@@ -148,6 +148,11 @@ struct tdm_model {
     int decode_len; /* rows of the decoder activations tdm_model_decode may continue (0: none) */
     void *act_block;
     int64_t act_bytes;
+    /* the unit whose bfloat16 weights `wide` holds widened (-1: none); wide_off[param] is where */
+    float *wide;
+    int64_t wide_bytes;
+    int64_t *wide_off;
+    int wide_unit;
     model_acts a;
 };
 
@@ -202,7 +207,14 @@ void tdm_model_unit_end(tdm_model *m, int unit, int backward, uint64_t t0);
 void tdm_model_grad_ready(tdm_model *m, int param);
 /* grad pointer of a parameter when it is trainable, else NULL (no work). */
 float *tdm_model_gradp(tdm_model *m, int param);
-static inline const float *tdm_model_w(const tdm_model *m, int param) { return m->params.p[param].data; }
+/* The fp32 weights of a parameter. Stored as bfloat16 bits (--bf16), they are widened into a
+ * scratch that holds one unit (layer) at a time: the pointer stays valid while the caller reads
+ * parameters of the same unit only, as every layer function does. */
+const float *tdm_model__wide(const tdm_model *m, int param);
+static inline const float *tdm_model_w(const tdm_model *m, int param) {
+    const tdm_param *p = &m->params.p[param];
+    return p->bits ? tdm_model__wide(m, param) : p->data;
+}
 
 /* vision.c */
 void tdm_vision_forward(tdm_model *m, const tdm_batch *b, int nseg);

@@ -518,6 +518,7 @@ int tdm_safetensors_load_params(tdm_safetensors *st, tdm_param_table *tab, int f
     static const char *const head = "lm_head.weight", *const embed = "model.language_model.embed_tokens.weight";
     tdm_st_load_report rep;
     memset(&rep, 0, sizeof rep);
+    float *tmp = NULL;
     for (int i = 0; i < tab->n; i++) {
         tdm_param *p = &tab->p[i];
         const tdm_st_tensor *t = tdm_safetensors_find(st, p->name);
@@ -525,7 +526,8 @@ int tdm_safetensors_load_params(tdm_safetensors *st, tdm_param_table *tab, int f
             t = tdm_safetensors_find(st, embed);
             rep.lm_head_from_embedding = t != NULL;
         }
-        if (!t) return tdm_errorf(err, "%s: tensor \"%s\": missing from the checkpoint", st->source, p->name);
+        if (!t)
+            return free(tmp), tdm_errorf(err, "%s: tensor \"%s\": missing from the checkpoint", st->source, p->name);
         const char *file = st->files[t->shard].path;
         int same = t->ndim == p->ndim;
         for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == p->shape[d];
@@ -533,13 +535,24 @@ int tdm_safetensors_load_params(tdm_safetensors *st, tdm_param_table *tab, int f
             char have[160], want[160];
             shape_str(have, sizeof have, t->ndim, t->shape);
             shape_str(want, sizeof want, p->ndim, p->shape);
-            return tdm_errorf(err, "%s: tensor \"%s\": shape %s in the file, the model expects %s", file, t->name, have,
-                              want);
+            return free(tmp), tdm_errorf(err, "%s: tensor \"%s\": shape %s in the file, the model expects %s", file,
+                                         t->name, have, want);
         }
-        if (!p->data) return tdm_errorf(err, "tensor \"%s\": no storage bound to load %s into", p->name, file);
-        if (read_tensor(st, t, p->data, err) || tdm_st_check_finite(p->data, p->numel, file, t->name, err)) return -1;
+        if (!p->data && !p->bits)
+            return free(tmp), tdm_errorf(err, "tensor \"%s\": no storage bound to load %s into", p->name, file);
+        float *dst = p->data;
+        if (p->bits) { /* bfloat16 storage: read as fp32, then rounded into the bits */
+            if (!tmp) tmp = tdm_xmalloc(sizeof(float) * (size_t)tdm_param_table_max_numel(tab));
+            dst = tmp;
+        }
+        if (read_tensor(st, t, dst, err) || tdm_st_check_finite(dst, p->numel, file, t->name, err)) {
+            free(tmp);
+            return -1;
+        }
+        if (p->bits) tdm_round_to_bf16(NULL, p->bits, dst, p->numel);
         rep.n_loaded++;
     }
+    free(tmp);
     for (int i = 0; i < st->n; i++) {
         const char *name = st->t[i].name;
         if (tdm_param_table_find(tab, name) >= 0) continue;

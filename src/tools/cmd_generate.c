@@ -116,9 +116,9 @@ int cmd_generate(int argc, char **argv) {
             return 2;
         }
     }
-    if (sm->temperature < 0) sm->temperature = 1.0;
-    if (sm->top_k < 0) sm->top_k = 50;
-    if (sm->top_p < 0) sm->top_p = 1.0;
+    if (sm->temperature < 0) sm->temperature = TDM_GENERATE_DEFAULT_TEMPERATURE;
+    if (sm->top_k < 0) sm->top_k = TDM_GENERATE_DEFAULT_TOP_K;
+    if (sm->top_p < 0) sm->top_p = TDM_GENERATE_DEFAULT_TOP_P;
     if (sm->do_sample && sm->top_p == 0) {
         fprintf(stderr, "tandem generate: --top-p 0: expected a probability above 0 and at most 1\n");
         return 2;

@@ -58,8 +58,8 @@ static const char *const FROM_TRAIN[][2] = {
     {"freeze-llm", NULL},
     {"freeze-lm-head", NULL},
     {"use-distributed-optimizer", "say that the distributed optimizer's column is this run's (both are printed)"},
-    {"bf16", "bfloat16 parameters as train --bf16 keeps them: adds the fp32 main copy and the 16-bit all-gather "
-             "buffer"},
+    {"bf16", "bfloat16 parameters as train --bf16 keeps them: 2-byte weights, the fp32 main copy and one layer's "
+             "fp32 scratch"},
     {"ddp-bucket-size", "bucket size in elements (default Megatron's max(40M, 1M x dp))"},
     {"ddp-num-buckets", NULL},
     {"recompute-granularity", "full or selective: the activation row under recomputation, as train computes it"},
@@ -169,6 +169,7 @@ int cmd_inspect(int argc, char **argv) {
     memset(&plan, 0, sizeof plan);
     plan.dp = (int)dp;
     plan.bf16_params = a->bf16;
+    if (a->bf16) plan.wide_scratch_bytes = tdm_model_wide_scratch_bytes(t, 0);
     tdm_ddp_config dc;
     tdm_ddp_config_default(&dc);
     dc.bucket_size = bucket_size;

@@ -216,8 +216,9 @@ static const tdm_flag ARGS[] = {
     /* precision */
     {ARG("bf16", "bf16", TDM_FLAG_BOOL, bf16, 0, 0, NONE_NEVER, NULL, NULL, NULL,
          "bfloat16 parameters, as Megatron's --bf16 keeps them: AdamW updates fp32 main parameters and rounds them to "
-         "bfloat16, gradients accumulate and reduce in fp32, the distributed optimizer all-gathers 16 bits per "
-         "parameter; activations and matmuls stay float32"),
+         "bfloat16, the weights are stored in 16 bits (widened to fp32 a layer at a time), gradients accumulate and "
+         "reduce in fp32, the distributed optimizer all-gathers 16 bits per parameter; activations and matmuls stay "
+         "float32"),
      .group = "precision"},
 
     /* data parallel */
@@ -348,8 +349,8 @@ static const tdm_flag COMPAT[] = {
     NOT_TAKEN("tensorboard-queue-size", "every TensorBoard event is flushed as it is written (no queue): drop it"),
     NOT_TAKEN("distributed-backend", "tandem's distributed engine is MPI (launch it with mpirun): drop it"),
     NOT_TAKEN("reuse-fp32-param",
-              "tandem's parameters keep float32 storage (with --bf16 too, holding bfloat16 values), so there is no "
-              "16-bit copy to share memory with: drop it"),
+              "tandem keeps --bf16's fp32 main parameters apart from the 16-bit weights, without sharing their "
+              "memory as MindSpeed does: drop it"),
     NOT_TAKEN("swap-attention",
               "activations stay in host memory already; --recompute-granularity full trades compute for their "
               "memory: drop it"),

@@ -11,6 +11,9 @@
  *                               --bf16, the fp32 main parameters "fp32_param.<name>"), gathered
  *                               from the shards, so it loads at any dp with or without the
  *                               distributed optimizer (absent when saved without optimizer)
+ *       preprocessor_config.json, tokenizer.json, tokenizer_config.json, generation_config.json
+ *                               as a Hugging Face model folder has them (train/hf_export.h);
+ *                               loading does not read them
  *       trainer_state.json      iteration, consumed samples, scheduler, seed, Adam step,
  *                               dp and optimizer kind at save time, argument and model
  *                               fingerprints, and an XXH3 checksum and size of each file;
@@ -83,6 +86,9 @@ typedef struct tdm_ckpt_state {
 typedef struct tdm_ckpt_save_spec {
     const char *config_json_path;       /* copied into the checkpoint (may be NULL) */
     const char *preprocessor_json_path; /* likewise; NULL when the preprocessor is Qwen3-VL's defaults */
+    const char *tokenizer_json_path;    /* copied as tokenizer.json (may be NULL) */
+    const char *tokenizer_config_json;  /* text written as tokenizer_config.json (may be NULL) */
+    const char *generation_config_json; /* text written as generation_config.json (may be NULL) */
     const tdm_param_table *params;      /* weights: every tensor's data */
     const float *const *exp_avg;        /* [params->n]: m in parameter shape, NULL for frozen; NULL = no optimizer */
     const float *const *exp_avg_sq;     /* [params->n]: v likewise */

@@ -415,19 +415,38 @@ int tdm_ckpt_load_weights(tdm_ckpt *ck, tdm_param_table *t, tdm_error *err) {
     for (int i = 0; i < t->n; i++) order[i] = (in_file){tdm_safetensors_find(ck->model, t->p[i].name), i};
     qsort(order, (size_t)t->n, sizeof *order, cmp_offset);
     int rc = 0;
+    /* bfloat16 storage (--bf16): each tensor is read into an fp32 scratch and rounded into its bits;
+     * the first one that is not finite is remembered for after the checksum */
+    float *tmp = NULL;
+    int nonfinite = -1;
+    tdm_error nf_err;
     for (int i = 0; i < t->n && rc == 0; i++) {
         tdm_param *p = &t->p[order[i].param];
-        if (!p->data)
+        if (!p->data && !p->bits) {
             rc = tdm_errorf(err, "tensor \"%s\": no storage bound to load %s into", p->name, ck->model_in->path);
-        else rc = read_tensor(ck->model_in, order[i].x, p->data, err);
+        } else if (p->bits) {
+            if (!tmp) tmp = tdm_xmalloc(sizeof(float) * (size_t)tdm_param_table_max_numel(t));
+            rc = read_tensor(ck->model_in, order[i].x, tmp, err);
+            if (rc == 0 && (nonfinite < 0 || order[i].param < nonfinite) &&
+                tdm_st_check_finite(tmp, p->numel, ck->model_in->path, p->name, &nf_err) != 0)
+                nonfinite = order[i].param;
+            if (rc == 0) tdm_round_to_bf16(NULL, p->bits, tmp, p->numel);
+        } else {
+            rc = read_tensor(ck->model_in, order[i].x, p->data, err);
+        }
     }
+    free(tmp);
     if (rc == 0) rc = stream_finish(ck->model_in, err);
     for (int i = 0; rc == 0 && i < t->n; i++) /* a checksum vouches for the bytes, not for the numbers */
-        rc = tdm_st_check_finite(t->p[i].data, t->p[i].numel, ck->model_in->path, t->p[i].name, err);
+        if (i == nonfinite) rc = (*err = nf_err, -1);
+        else if (t->p[i].data)
+            rc = tdm_st_check_finite(t->p[i].data, t->p[i].numel, ck->model_in->path, t->p[i].name, err);
     /* the values went straight into the table (a second copy of the weights would not fit): what
      * the file's checksum did not vouch for is wiped, so no caller can train on it */
-    for (int i = 0; rc != 0 && i < t->n; i++)
+    for (int i = 0; rc != 0 && i < t->n; i++) {
         if (t->p[i].data) memset(t->p[i].data, 0, sizeof(float) * (size_t)t->p[i].numel);
+        if (t->p[i].bits) memset(t->p[i].bits, 0, sizeof(uint16_t) * (size_t)t->p[i].numel);
+    }
     free(order);
     return rc;
 }

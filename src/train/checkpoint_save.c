@@ -173,17 +173,33 @@ typedef struct saved_files {
 
 /* 1. weights, Hugging Face names, fp32 (BF16 with --bf16: their values are bfloat16), in table
  * order (loading reads them in file order) */
+typedef struct widened {
+    const tdm_param_table *t;
+    float *scratch;
+} widened;
+
+/* bfloat16 storage: a tensor's values widened, as the writer asks for them */
+static const float *provide_widened(void *ctx, int index, tdm_error *err) {
+    (void)err;
+    widened *w = ctx;
+    return tdm_param_values(&w->t->p[index], w->scratch);
+}
+
 static int write_weights(saved_files *f, const tdm_ckpt_save_spec *spec, const char *tmp_dir, const char *const *meta,
                          tdm_error *err) {
     const tdm_param_table *t = spec->params;
     char path[PATH_CAP];
-    for (int i = 0; i < t->n; i++)
+    widened w = {t, NULL};
+    for (int i = 0; i < t->n; i++) {
         f->ents[i] =
             (tdm_st_entry){.name = t->p[i].name, .ndim = t->p[i].ndim, .shape = t->p[i].shape, .data = t->p[i].data};
+        if (t->p[i].bits && !w.scratch) w.scratch = tdm_xmalloc(sizeof(float) * (size_t)tdm_param_table_max_numel(t));
+    }
     snprintf(path, sizeof path, "%s/model.safetensors", tmp_dir);
-    if (write_hashed(path, f->ents, t->n, spec->params_bf16 ? TDM_ST_BF16 : TDM_ST_F32, meta, 2, NULL, NULL, 0,
-                     &f->hashes[0], &f->sizes[0], NULL, NULL, err) != 0)
-        return -1;
+    int rc = write_hashed(path, f->ents, t->n, spec->params_bf16 ? TDM_ST_BF16 : TDM_ST_F32, meta, 2,
+                          w.scratch ? provide_widened : NULL, &w, 0, &f->hashes[0], &f->sizes[0], NULL, NULL, err);
+    free(w.scratch);
+    if (rc != 0) return -1;
     f->present[0] = 1;
     return 0;
 }
@@ -228,7 +244,28 @@ static int write_optimizer(saved_files *f, const tdm_ckpt_save_spec *spec, const
     return 0;
 }
 
-/* 3. config.json, and the preprocessor's as a Hugging Face model folder has it */
+/* The tokenizer and generation files of a Hugging Face model folder (hf_export.h); loading does not
+ * read them, so trainer_state.json records no checksum of them. */
+static int write_hf_files(const tdm_ckpt_save_spec *spec, const char *tmp_dir, tdm_error *err) {
+    char path[PATH_CAP];
+    if (spec->tokenizer_json_path) {
+        uint64_t hash;
+        int64_t size;
+        snprintf(path, sizeof path, "%s/tokenizer.json", tmp_dir);
+        if (copy_file(spec->tokenizer_json_path, path, &hash, &size, err) != 0) return -1;
+    }
+    const char *texts[2] = {spec->tokenizer_config_json, spec->generation_config_json};
+    const char *names[2] = {"tokenizer_config.json", "generation_config.json"};
+    for (int i = 0; i < 2; i++) {
+        if (!texts[i]) continue;
+        snprintf(path, sizeof path, "%s/%s", tmp_dir, names[i]);
+        if (tdm_write_file_atomic(path, texts[i], strlen(texts[i]), err) != 0) return -1;
+    }
+    return 0;
+}
+
+/* 3. config.json, the preprocessor's, the tokenizer and generation config as a Hugging Face model
+ * folder has them */
 static int copy_configs(saved_files *f, const tdm_ckpt_save_spec *spec, const char *tmp_dir, tdm_error *err) {
     char path[PATH_CAP];
     if (spec->config_json_path) {
@@ -241,7 +278,7 @@ static int copy_configs(saved_files *f, const tdm_ckpt_save_spec *spec, const ch
         if (copy_file(spec->preprocessor_json_path, path, &f->hashes[3], &f->sizes[3], err) != 0) return -1;
         f->present[3] = 1;
     }
-    return 0;
+    return write_hf_files(spec, tmp_dir, err);
 }
 
 /* 4. trainer state, with the checksums of what was just written (taken as it was written) */

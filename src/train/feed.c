@@ -22,6 +22,8 @@ struct tdm_feed {
     char summary[1536];
 };
 
+const tdm_tokenizer *tdm_feed_tokenizer(const tdm_feed *f) { return f->tok; }
+
 const char *tdm_feed_preprocessor_path(const char *flag_path, const char *model_path, char *buf, size_t cap) {
     if (flag_path && flag_path[0]) return snprintf(buf, cap, "%s", flag_path), buf;
     char dir[2048];

@@ -40,6 +40,8 @@ tdm_feed *tdm_feed_create(const tdm_feed_options *o, tdm_error *err);
 int tdm_feed_check_tokenizer(const tdm_tokenizer *tok, const char *tok_path, const tdm_model_config *cfg,
                              tdm_error *err);
 void tdm_feed_free(tdm_feed *f);
+/* The tokenizer the feed encodes with. */
+const tdm_tokenizer *tdm_feed_tokenizer(const tdm_feed *f);
 
 /* The largest micro-batch the loader can hand out. */
 void tdm_feed_limits(const tdm_feed *f, tdm_model_limits *out);

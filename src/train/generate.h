@@ -25,6 +25,12 @@
 #include "core/error.h"
 #include "data/dataset.h"
 
+/* `tandem generate --do-sample`'s defaults (Hugging Face's), also written into a checkpoint's
+ * generation_config.json. */
+#define TDM_GENERATE_DEFAULT_TEMPERATURE 1.0
+#define TDM_GENERATE_DEFAULT_TOP_K       50
+#define TDM_GENERATE_DEFAULT_TOP_P       1.0
+
 /* Hugging Face's generation parameters. do_sample 0 (or temperature 0): greedy. */
 typedef struct tdm_sampling {
     int do_sample;

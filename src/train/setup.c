@@ -12,6 +12,7 @@
 
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "distributed/agree.h"
@@ -60,6 +61,7 @@ static int build_ddp(trainer *t, tdm_error *err) {
     tdm_ddp_config_default(&dc);
     dc.use_distributed_optimizer = a->use_distributed_optimizer;
     dc.bf16_params = a->bf16;
+    dc.bf16_storage = a->bf16; /* 2 bytes per weight; the model widens a layer at a time */
     dc.overlap_grad_reduce = a->overlap_grad_reduce;
     dc.overlap_param_gather = a->overlap_param_gather;
     dc.check_for_nan_in_grad = a->check_for_nan_in_grad;
@@ -119,23 +121,80 @@ static int set_recompute(trainer *t, tdm_error *err) {
 
 /* ------------------------------------------------------------------ weights and schedule */
 
+/* --pretrained / --hf-weights given a --save folder (a tracker, no weights of its own): say which
+ * folder holds weights, or that resuming is --load's. */
+static int refuse_save_folder(const char *flag, const char *src, tdm_error *err) {
+    char path[4096], iter_dir[4096];
+    snprintf(path, sizeof path, "%s/%s", src, TDM_CKPT_TRACKER);
+    if (!tdm_file_exists(path)) return 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    if (tdm_file_exists(path)) return 0;
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", src);
+    if (tdm_file_exists(path)) return 0;
+    tdm_error rerr;
+    if (tdm_ckpt_resolve(src, iter_dir, sizeof iter_dir, &rerr) != 0)
+        snprintf(iter_dir, sizeof iter_dir, "%s/iter_NNNNNNN", src);
+    return tdm_errorf(err,
+                      "%s %s: a tandem --save folder, not weights; give one of its checkpoints (the latest is %s), "
+                      "or --load %s to resume it (with --finetune to start at iteration 0)",
+                      flag, src, iter_dir, src);
+}
+
+/* Megatron-style lines on rank 0 saying what initial weights were loaded. */
+static void log_pretrained(const char *flag, const char *src, tdm_safetensors *st, const tdm_param_table *pt,
+                           const tdm_st_load_report *rep, int bf16) {
+    int64_t nparams = 0;
+    for (int i = 0; i < pt->n; i++) nparams += pt->p[i].numel;
+    /* the files and stored dtypes of the tensors the table took */
+    int shards = 0, seen[16] = {0};
+    unsigned char used[TDM_ST_MAX_SHARDS] = {0};
+    char dtypes[128] = "";
+    for (int i = 0; i < pt->n; i++) {
+        const tdm_st_tensor *x = tdm_safetensors_find(st, pt->p[i].name);
+        if (!x) continue; /* lm_head tied to the embedding */
+        if (x->shard >= 0 && x->shard < TDM_ST_MAX_SHARDS && !used[x->shard]++) shards++;
+        if ((int)x->dtype < 16 && !seen[x->dtype]) {
+            seen[x->dtype] = 1;
+            size_t l = strlen(dtypes);
+            snprintf(dtypes + l, sizeof dtypes - l, "%s%s", l ? "+" : "", tdm_st_dtype_name(x->dtype));
+        }
+    }
+    char trainer_state[4096];
+    snprintf(trainer_state, sizeof trainer_state, "%s/trainer_state.json", src);
+    const char *format =
+        tdm_file_exists(trainer_state) ? "tandem checkpoint, weights only" : "Hugging Face safetensors";
+    tdm_log_info("%s: loaded %s (%s, %d file%s): %d tensors, %lld parameters, stored %s, held in %s", flag, src, format,
+                 shards, shards == 1 ? "" : "s", rep->n_loaded, (long long)nparams, dtypes[0] ? dtypes : "-",
+                 bf16 ? "bfloat16" : "fp32");
+    if (rep->lm_head_from_embedding || rep->n_extra) {
+        char extra[256] = "";
+        if (rep->n_extra)
+            snprintf(extra, sizeof extra, "%d tensors of the file ignored, the model has no use for them (first: %s)",
+                     rep->n_extra, rep->first_extra);
+        tdm_log_info("%s: %s%s%s", flag,
+                     rep->lm_head_from_embedding
+                         ? "lm_head.weight missing, tied to model.language_model.embed_tokens.weight"
+                         : "",
+                     rep->lm_head_from_embedding && rep->n_extra ? "; " : "", extra);
+    }
+}
+
 /* Initial weights: a checkpoint (--load), Hugging Face weights, or the seed. */
 static int init_weights(trainer *t, tdm_ckpt *ck, int have_ck, tdm_error *err) {
     const tdm_train_args *a = t->a;
     tdm_param_table *pt = tdm_model_params(t->model);
     if (have_ck) return tdm_ckpt_load_weights(ck, pt, err);
     if (a->pretrained[0] || a->hf_weights[0]) {
+        const char *flag = a->pretrained[0] ? "--pretrained" : "--hf-weights";
         const char *src = a->pretrained[0] ? a->pretrained : a->hf_weights;
+        if (refuse_save_folder(flag, src, err) != 0) return -1;
         tdm_safetensors *st = tdm_safetensors_open(src, err);
         if (!st) return -1;
         tdm_st_load_report rep;
         int rc = tdm_safetensors_load_params(st, pt, t->cfg.tie_word_embeddings ? TDM_ST_TIED_LM_HEAD : 0, &rep, err);
+        if (rc == 0) log_pretrained(flag, src, st, pt, &rep, a->bf16);
         tdm_safetensors_close(st);
-        if (rc != 0) return -1;
-        if (rep.n_extra)
-            tdm_log_info("note: %s holds %d tensors the model does not use (first: %s)", src, rep.n_extra,
-                         rep.first_extra);
-        return 0;
+        return rc;
     }
     tdm_model_init_weights(t->model, a->seed);
     return 0;
@@ -230,6 +289,9 @@ static int reserve_activations(trainer *t, tdm_error *err) {
         tdm_log_info("activations: %.1f MiB per rank for micro-batches of up to %d tokens and %d patches%s",
                      (double)tdm_model_activation_bytes(t->model) / (1024.0 * 1024.0), lim.max_tokens, lim.max_patches,
                      t->recompute_note);
+    if (ok && t->rank == 0 && tdm_model_wide_bytes(t->model) > 0)
+        tdm_log_info("bfloat16 weights: widened a layer at a time into a %.2f MiB fp32 scratch",
+                     (double)tdm_model_wide_bytes(t->model) / (1024.0 * 1024.0));
     char note[256];
     if (ok && t->rank == 0 && tdm_blas_core_note(note, sizeof note)) tdm_log_info("%s", note);
     return ok ? 0 : -1;

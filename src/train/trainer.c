@@ -134,7 +134,7 @@ uint64_t tdm_train__params_checksum(tdm_model *m) {
     tdm_param_table *pt = tdm_model_params(m);
     XXH3_state_t *s = XXH3_createState();
     XXH3_64bits_reset(s);
-    for (int i = 0; i < pt->n; i++) XXH3_64bits_update(s, pt->p[i].data, sizeof(float) * (size_t)pt->p[i].numel);
+    for (int i = 0; i < pt->n; i++) tdm_param_hash_update(&pt->p[i], s); /* of the fp32 values, either storage */
     uint64_t h = XXH3_64bits_digest(s);
     XXH3_freeState(s);
     return h;

@@ -3,6 +3,7 @@
 #include "train/trainer_internal.h"
 
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -13,6 +14,7 @@
 #include "model/qwen3vl.h"
 #include "train/checkpoint.h"
 #include "train/feed.h"
+#include "train/hf_export.h"
 #include "train/scheduler.h"
 
 /* trainer_state.json's contents: position, schedule in force, optimizer kind. */
@@ -79,16 +81,31 @@ int tdm_train__save_checkpoint(trainer *t, tdm_error *err) {
     if (t->rank != 0) return finish_save(t, 0, t0, err);
     tdm_ckpt_state st;
     checkpoint_state(t, distributed, &st);
-    char pp_buf[2200];
+    char pp_buf[2200], tok_buf[2200];
+    struct stat sb;
+    if (stat(a->tokenizer, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(tok_buf, sizeof tok_buf, "%s/tokenizer.json", a->tokenizer);
+    else snprintf(tok_buf, sizeof tok_buf, "%s", a->tokenizer);
+    tdm_strbuf tok_cfg, gen_cfg;
+    tdm_sb_init(&tok_cfg);
+    tdm_sb_init(&gen_cfg);
+    const tdm_tokenizer *tok = tdm_feed_tokenizer(t->feed);
+    tdm_hf_tokenizer_config(tok, t->cfg.text.max_position_embeddings, &tok_cfg);
+    tdm_hf_generation_config(tok, &gen_cfg);
     tdm_ckpt_save_spec spec = {.config_json_path = t->config_json,
                                .preprocessor_json_path =
                                    tdm_feed_preprocessor_path(a->preprocessor, a->model, pp_buf, sizeof pp_buf),
+                               .tokenizer_json_path = tok_buf,
+                               .tokenizer_config_json = tok_cfg.data,
+                               .generation_config_json = gen_cfg.data,
                                .params = pt,
                                .params_bf16 = a->bf16,
                                .optim_state = senders > 0 ? gathered_state : NULL,
                                .optim_ctx = g,
                                .state = &st};
     int ok = tdm_ckpt_save(a->save, &spec, t->res->saved_checkpoint, sizeof t->res->saved_checkpoint, err) == 0;
+    tdm_sb_free(&tok_cfg);
+    tdm_sb_free(&gen_cfg);
     tdm_ddp_state_gather_end(g); /* after a failed write: what the senders still have in flight */
     return finish_save(t, ok, t0, err);
 }

@@ -88,24 +88,26 @@ near "$g" 32.66 0.005 && ok || bad "8B grads $g GiB, expected 32.66"
 wb=$(gib "$TMP/8b_dp4.txt" "(weights bf16" 1)
 near "$wb" 16.33 0.005 && ok || bad "8B bf16 weights $wb GiB, expected 16.33"
 grep -q "bucket size 40,000,000 elements" "$TMP/8b_dp4.txt" && ok || bad "8B default bucket size (Megatron's max(40M, 1M x dp))"
-# --bf16 (train's storage, src/distributed/ddp.c): an fp32 main copy of what the optimizer owns (the whole buffer
-# without the distributed optimizer, 1/4 of the padded one with it) and, with the distributed optimizer, a
-# 16-bit all-gather buffer of 2 bytes per padded element; the other rows do not change.
+# --bf16 (train's storage, src/distributed/ddp.c): the weights in 2 bytes each (the all-gathers land in them),
+# an fp32 main copy of what the optimizer owns (the whole buffer without the distributed optimizer, 1/4 of the
+# padded one with it) and the fp32 scratch one layer is widened into (the largest: lm_head, 151,936 x 4,096);
+# gradients and Adam do not change.
 "$TANDEM" inspect --model configs/qwen3-vl-8b --dp 4 --bf16 > "$TMP/8b_bf16.txt" 2>&1 || bad "8B dp 4 --bf16 failed"
 main=$(gib "$TMP/8b_bf16.txt" "fp32 main parameters" 1); main_d=$(gib "$TMP/8b_bf16.txt" "fp32 main parameters" 2)
-bits=$(gib "$TMP/8b_bf16.txt" "16-bit all-gather buffer" 1); bits_d=$(gib "$TMP/8b_bf16.txt" "16-bit all-gather" 2)
+scr=$(gib "$TMP/8b_bf16.txt" "fp32 scratch" 1); scr_d=$(gib "$TMP/8b_bf16.txt" "fp32 scratch" 2)
+w16=$(gib "$TMP/8b_bf16.txt" "weights bf16" 1); w16_d=$(gib "$TMP/8b_bf16.txt" "weights bf16" 2)
 near "$main" 32.66 0.005 && ok || bad "8B --bf16 main parameters DDP $main GiB, expected 32.66"
 near "$main_d" 8.165 0.006 && ok || bad "8B --bf16 main parameters distributed dp 4: $main_d GiB, expected 8.17"
-[ "$(column "$TMP/8b_bf16.txt" "16-bit all-gather buffer" 1)" = "0 B" ] && ok || bad "8B --bf16: DDP has no 16-bit buffer"
-near "$bits_d" 16.33 0.005 && ok || bad "8B --bf16 16-bit buffer $bits_d GiB, expected 16.33"
+near "$w16" 16.33 0.005 && near "$w16_d" 16.33 0.005 && ok || bad "8B --bf16 weights $w16 / $w16_d GiB, expected 16.33"
+near "$scr" 2.32 0.005 && near "$scr_d" 2.32 0.005 && ok || bad "8B --bf16 scratch $scr / $scr_d GiB, expected 2.32"
 for k in 1 2; do
   t0=$(gib "$TMP/8b_dp4.txt" "total" $k) t1=$(gib "$TMP/8b_bf16.txt" "total" $k)
-  extra=$([ $k = 1 ] && echo "$main" || awk -v a="$main_d" -v b="$bits_d" 'BEGIN { print a + b }')
+  extra=$(awk -v m="$([ $k = 1 ] && echo "$main" || echo "$main_d")" -v s="$scr" 'BEGIN { print m + s - 16.33 }')
   near "$(awk -v a="$t1" -v b="$t0" 'BEGIN { print a - b }')" "$extra" 0.015 && ok \
     || bad "8B --bf16 total (column $k) $t1 GiB against $t0 without it: the difference is not $extra"
 done
-grep -q "^  weights fp32 (holding bfloat16 values)" "$TMP/8b_bf16.txt" && ok || bad "8B --bf16: weights row"
-if grep -q "fp32 main parameters\|16-bit all-gather" "$TMP/8b_dp4.txt"; then bad "rows of --bf16 without it"; else ok; fi
+grep -q "16-bit all-gather" "$TMP/8b_bf16.txt" && bad "8B --bf16: a separate all-gather buffer" || ok
+if grep -q "fp32 main parameters\|fp32 scratch\|weights bf16 (--bf16" "$TMP/8b_dp4.txt"; then bad "rows of --bf16 without it"; else ok; fi
 # Frozen parts get no gradient and no optimizer state.
 g=$(gib "$TMP/8b_fz.txt" "gradients fp32" 1)
 near "$g" "$(awk 'BEGIN { print 8190735360 * 4 / 1073741824 }')" 0.005 && ok || bad "8B frozen vision: grads $g GiB"

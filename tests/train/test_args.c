@@ -112,7 +112,8 @@ static void test_errors_are_one_clear_sentence(void) {
           "%s", err.msg);
     CHECK(parse(&a, "--distributed-backend nccl", &err) != 0 && strstr(err.msg, "MPI (launch it with mpirun)"), "%s",
           err.msg);
-    CHECK(parse(&a, "--reuse-fp32-param", &err) != 0 && strstr(err.msg, "no 16-bit copy to share"), "%s", err.msg);
+    CHECK(parse(&a, "--reuse-fp32-param", &err) != 0 && strstr(err.msg, "apart from the 16-bit weights"), "%s",
+          err.msg);
     CHECK(parse(&a, "--exit-duration-in-mins -1", &err) != 0 && strstr(err.msg, "out of range"), "%s", err.msg);
     CHECK(parse(&a, "--mm-tool tools.json --recompute-activations", &err) == 0 &&
               !strcmp(a.profile_config, "tools.json") && !strcmp(a.recompute_granularity, "selective"),
