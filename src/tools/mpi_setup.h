@@ -7,7 +7,8 @@
  * more than the reduction itself), initialises MPI asking for MPI_THREAD_MULTIPLE (the
  * communication thread needs it; a lower grant is logged and the trainer falls back to
  * inline progress), sets the logger's rank, and gives each rank's BLAS
- * cores / ranks-on-this-node threads unless OPENBLAS_NUM_THREADS is set. */
+ * cores / ranks-on-this-node threads unless OPENBLAS_NUM_THREADS is set. Before MPI_Init, under Open MPI,
+ * turns its cross-memory attach off where it cannot work or costs more (tdm_mpi_choose_single_copy). */
 void tdm_tool_mpi_init(int *argc, char ***argv, int *rank, int *world);
 
 /* After tdm_first_failed_rank on refused flags: the lowest refused rank prints "tandem CMD: msg",
