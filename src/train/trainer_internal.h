@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "distributed/ddp.h"
 #include "distributed/optimizer.h"
+#include "distributed/probe.h"
 #include "model/config.h"
 #include "model/qwen3vl.h"
 #include "train/args.h"
@@ -63,6 +64,9 @@ typedef struct trainer {
     tdm_step_window steps; /* rank 0: the recent step times, for the progress line's ETA */
     int eval_stopped;      /* the last evaluation ended early on an agreed stop: TDM_STOP_*, 0: it did not */
     int save_lock;         /* rank 0: the flock()ed <save>/.tandem.lock, -1: none */
+    tdm_mpi_info mpi;      /* the MPI library and transport, and what a quick probe measured at start */
+    tdm_coll_cost probe;   /* (mb 0: one rank, nothing measured) */
+    int dp_checked;        /* the first iteration line has weighed communication against compute */
 } trainer;
 
 /* The steps since the last iteration line. */
