@@ -17,7 +17,7 @@
 #include "kernels/kernels.h"
 
 #define SINGLE_COPY_VAR "OMPI_MCA_btl_vader_single_copy_mechanism"
-#define MB 1e6
+#define MB              1e6
 
 /* ------------------------------------------------------------------ the library */
 
@@ -148,8 +148,7 @@ static int cma_works(void) {
     if (pid == 0) { /* the child waits until the parent has read (or failed to) */
         close(fds[1]);
         char c;
-        while (read(fds[0], &c, 1) < 0 && errno == EINTR) {
-        }
+        while (read(fds[0], &c, 1) < 0 && errno == EINTR) {}
         _exit(0);
     }
     close(fds[0]);
@@ -157,8 +156,7 @@ static int cma_works(void) {
     struct iovec local = {&got, sizeof got}, remote = {(void *)&probe, sizeof probe};
     ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
     close(fds[1]);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-    }
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
     return n == (ssize_t)sizeof got && got == probe;
 }
 

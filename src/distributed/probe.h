@@ -41,11 +41,11 @@ void tdm_mpi_info_format(const tdm_mpi_info *m, tdm_strbuf *sb);
 const char *tdm_mpi_choose_single_copy(void);
 
 typedef struct tdm_coll_cost {
-    double mb;                       /* the buffer each collective covered, MB */
-    int reps;                        /* timed repetitions (the median is kept) */
-    double rs_wall_ms, rs_cpu_ms;    /* reduce-scatter: wall and calling-thread CPU, ms per MB */
-    double ag_wall_ms, ag_cpu_ms;    /* all-gather */
-    double memcpy_ms;                /* a memcpy of the same bytes, ms per MB */
+    double mb;                    /* the buffer each collective covered, MB */
+    int reps;                     /* timed repetitions (the median is kept) */
+    double rs_wall_ms, rs_cpu_ms; /* reduce-scatter: wall and calling-thread CPU, ms per MB */
+    double ag_wall_ms, ag_cpu_ms; /* all-gather */
+    double memcpy_ms;             /* a memcpy of the same bytes, ms per MB */
 } tdm_coll_cost;
 
 /* Collective over comm (2 ranks or more): `reps` timed reduce-scatters and all-gathers of `mb` MB each

@@ -131,8 +131,8 @@ int cmd_doctor(int argc, char **argv) {
                o.gemm_n, gf_min);
         printf("  memcpy           %.3f ms/MB (%.1f MB)\n", cp, mb);
         printf("  vector sum       %.3f ms/MB (tandem's y += x, per MB of x)\n", vs);
-        printf("  page faults      %.3f ms/MB first touch of fresh pages, %.3f ms/MB reused (%.1fx)\n", fresh,
-               reused, reused > 0 ? fresh / reused : 0.0);
+        printf("  page faults      %.3f ms/MB first touch of fresh pages, %.3f ms/MB reused (%.1fx)\n", fresh, reused,
+               reused > 0 ? fresh / reused : 0.0);
         fflush(stdout);
     }
 
@@ -169,10 +169,10 @@ int cmd_doctor(int argc, char **argv) {
         if (mi.kind == TDM_MPI_OPEN_MPI && mi.single_copy[0]) {
             const char *why = getenv("TANDEM_SINGLE_COPY_SET");
             printf("  single copy      %s: %s\n", mi.single_copy,
-                   why                                                          ? why
-                   : getenv("OMPI_MCA_btl_vader_single_copy_mechanism")         ? "your setting is kept"
-                                                                                : "Open MPI's choice (cross-memory "
-                                                                                  "attach works here)");
+                   why                                                  ? why
+                   : getenv("OMPI_MCA_btl_vader_single_copy_mechanism") ? "your setting is kept"
+                                                                        : "Open MPI's choice (cross-memory "
+                                                                          "attach works here)");
         }
         printf("  progress         a communication thread per rank at nice 10 (--ddp-progress, "
                "--comm-thread-nice)\n");
