@@ -471,6 +471,7 @@ int tdm_train__agree_on_start(trainer *t, tdm_error *err) {
     }
     tdm_probe_format_line(&t->mpi, &t->probe, t->dp, &sb);
     tdm_log_info("%s", sb.data);
+    snprintf(res->transport_line, sizeof res->transport_line, "%s", sb.data);
     tdm_sb_clear(&sb);
     tdm_ddp_describe(t->ddp, &sb);
     if (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = 0;

@@ -66,13 +66,19 @@ typedef struct trainer {
     int save_lock;         /* rank 0: the flock()ed <save>/.tandem.lock, -1: none */
     tdm_mpi_info mpi;      /* the MPI library and transport, and what a quick probe measured at start */
     tdm_coll_cost probe;   /* (mb 0: one rank, nothing measured) */
-    int dp_checked;        /* the first iteration line has weighed communication against compute */
+    int dp_checked;        /* an iteration line has weighed communication against compute */
+    struct {               /* the steps since the run's first (which pays for first touches), until then */
+        int n;
+        double step_ms, exposed_ms, comm_cpu_ms; /* sums: step, collective waits, communication thread CPU */
+    } dp_cost;
 } trainer;
 
 /* The steps since the last iteration line. */
 typedef struct interval {
     int n;
     double loss_sum, ms_sum, flops_sum;
+    double exposed_ms_sum;  /* waits on the data-parallel collectives (grad sync, parameter all-gather) */
+    double comm_cpu_ms_sum; /* the communication thread's CPU */
     int skipped, nan;
 } interval;
 
