@@ -22,6 +22,13 @@ static int local_ranks(void) {
 void tdm_tool_mpi_init(int *argc, char ***argv, int *rank, int *world) {
     mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum on 64-bit; larger values are refused */
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    /* Nor above it: MPI's per-call scratch of a collective larger than 32 MB (Open MPI's reduce-scatter takes the
+     * whole bucket) would be mmap'd fresh, and its pages faulted in, every step; from the heap it is reused
+     * (docs/benchmarks.md, "Where data parallelism loses on two cores") */
+    mallopt(M_MMAP_MAX, 0);
+    /* and one arena for every thread: the communication thread issues the collectives, and a scratch buffer in a
+     * thread arena of its own lives in a heap that glibc unmaps as soon as it is free again */
+    mallopt(M_ARENA_MAX, 1);
     /* before MPI_Init: Open MPI reads its OMPI_MCA_* variables there */
     const char *single_copy = tdm_mpi_choose_single_copy();
     int provided = MPI_THREAD_SINGLE;

@@ -2,8 +2,8 @@
 #ifndef TDM_TOOLS_MPI_SETUP_H
 #define TDM_TOOLS_MPI_SETUP_H
 
-/* Keeps MPI's large scratch buffers on the heap (glibc's largest mmap threshold, no
- * trimming: the project spec's data-parallel.md measured per-call mmap/munmap and first touches costing
+/* Keeps MPI's large scratch buffers on the heap (glibc's largest mmap threshold, no mmap at all
+ * above it, no trimming: the project spec's data-parallel.md measured per-call mmap/munmap and first touches costing
  * more than the reduction itself), initialises MPI asking for MPI_THREAD_MULTIPLE (the
  * communication thread needs it; a lower grant is logged and the trainer falls back to
  * inline progress), sets the logger's rank, and gives each rank's BLAS
