@@ -320,6 +320,8 @@ void tdm_comm_free(tdm_comm *c) {
 
 const char *tdm_comm_reduce_scatter_name(const tdm_comm *c) { return c->own_rs ? "tandem" : "mpi"; }
 
+void tdm_comm_set_reduce_scatter(tdm_comm *c, int own) { c->own_rs = own; }
+
 void tdm_comm_post(tdm_comm *c, tdm_comm_op *op) {
     /* A caller's bug, not bad input: an op posted again before its wait, or more ops in
      * flight than the engine was sized for, would corrupt the ring and the pending list. */

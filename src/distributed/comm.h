@@ -103,6 +103,8 @@ void tdm_wait_request_spin_bounded(MPI_Request *req, uint64_t timeout_ns, const 
 
 /* "tandem" (its own exchange and vector sum) or "mpi" (MPI_Ireduce_scatter_block): how reduce-scatters run. */
 const char *tdm_comm_reduce_scatter_name(const tdm_comm *c);
+/* Chooses it (own: tandem's exchange) before any op is posted. */
+void tdm_comm_set_reduce_scatter(tdm_comm *c, int own);
 
 /* CPU time the communication thread has consumed (0 in INLINE mode). */
 uint64_t tdm_comm_thread_cpu_ns(const tdm_comm *c);

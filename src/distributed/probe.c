@@ -106,9 +106,12 @@ void tdm_mpi_info_get(MPI_Comm comm, tdm_mpi_info *m) {
         if (!m->transport[0]) snprintf(m->transport, sizeof m->transport, "%s", m->one_host ? "one host" : "hosts");
         return;
     }
-    int provided;
+    int level = MPI_THREAD_SINGLE, provided;
     char pml[64] = "", btl[96] = "";
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS) {
+    /* at the level MPI_Init granted: Open MPI's MPI_T_init_thread sets the library's thread level to the one
+     * asked for, and a lower one would leave the communication thread's calls unprotected */
+    MPI_Query_thread(&level);
+    if (MPI_T_init_thread(level, &provided) == MPI_SUCCESS) {
         read_cvar("pml", pml, sizeof pml);
         read_cvar("btl", btl, sizeof btl);
         read_cvar("btl_vader_single_copy_mechanism", m->single_copy, sizeof m->single_copy);
@@ -272,6 +275,10 @@ static void timed_op(tdm_comm *c, tdm_comm_op *op, double *wall, double *cpu) {
 }
 
 int tdm_probe_collectives(MPI_Comm comm, double mb, int reps, tdm_coll_cost *out, tdm_error *err) {
+    return tdm_probe_collectives_rs(comm, mb, reps, -1, out, err);
+}
+
+int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, tdm_coll_cost *out, tdm_error *err) {
     memset(out, 0, sizeof *out);
     reps = clamp_reps(reps);
     int size = 1;
@@ -294,6 +301,7 @@ int tdm_probe_collectives(MPI_Comm comm, double mb, int reps, tdm_coll_cost *out
         free(buf);
         return -1;
     }
+    if (mpi_op >= 0) tdm_comm_set_reduce_scatter(c, !mpi_op);
     tdm_comm_op rs = {.kind = TDM_COMM_REDUCE_SCATTER, .buf = buf, .count = per_rank, .name = "probe-rs"};
     tdm_comm_op ag = {.kind = TDM_COMM_ALLGATHER, .buf = buf, .count = per_rank, .name = "probe-ag"};
     double w[2][MAX_REPS], u[2][MAX_REPS], d0, d1;

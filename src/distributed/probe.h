@@ -52,6 +52,9 @@ typedef struct tdm_coll_cost {
  * after one untimed pair, through a communication engine with inline progress on a duplicate of comm,
  * on buffers touched beforehand. -1 with err when the buffers cannot be had (on every rank alike). */
 int tdm_probe_collectives(MPI_Comm comm, double mb, int reps, tdm_coll_cost *out, tdm_error *err);
+/* The same with the reduce-scatter by MPI_Ireduce_scatter_block and MPI's op (mpi_op 1) instead of tandem's
+ * exchange, whatever TANDEM_REDUCE_SCATTER says. */
+int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, tdm_coll_cost *out, tdm_error *err);
 
 /* This rank alone: ms per MB of memcpy between two touched buffers of `mb` MB (median of reps). */
 double tdm_probe_memcpy(double mb, int reps);

@@ -136,7 +136,7 @@ int cmd_doctor(int argc, char **argv) {
         fflush(stdout);
     }
 
-    tdm_coll_cost big = {0};
+    tdm_coll_cost big = {0}, mpi_rs = {0};
     if (world > 1) {
         if (rank == 0)
             printf("  collectives      %d ranks, per MB of the buffer (ms/MB; CPU: the calling thread's)\n"
@@ -158,6 +158,13 @@ int cmd_doctor(int argc, char **argv) {
             }
             big = c;
         }
+        tdm_coll_cost m;
+        if (tdm_probe_collectives_rs(MPI_COMM_WORLD, mb, o.reps, 1, &m, &err) == 0 && rank == 0) {
+            printf("      %7.2f   %14.3f %6.3f   (reduce-scatter by MPI_Ireduce_scatter_block and MPI's op)\n", m.mb,
+                   m.rs_wall_ms, m.rs_cpu_ms);
+            fflush(stdout);
+        }
+        mpi_rs = m;
     } else if (rank == 0) {
         printf("  collectives      not measured: one rank (run under mpirun -np 2 to measure them)\n");
     }
@@ -173,6 +180,14 @@ int cmd_doctor(int argc, char **argv) {
                    : getenv("OMPI_MCA_btl_vader_single_copy_mechanism") ? "your setting is kept"
                                                                         : "Open MPI's choice (cross-memory "
                                                                           "attach works here)");
+        }
+        if (world > 1 && mpi_rs.mb > 0) {
+            const char *rs = getenv("TANDEM_REDUCE_SCATTER");
+            const int mpi = rs && !strcmp(rs, "mpi");
+            printf("  reduce-scatter   %s: %.3f ms/MB of CPU here against %.3f with %s\n",
+                   mpi ? "MPI's (TANDEM_REDUCE_SCATTER=mpi)" : "tandem's exchange and vector sum",
+                   mpi ? mpi_rs.rs_cpu_ms : big.rs_cpu_ms, mpi ? big.rs_cpu_ms : mpi_rs.rs_cpu_ms,
+                   mpi ? "tandem's (unset TANDEM_REDUCE_SCATTER)" : "MPI's (TANDEM_REDUCE_SCATTER=mpi)");
         }
         printf("  progress         a communication thread per rank at nice 10 (--ddp-progress, "
                "--comm-thread-nice)\n");

@@ -37,6 +37,8 @@ for line in "^tandem doctor: 2 ranks on one host, [0-9]+ cores online" "^  proce
             "^  sgemm ceiling +[0-9.]+ GFLOP/s per rank" "^  memcpy +[0-9.]+ ms/MB" "^  vector sum +[0-9.]+ ms/MB" \
             "^  page faults +[0-9.]+ ms/MB first touch of fresh pages, [0-9.]+ ms/MB reused" \
             "^  collectives +2 ranks, per MB" "^settings tandem uses$" "^  BLAS threads +1 per rank: OPENBLAS_NUM_THREADS" \
+            "^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +\(reduce-scatter by MPI_Ireduce_scatter_block and MPI's op\)$" \
+            "^  reduce-scatter +tandem's exchange and vector sum: [0-9.]+ ms/MB of CPU here against [0-9.]+ with MPI's" \
             "^  progress " "^  verdict .* ms per MB of gradients" "pay for themselves when each trains more than about [0-9]+ tokens"; do
   grep -qE -- "$line" "$W/two" && ok "2 ranks: /$line/" || bad "2 ranks: no line /$line/"
 done
