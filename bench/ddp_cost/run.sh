@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh - what data parallelism costs on this machine: tandem train on the same global batch as
-#   1 rank x 2 BLAS threads, and 2 ranks x 1 thread under Open MPI (its default single-copy mechanism, and
-#   btl_vader_single_copy_mechanism none) and under MPICH (build-mpich/tandem, when built),
+#   1 rank x 2 BLAS threads (dp1_t2), and 2 ranks x 1 thread under Open MPI (ompi: its default single-copy
+#   mechanism; ompi_none: btl_vader_single_copy_mechanism none; ompi_mpiop: TANDEM_REDUCE_SCATTER=mpi;
+#   ompi_nice0: --comm-thread-nice 0) and under MPICH (mpich, mpich_mpiop; build-mpich/tandem, when built),
 # for the tiny config and width 512 (bench/peer_torch/configs/small), interleaved REPEATS times. Prints one row
 # per run: the median over iterations 5..ITERS of the step, the compute thread's waits on the collectives
 # (grad sync + parameter all-gather), the communication thread's CPU and the process CPU, in ms, with the load
@@ -38,9 +39,13 @@ one() { # size case
     dp1_t2) OPENBLAS_NUM_THREADS=2 "$BIN" train "${A[@]}" ;;
     ompi) OPENBLAS_NUM_THREADS=1 "${OMPI[@]}" "$BIN" train "${A[@]}" ;;
     ompi_none) OPENBLAS_NUM_THREADS=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "${OMPI[@]}" "$BIN" train "${A[@]}" ;;
+    ompi_mpiop) OPENBLAS_NUM_THREADS=1 TANDEM_REDUCE_SCATTER=mpi "${OMPI[@]}" "$BIN" train "${A[@]}" ;;
+    ompi_nice0) OPENBLAS_NUM_THREADS=1 "${OMPI[@]}" "$BIN" train "${A[@]}" --comm-thread-nice 0 ;;
     before) OPENBLAS_NUM_THREADS=1 "${OMPI[@]}" "$BEFORE" train "${A[@]}" ;;
     mpich) [ -x "$BIN_MPICH" ] || return 0
            OPENBLAS_NUM_THREADS=1 mpirun.mpich -np 2 "$BIN_MPICH" train "${A[@]}" ;;
+    mpich_mpiop) [ -x "$BIN_MPICH" ] || return 0
+           OPENBLAS_NUM_THREADS=1 TANDEM_REDUCE_SCATTER=mpi mpirun.mpich -np 2 "$BIN_MPICH" train "${A[@]}" ;;
   esac >"$dir.log" 2>&1 || { echo "$size $kind: failed, see $dir.log"; return 0; }
   python3 - "$dir/metrics.jsonl" "$size" "$kind" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
 import json, statistics as st, sys

@@ -24,7 +24,7 @@ void tdm_tool_mpi_init(int *argc, char ***argv, int *rank, int *world) {
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     /* Nor above it: MPI's per-call scratch of a collective larger than 32 MB (Open MPI's reduce-scatter takes the
      * whole bucket) would be mmap'd fresh, and its pages faulted in, every step; from the heap it is reused
-     * (docs/benchmarks.md, "Where data parallelism loses on two cores") */
+     * (docs/benchmarks.md, "Data parallelism on two cores") */
     mallopt(M_MMAP_MAX, 0);
     /* and one arena for every thread: the communication thread issues the collectives, and a scratch buffer in a
      * thread arena of its own lives in a heap that glibc unmaps as soon as it is free again */
