@@ -99,11 +99,17 @@ static void start_exchange(tdm_comm *c, tdm_comm_op *op) {
     op->n_xreqs = k;
 }
 
-/* Whether op's transfer is complete (one MPI_Test, or MPI_Testall of the exchange's requests). */
+/* Whether op's transfer is complete (one MPI_Test, or one of each of the exchange's requests: a completed
+ * request is MPI_REQUEST_NULL, which tests complete). */
 static int test_op(tdm_comm_op *op) {
     int flag = 0;
     if (op->n_xreqs > 0) {
-        MPI_Testall(op->n_xreqs, op->xreqs, &flag, MPI_STATUSES_IGNORE);
+        flag = 1;
+        for (int i = 0; i < op->n_xreqs; i++) {
+            int f = 0;
+            MPI_Test(&op->xreqs[i], &f, MPI_STATUS_IGNORE);
+            flag &= f;
+        }
         if (flag) op->n_xreqs = 0;
     } else {
         MPI_Test(&op->req, &flag, MPI_STATUS_IGNORE);
@@ -265,8 +271,7 @@ tdm_comm *tdm_comm_create(MPI_Comm comm, tdm_ddp_progress mode, int max_ops, int
     c->thread_nice = thread_nice;
     static uint64_t engines; /* engines are created by the compute thread only */
     c->gen = ++engines;
-    const char *rs = getenv("TANDEM_REDUCE_SCATTER");
-    c->own_rs = !(rs && !strcmp(rs, "mpi"));
+    c->own_rs = tdm_comm_default_own_reduce_scatter();
     c->applied_nice = -1;
     c->max_ops = max_ops > 0 ? max_ops : 1;
     c->queue = tdm_xcalloc((size_t)c->max_ops, sizeof *c->queue);
@@ -316,6 +321,18 @@ void tdm_comm_free(tdm_comm *c) {
     for (int i = 0; i < c->n_owned; i++) free(c->owned[i]);
     free(c->owned);
     free(c);
+}
+
+int tdm_comm_default_own_reduce_scatter(void) {
+    const char *rs = getenv("TANDEM_REDUCE_SCATTER");
+    if (rs && !strcmp(rs, "mpi")) return 0;
+    if (rs && !strcmp(rs, "tandem")) return 1;
+    /* measured (docs/benchmarks.md, "Data parallelism on two cores"): under Open MPI the exchange takes half the
+     * communication thread's CPU of MPI's op; under MPICH no difference showed, and MPI's op stays */
+    char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(ver, &len);
+    return !strncmp(ver, "Open MPI", 8);
 }
 
 const char *tdm_comm_reduce_scatter_name(const tdm_comm *c) { return c->own_rs ? "tandem" : "mpi"; }

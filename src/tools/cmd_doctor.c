@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "distributed/agree.h"
+#include "distributed/comm.h"
 #include "distributed/probe.h"
 #include "kernels/kernels.h"
 #include "tools/cli.h"
@@ -159,9 +160,10 @@ int cmd_doctor(int argc, char **argv) {
             big = c;
         }
         tdm_coll_cost m;
-        if (tdm_probe_collectives_rs(MPI_COMM_WORLD, mb, o.reps, 1, &m, &err) == 0 && rank == 0) {
-            printf("      %7.2f   %14.3f %6.3f   (reduce-scatter by MPI_Ireduce_scatter_block and MPI's op)\n", m.mb,
-                   m.rs_wall_ms, m.rs_cpu_ms);
+        const int own = tdm_comm_default_own_reduce_scatter();
+        if (tdm_probe_collectives_rs(MPI_COMM_WORLD, mb, o.reps, own, &m, &err) == 0 && rank == 0) {
+            printf("      %7.2f   %14.3f %6.3f   (reduce-scatter by %s)\n", m.mb, m.rs_wall_ms, m.rs_cpu_ms,
+                   own ? "MPI_Ireduce_scatter_block and MPI's op" : "tandem's exchange and vector sum");
             fflush(stdout);
         }
         mpi_rs = m;
@@ -182,12 +184,13 @@ int cmd_doctor(int argc, char **argv) {
                                                                           "attach works here)");
         }
         if (world > 1 && mpi_rs.mb > 0) {
-            const char *rs = getenv("TANDEM_REDUCE_SCATTER");
-            const int mpi = rs && !strcmp(rs, "mpi");
-            printf("  reduce-scatter   %s: %.3f ms/MB of CPU here against %.3f with %s\n",
-                   mpi ? "MPI's (TANDEM_REDUCE_SCATTER=mpi)" : "tandem's exchange and vector sum",
-                   mpi ? mpi_rs.rs_cpu_ms : big.rs_cpu_ms, mpi ? big.rs_cpu_ms : mpi_rs.rs_cpu_ms,
-                   mpi ? "tandem's (unset TANDEM_REDUCE_SCATTER)" : "MPI's (TANDEM_REDUCE_SCATTER=mpi)");
+            const int own = tdm_comm_default_own_reduce_scatter();
+            const char *tandem = "tandem's exchange and vector sum", *mpi = "MPI_Ireduce_scatter_block and MPI's op";
+            printf("  reduce-scatter   %s: %.3f ms/MB of CPU here against %.3f with %s (%s)\n", own ? tandem : mpi,
+                   big.rs_cpu_ms, mpi_rs.rs_cpu_ms, own ? mpi : tandem,
+                   getenv("TANDEM_REDUCE_SCATTER") ? "TANDEM_REDUCE_SCATTER chose"
+                   : own ? "tandem's default under Open MPI; TANDEM_REDUCE_SCATTER=mpi for MPI's"
+                         : "the default under this MPI; TANDEM_REDUCE_SCATTER=tandem for tandem's");
         }
         printf("  progress         a communication thread per rank at nice 10 (--ddp-progress, "
                "--comm-thread-nice)\n");

@@ -901,7 +901,7 @@ static void test_create_refuses_different_tables(void) {
     }
 }
 
-/* MPI's profiling interface: this binary's MPI_Test (and MPI_Testall) counts the calls the main thread
+/* MPI's profiling interface: this binary's MPI_Test counts the calls the main thread
  * makes while counting is on, then hands over to the library's PMPI_Test. */
 static pthread_t g_main_thread;
 static atomic_int g_count_tests;
@@ -909,11 +909,6 @@ static atomic_long g_main_tests;
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
     if (atomic_load(&g_count_tests) && pthread_equal(pthread_self(), g_main_thread)) atomic_fetch_add(&g_main_tests, 1);
     return PMPI_Test(req, flag, status);
-}
-/* the same for MPI_Testall, which tests tandem's reduce-scatter exchange (its receives and sends) */
-int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
-    if (atomic_load(&g_count_tests) && pthread_equal(pthread_self(), g_main_thread)) atomic_fetch_add(&g_main_tests, 1);
-    return PMPI_Testall(n, reqs, flag, statuses);
 }
 
 /* Inline progress tests the collectives in flight at every final gradient, not only

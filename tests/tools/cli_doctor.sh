@@ -37,8 +37,8 @@ for line in "^tandem doctor: 2 ranks on one host, [0-9]+ cores online" "^  proce
             "^  sgemm ceiling +[0-9.]+ GFLOP/s per rank" "^  memcpy +[0-9.]+ ms/MB" "^  vector sum +[0-9.]+ ms/MB" \
             "^  page faults +[0-9.]+ ms/MB first touch of fresh pages, [0-9.]+ ms/MB reused" \
             "^  collectives +2 ranks, per MB" "^settings tandem uses$" "^  BLAS threads +1 per rank: OPENBLAS_NUM_THREADS" \
-            "^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +\(reduce-scatter by MPI_Ireduce_scatter_block and MPI's op\)$" \
-            "^  reduce-scatter +tandem's exchange and vector sum: [0-9.]+ ms/MB of CPU here against [0-9.]+ with MPI's" \
+            "^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +\(reduce-scatter by (MPI_Ireduce_scatter_block and MPI's op|tandem's exchange and vector sum)\)$" \
+            "^  reduce-scatter +(tandem's exchange and vector sum|MPI_Ireduce_scatter_block and MPI's op): [0-9.]+ ms/MB of CPU here against [0-9.]+ with " \
             "^  progress " "^  verdict .* ms per MB of gradients" "pay for themselves when each trains more than about [0-9]+ tokens"; do
   grep -qE -- "$line" "$W/two" && ok "2 ranks: /$line/" || bad "2 ranks: no line /$line/"
 done
@@ -55,13 +55,17 @@ case "$MPIRUN" in
   *openmpi*)
     OMPI_MCA_btl_vader_single_copy_mechanism=none timeout -k 5 120 "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor \
       "${QUICK[@]}" >"$W/none" 2>&1
+    grep -qE "^  reduce-scatter +tandem's exchange and vector sum: .*tandem's default under Open MPI" "$W/two" \
+      && ok "Open MPI: tandem's reduce-scatter by default" || bad "Open MPI: $(grep 'reduce-scatter ' "$W/two")"
     grep -qE "^  MPI +Open MPI .*single-copy mechanism none \(OMPI_MCA_btl_vader_single_copy_mechanism\)" "$W/none" \
       && grep -qE "^  single copy +none: your setting is kept" "$W/none" \
       && ok "Open MPI: a single-copy mechanism set in the environment is named and kept" \
       || bad "Open MPI: single copy: $(grep -E 'MPI|single' "$W/none")"
     ;;
   *)
-    grep -qE "^  MPI +MPICH" "$W/two" && ok "MPICH named" || bad "MPICH: $(grep MPI "$W/two")" ;;
+    grep -qE "^  MPI +MPICH" "$W/two" && ok "MPICH named" || bad "MPICH: $(grep MPI "$W/two")"
+    grep -qE "^  reduce-scatter +MPI_Ireduce_scatter_block and MPI's op: .*the default under this MPI" "$W/two" \
+      && ok "MPICH: MPI's reduce-scatter by default" || bad "MPICH: $(grep 'reduce-scatter ' "$W/two")" ;;
 esac
 
 # --- one rank ----------------------------------------------------------------------------------
