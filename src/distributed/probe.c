@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "distributed/agree.h"
 #include "distributed/comm.h"
 #include "kernels/kernels.h"
 
@@ -274,11 +275,12 @@ static void timed_op(tdm_comm *c, tdm_comm_op *op, double *wall, double *cpu) {
     *wall = (double)(tdm_now_ns() - t0) / 1e6;
 }
 
-int tdm_probe_collectives(MPI_Comm comm, double mb, int reps, tdm_coll_cost *out, tdm_error *err) {
-    return tdm_probe_collectives_rs(comm, mb, reps, -1, out, err);
+int tdm_probe_collectives(MPI_Comm comm, double mb, int reps, uint64_t timeout_ns, tdm_coll_cost *out, tdm_error *err) {
+    return tdm_probe_collectives_rs(comm, mb, reps, -1, timeout_ns, out, err);
 }
 
-int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, tdm_coll_cost *out, tdm_error *err) {
+int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, uint64_t timeout_ns, tdm_coll_cost *out,
+                             tdm_error *err) {
     memset(out, 0, sizeof *out);
     reps = clamp_reps(reps);
     int size = 1;
@@ -288,7 +290,8 @@ int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, tdm
     bytes = (size_t)per_rank * (size_t)size * sizeof(float);
     float *buf = malloc(bytes);
     int ok = buf != NULL, all = 0;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    all = ok;
+    tdm_allreduce_bounded(&all, 1, MPI_INT, MPI_MIN, comm, timeout_ns, "collective probe");
     if (!all) {
         free(buf);
         return tdm_errorf(err, "collective probe: %.1f MB buffer: out of memory on some rank", mb);
@@ -302,15 +305,17 @@ int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, tdm
         return -1;
     }
     if (mpi_op >= 0) tdm_comm_set_reduce_scatter(c, !mpi_op);
+    tdm_comm_set_timeout(c, timeout_ns);
     tdm_comm_op rs = {.kind = TDM_COMM_REDUCE_SCATTER, .buf = buf, .count = per_rank, .name = "probe-rs"};
     tdm_comm_op ag = {.kind = TDM_COMM_ALLGATHER, .buf = buf, .count = per_rank, .name = "probe-ag"};
     double w[2][MAX_REPS], u[2][MAX_REPS], d0, d1;
     timed_op(c, &rs, &d0, &d1); /* untimed: the library sets up its buffers and connections */
     timed_op(c, &ag, &d0, &d1);
     for (int r = 0; r < reps; r++) {
-        MPI_Barrier(comm);
+        int z = 0;
+        tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe"); /* a barrier */
         timed_op(c, &rs, &w[0][r], &u[0][r]);
-        MPI_Barrier(comm);
+        tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe");
         timed_op(c, &ag, &w[1][r], &u[1][r]);
     }
     tdm_comm_free(c);
@@ -318,7 +323,7 @@ int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, tdm
     const double mbs = (double)bytes / MB;
     double v[5] = {median(w[0], reps) / mbs, median(u[0], reps) / mbs, median(w[1], reps) / mbs,
                    median(u[1], reps) / mbs, tdm_probe_memcpy(mbs, reps)};
-    MPI_Allreduce(MPI_IN_PLACE, v, 5, MPI_DOUBLE, MPI_MAX, comm);
+    tdm_allreduce_bounded(v, 5, MPI_DOUBLE, MPI_MAX, comm, timeout_ns, "collective probe");
     out->mb = mbs;
     out->reps = reps;
     out->rs_wall_ms = v[0], out->rs_cpu_ms = v[1], out->ag_wall_ms = v[2], out->ag_cpu_ms = v[3];

@@ -12,6 +12,7 @@
 #define TDM_DIST_PROBE_H
 
 #include <mpi.h>
+#include <stdint.h>
 
 #include "core/error.h"
 #include "core/strbuf.h"
@@ -50,11 +51,13 @@ typedef struct tdm_coll_cost {
 
 /* Collective over comm (2 ranks or more): `reps` timed reduce-scatters and all-gathers of `mb` MB each
  * after one untimed pair, through a communication engine with inline progress on a duplicate of comm,
- * on buffers touched beforehand. -1 with err when the buffers cannot be had (on every rank alike). */
-int tdm_probe_collectives(MPI_Comm comm, double mb, int reps, tdm_coll_cost *out, tdm_error *err);
+ * on buffers touched beforehand. A wait longer than timeout_ns (0: none) ends the job as the engine's do
+ * (comm.h). -1 with err when the buffers cannot be had (on every rank alike). */
+int tdm_probe_collectives(MPI_Comm comm, double mb, int reps, uint64_t timeout_ns, tdm_coll_cost *out, tdm_error *err);
 /* The same with the reduce-scatter by MPI_Ireduce_scatter_block and MPI's op (mpi_op 1) instead of tandem's
  * exchange, whatever TANDEM_REDUCE_SCATTER says. */
-int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, tdm_coll_cost *out, tdm_error *err);
+int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, uint64_t timeout_ns, tdm_coll_cost *out,
+                             tdm_error *err);
 
 /* This rank alone: ms per MB of memcpy between two touched buffers of `mb` MB (median of reps). */
 double tdm_probe_memcpy(double mb, int reps);

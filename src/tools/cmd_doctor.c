@@ -146,7 +146,7 @@ int cmd_doctor(int argc, char **argv) {
         for (int k = 2; k >= 0; k--) {
             tdm_coll_cost c;
             double size = mb / (double)(1 << (2 * k));
-            if (tdm_probe_collectives(MPI_COMM_WORLD, size, o.reps, &c, &err) != 0) {
+            if (tdm_probe_collectives(MPI_COMM_WORLD, size, o.reps, 0, &c, &err) != 0) {
                 if (rank == 0) fprintf(stderr, "tandem doctor: %s\n", err.msg);
                 tdm_sb_free(&sb);
                 MPI_Finalize();
@@ -161,7 +161,7 @@ int cmd_doctor(int argc, char **argv) {
         }
         tdm_coll_cost m;
         const int own = tdm_comm_default_own_reduce_scatter();
-        if (tdm_probe_collectives_rs(MPI_COMM_WORLD, mb, o.reps, own, &m, &err) == 0 && rank == 0) {
+        if (tdm_probe_collectives_rs(MPI_COMM_WORLD, mb, o.reps, own, 0, &m, &err) == 0 && rank == 0) {
             printf("      %7.2f   %14.3f %6.3f   (reduce-scatter by %s)\n", m.mb, m.rs_wall_ms, m.rs_cpu_ms,
                    own ? "MPI_Ireduce_scatter_block and MPI's op" : "tandem's exchange and vector sum");
             fflush(stdout);

@@ -465,7 +465,7 @@ int tdm_train__agree_on_start(trainer *t, tdm_error *err) {
      * line weighs the step's communication against it (logging.c) */
     tdm_mpi_info_get(t->comm, &t->mpi);
     memset(&t->probe, 0, sizeof t->probe);
-    if (t->dp > 1 && tdm_probe_collectives(t->comm, 4.0, 3, &t->probe, err) != 0) {
+    if (t->dp > 1 && tdm_probe_collectives(t->comm, 4.0, 3, t->timeout_ns, &t->probe, err) != 0) {
         tdm_sb_free(&sb);
         return -1;
     }
