@@ -8,7 +8,8 @@
 # (grad sync + parameter all-gather), the communication thread's CPU and the process CPU, in ms, with the load
 # average at the run's end. Compare within one invocation (ratios), the machine may be shared.
 #   bench/ddp_cost/run.sh                   (env: ITERS=20 REPEATS=2 SIZES="tiny small" CASES="..." BIN=build/tandem
-#                                            BEFORE=path/to/another/tandem: its 2-rank Open MPI rows as well)
+#                                            BEFORE=path/to/another/tandem: its 2-rank Open MPI rows as well;
+#                                            EXTRA="--ddp-bucket-size 500000": more train flags)
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$here" || exit 2
@@ -33,7 +34,7 @@ one() { # size case
   local size=$1 kind=$2 dir=$W/run_$1_$2
   local A=(--model "$(model_dir "$size")" --tokenizer "$W/tok.json" --data "$W/data/train.json" --micro-batch-size 2
            --global-batch-size 8 --lr 1e-4 --seq-length 512 --train-iters "$ITERS" --log-interval 1000
-           --freeze-vision --freeze-projector --use-distributed-optimizer --run-dir "$dir")
+           --freeze-vision --freeze-projector --use-distributed-optimizer --run-dir "$dir" ${EXTRA:-})
   rm -rf "$dir"
   case $kind in
     dp1_t2) OPENBLAS_NUM_THREADS=2 "$BIN" train "${A[@]}" ;;
