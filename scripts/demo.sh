@@ -7,7 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 make -j"$(nproc)" build/tandem
-export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers forbid the CMA fast path
 mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -np 2 build/tandem ab
 echo
 echo "Report: tandem-demo/ab/report.md (plots, per-step CSV, traces and summary.json beside it)"

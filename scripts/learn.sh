@@ -19,7 +19,6 @@ NP=${NP:-2}
 SEED=${SEED:-1234}
 TANDEM=${TANDEM:-build/tandem}
 MODEL=configs/tiny
-export OMPI_MCA_btl_vader_single_copy_mechanism=none # no CMA in containers (docs/user-guide.md)
 if [ -z "${MPIRUN:-}" ]; then
     MPIRUN="mpirun.openmpi --oversubscribe --bind-to none"
     [ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"

@@ -7,7 +7,8 @@
 # (default: mpirun). Open MPI gets --bind-to none (tandem's ranks run BLAS threads of their own),
 # --oversubscribe when N exceeds this machine's cores, --allow-run-as-root only for root, and
 # OMPI_MCA_btl_vader_single_copy_mechanism=none (no cross-memory attach) inside a container or where
-# ptrace is restricted (kernel.yama.ptrace_scope >= 2), unless already set. MPICH needs none of
+# ptrace is restricted (kernel.yama.ptrace_scope >= 2), unless already set or the program is tandem (which
+# tries cross-memory attach itself and turns it off where it is refused). MPICH needs none of
 # these. More launcher flags: MPIRUN_ARGS="...". RUN_DRY=1 prints the command instead of running it.
 # See docs/user-guide.md (Launching).
 set -u
@@ -53,7 +54,9 @@ if printf '%s' "$version" | grep -qiE 'open ?mpi|openrte'; then
   flags+=(--bind-to none)
   [ "$(id -u)" -eq 0 ] && flags+=(--allow-run-as-root)
   [ -z "$hosts" ] && [ "$np" -gt "$(nproc)" ] && flags+=(--oversubscribe)
-  if [ -z "${OMPI_MCA_btl_vader_single_copy_mechanism:-}" ]; then
+  # tandem tries cross-memory attach itself before MPI_Init and turns it off only where it is refused (where it
+  # works it costs less than copying through the shared segment: docs/benchmarks.md); other programs get the guess
+  if [ -z "${OMPI_MCA_btl_vader_single_copy_mechanism:-}" ] && [ "$(basename "$prog")" != tandem ]; then
     scope=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0)
     if [ -e /.dockerenv ] || [ -e /run/.containerenv ] || [ -n "${container:-}" ] || [ "$scope" -ge 2 ] ||
        grep -qE 'docker|kubepods|containerd|lxc' /proc/1/cgroup 2>/dev/null; then

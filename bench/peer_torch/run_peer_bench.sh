@@ -48,7 +48,7 @@ if [ "$STEPS" -lt 6 ]; then
   echo "run_peer_bench.sh: STEPS=$STEPS: expected at least 6 (the schedule warms up over 5 iterations)" >&2
   exit 2
 fi
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# Open MPI's single-copy mechanism: tandem's own choice (it turns cross-memory attach off only where refused)
 MPIRUN=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none)
 
 mkdir -p "$OUT/bin"

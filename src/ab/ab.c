@@ -473,6 +473,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     }
     r->setup_failed = 0;
     int local_stop = 0; /* a run ended by the signal on this rank alone (an error there, not the agreed stop) */
+    int said_transport = 0, warned = 0; /* the first timing run's transport line and data-parallel warning, once */
     for (int s = 0; s < 2; s++) {
         r->side[s].repeats = o->repeats;
         r->side[s].steps = o->steps;
@@ -513,6 +514,9 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
             r->n_load++;
             finished(r, side->label, "timing", k + 1);
             if (k == 0) snprintf(side->ddp_config_line, sizeof side->ddp_config_line, "%s", res.ddp_config_line);
+            if (k == 0 && !said_transport) tdm_log_info("A/B: %s", res.transport_line), said_transport = 1;
+            if (k == 0 && res.dp_warning[0] && !warned)
+                tdm_log_warn("A/B: %s: %s", side->label, res.dp_warning), warned = 1;
             tdm_train_result_free(&res);
             tdm_log_info("A/B:   done in %.1f s", (double)(tdm_now_ns() - t0) / 1e9);
         }

@@ -12,6 +12,7 @@ void tdm_log_set_rank(int rank, int world) {
 int tdm_log_rank(void) { return g_rank; }
 int tdm_log_world(void) { return g_world; }
 void tdm_log_set_quiet(int quiet) { g_quiet = quiet; }
+int tdm_log_quiet(void) { return g_quiet; }
 
 void tdm_log_info(const char *fmt, ...) {
     if (g_rank != 0 || g_quiet) return;

@@ -12,6 +12,7 @@ int tdm_log_rank(void);
 int tdm_log_world(void);
 /* Silences tdm_log_info (tests, and the A/B driver's inner runs). */
 void tdm_log_set_quiet(int quiet);
+int tdm_log_quiet(void);
 
 void tdm_log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tdm_log_all(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -27,6 +27,8 @@ enum { SPIN_POLLS = 32, SHORT_SLEEPS = 50 };
 #define SLEEP_SHORT_NS 20000L
 #define SLEEP_LONG_NS  50000L
 #define CTL_SPIN_NS    2000000ull
+/* the tag of tandem's reduce-scatter messages, on the engine's own communicator */
+#define XCHG_TAG       7301
 
 struct tdm_comm {
     MPI_Comm comm;
@@ -54,21 +56,93 @@ struct tdm_comm {
     tdm_comm_op **pending; /* [max_ops] posted and not yet waited: compute thread only */
     int n_pending;
 
+    int own_rs;   /* reduce-scatters by tandem's exchange (comm.h), not MPI's */
+    uint64_t gen; /* this engine's number, for the ops' scratch */
+    void **owned; /* the ops' xreqs and xbuf, freed with the engine */
+    int n_owned, cap_owned;
+
     pthread_t thread;
     int has_thread;
     clockid_t thread_clock;
     uint64_t final_thread_cpu_ns;
 };
 
+static void *own(tdm_comm *c, void *p) {
+    if (c->n_owned == c->cap_owned) {
+        c->cap_owned = c->cap_owned ? 2 * c->cap_owned : 16;
+        c->owned = tdm_xrealloc(c->owned, (size_t)c->cap_owned * sizeof *c->owned);
+    }
+    return c->owned[c->n_owned++] = p;
+}
+
+/* tandem's reduce-scatter: the other ranks' copies of this rank's block land in op->xbuf (allocated and
+ * touched on the op's first use, then reused: no page is faulted again), this rank's copies of theirs go
+ * straight from buf; the sum is done on completion (finish_op). Point-to-point on the engine's own
+ * communicator: every rank posts the ops in the same order, and MPI keeps messages of one pair in order. */
+static void start_exchange(tdm_comm *c, tdm_comm_op *op) {
+    const int p = c->size, r = c->rank, n = op->count;
+    if (op->xgen != c->gen || op->xcount != n) {
+        op->xreqs = own(c, tdm_xcalloc((size_t)2 * (size_t)(p - 1), sizeof *op->xreqs));
+        op->xbuf = own(c, tdm_xcalloc((size_t)(p - 1) * (size_t)n, sizeof *op->xbuf));
+        op->xcount = n;
+        op->xgen = c->gen;
+    }
+    int k = 0;
+    for (int q = 0; q < p; q++)
+        if (q != r)
+            MPI_Irecv(op->xbuf + (size_t)(q < r ? q : q - 1) * (size_t)n, n, MPI_FLOAT, q, XCHG_TAG, c->comm,
+                      &op->xreqs[k++]);
+    for (int i = 1; i < p; i++) { /* to the next ranks first, so that pairs do not all queue on rank 0 */
+        const int q = (r + i) % p;
+        MPI_Isend(op->buf + (size_t)q * (size_t)n, n, MPI_FLOAT, q, XCHG_TAG, c->comm, &op->xreqs[k++]);
+    }
+    op->n_xreqs = k;
+}
+
+/* Whether op's transfer is complete (one MPI_Test, or one of each of the exchange's requests: a completed
+ * request is MPI_REQUEST_NULL, which tests complete). */
+static int test_op(tdm_comm_op *op) {
+    int flag = 0;
+    if (op->n_xreqs > 0) {
+        flag = 1;
+        for (int i = 0; i < op->n_xreqs; i++) {
+            int f = 0;
+            MPI_Test(&op->xreqs[i], &f, MPI_STATUS_IGNORE);
+            flag &= f;
+        }
+        if (flag) op->n_xreqs = 0;
+    } else {
+        MPI_Test(&op->req, &flag, MPI_STATUS_IGNORE);
+    }
+    return flag;
+}
+
+/* The exchange's sum: rank r's block is the sum of every rank's copy of it in rank order, ((b0 + b1) + b2)
+ * + ..., the same bits whichever rank computes it and whichever thread runs it. */
+static void sum_exchange(const tdm_comm *c, tdm_comm_op *op) {
+    const int p = c->size, r = c->rank;
+    const int64_t n = op->count;
+    float *mine = op->buf + (size_t)r * (size_t)n;
+    if (p == 2) { /* b0 + b1 == b1 + b0: one pass into place */
+        tdm_add_into(mine, op->xbuf, n);
+        return;
+    }
+    float *acc = r == 0 ? mine : op->xbuf; /* block 0's copy */
+    for (int q = 1; q < p; q++) tdm_add_into(acc, q == r ? mine : op->xbuf + (size_t)(q < r ? q : q - 1) * n, n);
+    if (acc != mine) memcpy(mine, acc, (size_t)n * sizeof(float));
+}
+
 /* Issues the MPI call of op. */
 static void start_op(tdm_comm *c, tdm_comm_op *op) {
     op->start_ns = tdm_now_ns();
+    op->n_xreqs = 0;
     switch (op->kind) {
     case TDM_COMM_ALLREDUCE:
         MPI_Iallreduce(MPI_IN_PLACE, op->buf, op->count, MPI_FLOAT, MPI_SUM, c->comm, &op->req);
         break;
     case TDM_COMM_REDUCE_SCATTER:
-        MPI_Ireduce_scatter_block(MPI_IN_PLACE, op->buf, op->count, MPI_FLOAT, MPI_SUM, c->comm, &op->req);
+        if (c->own_rs && c->size > 1) start_exchange(c, op);
+        else MPI_Ireduce_scatter_block(MPI_IN_PLACE, op->buf, op->count, MPI_FLOAT, MPI_SUM, c->comm, &op->req);
         break;
     case TDM_COMM_ALLGATHER:
         MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->buf, op->count, MPI_FLOAT, c->comm, &op->req);
@@ -83,7 +157,8 @@ static void start_op(tdm_comm *c, tdm_comm_op *op) {
 static void finish_op(tdm_comm *c, tdm_comm_op *op) {
     /* In-place reduce-scatter leaves rank r's block at the start of the buffer; move it
      * to where the layout says rank r's shard lives. */
-    if (op->kind == TDM_COMM_REDUCE_SCATTER && c->rank != 0)
+    if (op->kind == TDM_COMM_REDUCE_SCATTER && c->own_rs && c->size > 1) sum_exchange(c, op);
+    else if (op->kind == TDM_COMM_REDUCE_SCATTER && c->rank != 0)
         memmove(op->buf + (size_t)c->rank * (size_t)op->count, op->buf, (size_t)op->count * sizeof(float));
     /* bfloat16 parameters: the peers' shards widened into the fp32 values the kernels read. This
      * rank's own shard is skipped: the optimizer wrote its values and its bits together. */
@@ -140,9 +215,7 @@ static void *comm_main(void *arg) {
         }
         int n_done = 0;
         for (int i = 0; i < c->n_active;) {
-            int flag = 0;
-            MPI_Test(&c->active[i]->req, &flag, MPI_STATUS_IGNORE);
-            if (flag) {
+            if (test_op(c->active[i])) {
                 finish_op(c, c->active[i]);
                 c->done[n_done++] = c->active[i];
                 c->active[i] = c->active[--c->n_active];
@@ -196,6 +269,9 @@ tdm_comm *tdm_comm_create(MPI_Comm comm, tdm_ddp_progress mode, int max_ops, int
     MPI_Comm_size(comm, &c->size);
     c->mode = mode;
     c->thread_nice = thread_nice;
+    static uint64_t engines; /* engines are created by the compute thread only */
+    c->gen = ++engines;
+    c->own_rs = tdm_comm_default_own_reduce_scatter();
     c->applied_nice = -1;
     c->max_ops = max_ops > 0 ? max_ops : 1;
     c->queue = tdm_xcalloc((size_t)c->max_ops, sizeof *c->queue);
@@ -242,8 +318,26 @@ void tdm_comm_free(tdm_comm *c) {
     free(c->taken);
     free(c->done);
     free(c->pending);
+    for (int i = 0; i < c->n_owned; i++) free(c->owned[i]);
+    free(c->owned);
     free(c);
 }
+
+int tdm_comm_default_own_reduce_scatter(void) {
+    const char *rs = getenv("TANDEM_REDUCE_SCATTER");
+    if (rs && !strcmp(rs, "mpi")) return 0;
+    if (rs && !strcmp(rs, "tandem")) return 1;
+    /* measured (docs/benchmarks.md, "Data parallelism on two cores"): under Open MPI the exchange takes half the
+     * communication thread's CPU of MPI's op; under MPICH no difference showed, and MPI's op stays */
+    char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(ver, &len);
+    return !strncmp(ver, "Open MPI", 8);
+}
+
+const char *tdm_comm_reduce_scatter_name(const tdm_comm *c) { return c->own_rs ? "tandem" : "mpi"; }
+
+void tdm_comm_set_reduce_scatter(tdm_comm *c, int own) { c->own_rs = own; }
 
 void tdm_comm_post(tdm_comm *c, tdm_comm_op *op) {
     /* A caller's bug, not bad input: an op posted again before its wait, or more ops in
@@ -274,10 +368,8 @@ void tdm_comm_post(tdm_comm *c, tdm_comm_op *op) {
 void tdm_comm_progress(tdm_comm *c) {
     if (c->mode != TDM_DDP_PROGRESS_INLINE) return;
     for (int i = 0; i < c->n_active;) {
-        int flag = 0;
         tdm_comm_op *op = c->active[i];
-        MPI_Test(&op->req, &flag, MPI_STATUS_IGNORE);
-        if (flag) {
+        if (test_op(op)) {
             finish_op(c, op);
             op->state = TDM_COMM_DONE;
             c->completed++;

@@ -30,7 +30,11 @@
 typedef enum tdm_comm_kind {
     TDM_COMM_ALLREDUCE,      /* in place: buf[0 .. count) summed over ranks */
     TDM_COMM_REDUCE_SCATTER, /* in place: buf[0 .. count*size) summed; rank r keeps
-                                buf[r*count .. (r+1)*count) (moved there on completion) */
+                                buf[r*count .. (r+1)*count). Under Open MPI tandem's own exchange: each
+                                rank sends every other rank its block and sums the copies it receives
+                                in rank order with the kernels' vector sum; elsewhere
+                                MPI_Ireduce_scatter_block and MPI's op (TANDEM_REDUCE_SCATTER=tandem|mpi
+                                chooses; tdm_comm_default_own_reduce_scatter) */
     TDM_COMM_ALLGATHER,      /* in place: rank r contributes buf[r*count .. (r+1)*count) */
     TDM_COMM_ALLGATHER_BF16, /* in place on bits[0 .. count*size) (bfloat16, rank r contributes
                                 bits[r*count ..)); on completion the other ranks' elements are
@@ -57,7 +61,11 @@ typedef struct tdm_comm_op {
     const char *name; /* profiler event name, a string literal */
     /* engine-owned: */
     MPI_Request req;
-    int state;                           /* tdm_comm_state; guarded by the engine's mutex */
+    MPI_Request *xreqs;  /* tandem's reduce-scatter: [2 (size - 1)] receives, then sends */
+    float *xbuf;         /* [(size - 1) * count]: the other ranks' copies of this rank's block, touched once */
+    int n_xreqs, xcount; /* requests in flight; the count xbuf was sized for */
+    uint64_t xgen;       /* the engine that owns xreqs and xbuf (they are freed with it) */
+    int state;           /* tdm_comm_state; guarded by the engine's mutex */
     uint64_t post_ns, start_ns, done_ns; /* CLOCK_MONOTONIC */
 } tdm_comm_op;
 
@@ -93,6 +101,14 @@ uint64_t tdm_wait_request_bounded(MPI_Request *req, uint64_t timeout_ns, const c
 /* The same for a transfer (a checkpoint's optimizer-state gather): polled back to back, as a
  * blocking MPI_Wait polls, with no back-off that would slow a large message; timeout_ns 0: MPI_Wait. */
 void tdm_wait_request_spin_bounded(MPI_Request *req, uint64_t timeout_ns, const char *what);
+
+/* 1 when reduce-scatters run as tandem's exchange by default: TANDEM_REDUCE_SCATTER=tandem or mpi when set,
+ * else under Open MPI (measured: docs/benchmarks.md) and not under another library. */
+int tdm_comm_default_own_reduce_scatter(void);
+/* "tandem" (its own exchange and vector sum) or "mpi" (MPI_Ireduce_scatter_block): how reduce-scatters run. */
+const char *tdm_comm_reduce_scatter_name(const tdm_comm *c);
+/* Chooses it (own: tandem's exchange) before any op is posted. */
+void tdm_comm_set_reduce_scatter(tdm_comm *c, int own);
 
 /* CPU time the communication thread has consumed (0 in INLINE mode). */
 uint64_t tdm_comm_thread_cpu_ns(const tdm_comm *c);

@@ -69,6 +69,9 @@ int tdm_blas_core_note(char *buf, size_t n);
 /* The kernel set in use and who chose it: "SkylakeX (OpenBLAS's choice)", "Haswell
  * (OPENBLAS_CORETYPE=Haswell)". Results of a matrix product depend on it. */
 void tdm_blas_describe(char *buf, size_t n);
+/* The sgemm ceiling: GFLOP/s of the fastest of repeated n x n x n cblas_sgemm calls over about `seconds`
+ * (at least three calls), with the BLAS threads as configured; 0 when the buffers cannot be had. */
+double tdm_blas_sgemm_gflops(int n, double seconds);
 
 /* ---- Attention, flash-style ------------------------------------------------------- */
 /* q [n, nh, hd], k and v [n, nkv, hd] (nh % nkv == 0, GQA: query head h reads kv head

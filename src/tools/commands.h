@@ -22,6 +22,7 @@ TDM_COMMAND(cmd_export_batches);
 TDM_COMMAND(cmd_trace_summary);
 TDM_COMMAND(cmd_analyze);
 TDM_COMMAND(cmd_plan);
+TDM_COMMAND(cmd_doctor);
 
 /* `tandem ab --baseline-run ... --candidate-run ...` (cmd_ab_runs.c): cmd_ab hands over when
  * cmd_ab_runs_wanted sees either flag. */

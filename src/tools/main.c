@@ -46,6 +46,8 @@ int main(int argc, char **argv) {
         {"version", cmd_version, "print the version (also tandem --version)"},
         {"analyze", cmd_analyze, "overlap analysis of any run's profiler traces (PyTorch, Ascend, tandem)"},
         {"plan", cmd_plan, "predict the step time of overlap flags, bucket sizes, dp sizes, link rates from a trace"},
+        {"doctor", cmd_doctor,
+         "measure what data parallelism costs here (run under mpirun -np 2) and say what tandem uses"},
     };
     tdm_blas_select_core(argv); /* may run tandem again with OPENBLAS_CORETYPE set (blas_core.c) */
     int n = (int)(sizeof cmds / sizeof *cmds);

@@ -2,13 +2,17 @@
  * metrics.jsonl, progress and TensorBoard scalars (trainer_internal.h). */
 #include "train/trainer_internal.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/strbuf.h"
+#include "distributed/agree.h"
 #include "distributed/ddp.h"
 #include "distributed/timers.h"
 #include "train/log.h"
@@ -50,6 +54,65 @@ static void tb_step(trainer *t, const tdm_step_record *r) {
     }
 }
 
+/* ------------------------------------------------------------------ does data parallelism pay? */
+
+int openblas_get_num_threads(void);
+
+/* At the first iteration line after the run's first step, in a job of 2 ranks or more: the communication a step exposes (the compute
+ * thread's waits on the gradient sync and the parameter all-gather, plus the communication thread's CPU when
+ * the ranks' threads fill this host's cores) against what the extra ranks save (the step's compute x
+ * (1 - 1/dp)). When it costs more, one warning names the better configurations (docs/user-guide.md,
+ * "When more ranks are slower"). Collective: every rank calls it at the same iteration line.
+ * TANDEM_DP_COST_SCALE multiplies the measured communication (a testing hook: 0 never warns, a large value
+ * always does). */
+static void check_dp_pays(trainer *t) {
+    const tdm_train_args *a = t->a;
+    const int n = t->dp_cost.n;
+    if (t->dp < 2 || n < 1) return; /* the same on every rank */
+    t->dp_checked = 1;
+    const int threads = openblas_get_num_threads();
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int shared = t->mpi.one_host && (long)t->dp * (threads > 0 ? threads : 1) >= cores;
+    double v[3] = {t->dp_cost.step_ms / n, t->dp_cost.exposed_ms / n, shared ? t->dp_cost.comm_cpu_ms / n : 0};
+    tdm_allreduce_bounded(v, 3, MPI_DOUBLE, MPI_MAX, t->comm, t->timeout_ns, "data-parallel cost check");
+    double scale = 1;
+    const char *sv = getenv("TANDEM_DP_COST_SCALE");
+    if (sv) {
+        char *end;
+        double x = strtod(sv, &end);
+        if (end != sv && *end == 0 && isfinite(x) && x >= 0) scale = x;
+    }
+    const double step = v[0], comm = (v[1] + v[2]) * scale;
+    double compute = step - (v[1] + v[2]);
+    if (compute < 0) compute = 0;
+    const double saved = compute * (1.0 - 1.0 / t->dp);
+    if (t->rank != 0 || comm <= saved) return;
+    const char *other = t->mpi.kind == TDM_MPI_OPEN_MPI ? "MPICH (make MPI=mpich; mpirun.mpich)"
+                        : t->mpi.kind == TDM_MPI_MPICH  ? "Open MPI (make; mpirun.openmpi)"
+                                                        : "another MPI library";
+    tdm_strbuf mpi;
+    tdm_sb_init(&mpi);
+    tdm_mpi_info_format(&t->mpi, &mpi);
+    const int th = threads > 0 ? threads : 1;
+    tdm_strbuf w;
+    tdm_sb_init(&w);
+    tdm_sb_printf(&w,
+                  "data parallelism costs more than it saves here: a step exposes %.1f ms of communication (waits "
+                  "%.1f ms%s), more than the %.1f ms that %d ranks save of its %.1f ms of compute (x (1 - 1/%d)); "
+                  "transport: %s. Better: (1) 1 rank with %d BLAS threads (OPENBLAS_NUM_THREADS=%d) and the same "
+                  "--global-batch-size: about %.0f ms per step instead of %.0f; (2) %s, whose transport may cost "
+                  "less (tandem doctor measures it); (3) more samples per rank per step (--micro-batch-size %d, or "
+                  "a larger --global-batch-size): the communication stays about %.0f ms per step, and twice the "
+                  "samples would take about %.0f ms",
+                  comm, v[1] * scale, shared ? ", plus the communication thread's CPU on shared cores" : "", saved,
+                  t->dp, compute, t->dp, mpi.data, th * t->dp, th * t->dp, compute * (2.0 - 1.0 / t->dp), step, other,
+                  a->micro_batch_size * 2, comm, 2 * compute + comm);
+    tdm_sb_free(&mpi);
+    snprintf(t->res->dp_warning, sizeof t->res->dp_warning, "%s", w.data);
+    if (!tdm_log_quiet()) tdm_log_warn("%s", w.data); /* tandem ab prints its inner runs' once */
+    tdm_sb_free(&w);
+}
+
 /* ------------------------------------------------------------------ iteration lines */
 
 /* This process's resident memory now and at its peak (/proc/self/status VmRSS, VmHWM), in MiB; -1 when
@@ -74,6 +137,12 @@ void tdm_train__log_iteration(trainer *t, interval *iv, const tdm_step_record *r
     iv->flops_sum += r->model_flops;
     iv->skipped += r->skipped;
     iv->nan += r->nan;
+    if (r->iteration > t->res->first_iteration + 1) { /* for check_dp_pays */
+        t->dp_cost.n++;
+        t->dp_cost.step_ms += r->step_ms;
+        t->dp_cost.exposed_ms += r->grad_sync_ms + r->param_gather_ms;
+        t->dp_cost.comm_cpu_ms += r->comm_thread_cpu_ms;
+    }
     /* Megatron's timers.write (--log-timers-to-tensorboard): at every TensorBoard interval, each timer's max
      * across ranks of its mean per iteration since the last iteration line, in seconds, as 'NAME-time'.
      * Collective: every rank asks, rank 0 writes. */
@@ -143,6 +212,7 @@ void tdm_train__log_iteration(trainer *t, interval *iv, const tdm_step_record *r
         }
     }
     tdm_sb_free(&sb);
+    if (!t->dp_checked) check_dp_pays(t);
     if (t->a->log_timers_to_tensorboard) { /* Megatron: seconds per iteration over the log interval */
         const char *tag[2] = {"iteration-time", "throughput"};
         double v[2] = {iv->ms_sum / iv->n / 1000.0, l.throughput};

@@ -523,6 +523,18 @@ int tdm_train__agree_on_start(trainer *t, tdm_error *err) {
     tdm_train_result *res = t->res;
     tdm_strbuf sb;
     tdm_sb_init(&sb);
+    /* what the transport costs, measured now (a few tens of ms): the log says it, and the first iteration
+     * line weighs the step's communication against it (logging.c) */
+    tdm_mpi_info_get(t->comm, &t->mpi);
+    memset(&t->probe, 0, sizeof t->probe);
+    if (t->dp > 1 && tdm_probe_collectives(t->comm, 4.0, 3, t->timeout_ns, &t->probe, err) != 0) {
+        tdm_sb_free(&sb);
+        return -1;
+    }
+    tdm_probe_format_line(&t->mpi, &t->probe, t->dp, &sb);
+    tdm_log_info("%s", sb.data);
+    snprintf(res->transport_line, sizeof res->transport_line, "%s", sb.data);
+    tdm_sb_clear(&sb);
     tdm_ddp_describe(t->ddp, &sb);
     if (sb.len && sb.data[sb.len - 1] == '\n') sb.data[--sb.len] = 0;
     tdm_log_info("%s", sb.data);

@@ -73,6 +73,8 @@ typedef struct tdm_train_result {
     tdm_step_record *records; /* [n_steps], malloc'ed; free with tdm_train_result_free */
     char
         ddp_config_line[1024]; /* "Setting up DistributedDataParallel with config DistributedDataParallelConfig(...)" */
+    char transport_line[512];  /* "data-parallel transport: ..." (the MPI library, transport, measured cost) */
+    char dp_warning[2048];     /* rank 0: the warning that the ranks cost more than they save, "" when none */
     int n_buckets;
     int64_t n_params_trainable;
     int64_t first_iteration; /* 0, or the checkpoint's iteration when resumed */

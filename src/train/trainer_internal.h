@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "distributed/ddp.h"
 #include "distributed/optimizer.h"
+#include "distributed/probe.h"
 #include "model/config.h"
 #include "model/qwen3vl.h"
 #include "train/args.h"
@@ -63,12 +64,21 @@ typedef struct trainer {
     tdm_step_window steps; /* rank 0: the recent step times, for the progress line's ETA */
     int eval_stopped;      /* the last evaluation ended early on an agreed stop: TDM_STOP_*, 0: it did not */
     int save_lock;         /* rank 0: the flock()ed <save>/.tandem.lock, -1: none */
+    tdm_mpi_info mpi;      /* the MPI library and transport, and what a quick probe measured at start */
+    tdm_coll_cost probe;   /* (mb 0: one rank, nothing measured) */
+    int dp_checked;        /* an iteration line has weighed communication against compute */
+    struct {               /* the steps since the run's first (which pays for first touches), until then */
+        int n;
+        double step_ms, exposed_ms, comm_cpu_ms; /* sums: step, collective waits, communication thread CPU */
+    } dp_cost;
 } trainer;
 
 /* The steps since the last iteration line. */
 typedef struct interval {
     int n;
     double loss_sum, ms_sum, flops_sum;
+    double exposed_ms_sum;  /* waits on the data-parallel collectives (grad sync, parameter all-gather) */
+    double comm_cpu_ms_sum; /* the communication thread's CPU */
     int skipped, nan;
 } interval;
 

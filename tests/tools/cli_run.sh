@@ -68,8 +68,10 @@ if command -v setpriv > /dev/null && [ "$(id -u)" -eq 0 ]; then
     || bad "as nobody: $u"
 fi
 if [ -e /.dockerenv ] || [ -e /run/.containerenv ]; then
-  [[ "$d" == OMPI_MCA_btl_vader_single_copy_mechanism=none* ]] && ok "in a container: CMA off" || bad "container: $d"
+  c=$(dry MPIRUN=$OMPI "$RUN" -np 2 /bin/true)
+  [[ "$c" == OMPI_MCA_btl_vader_single_copy_mechanism=none* ]] && ok "in a container: CMA off" || bad "container: $c"
 fi
+[[ "$d" != *single_copy_mechanism* ]] && ok "tandem: its own choice of CMA (no variable set)" || bad "tandem: $d"
 k=$(RUN_DRY=1 OMPI_MCA_btl_vader_single_copy_mechanism=cma MPIRUN=$OMPI "$RUN" -np 2 tandem inspect)
 [[ "$k" == OMPI_MCA_btl_vader_single_copy_mechanism=cma* ]] && ok "a CMA setting already made is kept" || bad "$k"
 many=$(( $(nproc) + 1 ))

@@ -1,0 +1,345 @@
+/* probe.c - the MPI library, its transport, and the measured cost of the collectives (probe.h). */
+#include "distributed/probe.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "distributed/agree.h"
+#include "distributed/comm.h"
+#include "kernels/kernels.h"
+
+#define SINGLE_COPY_VAR "OMPI_MCA_btl_vader_single_copy_mechanism"
+#define MB              1e6
+
+/* ------------------------------------------------------------------ the library */
+
+static void copy_text(char *out, size_t n, const char *s) {
+    size_t len = strnlen(s, n - 1);
+    memcpy(out, s, len);
+    out[len] = 0;
+}
+
+/* A control variable's value as text (an enum's item name, a string, or a number); 0 when the
+ * library has no such variable. Needs MPI_T initialised. */
+static int read_cvar(const char *name, char *out, size_t n) {
+    int idx;
+    if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS) return 0;
+    char nm[256], desc[8];
+    int nlen = sizeof nm, dlen = sizeof desc, verbosity, bind, scope;
+    MPI_Datatype dt;
+    MPI_T_enum et;
+    if (MPI_T_cvar_get_info(idx, nm, &nlen, &verbosity, &dt, &et, desc, &dlen, &bind, &scope) != MPI_SUCCESS) return 0;
+    if (bind != MPI_T_BIND_NO_OBJECT) return 0;
+    MPI_T_cvar_handle h;
+    int count = 0;
+    if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS) return 0;
+    int ok = 0;
+    if (dt == MPI_CHAR && count > 0) {
+        char *buf = calloc((size_t)count + 1, 1);
+        if (buf && MPI_T_cvar_read(h, buf) == MPI_SUCCESS) copy_text(out, n, buf), ok = 1;
+        free(buf);
+    } else if (dt == MPI_INT && count == 1) {
+        int v = 0;
+        if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS) {
+            snprintf(out, n, "%d", v), ok = 1;
+            int items = 0, elen = sizeof nm;
+            if (et != MPI_T_ENUM_NULL && MPI_T_enum_get_info(et, &items, nm, &elen) == MPI_SUCCESS)
+                for (int i = 0; i < items; i++) {
+                    int val, ilen = sizeof nm;
+                    if (MPI_T_enum_get_item(et, i, &val, nm, &ilen) == MPI_SUCCESS && val == v) {
+                        copy_text(out, n, nm);
+                        break;
+                    }
+                }
+        }
+    }
+    MPI_T_cvar_handle_free(&h);
+    return ok;
+}
+
+void tdm_mpi_info_get(MPI_Comm comm, tdm_mpi_info *m) {
+    memset(m, 0, sizeof *m);
+    char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(ver, &len);
+    ver[len < (int)sizeof ver ? len : (int)sizeof ver - 1] = 0;
+    int size = 1, local = 1;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm sh;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &sh) == MPI_SUCCESS) {
+        MPI_Comm_size(sh, &local);
+        MPI_Comm_free(&sh);
+    }
+    int mine = local == size, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm);
+    m->one_host = all;
+    if (!strncmp(ver, "Open MPI", 8)) {
+        m->kind = TDM_MPI_OPEN_MPI;
+        snprintf(m->library, sizeof m->library, "%.*s", (int)strcspn(ver, ",\n"), ver);
+    } else if (strstr(ver, "MPICH")) {
+        m->kind = TDM_MPI_MPICH;
+        const char *v = strstr(ver, "Version:");
+        if (v) {
+            v += 8;
+            v += strspn(v, " \t");
+            snprintf(m->library, sizeof m->library, "MPICH %.*s", (int)strcspn(v, " \t\n"), v);
+        } else snprintf(m->library, sizeof m->library, "MPICH");
+        const char *d = strstr(ver, "Device:");
+        if (d) {
+            d += 7;
+            d += strspn(d, " \t");
+            snprintf(m->transport, sizeof m->transport, "device %.*s", (int)strcspn(d, " \t\n"), d);
+        }
+    } else {
+        m->kind = TDM_MPI_OTHER;
+        snprintf(m->library, sizeof m->library, "%.*s", (int)strcspn(ver, ",\n"), ver);
+    }
+    if (m->kind != TDM_MPI_OPEN_MPI) {
+        if (!m->transport[0]) snprintf(m->transport, sizeof m->transport, "%s", m->one_host ? "one host" : "hosts");
+        return;
+    }
+    int level = MPI_THREAD_SINGLE, provided;
+    char pml[64] = "", btl[96] = "";
+    /* at the level MPI_Init granted: Open MPI's MPI_T_init_thread sets the library's thread level to the one
+     * asked for, and a lower one would leave the communication thread's calls unprotected */
+    MPI_Query_thread(&level);
+    if (MPI_T_init_thread(level, &provided) == MPI_SUCCESS) {
+        read_cvar("pml", pml, sizeof pml);
+        read_cvar("btl", btl, sizeof btl);
+        read_cvar("btl_vader_single_copy_mechanism", m->single_copy, sizeof m->single_copy);
+        MPI_T_finalize();
+    }
+    const char *env = getenv(SINGLE_COPY_VAR);
+    const char *by_tandem = getenv("TANDEM_SINGLE_COPY_SET");
+    if (by_tandem && env) snprintf(m->single_copy_from, sizeof m->single_copy_from, "set by tandem: %s", by_tandem);
+    else if (env) snprintf(m->single_copy_from, sizeof m->single_copy_from, "%s", SINGLE_COPY_VAR);
+    else snprintf(m->single_copy_from, sizeof m->single_copy_from, "Open MPI's default");
+    /* "^ucx" (Debian's default) excludes; ob1 with btl vader is what ranks on one host get then */
+    const int other_pml = pml[0] && pml[0] != '^' && strcmp(pml, "ob1") != 0;
+    const int vader = !btl[0] || (btl[0] == '^' ? !strstr(btl, "vader") : strstr(btl, "vader") != NULL);
+    if (other_pml) snprintf(m->transport, sizeof m->transport, "pml %s (vader's settings may not apply)", pml);
+    else if (m->one_host && vader) snprintf(m->transport, sizeof m->transport, "shared memory (pml ob1, btl vader)");
+    else snprintf(m->transport, sizeof m->transport, "pml ob1, btl %s", btl[0] ? btl : "Open MPI's choice");
+}
+
+void tdm_mpi_info_format(const tdm_mpi_info *m, tdm_strbuf *sb) {
+    tdm_sb_printf(sb, "%s, %s", m->library, m->transport);
+    if (m->kind == TDM_MPI_OPEN_MPI && m->single_copy[0])
+        tdm_sb_printf(sb, ", single-copy mechanism %s (%s)", m->single_copy, m->single_copy_from);
+}
+
+/* Whether this process may read a child's memory with process_vm_readv: what Open MPI's cross-memory
+ * attach does between ranks. Containers without CAP_SYS_PTRACE and kernel.yama.ptrace_scope >= 2
+ * refuse it (EPERM, or ENOSYS under a seccomp filter). */
+static int cma_works(void) {
+    int fds[2];
+    if (pipe(fds) != 0) return 1; /* cannot tell: leave Open MPI's choice */
+    volatile unsigned long probe = 0x7a6e646d;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]), close(fds[1]);
+        return 1;
+    }
+    if (pid == 0) { /* the child waits until the parent has read (or failed to) */
+        close(fds[1]);
+        char c;
+        while (read(fds[0], &c, 1) < 0 && errno == EINTR) {}
+        _exit(0);
+    }
+    close(fds[0]);
+    unsigned long got = 0;
+    struct iovec local = {&got, sizeof got}, remote = {(void *)&probe, sizeof probe};
+    ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    close(fds[1]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    return n == (ssize_t)sizeof got && got == probe;
+}
+
+const char *tdm_mpi_choose_single_copy(void) {
+    const char *reason = NULL;
+    if (getenv(SINGLE_COPY_VAR)) return NULL;
+    /* only Open MPI reads the variable; an MPICH build has no use for it */
+    char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(ver, &len);
+    if (strncmp(ver, "Open MPI", 8) != 0) return NULL;
+    if (!cma_works()) reason = "cross-memory attach is refused here";
+    if (!reason) return NULL;
+    setenv(SINGLE_COPY_VAR, "none", 1);
+    setenv("TANDEM_SINGLE_COPY_SET", reason, 1);
+    return reason;
+}
+
+/* ------------------------------------------------------------------ measurements */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+enum { MAX_REPS = 64 };
+
+static int clamp_reps(int reps) { return reps < 1 ? 1 : reps > MAX_REPS ? MAX_REPS : reps; }
+
+static size_t bytes_of(double mb) {
+    size_t b = (size_t)(mb * MB);
+    b &= ~(size_t)4095;
+    return b < 4096 ? 4096 : b;
+}
+
+double tdm_probe_memcpy(double mb, int reps) {
+    reps = clamp_reps(reps);
+    const size_t bytes = bytes_of(mb);
+    char *a = malloc(bytes), *b = malloc(bytes);
+    if (!a || !b) {
+        free(a), free(b);
+        return 0;
+    }
+    memset(a, 1, bytes), memset(b, 2, bytes);
+    double t[MAX_REPS];
+    for (int r = 0; r < reps; r++) {
+        uint64_t t0 = tdm_now_ns();
+        memcpy(r % 2 ? a : b, r % 2 ? b : a, bytes);
+        t[r] = (double)(tdm_now_ns() - t0) / 1e6 / ((double)bytes / MB);
+    }
+    free(a), free(b);
+    return median(t, reps);
+}
+
+void tdm_probe_page_faults(double mb, int reps, double *fresh_ms, double *reused_ms) {
+    reps = clamp_reps(reps);
+    const size_t bytes = bytes_of(mb);
+    double f[MAX_REPS], u[MAX_REPS];
+    char *keep = malloc(bytes);
+    if (keep) memset(keep, 0, bytes);
+    int nf = 0, nu = 0;
+    for (int r = 0; r < reps; r++) {
+        char *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED) {
+            uint64_t t0 = tdm_now_ns();
+            memset(p, r + 1, bytes);
+            f[nf++] = (double)(tdm_now_ns() - t0) / 1e6 / ((double)bytes / MB);
+            munmap(p, bytes);
+        }
+        if (keep) {
+            uint64_t t0 = tdm_now_ns();
+            memset(keep, r + 1, bytes);
+            u[nu++] = (double)(tdm_now_ns() - t0) / 1e6 / ((double)bytes / MB);
+        }
+    }
+    free(keep);
+    *fresh_ms = median(f, nf);
+    *reused_ms = median(u, nu);
+}
+
+double tdm_probe_vector_sum(double mb, int reps) {
+    reps = clamp_reps(reps);
+    const size_t bytes = bytes_of(mb), n = bytes / sizeof(float);
+    float *y = malloc(bytes), *x = malloc(bytes);
+    if (!x || !y) {
+        free(x), free(y);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) x[i] = 1e-7f, y[i] = 0;
+    double t[MAX_REPS];
+    for (int r = 0; r < reps; r++) {
+        uint64_t t0 = tdm_now_ns();
+        tdm_add_into(y, x, (int64_t)n);
+        t[r] = (double)(tdm_now_ns() - t0) / 1e6 / ((double)bytes / MB);
+    }
+    free(x), free(y);
+    return median(t, reps);
+}
+
+/* One collective through the engine: wall and calling-thread CPU, ms. */
+static void timed_op(tdm_comm *c, tdm_comm_op *op, double *wall, double *cpu) {
+    uint64_t t0 = tdm_now_ns(), c0 = tdm_thread_cpu_ns();
+    tdm_comm_post(c, op);
+    tdm_comm_wait(c, op);
+    *cpu = (double)(tdm_thread_cpu_ns() - c0) / 1e6;
+    *wall = (double)(tdm_now_ns() - t0) / 1e6;
+}
+
+int tdm_probe_collectives(MPI_Comm comm, double mb, int reps, uint64_t timeout_ns, tdm_coll_cost *out, tdm_error *err) {
+    return tdm_probe_collectives_rs(comm, mb, reps, -1, timeout_ns, out, err);
+}
+
+int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, uint64_t timeout_ns, tdm_coll_cost *out,
+                             tdm_error *err) {
+    memset(out, 0, sizeof *out);
+    reps = clamp_reps(reps);
+    int size = 1;
+    MPI_Comm_size(comm, &size);
+    size_t bytes = bytes_of(mb);
+    const int per_rank = (int)(bytes / sizeof(float) / (size_t)size);
+    bytes = (size_t)per_rank * (size_t)size * sizeof(float);
+    float *buf = malloc(bytes);
+    int ok = buf != NULL, all = 0;
+    all = ok;
+    tdm_allreduce_bounded(&all, 1, MPI_INT, MPI_MIN, comm, timeout_ns, "collective probe");
+    if (!all) {
+        free(buf);
+        return tdm_errorf(err, "collective probe: %.1f MB buffer: out of memory on some rank", mb);
+    }
+    for (size_t i = 0; i < bytes / sizeof(float); i++) buf[i] = 1.0f;
+    MPI_Comm dup;
+    MPI_Comm_dup(comm, &dup);
+    tdm_comm *c = tdm_comm_create(dup, TDM_DDP_PROGRESS_INLINE, 2, 0, err);
+    if (!c) {
+        free(buf);
+        return -1;
+    }
+    if (mpi_op >= 0) tdm_comm_set_reduce_scatter(c, !mpi_op);
+    tdm_comm_set_timeout(c, timeout_ns);
+    tdm_comm_op rs = {.kind = TDM_COMM_REDUCE_SCATTER, .buf = buf, .count = per_rank, .name = "probe-rs"};
+    tdm_comm_op ag = {.kind = TDM_COMM_ALLGATHER, .buf = buf, .count = per_rank, .name = "probe-ag"};
+    double w[2][MAX_REPS], u[2][MAX_REPS], d0, d1;
+    timed_op(c, &rs, &d0, &d1); /* untimed: the library sets up its buffers and connections */
+    timed_op(c, &ag, &d0, &d1);
+    for (int r = 0; r < reps; r++) {
+        int z = 0;
+        tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe"); /* a barrier */
+        timed_op(c, &rs, &w[0][r], &u[0][r]);
+        tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe");
+        timed_op(c, &ag, &w[1][r], &u[1][r]);
+    }
+    tdm_comm_free(c);
+    free(buf);
+    const double mbs = (double)bytes / MB;
+    double v[5] = {median(w[0], reps) / mbs, median(u[0], reps) / mbs, median(w[1], reps) / mbs,
+                   median(u[1], reps) / mbs, tdm_probe_memcpy(mbs, reps)};
+    tdm_allreduce_bounded(v, 5, MPI_DOUBLE, MPI_MAX, comm, timeout_ns, "collective probe");
+    out->mb = mbs;
+    out->reps = reps;
+    out->rs_wall_ms = v[0], out->rs_cpu_ms = v[1], out->ag_wall_ms = v[2], out->ag_cpu_ms = v[3];
+    out->memcpy_ms = v[4];
+    return 0;
+}
+
+void tdm_probe_format_line(const tdm_mpi_info *m, const tdm_coll_cost *c, int dp, tdm_strbuf *sb) {
+    tdm_sb_printf(sb, "data-parallel transport: ");
+    tdm_mpi_info_format(m, sb);
+    if (dp < 2 || !c || c->mb <= 0) {
+        tdm_sb_printf(sb, "; 1 rank: no collectives");
+        return;
+    }
+    tdm_sb_printf(sb,
+                  " | measured over %.1f MB, %d ranks (ms/MB): reduce-scatter %.3f (CPU %.3f), all-gather %.3f "
+                  "(CPU %.3f), memcpy %.3f",
+                  c->mb, dp, c->rs_wall_ms, c->rs_cpu_ms, c->ag_wall_ms, c->ag_cpu_ms, c->memcpy_ms);
+}

@@ -1,0 +1,215 @@
+/* cmd_doctor.c - `tandem doctor`: measures in a few seconds what data parallelism costs on this machine
+ * (the sgemm ceiling, memcpy, page faults, tandem's vector sum, and the reduce-scatter and all-gather of
+ * the ranks it was started with, per MB), names the MPI library and transport, and says which settings
+ * tandem uses and why (docs/user-guide.md, "tandem doctor"). Under mpirun -np 2 (or more); with one
+ * rank only the local measurements.
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/strbuf.h"
+#include "distributed/agree.h"
+#include "distributed/comm.h"
+#include "distributed/probe.h"
+#include "kernels/kernels.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+#include "tools/mpi_setup.h"
+#include "train/hosts.h"
+
+int openblas_get_num_threads(void);
+
+typedef struct doctor_opts {
+    double max_mb;
+    int reps;
+    int gemm_n;
+} doctor_opts;
+
+static const tdm_flag FLAGS[] = {
+    {.name = "max-mb",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = offsetof(doctor_opts, max_mb),
+     .lo = 0.25,
+     .hi = 1024,
+     .def = "16",
+     .metavar = "MB",
+     .help = "the largest buffer the collectives are measured on; also a quarter and a sixteenth of it, and the "
+             "size of the local measurements"},
+    {.name = "reps",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(doctor_opts, reps),
+     .lo = 1,
+     .hi = 64,
+     .def = "5",
+     .metavar = "N",
+     .help = "timed repetitions of each measurement (the median is shown)"},
+    {.name = "gemm-size",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(doctor_opts, gemm_n),
+     .lo = 64,
+     .hi = 8192,
+     .def = "1024",
+     .metavar = "N",
+     .help = "the sgemm ceiling's product is N x N x N"},
+};
+
+static const tdm_flags P = {
+    .command = "tandem doctor",
+    .usage = "mpirun -np 2 tandem doctor [flags]   (or tandem doctor: one rank, local measurements only)",
+    .about = "Measures what data parallelism costs on this machine, in a few seconds: the sgemm ceiling, memcpy,\n"
+             "first-touch page faults, tandem's vector sum, and the reduce-scatter and all-gather between the\n"
+             "ranks per MB (wall time and the calling thread's CPU time); names the MPI library and its\n"
+             "transport; and says which settings tandem uses and why.",
+    .flags = FLAGS,
+    .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
+};
+
+static double max_over(double v) {
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return v;
+}
+
+static double min_over(double v) {
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    return v;
+}
+
+int cmd_doctor(int argc, char **argv) {
+    int early = tdm_cli_early(&P, argc, argv); /* --help, --version: before MPI */
+    if (early >= 0) return early;
+    int rank, world;
+    tdm_tool_mpi_init(&argc, &argv, &rank, &world);
+    doctor_opts o;
+    tdm_flags_defaults(&P, &o);
+    tdm_error err = {{0}};
+    int ok = tdm_flags_parse(&P, &o, argc - 1, argv + 1, NULL, NULL, &err) == 0;
+    int n_bad;
+    const int first_bad = tdm_first_failed_rank(ok, MPI_COMM_WORLD, &n_bad);
+    if (first_bad < world) {
+        tdm_tool_report_refusal("doctor", rank, first_bad, n_bad == world, err.msg);
+        MPI_Finalize();
+        return 2;
+    }
+
+    tdm_hosts hosts;
+    tdm_hosts_describe(MPI_COMM_WORLD, &hosts);
+    tdm_mpi_info mi;
+    tdm_mpi_info_get(MPI_COMM_WORLD, &mi);
+    const int threads = openblas_get_num_threads();
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_mpi_info_format(&mi, &sb);
+    if (rank == 0) {
+        printf("tandem doctor: %d rank%s%s, %ld cores online on rank 0's host, %d BLAS thread%s per rank\n", world,
+               world == 1 ? "" : "s", mi.one_host ? " on one host" : " on several hosts", cores, threads,
+               threads == 1 ? "" : "s");
+        printf("  processor        %s (%s)\n", hosts.value[TDM_HOSTS_CPU], hosts.value[TDM_HOSTS_ISA]);
+        printf("  OpenBLAS         %s\n", hosts.value[TDM_HOSTS_BLAS]);
+        printf("  MPI              %s\n", sb.data);
+        fflush(stdout);
+    }
+    tdm_hosts_free(&hosts);
+
+    /* every rank computes at once, as in training */
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double gf = tdm_blas_sgemm_gflops(o.gemm_n, 0.4);
+    const double gf_min = min_over(gf), gf_max = max_over(gf);
+    const double mb = o.max_mb;
+    const double cp = max_over(tdm_probe_memcpy(mb, o.reps));
+    const double vs = max_over(tdm_probe_vector_sum(mb, o.reps));
+    double fresh, reused;
+    tdm_probe_page_faults(mb, o.reps, &fresh, &reused);
+    fresh = max_over(fresh), reused = max_over(reused);
+    if (rank == 0) {
+        printf("  sgemm ceiling    %.1f GFLOP/s per rank (%d^3, every rank at once; slowest rank %.1f)\n", gf_max,
+               o.gemm_n, gf_min);
+        printf("  memcpy           %.3f ms/MB (%.1f MB)\n", cp, mb);
+        printf("  vector sum       %.3f ms/MB (tandem's y += x, per MB of x)\n", vs);
+        printf("  page faults      %.3f ms/MB first touch of fresh pages, %.3f ms/MB reused (%.1fx)\n", fresh, reused,
+               reused > 0 ? fresh / reused : 0.0);
+        fflush(stdout);
+    }
+
+    tdm_coll_cost big = {0}, mpi_rs = {0};
+    if (world > 1) {
+        if (rank == 0)
+            printf("  collectives      %d ranks, per MB of the buffer (ms/MB; CPU: the calling thread's)\n"
+                   "      size MB   reduce-scatter    CPU   all-gather    CPU   CPU/memcpy\n",
+                   world);
+        for (int k = 2; k >= 0; k--) {
+            tdm_coll_cost c;
+            double size = mb / (double)(1 << (2 * k));
+            if (tdm_probe_collectives(MPI_COMM_WORLD, size, o.reps, 0, &c, &err) != 0) {
+                if (rank == 0) fprintf(stderr, "tandem doctor: %s\n", err.msg);
+                tdm_sb_free(&sb);
+                MPI_Finalize();
+                return 1;
+            }
+            if (rank == 0) {
+                printf("      %7.2f   %14.3f %6.3f   %10.3f %6.3f   %10.1f\n", c.mb, c.rs_wall_ms, c.rs_cpu_ms,
+                       c.ag_wall_ms, c.ag_cpu_ms, c.memcpy_ms > 0 ? (c.rs_cpu_ms + c.ag_cpu_ms) / c.memcpy_ms : 0.0);
+                fflush(stdout);
+            }
+            big = c;
+        }
+        tdm_coll_cost m;
+        const int own = tdm_comm_default_own_reduce_scatter();
+        if (tdm_probe_collectives_rs(MPI_COMM_WORLD, mb, o.reps, own, 0, &m, &err) == 0 && rank == 0) {
+            printf("      %7.2f   %14.3f %6.3f   (reduce-scatter by %s)\n", m.mb, m.rs_wall_ms, m.rs_cpu_ms,
+                   own ? "MPI_Ireduce_scatter_block and MPI's op" : "tandem's exchange and vector sum");
+            fflush(stdout);
+        }
+        mpi_rs = m;
+    } else if (rank == 0) {
+        printf("  collectives      not measured: one rank (run under mpirun -np 2 to measure them)\n");
+    }
+
+    if (rank == 0) {
+        printf("settings tandem uses\n");
+        printf("  BLAS threads     %d per rank: %s\n", threads,
+               getenv("OPENBLAS_NUM_THREADS") ? "OPENBLAS_NUM_THREADS" : "the cores divided by the ranks on the host");
+        if (mi.kind == TDM_MPI_OPEN_MPI && mi.single_copy[0]) {
+            const char *why = getenv("TANDEM_SINGLE_COPY_SET");
+            printf("  single copy      %s: %s\n", mi.single_copy,
+                   why                                                  ? why
+                   : getenv("OMPI_MCA_btl_vader_single_copy_mechanism") ? "your setting is kept"
+                                                                        : "Open MPI's choice (cross-memory "
+                                                                          "attach works here)");
+        }
+        if (world > 1 && mpi_rs.mb > 0) {
+            const int own = tdm_comm_default_own_reduce_scatter();
+            const char *tandem = "tandem's exchange and vector sum", *mpi = "MPI_Ireduce_scatter_block and MPI's op";
+            printf("  reduce-scatter   %s: %.3f ms/MB of CPU here against %.3f with %s (%s)\n", own ? tandem : mpi,
+                   big.rs_cpu_ms, mpi_rs.rs_cpu_ms, own ? mpi : tandem,
+                   getenv("TANDEM_REDUCE_SCATTER") ? "TANDEM_REDUCE_SCATTER chose"
+                   : own ? "tandem's default under Open MPI; TANDEM_REDUCE_SCATTER=mpi for MPI's"
+                         : "the default under this MPI; TANDEM_REDUCE_SCATTER=tandem for tandem's");
+        }
+        printf("  progress         a communication thread per rank at nice 10 (--ddp-progress, "
+               "--comm-thread-nice)\n");
+        if (world > 1 && big.mb > 0) {
+            /* A step that trains T tokens per rank costs about 6 N T / F of compute for N trainable parameters
+             * at F FLOP/s, and moves 4 N bytes through a reduce-scatter and an all-gather. The extra ranks save
+             * compute x (1 - 1/dp); they pay when that exceeds the communication, for any N. */
+            const double per_mb = big.rs_wall_ms + big.ag_wall_ms;
+            const double tokens = 4.0 * per_mb * gf_min / (6.0 * (1.0 - 1.0 / world));
+            printf("  verdict          a step moves 4 bytes per trainable parameter each way: %.2f ms per MB of "
+                   "gradients here;\n"
+                   "                   %d ranks pay for themselves when each trains more than about %.0f tokens per "
+                   "step\n"
+                   "                   (at the sgemm ceiling; fewer when the products run below it)\n",
+                   per_mb, world, ceil(tokens));
+        }
+        fflush(stdout);
+    }
+    tdm_sb_free(&sb);
+    MPI_Finalize();
+    return 0;
+}

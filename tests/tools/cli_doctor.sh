@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# cli_doctor.sh - tandem doctor (src/tools/cmd_doctor.c): under mpirun -np 2 every section is printed and every
+# figure is a positive, finite number; one rank prints the local measurements and says the collectives were not
+# measured; Open MPI's single-copy mechanism and who chose it are named; bad flags exit 2 with one sentence.
+# No figure is compared with a time.
+#   TANDEM=build/tandem bash tests/tools/cli_doctor.sh
+set -u
+cd "$(dirname "$0")/../.."
+TANDEM=${TANDEM:-build/tandem}
+MPIRUN=${MPIRUN:-mpirun.openmpi}
+case "$MPIRUN" in
+  *openmpi*) MPIFLAGS=(--allow-run-as-root --oversubscribe --bind-to none) ;;
+  *) MPIFLAGS=() ;;
+esac
+export OPENBLAS_NUM_THREADS=1
+W=$(mktemp -d /tmp/tdm_cli_doctor.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+QUICK=(--max-mb 1 --reps 2 --gemm-size 256)
+
+# every number of the lines matching REGEX is finite and > 0 (at least MIN numbers in all)
+positive() { # file regex min
+  awk -v re="$2" -v min="$3" '
+    $0 ~ re { for (i = 1; i <= NF; i++) { v = $i; gsub(/[(),x;]/, "", v)
+              if (v ~ /^[0-9]+(\.[0-9]+)?$/) { n++; if (v + 0 <= 0) badv++ }
+              else if (tolower(v) ~ /^(nan|inf|-nan|-inf)$/) badv++ } }
+    END { exit !(n >= min && badv == 0) }' "$1"
+}
+
+# --- 2 ranks -------------------------------------------------------------------------------
+timeout -k 5 120 "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor "${QUICK[@]}" >"$W/two" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && ok "2 ranks: exit 0" || bad "2 ranks: exit $rc: $(head -c 400 "$W/two")"
+for line in "^tandem doctor: 2 ranks on one host, [0-9]+ cores online" "^  processor " "^  OpenBLAS " "^  MPI  " \
+            "^  sgemm ceiling +[0-9.]+ GFLOP/s per rank" "^  memcpy +[0-9.]+ ms/MB" "^  vector sum +[0-9.]+ ms/MB" \
+            "^  page faults +[0-9.]+ ms/MB first touch of fresh pages, [0-9.]+ ms/MB reused" \
+            "^  collectives +2 ranks, per MB" "^settings tandem uses$" "^  BLAS threads +1 per rank: OPENBLAS_NUM_THREADS" \
+            "^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +\(reduce-scatter by (MPI_Ireduce_scatter_block and MPI's op|tandem's exchange and vector sum)\)$" \
+            "^  reduce-scatter +(tandem's exchange and vector sum|MPI_Ireduce_scatter_block and MPI's op): [0-9.]+ ms/MB of CPU here against [0-9.]+ with " \
+            "^  progress " "^  verdict .* ms per MB of gradients" "pay for themselves when each trains more than about [0-9]+ tokens"; do
+  grep -qE -- "$line" "$W/two" && ok "2 ranks: /$line/" || bad "2 ranks: no line /$line/"
+done
+[ "$(grep -cE '^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$W/two")" -eq 3 ] \
+  && ok "2 ranks: three sizes in the collectives table" || bad "2 ranks: the collectives table: $(sed -n '/collectives/,/settings/p' "$W/two")"
+positive "$W/two" '^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' 18 \
+  && ok "2 ranks: every collective figure positive and finite" || bad "2 ranks: a collective figure is not positive: $(cat "$W/two")"
+positive "$W/two" '^  (sgemm ceiling|memcpy|vector sum|page faults) ' 8 \
+  && ok "2 ranks: the local figures positive and finite" || bad "2 ranks: a local figure: $(cat "$W/two")"
+[ "$(grep -c '^tandem doctor:' "$W/two")" -eq 1 ] && ok "2 ranks: rank 0 alone prints" || bad "2 ranks: printed more than once"
+
+# --- Open MPI: the single-copy mechanism and who chose it -------------------------------------
+case "$MPIRUN" in
+  *openmpi*)
+    OMPI_MCA_btl_vader_single_copy_mechanism=none timeout -k 5 120 "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor \
+      "${QUICK[@]}" >"$W/none" 2>&1
+    grep -qE "^  reduce-scatter +tandem's exchange and vector sum: .*tandem's default under Open MPI" "$W/two" \
+      && ok "Open MPI: tandem's reduce-scatter by default" || bad "Open MPI: $(grep 'reduce-scatter ' "$W/two")"
+    grep -qE "^  MPI +Open MPI .*single-copy mechanism none \(OMPI_MCA_btl_vader_single_copy_mechanism\)" "$W/none" \
+      && grep -qE "^  single copy +none: your setting is kept" "$W/none" \
+      && ok "Open MPI: a single-copy mechanism set in the environment is named and kept" \
+      || bad "Open MPI: single copy: $(grep -E 'MPI|single' "$W/none")"
+    ;;
+  *)
+    grep -qE "^  MPI +MPICH" "$W/two" && ok "MPICH named" || bad "MPICH: $(grep MPI "$W/two")"
+    grep -qE "^  reduce-scatter +MPI_Ireduce_scatter_block and MPI's op: .*the default under this MPI" "$W/two" \
+      && ok "MPICH: MPI's reduce-scatter by default" || bad "MPICH: $(grep 'reduce-scatter ' "$W/two")" ;;
+esac
+
+# --- one rank ----------------------------------------------------------------------------------
+timeout -k 5 120 "$TANDEM" doctor "${QUICK[@]}" >"$W/one" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] && ok "1 rank: exit 0" || bad "1 rank: exit $rc: $(head -c 400 "$W/one")"
+grep -qE "^tandem doctor: 1 rank " "$W/one" && grep -qE "^  collectives +not measured: one rank" "$W/one" \
+  && ! grep -q "verdict" "$W/one" && ok "1 rank: local measurements only, and says so" || bad "1 rank: $(cat "$W/one")"
+positive "$W/one" '^  (sgemm ceiling|memcpy|vector sum|page faults) ' 8 \
+  && ok "1 rank: figures positive and finite" || bad "1 rank: a figure: $(cat "$W/one")"
+
+# --- flags -------------------------------------------------------------------------------------
+expect() { # name rc needle cmd...
+  local name=$1 want=$2 needle=$3; shift 3
+  timeout -k 5 60 "$@" >"$W/out" 2>&1 </dev/null
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then bad "$name: exit $rc, expected $want: $(head -c 300 "$W/out")"
+  elif ! grep -qF -- "$needle" "$W/out"; then bad "$name: no '$needle' in: $(head -c 300 "$W/out")"
+  else ok "$name"; fi
+}
+expect "--help" 0 "usage: mpirun -np 2 tandem doctor" "$TANDEM" doctor --help
+expect "--reps 0 refused" 2 "tandem doctor: --reps" "$TANDEM" doctor --reps 0
+expect "--max-mb abc refused" 2 "tandem doctor: --max-mb" "$TANDEM" doctor --max-mb abc
+expect "a misspelt flag gets the closest name" 2 "did you mean '--reps'" "$TANDEM" doctor --resp 3
+expect "a bad flag under 2 ranks" 2 "tandem doctor: --gemm-size" "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor --gemm-size 1
+[ "$(grep -c '^tandem doctor:' "$W/out")" -eq 1 ] && ok "a bad flag under 2 ranks: one sentence" \
+  || bad "a bad flag under 2 ranks: $(cat "$W/out")"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
