@@ -10,7 +10,7 @@ PKGS=(build-essential make pkg-config
       libpng-dev libjpeg62-turbo-dev libpcre2-dev libxxhash-dev libutf8proc-dev zlib1g-dev
       clang libclang-rt-dev clang-format
       python3 python3-torch python3-pil python3-numpy python3-protobuf python3-crc32c
-      iproute2)
+      iproute2 librsvg2-bin)
 
 # Node.js and npm run the tokenizer peer; install Debian's only where none is present.
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
