@@ -35,6 +35,7 @@ void tdm_plan_model_free(tdm_plan_model *m) {
     free(m->units);
     free(m->params);
     free(m->measured);
+    free(m->given_buckets);
     memset(m, 0, sizeof *m);
 }
 
@@ -66,7 +67,9 @@ int tdm_plan_buckets(const tdm_plan_model *m, const tdm_plan_config *c, int64_t 
         if (m->params[i].trainable) trainable += m->params[i].numel, n_tr++;
     if (n_tr == 0) return tdm_errorf(err, "the parameter table has no trainable parameter");
     int64_t size;
-    if (c->num_buckets > 0) size = (trainable + c->num_buckets - 1) / c->num_buckets;
+    const int given = c->given_cut && m->n_given_buckets > 0;
+    if (given) size = m->given_buckets[0];
+    else if (c->num_buckets > 0) size = (trainable + c->num_buckets - 1) / c->num_buckets;
     else if (c->bucket_size > 0) size = c->bucket_size;
     else size = 1000000 * (int64_t)c->dp > 40000000 ? 1000000 * (int64_t)c->dp : 40000000;
     if (size < 1) size = 1;
@@ -88,6 +91,7 @@ int tdm_plan_buckets(const tdm_plan_model *m, const tdm_plan_config *c, int64_t 
             pos = start + round_up(pos - start, balign);
             pad[nb++] = pos - start;
             open = 0;
+            if (given) size = m->given_buckets[nb < m->n_given_buckets ? nb : m->n_given_buckets - 1];
         }
     }
     *padded = pad;
@@ -326,10 +330,10 @@ int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err) 
         else if (!strcmp(w, "--bf16")) c->bf16_params = 1;
         else if (!strcmp(w, "--ddp-bucket-size")) {
             if (num_arg(w, NEXT(), 1, 2147483647.0, &x, err)) return -1;
-            c->bucket_size = (int64_t)x, c->num_buckets = 0;
+            c->bucket_size = (int64_t)x, c->num_buckets = 0, c->given_cut = 0;
         } else if (!strcmp(w, "--ddp-num-buckets")) {
             if (num_arg(w, NEXT(), 1, 1e6, &x, err)) return -1;
-            c->num_buckets = (int)x, c->bucket_size = 0;
+            c->num_buckets = (int)x, c->bucket_size = 0, c->given_cut = 0;
         } else if (!strcmp(w, "--dp") || !strcmp(w, "--data-parallel-size")) {
             if (num_arg(w, NEXT(), 1, 65536, &x, err)) return -1;
             c->dp = (int)x;

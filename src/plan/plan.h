@@ -73,6 +73,8 @@ typedef struct tdm_plan_config {
     int64_t bucket_size; /* elements; 0: from num_buckets or the default */
     int num_buckets;     /* 0: from bucket_size */
     int bf16_params;     /* all-gathers move 2-byte values */
+    int given_cut;       /* 1: the model's given_buckets (a PyTorch trace's measured buckets); a bucket
+                            size or count clears it */
     tdm_plan_link link;
 } tdm_plan_config;
 
@@ -96,6 +98,8 @@ typedef struct tdm_plan_model {
     int n_measured;
     double measured_one_us;        /* that step's length */
     double measured_cpu_us_per_mb; /* from analysis.json; NaN when not there */
+    int64_t *given_buckets;        /* [n_given_buckets] elements per bucket in bucket order, for given_cut */
+    int n_given_buckets;
 } tdm_plan_model;
 
 void tdm_plan_model_free(tdm_plan_model *m);
@@ -174,5 +178,25 @@ typedef struct tdm_plan_trace_in {
 } tdm_plan_trace_in;
 
 int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err);
+
+/* Fits own time = alpha * steps + wire / beta (tdm_plan_ring_factors) over n measured
+ * collectives; keeps l->alpha_us when alpha_given and l->gbps when gbps_given. */
+void tdm_plan_fit_link(const double *steps, const double *wire, const double *own_us, int n, tdm_plan_link *l,
+                       int alpha_given, int gbps_given);
+
+/* ---- plan_torch.c -------------------------------------------------------------------------- */
+
+/* Builds m from a PyTorch DDP trace (Kineto JSON, read by runs/trace.h; the first rank of a
+ * file or folder): per ProfilerStep the compute streams' timeline, the forward (kernels
+ * launched from the step's thread) and the backward (from autograd's thread), each gradient
+ * all-reduce's launch mapped to the compute it followed (its bucket's ready time) with its
+ * bytes, the optimizer after the backward, the link fitted to the all-reduces at the trace's
+ * group size (keeping link.alpha_us when >= 0 and link.gbps when > 0). Ready time is
+ * interpolated linearly over the cumulative bytes of each measured bucket, so other bucket
+ * sizes can be cut (docs/plan.md). Baseline: DDP, overlap-grad-reduce on, the measured
+ * buckets (given_cut), CPU per MB cpu_us_per_mb (< 0: 0, device collectives take no compute).
+ * Tandem's own trace fails with a sentence asking for --model. */
+int tdm_plan_from_torch(const char *path, tdm_plan_link link, double cpu_us_per_mb, tdm_plan_model *m, char *notes,
+                        int notes_cap, tdm_error *err);
 
 #endif

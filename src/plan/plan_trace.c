@@ -108,10 +108,8 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
     }
 }
 
-/* Fits own time = alpha * steps + wire / beta over the measured collectives; keeps what the
- * caller gave (alpha_us >= 0 given when *alpha_given, gbps > 0 given when *gbps_given). */
-static void fit_link(const double *x, const double *w, const double *tau, int n, tdm_plan_link *l, int alpha_given,
-                     int gbps_given) {
+void tdm_plan_fit_link(const double *x, const double *w, const double *tau, int n, tdm_plan_link *l, int alpha_given,
+                       int gbps_given) {
     double sxx = 0, sxw = 0, sww = 0, sxt = 0, swt = 0;
     for (int i = 0; i < n; i++) {
         sxx += x[i] * x[i], sxw += x[i] * w[i], sww += w[i] * w[i];
@@ -348,7 +346,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     if (!alpha_given) c->link.alpha_us = 0;
     if (n == 0 && !gbps_given)
         note(notes, notes_cap, "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
-    fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
+    tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
     /* the CPU that driving the collectives took: the communication threads' time over the bytes moved */
     double cpu_ms = comm_thread_cpu_ms(path);
     m->measured_cpu_us_per_mb = isfinite(cpu_ms) && moved > 0 ? cpu_ms * 1e3 / (moved / 1e6) : NAN;

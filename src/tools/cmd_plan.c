@@ -157,12 +157,14 @@ static const tdm_flag FLAGS[] = {
 static const tdm_positional POS[] = {
     {.metavar = "RUN_OR_TRACE",
      .off = offsetof(plan_opts, trace),
-     .help = "a profiled tandem run: its trace.json or the folder holding it (the profile config's save_path)"},
+     .help = "a profiled tandem run: its trace.json or the folder holding it (the profile config's save_path); "
+             "without --model, a PyTorch DDP profiler trace (Kineto JSON)"},
 };
 
 static const tdm_flags P = {
     .command = "tandem plan",
     .usage = "tandem plan RUN_OR_TRACE --model DIR [--freeze-...] [--candidate \"FLAGS\"...] [--suggest]\n"
+             "       tandem plan PYTORCH_TRACE [--candidate \"FLAGS\"...]\n"
              "       tandem plan --practice [--tflops X] [--link-gbps X] [--link-latency-us X]",
     .about = "Builds a model of one step from a profiled baseline run (per-layer compute, when each bucket's\n"
              "gradients are ready, the collectives and a link fitted to them) and predicts, by simulating the\n"
@@ -458,15 +460,12 @@ int cmd_plan(int argc, char **argv) {
                         "--baseline or --suggest with it\n");
         return 2;
     }
-    if (!o.practice && !o.model) {
-        fprintf(stderr, "tandem plan: --model DIR is required with a trace (the run's config.json: the parameters "
-                        "the buckets are cut from)\n");
-        return 2;
-    }
+    const int torch = !o.practice && !o.model; /* a PyTorch trace, or tandem's asking for --model */
     tdm_error err;
     tdm_model_config cfg;
     table t;
-    if (load_table(o.model ? o.model : "configs/qwen3-vl-8b", &fz, &t, &cfg, &err) != 0) {
+    memset(&t, 0, sizeof t);
+    if (!torch && load_table(o.model ? o.model : "configs/qwen3-vl-8b", &fz, &t, &cfg, &err) != 0) {
         fprintf(stderr, "tandem plan: %s\n", err.msg);
         return 1;
     }
@@ -507,9 +506,10 @@ int cmd_plan(int argc, char **argv) {
                             .cpu_us_per_mb = o.cpu_us_per_mb};
     char notes[4096];
     tdm_plan_model m;
-    if (tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err) != 0) {
+    if (torch ? tdm_plan_from_torch(o.trace, in.link, o.cpu_us_per_mb, &m, notes, sizeof notes, &err)
+              : tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err)) {
         fprintf(stderr, "tandem plan: %s\n", err.msg);
-        rc = 1;
+        rc = strstr(err.msg, "--model DIR is required") ? 2 : 1;
         goto out_practice;
     }
     m.cores = o.cores;
@@ -537,7 +537,9 @@ int cmd_plan(int argc, char **argv) {
         }
         if (o.n_candidates == 0 && i == 0 && m.baseline.overlap_grad) {
             r->c.overlap_grad = r->c.overlap_param = 0; /* a baseline with the overlap: the candidate without it */
-            snprintf(r->name, sizeof r->name, "--no-overlap-grad-reduce --no-overlap-param-gather");
+            snprintf(r->name, sizeof r->name, "%s",
+                     m.baseline.distributed ? "--no-overlap-grad-reduce --no-overlap-param-gather"
+                                            : "--no-overlap-grad-reduce");
         } else {
             snprintf(r->name, sizeof r->name, "%s", f);
         }
@@ -563,6 +565,7 @@ int cmd_plan(int argc, char **argv) {
                     memset(&r, 0, sizeof r);
                     r.c = m.baseline;
                     r.c.overlap_grad = og, r.c.overlap_param = op, r.c.num_buckets = nb, r.c.bucket_size = 0;
+                    r.c.given_cut = 0;
                     if (simulate_row(&m, &r, &err) != 0) continue;
                     /* ties (within 0.1%) go to fewer flags and fewer buckets: what was searched first */
                     if (!have_best || r.r.step_us < best.r.step_us * 0.999) {
