@@ -161,6 +161,13 @@ int tdm_plan_from_torch(const char *path, tdm_plan_link link, double cpu_us_per_
     }
     int rc = -1;
     tstep *st = NULL;
+    if (set.n == 0 && set.n_acomm > 0) {
+        tdm_errorf(err,
+                   "%s: Ascend communication operators only: no step timeline, and nothing says which operator reduces "
+                   "a gradient bucket; expected a PyTorch (Kineto) trace",
+                   path);
+        goto out;
+    }
     if (set.n == 0) {
         tdm_errorf(err, "%s: no trace found; expected a PyTorch profiler trace (Kineto JSON) or tandem's trace.json",
                    path);
