@@ -307,8 +307,9 @@ int tdm_plan_from_torch(const char *path, tdm_plan_link link, double cpu_us_per_
          "overlap-grad-reduce on (DDP)",
          t->label, n_ok, c->dp, nb, total / 1e6);
     note(notes, notes_cap,
-         "forward %.3f ms, backward %.3f ms, optimizer %.3f ms, outside the device window %.3f ms (means)",
-         mean.fwd / 1e3, (mean.ready[nb - 1] + mean.tail) / 1e3, mean.opt / 1e3, m->head_us / 1e3);
+         "forward %.3f ms, backward %.3f ms, from the backward's end or the last all-reduce to the optimizer "
+         "%.3f ms, optimizer %.3f ms, outside the device window %.3f ms (means)",
+         mean.fwd / 1e3, (mean.ready[nb - 1] + mean.tail) / 1e3, mean.sync / 1e3, mean.opt / 1e3, m->head_us / 1e3);
     note(notes, notes_cap,
          "a bucket is ready at the end of the last compute kernel launched before its all-reduce; other bucket "
          "sizes interpolate the ready time over the measured buckets' cumulative bytes");

@@ -595,10 +595,14 @@ int cmd_plan(int argc, char **argv) {
             if (best.r.bucket_padded[b] > largest) largest = best.r.bucket_padded[b];
         tdm_sb_printf(&text, "  %d bucket(s), the largest %lld elements (%.1f MB of fp32 gradients)\n",
                       best.r.n_buckets, (long long)largest, largest * 4.0 / 1e6);
-        tdm_sb_printf(&text,
-                      "confirm with: mpirun -np %d tandem ab --baseline \"\" --candidate \"%s\" <the run's train "
-                      "flags>\n",
-                      m.baseline.dp, best.name[0] == '(' ? "" : best.name);
+        if (m.n_given_buckets > 0) /* a PyTorch trace: DDP's own setting */
+            tdm_sb_printf(&text, "in PyTorch: DistributedDataParallel(..., bucket_cap_mb=%.4g)%s\n",
+                          largest * 4.0 / 1048576, best.c.overlap_grad ? "" : ", the all-reduces after the backward");
+        else
+            tdm_sb_printf(&text,
+                          "confirm with: mpirun -np %d tandem ab --baseline \"\" --candidate \"%s\" <the run's train "
+                          "flags>\n",
+                          m.baseline.dp, best.name[0] == '(' ? "" : best.name);
     }
     tdm_sb_printf(&text, "\nnotes:\n%s", notes);
     fputs(text.data, stdout);

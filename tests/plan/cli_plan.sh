@@ -53,6 +53,30 @@ PYEOF
 if "$TANDEM" plan --practice --out "$W/practice" >"$W/practice.txt" 2>&1 && grep -q "link bandwidth x2" "$W/practice.txt" \
   && grep -q "9.24%" "$W/practice.txt"; then ok "practice"; else bad "practice: $(cat "$W/practice.txt")"; fi
 
+# --- a PyTorch DDP trace (HTA's nccl_data fixture) ---------------------------------------------
+FIX=${TANDEM_FIXTURES:-../shared/fixtures}
+NCCL=$FIX/hta/nccl_parser_config/nccl_data.json.gz
+if [ ! -f "$NCCL" ]; then
+  echo "skipped: tandem plan on a PyTorch trace ($NCCL not found; the fixtures are read in place)"
+elif "$TANDEM" plan "$NCCL" --out "$W/torch" --suggest --candidate "--no-overlap-grad-reduce" \
+    --candidate "--ddp-bucket-size 6500000" --candidate "--dp 8" >"$W/torch.txt" 2>&1; then
+  ok "plan of a PyTorch trace: $(grep '^replay:' "$W/torch.txt")"
+  grep -q "5 gradient all-reduce bucket(s)" "$W/torch.txt" && grep -q "bucket_cap_mb=" "$W/torch.txt" \
+    && ok "PyTorch: buckets and suggestion" || bad "PyTorch: $(cat "$W/torch.txt")"
+  $PY - "$W/torch" <<'PYEOF' && ok "PyTorch: replay within 5%, no overlap slower" || bad "PyTorch plan.json"
+import json, sys, os
+p = json.load(open(os.path.join(sys.argv[1], "plan.json")))
+rows = p["predictions"]
+meas = p["model"]["measured_step_us"]
+errs = []
+if abs(rows[0]["step_us"] / meas - 1) > 0.05: errs.append("replay %g vs %g" % (rows[0]["step_us"], meas))
+if [r["buckets"] for r in rows] != [5, 5, 4, 5]: errs.append("buckets %s" % [r["buckets"] for r in rows])
+if rows[1]["step_us"] < rows[0]["step_us"]: errs.append("no overlap faster")
+for e in errs: print(e)
+sys.exit(1 if errs else 0)
+PYEOF
+fi
+
 # --- bad input: one sentence, non-zero exit ---------------------------------------------------
 expect_fail() { # what, expected text, command...
   local what=$1 want=$2; shift 2
@@ -61,6 +85,8 @@ expect_fail() { # what, expected text, command...
   else bad "$what: $(cat "$W/bad.out")"; fi
 }
 echo '{"a": 1}' >"$W/notrace.json"
+echo '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "ts": 3,
+  "dur": 20, "pid": 0, "tid": 7, "args": {"stream": 7, "correlation": 5}}]}' >"$W/notrace2.json"
 expect_fail "no trace" "no such file or directory" "$TANDEM" plan "$W/none" --model "$W/model" --out "$W/o1"
 expect_fail "not a trace" "expected" "$TANDEM" plan "$W/notrace.json" --model "$W/model" --out "$W/o2"
 expect_fail "no model" "--model DIR is required" "$TANDEM" plan "$W/prof" --out "$W/o3"
@@ -70,4 +96,5 @@ expect_fail "bad candidate" "candidate flag '--frob'" "$TANDEM" plan "$W/prof" -
 expect_fail "bad baseline" "--baseline" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o6" --baseline "--dp x"
 expect_fail "practice and a trace" "expected no trace" "$TANDEM" plan "$W/prof" --practice --out "$W/o8"
 expect_fail "bad link" "--link-gbps" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o7" --link-gbps -1
+expect_fail "a trace without steps" "no ProfilerStep" "$TANDEM" plan "$W/notrace2.json" --out "$W/o9"
 finish
