@@ -198,5 +198,9 @@ void tdm_plan_fit_link(const double *steps, const double *wire, const double *ow
  * Tandem's own trace fails with a sentence asking for --model. */
 int tdm_plan_from_torch(const char *path, tdm_plan_link link, double cpu_us_per_mb, tdm_plan_model *m, char *notes,
                         int notes_cap, tdm_error *err);
+/* The same from traces already read (runs/trace.h); path names them in the sentences. */
+struct tdm_runs_set;
+int tdm_plan_from_runs(const struct tdm_runs_set *runs, const char *path, tdm_plan_link link, double cpu_us_per_mb,
+                       tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err);
 
 #endif

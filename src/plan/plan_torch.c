@@ -44,13 +44,14 @@ static int launch_lane(const tdm_runs_trace *t, const tdm_runs_span *s) {
     return s->launch >= 0 ? t->spans[s->launch].lane : -1;
 }
 
-/* Measures step si; 0 when it has a backward and at least one gradient all-reduce. */
-static int measure_step(const tdm_runs_trace *t, int64_t si, tstep *o, int *group) {
+/* Measures step si, whose compute kernels are spans idx[0..n) in ts order; 0 when it has a
+ * backward and at least one gradient all-reduce. */
+static int measure_step(const tdm_runs_trace *t, int64_t si, const int64_t *idx, int64_t n, tstep *o, int *group) {
     memset(o, 0, sizeof *o);
     double s0 = INFINITY, cend = -INFINITY, first_ts = INFINITY;
     int main_lane = -1;
-    for (int64_t i = 0; i < t->n_spans; i++) {
-        const tdm_runs_span *s = &t->spans[i];
+    for (int64_t j = 0; j < n; j++) {
+        const tdm_runs_span *s = &t->spans[idx[j]];
         if (s->step != si || !is_compute(s)) continue;
         if (s->ts < first_ts) first_ts = s->ts, main_lane = launch_lane(t, s);
         if (s->ts < s0) s0 = s->ts;
@@ -58,8 +59,8 @@ static int measure_step(const tdm_runs_trace *t, int64_t si, tstep *o, int *grou
     }
     if (!isfinite(s0)) return -1;
     double b0 = INFINITY, bend = -INFINITY;
-    for (int64_t i = 0; i < t->n_spans; i++) {
-        const tdm_runs_span *s = &t->spans[i];
+    for (int64_t j = 0; j < n; j++) {
+        const tdm_runs_span *s = &t->spans[idx[j]];
         if (s->step != si || !is_compute(s)) continue;
         int lane = launch_lane(t, s);
         if (lane < 0 || lane == main_lane) continue;
@@ -68,8 +69,8 @@ static int measure_step(const tdm_runs_trace *t, int64_t si, tstep *o, int *grou
     }
     if (!isfinite(b0)) return -1; /* no kernel from another thread: no autograd backward seen */
     double opt0 = cend, ar_end = -INFINITY, prev = b0;
-    for (int64_t i = 0; i < t->n_spans; i++) {
-        const tdm_runs_span *s = &t->spans[i];
+    for (int64_t j = 0; j < n; j++) {
+        const tdm_runs_span *s = &t->spans[idx[j]];
         if (s->step == si && is_compute(s) && launch_lane(t, s) == main_lane && s->ts >= bend && s->ts < opt0)
             opt0 = s->ts;
     }
@@ -80,8 +81,8 @@ static int measure_step(const tdm_runs_trace *t, int64_t si, tstep *o, int *grou
         double r = NAN;
         if (isfinite(c->launch_ts)) {
             double best = -INFINITY;
-            for (int64_t i = 0; i < t->n_spans; i++) {
-                const tdm_runs_span *s = &t->spans[i];
+            for (int64_t j = 0; j < n; j++) {
+                const tdm_runs_span *s = &t->spans[idx[j]];
                 if (s->step != si || !is_compute(s) || s->launch < 0) continue;
                 if (t->spans[s->launch].ts <= c->launch_ts && s->ts + s->dur > best) best = s->ts + s->dur;
             }
@@ -151,16 +152,23 @@ static void measured_timeline(const tdm_runs_trace *t, int64_t si, tdm_plan_mode
 int tdm_plan_from_torch(const char *path, tdm_plan_link link, double cpu_us_per_mb, tdm_plan_model *m, char *notes,
                         int notes_cap, tdm_error *err) {
     memset(m, 0, sizeof *m);
-    m->measured_step_us = NAN;
-    if (notes && notes_cap > 0) notes[0] = '\0';
     tdm_runs_set set;
     tdm_runs_set_init(&set);
-    if (tdm_runs_read(&set, path, err) != 0) {
-        tdm_runs_set_free(&set);
-        return -1;
-    }
+    int rc = tdm_runs_read(&set, path, err);
+    if (rc == 0) rc = tdm_plan_from_runs(&set, path, link, cpu_us_per_mb, m, notes, notes_cap, err);
+    tdm_runs_set_free(&set);
+    return rc;
+}
+
+int tdm_plan_from_runs(const struct tdm_runs_set *runs, const char *path, tdm_plan_link link, double cpu_us_per_mb,
+                       tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err) {
+    memset(m, 0, sizeof *m);
+    m->measured_step_us = NAN;
+    if (notes && notes_cap > 0) notes[0] = '\0';
+    const tdm_runs_set set = *runs;
     int rc = -1;
     tstep *st = NULL;
+    int64_t *start = NULL, *idx = NULL;
     if (set.n == 0 && set.n_acomm > 0) {
         tdm_errorf(err,
                    "%s: Ascend communication operators only: no step timeline, and nothing says which operator reduces "
@@ -212,9 +220,21 @@ int tdm_plan_from_torch(const char *path, tdm_plan_link link, double cpu_us_per_
     if (set.n > 1) note(notes, notes_cap, "%d traces read: the model is built from the first, %s", set.n, t->label);
 
     st = tdm_xcalloc((size_t)t->n_steps, sizeof *st);
+    /* each step's compute kernels, in ts order (a counting sort by step) */
+    start = tdm_xcalloc((size_t)t->n_steps + 1, sizeof *start);
+    for (int64_t i = 0; i < t->n_spans; i++)
+        if (is_compute(&t->spans[i]) && t->spans[i].step >= 0 && t->spans[i].step < t->n_steps)
+            start[t->spans[i].step + 1]++;
+    for (int64_t si = 0; si < t->n_steps; si++) start[si + 1] += start[si];
+    idx = tdm_xmalloc((size_t)start[t->n_steps] * sizeof *idx + 1);
+    int64_t *fill = tdm_xcalloc((size_t)t->n_steps + 1, sizeof *fill);
+    for (int64_t i = 0; i < t->n_spans; i++)
+        if (is_compute(&t->spans[i]) && t->spans[i].step >= 0 && t->spans[i].step < t->n_steps)
+            idx[start[t->spans[i].step] + fill[t->spans[i].step]++] = i;
+    free(fill);
     int group = -1, n_ok = 0, ref = -1, skipped = 0;
     for (int64_t si = 0; si < t->n_steps; si++) {
-        if (measure_step(t, si, &st[si], &group) != 0) {
+        if (measure_step(t, si, idx + start[si], start[si + 1] - start[si], &st[si], &group) != 0) {
             st[si].nb = 0;
             skipped++;
             continue;
@@ -320,7 +340,8 @@ int tdm_plan_from_torch(const char *path, tdm_plan_link link, double cpu_us_per_
     rc = 0;
 out:
     free(st);
-    tdm_runs_set_free(&set);
+    free(start);
+    free(idx);
     if (rc != 0) tdm_plan_model_free(m);
     return rc;
 }

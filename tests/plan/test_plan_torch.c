@@ -175,7 +175,83 @@ static void test_bad_input(void) {
     expect_refused(fixture("ascend/cluster_analysis_output/cluster_step_trace_time.csv"), "Ascend");
 }
 
+/* A hand-made step with known answers: forward kernel 20-120 (thread 1), backward kernels
+ * 200-300 and 300-500 (thread 2), all-reduces of 1000 and 3000 floats launched after the first
+ * and the second, the optimizer 580-680, the step 0-1000 on the CPU. */
+static void test_known_step(void) {
+    char dir[] = "/tmp/tdm_plan_torch_XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/step.json", dir);
+    static const char *const doc[] = {
+        "{\"traceEvents\": [",
+        "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#1\", \"ts\": 0, \"dur\": 1000, "
+        "\"pid\": 1, \"tid\": 1},",
+        "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"ts\": 10, \"dur\": 1, \"pid\": "
+        "1, \"tid\": 1, \"args\": {\"correlation\": 1}},",
+        "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"ts\": 200, \"dur\": 1, \"pid\": "
+        "1, \"tid\": 2, \"args\": {\"correlation\": 2}},",
+        "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"ts\": 250, \"dur\": 1, \"pid\": "
+        "1, \"tid\": 2, \"args\": {\"correlation\": 3}},",
+        "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"ts\": 260, \"dur\": 1, \"pid\": "
+        "1, \"tid\": 2, \"args\": {\"correlation\": 4}},",
+        "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"ts\": 490, \"dur\": 1, \"pid\": "
+        "1, \"tid\": 2, \"args\": {\"correlation\": 5}},",
+        "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"ts\": 560, \"dur\": 1, \"pid\": "
+        "1, \"tid\": 1, \"args\": {\"correlation\": 6}},",
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm\", \"ts\": 20, \"dur\": 100, \"pid\": 0, \"tid\": 7, "
+        "\"args\": {\"stream\": 7, \"correlation\": 1}},",
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm_bwd\", \"ts\": 200, \"dur\": 100, \"pid\": 0, \"tid\": "
+        "7, \"args\": {\"stream\": 7, \"correlation\": 2}},",
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_AllReduce_RING_LL_Sum_float\", \"ts\": 310, "
+        "\"dur\": 50, \"pid\": 0, \"tid\": 40, \"args\": {\"stream\": 40, \"correlation\": 3, \"In msg nelems\": 1000, "
+        "\"dtype\": \"Float\", \"Group size\": 2}},",
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm_bwd\", \"ts\": 300, \"dur\": 200, \"pid\": 0, \"tid\": "
+        "7, \"args\": {\"stream\": 7, \"correlation\": 4}},",
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_AllReduce_RING_LL_Sum_float\", \"ts\": 510, "
+        "\"dur\": 60, \"pid\": 0, \"tid\": 40, \"args\": {\"stream\": 40, \"correlation\": 5, \"In msg nelems\": 3000, "
+        "\"dtype\": \"Float\", \"Group size\": 2}},",
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"sgd\", \"ts\": 580, \"dur\": 100, \"pid\": 0, \"tid\": 7, "
+        "\"args\": {\"stream\": 7, \"correlation\": 6}}]}"};
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        CHECK(0, "%s", path);
+        return;
+    }
+    for (size_t i = 0; i < sizeof doc / sizeof *doc; i++) fputs(doc[i], f);
+    fclose(f);
+    tdm_plan_model m;
+    tdm_error err;
+    tdm_plan_link none = {-1, -1};
+    int rc = tdm_plan_from_torch(path, none, -1, &m, NULL, 0, &err);
+    unlink(path);
+    rmdir(dir);
+    CHECK(rc == 0, "%s", err.msg);
+    if (rc != 0) return;
+    CHECK(m.n_given_buckets == 2 && m.given_buckets[0] == 1000 && m.given_buckets[1] == 3000, "buckets");
+    CHECK_NEAR(m.units[0].fwd_us, 180, 1e-9); /* first kernel to the backward's first */
+    CHECK_NEAR(m.units[0].bwd_us, 0, 1e-9);   /* the last bucket is ready at the backward's end */
+    double b0 = 0, b1 = 0;
+    for (int u = 1; u < m.n_units; u++) *(u >= m.n_units - 64 ? &b0 : &b1) += m.units[u].bwd_us;
+    CHECK_NEAR(b0, 100, 1e-9); /* bucket 0: ready at 300, the end of the kernel launched before it */
+    CHECK_NEAR(b1, 200, 1e-9);
+    CHECK_NEAR(m.sync_us, 10, 1e-9); /* the last all-reduce's end to the optimizer */
+    CHECK_NEAR(m.opt_us, 100, 1e-9);
+    CHECK_NEAR(m.head_us, 340, 1e-9); /* the step's 1000 less the device window 20-680 */
+    CHECK_NEAR(m.measured_step_us, 1000, 1e-9);
+    /* the link through both all-reduces: 2 alpha + n / beta = 50 us at 4000 bytes, 60 us at 12000 */
+    CHECK_NEAR(m.baseline.link.alpha_us, 22.5, 1e-6);
+    CHECK_NEAR(m.baseline.link.gbps, 6.4, 1e-9);
+    CHECK_NEAR(step_of(&m, NULL), 990, 1e-6);                        /* the second all-reduce after the backward */
+    CHECK_NEAR(step_of(&m, "--no-overlap-grad-reduce"), 1040, 1e-6); /* both after it */
+    tdm_plan_model_free(&m);
+}
+
 int main(void) {
+    RUN(test_known_step);
     RUN(test_nccl_data);
     RUN(test_bad_input);
     return TEST_SUMMARY();
