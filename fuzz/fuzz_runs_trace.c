@@ -1,14 +1,37 @@
 /* libFuzzer target: `tandem analyze` reads trace files users bring (PyTorch profiler JSON,
  * Ascend's trace_view.json, step CSVs and communication JSON); no byte string may crash a reader
- * or the analysis, and what is read must analyse to figures that hold together.
- * fuzz-modules: runs prof core */
+ * or the analysis, and what is read must analyse to figures that hold together; a PyTorch trace
+ * that `tandem plan` models must simulate to a finite step that no overlap never shortens.
+ * fuzz-modules: plan runs prof core */
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "plan/plan.h"
 #include "runs/analyze.h"
 #include "runs/trace.h"
+
+static void plan(const tdm_runs_set *s) {
+    tdm_plan_model m;
+    tdm_error err;
+    tdm_plan_link none = {-1, -1};
+    if (tdm_plan_from_runs(s, "fuzz.json", none, -1, &m, NULL, 0, &err) != 0) {
+        if (!err.msg[0]) abort(); /* a refusal always says why */
+        return;
+    }
+    tdm_plan_result a, b;
+    tdm_plan_config c = m.baseline;
+    int ra = tdm_plan_simulate(&m, &c, &a, &err);
+    c.overlap_grad = 0;
+    int rb = tdm_plan_simulate(&m, &c, &b, &err);
+    if (ra == 0 && rb == 0 && isfinite(a.step_us) && isfinite(b.step_us) &&
+        b.step_us < a.step_us - 1e-6 * (1 + fabs(a.step_us)))
+        abort();
+    if (ra == 0) tdm_plan_result_free(&a);
+    if (rb == 0) tdm_plan_result_free(&b);
+    tdm_plan_model_free(&m);
+}
 
 static void check(const tdm_runs_set *s) {
     tdm_runs_analysis a;
@@ -30,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tdm_error err;
     tdm_runs_set s;
     tdm_runs_set_init(&s);
-    if (tdm_runs_read_json_mem(&s, data, size, "fuzz.json", &err) == 0) check(&s);
+    if (tdm_runs_read_json_mem(&s, data, size, "fuzz.json", &err) == 0) check(&s), plan(&s);
     tdm_runs_set_free(&s);
     tdm_runs_set_init(&s);
     if (tdm_runs_read_ascend_csv_mem(&s, (const char *)data, size, "fuzz/rank_1/step_trace_time.csv", &err) == 0)

@@ -252,7 +252,7 @@ int tdm_plan_from_runs(const struct tdm_runs_set *runs, const char *path, tdm_pl
     if (n_ok == 0) {
         tdm_errorf(err,
                    "%s: no step with both an autograd backward (kernels launched from a second thread) and a "
-                   "gradient all-reduce; expected a PyTorch DDP training trace",
+                   "gradient all-reduce of known size; expected a PyTorch DDP training trace",
                    t->path);
         goto out;
     }
