@@ -109,13 +109,15 @@ static int measure_step(const tdm_runs_trace *t, int64_t si, const int64_t *idx,
     return 0;
 }
 
-/* The compute busy intervals and collectives of step si, from its first compute kernel. */
-static void measured_timeline(const tdm_runs_trace *t, int64_t si, tdm_plan_model *m) {
+/* The compute busy intervals and collectives of step si, from its first compute kernel plus
+ * `at` (the model's head, which the replay puts first). */
+static void measured_timeline(const tdm_runs_trace *t, int64_t si, double at, tdm_plan_model *m) {
     double s0 = INFINITY;
     int main_lane = -1;
     for (int64_t i = 0; i < t->n_spans; i++)
         if (t->spans[i].step == si && is_compute(&t->spans[i]) && t->spans[i].ts < s0)
             s0 = t->spans[i].ts, main_lane = launch_lane(t, &t->spans[i]);
+    s0 -= at;
     int cap = 0;
     double c0 = NAN, c1 = NAN;
     int c_bwd = 0;
@@ -309,7 +311,7 @@ int tdm_plan_from_runs(const struct tdm_runs_set *runs, const char *path, tdm_pl
     m->measured_cpu_us_per_mb = NAN;
     for (int64_t si = t->n_steps - 1; si >= 0; si--) /* the last step measured */
         if (st[si].nb) {
-            measured_timeline(t, si, m);
+            measured_timeline(t, si, m->head_us, m);
             break;
         }
 
