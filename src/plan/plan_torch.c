@@ -31,6 +31,7 @@ static void note(char *notes, int cap, const char *fmt, ...) {
 /* One step as measured, µs from the step's first compute kernel. */
 typedef struct tstep {
     double fwd, tail, sync, opt, head; /* head: the step's CPU time minus its device window */
+    double busy, window;               /* the compute kernels' union; first compute kernel to last */
     double ready[MAX_BUCKETS];         /* from the backward's start, non-decreasing */
     double own[MAX_BUCKETS];           /* the all-reduce kernel's time */
     int64_t bytes[MAX_BUCKETS];
@@ -58,6 +59,18 @@ static int measure_step(const tdm_runs_trace *t, int64_t si, const int64_t *idx,
         if (s->ts + s->dur > cend) cend = s->ts + s->dur;
     }
     if (!isfinite(s0)) return -1;
+    double u0 = NAN, u1 = NAN; /* the union of the kernels, in ts order */
+    for (int64_t j = 0; j < n; j++) {
+        const tdm_runs_span *s = &t->spans[idx[j]];
+        if (isfinite(u0) && s->ts <= u1) {
+            if (s->ts + s->dur > u1) u1 = s->ts + s->dur;
+            continue;
+        }
+        if (isfinite(u0)) o->busy += u1 - u0;
+        u0 = s->ts, u1 = s->ts + s->dur;
+    }
+    if (isfinite(u0)) o->busy += u1 - u0;
+    o->window = cend - s0;
     double b0 = INFINITY, bend = -INFINITY;
     for (int64_t j = 0; j < n; j++) {
         const tdm_runs_span *s = &t->spans[idx[j]];
@@ -270,6 +283,7 @@ int tdm_plan_from_runs(const struct tdm_runs_set *runs, const char *path, tdm_pl
         if (st[si].nb == 0) continue;
         mean.fwd += st[si].fwd / n_ok, mean.tail += st[si].tail / n_ok, mean.sync += st[si].sync / n_ok;
         mean.opt += st[si].opt / n_ok, mean.head += st[si].head / n_ok;
+        mean.busy += st[si].busy / n_ok, mean.window += st[si].window / n_ok;
         for (int b = 0; b < nb; b++) mean.ready[b] += st[si].ready[b] / n_ok, mean.own[b] += st[si].own[b] / n_ok;
         step_sum += t->steps[si].dur;
     }
@@ -332,6 +346,10 @@ int tdm_plan_from_runs(const struct tdm_runs_set *runs, const char *path, tdm_pl
          "forward %.3f ms, backward %.3f ms, from the backward's end or the last all-reduce to the optimizer "
          "%.3f ms, optimizer %.3f ms, outside the device window %.3f ms (means)",
          mean.fwd / 1e3, (mean.ready[nb - 1] + mean.tail) / 1e3, mean.sync / 1e3, mean.opt / 1e3, m->head_us / 1e3);
+    note(notes, notes_cap,
+         "compute kernels busy %.3f ms of the %.3f ms device window (the rest: the GPU waiting for the CPU or an "
+         "all-reduce; the model keeps it as measured)",
+         mean.busy / 1e3, mean.window / 1e3);
     note(notes, notes_cap,
          "a bucket is ready at the end of the last compute kernel launched before its all-reduce; other bucket "
          "sizes interpolate the ready time over the measured buckets' cumulative bytes");

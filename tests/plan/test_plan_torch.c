@@ -226,7 +226,8 @@ static void test_known_step(void) {
     tdm_plan_model m;
     tdm_error err;
     tdm_plan_link none = {-1, -1};
-    int rc = tdm_plan_from_torch(path, none, -1, &m, NULL, 0, &err);
+    char notes[4096];
+    int rc = tdm_plan_from_torch(path, none, -1, &m, notes, sizeof notes, &err);
     unlink(path);
     rmdir(dir);
     CHECK(rc == 0, "%s", err.msg);
@@ -242,6 +243,7 @@ static void test_known_step(void) {
     CHECK_NEAR(m.opt_us, 100, 1e-9);
     CHECK_NEAR(m.head_us, 340, 1e-9); /* the step's 1000 less the device window 20-680 */
     CHECK_NEAR(m.measured_step_us, 1000, 1e-9);
+    CHECK(strstr(notes, "compute kernels busy 0.500 ms of the 0.660 ms device window"), "%s", notes);
     /* the link through both all-reduces: 2 alpha + n / beta = 50 us at 4000 bytes, 60 us at 12000 */
     CHECK_NEAR(m.baseline.link.alpha_us, 22.5, 1e-6);
     CHECK_NEAR(m.baseline.link.gbps, 6.4, 1e-9);
