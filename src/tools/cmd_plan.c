@@ -461,6 +461,11 @@ int cmd_plan(int argc, char **argv) {
         return 2;
     }
     const int torch = !o.practice && !o.model; /* a PyTorch trace, or tandem's asking for --model */
+    if (torch && o.baseline) {
+        fprintf(stderr, "tandem plan: --baseline without --model: a PyTorch trace's settings are read from it (DDP, "
+                        "its group size and buckets); expected --baseline only with tandem's trace and --model\n");
+        return 2;
+    }
     tdm_error err;
     tdm_model_config cfg;
     table t;

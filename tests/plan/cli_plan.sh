@@ -97,4 +97,6 @@ expect_fail "bad baseline" "--baseline" "$TANDEM" plan "$W/prof" --model "$W/mod
 expect_fail "practice and a trace" "expected no trace" "$TANDEM" plan "$W/prof" --practice --out "$W/o8"
 expect_fail "bad link" "--link-gbps" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o7" --link-gbps -1
 expect_fail "a trace without steps" "no ProfilerStep" "$TANDEM" plan "$W/notrace2.json" --out "$W/o9"
+expect_fail "--baseline with a PyTorch trace" "settings are read from it" "$TANDEM" plan "$W/notrace2.json" \
+  --baseline "--dp 4" --out "$W/o10"
 finish
