@@ -90,6 +90,8 @@ static int measure_step(const tdm_runs_trace *t, int64_t si, const int64_t *idx,
     for (int64_t k = 0; k < t->n_colls; k++) {
         const tdm_runs_coll *c = &t->colls[k];
         if (c->step != si || c->kind != TDM_RUNS_ALL_REDUCE || c->bytes <= 0 || o->nb >= MAX_BUCKETS) continue;
+        /* DDP's reducer launches the buckets from autograd's thread: one from the step's thread is not a gradient's */
+        if (c->span >= 0 && launch_lane(t, &t->spans[c->span]) == main_lane) continue;
         /* ready: the end of the last compute kernel launched before the all-reduce was */
         double r = NAN;
         if (isfinite(c->launch_ts)) {

@@ -215,7 +215,13 @@ static void test_known_step(void) {
         "\"dur\": 60, \"pid\": 0, \"tid\": 40, \"args\": {\"stream\": 40, \"correlation\": 5, \"In msg nelems\": 3000, "
         "\"dtype\": \"Float\", \"Group size\": 2}},",
         "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"sgd\", \"ts\": 580, \"dur\": 100, \"pid\": 0, \"tid\": 7, "
-        "\"args\": {\"stream\": 7, \"correlation\": 6}}]}"};
+        "\"args\": {\"stream\": 7, \"correlation\": 6}},",
+        /* an all-reduce from the step's own thread (a metric's, in the forward): no gradient bucket */
+        "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"ts\": 15, \"dur\": 1, "
+        "\"pid\": 1, \"tid\": 1, \"args\": {\"correlation\": 7}},",
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclKernel_AllReduce_RING_LL_Sum_float\", \"ts\": 125, "
+        "\"dur\": 5, \"pid\": 0, \"tid\": 40, \"args\": {\"stream\": 40, \"correlation\": 7, \"In msg nelems\": 10, "
+        "\"dtype\": \"Float\", \"Group size\": 2}}]}"};
     FILE *f = fopen(path, "w");
     if (!f) {
         CHECK(0, "%s", path);
