@@ -12,14 +12,14 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "plan/plan.h"
+#include "plan/plan_internal.h"
 #include "prof/prof.h"
 #include "prof/trace.h"
 
 /* tandem writes traces of a few MB; a bound keeps a wrong file from taking the memory */
 #define PLAN_TRACE_MAX ((size_t)2 << 30)
 
-static void note(char *notes, int cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void note(char *notes, int cap, const char *fmt, ...) {
+void tdm_plan__note(char *notes, int cap, const char *fmt, ...) {
     if (!notes || cap <= 0) return;
     size_t n = strlen(notes);
     if ((int)n >= cap - 1) return;
@@ -259,8 +259,9 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         goto out;
     }
     if (unknown_layers)
-        note(notes, notes_cap, "%d layer events name no unit of the model given: the model may differ from the run's",
-             unknown_layers);
+        tdm_plan__note(notes, notes_cap,
+                       "%d layer events name no unit of the model given: the model may differ from the run's",
+                       unknown_layers);
     double layers_seen = 0;
     for (int u = 0; u < U; u++) layers_seen += fwd[u].sum + bwd[u].sum;
     if (layers_seen <= 0) {
@@ -295,22 +296,23 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     c->overlap_grad = grad_in_fb;
     c->overlap_param = any_param && param_in_fb;
     if (max_grad_b >= 0) c->num_buckets = max_grad_b + 1;
-    note(notes, notes_cap,
-         "baseline read from the trace: dp %d, %s, %d bucket(s) (taken as --ddp-num-buckets), overlap-grad-reduce "
-         "%s, overlap-param-gather %s",
-         c->dp, c->distributed ? "distributed optimizer" : "all-reduce", max_grad_b + 1, c->overlap_grad ? "on" : "off",
-         c->overlap_param ? "on" : "off");
+    tdm_plan__note(
+        notes, notes_cap,
+        "baseline read from the trace: dp %d, %s, %d bucket(s) (taken as --ddp-num-buckets), overlap-grad-reduce "
+        "%s, overlap-param-gather %s",
+        c->dp, c->distributed ? "distributed optimizer" : "all-reduce", max_grad_b + 1, c->overlap_grad ? "on" : "off",
+        c->overlap_param ? "on" : "off");
     if (in->baseline_flags && in->baseline_flags[0]) {
         tdm_error fe;
         if (tdm_plan_parse_flags(in->baseline_flags, c, &fe) != 0) {
             rc = tdm_errorf(err, "--baseline: %s", fe.msg);
             goto out;
         }
-        note(notes, notes_cap, "then as --baseline says: %s", in->baseline_flags);
+        tdm_plan__note(notes, notes_cap, "then as --baseline says: %s", in->baseline_flags);
     }
     c->link = in->link;
     if (c->dp != pt.n_ranks)
-        note(notes, notes_cap, "the trace holds %d rank(s) but the baseline says dp %d", pt.n_ranks, c->dp);
+        tdm_plan__note(notes, notes_cap, "the trace holds %d rank(s) but the baseline says dp %d", pt.n_ranks, c->dp);
 
     /* the link: fitted to the collectives' own times, with the baseline's bucket sizes */
     int64_t *padded = NULL;
@@ -338,14 +340,15 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         }
     free(padded);
     if (mismatch)
-        note(notes, notes_cap,
-             "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
-             "left out of the link's fit",
-             nb);
+        tdm_plan__note(notes, notes_cap,
+                       "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
+                       "left out of the link's fit",
+                       nb);
     int alpha_given = in->link.alpha_us >= 0, gbps_given = in->link.gbps > 0;
     if (!alpha_given) c->link.alpha_us = 0;
     if (n == 0 && !gbps_given)
-        note(notes, notes_cap, "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
+        tdm_plan__note(notes, notes_cap,
+                       "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
     tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
     /* the CPU that driving the collectives took: the communication threads' time over the bytes moved */
     double cpu_ms = comm_thread_cpu_ms(path);
@@ -353,12 +356,13 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     if (in->cpu_us_per_mb >= 0) m->cpu_us_per_mb = in->cpu_us_per_mb;
     else m->cpu_us_per_mb = isfinite(m->measured_cpu_us_per_mb) ? m->measured_cpu_us_per_mb : 0;
     if (isfinite(m->measured_cpu_us_per_mb))
-        note(notes, notes_cap, "communication threads: %.4g CPU us per MB moved (analysis.json); %s",
-             m->measured_cpu_us_per_mb, in->cpu_us_per_mb >= 0 ? "not used (given)" : "taken from overlapped compute");
+        tdm_plan__note(notes, notes_cap, "communication threads: %.4g CPU us per MB moved (analysis.json); %s",
+                       m->measured_cpu_us_per_mb,
+                       in->cpu_us_per_mb >= 0 ? "not used (given)" : "taken from overlapped compute");
     else if (in->cpu_us_per_mb < 0)
-        note(notes, notes_cap,
-             "no analysis.json beside the trace: no CPU cost of driving collectives (give "
-             "--comm-cpu-us-per-mb)");
+        tdm_plan__note(notes, notes_cap,
+                       "no analysis.json beside the trace: no CPU cost of driving collectives (give "
+                       "--comm-cpu-us-per-mb)");
     /* an overlapped baseline's measured compute already holds that CPU: take it out once */
     if (m->cpu_us_per_mb > 0 && (c->overlap_grad || c->overlap_param)) {
         tdm_plan_result r;
@@ -371,8 +375,9 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             tdm_plan_result_free(&r);
         }
     }
-    note(notes, notes_cap, "link: %.4g Gbit/s (%s), latency %.4g us per ring step (%s), from %d measured collective(s)",
-         c->link.gbps, gbps_given ? "given" : "fitted", c->link.alpha_us, alpha_given ? "given" : "fitted", n);
+    tdm_plan__note(
+        notes, notes_cap, "link: %.4g Gbit/s (%s), latency %.4g us per ring step (%s), from %d measured collective(s)",
+        c->link.gbps, gbps_given ? "given" : "fitted", c->link.alpha_us, alpha_given ? "given" : "fitted", n);
 out:
     free(fwd);
     free(bwd);
