@@ -1,7 +1,7 @@
 /* libFuzzer target: `tandem plan`'s candidate flags (tdm_plan_parse_flags) must accept or refuse any text
  * without crashing; what is accepted is a usable setting (dp >= 1, a link with bandwidth, bucket settings
  * not negative) that the simulator runs on a small hand-built step.
- * fuzz-modules: plan prof core */
+ * fuzz-modules: plan runs prof core */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
