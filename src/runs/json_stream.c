@@ -15,7 +15,7 @@
 #include "core/strbuf.h"
 
 #define WINDOW  ((size_t)1 << 20)
-#define NUM_MAX 400
+#define NUM_MAX 400 /* longer number texts (JSON allows any length) go through a heap copy */
 
 enum { ST_VALUE, ST_ARR_FIRST, ST_OBJ_FIRST, ST_KEY, ST_AFTER, ST_DONE };
 
@@ -36,7 +36,7 @@ struct tdm_js {
     const char *text;
     size_t text_len;
     tdm_strbuf scratch;
-    char num[NUM_MAX + 1];
+    tdm_strbuf num; /* the current number's text */
     size_t num_len;
     double num_val;
     int num_int;
@@ -65,6 +65,7 @@ static tdm_js *js_new(const char *name, size_t window) {
     js->p = js->end = js->buf;
     js->state = ST_VALUE;
     tdm_sb_init(&js->scratch);
+    tdm_sb_init(&js->num);
     return js;
 }
 
@@ -94,6 +95,7 @@ void tdm_js_close(tdm_js *js) {
     if (js->gz) gzclose(js->gz);
     free(js->buf);
     tdm_sb_free(&js->scratch);
+    tdm_sb_free(&js->num);
     free(js);
 }
 
@@ -369,11 +371,11 @@ static int parse_number_text(const char *s, size_t n, double *out, int *is_int) 
         *out = neg ? -v : v;
         return 0;
     }
-    char tmp[NUM_MAX + 1];
-    if (n > NUM_MAX) return -1;
+    char small[NUM_MAX + 1], *tmp = n <= NUM_MAX ? small : tdm_xmalloc(n + 1);
     memcpy(tmp, s, n);
     tmp[n] = '\0';
     *out = strtod(tmp, NULL); /* ±HUGE_VAL beyond double range, like Python's float() */
+    if (tmp != small) free(tmp);
     return 0;
 }
 
@@ -391,8 +393,7 @@ static int read_number(tdm_js *js) {
     size_t i = 0;
     for (;;) {
         if (start + i >= js->end) {
-            if (i > NUM_MAX) break;
-            long r = more(js, &start);
+            long r = more(js, &start); /* fails past TDM_JS_MAX_TOKEN, as a string does */
             if (r < 0) return -1;
             if (r == 0) break;
             continue;
@@ -400,12 +401,11 @@ static int read_number(tdm_js *js) {
         if (!is_num_char(start[i])) break;
         i++;
     }
-    if (i > NUM_MAX) return fail(js, "a number longer than %d characters", NUM_MAX);
-    memcpy(js->num, start, i);
-    js->num[i] = '\0';
+    tdm_sb_clear(&js->num);
+    tdm_sb_append(&js->num, start, i);
     js->num_len = i;
-    if (parse_number_text(js->num, i, &js->num_val, &js->num_int) != 0)
-        return fail(js, "'%.40s' is not a JSON number", js->num);
+    if (parse_number_text(js->num.data, i, &js->num_val, &js->num_int) != 0)
+        return fail(js, "'%.40s' is not a JSON number", js->num.data);
     js->p = start + i;
     return 0;
 }
@@ -550,7 +550,7 @@ tdm_js_tok tdm_js_next(tdm_js *js) {
 const char *tdm_js_text(const tdm_js *js, size_t *len) {
     if (js->cur == TDM_JS_NUMBER) {
         if (len) *len = js->num_len;
-        return js->num;
+        return js->num.data;
     }
     if (js->cur == TDM_JS_KEY || js->cur == TDM_JS_STRING) {
         if (len) *len = js->text_len;
@@ -564,7 +564,7 @@ double tdm_js_number(const tdm_js *js) {
     if (js->cur == TDM_JS_NUMBER) return js->num_val;
     if (js->cur == TDM_JS_STRING) {
         double v;
-        if (js->text_len > 0 && js->text_len <= NUM_MAX && tdm_js_parse_number(js->text, js->text_len, &v) == 0)
+        if (js->text_len > 0 && tdm_js_parse_number(js->text, js->text_len, &v) == 0)
             return v;
     }
     return NAN;

@@ -58,6 +58,34 @@ static void test_numbers_round_like_strtod(void) {
     }
 }
 
+/* JSON sets no length on a number: a 1,000-digit one (longer than the reader's window of a small input, so it
+ * spans refills) reads as strtod reads it, its text intact */
+static void test_long_number(void) {
+    char doc[1100];
+    size_t n = 0;
+    doc[n++] = '[';
+    for (int i = 0; i < 600; i++) doc[n++] = (char)('1' + i % 9);
+    doc[n++] = '.';
+    for (int i = 0; i < 400; i++) doc[n++] = (char)('0' + i % 10);
+    const size_t num_len = n - 1;
+    doc[n++] = ']';
+    doc[n] = '\0';
+    tdm_js *js = tdm_js_open_mem(doc, n, "long.json");
+    CHECK(next(js) == TDM_JS_ARRAY, "[");
+    CHECK(next(js) == TDM_JS_NUMBER, "number: %s", tdm_js_error(js));
+    size_t len;
+    const char *text = tdm_js_text(js, &len);
+    CHECK(len == num_len && !memcmp(text, doc + 1, len), "text: %zu of %zu characters", len, num_len);
+    char want_text[1100];
+    memcpy(want_text, doc + 1, num_len);
+    want_text[num_len] = '\0';
+    const double want = strtod(want_text, NULL);
+    CHECK(tdm_js_number(js) == want && !tdm_js_number_is_int(js), "value %.17g, strtod %.17g", tdm_js_number(js),
+          want);
+    CHECK(next(js) == TDM_JS_ARRAY_END && next(js) == TDM_JS_EOF, "end: %s", tdm_js_error(js));
+    tdm_js_close(js);
+}
+
 static void expect_error(const char *doc, const char *want) {
     tdm_js *js = tdm_js_open_mem(doc, strlen(doc), "bad.json");
     tdm_js_tok t;
@@ -304,6 +332,7 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     RUN(test_tokens);
     RUN(test_numbers_round_like_strtod);
+    RUN(test_long_number);
     RUN(test_errors);
     RUN(test_window_boundaries);
     RUN(test_gzip_and_truncation);
