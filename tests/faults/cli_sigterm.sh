@@ -2,25 +2,31 @@
 # cli_sigterm.sh - SIGTERM during training, as a scheduler sends it at the end of a job's
 # time (to every rank, as Slurm does; and to one rank only): the step in flight finishes,
 # the ranks agree to stop, a checkpoint of that iteration is saved with --save, every rank
-# exits 0, and the checkpoint resumes.
+# exits 0, and the checkpoint resumes. Also one Ctrl-C delivered twice within milliseconds (by the
+# terminal and by a launcher forwarding it, or GNU timeout): the same single stop, saved.
 source "$(dirname "$0")/lib.sh"
 have train || skip_all "tandem train is not built"
 make_data
 
-for target in all rank1; do
+for target in all rank1 twice; do
   what="SIGTERM to $target"
+  [ $target = twice ] && what="SIGINT twice, 20 ms apart, to all"
   log="$W/term_$target.log" ck="$W/ck_$target"
   start_job "$log" "${TRAIN[@]}" --train-iters 100000 --save "$ck"
   if ! wait_log "$log" "iteration +3/" 120; then
     bad "$what: training did not reach iteration 3"; tail -n 5 "$log"; wait_job 5; continue
   fi
-  if [ $target = all ]; then
-    pids="$(rank_pid 0) $(rank_pid 1)"
-  else
+  if [ $target = rank1 ]; then
     pids=$(rank_pid 1)
+  else
+    pids="$(rank_pid 0) $(rank_pid 1)"
   fi
   last=$(grep -oE "iteration +[0-9]+/" "$log" | tail -n1 | grep -oE "[0-9]+")
-  kill -TERM $pids
+  if [ $target = twice ]; then
+    kill -INT $pids; sleep 0.02; kill -INT $pids
+  else
+    kill -TERM $pids
+  fi
   wait_job 60; rc=$RC
   if [ "$rc" = 124 ]; then bad "$what: the job still ran 60 s after SIGTERM"; tail -n 5 "$log"; continue; fi
   [ "$rc" -eq 0 ] && ok || { bad "$what: exit $rc"; tail -n 8 "$log"; }
