@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cli_doctor.sh - tandem doctor (src/tools/cmd_doctor.c): under mpirun -np 2 every section is printed and every
 # figure is a positive, finite number; one rank prints the local measurements and says the collectives were not
-# measured; Open MPI's single-copy mechanism and who chose it are named; bad flags exit 2 with one sentence.
+# measured; Open MPI's single-copy mechanism and who chose it are named, also where cross-memory attach is
+# refused (tests/tools/no_cma.py); bad flags exit 2 with one sentence.
 # No figure is compared with a time.
 #   TANDEM=build/tandem bash tests/tools/cli_doctor.sh
 set -u
@@ -61,6 +62,24 @@ case "$MPIRUN" in
       && grep -qE "^  single copy +none: your setting is kept" "$W/none" \
       && ok "Open MPI: a single-copy mechanism set in the environment is named and kept" \
       || bad "Open MPI: single copy: $(grep -E 'MPI|single' "$W/none")"
+    # where cross-memory attach is refused (a container without CAP_SYS_PTRACE; here a seccomp filter on
+    # process_vm_readv, inherited by mpirun and the ranks), tandem finds it before MPI_Init and turns it off:
+    # no failed read, and it says so. Forcing it back on shows the filter bites: Open MPI's reads fail.
+    env -u OMPI_MCA_btl_vader_single_copy_mechanism timeout -k 5 120 python3 tests/tools/no_cma.py "$MPIRUN" \
+      "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor "${QUICK[@]}" >"$W/refused" 2>&1
+    rc=$?
+    if [ "$rc" -eq 77 ]; then echo "skip: cross-memory attach refused: $(tail -n 1 "$W/refused")"
+    else
+      [ "$rc" -eq 0 ] && grep -qE "^  MPI +Open MPI .*single-copy mechanism none \(set by tandem: cross-memory attach is refused here\)" "$W/refused" \
+        && grep -qE "^  single copy +none: cross-memory attach is refused here" "$W/refused" \
+        && ! grep -q "Read -1" "$W/refused" && positive "$W/refused" '^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' 18 \
+        && ok "Open MPI, cross-memory attach refused: tandem turns it off and says so" \
+        || bad "Open MPI, cross-memory attach refused: exit $rc: $(head -c 600 "$W/refused")"
+      OMPI_MCA_btl_vader_single_copy_mechanism=cma timeout -k 5 120 python3 tests/tools/no_cma.py "$MPIRUN" \
+        "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor "${QUICK[@]}" >"$W/forced" 2>&1
+      grep -q "Read -1, expected [0-9]*, errno = 1" "$W/forced" && ok "Open MPI, cross-memory attach forced on: the filter refuses it" \
+        || bad "Open MPI, cross-memory attach forced on under the filter: no failed read: $(head -c 400 "$W/forced")"
+    fi
     ;;
   *)
     grep -qE "^  MPI +MPICH" "$W/two" && ok "MPICH named" || bad "MPICH: $(grep MPI "$W/two")"
