@@ -564,8 +564,7 @@ double tdm_js_number(const tdm_js *js) {
     if (js->cur == TDM_JS_NUMBER) return js->num_val;
     if (js->cur == TDM_JS_STRING) {
         double v;
-        if (js->text_len > 0 && tdm_js_parse_number(js->text, js->text_len, &v) == 0)
-            return v;
+        if (js->text_len > 0 && tdm_js_parse_number(js->text, js->text_len, &v) == 0) return v;
     }
     return NAN;
 }

@@ -42,8 +42,8 @@ static void on_signal(int sig) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now); /* async-signal-safe */
     if (g_stop_requested) {
-        const long long since = (long long)(now.tv_sec - g_first_stop.tv_sec) * 1000000000LL +
-                                (now.tv_nsec - g_first_stop.tv_nsec);
+        const long long since =
+            (long long)(now.tv_sec - g_first_stop.tv_sec) * 1000000000LL + (now.tv_nsec - g_first_stop.tv_nsec);
         if (g_stop_from_signal && since < STOP_REPEAT_GRACE_NS) return;
         /* a second Ctrl-C / SIGTERM: the user does not want to wait for the step */
         signal(sig, SIG_DFL);

@@ -80,8 +80,7 @@ static void test_long_number(void) {
     memcpy(want_text, doc + 1, num_len);
     want_text[num_len] = '\0';
     const double want = strtod(want_text, NULL);
-    CHECK(tdm_js_number(js) == want && !tdm_js_number_is_int(js), "value %.17g, strtod %.17g", tdm_js_number(js),
-          want);
+    CHECK(tdm_js_number(js) == want && !tdm_js_number_is_int(js), "value %.17g, strtod %.17g", tdm_js_number(js), want);
     CHECK(next(js) == TDM_JS_ARRAY_END && next(js) == TDM_JS_EOF, "end: %s", tdm_js_error(js));
     tdm_js_close(js);
 }
