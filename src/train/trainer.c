@@ -35,8 +35,7 @@ static int g_unblock_on_stop;
  * (to the whole process group) and from a launcher that forwards it (mpirun, srun, GNU timeout, which signals
  * the child and then its group). Only a later one means the user will not wait for the step. */
 #define STOP_REPEAT_GRACE_NS 2000000000LL
-static volatile sig_atomic_t g_stop_from_signal;
-static struct timespec g_first_stop;
+static struct timespec g_first_stop; /* when g_stop_signal was set */
 
 static void on_signal(int sig) {
     struct timespec now;
@@ -44,14 +43,13 @@ static void on_signal(int sig) {
     if (g_stop_requested) {
         const long long since =
             (long long)(now.tv_sec - g_first_stop.tv_sec) * 1000000000LL + (now.tv_nsec - g_first_stop.tv_nsec);
-        if (g_stop_from_signal && since < STOP_REPEAT_GRACE_NS) return;
+        if (g_stop_signal && since < STOP_REPEAT_GRACE_NS) return;
         /* a second Ctrl-C / SIGTERM: the user does not want to wait for the step */
         signal(sig, SIG_DFL);
         raise(sig);
         return;
     }
     g_first_stop = now;
-    g_stop_from_signal = 1;
     g_stop_signal = sig;
     g_stop_requested = 1; /* only a flag: the loop agrees on it at the end of the step */
     /* Open MPI's mpirun stops reading the ranks' output when it is interrupted, and a rank writing a log line

@@ -76,10 +76,7 @@ static void test_long_number(void) {
     size_t len;
     const char *text = tdm_js_text(js, &len);
     CHECK(len == num_len && !memcmp(text, doc + 1, len), "text: %zu of %zu characters", len, num_len);
-    char want_text[1100];
-    memcpy(want_text, doc + 1, num_len);
-    want_text[num_len] = '\0';
-    const double want = strtod(want_text, NULL);
+    const double want = strtod(doc + 1, NULL); /* it stops at the ']' */
     CHECK(tdm_js_number(js) == want && !tdm_js_number_is_int(js), "value %.17g, strtod %.17g", tdm_js_number(js), want);
     CHECK(next(js) == TDM_JS_ARRAY_END && next(js) == TDM_JS_EOF, "end: %s", tdm_js_error(js));
     tdm_js_close(js);

@@ -20,6 +20,8 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 QUICK=(--max-mb 1 --reps 2 --gemm-size 256)
+# a row of the collectives table: size, reduce-scatter and CPU, all-gather and CPU, memcpy, two ratios
+ROW='^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$'
 
 # every number of the lines matching REGEX is finite and > 0 (at least MIN numbers in all)
 positive() { # file regex min
@@ -43,9 +45,9 @@ for line in "^tandem doctor: 2 ranks on one host, [0-9]+ cores online" "^  proce
             "^  progress " "^  verdict .* ms per MB of gradients" "pay for themselves when each trains more than about [0-9]+ tokens"; do
   grep -qE -- "$line" "$W/two" && ok "2 ranks: /$line/" || bad "2 ranks: no line /$line/"
 done
-[ "$(grep -cE '^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' "$W/two")" -eq 3 ] \
+[ "$(grep -cE "$ROW" "$W/two")" -eq 3 ] \
   && ok "2 ranks: three sizes in the collectives table" || bad "2 ranks: the collectives table: $(sed -n '/collectives/,/settings/p' "$W/two")"
-positive "$W/two" '^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' 24 \
+positive "$W/two" "$ROW" 24 \
   && ok "2 ranks: every collective figure positive and finite" || bad "2 ranks: a collective figure is not positive: $(cat "$W/two")"
 positive "$W/two" '^  (sgemm ceiling|memcpy|vector sum|page faults) ' 8 \
   && ok "2 ranks: the local figures positive and finite" || bad "2 ranks: a local figure: $(cat "$W/two")"
@@ -72,7 +74,7 @@ case "$MPIRUN" in
     else
       [ "$rc" -eq 0 ] && grep -qE "^  MPI +Open MPI .*single-copy mechanism none \(set by tandem: cross-memory attach is refused here\)" "$W/refused" \
         && grep -qE "^  single copy +none: cross-memory attach is refused here" "$W/refused" \
-        && ! grep -q "Read -1" "$W/refused" && positive "$W/refused" '^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' 24 \
+        && ! grep -q "Read -1" "$W/refused" && positive "$W/refused" "$ROW" 24 \
         && ok "Open MPI, cross-memory attach refused: tandem turns it off and says so" \
         || bad "Open MPI, cross-memory attach refused: exit $rc: $(head -c 600 "$W/refused")"
       OMPI_MCA_btl_vader_single_copy_mechanism=cma timeout -k 5 120 python3 tests/tools/no_cma.py "$MPIRUN" \
