@@ -4,7 +4,8 @@
 #   2. bucket count: a measured sweep (overlap-grad-reduce on) against --suggest's pick
 #   3. dp 2, 3, 4 (2 micro-batches a rank, oversubscribed where the cores run out) predicted from dp 2
 # Each timing is plain `tandem train` runs, interleaved across the settings compared; a point is the median
-# step over iterations 11..STEPS of its runs.
+# step over iterations 11..STEPS of its runs. Each prediction is made twice: from the profile alone, and
+# calibrated (--baseline-run) to the log of one more plain run of the profiled setting, made before the timings.
 #   bench/plan/run_plan_bench.sh [STEPS] [REPEATS]     (defaults 40 and 2; env TANDEM, MPIRUN)
 set -u
 cd "$(dirname "$0")/../.."
@@ -58,8 +59,9 @@ profile() { # np dir flags...
   train "$np" "$W/profile.log" --train-iters 15 --profile-config "$W/tools.json" "$@"
 }
 predict() { # dir candidate-flags... -> predicted ms of the baseline and each candidate, one per line
-  local dir=$1; shift
+  local dir=$1; shift  # env CAL: a plain run's log of the profiled setting to calibrate to ("": none)
   local args=()
+  [ -n "${CAL:-}" ] && args+=(--baseline-run "$CAL" --window "11:$STEPS")
   for c in "$@"; do args+=(--candidate "$c"); done
   "$TANDEM" plan "$dir" --model "$W/model" "${FREEZE[@]}" --cores "$(nproc)" --out "$W/plan" "${args[@]}" >/dev/null || return 1
   python3 -c 'import json,sys; [print("%.3f" % (r["step_us"] / 1e3)) for r in json.load(open(sys.argv[1]))["predictions"]]' "$W/plan/plan.json"
@@ -70,36 +72,42 @@ echo "tandem $(git describe --always --dirty), $MPIRUN, $STEPS steps a run, medi
 
 echo; echo "## 1. overlap flags, dp 2, 3 buckets"
 profile 2 "$W/p1" --ddp-num-buckets 3
+train 2 "$W/cal1.log" --train-iters "$STEPS" --ddp-num-buckets 3
 mapfile -t P < <(predict "$W/p1" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
+mapfile -t C < <(CAL=$W/cal1.log predict "$W/p1" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
 names=("baseline" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
 mapfile -t M < <(interleaved "2|--ddp-num-buckets 3" "2|--ddp-num-buckets 3 --overlap-grad-reduce" \
                              "2|--ddp-num-buckets 3 --overlap-grad-reduce --overlap-param-gather")
-printf '| setting | predicted ms | measured ms | predicted change | measured change | error (points) |\n|---|---|---|---|---|---|\n'
+printf '| setting | predicted ms | calibrated ms | measured ms | error, calibrated | predicted change | measured change | error (points) |\n|---|---|---|---|---|---|---|---|\n'
 for i in 0 1 2; do
-  python3 - "${names[$i]}" "${P[$i]}" "${M[$i]}" "${P[0]}" "${M[0]}" <<'PY'
+  python3 - "${names[$i]}" "${P[$i]}" "${C[$i]}" "${M[$i]}" "${P[0]}" "${M[0]}" <<'PY'
 import sys
-n, p, m, p0, m0 = sys.argv[1], *map(float, sys.argv[2:])
+n, p, c, m, p0, m0 = sys.argv[1], *map(float, sys.argv[2:])
 pc, mc = (p / p0 - 1) * 100, (m / m0 - 1) * 100
-print("| %s | %.2f | %.2f | %+.2f%% | %+.2f%% | %.2f |" % (n, p, m, pc, mc, abs(pc - mc)))
+print("| %s | %.2f | %.2f | %.2f | %+.1f%% | %+.2f%% | %+.2f%% | %.2f |" % (n, p, c, m, (c / m - 1) * 100, pc, mc, abs(pc - mc)))
 PY
 done
 
 echo; echo "## 2. bucket count, overlap-grad-reduce on, dp 2"
 profile 2 "$W/p2" --ddp-num-buckets 3 --overlap-grad-reduce
+train 2 "$W/cal2.log" --train-iters "$STEPS" --ddp-num-buckets 3 --overlap-grad-reduce
 "$TANDEM" plan "$W/p2" --model "$W/model" "${FREEZE[@]}" --out "$W/plan2" --suggest >"$W/suggest.txt" || exit 1
 grep -E "^suggestion|^confirm" "$W/suggest.txt"
 NBS=(1 2 3 4 6 8 12)
 specs=()
 for nb in "${NBS[@]}"; do specs+=("2|--ddp-num-buckets $nb --overlap-grad-reduce"); done
 mapfile -t M < <(interleaved "${specs[@]}")
-printf '| buckets | predicted ms | measured ms |\n|---|---|---|\n'
-for i in "${!NBS[@]}"; do echo "| ${NBS[$i]} | $(predict "$W/p2" "--ddp-num-buckets ${NBS[$i]}" | sed -n 2p) | ${M[$i]} |"; done
+printf '| buckets | predicted ms | calibrated ms | measured ms |\n|---|---|---|---|\n'
+for i in "${!NBS[@]}"; do
+  echo "| ${NBS[$i]} | $(predict "$W/p2" "--ddp-num-buckets ${NBS[$i]}" | sed -n 2p) |" \
+       "$(CAL=$W/cal2.log predict "$W/p2" "--ddp-num-buckets ${NBS[$i]}" | sed -n 2p) | ${M[$i]} |"
+done
 
 echo; echo "## 3. dp size (2 micro-batches a rank), predicted from the dp 2 profile of section 1"
 mapfile -t M < <(interleaved "2|--ddp-num-buckets 3" "3|--ddp-num-buckets 3" "4|--ddp-num-buckets 3")
-printf '| dp | predicted ms | measured ms | error |\n|---|---|---|---|\n'
+printf '| dp | predicted ms | measured ms | error | calibrated ms | error |\n|---|---|---|---|---|---|\n'
 for i in 0 1 2; do
-  dp=$((i + 2)); p=$(predict "$W/p1" "--dp $dp" | sed -n 2p)
-  python3 -c "import sys; p, m = float(sys.argv[1]), float(sys.argv[2]); print('| %s | %.2f | %.2f | %+.1f%% |' % (sys.argv[3], p, m, (p / m - 1) * 100))" "$p" "${M[$i]}" "$dp"
+  dp=$((i + 2)); p=$(predict "$W/p1" "--dp $dp" | sed -n 2p); c=$(CAL=$W/cal1.log predict "$W/p1" "--dp $dp" | sed -n 2p)
+  python3 -c "import sys; p, m, c = map(float, sys.argv[1:4]); print('| %s | %.2f | %.2f | %+.1f%% | %.2f | %+.1f%% |' % (sys.argv[4], p, m, (p / m - 1) * 100, c, (c / m - 1) * 100))" "$p" "${M[$i]}" "$c" "$dp"
 done
 echo; echo "load after:$(uptime | sed 's/.*load average://')"

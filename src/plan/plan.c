@@ -297,6 +297,62 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
     return 0;
 }
 
+/* ---- calibration -------------------------------------------------------------------------- */
+
+/* Sets m's compute to `base` (the units' times, then head, loss, sync, optimizer) times f. */
+static void set_compute(tdm_plan_model *m, const tdm_plan_unit *units, const double *other, double f) {
+    for (int u = 0; u < m->n_units; u++) {
+        m->units[u].fwd_us = units[u].fwd_us * f;
+        m->units[u].bwd_us = units[u].bwd_us * f;
+    }
+    m->head_us = other[0] * f, m->fb_other_us = other[1] * f, m->sync_us = other[2] * f, m->opt_us = other[3] * f;
+}
+
+static int baseline_step(const tdm_plan_model *m, double *step_us, tdm_error *err) {
+    tdm_plan_result r;
+    if (tdm_plan_simulate(m, &m->baseline, &r, err) != 0) return -1;
+    *step_us = r.step_us;
+    tdm_plan_result_free(&r);
+    return 0;
+}
+
+int tdm_plan_calibrate(tdm_plan_model *m, double measured_us, double *factor, tdm_error *err) {
+    if (!(measured_us > 0) || !isfinite(measured_us))
+        return tdm_errorf(err, "measured baseline step %g ms: expected a time above 0", measured_us / 1e3);
+    tdm_plan_unit *units = tdm_xmalloc((size_t)(m->n_units + 1) * sizeof *units);
+    memcpy(units, m->units, (size_t)m->n_units * sizeof *units);
+    const double other[4] = {m->head_us, m->fb_other_us, m->sync_us, m->opt_us};
+    /* The step grows with the compute: bisect the factor on a log scale between the bounds. */
+    double lo = 0.01, hi = 100, at_lo, at_hi;
+    int rc = 0;
+    set_compute(m, units, other, lo);
+    if (baseline_step(m, &at_lo, err) != 0) goto fail;
+    set_compute(m, units, other, hi);
+    if (baseline_step(m, &at_hi, err) != 0) goto fail;
+    if (!(measured_us >= at_lo && measured_us <= at_hi)) {
+        rc = tdm_errorf(err,
+                        "measured baseline step %.3f ms: the model's baseline takes %.3f to %.3f ms with its compute "
+                        "scaled from 1/100 to 100 times the trace's; expected a run of the traced setting",
+                        measured_us / 1e3, at_lo / 1e3, at_hi / 1e3);
+        goto fail;
+    }
+    for (int i = 0; i < 60 && hi / lo > 1 + 1e-9; i++) {
+        double mid = sqrt(lo * hi), at;
+        set_compute(m, units, other, mid);
+        if (baseline_step(m, &at, err) != 0) goto fail;
+        if (at < measured_us) lo = mid;
+        else hi = mid;
+    }
+    *factor = sqrt(lo * hi);
+    set_compute(m, units, other, *factor);
+    free(units);
+    return 0;
+fail:
+    set_compute(m, units, other, 1);
+    free(units);
+    return rc ? rc : -1;
+}
+
 /* ---- candidate flags ---------------------------------------------------------------------- */
 
 static int num_arg(const char *flag, const char *v, double lo, double hi, double *out, tdm_error *err) {

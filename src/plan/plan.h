@@ -139,6 +139,13 @@ int tdm_plan_buckets(const tdm_plan_model *m, const tdm_plan_config *c, int64_t 
 int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_plan_result *r, tdm_error *err);
 void tdm_plan_result_free(tdm_plan_result *r);
 
+/* Scales m's compute (the units, loss, head, sync and optimizer) by one factor, returned in
+ * *factor, so that the baseline's simulated step is measured_us: a mean step of the traced setting
+ * measured without the profiler (its log). The profiler slows what it records and runs of one
+ * setting differ; a candidate keeps its predicted change and its absolute step follows the
+ * measured baseline. Fails with one sentence, m unchanged, when no factor from 1/100 to 100 does. */
+int tdm_plan_calibrate(tdm_plan_model *m, double measured_us, double *factor, tdm_error *err);
+
 /* Parses candidate flags ("--overlap-grad-reduce --ddp-bucket-size 2e6 --dp 4 --link-gbps 1")
  * onto *c (which holds the settings they change). Flags: --overlap-grad-reduce,
  * --no-overlap-grad-reduce, --overlap-param-gather, --no-overlap-param-gather,

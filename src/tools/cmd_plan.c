@@ -7,12 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ab/ab.h"
 #include "core/alloc.h"
 #include "core/fs.h"
 #include "core/strbuf.h"
 #include "model/config.h"
 #include "model/qwen3vl.h"
 #include "plan/plan.h"
+#include "runs/run.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 
@@ -23,6 +25,8 @@ typedef struct plan_opts {
     const char *model;
     int freeze_vision, freeze_projector, freeze_llm, freeze_lm_head;
     const char *baseline;
+    const char *baseline_run, *window;
+    double baseline_step_ms;
     const char *candidates[MAX_CANDIDATES];
     int n_candidates;
     double link_gbps, link_latency_us, cpu_us_per_mb;
@@ -53,6 +57,25 @@ static const tdm_flag FLAGS[] = {
      .metavar = "\"FLAGS\"",
      .help = "what the trace cannot show of the traced run's settings, over what it does (dp, overlap flags, "
              "distributed optimizer, bucket count as --ddp-num-buckets): a --ddp-bucket-size, --bf16"},
+    {.name = "baseline-run",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(plan_opts, baseline_run),
+     .metavar = "LOG",
+     .help = "a log of the traced setting run without the profiler (Megatron-LM, MindSpeed, tandem train; as tandem "
+             "ab --baseline-run reads): the model's compute is scaled so that the replay takes its mean step"},
+    {.name = "window",
+     .kind = TDM_FLAG_STRING,
+     .off = offsetof(plan_opts, window),
+     .metavar = "A:B",
+     .help = "with --baseline-run: the iterations of the mean, inclusive (default the practice's 21:200 clipped to the "
+             "log, or all but the first 10% of a shorter one)"},
+    {.name = "baseline-step-ms",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = offsetof(plan_opts, baseline_step_ms),
+     .lo = 1e-6,
+     .hi = 1e9,
+     .metavar = "X",
+     .help = "as --baseline-run, with the traced setting's mean step given in ms"},
     {.name = "candidate",
      .kind = TDM_FLAG_LIST,
      .off = offsetof(plan_opts, candidates),
@@ -276,14 +299,16 @@ static void json_num(tdm_strbuf *sb, double v) {
 }
 
 static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows, int n, const char *notes,
-                       const row *best) {
+                       const row *best, double calib_ms, double factor) {
     tdm_sb_puts(sb, "{\"model\": {\"units\": ");
     tdm_sb_printf(sb,
                   "%d, \"micro_batches\": %d, \"head_us\": %.6g, \"fb_other_us\": %.6g, \"sync_us\": %.6g, "
                   "\"optimizer_us\": %.6g, \"cpu_us_per_mb\": %.6g, \"measured_step_us\": ",
                   m->n_units, m->n_micro, m->head_us, m->fb_other_us, m->sync_us, m->opt_us, m->cpu_us_per_mb);
     json_num(sb, m->measured_step_us);
-    tdm_sb_printf(sb, ", \"measured_steps\": %d, \"baseline\": ", m->n_steps_measured);
+    tdm_sb_printf(sb, ", \"measured_steps\": %d, \"calibrated_step_us\": ", m->n_steps_measured);
+    json_num(sb, calib_ms > 0 ? calib_ms * 1e3 : NAN);
+    tdm_sb_printf(sb, ", \"compute_scale\": %.6g, \"baseline\": ", factor);
     json_config(sb, &m->baseline);
     tdm_sb_puts(sb, "},\n \"notes\": ");
     tdm_sb_json_string(sb, notes, strlen(notes));
@@ -435,6 +460,51 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
     return 0;
 }
 
+/* ---- calibration from a log -------------------------------------------------------------------- */
+
+/* The mean step (ms per iteration, each logged line weighted by the iterations it covers) of the
+ * log at `path` over the window: `window` ("A:B"), or the practice's 21:200 clipped to what the log
+ * holds, or, in a log that ends before iteration 21, all but its first 10%. */
+static int log_mean_step(const char *path, const char *window, double *mean_ms, char *what, size_t cap,
+                         tdm_error *err) {
+    int64_t lo = 21, hi = 200;
+    if (window && tdm_ab_parse_window(window, &lo, &hi, err) != 0) return -1;
+    tdm_run_log run;
+    if (tdm_run_log_read(path, &run, err) != 0) {
+        tdm_run_log_free(&run);
+        return -1;
+    }
+    int64_t first = 0, last = 0;
+    for (int64_t i = 0; i < run.n_iters; i++)
+        if (isfinite(run.iters[i].elapsed_ms)) {
+            if (!first) first = run.iters[i].iteration - run.iters[i].interval + 1;
+            last = run.iters[i].iteration;
+        }
+    if (!window) {
+        if (last < lo) lo = first + (last - first + 1) / 10;
+        if (hi > last) hi = last;
+    }
+    double sum = 0;
+    int64_t iters = 0, lines = 0;
+    for (int64_t i = 0; i < run.n_iters; i++) {
+        const tdm_run_iter *x = &run.iters[i];
+        if (!isfinite(x->elapsed_ms) || x->iteration - x->interval + 1 < lo || x->iteration > hi) continue;
+        sum += x->elapsed_ms * x->interval;
+        iters += x->interval;
+        lines++;
+    }
+    tdm_run_log_free(&run);
+    if (iters == 0)
+        return tdm_errorf(err,
+                          "%s: no logged step time in iterations %lld:%lld (the log's step times cover %lld:%lld); "
+                          "expected a log of the traced setting, or --window A:B",
+                          path, (long long)lo, (long long)hi, (long long)first, (long long)last);
+    *mean_ms = sum / (double)iters;
+    snprintf(what, cap, "%s, iterations %lld:%lld (%lld logged line%s)", path, (long long)lo, (long long)hi,
+             (long long)lines, lines == 1 ? "" : "s");
+    return 0;
+}
+
 /* ---- the command ------------------------------------------------------------------------------- */
 
 static int simulate_row(const tdm_plan_model *m, row *r, tdm_error *err) {
@@ -458,6 +528,20 @@ int cmd_plan(int argc, char **argv) {
     if (o.practice && (o.trace || o.suggest || o.n_candidates || o.baseline)) {
         fprintf(stderr, "tandem plan: --practice builds its step from FLOPs: expected no trace, --candidate, "
                         "--baseline or --suggest with it\n");
+        return 2;
+    }
+    if (o.practice && (o.baseline_run || o.baseline_step_ms > 0)) {
+        fprintf(stderr, "tandem plan: --practice has no traced baseline to calibrate: expected --baseline-run and "
+                        "--baseline-step-ms only with a trace\n");
+        return 2;
+    }
+    if (o.baseline_run && o.baseline_step_ms > 0) {
+        fprintf(stderr, "tandem plan: --baseline-run and --baseline-step-ms both give the measured baseline step: "
+                        "expected one of them\n");
+        return 2;
+    }
+    if (o.window && !o.baseline_run) {
+        fprintf(stderr, "tandem plan: --window %s: expected it with --baseline-run (the log's iterations)\n", o.window);
         return 2;
     }
     const int torch = !o.practice && !o.model; /* a PyTorch trace, or tandem's asking for --model */
@@ -518,6 +602,21 @@ int cmd_plan(int argc, char **argv) {
         goto out_practice;
     }
     m.cores = o.cores;
+    double calib_ms = o.baseline_step_ms, factor = 1;
+    char calib_from[1400] = "";
+    if (o.baseline_run && log_mean_step(o.baseline_run, o.window, &calib_ms, calib_from, sizeof calib_from, &err)) {
+        fprintf(stderr, "tandem plan: --baseline-run %s\n", err.msg);
+        rc = 1;
+        tdm_plan_model_free(&m);
+        goto out_practice;
+    }
+    if (!o.baseline_run && calib_ms > 0) snprintf(calib_from, sizeof calib_from, "--baseline-step-ms");
+    if (calib_ms > 0 && tdm_plan_calibrate(&m, calib_ms * 1e3, &factor, &err) != 0) {
+        fprintf(stderr, "tandem plan: %s: %s\n", calib_from, err.msg);
+        rc = 1;
+        tdm_plan_model_free(&m);
+        goto out_practice;
+    }
     const int n_default = m.baseline.distributed ? 2 : 1;
     const char *defaults[2] = {"--overlap-grad-reduce", "--overlap-grad-reduce --overlap-param-gather"};
     int n_cand = o.n_candidates ? o.n_candidates : n_default;
@@ -588,7 +687,12 @@ int cmd_plan(int argc, char **argv) {
     }
 
     table_text(&text, rows, n_rows, m.measured_step_us);
-    if (isfinite(m.measured_step_us))
+    if (calib_ms > 0)
+        tdm_sb_printf(&text,
+                      "calibrated: compute x%.4f so that the replay takes the measured baseline's %.3f ms (%s)%s\n",
+                      factor, calib_ms, calib_from,
+                      isfinite(m.measured_step_us) ? "; the profiled steps above took the trace's time" : "");
+    else if (isfinite(m.measured_step_us))
         tdm_sb_printf(&text, "replay: predicted %.3f ms, measured %.3f ms (%+.2f%%) over %d step(s)\n",
                       rows[0].r.step_us / 1e3, m.measured_step_us / 1e3,
                       (rows[0].r.step_us / m.measured_step_us - 1) * 100, m.n_steps_measured);
@@ -615,7 +719,7 @@ int cmd_plan(int argc, char **argv) {
     tdm_sb_puts(&md, "# tandem plan\n\n```\n");
     tdm_sb_puts(&md, text.data);
     tdm_sb_puts(&md, "```\n\n![timeline](timeline.svg)\n");
-    write_json(&js, &m, rows, n_rows, notes, have_best ? &best : NULL);
+    write_json(&js, &m, rows, n_rows, notes, have_best ? &best : NULL, calib_ms, factor);
     {
         const char *names[MAX_CANDIDATES + 3];
         tdm_plan_result res[MAX_CANDIDATES + 3];

@@ -50,6 +50,29 @@ for e in errs: print(e)
 sys.exit(1 if errs else 0)
 PYEOF
 
+# calibrated to a log of the setting: the replay takes the log's mean step over the window, the
+# candidates move with it (the log's own lines, parsed here, are the reference)
+if "$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision --freeze-projector --out "$W/calib" \
+    --baseline-run "$W/train.log" --window 3:6 --candidate "--overlap-grad-reduce" >"$W/calib.txt" 2>&1
+then ok "$(grep "^calibrated:" "$W/calib.txt" | cut -c1-100)"; else bad "calibrated: $(cat "$W/calib.txt")"; fi
+$PY - "$W/train.log" "$W/calib/plan.json" "$W/plan/plan.json" <<'PYEOF' && ok "calibrated replay is the log's mean" \
+  || bad "calibration: see above"
+import json, re, sys
+ms = [float(m.group(2)) for m in re.finditer(r"iteration\s+(\d+)/.*?elapsed time per iteration \(ms\): ([0-9.]+)",
+                                               open(sys.argv[1]).read()) if 3 <= int(m.group(1)) <= 6]
+p, q = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+want = sum(ms) / len(ms) * 1e3
+rows, errs = p["predictions"], []
+if len(ms) != 4: errs.append("%d log lines in 3:6" % len(ms))
+if abs(rows[0]["step_us"] / want - 1) > 1e-6: errs.append("replay %g us, log mean %g us" % (rows[0]["step_us"], want))
+if abs(p["model"]["calibrated_step_us"] / want - 1) > 1e-6: errs.append("calibrated_step_us %s" % p["model"])
+f = p["model"]["compute_scale"]
+if not 0.1 < f < 10: errs.append("compute scale %g" % f)
+if p["model"]["measured_step_us"] != q["model"]["measured_step_us"]: errs.append("the trace's own mean changed")
+for e in errs: print(e)
+sys.exit(1 if errs else 0)
+PYEOF
+
 if "$TANDEM" plan --practice --out "$W/practice" >"$W/practice.txt" 2>&1 && grep -q "link bandwidth x2" "$W/practice.txt" \
   && grep -q "9.24%" "$W/practice.txt"; then ok "practice"; else bad "practice: $(cat "$W/practice.txt")"; fi
 
@@ -99,4 +122,16 @@ expect_fail "bad link" "--link-gbps" "$TANDEM" plan "$W/prof" --model "$W/model"
 expect_fail "a trace without steps" "no ProfilerStep" "$TANDEM" plan "$W/notrace2.json" --out "$W/o9"
 expect_fail "--baseline with a PyTorch trace" "settings are read from it" "$TANDEM" plan "$W/notrace2.json" \
   --baseline "--dp 4" --out "$W/o10"
+expect_fail "calibration log without steps" "no logged step time in iterations 50:60" "$TANDEM" plan "$W/prof" \
+  --model "$W/model" --freeze-vision --freeze-projector --out "$W/o11" --baseline-run "$W/train.log" --window 50:60
+expect_fail "calibration log missing" "--baseline-run $W/none.log" "$TANDEM" plan "$W/prof" --model "$W/model" \
+  --out "$W/o12" --baseline-run "$W/none.log"
+expect_fail "calibration below the communication" "expected a run of the traced setting" "$TANDEM" plan "$W/prof" \
+  --model "$W/model" --freeze-vision --freeze-projector --out "$W/o13" --baseline-step-ms 0.001 --link-gbps 0.01
+expect_fail "two calibrations" "expected one of them" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o14" \
+  --baseline-run "$W/train.log" --baseline-step-ms 80
+expect_fail "calibrating the practice" "no traced baseline to calibrate" "$TANDEM" plan --practice --out "$W/o16" \
+  --baseline-step-ms 80
+expect_fail "--window alone" "expected it with --baseline-run" "$TANDEM" plan "$W/prof" --model "$W/model" \
+  --out "$W/o15" --window 3:6
 finish

@@ -103,6 +103,39 @@ static void test_cpu_taken_from_overlapped_compute(void) {
     tdm_plan_result_free(&r);
 }
 
+/* Calibration scales compute alone: without overlap the 1001 us of communication stay, so a
+ * measured 5061 us doubles the 2030 us of compute; with it, bucket 0 hides behind unit 0's
+ * backward at any factor above 0.5. */
+static void test_calibrate(void) {
+    tdm_plan_unit u[2];
+    memcpy(u, U2, sizeof u);
+    tdm_plan_model m = {.units = u, .n_units = 2, .params = P2, .n_params = 2, .n_micro = 1, .head_us = 0};
+    m.baseline = (tdm_plan_config){.dp = 2, .bucket_size = 1000, .link = {0, 8}};
+    double f = 0;
+    tdm_error err;
+    CHECK(tdm_plan_calibrate(&m, 5061, &f, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(f, 2, 1e-6);
+    CHECK_NEAR(m.units[0].bwd_us, 4000, 1e-3);
+    tdm_plan_result r;
+    CHECK(tdm_plan_simulate(&m, &m.baseline, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.step_us, 5061, 1e-3);
+    CHECK_NEAR(r.comm_us, 1001, 1e-6);
+    tdm_plan_result_free(&r);
+    memcpy(u, U2, sizeof u);
+    m.baseline.overlap_grad = 1;
+    CHECK(tdm_plan_calibrate(&m, 1015 + 1, &f, &err) == 0, "%s", err.msg); /* 2030 x 0.5 + bucket 1 */
+    CHECK_NEAR(f, 0.5, 1e-6);
+    /* shorter than the communication alone: refused, the model as it was */
+    memcpy(u, U2, sizeof u);
+    m.baseline.overlap_grad = 0;
+    CHECK(tdm_plan_calibrate(&m, 1000, &f, &err) != 0 && strstr(err.msg, "1.000 ms") &&
+              strstr(err.msg, "expected a run of the traced setting"),
+          "%s", err.msg);
+    CHECK(m.units[0].bwd_us == 2000 && m.units[1].fwd_us == 10, "model changed: %g %g", m.units[0].bwd_us,
+          m.units[1].fwd_us);
+    CHECK(tdm_plan_calibrate(&m, NAN, &f, &err) != 0 && strstr(err.msg, "expected a time above 0"), "%s", err.msg);
+}
+
 /* A frozen unit first (5000 us forward) hides the parameter all-gather of unit 1's bucket. */
 static void test_param_gather_overlap(void) {
     tdm_plan_param p[] = {{10, 0, 0}, {250000, 1, 1}};
@@ -169,6 +202,7 @@ int main(void) {
     RUN(test_buckets_as_layout);
     RUN(test_fully_hidden_and_exposed);
     RUN(test_cpu_taken_from_overlapped_compute);
+    RUN(test_calibrate);
     RUN(test_param_gather_overlap);
     RUN(test_flags_and_bad_input);
     RUN(test_trace_bad_input);
