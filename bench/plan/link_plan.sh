@@ -1,33 +1,44 @@
 #!/usr/bin/env bash
 # tandem plan on the emulated link (root; bench/link): bench/link/run_link_bench.sh ab runs baseline and
 # candidate at each rate and progress mode, with a profiled run of each side; plan predicts the candidate
-# from the baseline's trace, and the table sets the predicted change and step beside tandem ab's measured ones.
+# from the baseline's trace, and the table sets the predicted change and step beside tandem ab's measured ones;
+# the last column predicts again calibrated (--baseline-step-ms) to the A/B's measured baseline mean.
 #   bench/plan/link_plan.sh             env as run_link_bench.sh: RATES ("0.5 1 2"), MODES ("thread inline"),
-#                                       CANDS ("overlap_grad"), AB_MPI (openmpi), STEPS, WINDOW, OUT (build/plan-link)
+#                                       CANDS ("overlap_grad"), AB_MPI (openmpi), STEPS, WINDOW, OUT (build/plan-link);
+#                                       PLAN_ONLY=1 predicts again from the runs already in OUT
 set -u
 cd "$(dirname "$0")/../.."
 export RATES=${RATES:-0.5 1 2} MODES=${MODES:-thread inline} CANDS=${CANDS:-overlap_grad} OUT=${OUT:-build/plan-link}
 export AB_MPI=${AB_MPI:-openmpi}
-bash bench/link/run_link_bench.sh ab >"$OUT.log" 2>&1 || { tail -n 20 "$OUT.log"; exit 1; }
+# PLAN_ONLY=1: predict again from the A/B runs already in $OUT (another tandem plan, same measurements)
+if [ "${PLAN_ONLY:-0}" != 1 ]; then
+  bash bench/link/run_link_bench.sh ab >"$OUT.log" 2>&1 || { tail -n 20 "$OUT.log"; exit 1; }
+fi
 TANDEM=${TANDEM:-build/tandem}
 echo "load after:$(uptime | sed 's/.*load average://'); $AB_MPI, $(git describe --always --dirty)"
-echo "| rate Gbit/s | progress | candidate | measured baseline ms | replay ms | measured change | predicted change | error (points) | predicted candidate ms vs measured |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| rate Gbit/s | progress | candidate | measured baseline ms | replay ms | measured change | predicted change | error (points) | predicted candidate ms vs measured | calibrated |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for rate in $RATES; do for mode in $MODES; do for cand in $CANDS; do
   run="$OUT/ab/${rate}gbit_${mode}_${cand}"
   [ -f "$run/summary.json" ] || { echo "| $rate | $mode | $cand | failed |"; continue; }
   case $cand in overlap_grad) c="--overlap-grad-reduce" ;; overlap_both) c="--overlap-grad-reduce --overlap-param-gather" ;; *) c=${CAND_FLAGS:-} ;; esac
   "$TANDEM" plan "$run/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector --candidate "$c" \
     --out "$run/plan" >"$run/plan.txt" 2>&1 || { echo "| $rate | $mode | $cand | plan failed: $(head -n 1 "$run/plan.txt") |"; continue; }
+  ma=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["baseline"]["mean_step_ms"])' "$run/summary.json")
+  "$TANDEM" plan "$run/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector --candidate "$c" \
+    --baseline-step-ms "$ma" --out "$run/plan-calibrated" >"$run/plan-calibrated.txt" 2>&1 \
+    || { echo "| $rate | $mode | $cand | calibrated plan failed: $(head -n 1 "$run/plan-calibrated.txt") |"; continue; }
   python3 - "$run" "$rate" "$mode" "$cand" <<'PY'
 import json, sys, os
 run, rate, mode, cand = sys.argv[1:]
 s = json.load(open(os.path.join(run, "summary.json")))
 p = json.load(open(os.path.join(run, "plan", "plan.json")))["predictions"]
+q = json.load(open(os.path.join(run, "plan-calibrated", "plan.json")))["predictions"]
 ma, mb = s["baseline"]["mean_step_ms"], s["candidate"]["mean_step_ms"]
 pa, pb = p[0]["step_us"] / 1e3, p[1]["step_us"] / 1e3
 mc, pc = (mb / ma - 1) * 100, (pb / pa - 1) * 100
-print("| %s | %s | %s | %.1f | %.1f | %+.2f%% | %+.2f%% | %.2f | %.1f vs %.1f (%+.1f%%) |" %
-      (rate, mode, cand, ma, pa, mc, pc, abs(pc - mc), pb, mb, (pb / mb - 1) * 100))
+qb = q[1]["step_us"] / 1e3
+print("| %s | %s | %s | %.1f | %.1f | %+.2f%% | %+.2f%% | %.2f | %.1f vs %.1f (%+.1f%%) | %.1f (%+.1f%%) |" %
+      (rate, mode, cand, ma, pa, mc, pc, abs(pc - mc), pb, mb, (pb / mb - 1) * 100, qb, (qb / mb - 1) * 100))
 PY
 done; done; done

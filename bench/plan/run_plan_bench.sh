@@ -5,7 +5,8 @@
 #   3. dp 2, 3, 4 (2 micro-batches a rank, oversubscribed where the cores run out) predicted from dp 2
 # Each timing is plain `tandem train` runs, interleaved across the settings compared; a point is the median
 # step over iterations 11..STEPS of its runs. Each prediction is made twice: from the profile alone, and
-# calibrated (--baseline-run) to the log of one more plain run of the profiled setting, made before the timings.
+# calibrated (--baseline-step-ms) to the median step of one more plain run of the profiled setting, made before
+# the timings (a median, as the timings are; --baseline-run would take its log's mean).
 #   bench/plan/run_plan_bench.sh [STEPS] [REPEATS]     (defaults 40 and 2; env TANDEM, MPIRUN)
 set -u
 cd "$(dirname "$0")/../.."
@@ -61,7 +62,7 @@ profile() { # np dir flags...
 predict() { # dir candidate-flags... -> predicted ms of the baseline and each candidate, one per line
   local dir=$1; shift  # env CAL: a plain run's log of the profiled setting to calibrate to ("": none)
   local args=()
-  [ -n "${CAL:-}" ] && args+=(--baseline-run "$CAL" --window "11:$STEPS")
+  [ -n "${CAL:-}" ] && args+=(--baseline-step-ms "$(step_ms "$CAL")")
   for c in "$@"; do args+=(--candidate "$c"); done
   "$TANDEM" plan "$dir" --model "$W/model" "${FREEZE[@]}" --cores "$(nproc)" --out "$W/plan" "${args[@]}" >/dev/null || return 1
   python3 -c 'import json,sys; [print("%.3f" % (r["step_us"] / 1e3)) for r in json.load(open(sys.argv[1]))["predictions"]]' "$W/plan/plan.json"

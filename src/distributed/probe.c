@@ -104,6 +104,7 @@ void tdm_mpi_info_get(MPI_Comm comm, tdm_mpi_info *m) {
         snprintf(m->library, sizeof m->library, "%.*s", (int)strcspn(ver, ",\n"), ver);
     }
     if (m->kind != TDM_MPI_OPEN_MPI) {
+        m->shared_memory = m->one_host; /* MPICH's devices move data between the ranks of a node in shared memory */
         if (!m->transport[0]) snprintf(m->transport, sizeof m->transport, "%s", m->one_host ? "one host" : "hosts");
         return;
     }
@@ -129,6 +130,7 @@ void tdm_mpi_info_get(MPI_Comm comm, tdm_mpi_info *m) {
     if (other_pml) snprintf(m->transport, sizeof m->transport, "pml %s (vader's settings may not apply)", pml);
     else if (m->one_host && vader) snprintf(m->transport, sizeof m->transport, "shared memory (pml ob1, btl vader)");
     else snprintf(m->transport, sizeof m->transport, "pml ob1, btl %s", btl[0] ? btl : "Open MPI's choice");
+    m->shared_memory = !other_pml && m->one_host && vader;
 }
 
 void tdm_mpi_info_format(const tdm_mpi_info *m, tdm_strbuf *sb) {

@@ -27,7 +27,8 @@ typedef struct tdm_mpi_info {
      * "xpmem", "knem", "emulated"), and who chose it; "" for another library */
     char single_copy[24];
     char single_copy_from[64];
-    int one_host; /* every rank of the communicator shares this host's memory */
+    int one_host;      /* every rank of the communicator shares this host's memory */
+    int shared_memory; /* the ranks' collectives go through shared memory: copies the ranks' own threads make */
 } tdm_mpi_info;
 
 /* After MPI_Init; collective over comm (the one-host check). */

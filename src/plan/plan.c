@@ -13,6 +13,9 @@
  * (src/distributed/ddp_internal.h, TDM_DDP_GATHER_PREFETCH). */
 #define GATHER_PREFETCH 2
 
+static double busy_fraction(const tdm_plan_model *m, double bytes, double d);
+static double speed_beside_compute(const tdm_plan_model *m, double rho);
+
 const char *tdm_plan_kind_name(int kind) {
     static const char *const n[] = {"reduce_scatter", "all_gather", "all_reduce"};
     return kind >= 0 && kind < TDM_PLAN_KINDS ? n[kind] : "other";
@@ -29,6 +32,18 @@ double tdm_plan_ring_us(int kind, double bytes, int p, const tdm_plan_link *l) {
     tdm_plan_ring_factors(kind, bytes, p, &steps, &wire);
     if (steps == 0) return 0;
     return steps * l->alpha_us + wire / (l->gbps * 125.0); /* Gbit/s = 125 bytes/µs */
+}
+
+double tdm_plan_nice_share(int nice) {
+    double w = 1024.0 / pow(1.25, nice);
+    return w / (w + 1024.0);
+}
+
+double tdm_plan_alone_us(const tdm_plan_model *m, double bytes, double wall_us, double beside) {
+    double d = wall_us;
+    for (int i = 0; i < 50; i++)
+        d = wall_us * (1 - beside) + wall_us * beside * speed_beside_compute(m, busy_fraction(m, bytes, d));
+    return d;
 }
 
 void tdm_plan_model_free(tdm_plan_model *m) {
@@ -106,9 +121,11 @@ typedef struct sim {
     const tdm_plan_model *m;
     const tdm_plan_config *c;
     tdm_plan_result *r;
-    const double *extra; /* [n_segs of the previous pass] CPU taken from each compute segment */
-    double scale;        /* compute time over the measured one (oversubscribed cores) */
-    double t;            /* the compute thread's clock */
+    const double *extra;      /* [n_segs of the previous pass] CPU taken from each compute segment */
+    const tdm_plan_seg *prev; /* the previous pass's compute segments (NULL in the first) */
+    int n_prev;
+    double scale; /* compute time over the measured one (oversubscribed cores) */
+    double t;     /* the compute thread's clock */
     double link_free;
     int nb;
     int64_t *padded;
@@ -129,6 +146,37 @@ static void seg(sim *s, double dur, int unit, int backward, const char *what) {
     s->t += dur + extra;
 }
 
+/* The share of its CPU-bound part a collective of alone-time d moving `bytes` runs at while compute
+ * runs beside it: 1 without contention. */
+static double busy_fraction(const tdm_plan_model *m, double bytes, double d) {
+    if (!(m->cpu_us_per_mb > 0) || !(d > 0)) return 0;
+    double rho = m->cpu_us_per_mb * bytes / 1e6 / d;
+    return rho < 1 ? rho : 1;
+}
+static double speed_beside_compute(const tdm_plan_model *m, double rho) {
+    return m->comm_share > 0 && m->comm_share < 1 && rho > 0 ? 1 / (1 - rho + rho / m->comm_share) : 1;
+}
+
+/* When a collective of alone-time d started at `start` ends: it runs at speed v (alone-time per
+ * µs) while the previous pass's compute segments run, at 1 in the gaps between them. */
+static double progress_end(const sim *s, double start, double d, double v) {
+    if (v >= 1 || !s->prev) return start + d;
+    double t = start, left = d;
+    for (int i = 0; i < s->n_prev; i++) {
+        const double a = s->prev[i].t0_us, b = s->prev[i].t1_us;
+        if (b <= t) continue;
+        if (a > t) {
+            if (left <= a - t) return t + left;
+            left -= a - t;
+            t = a;
+        }
+        if (left <= (b - t) * v) return t + left / v;
+        left -= (b - t) * v;
+        t = b;
+    }
+    return t + left;
+}
+
 static double post(sim *s, int kind, int bucket, double bytes, double at) {
     tdm_plan_result *r = s->r;
     if (r->n_colls == s->coll_cap) {
@@ -136,7 +184,8 @@ static double post(sim *s, int kind, int bucket, double bytes, double at) {
         r->colls = tdm_xrealloc(r->colls, (size_t)s->coll_cap * sizeof *r->colls);
     }
     double start = at > s->link_free ? at : s->link_free;
-    double end = start + tdm_plan_ring_us(kind, bytes, s->c->dp, &s->c->link);
+    double d = tdm_plan_ring_us(kind, bytes, s->c->dp, &s->c->link);
+    double end = progress_end(s, start, d, speed_beside_compute(s->m, busy_fraction(s->m, bytes, d)));
     s->link_free = end;
     r->colls[r->n_colls++] = (tdm_plan_coll){kind, bucket, bytes, at, start, end, 0};
     return end;
@@ -255,9 +304,12 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
     s.nb = nb;
     s.ag_end = tdm_xmalloc((size_t)(nb + 1) * sizeof *s.ag_end);
     /* The CPU that driving the collectives takes from the compute they overlap, found by a few
-     * passes: each pass charges every segment for what was in flight beside it in the last one. */
+     * passes: each pass charges every segment for what was in flight beside it in the last one,
+     * and (comm_share) slows each collective where the last one's compute ran beside it. */
     double *extra = NULL;
-    for (int pass = 0; pass < (m->cpu_us_per_mb > 0 ? 8 : 1); pass++) {
+    tdm_plan_seg *prev = NULL;
+    const int contended = m->comm_share > 0 && m->comm_share < 1;
+    for (int pass = 0; pass < (m->cpu_us_per_mb > 0 ? (contended ? 16 : 8) : 1); pass++) {
         s.extra = extra;
         run_once(&s, bucket_of, ready_unit);
         if (!(m->cpu_us_per_mb > 0)) break;
@@ -266,7 +318,9 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
             const tdm_plan_coll *cl = &r->colls[k];
             double dur = cl->end_us - cl->start_us;
             if (!(dur > 0)) continue;
-            double rate = m->cpu_us_per_mb * cl->bytes / 1e6 / dur; /* CPU µs per µs in flight */
+            /* CPU µs per µs in flight beside compute: the busy fraction at its speed there */
+            double d = tdm_plan_ring_us(cl->kind, cl->bytes, c->dp, &c->link), rho = busy_fraction(m, cl->bytes, d);
+            double rate = contended ? rho * speed_beside_compute(m, rho) : m->cpu_us_per_mb * cl->bytes / 1e6 / dur;
             for (int i = 0; i < r->n_segs; i++) {
                 const tdm_plan_seg *g = &r->segs[i];
                 double lo = g->t0_us > cl->start_us ? g->t0_us : cl->start_us;
@@ -276,7 +330,13 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
         }
         free(extra);
         extra = next;
+        if (contended) {
+            prev = tdm_xrealloc(prev, (size_t)(r->n_segs + 1) * sizeof *prev);
+            memcpy(prev, r->segs, (size_t)r->n_segs * sizeof *prev);
+            s.prev = prev, s.n_prev = r->n_segs;
+        }
     }
+    free(prev);
     r->cpu_taken_us = 0;
     if (extra)
         for (int i = 0; i < r->n_segs; i++) r->cpu_taken_us += extra[i];

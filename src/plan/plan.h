@@ -26,7 +26,9 @@
  *   on p ranks costs the ring formulas below.
  * - While a collective is in flight behind compute, its CPU cost (cpu_us_per_mb per MB moved)
  *   is taken from the compute it overlaps (inline progress, or a communication thread that has
- *   no core of its own); 0 when the thread has a core.
+ *   no core of its own); 0 when the thread has a core. With comm_share (a thread making the
+ *   copies of shared memory, at the scheduler's share of the core) the collective also slows
+ *   there: its CPU-bound part runs at that share.
  * Times are µs; sizes are elements unless a name says bytes.
  */
 #ifndef TDM_PLAN_PLAN_H
@@ -89,6 +91,9 @@ typedef struct tdm_plan_model {
     double sync_us;     /* gradient sync's own time after the waits (the ranks' agreement) */
     double opt_us;      /* optimizer, without waits for all-gathers */
     double cpu_us_per_mb;
+    double comm_share;        /* the share of a core a communication thread without a core of its own gets while
+                          compute runs beside it (tdm_plan_nice_share); its collectives' CPU-bound part
+                          runs that much slower there. 0: the thread runs first (nothing slows) */
     int cores;                /* cores the ranks of one host share (0: as many as they need): compute is scaled by
                   max(1, dp / cores) over the baseline's, for dp sizes that oversubscribe one host */
     tdm_plan_config baseline; /* the settings the measurement ran with, link fitted or given */
@@ -103,6 +108,13 @@ typedef struct tdm_plan_model {
 } tdm_plan_model;
 
 void tdm_plan_model_free(tdm_plan_model *m);
+
+/* The share of a core a thread at `nice` gets beside a compute thread at nice 0, by the Linux
+ * scheduler's weights (1024 / 1.25^nice): 0.5 at 0, 0.097 at tandem's default 10. */
+double tdm_plan_nice_share(int nice);
+/* The time alone (nothing beside it) of a collective moving `bytes` that took wall_us with a
+ * fraction `beside` of it run beside compute: the inverse of the slow-down comm_share makes. */
+double tdm_plan_alone_us(const tdm_plan_model *m, double bytes, double wall_us, double beside);
 
 typedef struct tdm_plan_coll {
     int kind, bucket;
@@ -180,6 +192,7 @@ typedef struct tdm_plan_trace_in {
     int n_params;
     const char *baseline_flags; /* NULL: none */
     tdm_plan_link link;
+    int comm_thread_nice; /* the run's --comm-thread-nice: the share its communication thread gets beside compute */
     double cpu_us_per_mb; /* < 0: measured, the communication threads' CPU time (analysis.json beside the
                              trace) over the bytes their collectives moved; 0 when not there */
 } tdm_plan_trace_in;

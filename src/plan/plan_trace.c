@@ -31,8 +31,10 @@ void tdm_plan__note(char *notes, int cap, const char *fmt, ...) {
     if ((int)n < cap - 1) notes[n] = '\n', notes[n + 1] = '\0';
 }
 
-/* CPU ms of the threads named comm... in analysis.json beside the trace; NaN when there is none. */
-static double comm_thread_cpu_ms(const char *trace_path) {
+/* CPU ms of the threads named comm... in analysis.json beside the trace (NaN when there is none),
+ * and whether the run's collectives went through shared memory (-1: not said). */
+static double comm_thread_cpu_ms(const char *trace_path, int *shared_memory) {
+    *shared_memory = -1;
     char dir[4096], path[4200];
     tdm_dirname(trace_path, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/analysis.json", dir);
@@ -44,6 +46,8 @@ static double comm_thread_cpu_ms(const char *trace_path) {
     free(text);
     if (!doc) return NAN;
     const tdm_json *th = tdm_json_get(tdm_json_root(doc), "threads");
+    const tdm_json *shm = tdm_json_get(tdm_json_root(doc), "shared_memory");
+    if (shm && (shm->type == TDM_JSON_TRUE || shm->type == TDM_JSON_FALSE)) *shared_memory = shm->type == TDM_JSON_TRUE;
     double ms = NAN;
     if (th && th->type == TDM_JSON_ARRAY) {
         ms = 0;
@@ -68,9 +72,29 @@ typedef struct acc {
     double sum, n;
 } acc;
 
-/* Per (side, bucket): the collective's own time, each instant of its record counted 1/k while
- * k of the rank's collectives are in flight (the link is shared). */
-static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, double s1, acc *own, int max_b) {
+/* One collective of one rank: its own time in the k-th traced step. */
+typedef struct own_t {
+    int step, key; /* key: side * max_b + bucket */
+    double us;     /* own time */
+    double beside; /* the fraction of its flight the rank's compute (layers) ran beside it */
+} own_t;
+
+typedef struct own_list {
+    own_t *v;
+    int64_t n, cap;
+} own_list;
+
+static int own_cmp(const void *a, const void *b) {
+    const own_t *x = a, *y = b;
+    if (x->step != y->step) return x->step < y->step ? -1 : 1;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->us < y->us ? -1 : x->us > y->us;
+}
+
+/* Per (side, bucket) of step k: the collective's own time, each instant of its record counted
+ * 1/k while k of the rank's collectives are in flight (the link is shared). */
+static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, double s1, int k_step, own_list *own,
+                      int max_b) {
     int64_t idx[512];
     int n = 0;
     for (int64_t i = lo; i < hi && n < 512; i++)
@@ -102,10 +126,40 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
             for (int b = 0; b < n; b++) k += r[idx[b]].t0_us <= mid && mid < r[idx[b]].t1_us;
             if (k > 0) t += (cuts[i + 1] - cuts[i]) / k;
         }
-        acc *o = &own[coll_side(x->name) * max_b + x->arg];
-        o->sum += t;
-        o->n += 1;
+        if (own->n == own->cap) {
+            own->cap = own->cap ? 2 * own->cap : 256;
+            own->v = tdm_xrealloc(own->v, (size_t)own->cap * sizeof *own->v);
+        }
+        double lay = 0;
+        for (int64_t i = lo; i < hi; i++) {
+            const tdm_prof_rec *y = &r[i];
+            if (y->instant || y->cat != TDM_PROF_LAYER || y->thread_kind != TDM_PROF_THREAD_COMPUTE) continue;
+            double a0 = y->t0_us > x->t0_us ? y->t0_us : x->t0_us, a1 = y->t1_us < x->t1_us ? y->t1_us : x->t1_us;
+            if (a1 > a0) lay += a1 - a0;
+        }
+        double flight = x->t1_us - x->t0_us;
+        own->v[own->n++] = (own_t){k_step, coll_side(x->name) * max_b + (int)x->arg, t, flight > 0 ? lay / flight : 0};
     }
+}
+
+/* The layer time of each traced step of rank ri (steps in order, as tdm_plan_from_trace counts them). */
+static int layer_time_per_step(const tdm_prof_trace *pt, int64_t lo, int64_t hi, double *out, int cap) {
+    const tdm_prof_rec *r = pt->recs;
+    int k = 0;
+    for (int64_t e = lo; e < hi; e++) {
+        const tdm_prof_rec *env = &r[e];
+        if (env->instant || env->cat != TDM_PROF_PHASE || env->thread_kind != TDM_PROF_THREAD_COMPUTE ||
+            strcmp(env->name, "step"))
+            continue;
+        double t = 0;
+        for (int64_t i = lo; i < hi; i++)
+            if (!r[i].instant && r[i].cat == TDM_PROF_LAYER && r[i].thread_kind == TDM_PROF_THREAD_COMPUTE &&
+                r[i].t0_us >= env->t0_us && r[i].t0_us < env->t1_us)
+                t += r[i].t1_us - r[i].t0_us;
+        if (k < cap) out[k] = t;
+        k++;
+    }
+    return k;
 }
 
 void tdm_plan_fit_link(const double *x, const double *w, const double *tau, int n, tdm_plan_link *l, int alpha_given,
@@ -159,19 +213,43 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     const int U = in->n_units;
     const int MAXB = 4096;
     acc *fwd = tdm_xcalloc((size_t)U + 1, sizeof *fwd), *bwd = tdm_xcalloc((size_t)U + 1, sizeof *bwd);
-    acc *own = tdm_xcalloc(2 * (size_t)MAXB, sizeof *own);
+    own_list own_l = {0};
+    acc *own = NULL;
+    double *records = NULL, *beside = NULL;
     acc step = {0, 0}, head = {0, 0}, fb_other = {0, 0}, sync = {0, 0}, opt = {0, 0}, micro = {0, 0};
     int max_grad_b = -1, any_param = 0, grad_in_fb = 0, param_in_fb = 0, unknown_layers = 0;
+    /* The step waits for its slowest rank: of each traced step, the compute is taken from the rank
+     * with the most layer time (the others wait for it in the collectives), over the steps all
+     * ranks hold. */
+    int64_t *rlo = tdm_xmalloc((size_t)(pt.n_ranks + 1) * sizeof *rlo),
+            *rhi = tdm_xmalloc((size_t)(pt.n_ranks + 1) * sizeof *rhi);
+    enum { CRIT_MAX_STEPS = 4096 };
+    int *crit = tdm_xcalloc(CRIT_MAX_STEPS, sizeof *crit), n_common = CRIT_MAX_STEPS;
+    double *layer_t = tdm_xcalloc(CRIT_MAX_STEPS, sizeof *layer_t),
+           *best_t = tdm_xcalloc(CRIT_MAX_STEPS, sizeof *best_t);
     for (int ri = 0; ri < pt.n_ranks; ri++) {
         int64_t lo = 0, hi;
         while (lo < pt.n && pt.recs[lo].rank != pt.ranks[ri]) lo++;
         for (hi = lo; hi < pt.n && pt.recs[hi].rank == pt.ranks[ri]; hi++) continue;
+        rlo[ri] = lo, rhi[ri] = hi;
+        int ns = layer_time_per_step(&pt, lo, hi, layer_t, CRIT_MAX_STEPS);
+        if (ns < n_common) n_common = ns;
+        for (int k = 0; k < ns && k < CRIT_MAX_STEPS; k++)
+            if (ri == 0 || layer_t[k] > best_t[k]) best_t[k] = layer_t[k], crit[k] = ri;
+    }
+    free(layer_t);
+    free(best_t);
+    for (int ri = 0; ri < pt.n_ranks; ri++) {
+        const int64_t lo = rlo[ri], hi = rhi[ri];
         const tdm_prof_rec *r = pt.recs;
+        int k_step = -1;
         for (int64_t e = lo; e < hi; e++) {
             const tdm_prof_rec *env = &r[e];
             if (env->instant || env->cat != TDM_PROF_PHASE || env->thread_kind != TDM_PROF_THREAD_COMPUTE ||
                 strcmp(env->name, "step"))
                 continue;
+            k_step++;
+            const int use = k_step >= n_common || crit[k_step] == ri; /* this rank's compute is the step's */
             const double s0 = env->t0_us, s1 = env->t1_us;
             double fb_t = 0, sync_t = 0, opt_t = 0, layers = 0, w_fb = 0, w_sync = 0, w_opt = 0;
             int n_fb = 0;
@@ -211,9 +289,10 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                     int u;
                     for (u = 0; u < U && strcmp(in->unit_names[u], x->name); u++) continue;
                     if (u == U) {
-                        unknown_layers++;
+                        unknown_layers += use;
                         continue;
                     }
+                    if (!use) continue;
                     acc *a = x->arg ? &bwd[u] : &fwd[u];
                     a->sum += x->t1_us - x->t0_us;
                     layers += x->t1_us - x->t0_us;
@@ -226,7 +305,8 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                     else if (x->t0_us >= op0 && x->t0_us <= op1) w_opt += d;
                 }
             }
-            own_times(r, lo, hi, s0, s1, own, MAXB);
+            own_times(r, lo, hi, s0, s1, k_step, &own_l, MAXB);
+            step.sum += s1 - s0, step.n++;
             if (ri == 0) { /* the timeline of this rank's last step */
                 m->n_measured = 0;
                 m->measured_one_us = s1 - s0;
@@ -241,8 +321,8 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                                                                   comm ? 2 : (int)x->arg, comm ? "comm" : "layer"};
                 }
             }
+            if (!use) continue;
             for (int u = 0; u < U; u++) fwd[u].n += n_fb, bwd[u].n += n_fb;
-            step.sum += s1 - s0, step.n++;
             head.sum += (s1 - s0) - fb_t - sync_t - opt_t, head.n++;
             fb_other.sum += (fb_t - layers - w_fb) / n_fb, fb_other.n++;
             sync.sum += sync_t - w_sync, sync.n++;
@@ -314,14 +394,27 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     if (c->dp != pt.n_ranks)
         tdm_plan__note(notes, notes_cap, "the trace holds %d rank(s) but the baseline says dp %d", pt.n_ranks, c->dp);
 
-    /* the link: fitted to the collectives' own times, with the baseline's bucket sizes */
+    /* the link: fitted to the collectives' own times, with the baseline's bucket sizes. Of one
+     * collective in one step, the rank that posted it last waited least for the others: its own
+     * time is the transfer's, the others' add the wait for the slowest rank (taken as compute). */
+    own = tdm_xcalloc(2 * (size_t)MAXB, sizeof *own);
+    records = tdm_xcalloc(2 * (size_t)MAXB, sizeof *records); /* every rank's, for the bytes moved */
+    beside = tdm_xcalloc(2 * (size_t)MAXB, sizeof *beside);
+    if (own_l.n) qsort(own_l.v, (size_t)own_l.n, sizeof *own_l.v, own_cmp);
+    for (int64_t i = 0; i < own_l.n; i++) {
+        const own_t *o = &own_l.v[i];
+        records[o->key] += 1;
+        if (i > 0 && own_l.v[i - 1].step == o->step && own_l.v[i - 1].key == o->key) continue; /* not the least */
+        own[o->key].sum += o->us, own[o->key].n += 1;
+        beside[o->key] += o->beside;
+    }
     int64_t *padded = NULL;
     int nb = tdm_plan_buckets(m, c, &padded, NULL, err);
     if (nb < 0) {
         rc = -1;
         goto out;
     }
-    double x[2 * 512], w[2 * 512], tau[2 * 512], moved = 0;
+    double x[2 * 512], w[2 * 512], tau[2 * 512], bytes_of[2 * 512], beside_of[2 * 512], moved = 0;
     int n = 0, mismatch = 0;
     for (int side = 0; side < 2; side++)
         for (int b = 0; b < MAXB && n < 1024; b++) {
@@ -335,10 +428,32 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             double bytes = (double)padded[b] * (side && c->bf16_params ? 2.0 : 4.0);
             tdm_plan_ring_factors(kind, bytes, c->dp, &x[n], &w[n]);
             tau[n] = o->sum / o->n;
-            moved += o->n * bytes;
+            bytes_of[n] = bytes, beside_of[n] = beside[side * MAXB + b] / o->n;
+            moved += records[side * MAXB + b] * bytes;
             n++;
         }
     free(padded);
+    /* the CPU that driving the collectives took: the communication threads' time over the bytes moved */
+    int shared_memory;
+    double cpu_ms = comm_thread_cpu_ms(path, &shared_memory);
+    m->measured_cpu_us_per_mb = isfinite(cpu_ms) && moved > 0 ? cpu_ms * 1e3 / (moved / 1e6) : NAN;
+    if (in->cpu_us_per_mb >= 0) m->cpu_us_per_mb = in->cpu_us_per_mb;
+    else m->cpu_us_per_mb = isfinite(m->measured_cpu_us_per_mb) ? m->measured_cpu_us_per_mb : 0;
+    /* On shared memory a communication thread (one that took CPU) makes the copies itself and competes
+     * with compute at its niceness; over a network the kernel moves the bytes, the thread only feeds it. */
+    if (isfinite(cpu_ms) && cpu_ms > 0 && shared_memory == 1) m->comm_share = tdm_plan_nice_share(in->comm_thread_nice);
+    if (isfinite(cpu_ms) && cpu_ms > 0 && shared_memory < 0)
+        tdm_plan__note(notes, notes_cap,
+                       "analysis.json does not say the run's transport: the communication thread is taken to run "
+                       "as soon as it needs to (on shared memory it competes with compute: profile with this "
+                       "tandem)");
+    /* a collective that ran beside compute was slowed there: fit the link to its time alone */
+    double slowed = 0;
+    for (int i = 0; i < n; i++) {
+        double alone = tdm_plan_alone_us(m, bytes_of[i], tau[i], beside_of[i]);
+        slowed += tau[i] - alone;
+        tau[i] = alone;
+    }
     if (mismatch)
         tdm_plan__note(notes, notes_cap,
                        "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
@@ -350,11 +465,11 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         tdm_plan__note(notes, notes_cap,
                        "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
     tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
-    /* the CPU that driving the collectives took: the communication threads' time over the bytes moved */
-    double cpu_ms = comm_thread_cpu_ms(path);
-    m->measured_cpu_us_per_mb = isfinite(cpu_ms) && moved > 0 ? cpu_ms * 1e3 / (moved / 1e6) : NAN;
-    if (in->cpu_us_per_mb >= 0) m->cpu_us_per_mb = in->cpu_us_per_mb;
-    else m->cpu_us_per_mb = isfinite(m->measured_cpu_us_per_mb) ? m->measured_cpu_us_per_mb : 0;
+    if (slowed > 0)
+        tdm_plan__note(notes, notes_cap,
+                       "the communication thread (nice %d) gets %.3g of a core beside compute: the collectives that "
+                       "ran beside it took %.4g ms longer than alone, left out of the link's fit",
+                       in->comm_thread_nice, m->comm_share, slowed / 1e3);
     if (isfinite(m->measured_cpu_us_per_mb))
         tdm_plan__note(notes, notes_cap, "communication threads: %.4g CPU us per MB moved (analysis.json); %s",
                        m->measured_cpu_us_per_mb,
@@ -382,6 +497,12 @@ out:
     free(fwd);
     free(bwd);
     free(own);
+    free(records);
+    free(beside);
+    free(own_l.v);
+    free(rlo);
+    free(rhi);
+    free(crit);
     tdm_prof_trace_free(&pt);
     if (rc != 0) tdm_plan_model_free(m);
     return rc;

@@ -24,6 +24,7 @@ void tdm_prof_config_default(tdm_prof_config *cfg) {
     cfg->level = 0;
     snprintf(cfg->save_path, sizeof cfg->save_path, "./profiling");
     cfg->capacity = 1 << 20;
+    cfg->shared_memory = -1;
 }
 
 /* Keys a profile section may hold. tandem's own layout puts the schedule in the section
@@ -365,6 +366,12 @@ static int write_merged_outputs(const char *all, size_t n_all, const char *cpu_a
         tdm_prof_trace_summarize(&t, &text, &json);
         tdm_prof_trace_free(&t);
         json.len--; /* drop the closing brace */
+        if (S.cfg.transport[0]) {
+            tdm_sb_puts(&json, ",\n\"transport\": ");
+            tdm_sb_json_string(&json, S.cfg.transport, strlen(S.cfg.transport));
+        }
+        if (S.cfg.shared_memory >= 0)
+            tdm_sb_printf(&json, ",\n\"shared_memory\": %s", S.cfg.shared_memory ? "true" : "false");
         tdm_sb_puts(&json, ",\n\"threads\":[");
         tdm_sb_append(&json, cpu_all, n_cpu);
         tdm_sb_puts(&json, "]}\n");

@@ -51,6 +51,9 @@ typedef struct tdm_prof_config {
     int level;                    /* 0, 1 or 2 (prof.h) */
     char save_path[1024];
     int64_t capacity; /* events per thread buffer */
+    /* set by the caller, not the file: the transport, written to analysis.json for tandem plan */
+    char transport[160]; /* "" unknown */
+    int shared_memory;   /* -1 unknown, else whether the ranks' collectives go through shared memory */
 } tdm_prof_config;
 
 /* Profiling off; the other fields at MindSpeed-MM's defaults (all ranks, steps 1..1, level 0). */

@@ -34,7 +34,7 @@ typedef struct plan_opts {
     int suggest, practice;
     double tflops;
     int64_t tokens, patches;
-    int micro, dp, cores;
+    int micro, dp, cores, comm_nice;
 } plan_opts;
 
 static const tdm_flag FLAGS[] = {
@@ -110,6 +110,15 @@ static const tdm_flag FLAGS[] = {
      .help = "CPU us that driving 1 MB of a collective takes from the compute it overlaps (inline progress, "
              "or a communication thread without a core of its own; default: measured, the trace's communication "
              "threads' CPU time over the bytes they moved; practice: 0)"},
+    {.name = "comm-thread-nice",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(plan_opts, comm_nice),
+     .lo = 0,
+     .hi = 19,
+     .def = "10",
+     .metavar = "N",
+     .help = "the traced run's --comm-thread-nice (as train): a communication thread without a core of its own gets "
+             "the scheduler's share of a core at that niceness beside compute, and its collectives slow there"},
     {.name = "cores",
      .kind = TDM_FLAG_INT,
      .off = offsetof(plan_opts, cores),
@@ -591,6 +600,7 @@ int cmd_plan(int argc, char **argv) {
                             .params = t.params,
                             .n_params = t.n_params,
                             .baseline_flags = o.baseline,
+                            .comm_thread_nice = o.comm_nice,
                             .link = {o.link_latency_us, o.link_gbps},
                             .cpu_us_per_mb = o.cpu_us_per_mb};
     char notes[4096];

@@ -568,6 +568,8 @@ int tdm_train__start_profiler(trainer *t, tdm_error *err) {
         tdm_log_info("profiler: level %d, steps %lld-%lld, %s ranks, into %s", pc.level, (long long)pc.start_step,
                      (long long)pc.end_step, pc.all_ranks ? "all" : "the listed", pc.save_path);
     if (tdm_train__agree(t, ok, err) != 0) return -1;
+    snprintf(pc.transport, sizeof pc.transport, "%s", t->mpi.transport);
+    pc.shared_memory = t->mpi.shared_memory;
     ok = tdm_prof_session_start(&pc, t->comm, err) == 0;
     if (tdm_train__agree(t, ok, err) != 0) return -1;
     t->profiling = 1;

@@ -14,6 +14,8 @@ TRAIN=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" 
 if "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${TRAIN[@]}" --profile-config "$W/tools.json" >"$W/train.log" 2>&1
 then ok "profiled run"; else bad "profiled run: $(tail -n 5 "$W/train.log")"; finish; exit 1; fi
 
+grep -q '"shared_memory": true' "$W/prof/analysis.json" && grep -q '"transport": "' "$W/prof/analysis.json" \
+  && ok "analysis.json says the transport: shared memory" || bad "analysis.json: no transport or not shared memory"
 if "$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision --freeze-projector --out "$W/plan" --suggest \
     --candidate "--overlap-grad-reduce" --candidate "--ddp-num-buckets 6" \
     --candidate "--dp 4" --candidate "--link-gbps 0.01" >"$W/plan.txt" 2>&1

@@ -1,8 +1,10 @@
 /* test_plan.c - the step model (src/plan): ring costs against hand-computed values, the
  * bucketing of layout.c, and the simulated schedule on hand-built steps with known answers. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "plan/plan.h"
@@ -103,6 +105,48 @@ static void test_cpu_taken_from_overlapped_compute(void) {
     tdm_plan_result_free(&r);
 }
 
+/* A communication thread without a core of its own (comm_share): a collective that needs CPU for
+ * half its alone-time (rho 0.5) runs at 1 / (0.5 + 0.5 / share) of its speed beside compute and
+ * takes rho times that speed of the core. Hand-solved, for bucket 0 (1000 us alone) behind unit 0's
+ * backward: with 2000 us of it the collective hides either way, but ends later; with 600 us the
+ * backward ends at 930 (600 + 1/3 of its overlap), the collective at 930 + (1000 - 2/3 x 900). */
+static void test_comm_thread_share(void) {
+    tdm_plan_unit u[2];
+    memcpy(u, U2, sizeof u);
+    tdm_plan_model m = {.units = u, .n_units = 2, .params = P2, .n_params = 2, .n_micro = 1, .cpu_us_per_mb = 500};
+    tdm_plan_config c = {.dp = 2, .bucket_size = 1000, .overlap_grad = 1, .link = {0, 8}};
+    tdm_plan_result r;
+    tdm_error err;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg); /* the thread runs first: 1000 us of flight */
+    CHECK(r.n_colls == 2 && fabs(r.colls[0].end_us - 1030) < 0.01, "end %g", r.n_colls ? r.colls[0].end_us : -1);
+    CHECK_NEAR(r.step_us, 2531, 0.01);
+    tdm_plan_result_free(&r);
+    m.comm_share = 0.5;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK(r.n_colls == 2 && fabs(r.colls[0].end_us - 1530) < 0.01, "end %g", r.n_colls ? r.colls[0].end_us : -1);
+    CHECK_NEAR(r.step_us, 2531, 0.01);
+    CHECK_NEAR(r.cpu_taken_us, 500, 0.01); /* beside unit 0; bucket 1 runs after the backward, beside nothing */
+    tdm_plan_result_free(&r);
+    u[0].bwd_us = 600;
+    m.comm_share = 0;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.step_us, 1131, 0.01);
+    tdm_plan_result_free(&r);
+    m.comm_share = 0.5;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    /* segments: head, forward 0 and 1, loss, backward 1 and 0 */
+    CHECK(r.n_segs > 5 && r.segs[5].unit == 0 && r.segs[5].backward && fabs(r.segs[5].t1_us - 930) < 0.01,
+          "unit 0's backward ends at %g", r.n_segs > 5 ? r.segs[5].t1_us : -1);
+    CHECK(r.n_colls == 2 && fabs(r.colls[0].end_us - 1330) < 0.01, "end %g", r.n_colls ? r.colls[0].end_us : -1);
+    CHECK_NEAR(r.step_us, 1331, 0.01);
+    tdm_plan_result_free(&r);
+    /* and back: 1500 us of wall with all of it beside compute is 1000 us alone */
+    CHECK_NEAR(tdm_plan_alone_us(&m, 1e6, 1500, 1), 1000, 1e-6);
+    CHECK_NEAR(tdm_plan_alone_us(&m, 1e6, 1000, 0), 1000, 1e-9);
+    CHECK_NEAR(tdm_plan_nice_share(0), 0.5, 1e-12);
+    CHECK_NEAR(tdm_plan_nice_share(10), 110.0 / 1134.0, 5e-4); /* the kernel's weights: 110 at nice 10, 1024 at 0 */
+}
+
 /* Calibration scales compute alone: without overlap the 1001 us of communication stay, so a
  * measured 5061 us doubles the 2030 us of compute; with it, bucket 0 hides behind unit 0's
  * backward at any factor above 0.5. */
@@ -197,14 +241,86 @@ static void test_trace_bad_input(void) {
     CHECK(tdm_plan_from_trace(&in, &m, NULL, 0, &err) != 0 && strstr(err.msg, "no trace.json"), "%s", err.msg);
 }
 
+/* A two-rank trace written here: rank 1's backward of unit 0 is 40 us, rank 0's 20 us, so rank 0
+ * waits 20 us in the gradient all-reduce that takes rank 1 (the last to post it) 19 us. The model
+ * takes the step's compute from rank 1 and the link from its 19 us. */
+static void test_trace_slowest_rank(void) {
+    char dir[] = "/tmp/tdm_plan_ranksXXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "open %s", path);
+    if (!f) return;
+    fputs("{\"traceEvents\": [\n", f);
+    for (int rk = 0; rk < 2; rk++) {
+        const double b = rk ? 40 : 20, fb = 30 + b;
+#define EV(name, cat, tid, t0, dur, arg)                                                                               \
+    fprintf(f,                                                                                                         \
+            "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %g, \"dur\": %g, \"pid\": %d, \"tid\": %d, "   \
+            "\"args\": {\"arg\": %d, \"level\": 1}},\n",                                                               \
+            name, cat, (double)(t0), (double)(dur), rk, tid, arg)
+        fprintf(
+            f, "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 0, \"args\": {\"name\": \"comm\"}},\n",
+            rk);
+        fprintf(
+            f,
+            "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 2, \"args\": {\"name\": \"compute\"}},\n",
+            rk);
+        EV("step", "phase", 2, 0, 100, 1);
+        EV("forward-backward", "phase", 2, 0, fb, 0);
+        EV("u0", "layer", 2, 0, 10, 0);
+        EV("u1", "layer", 2, 10, 10, 0);
+        EV("u1", "layer", 2, 20, 10, 1);
+        EV("u0", "layer", 2, 30, b, 1);
+        EV("grad sync", "phase", 2, fb + 1, 89 - fb, 0);
+        EV("grad all-reduce", "wait", 2, fb + 1, 89 - fb, 0);
+        EV("grad all-reduce", "comm", 0, fb + 1, 89 - fb, 0);
+        EV("optimizer", "phase", 2, 90, 10, 0);
+#undef EV
+    }
+    fputs("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"rank 0\"}}]}\n",
+          f);
+    fclose(f);
+    const char *names[] = {"u0", "u1"};
+    tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+    tdm_plan_trace_in in = {.path = dir,
+                            .unit_names = names,
+                            .n_units = 2,
+                            .params = p,
+                            .n_params = 2,
+                            .link = {-1, -1},
+                            .cpu_us_per_mb = -1};
+    tdm_plan_model m;
+    tdm_error err;
+    char notes[2048];
+    CHECK(tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err) == 0, "%s", err.msg);
+    if (m.n_units == 2) {
+        CHECK_NEAR(m.units[0].bwd_us, 40, 1e-9); /* rank 1's */
+        CHECK_NEAR(m.units[0].fwd_us, 10, 1e-9);
+        CHECK_NEAR(m.measured_step_us, 100, 1e-9);
+        /* 2000 bytes all-reduced on 2 ranks: 2000 bytes on the wire in 19 us, one point (no latency) */
+        CHECK_NEAR(m.baseline.link.gbps, 2000.0 / 19 / 125, 1e-9);
+        CHECK_NEAR(m.baseline.link.alpha_us, 0, 1e-12);
+        tdm_plan_result r;
+        CHECK(tdm_plan_simulate(&m, &m.baseline, &r, &err) == 0, "%s", err.msg);
+        CHECK_NEAR(r.step_us, 100, 1e-6); /* rank 1's compute, the transfer, the optimizer, 1 us between */
+        tdm_plan_result_free(&r);
+        tdm_plan_model_free(&m);
+    }
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     RUN(test_ring_formulas);
     RUN(test_buckets_as_layout);
     RUN(test_fully_hidden_and_exposed);
     RUN(test_cpu_taken_from_overlapped_compute);
+    RUN(test_comm_thread_share);
     RUN(test_calibrate);
     RUN(test_param_gather_overlap);
     RUN(test_flags_and_bad_input);
     RUN(test_trace_bad_input);
+    RUN(test_trace_slowest_rank);
     return TEST_SUMMARY();
 }
