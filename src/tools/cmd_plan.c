@@ -18,18 +18,20 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 
-#define MAX_CANDIDATES 32
+#define MAX_CANDIDATES    32
+#define MAX_BASELINE_RUNS 16
 
 typedef struct plan_opts {
     const char *trace;
     const char *model;
     int freeze_vision, freeze_projector, freeze_llm, freeze_lm_head;
     const char *baseline;
-    const char *baseline_run, *window;
+    const char *baseline_runs[MAX_BASELINE_RUNS], *window;
+    int n_baseline_runs;
     double baseline_step_ms;
     const char *candidates[MAX_CANDIDATES];
     int n_candidates;
-    double link_gbps, link_latency_us, cpu_us_per_mb;
+    double link_gbps, link_latency_us, cpu_us_per_mb, min_gain;
     const char *out;
     int suggest, practice;
     double tflops;
@@ -58,11 +60,14 @@ static const tdm_flag FLAGS[] = {
      .help = "what the trace cannot show of the traced run's settings, over what it does (dp, overlap flags, "
              "distributed optimizer, bucket count as --ddp-num-buckets): a --ddp-bucket-size, --bf16"},
     {.name = "baseline-run",
-     .kind = TDM_FLAG_PATH,
-     .off = offsetof(plan_opts, baseline_run),
-     .metavar = "LOG",
-     .help = "a log of the traced setting run without the profiler (Megatron-LM, MindSpeed, tandem train; as tandem "
-             "ab --baseline-run reads): the model's compute is scaled so that the replay takes its mean step"},
+     .kind = TDM_FLAG_LIST,
+     .off = offsetof(plan_opts, baseline_runs),
+     .count_off = offsetof(plan_opts, n_baseline_runs),
+     .max = MAX_BASELINE_RUNS,
+     .opts = TDM_FLAG_MANY,
+     .metavar = "LOG...",
+     .help = "logs of the traced setting run without the profiler (Megatron-LM, MindSpeed, tandem train; as tandem "
+             "ab --baseline-run reads): the model's compute is scaled so that the replay takes their mean step"},
     {.name = "window",
      .kind = TDM_FLAG_STRING,
      .off = offsetof(plan_opts, window),
@@ -133,6 +138,15 @@ static const tdm_flag FLAGS[] = {
      .off = offsetof(plan_opts, suggest),
      .help = "search the bucket count and the overlap flags and propose the best, with the `tandem ab` command "
              "that confirms it"},
+    {.name = "min-gain",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = offsetof(plan_opts, min_gain),
+     .lo = 0,
+     .hi = 100,
+     .def = "1",
+     .metavar = "PCT",
+     .help = "--suggest proposes a change only when it is predicted at least PCT% faster than the baseline (runs of "
+             "one setting differ by about that); else it says to keep the baseline"},
     {.name = "practice",
      .kind = TDM_FLAG_BOOL,
      .off = offsetof(plan_opts, practice),
@@ -308,7 +322,7 @@ static void json_num(tdm_strbuf *sb, double v) {
 }
 
 static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows, int n, const char *notes,
-                       const row *best, double calib_ms, double factor) {
+                       const row *best, int keep, double calib_ms, double factor) {
     tdm_sb_puts(sb, "{\"model\": {\"units\": ");
     tdm_sb_printf(sb,
                   "%d, \"micro_batches\": %d, \"head_us\": %.6g, \"fb_other_us\": %.6g, \"sync_us\": %.6g, "
@@ -347,8 +361,9 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
     if (best) {
         tdm_sb_puts(sb, ",\n \"suggestion\": {\"name\": ");
         tdm_sb_json_string(sb, best->name, strlen(best->name));
-        tdm_sb_printf(sb, ", \"step_us\": %.6g, \"gain_pct\": %.6g, \"config\": ", best->r.step_us,
-                      (1 - best->r.step_us / rows[0].r.step_us) * 100);
+        tdm_sb_printf(sb,
+                      ", \"step_us\": %.6g, \"gain_pct\": %.6g, \"keep_baseline\": %s, \"config\": ", best->r.step_us,
+                      (1 - best->r.step_us / rows[0].r.step_us) * 100, keep ? "true" : "false");
         json_config(sb, &best->c);
         tdm_sb_puts(sb, "}");
     }
@@ -471,11 +486,12 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
 
 /* ---- calibration from a log -------------------------------------------------------------------- */
 
-/* The mean step (ms per iteration, each logged line weighted by the iterations it covers) of the
- * log at `path` over the window: `window` ("A:B"), or the practice's 21:200 clipped to what the log
- * holds, or, in a log that ends before iteration 21, all but its first 10%. */
-static int log_mean_step(const char *path, const char *window, double *mean_ms, char *what, size_t cap,
-                         tdm_error *err) {
+/* Adds to *sum_ms and *iters the step times of the log at `path` (each logged line weighted by the
+ * iterations it covers) over the window: `window` ("A:B"), or the practice's 21:200 clipped to
+ * what the log holds, or, in a log that ends before iteration 21, all but its first 10%; says
+ * which in what[cap]. */
+static int log_steps(const char *path, const char *window, double *sum_ms, int64_t *n_iters, char *what, size_t cap,
+                     tdm_error *err) {
     int64_t lo = 21, hi = 200;
     if (window && tdm_ab_parse_window(window, &lo, &hi, err) != 0) return -1;
     tdm_run_log run;
@@ -508,9 +524,26 @@ static int log_mean_step(const char *path, const char *window, double *mean_ms, 
                           "%s: no logged step time in iterations %lld:%lld (the log's step times cover %lld:%lld); "
                           "expected a log of the traced setting, or --window A:B",
                           path, (long long)lo, (long long)hi, (long long)first, (long long)last);
-    *mean_ms = sum / (double)iters;
+    *sum_ms += sum;
+    *n_iters += iters;
     snprintf(what, cap, "%s, iterations %lld:%lld (%lld logged line%s)", path, (long long)lo, (long long)hi,
              (long long)lines, lines == 1 ? "" : "s");
+    return 0;
+}
+
+/* The mean step of the logs, pooled over their windows (log_steps); what[cap] names them. */
+static int logs_mean_step(const char *const *paths, int n, const char *window, double *mean_ms, char *what, size_t cap,
+                          tdm_error *err) {
+    double sum = 0;
+    int64_t iters = 0;
+    size_t len = 0;
+    what[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        char one[1200];
+        if (log_steps(paths[i], window, &sum, &iters, one, sizeof one, err) != 0) return -1;
+        if (len < cap) len += (size_t)snprintf(what + len, cap - len, "%s%s", i ? "; " : "", one);
+    }
+    *mean_ms = sum / (double)iters;
     return 0;
 }
 
@@ -539,17 +572,17 @@ int cmd_plan(int argc, char **argv) {
                         "--baseline or --suggest with it\n");
         return 2;
     }
-    if (o.practice && (o.baseline_run || o.baseline_step_ms > 0)) {
+    if (o.practice && (o.n_baseline_runs || o.baseline_step_ms > 0)) {
         fprintf(stderr, "tandem plan: --practice has no traced baseline to calibrate: expected --baseline-run and "
                         "--baseline-step-ms only with a trace\n");
         return 2;
     }
-    if (o.baseline_run && o.baseline_step_ms > 0) {
+    if (o.n_baseline_runs && o.baseline_step_ms > 0) {
         fprintf(stderr, "tandem plan: --baseline-run and --baseline-step-ms both give the measured baseline step: "
                         "expected one of them\n");
         return 2;
     }
-    if (o.window && !o.baseline_run) {
+    if (o.window && !o.n_baseline_runs) {
         fprintf(stderr, "tandem plan: --window %s: expected it with --baseline-run (the log's iterations)\n", o.window);
         return 2;
     }
@@ -613,14 +646,15 @@ int cmd_plan(int argc, char **argv) {
     }
     m.cores = o.cores;
     double calib_ms = o.baseline_step_ms, factor = 1;
-    char calib_from[1400] = "";
-    if (o.baseline_run && log_mean_step(o.baseline_run, o.window, &calib_ms, calib_from, sizeof calib_from, &err)) {
+    char calib_from[4096] = "";
+    if (o.n_baseline_runs &&
+        logs_mean_step(o.baseline_runs, o.n_baseline_runs, o.window, &calib_ms, calib_from, sizeof calib_from, &err)) {
         fprintf(stderr, "tandem plan: --baseline-run %s\n", err.msg);
         rc = 1;
         tdm_plan_model_free(&m);
         goto out_practice;
     }
-    if (!o.baseline_run && calib_ms > 0) snprintf(calib_from, sizeof calib_from, "--baseline-step-ms");
+    if (!o.n_baseline_runs && calib_ms > 0) snprintf(calib_from, sizeof calib_from, "--baseline-step-ms");
     if (calib_ms > 0 && tdm_plan_calibrate(&m, calib_ms * 1e3, &factor, &err) != 0) {
         fprintf(stderr, "tandem plan: %s: %s\n", calib_from, err.msg);
         rc = 1;
@@ -706,7 +740,13 @@ int cmd_plan(int argc, char **argv) {
         tdm_sb_printf(&text, "replay: predicted %.3f ms, measured %.3f ms (%+.2f%%) over %d step(s)\n",
                       rows[0].r.step_us / 1e3, m.measured_step_us / 1e3,
                       (rows[0].r.step_us / m.measured_step_us - 1) * 100, m.n_steps_measured);
-    if (have_best) {
+    const int keep = have_best && (1 - best.r.step_us / rows[0].r.step_us) * 100 < o.min_gain;
+    if (keep)
+        tdm_sb_printf(&text,
+                      "\nsuggestion: keep the baseline's settings: none is predicted %.4g%% faster (--min-gain); the "
+                      "best, %s, by %.2f%%\n",
+                      o.min_gain, best.name, (1 - best.r.step_us / rows[0].r.step_us) * 100);
+    else if (have_best) {
         tdm_sb_printf(&text, "\nsuggestion: %s: predicted %.3f ms, %.2f%% below the baseline's %.3f ms\n", best.name,
                       best.r.step_us / 1e3, (1 - best.r.step_us / rows[0].r.step_us) * 100, rows[0].r.step_us / 1e3);
         int64_t largest = 0;
@@ -729,7 +769,7 @@ int cmd_plan(int argc, char **argv) {
     tdm_sb_puts(&md, "# tandem plan\n\n```\n");
     tdm_sb_puts(&md, text.data);
     tdm_sb_puts(&md, "```\n\n![timeline](timeline.svg)\n");
-    write_json(&js, &m, rows, n_rows, notes, have_best ? &best : NULL, calib_ms, factor);
+    write_json(&js, &m, rows, n_rows, notes, have_best ? &best : NULL, keep, calib_ms, factor);
     {
         const char *names[MAX_CANDIDATES + 3];
         tdm_plan_result res[MAX_CANDIDATES + 3];
