@@ -133,6 +133,7 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
         double lay = 0;
         for (int64_t i = lo; i < hi; i++) {
             const tdm_prof_rec *y = &r[i];
+            if (y->t0_us >= x->t1_us) break; /* a rank's records are sorted by start */
             if (y->instant || y->cat != TDM_PROF_LAYER || y->thread_kind != TDM_PROF_THREAD_COMPUTE) continue;
             double a0 = y->t0_us > x->t0_us ? y->t0_us : x->t0_us, a1 = y->t1_us < x->t1_us ? y->t1_us : x->t1_us;
             if (a1 > a0) lay += a1 - a0;
@@ -152,9 +153,9 @@ static int layer_time_per_step(const tdm_prof_trace *pt, int64_t lo, int64_t hi,
             strcmp(env->name, "step"))
             continue;
         double t = 0;
-        for (int64_t i = lo; i < hi; i++)
+        for (int64_t i = lo; i < hi && r[i].t0_us < env->t1_us; i++) /* sorted by start */
             if (!r[i].instant && r[i].cat == TDM_PROF_LAYER && r[i].thread_kind == TDM_PROF_THREAD_COMPUTE &&
-                r[i].t0_us >= env->t0_us && r[i].t0_us < env->t1_us)
+                r[i].t0_us >= env->t0_us)
                 t += r[i].t1_us - r[i].t0_us;
         if (k < cap) out[k] = t;
         k++;
