@@ -26,7 +26,8 @@
  *   save_path/trace_rank<r>.json   Chrome trace of rank r (open in Perfetto / chrome://tracing)
  *   save_path/trace.json           all ranks merged, one process per rank
  *   save_path/analysis.json        per rank and step: compute, comm, hidden, exposed, data wait
- *                                  (see analysis.h), plus per-thread CPU statistics
+ *                                  (see analysis.h), plus per-thread CPU statistics and the config's
+ *                                  transport and shared_memory when set
  *   save_path/summary.txt          operator summary + per-step analysis, as `tandem trace-summary` prints
  * When no rank recorded (enable false) nothing is written and finish is a cheap collective.
  */
