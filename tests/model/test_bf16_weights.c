@@ -10,14 +10,7 @@
 #include "model/qwen3vl.h"
 #include "model_configs.h"
 #include "random_batch.h"
-
-static const rb_sample MB1[] = {
-    {.text_len = 4, .n_images = 2, .gh = {4, 2}, .gw = {2, 6}},
-    {.text_len = 7, .n_images = 0},
-};
-static const rb_sample MB2[] = {
-    {.text_len = 5, .n_images = 1, .gh = {4}, .gw = {4}},
-};
+#include "two_micro_batches.h"
 
 typedef struct run {
     double loss[2];
@@ -50,28 +43,10 @@ static int train(run *out, int bits, int tied, const tdm_freeze *fz, const tdm_r
     tdm_model_init_weights(m, 11);
     if (!bits)
         for (int i = 0; i < t->n; i++) tdm_round_to_bf16(t->p[i].data, NULL, t->p[i].data, t->p[i].numel);
-    tdm_batch b1, b2;
-    rb_build(&b1, &c, MB1, 2, 5);
-    rb_build(&b2, &c, MB2, 1, 6);
-    tdm_model_limits lim = {b1.n_tokens, 4, b1.n_patches, 4};
-    tdm_model_set_recompute(m, rc);
-    ok = ok && tdm_model_reserve(m, &lim, &err) == 0;
-    tdm_fb_result res;
-    ok = ok && tdm_model_forward_backward(m, &b1, 0.25f, &res, &err) == 0;
-    out->loss[0] = res.loss_sum;
-    ok = ok && tdm_model_forward_backward(m, &b2, 0.5f, &res, &err) == 0;
-    out->loss[1] = res.loss_sum;
+    tdm_model_limits lim;
+    out->grad = NULL, out->numel = 0;
+    ok = ok && tmb_run(m, &c, rc, out->loss, &out->grad, &out->numel, &lim, &err) == 0;
     CHECK(ok, "%s: %s", what, err.msg);
-    int64_t n = 0;
-    for (int i = 0; i < t->n; i++) n += t->p[i].trainable ? t->p[i].numel : 0;
-    out->numel = n;
-    out->grad = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    n = 0;
-    for (int i = 0; i < t->n; i++)
-        if (t->p[i].trainable) {
-            memcpy(out->grad + n, t->p[i].grad, sizeof(float) * (size_t)t->p[i].numel);
-            n += t->p[i].numel;
-        }
     out->wide_bytes = tdm_model_wide_bytes(m);
     /* the largest unit, counted here from the table */
     int64_t per[256] = {0};
@@ -84,8 +59,6 @@ static int train(run *out, int bits, int tied, const tdm_freeze *fz, const tdm_r
     const float *v = tdm_param_values(&t->p[0], scratch);
     CHECK(v != NULL && (bits ? v == scratch : v == t->p[0].data), "%s: tdm_param_values", what);
     free(scratch);
-    rb_free(&b1);
-    rb_free(&b2);
     tdm_model_free(m);
     tdm_free_big(data);
     tdm_free_big(grad);

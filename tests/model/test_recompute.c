@@ -12,15 +12,7 @@
 #include "model/qwen3vl.h"
 #include "model_configs.h"
 #include "random_batch.h"
-
-/* Two micro-batches: images of several sizes (so that DeepStack rows move), text only. */
-static const rb_sample MB1[] = {
-    {.text_len = 4, .n_images = 2, .gh = {4, 2}, .gw = {2, 6}},
-    {.text_len = 7, .n_images = 0},
-};
-static const rb_sample MB2[] = {
-    {.text_len = 5, .n_images = 1, .gh = {4}, .gw = {4}},
-};
+#include "two_micro_batches.h"
 
 static void config(tdm_model_config *c) {
     cfg_small(c, 32, 32, 5, 5, 64);
@@ -49,34 +41,14 @@ static int train(run *out, const tdm_freeze *fz, const tdm_recompute *rc, const 
     tdm_param_table *t = tdm_model_params(m);
     int ok = tdm_param_table_alloc(t, &data, &grad, &err) == 0;
     tdm_model_init_weights(m, 11);
-    tdm_batch b1, b2;
-    rb_build(&b1, &c, MB1, 2, 5);
-    rb_build(&b2, &c, MB2, 1, 6);
-    tdm_model_limits lim = {b1.n_tokens, 4, b1.n_patches, 4};
-    tdm_model_set_recompute(m, rc);
-    ok = ok && tdm_model_reserve(m, &lim, &err) == 0;
-    tdm_fb_result res;
-    ok = ok && tdm_model_forward_backward(m, &b1, 0.25f, &res, &err) == 0;
-    out->loss[0] = res.loss_sum;
-    ok = ok && tdm_model_forward_backward(m, &b2, 0.5f, &res, &err) == 0;
-    out->loss[1] = res.loss_sum;
+    tdm_model_limits lim = {0};
+    out->grad = NULL, out->numel = 0;
+    ok = ok && tmb_run(m, &c, rc, out->loss, &out->grad, &out->numel, &lim, &err) == 0;
     CHECK(ok, "%s: %s", what, err.msg);
-    int64_t n = 0;
-    for (int i = 0; i < t->n; i++) n += t->p[i].trainable ? t->p[i].numel : 0;
-    out->numel = n;
-    out->grad = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    n = 0;
-    for (int i = 0; i < t->n; i++)
-        if (t->p[i].trainable) {
-            memcpy(out->grad + n, t->p[i].grad, sizeof(float) * (size_t)t->p[i].numel);
-            n += t->p[i].numel;
-        }
     out->act_bytes = tdm_model_activation_bytes(m);
     CHECK(out->act_bytes == tdm_model_activation_bytes_for(&c, &lim, rc, fz),
           "%s: reserved %lld bytes, the plan says %lld", what, (long long)out->act_bytes,
           (long long)tdm_model_activation_bytes_for(&c, &lim, rc, fz));
-    rb_free(&b1);
-    rb_free(&b2);
     tdm_model_free(m);
     tdm_free_big(data);
     tdm_free_big(grad);
@@ -144,7 +116,7 @@ static void test_forward_and_decode(void) {
         if (!m) return;
         tdm_model_init_weights(m, 11);
         tdm_batch b;
-        rb_build(&b, &c, MB2, 1, 6);
+        rb_build(&b, &c, TMB_MB2, 1, 6);
         tdm_model_limits lim = {b.n_tokens + 4, 1, b.n_patches, 1};
         tdm_recompute rc = {TDM_RECOMPUTE_UNIFORM, 2};
         tdm_model_set_recompute(m, k ? &rc : NULL);

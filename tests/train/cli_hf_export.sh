@@ -9,11 +9,7 @@
 # Env: TANDEM (build/tandem).
 . "$(dirname "$0")/lib.sh"
 tiny_setup 32 4
-
-COMMON=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --micro-batch-size 2
-        --global-batch-size 2 --lr 1e-3 --seq-length 512 --seed 7)
-"$TANDEM" train "${COMMON[@]}" --train-iters 2 --save "$W/ck" --save-interval 2 > "$W/save.log" 2>&1 \
-  || { bad "the run that saves (see below)"; tail -3 "$W/save.log"; finish; exit 1; }
+tiny_saved_run
 D=$W/ck/iter_0000002
 for f in config.json model.safetensors tokenizer.json tokenizer_config.json generation_config.json; do
   [ -s "$D/$f" ] || bad "$f missing from $D"

@@ -39,3 +39,12 @@ tiny_setup() { # samples heldout
              s/\"image_token_id\": [0-9]+/\"image_token_id\": ${ids[2]}/;
              s/\"video_token_id\": [0-9]+/\"video_token_id\": ${ids[3]}/" "$W/model/config.json"
 }
+
+# COMMON: one rank's training flags on tiny_setup's files; then a 2-iteration run of them that saves
+# $W/ck/iter_0000002 (its output in $W/save.log), or the test ends there.
+tiny_saved_run() {
+  COMMON=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --micro-batch-size 2
+          --global-batch-size 2 --lr 1e-3 --seq-length 512 --seed 7)
+  "$TANDEM" train "${COMMON[@]}" --train-iters 2 --save "$W/ck" --save-interval 2 > "$W/save.log" 2>&1 \
+    || { bad "the run that saves (see below)"; tail -3 "$W/save.log"; finish; exit 1; }
+}
