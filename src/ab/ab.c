@@ -50,6 +50,20 @@ int tdm_ab_parse_window(const char *s, int64_t *lo, int64_t *hi, tdm_error *err)
     return 0;
 }
 
+tdm_ab_window_rule tdm_ab_default_window(int64_t held_lo, int64_t held_hi, int64_t warm_up, int64_t *lo, int64_t *hi) {
+    *lo = held_lo > 21 ? held_lo : 21;
+    *hi = held_hi < 200 ? held_hi : 200;
+    if (*lo <= *hi) return TDM_AB_WINDOW_PRACTICE;
+    *hi = held_hi;
+    if (warm_up > 0) {
+        *lo = warm_up + 1 > held_lo ? warm_up + 1 : held_lo;
+        if (*lo > *hi) *lo = *hi;
+        return TDM_AB_WINDOW_WARM_UP;
+    }
+    *lo = held_lo + (held_hi - held_lo + 1) / 10;
+    return TDM_AB_WINDOW_TENTH;
+}
+
 const char *const tdm_ab_protocol_flags[][2] = {
     {"--train-iters", "the length of each run is --steps"},
     {"--train-samples", "the length of each run is --steps"},

@@ -68,6 +68,18 @@ extern const char *const tdm_ab_protocol_flags[][2];
 /* Parses "21:200" into lo, hi (1-based, inclusive). */
 int tdm_ab_parse_window(const char *s, int64_t *lo, int64_t *hi, tdm_error *err);
 
+/* How a default window was chosen (tdm_ab_default_window). */
+typedef enum tdm_ab_window_rule {
+    TDM_AB_WINDOW_PRACTICE = 0, /* the practice's 21:200, clipped to what the runs hold */
+    TDM_AB_WINDOW_WARM_UP,      /* after the warm-up steps a run names (MindSpeed's warm_up) */
+    TDM_AB_WINDOW_TENTH,        /* after the first 10%, taken as warm-up */
+} tdm_ab_window_rule;
+
+/* The default window over the iterations held_lo..held_hi (1-based, inclusive, lo <= hi) that logged
+ * runs hold: the practice's 21:200 clipped to them; where that holds nothing (runs shorter than its
+ * warm-up), what follows the `warm_up` steps a run names (0: none), else all but the first 10%. */
+tdm_ab_window_rule tdm_ab_default_window(int64_t held_lo, int64_t held_hi, int64_t warm_up, int64_t *lo, int64_t *hi);
+
 /* One side's measurements. */
 typedef struct tdm_ab_side {
     const char *label; /* "baseline" / "candidate" */

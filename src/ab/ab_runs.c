@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ab/ab.h"
 #include "core/alloc.h"
 #include "core/fs.h"
 
@@ -79,31 +80,31 @@ static int choose_window(const tdm_ab_runs_options *o, tdm_ab_runs_result *r, td
             snprintf(r->window_note, sizeof r->window_note, "--window %lld:%lld clipped to %lld:%lld: %s",
                      (long long)o->window_lo, (long long)o->window_hi, (long long)wlo, (long long)whi, holds);
         else snprintf(r->window_note, sizeof r->window_note, "--window %lld:%lld", (long long)wlo, (long long)whi);
-    } else if (wlo <= whi) {
-        if (wlo != o->window_lo || whi != o->window_hi)
-            snprintf(r->window_note, sizeof r->window_note, "the practice's window 21:200 clipped to %lld:%lld: %s",
-                     (long long)wlo, (long long)whi, holds);
-        else snprintf(r->window_note, sizeof r->window_note, "the practice's window 21:200");
     } else {
         /* shorter than the practice's warm-up: the warm-up a run names (MindSpeed's warm_up), else the first 10% */
         int64_t warm = 0;
         for (int s = 0; s < 2; s++)
             for (int k = 0; k < r->side[s].n_runs; k++)
                 if (r->side[s].runs[k].warm_up > warm) warm = r->side[s].runs[k].warm_up;
-        whi = hi;
-        if (warm > 0) {
-            wlo = warm + 1 > lo ? warm + 1 : lo;
-            if (wlo > whi) wlo = whi;
+        switch (tdm_ab_default_window(lo, hi, warm, &wlo, &whi)) {
+        case TDM_AB_WINDOW_PRACTICE:
+            if (wlo != 21 || whi != 200)
+                snprintf(r->window_note, sizeof r->window_note, "the practice's window 21:200 clipped to %lld:%lld: %s",
+                         (long long)wlo, (long long)whi, holds);
+            else snprintf(r->window_note, sizeof r->window_note, "the practice's window 21:200");
+            break;
+        case TDM_AB_WINDOW_WARM_UP:
             snprintf(r->window_note, sizeof r->window_note,
                      "%s, fewer than the practice's window 21:200 needs: window %lld:%lld, after the %lld warm-up "
                      "step%s a run names",
                      holds, (long long)wlo, (long long)whi, (long long)warm, warm == 1 ? "" : "s");
-        } else {
-            wlo = lo + (hi - lo + 1) / 10;
+            break;
+        case TDM_AB_WINDOW_TENTH:
             snprintf(r->window_note, sizeof r->window_note,
                      "%s, fewer than the practice's window 21:200 needs: window %lld:%lld (the first 10%% are "
                      "warm-up)",
                      holds, (long long)wlo, (long long)whi);
+            break;
         }
     }
     r->window_lo = wlo, r->window_hi = whi;

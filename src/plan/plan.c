@@ -40,9 +40,13 @@ double tdm_plan_nice_share(int nice) {
 }
 
 double tdm_plan_alone_us(const tdm_plan_model *m, double bytes, double wall_us, double beside) {
+    /* d = wall (1 - beside) + wall beside speed(d): a fixed point the iteration reaches from d = wall */
     double d = wall_us;
-    for (int i = 0; i < 50; i++)
-        d = wall_us * (1 - beside) + wall_us * beside * speed_beside_compute(m, busy_fraction(m, bytes, d));
+    for (int i = 0; i < 200; i++) {
+        double next = wall_us * (1 - beside) + wall_us * beside * speed_beside_compute(m, busy_fraction(m, bytes, d));
+        if (fabs(next - d) <= 1e-9 * wall_us) return next;
+        d = next;
+    }
     return d;
 }
 

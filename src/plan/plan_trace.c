@@ -143,15 +143,19 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
     }
 }
 
+/* A training step's envelope on the compute thread. */
+static int is_step(const tdm_prof_rec *x) {
+    return !x->instant && x->cat == TDM_PROF_PHASE && x->thread_kind == TDM_PROF_THREAD_COMPUTE &&
+           !strcmp(x->name, "step");
+}
+
 /* The layer time of each traced step of rank ri (steps in order, as tdm_plan_from_trace counts them). */
 static int layer_time_per_step(const tdm_prof_trace *pt, int64_t lo, int64_t hi, double *out, int cap) {
     const tdm_prof_rec *r = pt->recs;
     int k = 0;
     for (int64_t e = lo; e < hi; e++) {
         const tdm_prof_rec *env = &r[e];
-        if (env->instant || env->cat != TDM_PROF_PHASE || env->thread_kind != TDM_PROF_THREAD_COMPUTE ||
-            strcmp(env->name, "step"))
-            continue;
+        if (!is_step(env)) continue;
         double t = 0;
         for (int64_t i = lo; i < hi && r[i].t0_us < env->t1_us; i++) /* sorted by start */
             if (!r[i].instant && r[i].cat == TDM_PROF_LAYER && r[i].thread_kind == TDM_PROF_THREAD_COMPUTE &&
@@ -224,18 +228,23 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
      * ranks hold. */
     int64_t *rlo = tdm_xmalloc((size_t)(pt.n_ranks + 1) * sizeof *rlo),
             *rhi = tdm_xmalloc((size_t)(pt.n_ranks + 1) * sizeof *rhi);
-    enum { CRIT_MAX_STEPS = 4096 };
-    int *crit = tdm_xcalloc(CRIT_MAX_STEPS, sizeof *crit), n_common = CRIT_MAX_STEPS;
-    double *layer_t = tdm_xcalloc(CRIT_MAX_STEPS, sizeof *layer_t),
-           *best_t = tdm_xcalloc(CRIT_MAX_STEPS, sizeof *best_t);
+    int max_steps = 0;
     for (int ri = 0; ri < pt.n_ranks; ri++) {
         int64_t lo = 0, hi;
         while (lo < pt.n && pt.recs[lo].rank != pt.ranks[ri]) lo++;
         for (hi = lo; hi < pt.n && pt.recs[hi].rank == pt.ranks[ri]; hi++) continue;
         rlo[ri] = lo, rhi[ri] = hi;
-        int ns = layer_time_per_step(&pt, lo, hi, layer_t, CRIT_MAX_STEPS);
+        int ns = 0;
+        for (int64_t i = lo; i < hi; i++) ns += is_step(&pt.recs[i]);
+        if (ns > max_steps) max_steps = ns;
+    }
+    int *crit = tdm_xcalloc((size_t)max_steps + 1, sizeof *crit), n_common = max_steps;
+    double *layer_t = tdm_xcalloc((size_t)max_steps + 1, sizeof *layer_t),
+           *best_t = tdm_xcalloc((size_t)max_steps + 1, sizeof *best_t);
+    for (int ri = 0; ri < pt.n_ranks; ri++) {
+        int ns = layer_time_per_step(&pt, rlo[ri], rhi[ri], layer_t, max_steps);
         if (ns < n_common) n_common = ns;
-        for (int k = 0; k < ns && k < CRIT_MAX_STEPS; k++)
+        for (int k = 0; k < ns; k++)
             if (ri == 0 || layer_t[k] > best_t[k]) best_t[k] = layer_t[k], crit[k] = ri;
     }
     free(layer_t);
@@ -246,9 +255,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         int k_step = -1;
         for (int64_t e = lo; e < hi; e++) {
             const tdm_prof_rec *env = &r[e];
-            if (env->instant || env->cat != TDM_PROF_PHASE || env->thread_kind != TDM_PROF_THREAD_COMPUTE ||
-                strcmp(env->name, "step"))
-                continue;
+            if (!is_step(env)) continue;
             k_step++;
             const int use = k_step >= n_common || crit[k_step] == ri; /* this rank's compute is the step's */
             const double s0 = env->t0_us, s1 = env->t1_us;

@@ -73,7 +73,7 @@ static const tdm_flag FLAGS[] = {
      .off = offsetof(plan_opts, window),
      .metavar = "A:B",
      .help = "with --baseline-run: the iterations of the mean, inclusive (default the practice's 21:200 clipped to the "
-             "log, or all but the first 10% of a shorter one)"},
+             "log; in a shorter one, after the warm-up it names, else after its first 10%)"},
     {.name = "baseline-step-ms",
      .kind = TDM_FLAG_DOUBLE,
      .off = offsetof(plan_opts, baseline_step_ms),
@@ -487,9 +487,9 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
 /* ---- calibration from a log -------------------------------------------------------------------- */
 
 /* Adds to *sum_ms and *iters the step times of the log at `path` (each logged line weighted by the
- * iterations it covers) over the window: `window` ("A:B"), or the practice's 21:200 clipped to
- * what the log holds, or, in a log that ends before iteration 21, all but its first 10%; says
- * which in what[cap]. */
+ * iterations it covers) over the window: `window` ("A:B"), or tandem ab's default for logs
+ * (tdm_ab_default_window: the practice's 21:200 clipped to what the log holds, else after the
+ * warm-up the log names or its first 10%); says which in what[cap]. */
 static int log_steps(const char *path, const char *window, double *sum_ms, int64_t *n_iters, char *what, size_t cap,
                      tdm_error *err) {
     int64_t lo = 21, hi = 200;
@@ -505,10 +505,7 @@ static int log_steps(const char *path, const char *window, double *sum_ms, int64
             if (!first) first = run.iters[i].iteration - run.iters[i].interval + 1;
             last = run.iters[i].iteration;
         }
-    if (!window) {
-        if (last < lo) lo = first + (last - first + 1) / 10;
-        if (hi > last) hi = last;
-    }
+    if (!window && first > 0) tdm_ab_default_window(first, last, run.warm_up, &lo, &hi);
     double sum = 0;
     int64_t iters = 0, lines = 0;
     for (int64_t i = 0; i < run.n_iters; i++) {

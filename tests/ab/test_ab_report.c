@@ -401,6 +401,22 @@ static void test_window_parse(void) {
     CHECK(tdm_ab_parse_window("21-200", &lo, &hi, &err) != 0 && strstr(err.msg, "21-200"), "%s", err.msg);
 }
 
+/* The default window of logged runs: the practice's 21:200 clipped, else after the warm-up a run
+ * names, else after the first 10% (worked by hand). */
+static void test_default_window(void) {
+    int64_t lo, hi;
+    CHECK(tdm_ab_default_window(1, 200, 0, &lo, &hi) == TDM_AB_WINDOW_PRACTICE && lo == 21 && hi == 200, "1-200");
+    CHECK(tdm_ab_default_window(1, 500, 5, &lo, &hi) == TDM_AB_WINDOW_PRACTICE && lo == 21 && hi == 200, "1-500");
+    CHECK(tdm_ab_default_window(50, 120, 0, &lo, &hi) == TDM_AB_WINDOW_PRACTICE && lo == 50 && hi == 120, "50-120");
+    CHECK(tdm_ab_default_window(1, 10, 0, &lo, &hi) == TDM_AB_WINDOW_TENTH && lo == 2 && hi == 10, "1-10: %lld-%lld",
+          (long long)lo, (long long)hi);
+    CHECK(tdm_ab_default_window(1, 10, 3, &lo, &hi) == TDM_AB_WINDOW_WARM_UP && lo == 4 && hi == 10, "warm-up 3");
+    CHECK(tdm_ab_default_window(1, 10, 30, &lo, &hi) == TDM_AB_WINDOW_WARM_UP && lo == 10 && hi == 10,
+          "warm-up past the end keeps the last step");
+    CHECK(tdm_ab_default_window(251, 300, 0, &lo, &hi) == TDM_AB_WINDOW_TENTH && lo == 256 && hi == 300,
+          "a resumed log past 200: %lld-%lld", (long long)lo, (long long)hi);
+}
+
 int main(void) {
     RUN(test_statistics_and_equal_precision);
     RUN(test_between_runs);
@@ -408,5 +424,6 @@ int main(void) {
     RUN(test_precision_differences);
     RUN(test_report_files);
     RUN(test_window_parse);
+    RUN(test_default_window);
     return TEST_SUMMARY();
 }
