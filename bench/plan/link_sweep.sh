@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A bucket-count sweep on the emulated link (root; bench/link) against tandem plan --suggest's pick.
+#
+# Every count is measured by `tandem ab` against one reference count (REF), interleaved, so that
+# the sweep's points are changes against the same setting with their 95% intervals. The
+# reference's profiled trace (from the first A/B) is what `tandem plan` reads: it predicts each
+# count and --suggest proposes one, which is added to the sweep when it is not in COUNTS.
+#   bench/plan/link_sweep.sh     env: RATE (1, Gbit/s), MODE (thread), FLAGS ("--overlap-grad-reduce
+#                                --overlap-param-gather", on at every point), REF (8), COUNTS ("1 2 4 16"),
+#                                REPEATS (8), AB_MPI (openmpi), TANDEM (build/tandem), OUT (build/plan-link-sweep);
+#                                PLAN_ONLY=1 predicts again from the runs already in OUT
+set -u
+cd "$(dirname "$0")/../.."
+RATE=${RATE:-1} MODE=${MODE:-thread} REF=${REF:-8} COUNTS=${COUNTS:-1 2 4 16}
+FLAGS=${FLAGS:---overlap-grad-reduce --overlap-param-gather}
+OUT=${OUT:-build/plan-link-sweep} TANDEM=${TANDEM:-build/tandem}
+export REPEATS=${REPEATS:-8} AB_MPI=${AB_MPI:-openmpi} TANDEM
+run_dir() { echo "$OUT/n$1/ab/${RATE}gbit_${MODE}_custom"; }
+measure() { # ab: FLAGS at REF buckets against FLAGS at $1 buckets
+  [ "${PLAN_ONLY:-0}" = 1 ] && return 0
+  RATES=$RATE MODES=$MODE CANDS=custom BUCKETS=$REF BASE_FLAGS="$FLAGS" CAND_FLAGS="$FLAGS --ddp-num-buckets $1" \
+    OUT="$OUT/n$1" bash bench/link/run_link_bench.sh ab >"$OUT/n$1.log" 2>&1 || { tail -n 20 "$OUT/n$1.log"; exit 1; }
+  [ -f "$(run_dir "$1")/summary.json" ] || { echo "the A/B of $1 buckets failed: $OUT/n$1.log"; exit 1; }
+}
+plan() { # plan ARGS...: tandem plan on the reference's trace
+  "$TANDEM" plan "$(run_dir "$first")/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector "$@"
+}
+mkdir -p "$OUT"
+set -- $COUNTS
+first=$1
+measure "$first"
+plan --suggest --min-gain 0 --out "$OUT/suggest" >"$OUT/suggest.txt" 2>&1 || { cat "$OUT/suggest.txt"; exit 1; }
+pick=$(sed -n 's/.*--ddp-num-buckets \([0-9]*\).*/\1/p' "$OUT/suggest.txt" | head -n 1)
+counts=$COUNTS
+case " $COUNTS $REF " in *" $pick "*) ;; *) [ -n "$pick" ] && counts="$COUNTS $pick" ;; esac
+for n in $counts; do [ "$n" = "$first" ] || [ "$n" = "$REF" ] || measure "$n"; done
+echo "load after:$(uptime | sed 's/.*load average://'); $AB_MPI, $RATE Gbit/s, $MODE, $(git describe --always --dirty)"
+grep -E "^suggestion" "$OUT/suggest.txt"
+for n in $REF $counts; do
+  plan --candidate "$FLAGS --ddp-num-buckets $n" --out "$OUT/plan$n" >"$OUT/plan$n.txt" 2>&1 || { cat "$OUT/plan$n.txt"; exit 1; }
+done
+python3 - "$OUT" "$REF" "$pick" "${RATE}gbit_${MODE}_custom" $counts <<'PY'
+import json, os, sys
+out, ref, pick, run = sys.argv[1:5]
+counts = sorted(set(int(n) for n in sys.argv[5:]) | {int(ref)})
+def pred(n):
+    p = json.load(open(os.path.join(out, "plan%d" % n, "plan.json")))["predictions"]
+    return p[1]["step_us"] / 1e3
+rows, ref_ms = {}, []
+for n in counts:
+    if n == int(ref):
+        continue
+    s = json.load(open(os.path.join(out, "n%d" % n, "ab", run, "summary.json")))
+    ref_ms.append(s["baseline"]["mean_step_ms"])
+    lo, hi = s["ci95_pct"]
+    rows[n] = (s["candidate"]["mean_step_ms"], s["step_time_change_pct"], lo, hi)
+ref_mean = sum(ref_ms) / len(ref_ms)
+rows[int(ref)] = (ref_mean, 0.0, 0.0, 0.0)
+pr = pred(int(ref))
+print("| buckets | predicted ms | predicted change vs %s | measured ms | measured change vs %s (95%% interval) |" % (ref, ref))
+print("|---|---|---|---|---|")
+for n in counts:
+    ms, ch, lo, hi = rows[n]
+    mark = " (suggested)" if str(n) == pick else (" (reference)" if n == int(ref) else "")
+    inter = "" if n == int(ref) else " (%+.2f .. %+.2f)" % (lo, hi)
+    print("| %d%s | %.1f | %+.2f%% | %.1f | %+.2f%%%s |" % (n, mark, pred(n), (pred(n) / pr - 1) * 100, ms, ch, inter))
+best = min(counts, key=lambda n: rows[n][1])
+if pick:
+    gap = ((1 + rows[int(pick)][1] / 100) / (1 + rows[best][1] / 100) - 1) * 100
+    print("measured best: %d buckets; the suggested %s buckets' step is %+.2f%% from it (target within 2%%)" % (best, pick, gap))
+PY
