@@ -75,6 +75,7 @@ typedef struct acc {
 /* One collective of one rank: its own time in the k-th traced step. */
 typedef struct own_t {
     int step, key; /* key: side * max_b + bucket */
+    int rank;      /* index into the trace's ranks */
     double us;     /* own time */
     double beside; /* the fraction of its flight the rank's compute (layers) ran beside it */
 } own_t;
@@ -84,17 +85,10 @@ typedef struct own_list {
     int64_t n, cap;
 } own_list;
 
-static int own_cmp(const void *a, const void *b) {
-    const own_t *x = a, *y = b;
-    if (x->step != y->step) return x->step < y->step ? -1 : 1;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return x->us < y->us ? -1 : x->us > y->us;
-}
-
 /* Per (side, bucket) of step k: the collective's own time, each instant of its record counted
  * 1/k while k of the rank's collectives are in flight (the link is shared). */
-static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, double s1, int k_step, own_list *own,
-                      int max_b) {
+static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, double s1, int k_step, int ri,
+                      own_list *own, int max_b) {
     int64_t idx[512];
     int n = 0;
     for (int64_t i = lo; i < hi && n < 512; i++)
@@ -139,7 +133,8 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
             if (a1 > a0) lay += a1 - a0;
         }
         double flight = x->t1_us - x->t0_us;
-        own->v[own->n++] = (own_t){k_step, coll_side(x->name) * max_b + (int)x->arg, t, flight > 0 ? lay / flight : 0};
+        own->v[own->n++] =
+            (own_t){k_step, coll_side(x->name) * max_b + (int)x->arg, ri, t, flight > 0 ? lay / flight : 0};
     }
 }
 
@@ -313,7 +308,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                     else if (x->t0_us >= op0 && x->t0_us <= op1) w_opt += d;
                 }
             }
-            own_times(r, lo, hi, s0, s1, k_step, &own_l, MAXB);
+            own_times(r, lo, hi, s0, s1, k_step, ri, &own_l, MAXB);
             step.sum += s1 - s0, step.n++;
             if (ri == 0) { /* the timeline of this rank's last step */
                 m->n_measured = 0;
@@ -403,18 +398,43 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         tdm_plan__note(notes, notes_cap, "the trace holds %d rank(s) but the baseline says dp %d", pt.n_ranks, c->dp);
 
     /* the link: fitted to the collectives' own times, with the baseline's bucket sizes. Of one
-     * collective in one step, the rank that posted it last waited least for the others: its own
-     * time is the transfer's, the others' add the wait for the slowest rank (taken as compute). */
+     * step's collectives of one side (gradients, parameters), the rank that took least in all posted
+     * last and waited least for the others: its own times are the transfers', the others' add the
+     * wait for the slowest rank (taken as compute). Its times are taken together: collectives in
+     * flight at once share the link differently on each rank, so a least per collective, taken from
+     * several ranks, would add up to less than any rank saw. */
     own = tdm_xcalloc(2 * (size_t)MAXB, sizeof *own);
     records = tdm_xcalloc(2 * (size_t)MAXB, sizeof *records); /* every rank's, for the bytes moved */
     beside = tdm_xcalloc(2 * (size_t)MAXB, sizeof *beside);
-    if (own_l.n) qsort(own_l.v, (size_t)own_l.n, sizeof *own_l.v, own_cmp);
-    for (int64_t i = 0; i < own_l.n; i++) {
-        const own_t *o = &own_l.v[i];
-        records[o->key] += 1;
-        if (i > 0 && own_l.v[i - 1].step == o->step && own_l.v[i - 1].key == o->key) continue; /* not the least */
-        own[o->key].sum += o->us, own[o->key].n += 1;
-        beside[o->key] += o->beside;
+    {
+        const size_t cells = ((size_t)max_steps + 1) * 2 * (size_t)pt.n_ranks; /* (step, side, rank) */
+        double *total = tdm_xcalloc(cells, sizeof *total);
+        int *count = tdm_xcalloc(cells, sizeof *count),
+            *least = tdm_xcalloc(((size_t)max_steps + 1) * 2, sizeof *least);
+        for (int64_t i = 0; i < own_l.n; i++) {
+            const own_t *o = &own_l.v[i];
+            size_t at = ((size_t)o->step * 2 + (size_t)(o->key / MAXB)) * (size_t)pt.n_ranks + (size_t)o->rank;
+            total[at] += o->us, count[at]++;
+        }
+        for (int k = 0; k <= max_steps; k++)
+            for (int side = 0; side < 2; side++) { /* of the ranks that hold every collective, the least */
+                const size_t at = ((size_t)k * 2 + (size_t)side) * (size_t)pt.n_ranks;
+                int most = 0, best = -1;
+                for (int ri = 0; ri < pt.n_ranks; ri++) most = count[at + ri] > most ? count[at + ri] : most;
+                for (int ri = 0; ri < pt.n_ranks; ri++)
+                    if (count[at + ri] == most && (best < 0 || total[at + ri] < total[at + best])) best = ri;
+                least[k * 2 + side] = best;
+            }
+        for (int64_t i = 0; i < own_l.n; i++) {
+            const own_t *o = &own_l.v[i];
+            records[o->key] += 1;
+            if (o->rank != least[o->step * 2 + o->key / MAXB]) continue;
+            own[o->key].sum += o->us, own[o->key].n += 1;
+            beside[o->key] += o->beside;
+        }
+        free(total);
+        free(count);
+        free(least);
     }
     int64_t *padded = NULL;
     int nb = tdm_plan_buckets(m, c, &padded, NULL, err);

@@ -311,6 +311,75 @@ static void test_trace_slowest_rank(void) {
     rmdir(dir);
 }
 
+/* Two buckets' all-reduces in flight at once, in a written two-rank trace: the fast rank 0 posts at
+ * 51 and its buckets take 5 and 30 us alone; the slow rank 1 posts at 71 and sees 15 and 2. The
+ * least per collective (5 + 2) would come from different ranks and add up to less than either rank
+ * saw; the link is fitted to the rank with the least in all, rank 1: 1000 bytes on the wire per
+ * bucket, 15 and 2 us, so g = (1000 x 15 + 1000 x 2) / (2 x 1000^2) us per byte. */
+static void test_trace_one_rank_per_side(void) {
+    char dir[] = "/tmp/tdm_plan_sideXXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "open %s", path);
+    if (!f) return;
+    fputs("{\"traceEvents\": [\n", f);
+    static const double comm[2][2][2] = {{{51, 56}, {56, 86}}, {{71, 86}, {86, 88}}}; /* [rank][bucket] t0, t1 */
+    for (int rk = 0; rk < 2; rk++) {
+        const double fb = rk ? 70 : 50;
+#define EV(name, cat, tid, t0, dur, arg)                                                                               \
+    fprintf(f,                                                                                                         \
+            "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %g, \"dur\": %g, \"pid\": %d, \"tid\": %d, "   \
+            "\"args\": {\"arg\": %d, \"level\": 1}},\n",                                                               \
+            name, cat, (double)(t0), (double)(dur), rk, tid, arg)
+        fprintf(
+            f, "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 0, \"args\": {\"name\": \"comm\"}},\n",
+            rk);
+        fprintf(
+            f,
+            "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 2, \"args\": {\"name\": \"compute\"}},\n",
+            rk);
+        EV("step", "phase", 2, 0, 100, 1);
+        EV("forward-backward", "phase", 2, 0, fb, 0);
+        EV("u0", "layer", 2, 0, 10, 0);
+        EV("u1", "layer", 2, 10, 10, 0);
+        EV("u1", "layer", 2, 20, 10, 1);
+        EV("u0", "layer", 2, 30, fb - 30, 1);
+        EV("grad sync", "phase", 2, fb + 1, 88 - fb, 0);
+        for (int b = 0; b < 2; b++)
+            EV("grad all-reduce", "comm", 0, comm[rk][b][0], comm[rk][b][1] - comm[rk][b][0], b);
+        EV("optimizer", "phase", 2, 90, 10, 0);
+#undef EV
+    }
+    fputs("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"rank 0\"}}]}\n",
+          f);
+    fclose(f);
+    const char *names[] = {"u0", "u1"};
+    tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+    tdm_plan_trace_in in = {.path = dir,
+                            .unit_names = names,
+                            .n_units = 2,
+                            .params = p,
+                            .n_params = 2,
+                            .link = {-1, -1},
+                            .cpu_us_per_mb = -1};
+    tdm_plan_model m;
+    tdm_error err;
+    char notes[2048];
+    CHECK(tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err) == 0, "%s", err.msg);
+    if (m.n_units == 2) {
+        int64_t *padded = NULL;
+        int nb = tdm_plan_buckets(&m, &m.baseline, &padded, NULL, &err);
+        CHECK(nb == 2 && padded[0] == 250 && padded[1] == 250, "two buckets of 250: %d", nb);
+        free(padded);
+        CHECK_NEAR(m.baseline.link.gbps, 2000.0 / 17 / 125, 1e-9);
+        CHECK_NEAR(m.baseline.link.alpha_us, 0, 1e-12);
+        tdm_plan_model_free(&m);
+    }
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     RUN(test_ring_formulas);
     RUN(test_buckets_as_layout);
@@ -322,5 +391,6 @@ int main(void) {
     RUN(test_flags_and_bad_input);
     RUN(test_trace_bad_input);
     RUN(test_trace_slowest_rank);
+    RUN(test_trace_one_rank_per_side);
     return TEST_SUMMARY();
 }
