@@ -8,7 +8,8 @@
 #   bench/plan/link_sweep.sh     env: RATE (1, Gbit/s), MODE (thread), FLAGS ("--overlap-grad-reduce
 #                                --overlap-param-gather", on at every point), REF (8), COUNTS ("1 2 4 16"),
 #                                REPEATS (8), AB_MPI (openmpi), TANDEM (build/tandem), OUT (build/plan-link-sweep);
-#                                PLAN_ONLY=1 predicts again from the runs already in OUT
+#                                PLAN_ONLY=1 predicts again from the runs already in OUT; RESUME=1 measures only
+#                                the counts OUT does not hold yet
 set -u
 cd "$(dirname "$0")/../.."
 RATE=${RATE:-1} MODE=${MODE:-thread} REF=${REF:-8} COUNTS=${COUNTS:-1 2 4 16}
@@ -19,8 +20,8 @@ run_dir() { echo "$OUT/n$1/ab/${RATE}gbit_${MODE}_custom"; }
 measure() { # ab: FLAGS at REF buckets against FLAGS at $1 buckets
   [ "${PLAN_ONLY:-0}" = 1 ] && return 0
   RATES=$RATE MODES=$MODE CANDS=custom BUCKETS=$REF BASE_FLAGS="$FLAGS" CAND_FLAGS="$FLAGS --ddp-num-buckets $1" \
-    OUT="$OUT/n$1" bash bench/link/run_link_bench.sh ab >"$OUT/n$1.log" 2>&1 || { tail -n 20 "$OUT/n$1.log"; exit 1; }
-  [ -f "$(run_dir "$1")/summary.json" ] || { echo "the A/B of $1 buckets failed: $OUT/n$1.log"; exit 1; }
+    OUT="$OUT/n$1" bash bench/link/run_link_bench.sh ab >"$OUT/n$1.log" 2>&1 # its plot knows no custom runs
+  [ -f "$(run_dir "$1")/summary.json" ] || { tail -n 20 "$OUT/n$1.log"; echo "the A/B of $1 buckets failed"; exit 1; }
 }
 plan() { # plan ARGS...: tandem plan on the reference's trace
   "$TANDEM" plan "$(run_dir "$first")/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector "$@"
@@ -28,12 +29,14 @@ plan() { # plan ARGS...: tandem plan on the reference's trace
 mkdir -p "$OUT"
 set -- $COUNTS
 first=$1
-measure "$first"
+[ -f "$(run_dir "$first")/summary.json" ] && [ "${RESUME:-0}" = 1 ] || measure "$first"
 plan --suggest --min-gain 0 --out "$OUT/suggest" >"$OUT/suggest.txt" 2>&1 || { cat "$OUT/suggest.txt"; exit 1; }
 pick=$(sed -n 's/.*--ddp-num-buckets \([0-9]*\).*/\1/p' "$OUT/suggest.txt" | head -n 1)
 counts=$COUNTS
 case " $COUNTS $REF " in *" $pick "*) ;; *) [ -n "$pick" ] && counts="$COUNTS $pick" ;; esac
-for n in $counts; do [ "$n" = "$first" ] || [ "$n" = "$REF" ] || measure "$n"; done
+for n in $counts; do
+  [ "$n" = "$first" ] || [ "$n" = "$REF" ] || { [ -f "$(run_dir "$n")/summary.json" ] && [ "${RESUME:-0}" = 1 ]; } || measure "$n"
+done
 echo "load after:$(uptime | sed 's/.*load average://'); $AB_MPI, $RATE Gbit/s, $MODE, $(git describe --always --dirty)"
 grep -E "^suggestion" "$OUT/suggest.txt"
 for n in $REF $counts; do

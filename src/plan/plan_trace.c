@@ -378,13 +378,28 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     c->distributed = any_param;
     c->overlap_grad = grad_in_fb;
     c->overlap_param = any_param && param_in_fb;
-    if (max_grad_b >= 0) c->num_buckets = max_grad_b + 1;
-    tdm_plan__note(
-        notes, notes_cap,
-        "baseline read from the trace: dp %d, %s, %d bucket(s) (taken as --ddp-num-buckets), overlap-grad-reduce "
-        "%s, overlap-param-gather %s",
-        c->dp, c->distributed ? "distributed optimizer" : "all-reduce", max_grad_b + 1, c->overlap_grad ? "on" : "off",
-        c->overlap_param ? "on" : "off");
+    if (max_grad_b >= 0) { /* the least --ddp-num-buckets that cuts as many buckets as the trace holds */
+        const int traced = max_grad_b + 1;
+        c->num_buckets = traced;
+        for (int nbk = traced; nbk <= 4 * traced + 8; nbk++) {
+            tdm_plan_config t = *c;
+            t.num_buckets = nbk;
+            int64_t *pad = NULL;
+            tdm_error be;
+            int got = tdm_plan_buckets(m, &t, &pad, NULL, &be);
+            free(pad);
+            if (got == traced) {
+                c->num_buckets = nbk;
+                break;
+            }
+            if (got > traced || got < 0) break;
+        }
+    }
+    tdm_plan__note(notes, notes_cap,
+                   "baseline read from the trace: dp %d, %s, %d bucket(s) (as --ddp-num-buckets %d cuts them), "
+                   "overlap-grad-reduce %s, overlap-param-gather %s",
+                   c->dp, c->distributed ? "distributed optimizer" : "all-reduce", max_grad_b + 1, c->num_buckets,
+                   c->overlap_grad ? "on" : "off", c->overlap_param ? "on" : "off");
     if (in->baseline_flags && in->baseline_flags[0]) {
         tdm_error fe;
         if (tdm_plan_parse_flags(in->baseline_flags, c, &fe) != 0) {

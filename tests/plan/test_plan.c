@@ -380,6 +380,64 @@ static void test_trace_one_rank_per_side(void) {
     rmdir(dir);
 }
 
+/* A trace's bucket count is read as the least --ddp-num-buckets that cuts as many: parameters of
+ * 300, 50, 50, 50, 50 elements (bucketed last first) make 3 buckets with --ddp-num-buckets 5
+ * (size 100: 50+50, 50+50, 300), 2 with 3 or 4. */
+static void test_trace_bucket_count(void) {
+    char dir[] = "/tmp/tdm_plan_countXXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "open %s", path);
+    if (!f) return;
+    const int rk = 0;
+    fputs("{\"traceEvents\": [\n", f);
+#define EV(name, cat, tid, t0, dur, arg)                                                                               \
+    fprintf(f,                                                                                                         \
+            "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %g, \"dur\": %g, \"pid\": %d, \"tid\": %d, "   \
+            "\"args\": {\"arg\": %d, \"level\": 1}},\n",                                                               \
+            name, cat, (double)(t0), (double)(dur), rk, tid, arg)
+    fputs("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 2, \"args\": {\"name\": \"compute\"}},\n",
+          f);
+    EV("step", "phase", 2, 0, 100, 1);
+    EV("forward-backward", "phase", 2, 0, 40, 0);
+    EV("u0", "layer", 2, 0, 10, 0);
+    EV("u1", "layer", 2, 10, 10, 0);
+    EV("u1", "layer", 2, 20, 10, 1);
+    EV("u0", "layer", 2, 30, 10, 1);
+    EV("grad sync", "phase", 2, 41, 48, 0);
+    for (int b = 0; b < 3; b++) EV("grad all-reduce", "comm", 0, 41 + 16 * b, 16, b);
+    EV("optimizer", "phase", 2, 90, 10, 0);
+#undef EV
+    fputs("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"rank 0\"}}]}\n",
+          f);
+    fclose(f);
+    const char *names[] = {"u0", "u1"};
+    tdm_plan_param p[] = {{300, 0, 1}, {50, 1, 1}, {50, 1, 1}, {50, 1, 1}, {50, 1, 1}};
+    tdm_plan_trace_in in = {.path = dir,
+                            .unit_names = names,
+                            .n_units = 2,
+                            .params = p,
+                            .n_params = 5,
+                            .link = {-1, -1},
+                            .cpu_us_per_mb = -1};
+    tdm_plan_model m;
+    tdm_error err;
+    char notes[2048];
+    CHECK(tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err) == 0, "%s", err.msg);
+    if (m.n_units == 2) {
+        CHECK(m.baseline.num_buckets == 5, "--ddp-num-buckets %d, expected 5", m.baseline.num_buckets);
+        CHECK(strstr(notes, "3 bucket(s) (as --ddp-num-buckets 5 cuts them)") != NULL, "%s", notes);
+        int64_t *padded = NULL;
+        int nb = tdm_plan_buckets(&m, &m.baseline, &padded, NULL, &err);
+        CHECK(nb == 3 && padded[0] == 100 && padded[1] == 100 && padded[2] == 300, "buckets %d", nb);
+        free(padded);
+        tdm_plan_model_free(&m);
+    }
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     RUN(test_ring_formulas);
     RUN(test_buckets_as_layout);
@@ -392,5 +450,6 @@ int main(void) {
     RUN(test_trace_bad_input);
     RUN(test_trace_slowest_rank);
     RUN(test_trace_one_rank_per_side);
+    RUN(test_trace_bucket_count);
     return TEST_SUMMARY();
 }
