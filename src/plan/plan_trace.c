@@ -77,6 +77,7 @@ typedef struct own_t {
     int step, key; /* key: side * max_b + bucket */
     int rank;      /* index into the trace's ranks */
     double us;     /* own time */
+    int solo;      /* no other collective of the rank was in flight during its flight */
     double beside; /* the fraction of its flight the rank's compute (layers) ran beside it */
 } own_t;
 
@@ -114,11 +115,13 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
                 cuts[j - 1] = t;
             }
         double t = 0;
+        int solo = 1;
         for (int i = 0; i + 1 < nc; i++) {
             double mid = 0.5 * (cuts[i] + cuts[i + 1]);
             int k = 0;
             for (int b = 0; b < n; b++) k += r[idx[b]].t0_us <= mid && mid < r[idx[b]].t1_us;
             if (k > 0) t += (cuts[i + 1] - cuts[i]) / k;
+            if (k > 1) solo = 0;
         }
         if (own->n == own->cap) {
             own->cap = own->cap ? 2 * own->cap : 256;
@@ -134,7 +137,7 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
         }
         double flight = x->t1_us - x->t0_us;
         own->v[own->n++] =
-            (own_t){k_step, coll_side(x->name) * max_b + (int)x->arg, ri, t, flight > 0 ? lay / flight : 0};
+            (own_t){k_step, coll_side(x->name) * max_b + (int)x->arg, ri, t, solo, flight > 0 ? lay / flight : 0};
     }
 }
 
@@ -191,6 +194,45 @@ void tdm_plan_fit_link(const double *x, const double *w, const double *tau, int 
     l->gbps = 1.0 / (g * 125.0);
 }
 
+/* The link of tandem's own trace. A collective's own time tells its transfer apart only when it flew
+ * alone: collectives in flight together on a rank share the link, and their ends are seen when the
+ * library completes them, often together, so only their sum is measured. The latency is fitted (with
+ * the bandwidth, least squares) to the collectives that flew alone, when they come in two sizes or
+ * more; else it is 0. The bandwidth then makes the model's collectives take, in all, the time the
+ * measured ones took. */
+static void fit_link_solo(const double *x, const double *w, const double *tau, const int *solo, int n, tdm_plan_link *l,
+                          char *notes, int notes_cap) {
+    double xs[2 * 512], ws[2 * 512], ts[2 * 512];
+    int ns = 0, sizes = 0;
+    for (int i = 0; i < n && ns < 2 * 512; i++)
+        if (solo[i]) {
+            int seen = 0;
+            for (int j = 0; j < ns; j++) seen |= ws[j] == w[i] && xs[j] == x[i];
+            sizes += !seen;
+            xs[ns] = x[i], ws[ns] = w[i], ts[ns] = tau[i], ns++;
+        }
+    l->alpha_us = 0;
+    if (sizes >= 2) {
+        tdm_plan_link s = {0, 0};
+        tdm_plan_fit_link(xs, ws, ts, ns, &s, 0, 0);
+        l->alpha_us = s.alpha_us;
+    }
+    double sx = 0, sw = 0, st = 0;
+    for (int i = 0; i < n; i++) sx += x[i], sw += w[i], st += tau[i];
+    double g = sw > 0 ? (st - l->alpha_us * sx) / sw : 0;
+    if (!(g > 0)) { /* the latency alone would take longer than all the collectives did */
+        l->alpha_us = 0;
+        g = sw > 0 ? st / sw : 0;
+    }
+    if (!(g > 0)) g = 1.0 / (10.0 * 125.0); /* nothing to fit: 10 Gbit/s, said in a note by the caller */
+    l->gbps = 1.0 / (g * 125.0);
+    if (n > 0)
+        tdm_plan__note(notes, notes_cap,
+                       "link latency %s (%d of %d collective(s) flew alone, in %d size(s)); the bandwidth makes the "
+                       "collectives take the measured time in all",
+                       sizes >= 2 ? "fitted to the collectives that flew alone" : "taken as 0", ns, n, sizes);
+}
+
 int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err) {
     memset(m, 0, sizeof *m);
     if (notes && notes_cap > 0) notes[0] = '\0';
@@ -216,6 +258,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     own_list own_l = {0};
     acc *own = NULL;
     double *records = NULL, *beside = NULL;
+    int *solo_n = NULL;
     acc step = {0, 0}, head = {0, 0}, fb_other = {0, 0}, sync = {0, 0}, opt = {0, 0}, micro = {0, 0};
     int max_grad_b = -1, any_param = 0, grad_in_fb = 0, param_in_fb = 0, unknown_layers = 0;
     /* The step waits for its slowest rank: of each traced step, the compute is taken from the rank
@@ -421,6 +464,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     own = tdm_xcalloc(2 * (size_t)MAXB, sizeof *own);
     records = tdm_xcalloc(2 * (size_t)MAXB, sizeof *records); /* every rank's, for the bytes moved */
     beside = tdm_xcalloc(2 * (size_t)MAXB, sizeof *beside);
+    solo_n = tdm_xcalloc(2 * (size_t)MAXB, sizeof *solo_n);
     {
         const size_t cells = ((size_t)max_steps + 1) * 2 * (size_t)pt.n_ranks; /* (step, side, rank) */
         double *total = tdm_xcalloc(cells, sizeof *total);
@@ -446,6 +490,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             if (o->rank != least[o->step * 2 + o->key / MAXB]) continue;
             own[o->key].sum += o->us, own[o->key].n += 1;
             beside[o->key] += o->beside;
+            solo_n[o->key] += o->solo;
         }
         free(total);
         free(count);
@@ -458,6 +503,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         goto out;
     }
     double x[2 * 512], w[2 * 512], tau[2 * 512], bytes_of[2 * 512], beside_of[2 * 512], moved = 0;
+    int solo[2 * 512];
     int n = 0, mismatch = 0;
     for (int side = 0; side < 2; side++)
         for (int b = 0; b < MAXB && n < 1024; b++) {
@@ -472,6 +518,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             tdm_plan_ring_factors(kind, bytes, c->dp, &x[n], &w[n]);
             tau[n] = o->sum / o->n;
             bytes_of[n] = bytes, beside_of[n] = beside[side * MAXB + b] / o->n;
+            solo[n] = solo_n[side * MAXB + b] == (int)o->n; /* alone in every step it was taken from */
             moved += records[side * MAXB + b] * bytes;
             n++;
         }
@@ -507,7 +554,8 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     if (n == 0 && !gbps_given)
         tdm_plan__note(notes, notes_cap,
                        "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
-    tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
+    if (alpha_given || gbps_given) tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
+    else fit_link_solo(x, w, tau, solo, n, &c->link, notes, notes_cap);
     if (slowed > 0)
         tdm_plan__note(notes, notes_cap,
                        "the communication thread (nice %d) gets %.3g of a core beside compute: the collectives that "
@@ -542,6 +590,7 @@ out:
     free(own);
     free(records);
     free(beside);
+    free(solo_n);
     free(own_l.v);
     free(rlo);
     free(rhi);

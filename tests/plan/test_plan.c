@@ -382,7 +382,9 @@ static void test_trace_one_rank_per_side(void) {
 
 /* A trace's bucket count is read as the least --ddp-num-buckets that cuts as many: parameters of
  * 300, 50, 50, 50, 50 elements (bucketed last first) make 3 buckets with --ddp-num-buckets 5
- * (size 100: 50+50, 50+50, 300), 2 with 3 or 4. */
+ * (size 100: 50+50, 50+50, 300), 2 with 3 or 4. Their all-reduces fly one after the other on 2
+ * ranks, 400, 400 and 1200 bytes on the wire in 14, 14 and 22 us: alone, in two sizes, so the
+ * latency is fitted too, exactly 5 us per ring step (2 steps) and 0.01 us per byte (0.8 Gbit/s). */
 static void test_trace_bucket_count(void) {
     char dir[] = "/tmp/tdm_plan_countXXXXXX", path[64];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
@@ -390,25 +392,29 @@ static void test_trace_bucket_count(void) {
     FILE *f = fopen(path, "w");
     CHECK(f != NULL, "open %s", path);
     if (!f) return;
-    const int rk = 0;
     fputs("{\"traceEvents\": [\n", f);
+    for (int rk = 0; rk < 2; rk++) {
 #define EV(name, cat, tid, t0, dur, arg)                                                                               \
     fprintf(f,                                                                                                         \
             "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %g, \"dur\": %g, \"pid\": %d, \"tid\": %d, "   \
             "\"args\": {\"arg\": %d, \"level\": 1}},\n",                                                               \
             name, cat, (double)(t0), (double)(dur), rk, tid, arg)
-    fputs("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 2, \"args\": {\"name\": \"compute\"}},\n",
-          f);
-    EV("step", "phase", 2, 0, 100, 1);
-    EV("forward-backward", "phase", 2, 0, 40, 0);
-    EV("u0", "layer", 2, 0, 10, 0);
-    EV("u1", "layer", 2, 10, 10, 0);
-    EV("u1", "layer", 2, 20, 10, 1);
-    EV("u0", "layer", 2, 30, 10, 1);
-    EV("grad sync", "phase", 2, 41, 48, 0);
-    for (int b = 0; b < 3; b++) EV("grad all-reduce", "comm", 0, 41 + 16 * b, 16, b);
-    EV("optimizer", "phase", 2, 90, 10, 0);
+        fputs(
+            "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 2, \"args\": {\"name\": \"compute\"}},\n",
+            f);
+        EV("step", "phase", 2, 0, 100, 1);
+        EV("forward-backward", "phase", 2, 0, 40, 0);
+        EV("u0", "layer", 2, 0, 10, 0);
+        EV("u1", "layer", 2, 10, 10, 0);
+        EV("u1", "layer", 2, 20, 10, 1);
+        EV("u0", "layer", 2, 30, 10, 1);
+        EV("grad sync", "phase", 2, 41, 50, 0);
+        EV("grad all-reduce", "comm", 0, 41, 14, 0);
+        EV("grad all-reduce", "comm", 0, 55, 14, 1);
+        EV("grad all-reduce", "comm", 0, 69, 22, 2);
+        EV("optimizer", "phase", 2, 92, 8, 0);
 #undef EV
+    }
     fputs("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"rank 0\"}}]}\n",
           f);
     fclose(f);
@@ -432,6 +438,8 @@ static void test_trace_bucket_count(void) {
         int nb = tdm_plan_buckets(&m, &m.baseline, &padded, NULL, &err);
         CHECK(nb == 3 && padded[0] == 100 && padded[1] == 100 && padded[2] == 300, "buckets %d", nb);
         free(padded);
+        CHECK_NEAR(m.baseline.link.alpha_us, 5, 1e-9);
+        CHECK_NEAR(m.baseline.link.gbps, 0.8, 1e-9);
         tdm_plan_model_free(&m);
     }
     unlink(path);
