@@ -146,7 +146,7 @@ static void seg(sim *s, double dur, int unit, int backward, const char *what) {
         r->segs = tdm_xrealloc(r->segs, (size_t)s->seg_cap * sizeof *r->segs);
     }
     dur *= s->scale;
-    r->segs[r->n_segs++] = (tdm_plan_seg){s->t, s->t + dur + extra, unit, backward, what};
+    r->segs[r->n_segs++] = (tdm_plan_seg){s->t, s->t + dur + extra, unit, backward, what, extra};
     s->t += dur + extra;
 }
 

@@ -128,6 +128,7 @@ typedef struct tdm_plan_seg {
     int unit;     /* -1: not a unit (head, fb_other, sync, optimizer) */
     int backward; /* 1 backward; 0 forward or other */
     const char *what;
+    double cpu_us; /* of its length, the CPU that driving collectives took from it (simulated) */
 } tdm_plan_seg;
 
 typedef struct tdm_plan_result {

@@ -133,7 +133,7 @@ static void measured_timeline(const tdm_runs_trace *t, int64_t si, double at, td
                 cap = cap ? 2 * cap : 256;
                 m->measured = tdm_xrealloc(m->measured, (size_t)cap * sizeof *m->measured);
             }
-            m->measured[m->n_measured++] = (tdm_plan_seg){c0 - s0, c1 - s0, 0, c_bwd, "compute"};
+            m->measured[m->n_measured++] = (tdm_plan_seg){c0 - s0, c1 - s0, 0, c_bwd, "compute", 0};
             c0 = NAN;
         }
         if (!s) break;
@@ -145,7 +145,7 @@ static void measured_timeline(const tdm_runs_trace *t, int64_t si, double at, td
                 cap = cap ? 2 * cap : 256;
                 m->measured = tdm_xrealloc(m->measured, (size_t)cap * sizeof *m->measured);
             }
-            m->measured[m->n_measured++] = (tdm_plan_seg){s->ts - s0, s->ts + s->dur - s0, -1, 2, "comm"};
+            m->measured[m->n_measured++] = (tdm_plan_seg){s->ts - s0, s->ts + s->dur - s0, -1, 2, "comm", 0};
         }
     }
     m->measured_one_us = 0;

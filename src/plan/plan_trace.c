@@ -363,8 +363,9 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                     int comp = x->thread_kind == TDM_PROF_THREAD_COMPUTE && x->cat == TDM_PROF_LAYER;
                     if (!comm && !comp) continue;
                     m->measured = tdm_xrealloc(m->measured, (size_t)(m->n_measured + 1) * sizeof *m->measured);
-                    m->measured[m->n_measured++] = (tdm_plan_seg){x->t0_us - s0, x->t1_us - s0, comm ? -1 : 0,
-                                                                  comm ? 2 : (int)x->arg, comm ? "comm" : "layer"};
+                    m->measured[m->n_measured++] =
+                        (tdm_plan_seg){x->t0_us - s0,          x->t1_us - s0,           comm ? -1 : 0,
+                                       comm ? 2 : (int)x->arg, comm ? "comm" : "layer", 0};
                 }
             }
             if (!use) continue;
@@ -569,17 +570,45 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         tdm_plan__note(notes, notes_cap,
                        "no analysis.json beside the trace: no CPU cost of driving collectives (give "
                        "--comm-cpu-us-per-mb)");
-    /* an overlapped baseline's measured compute already holds that CPU: take it out once */
+    /* an overlapped baseline's measured compute already holds that CPU where it was taken: each part
+     * (a unit's forward or backward, the head, the loss, sync, optimizer) is the measured time less
+     * the CPU the model charges it, found by a few passes (the charge moves as the parts shrink) */
     if (m->cpu_us_per_mb > 0 && (c->overlap_grad || c->overlap_param)) {
-        tdm_plan_result r;
-        tdm_error e2;
-        if (tdm_plan_simulate(m, c, &r, &e2) == 0) {
-            double units = 0;
-            for (int u = 0; u < U; u++) units += (m->units[u].fwd_us + m->units[u].bwd_us) * m->n_micro;
-            double f = units > r.cpu_taken_us ? (units - r.cpu_taken_us) / units : 1;
-            for (int u = 0; u < U; u++) m->units[u].fwd_us *= f, m->units[u].bwd_us *= f;
+        const int P = 2 * U + 4; /* fwd[u], bwd[u], head, loss, sync, optimizer */
+        double *meas = tdm_xmalloc((size_t)P * sizeof *meas), *chg = tdm_xmalloc((size_t)P * sizeof *chg),
+               *cnt = tdm_xmalloc((size_t)P * sizeof *cnt);
+        double *const part[4] = {&m->head_us, &m->fb_other_us, &m->sync_us, &m->opt_us};
+        static const char *const part_name[4] = {"head", "loss", "sync", "optimizer"};
+        for (int u = 0; u < U; u++) meas[2 * u] = m->units[u].fwd_us, meas[2 * u + 1] = m->units[u].bwd_us;
+        for (int k = 0; k < 4; k++) meas[2 * U + k] = *part[k];
+        for (int pass = 0; pass < 12; pass++) {
+            tdm_plan_result r;
+            tdm_error e2;
+            if (tdm_plan_simulate(m, c, &r, &e2) != 0) break;
+            memset(chg, 0, (size_t)P * sizeof *chg);
+            memset(cnt, 0, (size_t)P * sizeof *cnt);
+            for (int i = 0; i < r.n_segs; i++) {
+                const tdm_plan_seg *g = &r.segs[i];
+                int at = -1;
+                if (g->unit >= 0 && g->unit < U) at = 2 * g->unit + (g->backward ? 1 : 0);
+                for (int k = 0; k < 4 && at < 0; k++)
+                    if (!strcmp(g->what, part_name[k])) at = 2 * U + k;
+                if (at >= 0) chg[at] += g->cpu_us, cnt[at] += 1;
+            }
             tdm_plan_result_free(&r);
+            double moved = 0;
+            for (int q = 0; q < P; q++) {
+                double want = meas[q] - (cnt[q] > 0 ? chg[q] / cnt[q] : 0);
+                if (want < 0.05 * meas[q]) want = 0.05 * meas[q];
+                double *v = q < 2 * U ? (q % 2 ? &m->units[q / 2].bwd_us : &m->units[q / 2].fwd_us) : part[q - 2 * U];
+                moved += fabs(*v - want);
+                *v = want;
+            }
+            if (moved < 1e-3) break;
         }
+        free(meas);
+        free(chg);
+        free(cnt);
     }
     tdm_plan__note(
         notes, notes_cap, "link: %.4g Gbit/s (%s), latency %.4g us per ring step (%s), from %d measured collective(s)",
