@@ -241,55 +241,88 @@ static void test_trace_bad_input(void) {
     CHECK(tdm_plan_from_trace(&in, &m, NULL, 0, &err) != 0 && strstr(err.msg, "no trace.json"), "%s", err.msg);
 }
 
+/* A trace written by a test: trace_begin makes a folder and opens its trace.json; trace_rank writes a
+ * rank's thread names and a 100-us step whose one micro-batch runs u0 and u1 forward (10 us each), u1
+ * backward (10 us) and u0 backward (u0_bwd us); trace_ev adds a record of that rank; trace_end
+ * closes the file, trace_remove deletes it and the folder. */
+typedef struct test_trace {
+    char dir[64], path[96];
+    FILE *f;
+    int rank;
+} test_trace;
+
+static int trace_begin(test_trace *t) {
+    snprintf(t->dir, sizeof t->dir, "/tmp/tdm_plan_traceXXXXXX");
+    t->f = NULL;
+    CHECK(mkdtemp(t->dir) != NULL, "mkdtemp");
+    snprintf(t->path, sizeof t->path, "%s/trace.json", t->dir);
+    t->f = fopen(t->path, "w");
+    CHECK(t->f != NULL, "open %s", t->path);
+    if (t->f) fputs("{\"traceEvents\": [\n", t->f);
+    return t->f ? 0 : -1;
+}
+
+static void trace_ev(test_trace *t, const char *name, const char *cat, int tid, double t0, double dur, int arg) {
+    fprintf(t->f,
+            "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %g, \"dur\": %g, \"pid\": %d, \"tid\": %d, "
+            "\"args\": {\"arg\": %d, \"level\": 1}},\n",
+            name, cat, t0, dur, t->rank, tid, arg);
+}
+
+static void trace_rank(test_trace *t, int rank, double u0_bwd) {
+    t->rank = rank;
+    static const char *const threads[2] = {"comm", "compute"};
+    for (int k = 0; k < 2; k++)
+        fprintf(t->f,
+                "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s\"}},\n",
+                rank, 2 * k, threads[k]);
+    trace_ev(t, "step", "phase", 2, 0, 100, 1);
+    trace_ev(t, "forward-backward", "phase", 2, 0, 30 + u0_bwd, 0);
+    trace_ev(t, "u0", "layer", 2, 0, 10, 0);
+    trace_ev(t, "u1", "layer", 2, 10, 10, 0);
+    trace_ev(t, "u1", "layer", 2, 20, 10, 1);
+    trace_ev(t, "u0", "layer", 2, 30, u0_bwd, 1);
+}
+
+static void trace_end(test_trace *t) {
+    fputs("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"rank 0\"}}]}\n",
+          t->f);
+    fclose(t->f);
+}
+
+static void trace_remove(const test_trace *t) {
+    unlink(t->path);
+    rmdir(t->dir);
+}
+
+static tdm_plan_trace_in trace_in(const test_trace *t, const tdm_plan_param *p, int n_params) {
+    static const char *names[] = {"u0", "u1"};
+    return (tdm_plan_trace_in){.path = t->dir,
+                               .unit_names = names,
+                               .n_units = 2,
+                               .params = p,
+                               .n_params = n_params,
+                               .link = {-1, -1},
+                               .cpu_us_per_mb = -1};
+}
+
 /* A two-rank trace written here: rank 1's backward of unit 0 is 40 us, rank 0's 20 us, so rank 0
  * waits 20 us in the gradient all-reduce that takes rank 1 (the last to post it) 19 us. The model
  * takes the step's compute from rank 1 and the link from its 19 us. */
 static void test_trace_slowest_rank(void) {
-    char dir[] = "/tmp/tdm_plan_ranksXXXXXX", path[64];
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    snprintf(path, sizeof path, "%s/trace.json", dir);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "open %s", path);
-    if (!f) return;
-    fputs("{\"traceEvents\": [\n", f);
+    test_trace t;
+    if (trace_begin(&t) != 0) return;
     for (int rk = 0; rk < 2; rk++) {
         const double b = rk ? 40 : 20, fb = 30 + b;
-#define EV(name, cat, tid, t0, dur, arg)                                                                               \
-    fprintf(f,                                                                                                         \
-            "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %g, \"dur\": %g, \"pid\": %d, \"tid\": %d, "   \
-            "\"args\": {\"arg\": %d, \"level\": 1}},\n",                                                               \
-            name, cat, (double)(t0), (double)(dur), rk, tid, arg)
-        fprintf(
-            f, "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 0, \"args\": {\"name\": \"comm\"}},\n",
-            rk);
-        fprintf(
-            f,
-            "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 2, \"args\": {\"name\": \"compute\"}},\n",
-            rk);
-        EV("step", "phase", 2, 0, 100, 1);
-        EV("forward-backward", "phase", 2, 0, fb, 0);
-        EV("u0", "layer", 2, 0, 10, 0);
-        EV("u1", "layer", 2, 10, 10, 0);
-        EV("u1", "layer", 2, 20, 10, 1);
-        EV("u0", "layer", 2, 30, b, 1);
-        EV("grad sync", "phase", 2, fb + 1, 89 - fb, 0);
-        EV("grad all-reduce", "wait", 2, fb + 1, 89 - fb, 0);
-        EV("grad all-reduce", "comm", 0, fb + 1, 89 - fb, 0);
-        EV("optimizer", "phase", 2, 90, 10, 0);
-#undef EV
+        trace_rank(&t, rk, b);
+        trace_ev(&t, "grad sync", "phase", 2, fb + 1, 89 - fb, 0);
+        trace_ev(&t, "grad all-reduce", "wait", 2, fb + 1, 89 - fb, 0);
+        trace_ev(&t, "grad all-reduce", "comm", 0, fb + 1, 89 - fb, 0);
+        trace_ev(&t, "optimizer", "phase", 2, 90, 10, 0);
     }
-    fputs("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"rank 0\"}}]}\n",
-          f);
-    fclose(f);
-    const char *names[] = {"u0", "u1"};
+    trace_end(&t);
     tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
-    tdm_plan_trace_in in = {.path = dir,
-                            .unit_names = names,
-                            .n_units = 2,
-                            .params = p,
-                            .n_params = 2,
-                            .link = {-1, -1},
-                            .cpu_us_per_mb = -1};
+    tdm_plan_trace_in in = trace_in(&t, p, 2);
     tdm_plan_model m;
     tdm_error err;
     char notes[2048];
@@ -307,62 +340,29 @@ static void test_trace_slowest_rank(void) {
         tdm_plan_result_free(&r);
         tdm_plan_model_free(&m);
     }
-    unlink(path);
-    rmdir(dir);
+    trace_remove(&t);
 }
 
-/* Two buckets' all-reduces in flight at once, in a written two-rank trace: the fast rank 0 posts at
- * 51 and its buckets take 5 and 30 us alone; the slow rank 1 posts at 71 and sees 15 and 2. The
- * least per collective (5 + 2) would come from different ranks and add up to less than either rank
- * saw; the link is fitted to the rank with the least in all, rank 1: 1000 bytes on the wire per
- * bucket, 15 and 2 us, so g = (1000 x 15 + 1000 x 2) / (2 x 1000^2) us per byte. */
+/* Two buckets' all-reduces, one after the other, in a written two-rank trace: the fast rank 0 posts
+ * at 51 and its buckets take 5 and 30 us; the slow rank 1 posts at 71 and sees 15 and 2. The least
+ * per collective (5 + 2) would come from different ranks and add up to less than either rank saw;
+ * the link is fitted to the rank with the least in all, rank 1: 1000 bytes on the wire per bucket,
+ * 15 and 2 us, so g = (1000 x 15 + 1000 x 2) / (2 x 1000^2) us per byte. */
 static void test_trace_one_rank_per_side(void) {
-    char dir[] = "/tmp/tdm_plan_sideXXXXXX", path[64];
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    snprintf(path, sizeof path, "%s/trace.json", dir);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "open %s", path);
-    if (!f) return;
-    fputs("{\"traceEvents\": [\n", f);
+    test_trace t;
+    if (trace_begin(&t) != 0) return;
     static const double comm[2][2][2] = {{{51, 56}, {56, 86}}, {{71, 86}, {86, 88}}}; /* [rank][bucket] t0, t1 */
     for (int rk = 0; rk < 2; rk++) {
         const double fb = rk ? 70 : 50;
-#define EV(name, cat, tid, t0, dur, arg)                                                                               \
-    fprintf(f,                                                                                                         \
-            "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %g, \"dur\": %g, \"pid\": %d, \"tid\": %d, "   \
-            "\"args\": {\"arg\": %d, \"level\": 1}},\n",                                                               \
-            name, cat, (double)(t0), (double)(dur), rk, tid, arg)
-        fprintf(
-            f, "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 0, \"args\": {\"name\": \"comm\"}},\n",
-            rk);
-        fprintf(
-            f,
-            "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 2, \"args\": {\"name\": \"compute\"}},\n",
-            rk);
-        EV("step", "phase", 2, 0, 100, 1);
-        EV("forward-backward", "phase", 2, 0, fb, 0);
-        EV("u0", "layer", 2, 0, 10, 0);
-        EV("u1", "layer", 2, 10, 10, 0);
-        EV("u1", "layer", 2, 20, 10, 1);
-        EV("u0", "layer", 2, 30, fb - 30, 1);
-        EV("grad sync", "phase", 2, fb + 1, 88 - fb, 0);
+        trace_rank(&t, rk, fb - 30);
+        trace_ev(&t, "grad sync", "phase", 2, fb + 1, 88 - fb, 0);
         for (int b = 0; b < 2; b++)
-            EV("grad all-reduce", "comm", 0, comm[rk][b][0], comm[rk][b][1] - comm[rk][b][0], b);
-        EV("optimizer", "phase", 2, 90, 10, 0);
-#undef EV
+            trace_ev(&t, "grad all-reduce", "comm", 0, comm[rk][b][0], comm[rk][b][1] - comm[rk][b][0], b);
+        trace_ev(&t, "optimizer", "phase", 2, 90, 10, 0);
     }
-    fputs("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"rank 0\"}}]}\n",
-          f);
-    fclose(f);
-    const char *names[] = {"u0", "u1"};
+    trace_end(&t);
     tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
-    tdm_plan_trace_in in = {.path = dir,
-                            .unit_names = names,
-                            .n_units = 2,
-                            .params = p,
-                            .n_params = 2,
-                            .link = {-1, -1},
-                            .cpu_us_per_mb = -1};
+    tdm_plan_trace_in in = trace_in(&t, p, 2);
     tdm_plan_model m;
     tdm_error err;
     char notes[2048];
@@ -376,8 +376,7 @@ static void test_trace_one_rank_per_side(void) {
         CHECK_NEAR(m.baseline.link.alpha_us, 0, 1e-12);
         tdm_plan_model_free(&m);
     }
-    unlink(path);
-    rmdir(dir);
+    trace_remove(&t);
 }
 
 /* A trace's bucket count is read as the least --ddp-num-buckets that cuts as many: parameters of
@@ -386,47 +385,19 @@ static void test_trace_one_rank_per_side(void) {
  * ranks, 400, 400 and 1200 bytes on the wire in 14, 14 and 22 us: alone, in two sizes, so the
  * latency is fitted too, exactly 5 us per ring step (2 steps) and 0.01 us per byte (0.8 Gbit/s). */
 static void test_trace_bucket_count(void) {
-    char dir[] = "/tmp/tdm_plan_countXXXXXX", path[64];
-    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
-    snprintf(path, sizeof path, "%s/trace.json", dir);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "open %s", path);
-    if (!f) return;
-    fputs("{\"traceEvents\": [\n", f);
+    test_trace t;
+    if (trace_begin(&t) != 0) return;
     for (int rk = 0; rk < 2; rk++) {
-#define EV(name, cat, tid, t0, dur, arg)                                                                               \
-    fprintf(f,                                                                                                         \
-            "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %g, \"dur\": %g, \"pid\": %d, \"tid\": %d, "   \
-            "\"args\": {\"arg\": %d, \"level\": 1}},\n",                                                               \
-            name, cat, (double)(t0), (double)(dur), rk, tid, arg)
-        fputs(
-            "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 2, \"args\": {\"name\": \"compute\"}},\n",
-            f);
-        EV("step", "phase", 2, 0, 100, 1);
-        EV("forward-backward", "phase", 2, 0, 40, 0);
-        EV("u0", "layer", 2, 0, 10, 0);
-        EV("u1", "layer", 2, 10, 10, 0);
-        EV("u1", "layer", 2, 20, 10, 1);
-        EV("u0", "layer", 2, 30, 10, 1);
-        EV("grad sync", "phase", 2, 41, 50, 0);
-        EV("grad all-reduce", "comm", 0, 41, 14, 0);
-        EV("grad all-reduce", "comm", 0, 55, 14, 1);
-        EV("grad all-reduce", "comm", 0, 69, 22, 2);
-        EV("optimizer", "phase", 2, 92, 8, 0);
-#undef EV
+        trace_rank(&t, rk, 10);
+        trace_ev(&t, "grad sync", "phase", 2, 41, 50, 0);
+        trace_ev(&t, "grad all-reduce", "comm", 0, 41, 14, 0);
+        trace_ev(&t, "grad all-reduce", "comm", 0, 55, 14, 1);
+        trace_ev(&t, "grad all-reduce", "comm", 0, 69, 22, 2);
+        trace_ev(&t, "optimizer", "phase", 2, 92, 8, 0);
     }
-    fputs("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": \"rank 0\"}}]}\n",
-          f);
-    fclose(f);
-    const char *names[] = {"u0", "u1"};
+    trace_end(&t);
     tdm_plan_param p[] = {{300, 0, 1}, {50, 1, 1}, {50, 1, 1}, {50, 1, 1}, {50, 1, 1}};
-    tdm_plan_trace_in in = {.path = dir,
-                            .unit_names = names,
-                            .n_units = 2,
-                            .params = p,
-                            .n_params = 5,
-                            .link = {-1, -1},
-                            .cpu_us_per_mb = -1};
+    tdm_plan_trace_in in = trace_in(&t, p, 5);
     tdm_plan_model m;
     tdm_error err;
     char notes[2048];
@@ -442,8 +413,7 @@ static void test_trace_bucket_count(void) {
         CHECK_NEAR(m.baseline.link.gbps, 0.8, 1e-9);
         tdm_plan_model_free(&m);
     }
-    unlink(path);
-    rmdir(dir);
+    trace_remove(&t);
 }
 
 int main(void) {
