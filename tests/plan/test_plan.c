@@ -295,15 +295,22 @@ static void trace_remove(const test_trace *t) {
     rmdir(t->dir);
 }
 
-static tdm_plan_trace_in trace_in(const test_trace *t, const tdm_plan_param *p, int n_params) {
+/* The model of the written trace with parameter table p[n]: 1 when built (its checks counted). */
+static int trace_model(const test_trace *t, const tdm_plan_param *p, int n, tdm_plan_model *m, char *notes,
+                       int notes_cap) {
     static const char *names[] = {"u0", "u1"};
-    return (tdm_plan_trace_in){.path = t->dir,
-                               .unit_names = names,
-                               .n_units = 2,
-                               .params = p,
-                               .n_params = n_params,
-                               .link = {-1, -1},
-                               .cpu_us_per_mb = -1};
+    tdm_plan_trace_in in = {.path = t->dir,
+                            .unit_names = names,
+                            .n_units = 2,
+                            .params = p,
+                            .n_params = n,
+                            .link = {-1, -1},
+                            .cpu_us_per_mb = -1};
+    tdm_error err;
+    int rc = tdm_plan_from_trace(&in, m, notes, notes_cap, &err);
+    CHECK(rc == 0, "%s", err.msg);
+    CHECK(rc != 0 || m->n_units == 2, "%d units", m->n_units);
+    return rc == 0 && m->n_units == 2;
 }
 
 /* A two-rank trace written here: rank 1's backward of unit 0 is 40 us, rank 0's 20 us, so rank 0
@@ -322,12 +329,10 @@ static void test_trace_slowest_rank(void) {
     }
     trace_end(&t);
     tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
-    tdm_plan_trace_in in = trace_in(&t, p, 2);
     tdm_plan_model m;
     tdm_error err;
     char notes[2048];
-    CHECK(tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err) == 0, "%s", err.msg);
-    if (m.n_units == 2) {
+    if (trace_model(&t, p, 2, &m, notes, sizeof notes)) {
         CHECK_NEAR(m.units[0].bwd_us, 40, 1e-9); /* rank 1's */
         CHECK_NEAR(m.units[0].fwd_us, 10, 1e-9);
         CHECK_NEAR(m.measured_step_us, 100, 1e-9);
@@ -362,12 +367,10 @@ static void test_trace_one_rank_per_side(void) {
     }
     trace_end(&t);
     tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
-    tdm_plan_trace_in in = trace_in(&t, p, 2);
     tdm_plan_model m;
     tdm_error err;
     char notes[2048];
-    CHECK(tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err) == 0, "%s", err.msg);
-    if (m.n_units == 2) {
+    if (trace_model(&t, p, 2, &m, notes, sizeof notes)) {
         int64_t *padded = NULL;
         int nb = tdm_plan_buckets(&m, &m.baseline, &padded, NULL, &err);
         CHECK(nb == 2 && padded[0] == 250 && padded[1] == 250, "two buckets of 250: %d", nb);
@@ -397,12 +400,10 @@ static void test_trace_bucket_count(void) {
     }
     trace_end(&t);
     tdm_plan_param p[] = {{300, 0, 1}, {50, 1, 1}, {50, 1, 1}, {50, 1, 1}, {50, 1, 1}};
-    tdm_plan_trace_in in = trace_in(&t, p, 5);
     tdm_plan_model m;
     tdm_error err;
     char notes[2048];
-    CHECK(tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err) == 0, "%s", err.msg);
-    if (m.n_units == 2) {
+    if (trace_model(&t, p, 5, &m, notes, sizeof notes)) {
         CHECK(m.baseline.num_buckets == 5, "--ddp-num-buckets %d, expected 5", m.baseline.num_buckets);
         CHECK(strstr(notes, "3 bucket(s) (as --ddp-num-buckets 5 cuts them)") != NULL, "%s", notes);
         int64_t *padded = NULL;
