@@ -249,6 +249,7 @@ typedef struct test_trace {
     char dir[64], path[96];
     FILE *f;
     int rank;
+    char notes[2048]; /* the model's notes (trace_model) */
 } test_trace;
 
 static int trace_begin(test_trace *t) {
@@ -296,9 +297,11 @@ static void trace_remove(const test_trace *t) {
 }
 
 /* The model of the written trace with parameter table p[n]: 1 when built (its checks counted). */
-static int trace_model(const test_trace *t, const tdm_plan_param *p, int n, tdm_plan_model *m, char *notes,
-                       int notes_cap) {
+/* Ends the written trace and builds its model: two units (u0, u1), params p[n]; the notes in
+ * t->notes. 1 when built. */
+static int trace_model(test_trace *t, const tdm_plan_param *p, int n, tdm_plan_model *m) {
     static const char *names[] = {"u0", "u1"};
+    trace_end(t);
     tdm_plan_trace_in in = {.path = t->dir,
                             .unit_names = names,
                             .n_units = 2,
@@ -307,7 +310,7 @@ static int trace_model(const test_trace *t, const tdm_plan_param *p, int n, tdm_
                             .link = {-1, -1},
                             .cpu_us_per_mb = -1};
     tdm_error err;
-    int rc = tdm_plan_from_trace(&in, m, notes, notes_cap, &err);
+    int rc = tdm_plan_from_trace(&in, m, t->notes, sizeof t->notes, &err);
     CHECK(rc == 0, "%s", err.msg);
     CHECK(rc != 0 || m->n_units == 2, "%d units", m->n_units);
     return rc == 0 && m->n_units == 2;
@@ -327,12 +330,10 @@ static void test_trace_slowest_rank(void) {
         trace_ev(&t, "grad all-reduce", "comm", 0, fb + 1, 89 - fb, 0);
         trace_ev(&t, "optimizer", "phase", 2, 90, 10, 0);
     }
-    trace_end(&t);
     tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
     tdm_plan_model m;
     tdm_error err;
-    char notes[2048];
-    if (trace_model(&t, p, 2, &m, notes, sizeof notes)) {
+    if (trace_model(&t, p, 2, &m)) {
         CHECK_NEAR(m.units[0].bwd_us, 40, 1e-9); /* rank 1's */
         CHECK_NEAR(m.units[0].fwd_us, 10, 1e-9);
         CHECK_NEAR(m.measured_step_us, 100, 1e-9);
@@ -365,12 +366,10 @@ static void test_trace_one_rank_per_side(void) {
             trace_ev(&t, "grad all-reduce", "comm", 0, comm[rk][b][0], comm[rk][b][1] - comm[rk][b][0], b);
         trace_ev(&t, "optimizer", "phase", 2, 90, 10, 0);
     }
-    trace_end(&t);
     tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
     tdm_plan_model m;
     tdm_error err;
-    char notes[2048];
-    if (trace_model(&t, p, 2, &m, notes, sizeof notes)) {
+    if (trace_model(&t, p, 2, &m)) {
         int64_t *padded = NULL;
         int nb = tdm_plan_buckets(&m, &m.baseline, &padded, NULL, &err);
         CHECK(nb == 2 && padded[0] == 250 && padded[1] == 250, "two buckets of 250: %d", nb);
@@ -398,14 +397,12 @@ static void test_trace_bucket_count(void) {
         trace_ev(&t, "grad all-reduce", "comm", 0, 69, 22, 2);
         trace_ev(&t, "optimizer", "phase", 2, 92, 8, 0);
     }
-    trace_end(&t);
     tdm_plan_param p[] = {{300, 0, 1}, {50, 1, 1}, {50, 1, 1}, {50, 1, 1}, {50, 1, 1}};
     tdm_plan_model m;
     tdm_error err;
-    char notes[2048];
-    if (trace_model(&t, p, 5, &m, notes, sizeof notes)) {
+    if (trace_model(&t, p, 5, &m)) {
         CHECK(m.baseline.num_buckets == 5, "--ddp-num-buckets %d, expected 5", m.baseline.num_buckets);
-        CHECK(strstr(notes, "3 bucket(s) (as --ddp-num-buckets 5 cuts them)") != NULL, "%s", notes);
+        CHECK(strstr(t.notes, "3 bucket(s) (as --ddp-num-buckets 5 cuts them)") != NULL, "%s", t.notes);
         int64_t *padded = NULL;
         int nb = tdm_plan_buckets(&m, &m.baseline, &padded, NULL, &err);
         CHECK(nb == 3 && padded[0] == 100 && padded[1] == 100 && padded[2] == 300, "buckets %d", nb);
