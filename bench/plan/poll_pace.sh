@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# How long a step's gradient reduce-scatters and parameter all-gathers take, first post to last completion,
+# when the same gradients are cut into more or fewer buckets (shared memory, the tiny configuration, 2 ranks,
+# distributed optimizer, no overlap: every collective is posted after the backward and waited at once).
+# The bytes are the same at every count; what changes is how many collectives are in flight together. A
+# collective through shared memory moves only when polled, and the communication thread sleeps between polls
+# once 32 in a row have completed nothing (src/distributed/comm.c), so fewer, larger collectives take longer.
+#   bench/plan/poll_pace.sh [STEPS] [REPEATS]     (defaults 20 and 2; env BUCKETS ("1 2 3 6"), TANDEM, PROGRESS)
+# Prints one row per bucket count: medians over the profiled steps (6..STEPS) of both ranks and all repeats.
+set -u
+cd "$(dirname "$0")/../.."
+STEPS=${1:-20}
+REPS=${2:-2}
+BUCKETS=${BUCKETS:-1 2 3 6}
+PROGRESS=${PROGRESS:-thread}
+TANDEM=${TANDEM:-build/tandem}
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1
+W=$(mktemp -d /tmp/tdm_poll_pace.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+"$TANDEM" gen-data --out "$W/data" --samples 96 --heldout 8 >/dev/null
+mkdir -p "$W/model" && cp configs/tiny/config.json configs/tiny/preprocessor_config.json "$W/model/"
+"$TANDEM" train-tokenizer --data "$W/data/train.json" --out "$W/tok.json" >/dev/null 2>&1
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load:$(uptime | sed 's/.*load average://')"
+echo "tandem $(git describe --always --dirty), --comm-progress $PROGRESS, $STEPS steps, profiled 6..$STEPS, $REPS run(s) a count, interleaved"
+for r in $(seq "$REPS"); do
+  for nb in $BUCKETS; do
+    echo "{\"profile\": {\"enable\": true, \"start_step\": 6, \"end_step\": $STEPS, \"level\": 1, \"save_path\": \"$W/p$nb-$r\"}}" >"$W/tools.json"
+    mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -np 2 "$TANDEM" train --model "$W/model" \
+      --tokenizer "$W/tok.json" --data "$W/data/train.json" --freeze-vision --freeze-projector \
+      --use-distributed-optimizer --micro-batch-size 1 --global-batch-size 4 --ddp-num-buckets "$nb" \
+      --comm-progress "$PROGRESS" --train-iters "$STEPS" --profile-config "$W/tools.json" >"$W/train$nb-$r.log" 2>&1 \
+      || { echo "train failed: $(tail -n 3 "$W/train$nb-$r.log")" >&2; exit 1; }
+  done
+done
+python3 - "$W" $BUCKETS <<'PY'
+import glob, json, os, statistics, sys
+w, counts = sys.argv[1], sys.argv[2:]
+print("| --ddp-num-buckets | reduce-scatters ms | all-gathers ms | step ms |")
+print("|---|---|---|---|")
+for nb in counts:
+    span = {"grad reduce-scatter": [], "param all-gather": []}
+    steps = []
+    for f in glob.glob(os.path.join(w, "p%s-*" % nb, "trace_rank*.json")):
+        t = json.load(open(f))
+        ev = [e for e in (t["traceEvents"] if isinstance(t, dict) else t) if e.get("ph") == "X"]
+        for s in (e for e in ev if e.get("cat") == "phase" and e.get("name") == "step"):
+            t0, t1 = s["ts"], s["ts"] + s["dur"]
+            steps.append(s["dur"] / 1e3)
+            for name, v in span.items():
+                cs = [e for e in ev if e.get("cat") == "comm" and e["name"] == name and t0 <= e["ts"] < t1]
+                if cs: v.append((max(e["ts"] + e["dur"] for e in cs) - min(e["ts"] for e in cs)) / 1e3)
+    med = lambda v: "%.2f" % statistics.median(v) if v else "-"
+    print("| %s | %s | %s | %s |" % (nb, med(span["grad reduce-scatter"]), med(span["param all-gather"]), med(steps)))
+PY
