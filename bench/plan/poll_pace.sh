@@ -5,7 +5,8 @@
 # The bytes are the same at every count; what changes is how many collectives are in flight together. A
 # collective through shared memory moves only when polled, and the communication thread sleeps between polls
 # once 32 in a row have completed nothing (src/distributed/comm.c), so fewer, larger collectives take longer.
-#   bench/plan/poll_pace.sh [STEPS] [REPEATS]     (defaults 20 and 2; env BUCKETS ("1 2 3 6"), TANDEM, PROGRESS)
+#   bench/plan/poll_pace.sh [STEPS] [REPEATS]     (defaults 20 and 2; env BUCKETS ("1 2 3 6"), PROGRESS,
+#                                                  TANDEM, MPIRUN)
 # Prints one row per bucket count: medians over the profiled steps (6..STEPS) of both ranks and all repeats.
 set -u
 cd "$(dirname "$0")/../.."
@@ -13,19 +14,13 @@ STEPS=${1:-20}
 REPS=${2:-2}
 BUCKETS=${BUCKETS:-1 2 3 6}
 PROGRESS=${PROGRESS:-thread}
-TANDEM=${TANDEM:-build/tandem}
-export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1
-W=$(mktemp -d /tmp/tdm_poll_pace.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-"$TANDEM" gen-data --out "$W/data" --samples 96 --heldout 8 >/dev/null
-mkdir -p "$W/model" && cp configs/tiny/config.json configs/tiny/preprocessor_config.json "$W/model/"
-"$TANDEM" train-tokenizer --data "$W/data/train.json" --out "$W/tok.json" >/dev/null 2>&1
+. bench/plan/lib.sh
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load:$(uptime | sed 's/.*load average://')"
 echo "tandem $(git describe --always --dirty), --comm-progress $PROGRESS, $STEPS steps, profiled 6..$STEPS, $REPS run(s) a count, interleaved"
 for r in $(seq "$REPS"); do
   for nb in $BUCKETS; do
     echo "{\"profile\": {\"enable\": true, \"start_step\": 6, \"end_step\": $STEPS, \"level\": 1, \"save_path\": \"$W/p$nb-$r\"}}" >"$W/tools.json"
-    mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -np 2 "$TANDEM" train --model "$W/model" \
+    "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train --model "$W/model" \
       --tokenizer "$W/tok.json" --data "$W/data/train.json" --freeze-vision --freeze-projector \
       --use-distributed-optimizer --micro-batch-size 1 --global-batch-size 4 --ddp-num-buckets "$nb" \
       --comm-progress "$PROGRESS" --train-iters "$STEPS" --profile-config "$W/tools.json" >"$W/train$nb-$r.log" 2>&1 \

@@ -12,15 +12,7 @@ set -u
 cd "$(dirname "$0")/../.."
 STEPS=${1:-40}
 REPS=${2:-2}
-TANDEM=${TANDEM:-build/tandem}
-MPIRUN=${MPIRUN:-mpirun.openmpi}
-case "$MPIRUN" in *openmpi*) MPIFLAGS=(--allow-run-as-root --oversubscribe --bind-to none) ;; *) MPIFLAGS=() ;; esac
-export OMPI_MCA_btl_vader_single_copy_mechanism=none OPENBLAS_NUM_THREADS=1
-W=$(mktemp -d /tmp/tdm_plan_bench.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-"$TANDEM" gen-data --out "$W/data" --samples 96 --heldout 8 >/dev/null
-mkdir -p "$W/model" && cp configs/tiny/config.json configs/tiny/preprocessor_config.json "$W/model/"
-"$TANDEM" train-tokenizer --data "$W/data/train.json" --out "$W/tok.json" >/dev/null 2>&1
+. bench/plan/lib.sh
 BASE=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --freeze-vision --freeze-projector
       --use-distributed-optimizer --micro-batch-size 1)
 FREEZE=(--freeze-vision --freeze-projector)
