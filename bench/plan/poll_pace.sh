@@ -15,14 +15,12 @@ REPS=${2:-2}
 BUCKETS=${BUCKETS:-1 2 3 6}
 PROGRESS=${PROGRESS:-thread}
 . bench/plan/lib.sh
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load:$(uptime | sed 's/.*load average://')"
+machine_line
 echo "tandem $(git describe --always --dirty), --comm-progress $PROGRESS, $STEPS steps, profiled 6..$STEPS, $REPS run(s) a count, interleaved"
 for r in $(seq "$REPS"); do
   for nb in $BUCKETS; do
     echo "{\"profile\": {\"enable\": true, \"start_step\": 6, \"end_step\": $STEPS, \"level\": 1, \"save_path\": \"$W/p$nb-$r\"}}" >"$W/tools.json"
-    "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train --model "$W/model" \
-      --tokenizer "$W/tok.json" --data "$W/data/train.json" --freeze-vision --freeze-projector \
-      --use-distributed-optimizer --micro-batch-size 1 --global-batch-size 4 --ddp-num-buckets "$nb" \
+    "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${BASE[@]}" --global-batch-size 4 --ddp-num-buckets "$nb" \
       --comm-progress "$PROGRESS" --train-iters "$STEPS" --profile-config "$W/tools.json" >"$W/train$nb-$r.log" 2>&1 \
       || { echo "train failed: $(tail -n 3 "$W/train$nb-$r.log")" >&2; exit 1; }
   done
@@ -38,11 +36,12 @@ for nb in counts:
     for f in glob.glob(os.path.join(w, "p%s-*" % nb, "trace_rank*.json")):
         t = json.load(open(f))
         ev = [e for e in (t["traceEvents"] if isinstance(t, dict) else t) if e.get("ph") == "X"]
+        comm = {name: [e for e in ev if e.get("cat") == "comm" and e["name"] == name] for name in span}
         for s in (e for e in ev if e.get("cat") == "phase" and e.get("name") == "step"):
             t0, t1 = s["ts"], s["ts"] + s["dur"]
             steps.append(s["dur"] / 1e3)
             for name, v in span.items():
-                cs = [e for e in ev if e.get("cat") == "comm" and e["name"] == name and t0 <= e["ts"] < t1]
+                cs = [e for e in comm[name] if t0 <= e["ts"] < t1]
                 if cs: v.append((max(e["ts"] + e["dur"] for e in cs) - min(e["ts"] for e in cs)) / 1e3)
     med = lambda v: "%.2f" % statistics.median(v) if v else "-"
     print("| %s | %s | %s | %s |" % (nb, med(span["grad reduce-scatter"]), med(span["param all-gather"]), med(steps)))

@@ -13,9 +13,6 @@ cd "$(dirname "$0")/../.."
 STEPS=${1:-40}
 REPS=${2:-2}
 . bench/plan/lib.sh
-BASE=(--model "$W/model" --tokenizer "$W/tok.json" --data "$W/data/train.json" --freeze-vision --freeze-projector
-      --use-distributed-optimizer --micro-batch-size 1)
-FREEZE=(--freeze-vision --freeze-projector)
 
 train() { # np out-log flags...
   local np=$1 log=$2; shift 2
@@ -60,7 +57,7 @@ predict() { # dir candidate-flags... -> predicted ms of the baseline and each ca
   python3 -c 'import json,sys; [print("%.3f" % (r["step_us"] / 1e3)) for r in json.load(open(sys.argv[1]))["predictions"]]' "$W/plan/plan.json"
 }
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load:$(uptime | sed 's/.*load average://')"
+machine_line
 echo "tandem $(git describe --always --dirty), $MPIRUN, $STEPS steps a run, median over iterations 11..$STEPS, $REPS interleaved run(s) a point"
 
 echo; echo "## 1. overlap flags, dp 2, 3 buckets"

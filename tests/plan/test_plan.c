@@ -296,9 +296,8 @@ static void trace_remove(const test_trace *t) {
     rmdir(t->dir);
 }
 
-/* The model of the written trace with parameter table p[n]: 1 when built (its checks counted). */
-/* Ends the written trace and builds its model: two units (u0, u1), params p[n]; the notes in
- * t->notes. 1 when built. */
+/* Ends the written trace and builds its model: two units (u0, u1), parameter table p[n], the notes in
+ * t->notes. 1 when built (its checks counted). */
 static int trace_model(test_trace *t, const tdm_plan_param *p, int n, tdm_plan_model *m) {
     static const char *names[] = {"u0", "u1"};
     trace_end(t);
