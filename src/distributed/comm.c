@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -17,12 +18,18 @@
 #include "kernels/kernels.h"
 #include "prof/prof.h"
 
-/* Polling policy of the communication thread while something is in flight: this many
- * back-to-back MPI_Test rounds first (a collective that is about to finish costs no
- * sleep latency), then sleeps of SLEEP_SHORT_NS, and SLEEP_LONG_NS once a transfer has
- * been pending for a while. Measured with bench/bench_comm (2 ranks, shared memory,
- * 33.6 MB of gradients in 4 buckets): the thread used 22-24 ms of CPU while the
- * reduce-scatters alone took 230-265 ms, and 3-5% of the step time in full steps. */
+/* Polling policy of the communication thread while something is in flight and compute runs
+ * beside it: this many back-to-back MPI_Test rounds first (a collective that is about to finish
+ * costs no sleep latency), then sleeps of SLEEP_SHORT_NS, and SLEEP_LONG_NS once a transfer has
+ * been pending for a while. Measured with bench/bench_comm (2 ranks, shared memory, 33.6 MB of
+ * gradients in 4 buckets): the thread used 22-24 ms of CPU while the reduce-scatters alone took
+ * 230-265 ms, and 3-5% of the step time in full steps.
+ * While the compute thread is blocked waiting on a collective, its core is free, and every sleep
+ * stalls the transfer: through shared memory a message moves only when a rank polls
+ * (bench/plan/poll_pace.sh: a lone 1-bucket reduce-scatter took twice the time of three smaller
+ * ones). Then the thread polls back to back, yielding the core at each round to any thread that
+ * is ready to run; an inline wait does the same. Not where the host has more ranks than cores: there
+ * the polls would take the cores the other ranks compute on (tdm_comm_default_wait_spin). */
 enum { SPIN_POLLS = 32, SHORT_SLEEPS = 50 };
 #define SLEEP_SHORT_NS 20000L
 #define SLEEP_LONG_NS  50000L
@@ -46,6 +53,7 @@ struct tdm_comm {
     int q_head, q_len;
     int stop;          /* guarded by mu */
     int64_t completed; /* guarded by mu */
+    int waiters;       /* compute threads blocked in tdm_comm_wait: changed under mu, read atomically */
 
     tdm_comm_op **active; /* [max_ops] ops with an MPI request: owned by the thread (THREAD)
                                or the compute thread (INLINE) */
@@ -56,15 +64,18 @@ struct tdm_comm {
     tdm_comm_op **pending; /* [max_ops] posted and not yet waited: compute thread only */
     int n_pending;
 
-    int own_rs;   /* reduce-scatters by tandem's exchange (comm.h), not MPI's */
-    uint64_t gen; /* this engine's number, for the ops' scratch */
-    void **owned; /* the ops' xreqs and xbuf, freed with the engine */
+    int own_rs;    /* reduce-scatters by tandem's exchange (comm.h), not MPI's */
+    int wait_spin; /* a blocked wait polls back to back, yielding (comm.h), not with the back-off */
+    uint64_t gen;  /* this engine's number, for the ops' scratch */
+    void **owned;  /* the ops' xreqs and xbuf, freed with the engine */
     int n_owned, cap_owned;
 
     pthread_t thread;
     int has_thread;
     clockid_t thread_clock;
     uint64_t final_thread_cpu_ns;
+    uint64_t wait_poll_cpu_ns; /* of the thread's CPU, polling while compute waited: written by the thread,
+                                  read atomically */
 };
 
 static void *own(tdm_comm *c, void *p) {
@@ -181,6 +192,21 @@ static void poll_backoff(int idle_polls) {
     if (idle_polls > SPIN_POLLS) sleep_ns(idle_polls > SPIN_POLLS + SHORT_SLEEPS ? SLEEP_LONG_NS : SLEEP_SHORT_NS);
 }
 
+static uint64_t own_cpu_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The thread leaves back-to-back polling (begun at its CPU time t0): the CPU it took counts apart. */
+static void end_wait_poll(tdm_comm *c, uint64_t *t0) {
+    if (!*t0) return;
+    uint64_t now = own_cpu_ns(), d = now > *t0 ? now - *t0 : 0;
+    __atomic_store_n(&c->wait_poll_cpu_ns, c->wait_poll_cpu_ns + d, __ATOMIC_RELAXED);
+    tdm_prof_thread_wait_poll_cpu(d);
+    *t0 = 0;
+}
+
 static void *comm_main(void *arg) {
     tdm_comm *c = arg;
     tdm_prof_thread_name("comm");
@@ -196,9 +222,11 @@ static void *comm_main(void *arg) {
     errno = 0;
     int nice_now = getpriority(PRIO_PROCESS, tid);
     int idle_polls = 0;
+    uint64_t wait_poll_t0 = 0; /* the thread's CPU time when it began polling for a waiter; 0: not */
     pthread_mutex_lock(&c->mu);
     c->applied_nice = errno == 0 ? nice_now : -1;
     for (;;) {
+        if (c->q_len == 0 && c->n_active == 0) end_wait_poll(c, &wait_poll_t0);
         while (!c->stop && c->q_len == 0 && c->n_active == 0) pthread_cond_wait(&c->work_cv, &c->mu);
         if (c->stop && c->q_len == 0 && c->n_active == 0) break;
         int n_taken = 0;
@@ -230,12 +258,20 @@ static void *comm_main(void *arg) {
             pthread_cond_broadcast(&c->done_cv);
             pthread_mutex_unlock(&c->mu);
             idle_polls = 0;
+            end_wait_poll(c, &wait_poll_t0);
         } else if (n_taken == 0 && c->n_active > 0) {
-            poll_backoff(++idle_polls);
+            if (c->wait_spin && __atomic_load_n(&c->waiters, __ATOMIC_RELAXED) > 0) {
+                if (!wait_poll_t0) wait_poll_t0 = own_cpu_ns();
+                sched_yield();
+            } else {
+                end_wait_poll(c, &wait_poll_t0);
+                poll_backoff(++idle_polls);
+            }
         }
         pthread_mutex_lock(&c->mu);
     }
     pthread_mutex_unlock(&c->mu);
+    end_wait_poll(c, &wait_poll_t0);
     return NULL;
 }
 
@@ -272,6 +308,7 @@ tdm_comm *tdm_comm_create(MPI_Comm comm, tdm_ddp_progress mode, int max_ops, int
     static uint64_t engines; /* engines are created by the compute thread only */
     c->gen = ++engines;
     c->own_rs = tdm_comm_default_own_reduce_scatter();
+    c->wait_spin = tdm_comm_default_wait_spin();
     c->applied_nice = -1;
     c->max_ops = max_ops > 0 ? max_ops : 1;
     c->queue = tdm_xcalloc((size_t)c->max_ops, sizeof *c->queue);
@@ -335,6 +372,24 @@ int tdm_comm_default_own_reduce_scatter(void) {
     return !strncmp(ver, "Open MPI", 8);
 }
 
+int tdm_comm_default_wait_spin(void) {
+    const char *v = getenv("TANDEM_WAIT_POLL");
+    if (v && !strcmp(v, "spin")) return 1;
+    if (v && !strcmp(v, "backoff")) return 0;
+    /* more ranks than cores, and the polls would take the cores that the other ranks compute on
+     * (docs/benchmarks.md, "Waiting on a collective": 3 ranks on 2 cores, +18% a step). The ranks on this host
+     * from the launcher (Open MPI, MPICH's Hydra), as no collective may run here: a rank whose engine is not
+     * made would leave the others waiting in it. */
+    const char *n = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!n) n = getenv("MPI_LOCALNRANKS");
+    const long here = n && atol(n) > 0 ? atol(n) : 1;
+    cpu_set_t set;
+    long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+    return here <= cores;
+}
+
+int tdm_comm_wait_spin(const tdm_comm *c) { return c->wait_spin; }
+
 const char *tdm_comm_reduce_scatter_name(const tdm_comm *c) { return c->own_rs ? "tandem" : "mpi"; }
 
 void tdm_comm_set_reduce_scatter(tdm_comm *c, int own) { c->own_rs = own; }
@@ -389,16 +444,16 @@ uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op) {
         }
     if (c->mode == TDM_DDP_PROGRESS_INLINE) {
         if (op->state == TDM_COMM_ACTIVE) {
-            /* Not MPI_Wait: it busy-polls, and on a loaded machine that takes the core
-             * the peer rank needs to make its half of the progress. Poll with the
-             * thread's back-off instead. */
+            /* Not MPI_Wait: it busy-polls without yielding, and on a loaded machine that
+             * takes the core the peer rank needs to make its half of the progress. */
             uint64_t t0 = tdm_now_ns();
             for (int idle = 0;; idle++) {
                 tdm_comm_progress(c);
                 if (op->state == TDM_COMM_DONE) break;
                 uint64_t now = tdm_now_ns();
                 if (c->timeout_ns && now - t0 > c->timeout_ns) timeout_abort(c, op->name, op->bucket, now - t0);
-                poll_backoff(idle);
+                if (c->wait_spin) sched_yield();
+                else poll_backoff(idle);
             }
             waited = tdm_now_ns() - t0;
         }
@@ -406,6 +461,7 @@ uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op) {
     } else {
         pthread_mutex_lock(&c->mu);
         if (op->state == TDM_COMM_QUEUED) {
+            __atomic_store_n(&c->waiters, c->waiters + 1, __ATOMIC_RELAXED);
             uint64_t t0 = tdm_now_ns();
             const uint64_t deadline = t0 + c->timeout_ns;
             const struct timespec dl = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
@@ -419,6 +475,7 @@ uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op) {
                 }
             }
             waited = tdm_now_ns() - t0;
+            __atomic_store_n(&c->waiters, c->waiters - 1, __ATOMIC_RELAXED);
         }
         op->state = TDM_COMM_IDLE;
         pthread_mutex_unlock(&c->mu);
@@ -485,6 +542,10 @@ uint64_t tdm_comm_thread_cpu_ns(const tdm_comm *c) {
     struct timespec ts;
     if (clock_gettime(c->thread_clock, &ts) != 0) return 0;
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tdm_comm_thread_wait_poll_cpu_ns(const tdm_comm *c) {
+    return c->has_thread ? __atomic_load_n(&c->wait_poll_cpu_ns, __ATOMIC_RELAXED) : 0;
 }
 
 int tdm_comm_thread_nice(const tdm_comm *c) {

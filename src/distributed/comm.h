@@ -105,6 +105,11 @@ void tdm_wait_request_spin_bounded(MPI_Request *req, uint64_t timeout_ns, const 
 /* 1 when reduce-scatters run as tandem's exchange by default: TANDEM_REDUCE_SCATTER=tandem or mpi when set,
  * else under Open MPI (measured: docs/benchmarks.md) and not under another library. */
 int tdm_comm_default_own_reduce_scatter(void);
+/* 1 when a wait that blocks the compute thread polls back to back, yielding the core at each round, rather than
+ * with the back-off that runs beside compute (comm.c): TANDEM_WAIT_POLL=spin or backoff when set, else when the
+ * launcher's ranks on this host are no more than the cores this process may run on. */
+int tdm_comm_default_wait_spin(void);
+int tdm_comm_wait_spin(const tdm_comm *c);
 /* "tandem" (its own exchange and vector sum) or "mpi" (MPI_Ireduce_scatter_block): how reduce-scatters run. */
 const char *tdm_comm_reduce_scatter_name(const tdm_comm *c);
 /* Chooses it (own: tandem's exchange) before any op is posted. */
@@ -112,6 +117,9 @@ void tdm_comm_set_reduce_scatter(tdm_comm *c, int own);
 
 /* CPU time the communication thread has consumed (0 in INLINE mode). */
 uint64_t tdm_comm_thread_cpu_ns(const tdm_comm *c);
+/* The part of it spent polling back to back while the compute thread was blocked in tdm_comm_wait: CPU that
+ * took no core from compute. */
+uint64_t tdm_comm_thread_wait_poll_cpu_ns(const tdm_comm *c);
 /* The communication thread's niceness as it read it back once started (-1 in INLINE mode
  * or before the thread has run). */
 int tdm_comm_thread_nice(const tdm_comm *c);

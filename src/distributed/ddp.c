@@ -397,6 +397,7 @@ int tdm_ddp_timers_peek(tdm_ddp *ddp, double normalizer, tdm_timing *out, tdm_er
 
 void tdm_ddp_get_stats(const tdm_ddp *ddp, tdm_ddp_stats *out) {
     out->comm_thread_cpu_ns = tdm_comm_thread_cpu_ns(ddp->eng);
+    out->comm_thread_wait_poll_cpu_ns = tdm_comm_thread_wait_poll_cpu_ns(ddp->eng);
     out->grad_wait_ns = ddp->grad_wait_ns;
     out->gather_wait_ns = ddp->gather_wait_ns;
     out->collectives = tdm_comm_completed(ddp->eng);

@@ -181,10 +181,12 @@ int tdm_ddp_timers_peek(tdm_ddp *ddp, double normalizer, tdm_timing *out, tdm_er
 typedef struct tdm_ddp_stats {
     uint64_t comm_thread_cpu_ns; /* CPU time the communication thread has used since create
                                     (CLOCK_THREAD_CPUTIME_ID of that thread; 0 inline) */
-    uint64_t grad_wait_ns;       /* compute thread blocked on gradient collectives, total */
-    uint64_t gather_wait_ns;     /* compute thread blocked on parameter all-gathers, total */
-    int64_t collectives;         /* collectives completed since create */
-    int comm_thread_nice;        /* the communication thread's niceness (-1 inline) */
+    /* of it, polling while the compute thread waited on it */
+    uint64_t comm_thread_wait_poll_cpu_ns;
+    uint64_t grad_wait_ns;   /* compute thread blocked on gradient collectives, total */
+    uint64_t gather_wait_ns; /* compute thread blocked on parameter all-gathers, total */
+    int64_t collectives;     /* collectives completed since create */
+    int comm_thread_nice;    /* the communication thread's niceness (-1 inline) */
 } tdm_ddp_stats;
 void tdm_ddp_get_stats(const tdm_ddp *ddp, tdm_ddp_stats *out);
 

@@ -31,7 +31,7 @@ void tdm_plan__note(char *notes, int cap, const char *fmt, ...) {
     if ((int)n < cap - 1) notes[n] = '\n', notes[n + 1] = '\0';
 }
 
-/* CPU ms of the threads named comm... in analysis.json beside the trace (NaN when there is none),
+/* CPU ms the threads named comm... in analysis.json beside the trace took beside compute (NaN when there is none),
  * and whether the run's collectives went through shared memory (-1: not said). */
 static double comm_thread_cpu_ms(const char *trace_path, int *shared_memory) {
     *shared_memory = -1;
@@ -53,11 +53,14 @@ static double comm_thread_cpu_ms(const char *trace_path, int *shared_memory) {
         ms = 0;
         for (size_t i = 0; i < th->len; i++) {
             const tdm_json *name = tdm_json_get(th->items[i], "name"), *u = tdm_json_get(th->items[i], "user_ms"),
-                           *sy = tdm_json_get(th->items[i], "system_ms");
+                           *sy = tdm_json_get(th->items[i], "system_ms"),
+                           *wp = tdm_json_get(th->items[i], "wait_poll_ms");
             if (!name || name->type != TDM_JSON_STRING || strncmp(name->str, "comm", 4)) continue;
             if (u && u->type == TDM_JSON_NUMBER) ms += u->num;
             if (sy && sy->type == TDM_JSON_NUMBER) ms += sy->num;
+            if (wp && wp->type == TDM_JSON_NUMBER) ms -= wp->num; /* polls while compute waited: no core taken */
         }
+        if (ms < 0) ms = 0; /* user and system time count in 10 ms ticks */
     }
     tdm_json_free(doc);
     return ms;

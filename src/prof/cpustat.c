@@ -58,6 +58,7 @@ void prof_cpu_delta(const prof_cpu_raw *start, const prof_cpu_raw *end, tdm_prof
     out->user_ms = (double)(end->utime_ticks - start->utime_ticks) * tick_ms;
     out->system_ms = (double)(end->stime_ticks - start->stime_ticks) * tick_ms;
     out->run_ms = (double)(end->run_ns - start->run_ns) / 1e6;
+    out->wait_poll_ms = (double)(end->wait_poll_ns - start->wait_poll_ns) / 1e6;
     out->voluntary_switches = end->vol_switches - start->vol_switches;
     out->involuntary_switches = end->invol_switches - start->invol_switches;
     out->minor_faults = end->minflt - start->minflt;

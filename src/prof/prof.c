@@ -34,13 +34,19 @@ static _Thread_local prof_thread *t_self;
 static pthread_key_t g_exit_key;
 static pthread_once_t g_exit_once = PTHREAD_ONCE_INIT;
 
+/* The thread's counters from /proc and its own. */
+static void read_cpu(prof_thread *t, prof_cpu_raw *raw) {
+    prof_read_cpu(t->os_tid, raw);
+    raw->wait_poll_ns = atomic_load_explicit(&t->wait_poll_ns, memory_order_relaxed);
+}
+
 /* Runs when a registered thread ends (the trainer's communication and loader threads
  * end with each run): its last CPU counters are taken while /proc still has them, and
  * its events stay for the collector; the next tdm_prof_record_start frees it. */
 static void thread_exited(void *p) {
     prof_thread *t = p;
     pthread_mutex_lock(&g_lock);
-    if (tdm_prof_on(0)) prof_read_cpu(t->os_tid, &t->cpu_end);
+    if (tdm_prof_on(0)) read_cpu(t, &t->cpu_end);
     t->exited = 1;
     pthread_mutex_unlock(&g_lock);
 }
@@ -52,7 +58,7 @@ static prof_thread *register_thread(void) {
     t->os_tid = (int64_t)syscall(SYS_gettid);
     /* A thread born during a recording takes its CPU baseline here (once per thread);
      * the others get theirs from tdm_prof_record_start. */
-    prof_read_cpu(t->os_tid, &t->cpu_start);
+    read_cpu(t, &t->cpu_start);
     pthread_mutex_lock(&g_lock);
     t->index = g_n_threads++;
     snprintf(t->name, sizeof t->name, "thread %d", t->index);
@@ -125,6 +131,11 @@ void tdm_prof_thread_name(const char *name) {
     snprintf(t->name, sizeof t->name, "%s", name);
     t->named = 1;
     pthread_mutex_unlock(&g_lock);
+}
+
+void tdm_prof_thread_wait_poll_cpu(uint64_t ns) {
+    prof_thread *t = t_self ? t_self : register_thread();
+    atomic_fetch_add_explicit(&t->wait_poll_ns, (long long)ns, memory_order_relaxed);
 }
 
 void tdm_prof_begin(tdm_prof_cat cat, int level, const char *name, int64_t arg) {
@@ -202,7 +213,7 @@ void tdm_prof_record_start(int level, int64_t capacity) {
                 atomic_store_explicit(&t->spare, buf, memory_order_release);
             }
         }
-        prof_read_cpu(t->os_tid, &t->cpu_start);
+        read_cpu(t, &t->cpu_start);
     }
     pthread_mutex_unlock(&g_lock);
     atomic_store_explicit(&tdm_prof_active_level, level, memory_order_release);
@@ -213,7 +224,7 @@ void tdm_prof_record_stop(void) {
     atomic_store_explicit(&tdm_prof_active_level, -1, memory_order_release);
     pthread_mutex_lock(&g_lock);
     for (prof_thread *t = g_threads; t; t = t->next)
-        if (!t->exited) prof_read_cpu(t->os_tid, &t->cpu_end);
+        if (!t->exited) read_cpu(t, &t->cpu_end);
     pthread_mutex_unlock(&g_lock);
 }
 

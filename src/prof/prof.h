@@ -40,6 +40,10 @@ static inline int tdm_prof_on(int level) {
 /* Names the calling thread's track ("compute", "comm", "loader"). */
 void tdm_prof_thread_name(const char *name);
 
+/* Adds ns to the CPU time the calling (named) thread spent polling while another thread was blocked
+ * waiting on it: that time took no core from the waiter. Reported beside the thread's CPU, within it. */
+void tdm_prof_thread_wait_poll_cpu(uint64_t ns);
+
 /* Interval events; `arg` is an optional integer shown in the trace (bucket index,
  * bytes, step), -1 for none. begin/end nest per thread. */
 void tdm_prof_begin(tdm_prof_cat cat, int level, const char *name, int64_t arg);

@@ -15,6 +15,7 @@ typedef struct prof_cpu_raw {
     int64_t utime_ticks, stime_ticks, minflt, majflt;
     int64_t vol_switches, invol_switches;
     int64_t run_ns;
+    int64_t wait_poll_ns; /* the thread's own count (tdm_prof_thread_wait_poll_cpu), not /proc's */
     int valid;
 } prof_cpu_raw;
 
@@ -47,6 +48,8 @@ typedef struct prof_thread {
     /* published to the collector */
     atomic_int generation_pub;
     atomic_llong n;
+    /* added to by the owner, read by the collector */
+    atomic_llong wait_poll_ns;
     /* written under the global lock */
     prof_cpu_raw cpu_start, cpu_end;
 } prof_thread;

@@ -320,10 +320,11 @@ static int write_rank_outputs(tdm_strbuf *items, tdm_strbuf *cpu, tdm_error *err
         if (t->cpu.valid)
             tdm_sb_printf(cpu,
                           ",\"user_ms\":%.1f,\"system_ms\":%.1f,\"run_ms\":%.3f,\"voluntary_switches\":%lld,"
-                          "\"involuntary_switches\":%lld,\"minor_faults\":%lld,\"major_faults\":%lld",
+                          "\"involuntary_switches\":%lld,\"minor_faults\":%lld,\"major_faults\":%lld,"
+                          "\"wait_poll_ms\":%.3f",
                           t->cpu.user_ms, t->cpu.system_ms, t->cpu.run_ms, (long long)t->cpu.voluntary_switches,
                           (long long)t->cpu.involuntary_switches, (long long)t->cpu.minor_faults,
-                          (long long)t->cpu.major_faults);
+                          (long long)t->cpu.major_faults, t->cpu.wait_poll_ms);
         tdm_sb_printf(cpu, ",\"dropped_events\":%lld}", (long long)t->dropped);
         if (t->dropped) /* what the loss does to the analysis, and what to change */
             fprintf(stderr,

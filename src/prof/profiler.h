@@ -104,6 +104,7 @@ typedef struct tdm_prof_event {
 typedef struct tdm_prof_cpu_stats {
     double user_ms, system_ms;    /* clock-tick resolution (10 ms at USER_HZ=100) */
     double run_ms;                /* schedstat: ns-resolution time on a CPU */
+    double wait_poll_ms;          /* of user + system: polling while another thread waited on this one */
     int64_t voluntary_switches;   /* blocked (waits, I/O, locks) */
     int64_t involuntary_switches; /* preempted: a sign of oversubscribed cores */
     int64_t minor_faults, major_faults;

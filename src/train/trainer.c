@@ -301,7 +301,11 @@ static int train_step(trainer *t, tdm_step_record *rec, int *stop, tdm_error *er
     if (rec->param_gather_ms < 0) rec->param_gather_ms = 0;
     tdm_ddp_stats st1;
     tdm_ddp_get_stats(t->ddp, &st1);
-    rec->comm_thread_cpu_ms = (double)(st1.comm_thread_cpu_ns - st0.comm_thread_cpu_ns) / 1e6;
+    /* beside compute: its polls while compute waited on it took no core from compute */
+    rec->comm_thread_cpu_ms = ((double)(st1.comm_thread_cpu_ns - st0.comm_thread_cpu_ns) -
+                               (double)(st1.comm_thread_wait_poll_cpu_ns - st0.comm_thread_wait_poll_cpu_ns)) /
+                              1e6;
+    if (rec->comm_thread_cpu_ms < 0) rec->comm_thread_cpu_ms = 0;
     if (a->audit_fingerprints) rec->fingerprint = audit_fingerprint(t, ms.fingerprint);
     tdm_prof_step_end(it);
     rec->step_ms = tdm_train__ms_since(t_step);

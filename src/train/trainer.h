@@ -62,7 +62,8 @@ typedef struct tdm_step_record {
     double grad_sync_ms;       /* finish_grad_sync: waiting for the last buckets */
     double optimizer_ms;       /* norm, clip, AdamW */
     double param_gather_ms;    /* synchronous all-gather (0 when overlapped or not distributed) */
-    double comm_thread_cpu_ms; /* CPU time the communication thread burnt during this step */
+    double comm_thread_cpu_ms; /* CPU time the communication thread took beside compute during this step
+                                  (not its polls while compute waited on it) */
     double compute_cpu_ms;     /* CPU time of the compute thread (the one calling the trainer) during this step */
     double cpu_ms;             /* CPU time of the whole process (every thread) during this step */
     uint64_t fingerprint;      /* hash of every rank's micro-batch fingerprints, in (rank, micro-batch) order */

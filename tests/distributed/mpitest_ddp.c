@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/clock.h"
+#include "distributed/comm.h"
 #include "distributed/ddp.h"
 #include "distributed/optimizer.h"
 #include "distributed/synth.h"
@@ -62,7 +63,7 @@ typedef struct run_result {
     tdm_ddp_bucket_trace trace0, trace1, trace_last;
     uint64_t tick_layer0_bwd, tick_bwd_end;
     int n_buckets;
-    uint64_t comm_cpu_ns, wall_ns;
+    uint64_t comm_cpu_ns, wall_ns, wait_poll_cpu_ns;
     int comm_nice;
     tdm_ddp_memory mem;
     tdm_timing timing;
@@ -204,6 +205,7 @@ static int run(const run_opts *o, run_result *res) {
     tdm_ddp_stats st1;
     tdm_ddp_get_stats(ddp, &st1);
     res->comm_cpu_ns = st1.comm_thread_cpu_ns - st0.comm_thread_cpu_ns;
+    res->wait_poll_cpu_ns = st1.comm_thread_wait_poll_cpu_ns - st0.comm_thread_wait_poll_cpu_ns;
     res->comm_nice = st1.comm_thread_nice;
     tdm_ddp_get_memory(ddp, &res->mem);
     if (res->failed_step < 0) tdm_ddp_timers_report(ddp, o->steps, &res->timing, &err);
@@ -843,6 +845,57 @@ static void test_report_comm_thread_cpu(void) {
     CHECK(tdm_ddp_config_check(&o.cfg, &err) != 0 && strstr(err.msg, "expected 0 to 19"), "nice 20 accepted");
 }
 
+/* Sets (v non-NULL) or unsets an environment variable; returns its old value (malloc'd, or NULL). */
+static char *swap_env(const char *name, const char *v) {
+    const char *old = getenv(name);
+    char *keep = old ? strdup(old) : NULL;
+    if (v) setenv(name, v, 1);
+    else unsetenv(name);
+    return keep;
+}
+
+static void restore_env(const char *name, char *keep) {
+    swap_env(name, keep);
+    free(keep);
+}
+
+/* How a wait that blocks compute polls: TANDEM_WAIT_POLL, else back to back where the host's ranks fit its
+ * cores; the same bits either way, and the polls while compute waited counted apart (within the thread's CPU,
+ * and none with the back-off). */
+static void test_wait_poll(void) {
+    char *poll = swap_env("TANDEM_WAIT_POLL", NULL), *ompi = swap_env("OMPI_COMM_WORLD_LOCAL_SIZE", "100000"),
+         *hydra = swap_env("MPI_LOCALNRANKS", NULL);
+    CHECK(tdm_comm_default_wait_spin() == 0, "100000 ranks on this host: the waits should back off");
+    swap_env("OMPI_COMM_WORLD_LOCAL_SIZE", NULL);
+    free(swap_env("MPI_LOCALNRANKS", "1"));
+    CHECK(tdm_comm_default_wait_spin() == 1, "one rank on this host: the waits should poll back to back");
+    free(swap_env("TANDEM_WAIT_POLL", "backoff"));
+    CHECK(tdm_comm_default_wait_spin() == 0, "TANDEM_WAIT_POLL=backoff not followed");
+    free(swap_env("MPI_LOCALNRANKS", "100000"));
+    free(swap_env("TANDEM_WAIT_POLL", "spin"));
+    CHECK(tdm_comm_default_wait_spin() == 1, "TANDEM_WAIT_POLL=spin not followed");
+    for (int dist = 0; dist <= 1; dist++) {
+        run_result a, b;
+        run_opts o = default_opts(dist, 0, 0, TDM_DDP_PROGRESS_THREAD); /* no overlap: every collective waited */
+        run(&o, &a);
+        free(swap_env("TANDEM_WAIT_POLL", "backoff"));
+        run(&o, &b);
+        free(swap_env("TANDEM_WAIT_POLL", "spin"));
+        check_bitwise(&a, &b,
+                      dist ? "distributed: waits polled back to back vs backing off"
+                           : "all-reduce: waits polled back to back vs backing off");
+        CHECK(a.wait_poll_cpu_ns <= a.comm_cpu_ns, "polls while compute waited: %llu ns of the thread's %llu",
+              (unsigned long long)a.wait_poll_cpu_ns, (unsigned long long)a.comm_cpu_ns);
+        CHECK(b.wait_poll_cpu_ns == 0, "backing off, %llu ns counted as polls while compute waited",
+              (unsigned long long)b.wait_poll_cpu_ns);
+        run_free(&a);
+        run_free(&b);
+    }
+    restore_env("TANDEM_WAIT_POLL", poll);
+    restore_env("OMPI_COMM_WORLD_LOCAL_SIZE", ompi);
+    restore_env("MPI_LOCALNRANKS", hydra);
+}
+
 /* An allocation that fails on one rank alone (the last rank's frozen storage: frozen
  * tensors are outside the layout, so the layouts still agree) fails tdm_ddp_create on
  * every rank, naming that rank and its reason (whichever rank's message the caller
@@ -981,6 +1034,7 @@ int main(int argc, char **argv) {
     RUN(test_profiler_events);
     RUN(test_control_collectives_are_waits);
     RUN(test_report_comm_thread_cpu);
+    RUN(test_wait_poll);
     RUN(test_create_fails_on_every_rank);
     RUN(test_create_refuses_different_tables);
     RUN(test_inline_progress_at_each_gradient);

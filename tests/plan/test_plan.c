@@ -348,6 +348,44 @@ static void test_trace_slowest_rank(void) {
     trace_remove(&t);
 }
 
+/* The communication threads' CPU per MB moved, from analysis.json beside the trace: their polls while compute
+ * waited on them (wait_poll_ms) took no core from compute and are left out: (3 + 1 - 2.5) of 3 + 1 ms a rank. */
+static void test_trace_cpu_leaves_out_wait_polls(void) {
+    double per_mb[2] = {NAN, NAN};
+    for (int k = 0; k < 2; k++) {
+        test_trace t;
+        if (trace_begin(&t) != 0) return;
+        for (int rk = 0; rk < 2; rk++) {
+            trace_rank(&t, rk, 20);
+            trace_ev(&t, "grad all-reduce", "wait", 2, 51, 38, 0);
+            trace_ev(&t, "grad all-reduce", "comm", 0, 51, 38, 0);
+            trace_ev(&t, "optimizer", "phase", 2, 90, 10, 0);
+        }
+        char path[4200];
+        snprintf(path, sizeof path, "%s/analysis.json", t.dir);
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL, "open %s", path);
+        if (f) {
+            fputs("{\"shared_memory\": true, \"threads\": [", f);
+            for (int rk = 0; rk < 2; rk++)
+                fprintf(f, "{\"rank\": %d, \"name\": \"comm\", \"user_ms\": 3.0, \"system_ms\": 1.0%s}, ", rk,
+                        k ? ", \"wait_poll_ms\": 2.5" : "");
+            fputs("{\"rank\": 0, \"name\": \"compute\", \"user_ms\": 50.0, \"system_ms\": 0.0}]}\n", f);
+            fclose(f);
+        }
+        tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+        tdm_plan_model m;
+        if (trace_model(&t, p, 2, &m)) {
+            per_mb[k] = m.measured_cpu_us_per_mb;
+            tdm_plan_model_free(&m);
+        }
+        unlink(path);
+        trace_remove(&t);
+    }
+    CHECK(per_mb[0] > 0, "CPU per MB %g", per_mb[0]);
+    CHECK_NEAR(per_mb[1] / per_mb[0], 1.5 / 4.0, 1e-9);
+}
+
 /* Two buckets' all-reduces, one after the other, in a written two-rank trace: the fast rank 0 posts
  * at 51 and its buckets take 5 and 30 us; the slow rank 1 posts at 71 and sees 15 and 2. The least
  * per collective (5 + 2) would come from different ranks and add up to less than either rank saw;
@@ -424,6 +462,7 @@ int main(void) {
     RUN(test_flags_and_bad_input);
     RUN(test_trace_bad_input);
     RUN(test_trace_slowest_rank);
+    RUN(test_trace_cpu_leaves_out_wait_polls);
     RUN(test_trace_one_rank_per_side);
     RUN(test_trace_bucket_count);
     return TEST_SUMMARY();
