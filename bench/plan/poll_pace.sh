@@ -3,10 +3,11 @@
 # when the same gradients are cut into more or fewer buckets (shared memory, the tiny configuration, 2 ranks,
 # distributed optimizer, no overlap: every collective is posted after the backward and waited at once).
 # The bytes are the same at every count; what changes is how many collectives are in flight together. A
-# collective through shared memory moves only when polled, and the communication thread sleeps between polls
-# once 32 in a row have completed nothing (src/distributed/comm.c), so fewer, larger collectives take longer.
+# collective through shared memory moves only when polled: with TANDEM_WAIT_POLL=backoff the waits sleep between
+# polls once 32 in a row have completed nothing (src/distributed/comm.c), and fewer, larger collectives take
+# longer; polled back to back (the default on a host with no more ranks than cores), they do not.
 #   bench/plan/poll_pace.sh [STEPS] [REPEATS]     (defaults 20 and 2; env BUCKETS ("1 2 3 6"), PROGRESS,
-#                                                  TANDEM, MPIRUN)
+#                                                  TANDEM_WAIT_POLL, TANDEM, MPIRUN)
 # Prints one row per bucket count: medians over the profiled steps (6..STEPS) of both ranks and all repeats.
 set -u
 cd "$(dirname "$0")/../.."
@@ -16,7 +17,7 @@ BUCKETS=${BUCKETS:-1 2 3 6}
 PROGRESS=${PROGRESS:-thread}
 . bench/plan/lib.sh
 machine_line
-echo "tandem $(git describe --always --dirty), --comm-progress $PROGRESS, $STEPS steps, profiled 6..$STEPS, $REPS run(s) a count, interleaved"
+echo "tandem $(git describe --always --dirty), --comm-progress $PROGRESS, TANDEM_WAIT_POLL=${TANDEM_WAIT_POLL:-(default)}, $STEPS steps, profiled 6..$STEPS, $REPS run(s) a count, interleaved"
 for r in $(seq "$REPS"); do
   for nb in $BUCKETS; do
     echo "{\"profile\": {\"enable\": true, \"start_step\": 6, \"end_step\": $STEPS, \"level\": 1, \"save_path\": \"$W/p$nb-$r\"}}" >"$W/tools.json"

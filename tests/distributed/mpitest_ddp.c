@@ -855,7 +855,7 @@ static char *swap_env(const char *name, const char *v) {
 }
 
 static void restore_env(const char *name, char *keep) {
-    swap_env(name, keep);
+    free(swap_env(name, keep));
     free(keep);
 }
 
@@ -866,7 +866,7 @@ static void test_wait_poll(void) {
     char *poll = swap_env("TANDEM_WAIT_POLL", NULL), *ompi = swap_env("OMPI_COMM_WORLD_LOCAL_SIZE", "100000"),
          *hydra = swap_env("MPI_LOCALNRANKS", NULL);
     CHECK(tdm_comm_default_wait_spin() == 0, "100000 ranks on this host: the waits should back off");
-    swap_env("OMPI_COMM_WORLD_LOCAL_SIZE", NULL);
+    free(swap_env("OMPI_COMM_WORLD_LOCAL_SIZE", NULL));
     free(swap_env("MPI_LOCALNRANKS", "1"));
     CHECK(tdm_comm_default_wait_spin() == 1, "one rank on this host: the waits should poll back to back");
     free(swap_env("TANDEM_WAIT_POLL", "backoff"));
