@@ -386,7 +386,7 @@ static void machine_info(tdm_strbuf *sb, const tdm_hosts *h) {
     if (uname(&u) == 0) tdm_sb_printf(sb, "- uname: %s %s %s %s\n", u.sysname, u.release, u.version, u.machine);
     tdm_sb_printf(sb, "- online CPUs (nproc): %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
     static const char *const what[TDM_HOSTS_N] = {"processor", "vector extensions", "compiler target",
-                                                  "OpenBLAS kernels"};
+                                                  "OpenBLAS kernels", "waits on a collective poll"};
     for (int i = 0; i < TDM_HOSTS_N; i++)
         if (h->value[i]) tdm_sb_printf(sb, "- %s: %s\n", what[i], h->value[i]);
     char ver[MPI_MAX_LIBRARY_VERSION_STRING];

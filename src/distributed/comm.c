@@ -372,20 +372,39 @@ int tdm_comm_default_own_reduce_scatter(void) {
     return !strncmp(ver, "Open MPI", 8);
 }
 
+/* The ranks on this host, from the launcher (Open MPI, MPICH's Hydra; 1 without one), and its online cores
+ * (not this process's affinity: a launcher that binds each rank to a core of its own leaves one). Not a
+ * collective: a rank whose engine is not made would leave the others waiting in it. */
+static void host_share(long *ranks, long *cores) {
+    const char *n = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!n) n = getenv("MPI_LOCALNRANKS");
+    *ranks = n && atol(n) > 0 ? atol(n) : 1;
+    *cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (*cores < 1) *cores = 1;
+}
+
 int tdm_comm_default_wait_spin(void) {
     const char *v = getenv("TANDEM_WAIT_POLL");
     if (v && !strcmp(v, "spin")) return 1;
     if (v && !strcmp(v, "backoff")) return 0;
     /* more ranks than cores, and the polls would take the cores that the other ranks compute on
-     * (docs/benchmarks.md, "Waiting on a collective": 3 ranks on 2 cores, +18% a step). The ranks on this host
-     * from the launcher (Open MPI, MPICH's Hydra), as no collective may run here: a rank whose engine is not
-     * made would leave the others waiting in it. */
-    const char *n = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (!n) n = getenv("MPI_LOCALNRANKS");
-    const long here = n && atol(n) > 0 ? atol(n) : 1;
-    cpu_set_t set;
-    long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-    return here <= cores;
+     * (docs/benchmarks.md, "Waiting on a collective": 3 ranks on 2 cores, +11% a step) */
+    long ranks, cores;
+    host_share(&ranks, &cores);
+    return ranks <= cores;
+}
+
+void tdm_comm_describe_wait_poll(char *buf, size_t n) {
+    const char *v = getenv("TANDEM_WAIT_POLL");
+    const char *how = tdm_comm_default_wait_spin() ? "back to back" : "back-off";
+    if (v && (!strcmp(v, "spin") || !strcmp(v, "backoff"))) {
+        snprintf(buf, n, "%s (TANDEM_WAIT_POLL=%s)", how, v);
+        return;
+    }
+    long ranks, cores;
+    host_share(&ranks, &cores);
+    snprintf(buf, n, "%s (%ld rank%s on this host, %ld core%s)", how, ranks, ranks == 1 ? "" : "s", cores,
+             cores == 1 ? "" : "s");
 }
 
 int tdm_comm_wait_spin(const tdm_comm *c) { return c->wait_spin; }

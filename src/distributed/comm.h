@@ -107,8 +107,11 @@ void tdm_wait_request_spin_bounded(MPI_Request *req, uint64_t timeout_ns, const 
 int tdm_comm_default_own_reduce_scatter(void);
 /* 1 when a wait that blocks the compute thread polls back to back, yielding the core at each round, rather than
  * with the back-off that runs beside compute (comm.c): TANDEM_WAIT_POLL=spin or backoff when set, else when the
- * launcher's ranks on this host are no more than the cores this process may run on. */
+ * launcher's ranks on this host are no more than its online cores. */
 int tdm_comm_default_wait_spin(void);
+/* That choice in words, with why: "back to back (2 ranks on this host, 2 cores)", "back-off (TANDEM_WAIT_POLL=
+ * backoff)". */
+void tdm_comm_describe_wait_poll(char *buf, size_t n);
 int tdm_comm_wait_spin(const tdm_comm *c);
 /* "tandem" (its own exchange and vector sum) or "mpi" (MPI_Ireduce_scatter_block): how reduce-scatters run. */
 const char *tdm_comm_reduce_scatter_name(const tdm_comm *c);

@@ -8,11 +8,13 @@
 #include "core/alloc.h"
 #include "core/platform.h"
 #include "core/strbuf.h"
+#include "distributed/comm.h"
 #include "kernels/kernels.h"
 
 enum { ITEM = 160 }; /* bytes per item per rank, NUL included */
 
-const char *const tdm_hosts_names[TDM_HOSTS_N] = {"host_cpu", "host_vector_isa", "build_target", "openblas_kernels"};
+const char *const tdm_hosts_names[TDM_HOSTS_N] = {"host_cpu", "host_vector_isa", "build_target", "openblas_kernels",
+                                                  "comm_wait_poll"};
 
 char *tdm_hosts_combine(const char *const *per_rank, int world) {
     tdm_strbuf sb;
@@ -53,6 +55,7 @@ void tdm_hosts_describe(MPI_Comm comm, tdm_hosts *h) {
     snprintf(mine[TDM_HOSTS_ISA], ITEM, "%s", p.isa);
     snprintf(mine[TDM_HOSTS_BUILD_TARGET], ITEM, "%s", p.build_target);
     tdm_blas_describe(mine[TDM_HOSTS_BLAS], ITEM);
+    tdm_comm_describe_wait_poll(mine[TDM_HOSTS_WAIT_POLL], ITEM);
     char *all = tdm_xmalloc((size_t)world * sizeof mine);
     MPI_Allgather(mine, (int)sizeof mine, MPI_CHAR, all, (int)sizeof mine, MPI_CHAR, comm);
     const char **per_rank = tdm_xcalloc((size_t)world, sizeof *per_rank);

@@ -866,11 +866,16 @@ static void test_wait_poll(void) {
     char *poll = swap_env("TANDEM_WAIT_POLL", NULL), *ompi = swap_env("OMPI_COMM_WORLD_LOCAL_SIZE", "100000"),
          *hydra = swap_env("MPI_LOCALNRANKS", NULL);
     CHECK(tdm_comm_default_wait_spin() == 0, "100000 ranks on this host: the waits should back off");
+    char why[160];
+    tdm_comm_describe_wait_poll(why, sizeof why);
+    CHECK(!strncmp(why, "back-off (100000 ranks on this host, ", 37), "described as '%s'", why);
     free(swap_env("OMPI_COMM_WORLD_LOCAL_SIZE", NULL));
     free(swap_env("MPI_LOCALNRANKS", "1"));
     CHECK(tdm_comm_default_wait_spin() == 1, "one rank on this host: the waits should poll back to back");
     free(swap_env("TANDEM_WAIT_POLL", "backoff"));
     CHECK(tdm_comm_default_wait_spin() == 0, "TANDEM_WAIT_POLL=backoff not followed");
+    tdm_comm_describe_wait_poll(why, sizeof why);
+    CHECK(!strcmp(why, "back-off (TANDEM_WAIT_POLL=backoff)"), "described as '%s'", why);
     free(swap_env("MPI_LOCALNRANKS", "100000"));
     free(swap_env("TANDEM_WAIT_POLL", "spin"));
     CHECK(tdm_comm_default_wait_spin() == 1, "TANDEM_WAIT_POLL=spin not followed");

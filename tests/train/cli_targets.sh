@@ -46,6 +46,8 @@ tn=$(target_of "$W/n1.log") tp=$(target_of "$W/p1.log")
   || bad "build_target lines: '$tn' / '$tp'"
 grep -qE "^  host_cpu \.+ .+\(family [0-9]+ model [0-9]+\)$" "$W/n1.log" && grep -qE "^  openblas_kernels \.+ " "$W/n1.log" \
   && ok "arguments block: host_cpu and openblas_kernels" || bad "host_cpu / openblas_kernels lines missing"
+grep -qE "^  comm_wait_poll \.+ (back to back|back-off) \(1 rank on this host, [0-9]+ cores?\)$" "$W/n1.log" \
+  && ok "arguments block: comm_wait_poll" || bad "comm_wait_poll line: $(grep -m1 '  comm_wait_poll ' "$W/n1.log")"
 same_run "native vs portable binary, 1 rank" "$W/n1.log" "$W/n1" "$W/p1.log" "$W/p1"
 if [ -n "${TANDEM_RETUNED:-}" ]; then
   "$MPIRUN" "${MPIFLAGS[@]}" -np 1 "$TANDEM_RETUNED" "${COMMON[@]}" --run-dir "$W/r1" > "$W/r1.log" 2>&1 \
