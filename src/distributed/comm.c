@@ -192,16 +192,10 @@ static void poll_backoff(int idle_polls) {
     if (idle_polls > SPIN_POLLS) sleep_ns(idle_polls > SPIN_POLLS + SHORT_SLEEPS ? SLEEP_LONG_NS : SLEEP_SHORT_NS);
 }
 
-static uint64_t own_cpu_ns(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The thread leaves back-to-back polling (begun at its CPU time t0): the CPU it took counts apart. */
 static void end_wait_poll(tdm_comm *c, uint64_t *t0) {
     if (!*t0) return;
-    uint64_t now = own_cpu_ns(), d = now > *t0 ? now - *t0 : 0;
+    uint64_t now = tdm_thread_cpu_ns(), d = now > *t0 ? now - *t0 : 0;
     __atomic_store_n(&c->wait_poll_cpu_ns, c->wait_poll_cpu_ns + d, __ATOMIC_RELAXED);
     tdm_prof_thread_wait_poll_cpu(d);
     *t0 = 0;
@@ -261,7 +255,7 @@ static void *comm_main(void *arg) {
             end_wait_poll(c, &wait_poll_t0);
         } else if (n_taken == 0 && c->n_active > 0) {
             if (c->wait_spin && __atomic_load_n(&c->waiters, __ATOMIC_RELAXED) > 0) {
-                if (!wait_poll_t0) wait_poll_t0 = own_cpu_ns();
+                if (!wait_poll_t0) wait_poll_t0 = tdm_thread_cpu_ns();
                 sched_yield();
             } else {
                 end_wait_poll(c, &wait_poll_t0);
@@ -372,42 +366,33 @@ int tdm_comm_default_own_reduce_scatter(void) {
     return !strncmp(ver, "Open MPI", 8);
 }
 
-/* The ranks on this host, from the launcher (Open MPI, MPICH's Hydra; 1 without one), and its online cores
- * (not this process's affinity: a launcher that binds each rank to a core of its own leaves one). Not a
- * collective: a rank whose engine is not made would leave the others waiting in it. */
-static void host_share(long *ranks, long *cores) {
-    const char *n = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (!n) n = getenv("MPI_LOCALNRANKS");
-    *ranks = n && atol(n) > 0 ? atol(n) : 1;
-    *cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (*cores < 1) *cores = 1;
-}
-
-int tdm_comm_default_wait_spin(void) {
+/* Whether a wait that blocks compute polls back to back, and why, in words (why may be NULL). The ranks on this
+ * host come from the launcher (Open MPI, MPICH's Hydra; 1 without one), not from a collective: a rank whose
+ * engine is not made would leave the others waiting in it. The cores are the host's online ones, not this
+ * process's affinity: a launcher that binds each rank to a core of its own leaves one. */
+static int wait_spin_rule(char *why, size_t n) {
     const char *v = getenv("TANDEM_WAIT_POLL");
-    if (v && !strcmp(v, "spin")) return 1;
-    if (v && !strcmp(v, "backoff")) return 0;
+    if (v && (!strcmp(v, "spin") || !strcmp(v, "backoff"))) {
+        const int spin = !strcmp(v, "spin");
+        if (why) snprintf(why, n, "%s (TANDEM_WAIT_POLL=%s)", spin ? "back to back" : "back-off", v);
+        return spin;
+    }
+    const char *r = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!r) r = getenv("MPI_LOCALNRANKS");
+    const long ranks = r && atol(r) > 0 ? atol(r) : 1, online = sysconf(_SC_NPROCESSORS_ONLN),
+               cores = online > 0 ? online : 1;
     /* more ranks than cores, and the polls would take the cores that the other ranks compute on
      * (docs/benchmarks.md, "Waiting on a collective": 3 ranks on 2 cores, +11% a step) */
-    long ranks, cores;
-    host_share(&ranks, &cores);
-    return ranks <= cores;
+    const int spin = ranks <= cores;
+    if (why)
+        snprintf(why, n, "%s (%ld rank%s on this host, %ld core%s)", spin ? "back to back" : "back-off", ranks,
+                 ranks == 1 ? "" : "s", cores, cores == 1 ? "" : "s");
+    return spin;
 }
 
-void tdm_comm_describe_wait_poll(char *buf, size_t n) {
-    const char *v = getenv("TANDEM_WAIT_POLL");
-    const char *how = tdm_comm_default_wait_spin() ? "back to back" : "back-off";
-    if (v && (!strcmp(v, "spin") || !strcmp(v, "backoff"))) {
-        snprintf(buf, n, "%s (TANDEM_WAIT_POLL=%s)", how, v);
-        return;
-    }
-    long ranks, cores;
-    host_share(&ranks, &cores);
-    snprintf(buf, n, "%s (%ld rank%s on this host, %ld core%s)", how, ranks, ranks == 1 ? "" : "s", cores,
-             cores == 1 ? "" : "s");
-}
+int tdm_comm_default_wait_spin(void) { return wait_spin_rule(NULL, 0); }
 
-int tdm_comm_wait_spin(const tdm_comm *c) { return c->wait_spin; }
+void tdm_comm_describe_wait_poll(char *buf, size_t n) { (void)wait_spin_rule(buf, n); }
 
 const char *tdm_comm_reduce_scatter_name(const tdm_comm *c) { return c->own_rs ? "tandem" : "mpi"; }
 

@@ -112,7 +112,6 @@ int tdm_comm_default_wait_spin(void);
 /* That choice in words, with why: "back to back (2 ranks on this host, 2 cores)", "back-off (TANDEM_WAIT_POLL=
  * backoff)". */
 void tdm_comm_describe_wait_poll(char *buf, size_t n);
-int tdm_comm_wait_spin(const tdm_comm *c);
 /* "tandem" (its own exchange and vector sum) or "mpi" (MPI_Ireduce_scatter_block): how reduce-scatters run. */
 const char *tdm_comm_reduce_scatter_name(const tdm_comm *c);
 /* Chooses it (own: tandem's exchange) before any op is posted. */
