@@ -13,7 +13,10 @@
 #                                        64 MB: time, bandwidth, CPU) with Open MPI and MPICH at each rate
 #   bench/link/run_link_bench.sh ab      tandem ab at each rate, progress thread and inline:
 #                                        baseline vs --overlap-grad-reduce, and vs both overlap flags
-#   bench/link/run_link_bench.sh         both
+#   bench/link/run_link_bench.sh doctor  tandem doctor at each rate with each of PROBE_MPIS (--max-mb DOCTOR_MB, 16): what a
+#                                        collective of BESIDE_MB (2, about ab's buckets) costs the compute beside it
+#                                        and its speed there (tandem plan's inputs)
+#   bench/link/run_link_bench.sh         probe and ab
 # Environment: RATES ("0.5 1 2", Gbit/s), PROBE_MPIS ("openmpi mpich"), POLL_US (the probe's sleep between
 # MPI_Test calls of a nonblocking collective, 50 as in tandem's communication thread), AB_MPI (openmpi),
 # MODES ("thread inline"), CANDS ("overlap_grad overlap_both"; "custom": BASE_FLAGS against CAND_FLAGS),
@@ -168,6 +171,23 @@ for mpi in mpis:
             print(f"| {mpi} | {rate} | {op} | " + " | ".join(cells) + " |")
 PYEOF
   cat "$OUT/probe.md"
+fi
+
+# ---------------------------------------------------------------- tandem doctor
+# what a collective in flight costs the compute beside it on this link, per progress mode (tandem plan's
+# --comm-cpu-us-per-mb and --comm-speed-beside): $OUT/doctor_<mpi>_<rate>.txt
+if [ "$WHAT" = doctor ]; then
+  for mpi in $PROBE_MPIS; do
+    if [ "$mpi" = openmpi ]; then t=$PWD/build/tandem; else t=$PWD/build-$mpi/tandem; fi
+    [ -x "$t" ] || { echo "skipping $mpi: no $t (make${mpi:+ MPI=$mpi} ...)"; continue; }
+    for rate in $RATES; do
+      set_rate "$rate"
+      echo "== doctor $mpi at $rate Gbit/s"
+      mpi_run "$mpi" 600 "$t" doctor --max-mb "${DOCTOR_MB:-16}" --beside-mb "${BESIDE_MB:-2}" --reps "${PROBE_REPEATS:-5}" \
+        >"$OUT/doctor_${mpi}_$rate.txt" 2>&1 || echo "doctor $mpi at $rate Gbit/s failed"
+      sed -n '/beside compute/,$p' "$OUT/doctor_${mpi}_$rate.txt" | grep -E "beside|progress|thread|inline|tandem plan"
+    done
+  done
 fi
 
 # ---------------------------------------------------------------- tandem ab

@@ -2,7 +2,10 @@
 # tandem plan on the emulated link (root; bench/link): bench/link/run_link_bench.sh ab runs baseline and
 # candidate at each rate and progress mode, with a profiled run of each side; plan predicts the candidate
 # from the baseline's trace, and the table sets the predicted change and step beside tandem ab's measured ones;
-# the last column predicts again calibrated (--baseline-step-ms) to the A/B's measured baseline mean.
+# "calibrated" predicts again calibrated (--baseline-step-ms) to the A/B's measured baseline mean; the last two
+# columns predict with what tandem doctor measured on the same link for that MPI and progress mode (the compute a
+# collective beside it costs, and its speed there: --comm-cpu-us-per-mb, --comm-speed-beside; run first, into
+# $OUT/doctor_<mpi>_<rate>.txt).
 #   bench/plan/link_plan.sh             env as run_link_bench.sh: RATES ("0.5 1 2"), MODES ("thread inline"),
 #                                       CANDS ("overlap_grad"), AB_MPI (openmpi), STEPS, WINDOW, OUT (build/plan-link);
 #                                       PLAN_ONLY=1 predicts again from the runs already in OUT
@@ -12,12 +15,13 @@ export RATES=${RATES:-0.5 1 2} MODES=${MODES:-thread inline} CANDS=${CANDS:-over
 export AB_MPI=${AB_MPI:-openmpi}
 # PLAN_ONLY=1: predict again from the A/B runs already in $OUT (another tandem plan, same measurements)
 if [ "${PLAN_ONLY:-0}" != 1 ]; then
+  PROBE_MPIS=$AB_MPI bash bench/link/run_link_bench.sh doctor >"$OUT.doctor.log" 2>&1 || { tail -n 20 "$OUT.doctor.log"; exit 1; }
   bash bench/link/run_link_bench.sh ab >"$OUT.log" 2>&1 || { tail -n 20 "$OUT.log"; exit 1; }
 fi
 TANDEM=${TANDEM:-build/tandem}
 echo "load after:$(uptime | sed 's/.*load average://'); $AB_MPI, $(git describe --always --dirty)"
-echo "| rate Gbit/s | progress | candidate | measured baseline ms | replay ms | measured change | predicted change | error (points) | predicted candidate ms vs measured | calibrated |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| rate Gbit/s | progress | candidate | measured baseline ms | replay ms | measured change | predicted change | error (points) | predicted candidate ms vs measured | calibrated | with doctor's figures | error (points) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for rate in $RATES; do for mode in $MODES; do for cand in $CANDS; do
   run="$OUT/ab/${rate}gbit_${mode}_${cand}"
   [ -f "$run/summary.json" ] || { echo "| $rate | $mode | $cand | failed |"; continue; }
@@ -28,9 +32,15 @@ for rate in $RATES; do for mode in $MODES; do for cand in $CANDS; do
   "$TANDEM" plan "$run/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector --candidate "$c" \
     --baseline-step-ms "$ma" --out "$run/plan-calibrated" >"$run/plan-calibrated.txt" 2>&1 \
     || { echo "| $rate | $mode | $cand | calibrated plan failed: $(head -n 1 "$run/plan-calibrated.txt") |"; continue; }
-  python3 - "$run" "$rate" "$mode" "$cand" <<'PY'
+  doc=$(grep -E "^  tandem plan +$mode: " "$OUT/doctor_${AB_MPI}_$rate.txt" 2>/dev/null | sed 's/^[^:]*: //')
+  rm -rf "$run/plan-doctor"
+  if [[ $doc == --comm-cpu-us-per-mb* ]]; then
+    "$TANDEM" plan "$run/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector --candidate "$c" \
+      $doc --out "$run/plan-doctor" >"$run/plan-doctor.txt" 2>&1 || rm -rf "$run/plan-doctor"
+  fi
+  python3 - "$run" "$rate" "$mode" "$cand" "$doc" <<'PY'
 import json, sys, os
-run, rate, mode, cand = sys.argv[1:]
+run, rate, mode, cand, doc = sys.argv[1:]
 s = json.load(open(os.path.join(run, "summary.json")))
 p = json.load(open(os.path.join(run, "plan", "plan.json")))["predictions"]
 q = json.load(open(os.path.join(run, "plan-calibrated", "plan.json")))["predictions"]
@@ -38,7 +48,14 @@ ma, mb = s["baseline"]["mean_step_ms"], s["candidate"]["mean_step_ms"]
 pa, pb = p[0]["step_us"] / 1e3, p[1]["step_us"] / 1e3
 mc, pc = (mb / ma - 1) * 100, (pb / pa - 1) * 100
 qb = q[1]["step_us"] / 1e3
-print("| %s | %s | %s | %.1f | %.1f | %+.2f%% | %+.2f%% | %.2f | %.1f vs %.1f (%+.1f%%) | %.1f (%+.1f%%) |" %
-      (rate, mode, cand, ma, pa, mc, pc, abs(pc - mc), pb, mb, (pb / mb - 1) * 100, qb, (qb / mb - 1) * 100))
+dp = os.path.join(run, "plan-doctor", "plan.json")
+if os.path.exists(dp):
+    d = json.load(open(dp))["predictions"]
+    dc = (d[1]["step_us"] / d[0]["step_us"] - 1) * 100
+    dcell = "%+.2f%% (%s) | %.2f" % (dc, doc, abs(dc - mc))
+else:
+    dcell = "no doctor figures | -"
+print("| %s | %s | %s | %.1f | %.1f | %+.2f%% | %+.2f%% | %.2f | %.1f vs %.1f (%+.1f%%) | %.1f (%+.1f%%) | %s |" %
+      (rate, mode, cand, ma, pa, mc, pc, abs(pc - mc), pb, mb, (pb / mb - 1) * 100, qb, (qb / mb - 1) * 100, dcell))
 PY
 done; done; done

@@ -439,6 +439,14 @@ void tdm_comm_progress(tdm_comm *c) {
     }
 }
 
+int tdm_comm_test(tdm_comm *c, tdm_comm_op *op) {
+    if (c->mode == TDM_DDP_PROGRESS_INLINE) return op->state == TDM_COMM_DONE;
+    pthread_mutex_lock(&c->mu);
+    int done = op->state == TDM_COMM_DONE;
+    pthread_mutex_unlock(&c->mu);
+    return done;
+}
+
 uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op) {
     uint64_t waited = 0;
     for (int i = 0; i < c->n_pending; i++)

@@ -86,6 +86,9 @@ void tdm_comm_free(tdm_comm *c);
 void tdm_comm_post(tdm_comm *c, tdm_comm_op *op);
 /* INLINE: MPI_Test on every op in flight. THREAD: nothing. Cheap: call it often. */
 void tdm_comm_progress(tdm_comm *c);
+/* 1 when `op` is DONE (its buffers final; a wait on it returns at once), else 0. Never blocks; INLINE: no
+ * MPI call (tdm_comm_progress makes the progress). */
+int tdm_comm_test(tdm_comm *c, tdm_comm_op *op);
 /* Blocks until `op` is DONE (returns at once if it is, or if it was never posted),
  * then sets it IDLE. Returns the nanoseconds spent blocked. */
 uint64_t tdm_comm_wait(tdm_comm *c, tdm_comm_op *op);

@@ -333,6 +333,152 @@ int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, uin
     return 0;
 }
 
+/* ------------------------------------------------------------------ beside compute */
+
+enum { BESIDE_N = 256, BESIDE_D = 384 }; /* one piece: a 256-token linear forward of width 384, about 75 MFLOP */
+
+typedef struct beside_work {
+    float *x, *w, *y;
+} beside_work;
+
+static void beside_piece(beside_work *k) { tdm_linear_forward(k->y, k->x, k->w, NULL, BESIDE_N, BESIDE_D, BESIDE_D); }
+
+static double beside_compute(tdm_comm *c, beside_work *k, int pieces) {
+    uint64_t t0 = tdm_now_ns();
+    for (int i = 0; i < pieces; i++) {
+        beside_piece(k);
+        tdm_comm_progress(c);
+    }
+    return (double)(tdm_now_ns() - t0) / 1e6;
+}
+
+/* One round with the two collectives kept in flight: the compute's time, the MB completed while it ran, and the
+ * alone-time those completed between the first completion and the last took, over that span (NaN: fewer than
+ * 3 completed). The ranks then post the same collectives and wait for all of them. */
+static double beside_round(tdm_comm *c, beside_work *k, int pieces, tdm_comm_op *ops, const double *alone_ms, double mb,
+                           MPI_Comm comm, uint64_t timeout_ns, double *moved, double *speed) {
+    int posted = 0, done = 0, seen[2] = {0, 0};
+    for (; posted < 2; posted++) tdm_comm_post(c, &ops[posted]);
+    uint64_t first = 0, last = 0;
+    double span_alone = 0;
+    uint64_t t0 = tdm_now_ns();
+    for (int i = 0; i < pieces; i++) {
+        beside_piece(k);
+        tdm_comm_progress(c);
+        for (int j = 0; j < 2; j++) {
+            if (seen[j] || !tdm_comm_test(c, &ops[j])) continue;
+            seen[j] = 1;
+            const uint64_t at = ops[j].done_ns;
+            if (done == 0 || at < first) first = at;
+            if (done > 0) span_alone += alone_ms[j];
+            if (at > last) last = at;
+            done++;
+        }
+        /* every rank posts the two kinds in turn, the order MPI needs: the next one when it is free again */
+        while (seen[posted % 2]) {
+            tdm_comm_op *op = &ops[posted % 2];
+            tdm_comm_wait(c, op); /* returns at once: frees it to be posted again */
+            seen[posted % 2] = 0;
+            tdm_comm_post(c, op);
+            posted++;
+        }
+    }
+    const double ms = (double)(tdm_now_ns() - t0) / 1e6;
+    *moved = done * mb;
+    *speed = done >= 3 && last > first ? span_alone / ((double)(last - first) / 1e6) : NAN;
+    int most = posted;
+    tdm_allreduce_bounded(&most, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe");
+    /* the ranks that posted fewer post the rest, in the same turn */
+    tdm_comm_wait_all(c);
+    for (int j = 0; j < 2; j++) tdm_comm_wait(c, &ops[j]);
+    for (; posted < most; posted++) {
+        tdm_comm_post(c, &ops[posted % 2]);
+        tdm_comm_wait(c, &ops[posted % 2]);
+    }
+    return ms;
+}
+
+int tdm_probe_beside_compute(MPI_Comm comm, tdm_ddp_progress mode, int thread_nice, double mb, double compute_ms,
+                             int reps, uint64_t timeout_ns, tdm_beside_cost *out, tdm_error *err) {
+    memset(out, 0, sizeof *out);
+    reps = clamp_reps(reps);
+    int size = 1;
+    MPI_Comm_size(comm, &size);
+    size_t bytes = bytes_of(mb);
+    const int per_rank = (int)(bytes / sizeof(float) / (size_t)size);
+    bytes = (size_t)per_rank * (size_t)size * sizeof(float);
+    const size_t piece = (size_t)BESIDE_N * BESIDE_D;
+    float *rs_buf = malloc(bytes), *ag_buf = malloc(bytes);
+    beside_work k = {malloc(piece * sizeof(float)), malloc((size_t)BESIDE_D * BESIDE_D * sizeof(float)),
+                     malloc(piece * sizeof(float))};
+    int all = rs_buf && ag_buf && k.x && k.w && k.y;
+    tdm_allreduce_bounded(&all, 1, MPI_INT, MPI_MIN, comm, timeout_ns, "collective probe");
+    if (!all) {
+        free(rs_buf), free(ag_buf), free(k.x), free(k.w), free(k.y);
+        return tdm_errorf(err, "collective probe: two %.1f MB buffers: out of memory on some rank", mb);
+    }
+    for (size_t i = 0; i < bytes / sizeof(float); i++) rs_buf[i] = 1e-3f, ag_buf[i] = 1.0f;
+    for (size_t i = 0; i < piece; i++) k.x[i] = (float)(i % 17) * 0.01f, k.y[i] = 0;
+    for (size_t i = 0; i < (size_t)BESIDE_D * BESIDE_D; i++) k.w[i] = (float)(i % 11) * 0.001f;
+    MPI_Comm dup;
+    MPI_Comm_dup(comm, &dup);
+    tdm_comm *c = tdm_comm_create(dup, mode, 2, thread_nice, err);
+    if (!c) {
+        free(rs_buf), free(ag_buf), free(k.x), free(k.w), free(k.y);
+        return -1;
+    }
+    tdm_comm_set_timeout(c, timeout_ns);
+    tdm_comm_op ops[2] = {{.kind = TDM_COMM_REDUCE_SCATTER, .buf = rs_buf, .count = per_rank, .name = "probe-rs"},
+                          {.kind = TDM_COMM_ALLGATHER, .buf = ag_buf, .count = per_rank, .name = "probe-ag"}};
+    /* the pieces a round takes, the same on every rank: the slowest rank's count for compute_ms */
+    double t_piece[MAX_REPS], d0, d1;
+    beside_piece(&k);
+    for (int r = 0; r < reps; r++) t_piece[r] = beside_compute(c, &k, 4) / 4;
+    double chunk = median(t_piece, reps);
+    double pieces_d = chunk > 0 ? ceil(compute_ms / chunk) : 1;
+    tdm_allreduce_bounded(&pieces_d, 1, MPI_DOUBLE, MPI_MAX, comm, timeout_ns, "collective probe");
+    const int pieces = pieces_d < 1 ? 1 : pieces_d > 1e6 ? 1000000 : (int)pieces_d;
+    double alone[2][MAX_REPS], lone[MAX_REPS], lost[MAX_REPS], moved[MAX_REPS], speed[MAX_REPS];
+    for (int i = 0; i < 2; i++) timed_op(c, &ops[i], &d0, &d1); /* untimed: the library sets up */
+    for (int r = 0; r < reps; r++) {
+        int z = 0;
+        for (int i = 0; i < 2; i++) {
+            tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe"); /* a barrier */
+            timed_op(c, &ops[i], &alone[i][r], &d1);
+        }
+    }
+    const double alone_ms[2] = {median(alone[0], reps), median(alone[1], reps)};
+    int n_speed = 0;
+    for (int r = 0; r < reps; r++) {
+        int z = 0;
+        tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe");
+        lone[r] = beside_compute(c, &k, pieces);
+        tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe");
+        double v, ms = beside_round(c, &k, pieces, ops, alone_ms, (double)bytes / MB, comm, timeout_ns, &moved[r], &v);
+        lost[r] = moved[r] > 0 ? (ms - lone[r]) * 1e3 / moved[r] : NAN;
+        if (isfinite(v)) speed[n_speed++] = v;
+    }
+    tdm_comm_free(c);
+    free(rs_buf), free(ag_buf), free(k.x), free(k.w), free(k.y);
+    int n_lost = 0;
+    for (int r = 0; r < reps; r++)
+        if (isfinite(lost[r])) lost[n_lost++] = lost[r];
+    /* means over ranks; a figure some rank could not measure stays NaN */
+    double v[7] = {chunk,
+                   median(lone, reps),
+                   median(moved, reps),
+                   n_lost ? median(lost, n_lost) : 0,
+                   n_speed ? median(speed, n_speed) : 0,
+                   n_lost > 0,
+                   n_speed > 0};
+    tdm_allreduce_bounded(v, 7, MPI_DOUBLE, MPI_SUM, comm, timeout_ns, "collective probe");
+    out->mb = (double)bytes / MB;
+    out->chunk_ms = v[0] / size, out->compute_ms = v[1] / size, out->moved_mb = v[2] / size;
+    out->lost_us_per_mb = v[5] == size ? v[3] / size : NAN;
+    out->speed = v[6] == size ? v[4] / size : NAN;
+    return 0;
+}
+
 void tdm_probe_format_line(const tdm_mpi_info *m, const tdm_coll_cost *c, int dp, tdm_strbuf *sb) {
     tdm_sb_printf(sb, "data-parallel transport: ");
     tdm_mpi_info_format(m, sb);

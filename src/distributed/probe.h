@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/strbuf.h"
+#include "distributed/config.h"
 
 typedef enum tdm_mpi_kind { TDM_MPI_OPEN_MPI, TDM_MPI_MPICH, TDM_MPI_OTHER } tdm_mpi_kind;
 
@@ -59,6 +60,26 @@ int tdm_probe_collectives(MPI_Comm comm, double mb, int reps, uint64_t timeout_n
  * exchange, whatever TANDEM_REDUCE_SCATTER says. */
 int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, uint64_t timeout_ns, tdm_coll_cost *out,
                              tdm_error *err);
+
+/* A collective in flight while the rank computes: what it costs the compute, and how fast it moves there.
+ * What `tandem plan` needs to predict an overlap (--comm-cpu-us-per-mb, --comm-speed-beside): the CPU time a
+ * communication thread reports leaves out the kernel's work for a network transport and the caches, and inline
+ * progress moves only at the progress calls. */
+typedef struct tdm_beside_cost {
+    double mb;             /* each collective's buffer, MB: a reduce-scatter and an all-gather in flight at once */
+    double chunk_ms;       /* one piece of compute (tandem's linear forward) between two progress calls, alone */
+    double compute_ms;     /* the compute alone, ms */
+    double moved_mb;       /* MB of collectives completed while it ran beside them */
+    double lost_us_per_mb; /* compute time lost per MB moved beside it, us (can be below 0 by noise) */
+    double speed;          /* a collective's time alone over its time beside compute (NaN: fewer than 3 completed) */
+} tdm_beside_cost;
+
+/* Collective over comm (2 ranks or more): each of `reps` rounds times `compute_ms` of compute alone, then the
+ * same compute with a reduce-scatter and an all-gather of `mb` MB each kept in flight through an engine of
+ * `mode` (a communication thread at `thread_nice`, or inline progress after every piece), and times the two
+ * collectives alone (waited for). Medians over rounds, means over ranks. -1 with err as tdm_probe_collectives. */
+int tdm_probe_beside_compute(MPI_Comm comm, tdm_ddp_progress mode, int thread_nice, double mb, double compute_ms,
+                             int reps, uint64_t timeout_ns, tdm_beside_cost *out, tdm_error *err);
 
 /* This rank alone: ms per MB of memcpy between two touched buffers of `mb` MB (median of reps). */
 double tdm_probe_memcpy(double mb, int reps);

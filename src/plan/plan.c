@@ -158,6 +158,7 @@ static double busy_fraction(const tdm_plan_model *m, double bytes, double d) {
     return rho < 1 ? rho : 1;
 }
 static double speed_beside_compute(const tdm_plan_model *m, double rho) {
+    if (m->speed_beside > 0) return m->speed_beside < 1 ? m->speed_beside : 1;
     return m->comm_share > 0 && m->comm_share < 1 && rho > 0 ? 1 / (1 - rho + rho / m->comm_share) : 1;
 }
 
@@ -312,11 +313,12 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
      * and (comm_share) slows each collective where the last one's compute ran beside it. */
     double *extra = NULL;
     tdm_plan_seg *prev = NULL;
-    const int contended = m->comm_share > 0 && m->comm_share < 1;
-    for (int pass = 0; pass < (m->cpu_us_per_mb > 0 ? (contended ? 16 : 8) : 1); pass++) {
+    const int contended = (m->comm_share > 0 && m->comm_share < 1) || (m->speed_beside > 0 && m->speed_beside < 1);
+    const int charged = m->cpu_us_per_mb > 0 || (m->speed_beside > 0 && m->speed_beside < 1);
+    for (int pass = 0; pass < (charged ? (contended ? 16 : 8) : 1); pass++) {
         s.extra = extra;
         run_once(&s, bucket_of, ready_unit);
-        if (!(m->cpu_us_per_mb > 0)) break;
+        if (!charged) break;
         double *next = tdm_xcalloc((size_t)r->n_segs + 1, sizeof *next);
         for (int k = 0; k < r->n_colls; k++) {
             const tdm_plan_coll *cl = &r->colls[k];

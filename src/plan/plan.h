@@ -94,6 +94,8 @@ typedef struct tdm_plan_model {
     double comm_share;        /* the share of a core a communication thread without a core of its own gets while
                           compute runs beside it (tdm_plan_nice_share); its collectives' CPU-bound part
                           runs that much slower there. 0: the thread runs first (nothing slows) */
+    double speed_beside;      /* > 0: given (tandem doctor's "beside compute"): every collective moves at this share of
+                                 its speed alone where compute runs, in place of comm_share's */
     int cores;                /* cores the ranks of one host share (0: as many as they need): compute is scaled by
                   max(1, dp / cores) over the baseline's, for dp sizes that oversubscribe one host */
     tdm_plan_config baseline; /* the settings the measurement ran with, link fitted or given */
@@ -196,6 +198,7 @@ typedef struct tdm_plan_trace_in {
     int comm_thread_nice; /* the run's --comm-thread-nice: the share its communication thread gets beside compute */
     double cpu_us_per_mb; /* < 0: measured, the communication threads' CPU time (analysis.json beside the
                              trace) over the bytes their collectives moved; 0 when not there */
+    double speed_beside;  /* > 0: the model's speed_beside (also to fit the link to an overlapped baseline) */
 } tdm_plan_trace_in;
 
 int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err);

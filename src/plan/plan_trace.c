@@ -541,6 +541,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                        "analysis.json does not say the run's transport: the communication thread is taken to run "
                        "as soon as it needs to (on shared memory it competes with compute: profile with this "
                        "tandem)");
+    if (in->speed_beside > 0) m->speed_beside = in->speed_beside;
     /* a collective that ran beside compute was slowed there: fit the link to its time alone */
     double slowed = 0;
     for (int i = 0; i < n; i++) {
@@ -560,7 +561,12 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                        "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
     if (alpha_given || gbps_given) tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
     else fit_link_solo(x, w, tau, solo, n, &c->link, notes, notes_cap);
-    if (slowed > 0)
+    if (slowed > 0 && m->speed_beside > 0)
+        tdm_plan__note(notes, notes_cap,
+                       "a collective moves at %.3g of its speed beside compute (--comm-speed-beside): the collectives "
+                       "that ran beside it took %.4g ms longer than alone, left out of the link's fit",
+                       m->speed_beside, slowed / 1e3);
+    else if (slowed > 0)
         tdm_plan__note(notes, notes_cap,
                        "the communication thread (nice %d) gets %.3g of a core beside compute: the collectives that "
                        "ran beside it took %.4g ms longer than alone, left out of the link's fit",

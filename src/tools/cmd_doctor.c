@@ -29,6 +29,8 @@ typedef struct doctor_opts {
     double max_mb;
     int reps;
     int gemm_n;
+    double beside_ms, beside_mb;
+    int comm_thread_nice;
 } doctor_opts;
 
 static const tdm_flag FLAGS[] = {
@@ -57,6 +59,32 @@ static const tdm_flag FLAGS[] = {
      .def = "1024",
      .metavar = "N",
      .help = "the sgemm ceiling's product is N x N x N"},
+    {.name = "beside-ms",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = offsetof(doctor_opts, beside_ms),
+     .lo = 0,
+     .hi = 60000,
+     .def = "300",
+     .metavar = "MS",
+     .help = "compute a round of the beside-compute probe lasts (a reduce-scatter and an all-gather of a quarter "
+             "of --max-mb, or --beside-mb, kept in flight beside it); 0 skips it"},
+    {.name = "beside-mb",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = offsetof(doctor_opts, beside_mb),
+     .lo = 0,
+     .hi = 1024,
+     .def = "0",
+     .metavar = "MB",
+     .help = "each collective's buffer in the beside-compute probe: about a gradient bucket of the run to plan "
+             "(a collective's speed there depends on its size); 0: a quarter of --max-mb"},
+    {.name = "comm-thread-nice",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(doctor_opts, comm_thread_nice),
+     .lo = 0,
+     .hi = 19,
+     .def = "10",
+     .metavar = "N",
+     .help = "the communication thread's niceness in the beside-compute probe (as tandem train's flag)"},
 };
 
 static const tdm_flags P = {
@@ -64,8 +92,9 @@ static const tdm_flags P = {
     .usage = "mpirun -np 2 tandem doctor [flags]   (or tandem doctor: one rank, local measurements only)",
     .about = "Measures what data parallelism costs on this machine, in a few seconds: the sgemm ceiling, memcpy,\n"
              "first-touch page faults, tandem's vector sum, and the reduce-scatter and all-gather between the\n"
-             "ranks per MB (wall time and the calling thread's CPU time); names the MPI library and its\n"
-             "transport; and says which settings tandem uses and why.",
+             "ranks per MB (wall time and the calling thread's CPU time); what a collective in flight costs the\n"
+             "compute beside it and how fast it moves there (what tandem plan needs to predict an overlap);\n"
+             "names the MPI library and its transport; and says which settings tandem uses and why.",
     .flags = FLAGS,
     .n_flags = (int)(sizeof FLAGS / sizeof *FLAGS),
 };
@@ -78,6 +107,48 @@ static double max_over(double v) {
 static double min_over(double v) {
     MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     return v;
+}
+
+/* What a collective in flight costs the compute beside it, per progress mode, and the flags that give it to
+ * tandem plan. */
+static int beside(const doctor_opts *o, int rank, tdm_error *err) {
+    static const struct {
+        tdm_ddp_progress mode;
+        const char *name;
+    } modes[] = {{TDM_DDP_PROGRESS_THREAD, "thread"}, {TDM_DDP_PROGRESS_INLINE, "inline"}};
+    tdm_beside_cost b[2];
+    for (int i = 0; i < 2; i++) {
+        if (tdm_probe_beside_compute(MPI_COMM_WORLD, modes[i].mode, o->comm_thread_nice,
+                                     o->beside_mb > 0 ? o->beside_mb : o->max_mb / 4, o->beside_ms, o->reps, 0, &b[i],
+                                     err) != 0)
+            return -1;
+        if (rank == 0 && i == 0)
+            printf("  beside compute   a reduce-scatter and an all-gather of %.2f MB each kept in flight while the "
+                   "rank computes\n"
+                   "                   %.0f ms (pieces of %.2f ms, a progress call after each); the thread at nice "
+                   "%d\n"
+                   "      progress   compute lost us/MB   speed vs alone   MB moved\n",
+                   b[i].mb, b[i].compute_ms, b[i].chunk_ms, o->comm_thread_nice);
+        if (rank == 0) {
+            printf("      %-8s   %18.1f   %14.3f   %8.1f\n", modes[i].name, b[i].lost_us_per_mb, b[i].speed,
+                   b[i].moved_mb);
+            fflush(stdout);
+        }
+    }
+    if (rank == 0) {
+        for (int i = 0; i < 2; i++) {
+            if (!isfinite(b[i].speed)) {
+                printf("  tandem plan      %s: fewer than 3 collectives completed beside the compute; raise "
+                       "--beside-ms\n",
+                       modes[i].name);
+                continue;
+            }
+            printf("  tandem plan      %s: --comm-cpu-us-per-mb %.0f --comm-speed-beside %.3f\n", modes[i].name,
+                   b[i].lost_us_per_mb > 0 ? b[i].lost_us_per_mb : 0.0, b[i].speed < 1 ? b[i].speed : 1.0);
+        }
+        fflush(stdout);
+    }
+    return 0;
 }
 
 int cmd_doctor(int argc, char **argv) {
@@ -169,6 +240,12 @@ int cmd_doctor(int argc, char **argv) {
             fflush(stdout);
         }
         mpi_rs = m;
+        if (o.beside_ms > 0 && beside(&o, rank, &err) != 0) {
+            if (rank == 0) fprintf(stderr, "tandem doctor: %s\n", err.msg);
+            tdm_sb_free(&sb);
+            MPI_Finalize();
+            return 1;
+        }
     } else if (rank == 0) {
         printf("  collectives      not measured: one rank (run under mpirun -np 2 to measure them)\n");
     }
@@ -194,7 +271,7 @@ int cmd_doctor(int argc, char **argv) {
                    : own ? "tandem's default under Open MPI; TANDEM_REDUCE_SCATTER=mpi for MPI's"
                          : "the default under this MPI; TANDEM_REDUCE_SCATTER=tandem for tandem's");
         }
-        printf("  progress         a communication thread per rank at nice 10 (--ddp-progress, "
+        printf("  progress         a communication thread per rank at nice 10 (--comm-progress, "
                "--comm-thread-nice)\n");
         if (world > 1 && big.mb > 0) {
             /* A step that trains T tokens per rank costs about 6 N T / F of compute for N trainable parameters

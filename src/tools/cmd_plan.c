@@ -31,7 +31,7 @@ typedef struct plan_opts {
     double baseline_step_ms;
     const char *candidates[MAX_CANDIDATES];
     int n_candidates;
-    double link_gbps, link_latency_us, cpu_us_per_mb, min_gain;
+    double link_gbps, link_latency_us, cpu_us_per_mb, min_gain, speed_beside;
     const char *out;
     int suggest, practice;
     double tflops;
@@ -115,6 +115,15 @@ static const tdm_flag FLAGS[] = {
      .help = "CPU us that driving 1 MB of a collective takes from the compute it overlaps (inline progress, "
              "or a communication thread without a core of its own; default: measured, the trace's communication "
              "threads' CPU time over the bytes they moved; practice: 0)"},
+    {.name = "comm-speed-beside",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = offsetof(plan_opts, speed_beside),
+     .lo = 0.001,
+     .hi = 1,
+     .metavar = "X",
+     .help = "the share of its speed alone a collective moves at while compute runs beside it, as tandem doctor's "
+             "\"beside compute\" measures it for a progress mode (default: a communication thread on shared memory "
+             "slows by its share of the core at --comm-thread-nice, else nothing slows)"},
     {.name = "comm-thread-nice",
      .kind = TDM_FLAG_INT,
      .off = offsetof(plan_opts, comm_nice),
@@ -326,8 +335,10 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
     tdm_sb_puts(sb, "{\"model\": {\"units\": ");
     tdm_sb_printf(sb,
                   "%d, \"micro_batches\": %d, \"head_us\": %.6g, \"fb_other_us\": %.6g, \"sync_us\": %.6g, "
-                  "\"optimizer_us\": %.6g, \"cpu_us_per_mb\": %.6g, \"measured_step_us\": ",
+                  "\"optimizer_us\": %.6g, \"cpu_us_per_mb\": %.6g, \"speed_beside\": ",
                   m->n_units, m->n_micro, m->head_us, m->fb_other_us, m->sync_us, m->opt_us, m->cpu_us_per_mb);
+    json_num(sb, m->speed_beside > 0 ? m->speed_beside : NAN);
+    tdm_sb_puts(sb, ", \"measured_step_us\": ");
     json_num(sb, m->measured_step_us);
     tdm_sb_printf(sb, ", \"measured_steps\": %d, \"calibrated_step_us\": ", m->n_steps_measured);
     json_num(sb, calib_ms > 0 ? calib_ms * 1e3 : NAN);
@@ -398,6 +409,7 @@ static void practice_model(const table *t, const plan_opts *o, double tflops, do
     memcpy(m->params, t->params, (size_t)t->n_params * sizeof *m->params);
     m->n_micro = o->micro;
     m->cpu_us_per_mb = o->cpu_us_per_mb;
+    m->speed_beside = o->speed_beside > 0 ? o->speed_beside : 0;
     m->measured_step_us = NAN;
 }
 
@@ -632,7 +644,8 @@ int cmd_plan(int argc, char **argv) {
                             .baseline_flags = o.baseline,
                             .comm_thread_nice = o.comm_nice,
                             .link = {o.link_latency_us, o.link_gbps},
-                            .cpu_us_per_mb = o.cpu_us_per_mb};
+                            .cpu_us_per_mb = o.cpu_us_per_mb,
+                            .speed_beside = o.speed_beside};
     char notes[4096];
     tdm_plan_model m;
     if (torch ? tdm_plan_from_torch(o.trace, in.link, o.cpu_us_per_mb, &m, notes, sizeof notes, &err)
@@ -642,6 +655,7 @@ int cmd_plan(int argc, char **argv) {
         goto out_practice;
     }
     m.cores = o.cores;
+    if (o.speed_beside > 0) m.speed_beside = o.speed_beside;
     double calib_ms = o.baseline_step_ms, factor = 1;
     char calib_from[4096] = "";
     if (o.n_baseline_runs &&

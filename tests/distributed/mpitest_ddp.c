@@ -18,6 +18,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #include "distributed/comm.h"
 #include "distributed/ddp.h"
 #include "distributed/optimizer.h"
+#include "distributed/probe.h"
 #include "distributed/synth.h"
 #include "harness.h"
 #include "prof/profiler.h"
@@ -905,6 +907,47 @@ static void test_wait_poll(void) {
  * tensors are outside the layout, so the layouts still agree) fails tdm_ddp_create on
  * every rank, naming that rank and its reason (whichever rank's message the caller
  * prints, it says why); the other ranks used to wait in MPI_Comm_dup for good. */
+/* tdm_comm_test: never blocks, says DONE once the op is (a thread's progress, or inline the progress calls), and
+ * a wait after it returns at once; the beside-compute probe that uses it agrees on the ops it posts on every
+ * rank (no hang), in both modes, and moves collectives while it computes. */
+static void test_comm_test_and_beside_probe(void) {
+    for (int mode = 0; mode <= 1; mode++) {
+        tdm_error err = {{0}};
+        MPI_Comm dup;
+        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        tdm_comm *c = tdm_comm_create(dup, (tdm_ddp_progress)mode, 2, 0, &err);
+        CHECK(c != NULL, "%s", err.msg);
+        if (!c) continue;
+        float buf[2 * 64];
+        for (int i = 0; i < 2 * 64; i++) buf[i] = (float)(g_rank + 1);
+        tdm_comm_op op = {.kind = TDM_COMM_ALLREDUCE, .buf = buf, .count = 2 * 64, .name = "test"};
+        CHECK(tdm_comm_test(c, &op) == 0, "an op never posted is not done");
+        tdm_comm_post(c, &op);
+        uint64_t t0 = tdm_now_ns();
+        while (!tdm_comm_test(c, &op) && tdm_now_ns() - t0 < 30000000000ull) {
+            tdm_comm_progress(c);
+            sched_yield();
+        }
+        CHECK(tdm_comm_test(c, &op) == 1, "%s: not done after 30 s", mode ? "inline" : "thread");
+        CHECK(tdm_comm_wait(c, &op) == 0, "a wait after the test said done blocked");
+        int world = 1;
+        MPI_Comm_size(MPI_COMM_WORLD, &world);
+        const float want = (float)(world * (world + 1) / 2);
+        CHECK(buf[0] == want && buf[127] == want, "the all-reduce gave %g, expected %g", buf[0], want);
+        CHECK(tdm_comm_test(c, &op) == 0, "a waited op is idle, not done");
+        tdm_comm_free(c);
+        tdm_beside_cost b;
+        CHECK(tdm_probe_beside_compute(MPI_COMM_WORLD, (tdm_ddp_progress)mode, 10, 0.25, 100, 2, 0, &b, &err) == 0,
+              "%s", err.msg);
+        CHECK(b.mb > 0.2 && b.mb <= 0.25 && b.chunk_ms > 0 && b.compute_ms > 0, "mb %g chunk %g ms compute %g ms", b.mb,
+              b.chunk_ms, b.compute_ms);
+        CHECK(b.moved_mb > 0 && isfinite(b.lost_us_per_mb), "%s: moved %g MB, lost %g us/MB",
+              mode ? "inline" : "thread", b.moved_mb, b.lost_us_per_mb);
+        /* a speed needs 3 completions on every rank (a sanitizer's slow thread may not make them) */
+        CHECK(isnan(b.speed) || (b.speed > 0 && b.speed < 10), "%s: speed %g", mode ? "inline" : "thread", b.speed);
+    }
+}
+
 static void test_create_fails_on_every_rank(void) {
     synth *s = malloc(sizeof *s);
     synth_build(s);
@@ -1040,6 +1083,7 @@ int main(int argc, char **argv) {
     RUN(test_control_collectives_are_waits);
     RUN(test_report_comm_thread_cpu);
     RUN(test_wait_poll);
+    RUN(test_comm_test_and_beside_probe);
     RUN(test_create_fails_on_every_rank);
     RUN(test_create_refuses_different_tables);
     RUN(test_inline_progress_at_each_gradient);

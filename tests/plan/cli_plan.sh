@@ -34,6 +34,27 @@ if "$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision --freeze-projecto
   && grep -q "^confirm with: mpirun -np 2 tandem ab --baseline \"\" --candidate \"--overlap-grad-reduce" "$W/plan1g.txt"
 then ok "suggestion on a 1 Gbit/s link: $(grep '^suggestion:' "$W/plan1g.txt" | cut -c1-90)"
 else bad "no tandem ab command on a 1 Gbit/s link: $(cat "$W/plan1g.txt")"; fi
+# a collective that moves at a quarter of its speed beside compute (tandem doctor's --comm-speed-beside) hides
+# less: the overlap is predicted no faster than with free progress, and plan.json says the speed it took
+for v in 1 0.25; do
+  "$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision --freeze-projector --out "$W/beside$v" \
+    --link-gbps 1 --link-latency-us 10 --comm-cpu-us-per-mb 0 --comm-speed-beside "$v" \
+    --candidate "--overlap-grad-reduce" >"$W/beside$v.txt" 2>&1 || bad "--comm-speed-beside $v: $(cat "$W/beside$v.txt")"
+done
+$PY - "$W/beside1/plan.json" "$W/beside0.25/plan.json" <<'PYEOF' \
+  && ok "--comm-speed-beside: slower collectives beside compute hide less" || bad "--comm-speed-beside: see above"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+errs = []
+if a["model"]["speed_beside"] != 1 or b["model"]["speed_beside"] != 0.25: errs.append("speed_beside %s %s" % (a["model"]["speed_beside"], b["model"]["speed_beside"]))
+fa, fb = a["predictions"][1], b["predictions"][1]
+if a["predictions"][0]["step_us"] != b["predictions"][0]["step_us"]: errs.append("the baseline moved (it overlaps nothing)")
+if not fa["hidden_us"] > 0: errs.append("nothing hidden at full speed")
+if fb["step_us"] < fa["step_us"] - 1e-3: errs.append("a quarter speed predicted faster: %g < %g" % (fb["step_us"], fa["step_us"]))
+if fb["comm_us"] <= fa["comm_us"]: errs.append("the collectives did not take longer: %g vs %g" % (fb["comm_us"], fa["comm_us"]))
+for e in errs: print(e)
+sys.exit(1 if errs else 0)
+PYEOF
 $PY - "$W/plan" <<'PYEOF' && ok "replay within 5% and the report files" || bad "plan.json: see above"
 import json, sys, os
 d = sys.argv[1]
@@ -149,6 +170,8 @@ expect_fail "no input" "expected a profiled run's trace" "$TANDEM" plan --out "$
 expect_fail "bad candidate" "candidate flag '--frob'" "$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision \
   --freeze-projector --out "$W/o5" --candidate "--frob"
 expect_fail "bad baseline" "--baseline" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o6" --baseline "--dp x"
+expect_fail "speed beside compute 0" "--comm-speed-beside" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o9" \
+  --comm-speed-beside 0
 expect_fail "practice and a trace" "expected no trace" "$TANDEM" plan "$W/prof" --practice --out "$W/o8"
 expect_fail "bad link" "--link-gbps" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o7" --link-gbps -1
 expect_fail "a trace without steps" "no ProfilerStep" "$TANDEM" plan "$W/notrace2.json" --out "$W/o9"

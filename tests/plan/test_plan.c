@@ -147,6 +147,44 @@ static void test_comm_thread_share(void) {
     CHECK_NEAR(tdm_plan_nice_share(10), 110.0 / 1134.0, 5e-4); /* the kernel's weights: 110 at nice 10, 1024 at 0 */
 }
 
+/* A measured speed beside compute (tandem doctor's, speed_beside) in place of the thread's share: bucket 0
+ * (1000 us alone, 1 MB) posted at 30 behind unit 0's 2000 us backward. At 0.5 it just ends with the backward;
+ * at 0.25 it has done 500 us by then and ends at 2530. With 100 us of CPU per MB (rho 0.1) the backward B takes
+ * 0.1 x 0.25 of a core while beside it: B = 2000 + 0.025 B, 0.25 B done beside it, the rest alone after. */
+static void test_speed_beside(void) {
+    tdm_plan_model m = {.units = U2, .n_units = 2, .params = P2, .n_params = 2, .n_micro = 1, .speed_beside = 0.5};
+    tdm_plan_config c = {.dp = 2, .bucket_size = 1000, .overlap_grad = 1, .link = {0, 8}};
+    tdm_plan_result r;
+    tdm_error err;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK(r.n_colls == 2 && fabs(r.colls[0].end_us - 2030) < 0.01, "end %g", r.n_colls ? r.colls[0].end_us : -1);
+    CHECK_NEAR(r.step_us, 2031, 0.01);
+    CHECK_NEAR(r.cpu_taken_us, 0, 1e-9);
+    tdm_plan_result_free(&r);
+    m.speed_beside = 0.25;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK(r.n_colls == 2 && fabs(r.colls[0].end_us - 2530) < 0.01, "end %g", r.n_colls ? r.colls[0].end_us : -1);
+    CHECK_NEAR(r.step_us, 2531, 0.01);
+    CHECK_NEAR(r.hidden_us, 2000, 0.01);
+    tdm_plan_result_free(&r);
+    m.cpu_us_per_mb = 100;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    const double b = 2000 / (1 - 0.025);
+    CHECK_NEAR(r.cpu_taken_us, 0.025 * b, 0.01);
+    CHECK(r.n_colls == 2 && fabs(r.colls[0].end_us - (30 + b + 1000 - 0.25 * b)) < 0.01, "end %g",
+          r.n_colls ? r.colls[0].end_us : -1);
+    tdm_plan_result_free(&r);
+    /* it outranks the thread's share, and a speed of 1 slows nothing */
+    m.cpu_us_per_mb = 0, m.comm_share = 0.5, m.speed_beside = 1;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.step_us, 2031, 0.01);
+    tdm_plan_result_free(&r);
+    /* and back: 2000 us of wall beside compute at 0.25 is 500 us alone */
+    m.speed_beside = 0.25;
+    CHECK_NEAR(tdm_plan_alone_us(&m, 1e6, 2000, 1), 500, 1e-6);
+    CHECK_NEAR(tdm_plan_alone_us(&m, 1e6, 2000, 0.5), 1250, 1e-6);
+}
+
 /* Calibration scales compute alone: without overlap the 1001 us of communication stay, so a
  * measured 5061 us doubles the 2030 us of compute; with it, bucket 0 hides behind unit 0's
  * backward at any factor above 0.5. */
@@ -457,6 +495,7 @@ int main(void) {
     RUN(test_fully_hidden_and_exposed);
     RUN(test_cpu_taken_from_overlapped_compute);
     RUN(test_comm_thread_share);
+    RUN(test_speed_beside);
     RUN(test_calibrate);
     RUN(test_param_gather_overlap);
     RUN(test_flags_and_bad_input);

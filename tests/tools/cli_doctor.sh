@@ -19,7 +19,7 @@ trap 'rm -rf "$W"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-QUICK=(--max-mb 1 --reps 2 --gemm-size 256)
+QUICK=(--max-mb 1 --reps 2 --gemm-size 256 --beside-ms 100)
 # a row of the collectives table: size, reduce-scatter and CPU, all-gather and CPU, memcpy, two ratios
 ROW='^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$'
 
@@ -44,6 +44,21 @@ for line in "^tandem doctor: 2 ranks on one host, [0-9]+ cores online" "^  proce
             "^  reduce-scatter +(tandem's exchange and vector sum|MPI_Ireduce_scatter_block and MPI's op): [0-9.]+ ms/MB of CPU here against [0-9.]+ with " \
             "^  progress " "^  verdict .* ms per MB of gradients" "pay for themselves when each trains more than about [0-9]+ tokens"; do
   grep -qE -- "$line" "$W/two" && ok "2 ranks: /$line/" || bad "2 ranks: no line /$line/"
+done
+# what a collective costs the compute beside it, per progress mode, and the flags that give it to tandem plan
+for line in "^  beside compute +a reduce-scatter and an all-gather of 0.25 MB each kept in flight" \
+            "^ +[0-9]+ ms \(pieces of [0-9.]+ ms, a progress call after each\); the thread at nice 10$" \
+            "^      thread +-?[0-9.]+ +[0-9.]+ +[0-9.]+$" "^      inline +-?[0-9.]+ +[0-9.]+ +[0-9.]+$" \
+            "^  tandem plan +thread: --comm-cpu-us-per-mb [0-9]+ --comm-speed-beside [0-9.]+$" \
+            "^  tandem plan +inline: --comm-cpu-us-per-mb [0-9]+ --comm-speed-beside [0-9.]+$"; do
+  grep -qE -- "$line" "$W/two" && ok "2 ranks: /$line/" || bad "2 ranks: no line /$line/: $(sed -n '/beside/,/settings/p' "$W/two")"
+done
+# the flags it prints are tandem plan's own and in range: plan accepts them (a refusal names the flag)
+for mode in thread inline; do
+  flags=$(grep -E "^  tandem plan +$mode: " "$W/two" | sed 's/^[^:]*: //')
+  "$TANDEM" plan --practice --out "$W/practice_$mode" $flags >"$W/practice_$mode.txt" 2>&1 \
+    && grep -q "speed_beside\|link bandwidth" "$W/practice_$mode.txt" \
+    && ok "2 ranks: tandem plan takes the $mode flags ($flags)" || bad "2 ranks: tandem plan $flags: $(cat "$W/practice_$mode.txt")"
 done
 [ "$(grep -cE "$ROW" "$W/two")" -eq 3 ] \
   && ok "2 ranks: three sizes in the collectives table" || bad "2 ranks: the collectives table: $(sed -n '/collectives/,/settings/p' "$W/two")"
