@@ -5,7 +5,7 @@
 # "calibrated" predicts again calibrated (--baseline-step-ms) to the A/B's measured baseline mean; the last two
 # columns predict with what tandem doctor measured on the same link for that MPI and progress mode (the compute a
 # collective beside it costs, and its speed there: --comm-cpu-us-per-mb, --comm-speed-beside; run first, into
-# $OUT/doctor_<mpi>_<rate>.txt).
+# $OUT/doctor_<mpi>_<rate>.txt), calibrated as the column before.
 #   bench/plan/link_plan.sh             env as run_link_bench.sh: RATES ("0.5 1 2"), MODES ("thread inline"),
 #                                       CANDS ("overlap_grad"), AB_MPI (openmpi), STEPS, WINDOW, OUT (build/plan-link);
 #                                       PLAN_ONLY=1 predicts again from the runs already in OUT
@@ -36,7 +36,7 @@ for rate in $RATES; do for mode in $MODES; do for cand in $CANDS; do
   rm -rf "$run/plan-doctor"
   if [[ $doc == --comm-cpu-us-per-mb* ]]; then
     "$TANDEM" plan "$run/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector --candidate "$c" \
-      $doc --out "$run/plan-doctor" >"$run/plan-doctor.txt" 2>&1 || rm -rf "$run/plan-doctor"
+      $doc --baseline-step-ms "$ma" --out "$run/plan-doctor" >"$run/plan-doctor.txt" 2>&1 || rm -rf "$run/plan-doctor"
   fi
   python3 - "$run" "$rate" "$mode" "$cand" "$doc" <<'PY'
 import json, sys, os
@@ -52,7 +52,8 @@ dp = os.path.join(run, "plan-doctor", "plan.json")
 if os.path.exists(dp):
     d = json.load(open(dp))["predictions"]
     dc = (d[1]["step_us"] / d[0]["step_us"] - 1) * 100
-    dcell = "%+.2f%% (%s) | %.2f" % (dc, doc, abs(dc - mc))
+    db = d[1]["step_us"] / 1e3
+    dcell = "%+.2f%% (%s; calibrated %.1f, %+.1f%%) | %.2f" % (dc, doc, db, (db / mb - 1) * 100, abs(dc - mc))
 else:
     dcell = "no doctor figures | -"
 print("| %s | %s | %s | %.1f | %.1f | %+.2f%% | %+.2f%% | %.2f | %.1f vs %.1f (%+.1f%%) | %.1f (%+.1f%%) | %s |" %

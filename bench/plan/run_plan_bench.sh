@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tandem plan against measurement on this machine (shared memory, the tiny configuration):
-#   1. overlap flags: predicted vs measured change of the mean step, from one profiled baseline
+#   1. overlap flags: predicted vs measured change of the mean step, from one profiled baseline (also with what
+#      tandem doctor measured a collective costs beside compute)
 #   2. bucket count: a measured sweep (overlap-grad-reduce on) against --suggest's pick
 #   3. dp 2, 3, 4 (2 micro-batches a rank, oversubscribed where the cores run out) predicted from dp 2
 # Each timing is plain `tandem train` runs, interleaved across the settings compared; a point is the median
@@ -49,9 +50,10 @@ profile() { # np dir flags...
   train "$np" "$W/profile.log" --train-iters 15 --profile-config "$W/tools.json" "$@"
 }
 predict() { # dir candidate-flags... -> predicted ms of the baseline and each candidate, one per line
-  local dir=$1; shift  # env CAL: a plain run's log of the profiled setting to calibrate to ("": none)
+  local dir=$1; shift  # env CAL: a plain run's log of the profiled setting to calibrate to ("": none); DOC: flags
   local args=()
   [ -n "${CAL:-}" ] && args+=(--baseline-step-ms "$(step_ms "$CAL")")
+  [ -n "${DOC:-}" ] && args+=($DOC)
   for c in "$@"; do args+=(--candidate "$c"); done
   "$TANDEM" plan "$dir" --model "$W/model" "${FREEZE[@]}" --cores "$(nproc)" --out "$W/plan" "${args[@]}" >/dev/null || return 1
   python3 -c 'import json,sys; [print("%.3f" % (r["step_us"] / 1e3)) for r in json.load(open(sys.argv[1]))["predictions"]]' "$W/plan/plan.json"
@@ -65,16 +67,22 @@ profile 2 "$W/p1" --ddp-num-buckets 3
 train 2 "$W/cal1.log" --train-iters "$STEPS" --ddp-num-buckets 3
 mapfile -t P < <(predict "$W/p1" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
 mapfile -t C < <(CAL=$W/cal1.log predict "$W/p1" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
+# what tandem doctor measures a collective of about a bucket (5 MB) costs beside compute, with a thread
+"$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor --max-mb 4 --beside-mb 5 >"$W/doctor.txt" 2>&1 || { cat "$W/doctor.txt"; exit 1; }
+DOCF=$(grep -E "^  tandem plan +thread: " "$W/doctor.txt" | sed 's/^[^:]*: //')
+echo "tandem doctor --beside-mb 5: $DOCF"
+mapfile -t D < <(DOC=$DOCF predict "$W/p1" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
 names=("baseline" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
 mapfile -t M < <(interleaved "2|--ddp-num-buckets 3" "2|--ddp-num-buckets 3 --overlap-grad-reduce" \
                              "2|--ddp-num-buckets 3 --overlap-grad-reduce --overlap-param-gather")
-printf '| setting | predicted ms | calibrated ms | measured ms | error, calibrated | predicted change | measured change | error (points) |\n|---|---|---|---|---|---|---|---|\n'
+printf '| setting | predicted ms | calibrated ms | measured ms | error, calibrated | predicted change | measured change | error (points) | with doctor'"'"'s figures | error (points) |\n|---|---|---|---|---|---|---|---|---|---|\n'
 for i in 0 1 2; do
-  python3 - "${names[$i]}" "${P[$i]}" "${C[$i]}" "${M[$i]}" "${P[0]}" "${M[0]}" <<'PY'
+  python3 - "${names[$i]}" "${P[$i]}" "${C[$i]}" "${M[$i]}" "${P[0]}" "${M[0]}" "${D[$i]}" "${D[0]}" <<'PY'
 import sys
-n, p, c, m, p0, m0 = sys.argv[1], *map(float, sys.argv[2:])
-pc, mc = (p / p0 - 1) * 100, (m / m0 - 1) * 100
-print("| %s | %.2f | %.2f | %.2f | %+.1f%% | %+.2f%% | %+.2f%% | %.2f |" % (n, p, c, m, (c / m - 1) * 100, pc, mc, abs(pc - mc)))
+n, p, c, m, p0, m0, d, d0 = sys.argv[1], *map(float, sys.argv[2:])
+pc, mc, dc = (p / p0 - 1) * 100, (m / m0 - 1) * 100, (d / d0 - 1) * 100
+print("| %s | %.2f | %.2f | %.2f | %+.1f%% | %+.2f%% | %+.2f%% | %.2f | %+.2f%% | %.2f |" %
+      (n, p, c, m, (c / m - 1) * 100, pc, mc, abs(pc - mc), dc, abs(dc - mc)))
 PY
 done
 
@@ -83,14 +91,17 @@ profile 2 "$W/p2" --ddp-num-buckets 3 --overlap-grad-reduce
 train 2 "$W/cal2.log" --train-iters "$STEPS" --ddp-num-buckets 3 --overlap-grad-reduce
 "$TANDEM" plan "$W/p2" --model "$W/model" "${FREEZE[@]}" --out "$W/plan2" --suggest >"$W/suggest.txt" || exit 1
 grep -E "^suggestion|^confirm" "$W/suggest.txt"
+"$TANDEM" plan "$W/p2" --model "$W/model" "${FREEZE[@]}" --out "$W/plan2d" --suggest $DOCF >"$W/suggestd.txt" || exit 1
+echo "with doctor's figures: $(grep -E "^suggestion" "$W/suggestd.txt")"
 NBS=(1 2 3 4 6 8 12)
 specs=()
 for nb in "${NBS[@]}"; do specs+=("2|--ddp-num-buckets $nb --overlap-grad-reduce"); done
 mapfile -t M < <(interleaved "${specs[@]}")
-printf '| buckets | predicted ms | calibrated ms | measured ms |\n|---|---|---|---|\n'
+printf '| buckets | predicted ms | calibrated ms | with doctor'"'"'s figures, calibrated ms | measured ms |\n|---|---|---|---|---|\n'
 for i in "${!NBS[@]}"; do
   echo "| ${NBS[$i]} | $(predict "$W/p2" "--ddp-num-buckets ${NBS[$i]}" | sed -n 2p) |" \
-       "$(CAL=$W/cal2.log predict "$W/p2" "--ddp-num-buckets ${NBS[$i]}" | sed -n 2p) | ${M[$i]} |"
+       "$(CAL=$W/cal2.log predict "$W/p2" "--ddp-num-buckets ${NBS[$i]}" | sed -n 2p) |" \
+       "$(CAL=$W/cal2.log DOC=$DOCF predict "$W/p2" "--ddp-num-buckets ${NBS[$i]}" | sed -n 2p) | ${M[$i]} |"
 done
 
 echo; echo "## 3. dp size (2 micro-batches a rank), predicted from the dp 2 profile of section 1"

@@ -268,6 +268,16 @@ double tdm_probe_vector_sum(double mb, int reps) {
     return median(t, reps);
 }
 
+/* A buffer of about mb MB cut into one equal block of floats per rank of comm: the block's count, the ranks and
+ * the buffer's bytes. */
+static int floats_per_rank(MPI_Comm comm, double mb, int *size, size_t *bytes) {
+    *size = 1;
+    MPI_Comm_size(comm, size);
+    const int per_rank = (int)(bytes_of(mb) / sizeof(float) / (size_t)*size);
+    *bytes = (size_t)per_rank * (size_t)*size * sizeof(float);
+    return per_rank;
+}
+
 /* One collective through the engine: wall and calling-thread CPU, ms. */
 static void timed_op(tdm_comm *c, tdm_comm_op *op, double *wall, double *cpu) {
     uint64_t t0 = tdm_now_ns(), c0 = tdm_thread_cpu_ns();
@@ -285,11 +295,9 @@ int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, uin
                              tdm_error *err) {
     memset(out, 0, sizeof *out);
     reps = clamp_reps(reps);
-    int size = 1;
-    MPI_Comm_size(comm, &size);
-    size_t bytes = bytes_of(mb);
-    const int per_rank = (int)(bytes / sizeof(float) / (size_t)size);
-    bytes = (size_t)per_rank * (size_t)size * sizeof(float);
+    int size;
+    size_t bytes;
+    const int per_rank = floats_per_rank(comm, mb, &size, &bytes);
     float *buf = malloc(bytes);
     int ok = buf != NULL, all = 0;
     all = ok;
@@ -402,11 +410,9 @@ int tdm_probe_beside_compute(MPI_Comm comm, tdm_ddp_progress mode, int thread_ni
                              int reps, uint64_t timeout_ns, tdm_beside_cost *out, tdm_error *err) {
     memset(out, 0, sizeof *out);
     reps = clamp_reps(reps);
-    int size = 1;
-    MPI_Comm_size(comm, &size);
-    size_t bytes = bytes_of(mb);
-    const int per_rank = (int)(bytes / sizeof(float) / (size_t)size);
-    bytes = (size_t)per_rank * (size_t)size * sizeof(float);
+    int size;
+    size_t bytes;
+    const int per_rank = floats_per_rank(comm, mb, &size, &bytes);
     const size_t piece = (size_t)BESIDE_N * BESIDE_D;
     float *rs_buf = malloc(bytes), *ag_buf = malloc(bytes);
     beside_work k = {malloc(piece * sizeof(float)), malloc((size_t)BESIDE_D * BESIDE_D * sizeof(float)),
