@@ -561,11 +561,15 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                        "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
     if (alpha_given || gbps_given) tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
     else fit_link_solo(x, w, tau, solo, n, &c->link, notes, notes_cap);
-    if (slowed > 0 && m->speed_beside > 0)
+    if (m->speed_beside > 0 && slowed > 0)
         tdm_plan__note(notes, notes_cap,
-                       "a collective moves at %.3g of its speed beside compute (--comm-speed-beside): the collectives "
-                       "that ran beside it took %.4g ms longer than alone, left out of the link's fit",
+                       "a collective moves at %.3g of its speed alone where compute runs (--comm-speed-beside): the "
+                       "collectives that ran beside it took %.4g ms longer than alone, left out of the link's fit",
                        m->speed_beside, slowed / 1e3);
+    else if (m->speed_beside > 0)
+        tdm_plan__note(notes, notes_cap,
+                       "a collective moves at %.3g of its speed alone where compute runs (--comm-speed-beside)",
+                       m->speed_beside);
     else if (slowed > 0)
         tdm_plan__note(notes, notes_cap,
                        "the communication thread (nice %d) gets %.3g of a core beside compute: the collectives that "
