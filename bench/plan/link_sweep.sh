@@ -7,7 +7,8 @@
 # count and --suggest proposes one, which is added to the sweep when it is not in COUNTS.
 #   bench/plan/link_sweep.sh     env: RATE (1, Gbit/s), MODE (thread), FLAGS ("--overlap-grad-reduce
 #                                --overlap-param-gather", on at every point), REF (8), COUNTS ("1 2 4 16"),
-#                                REPEATS (8), AB_MPI (openmpi), TANDEM (build/tandem), OUT (build/plan-link-sweep);
+#                                REPEATS (8), AB_MPI (openmpi), TANDEM (build/tandem), OUT (build/plan-link-sweep),
+#                                PLAN_FLAGS (extra tandem plan flags: tandem doctor's, DOCTOR=1 measures them first);
 #                                PLAN_ONLY=1 predicts again from the runs already in OUT; RESUME=1 measures only
 #                                the counts OUT does not hold yet
 set -u
@@ -23,10 +24,16 @@ measure() { # ab: FLAGS at REF buckets against FLAGS at $1 buckets
     OUT="$OUT/n$1" bash bench/link/run_link_bench.sh ab >"$OUT/n$1.log" 2>&1 # its plot knows no custom runs
   [ -f "$(run_dir "$1")/summary.json" ] || { tail -n 20 "$OUT/n$1.log"; echo "the A/B of $1 buckets failed"; exit 1; }
 }
-plan() { # plan ARGS...: tandem plan on the reference's trace
-  "$TANDEM" plan "$(run_dir "$first")/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector "$@"
+plan() { # plan ARGS...: tandem plan on the reference's trace, with PLAN_FLAGS
+  "$TANDEM" plan "$(run_dir "$first")/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector \
+    ${PLAN_FLAGS:-} "$@"
 }
 mkdir -p "$OUT"
+if [ "${DOCTOR:-0}" = 1 ]; then # what a collective of about a bucket costs beside compute on this link
+  [ "${PLAN_ONLY:-0}" = 1 ] || RATES=$RATE PROBE_MPIS=$AB_MPI OUT=$OUT bash bench/link/run_link_bench.sh doctor >"$OUT/doctor.log" 2>&1
+  PLAN_FLAGS="${PLAN_FLAGS:-} $(grep -E "^  tandem plan +$MODE: " "$OUT/doctor_${AB_MPI}_$RATE.txt" | sed 's/^[^:]*: //')"
+  echo "tandem doctor: $PLAN_FLAGS"
+fi
 set -- $COUNTS
 first=$1
 [ -f "$(run_dir "$first")/summary.json" ] && [ "${RESUME:-0}" = 1 ] || measure "$first"
