@@ -22,21 +22,23 @@ TANDEM=${TANDEM:-build/tandem}
 echo "load after:$(uptime | sed 's/.*load average://'); $AB_MPI, $(git describe --always --dirty)"
 echo "| rate Gbit/s | progress | candidate | measured baseline ms | replay ms | measured change | predicted change | error (points) | predicted candidate ms vs measured | calibrated | with doctor's figures | error (points) |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+predict() { # NAME FLAGS...: tandem plan of the run's baseline trace for candidate $c into $run/NAME
+  local name=$1; shift
+  "$TANDEM" plan "$run/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector --candidate "$c" \
+    "$@" --out "$run/$name" >"$run/$name.txt" 2>&1
+}
 for rate in $RATES; do for mode in $MODES; do for cand in $CANDS; do
   run="$OUT/ab/${rate}gbit_${mode}_${cand}"
   [ -f "$run/summary.json" ] || { echo "| $rate | $mode | $cand | failed |"; continue; }
   case $cand in overlap_grad) c="--overlap-grad-reduce" ;; overlap_both) c="--overlap-grad-reduce --overlap-param-gather" ;; *) c=${CAND_FLAGS:-} ;; esac
-  "$TANDEM" plan "$run/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector --candidate "$c" \
-    --out "$run/plan" >"$run/plan.txt" 2>&1 || { echo "| $rate | $mode | $cand | plan failed: $(head -n 1 "$run/plan.txt") |"; continue; }
+  predict plan || { echo "| $rate | $mode | $cand | plan failed: $(head -n 1 "$run/plan.txt") |"; continue; }
   ma=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["baseline"]["mean_step_ms"])' "$run/summary.json")
-  "$TANDEM" plan "$run/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector --candidate "$c" \
-    --baseline-step-ms "$ma" --out "$run/plan-calibrated" >"$run/plan-calibrated.txt" 2>&1 \
+  predict plan-calibrated --baseline-step-ms "$ma" \
     || { echo "| $rate | $mode | $cand | calibrated plan failed: $(head -n 1 "$run/plan-calibrated.txt") |"; continue; }
   doc=$(grep -E "^  tandem plan +$mode: " "$OUT/doctor_${AB_MPI}_$rate.txt" 2>/dev/null | sed 's/^[^:]*: //')
   rm -rf "$run/plan-doctor"
   if [[ $doc == --comm-cpu-us-per-mb* ]]; then
-    "$TANDEM" plan "$run/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector --candidate "$c" \
-      $doc --baseline-step-ms "$ma" --out "$run/plan-doctor" >"$run/plan-doctor.txt" 2>&1 || rm -rf "$run/plan-doctor"
+    predict plan-doctor $doc --baseline-step-ms "$ma" || rm -rf "$run/plan-doctor"
   fi
   python3 - "$run" "$rate" "$mode" "$cand" "$doc" <<'PY'
 import json, sys, os

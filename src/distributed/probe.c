@@ -278,6 +278,12 @@ static int floats_per_rank(MPI_Comm comm, double mb, int *size, size_t *bytes) {
     return per_rank;
 }
 
+/* Every rank of comm here before any goes on (a bounded all-reduce). */
+static void probe_barrier(MPI_Comm comm, uint64_t timeout_ns) {
+    int z = 0;
+    tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe");
+}
+
 /* One collective through the engine: wall and calling-thread CPU, ms. */
 static void timed_op(tdm_comm *c, tdm_comm_op *op, double *wall, double *cpu) {
     uint64_t t0 = tdm_now_ns(), c0 = tdm_thread_cpu_ns();
@@ -322,10 +328,9 @@ int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, uin
     timed_op(c, &rs, &d0, &d1); /* untimed: the library sets up its buffers and connections */
     timed_op(c, &ag, &d0, &d1);
     for (int r = 0; r < reps; r++) {
-        int z = 0;
-        tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe"); /* a barrier */
+        probe_barrier(comm, timeout_ns);
         timed_op(c, &rs, &w[0][r], &u[0][r]);
-        tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe");
+        probe_barrier(comm, timeout_ns);
         timed_op(c, &ag, &w[1][r], &u[1][r]);
     }
     tdm_comm_free(c);
@@ -348,6 +353,8 @@ enum { BESIDE_N = 256, BESIDE_D = 384 }; /* one piece: a 256-token linear forwar
 typedef struct beside_work {
     float *x, *w, *y;
 } beside_work;
+
+static void beside_work_free(beside_work *k) { free(k->x), free(k->w), free(k->y); }
 
 static void beside_piece(beside_work *k) { tdm_linear_forward(k->y, k->x, k->w, NULL, BESIDE_N, BESIDE_D, BESIDE_D); }
 
@@ -420,7 +427,7 @@ int tdm_probe_beside_compute(MPI_Comm comm, tdm_ddp_progress mode, int thread_ni
     int all = rs_buf && ag_buf && k.x && k.w && k.y;
     tdm_allreduce_bounded(&all, 1, MPI_INT, MPI_MIN, comm, timeout_ns, "collective probe");
     if (!all) {
-        free(rs_buf), free(ag_buf), free(k.x), free(k.w), free(k.y);
+        free(rs_buf), free(ag_buf), beside_work_free(&k);
         return tdm_errorf(err, "collective probe: two %.1f MB buffers: out of memory on some rank", mb);
     }
     for (size_t i = 0; i < bytes / sizeof(float); i++) rs_buf[i] = 1e-3f, ag_buf[i] = 1.0f;
@@ -430,7 +437,7 @@ int tdm_probe_beside_compute(MPI_Comm comm, tdm_ddp_progress mode, int thread_ni
     MPI_Comm_dup(comm, &dup);
     tdm_comm *c = tdm_comm_create(dup, mode, 2, thread_nice, err);
     if (!c) {
-        free(rs_buf), free(ag_buf), free(k.x), free(k.w), free(k.y);
+        free(rs_buf), free(ag_buf), beside_work_free(&k);
         return -1;
     }
     tdm_comm_set_timeout(c, timeout_ns);
@@ -447,25 +454,23 @@ int tdm_probe_beside_compute(MPI_Comm comm, tdm_ddp_progress mode, int thread_ni
     double alone[2][MAX_REPS], lone[MAX_REPS], lost[MAX_REPS], moved[MAX_REPS], speed[MAX_REPS];
     for (int i = 0; i < 2; i++) timed_op(c, &ops[i], &d0, &d1); /* untimed: the library sets up */
     for (int r = 0; r < reps; r++) {
-        int z = 0;
         for (int i = 0; i < 2; i++) {
-            tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe"); /* a barrier */
+            probe_barrier(comm, timeout_ns);
             timed_op(c, &ops[i], &alone[i][r], &d1);
         }
     }
     const double alone_ms[2] = {median(alone[0], reps), median(alone[1], reps)};
     int n_speed = 0;
     for (int r = 0; r < reps; r++) {
-        int z = 0;
-        tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe");
+        probe_barrier(comm, timeout_ns);
         lone[r] = beside_compute(c, &k, pieces);
-        tdm_allreduce_bounded(&z, 1, MPI_INT, MPI_MAX, comm, timeout_ns, "collective probe");
+        probe_barrier(comm, timeout_ns);
         double v, ms = beside_round(c, &k, pieces, ops, alone_ms, (double)bytes / MB, comm, timeout_ns, &moved[r], &v);
         lost[r] = moved[r] > 0 ? (ms - lone[r]) * 1e3 / moved[r] : NAN;
         if (isfinite(v)) speed[n_speed++] = v;
     }
     tdm_comm_free(c);
-    free(rs_buf), free(ag_buf), free(k.x), free(k.w), free(k.y);
+    free(rs_buf), free(ag_buf), beside_work_free(&k);
     int n_lost = 0;
     for (int r = 0; r < reps; r++)
         if (isfinite(lost[r])) lost[n_lost++] = lost[r];

@@ -313,8 +313,9 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
      * and (comm_share) slows each collective where the last one's compute ran beside it. */
     double *extra = NULL;
     tdm_plan_seg *prev = NULL;
-    const int contended = (m->comm_share > 0 && m->comm_share < 1) || (m->speed_beside > 0 && m->speed_beside < 1);
-    const int charged = m->cpu_us_per_mb > 0 || (m->speed_beside > 0 && m->speed_beside < 1);
+    const int given_slow = m->speed_beside > 0 && m->speed_beside < 1; /* tandem doctor's speed beside compute */
+    const int contended = (m->comm_share > 0 && m->comm_share < 1) || given_slow;
+    const int charged = m->cpu_us_per_mb > 0 || given_slow;
     for (int pass = 0; pass < (charged ? (contended ? 16 : 8) : 1); pass++) {
         s.extra = extra;
         run_once(&s, bucket_of, ready_unit);

@@ -655,7 +655,7 @@ int cmd_plan(int argc, char **argv) {
         goto out_practice;
     }
     m.cores = o.cores;
-    if (o.speed_beside > 0) m.speed_beside = o.speed_beside;
+    if (o.speed_beside > 0) m.speed_beside = o.speed_beside; /* a PyTorch trace's model too */
     double calib_ms = o.baseline_step_ms, factor = 1;
     char calib_from[4096] = "";
     if (o.n_baseline_runs &&
