@@ -175,8 +175,10 @@ fi
 
 # ---------------------------------------------------------------- tandem doctor
 # what a collective in flight costs the compute beside it on this link, per progress mode (tandem plan's
-# --comm-cpu-us-per-mb and --comm-speed-beside): $OUT/doctor_<mpi>_<rate>.txt
+# --comm-cpu-us-per-mb and --comm-speed-beside): $OUT/doctor_<mpi>_<rate>.txt, and its report for tandem plan
+# --doctor in $OUT/doctor_<mpi>_<rate>.json
 if [ "$WHAT" = doctor ]; then
+  case $OUT in /*) dout=$OUT ;; *) dout=$PWD/$OUT ;; esac
   for mpi in $PROBE_MPIS; do
     if [ "$mpi" = openmpi ]; then t=$PWD/build/tandem; else t=$PWD/build-$mpi/tandem; fi
     [ -x "$t" ] || { echo "skipping $mpi: no $t (make${mpi:+ MPI=$mpi} ...)"; continue; }
@@ -184,7 +186,7 @@ if [ "$WHAT" = doctor ]; then
       set_rate "$rate"
       echo "== doctor $mpi at $rate Gbit/s"
       mpi_run "$mpi" 600 "$t" doctor --max-mb "${DOCTOR_MB:-16}" --beside-mb "${BESIDE_MB:-2}" --reps "${PROBE_REPEATS:-5}" \
-        >"$OUT/doctor_${mpi}_$rate.txt" 2>&1 || echo "doctor $mpi at $rate Gbit/s failed"
+        --json "$dout/doctor_${mpi}_$rate.json" >"$OUT/doctor_${mpi}_$rate.txt" 2>&1 || echo "doctor $mpi at $rate Gbit/s failed"
       sed -n '/beside compute/,$p' "$OUT/doctor_${mpi}_$rate.txt" | grep -E "beside|progress|thread|inline|tandem plan"
     done
   done

@@ -4,8 +4,8 @@
 # from the baseline's trace, and the table sets the predicted change and step beside tandem ab's measured ones;
 # "calibrated" predicts again calibrated (--baseline-step-ms) to the A/B's measured baseline mean; the last two
 # columns predict with what tandem doctor measured on the same link for that MPI and progress mode (the compute a
-# collective beside it costs, and its speed there: --comm-cpu-us-per-mb, --comm-speed-beside; run first, into
-# $OUT/doctor_<mpi>_<rate>.txt), calibrated as the column before.
+# collective beside it costs, and its speed there: tandem plan --doctor with its report for the cell's progress
+# mode; run first, into $OUT/doctor_<mpi>_<rate>.json), calibrated as the column before.
 #   bench/plan/link_plan.sh             env as run_link_bench.sh: RATES ("0.5 1 2"), MODES ("thread inline"),
 #                                       CANDS ("overlap_grad"), AB_MPI (openmpi), STEPS, WINDOW, OUT (build/plan-link);
 #                                       PLAN_ONLY=1 predicts again from the runs already in OUT
@@ -35,10 +35,12 @@ for rate in $RATES; do for mode in $MODES; do for cand in $CANDS; do
   ma=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["baseline"]["mean_step_ms"])' "$run/summary.json")
   predict plan-calibrated --baseline-step-ms "$ma" \
     || { echo "| $rate | $mode | $cand | calibrated plan failed: $(head -n 1 "$run/plan-calibrated.txt") |"; continue; }
-  doc=$(grep -E "^  tandem plan +$mode: " "$OUT/doctor_${AB_MPI}_$rate.txt" 2>/dev/null | sed 's/^[^:]*: //')
   rm -rf "$run/plan-doctor"
-  if [[ $doc == --comm-cpu-us-per-mb* ]]; then
-    predict plan-doctor $doc --baseline-step-ms "$ma" || rm -rf "$run/plan-doctor"
+  doc=""
+  if [ -f "$OUT/doctor_${AB_MPI}_$rate.json" ]; then
+    predict plan-doctor --doctor "$OUT/doctor_${AB_MPI}_$rate.json" --comm-progress "$mode" --baseline-step-ms "$ma" \
+      && doc=$(sed -n 's/.*the '"$mode"' line ([^)]*): //p' "$run/plan-doctor.txt" | sed 's/ (not used: given)//g') \
+      || rm -rf "$run/plan-doctor"
   fi
   python3 - "$run" "$rate" "$mode" "$cand" "$doc" <<'PY'
 import json, sys, os

@@ -31,7 +31,7 @@ plan() { # plan ARGS...: tandem plan on the reference's trace, with PLAN_FLAGS
 mkdir -p "$OUT"
 if [ "${DOCTOR:-0}" = 1 ]; then # what a collective of about a bucket costs beside compute on this link
   [ "${PLAN_ONLY:-0}" = 1 ] || RATES=$RATE PROBE_MPIS=$AB_MPI OUT=$OUT bash bench/link/run_link_bench.sh doctor >"$OUT/doctor.log" 2>&1
-  PLAN_FLAGS="${PLAN_FLAGS:-} $(grep -E "^  tandem plan +$MODE: " "$OUT/doctor_${AB_MPI}_$RATE.txt" | sed 's/^[^:]*: //')"
+  PLAN_FLAGS="${PLAN_FLAGS:-} --doctor $OUT/doctor_${AB_MPI}_$RATE.json --comm-progress $MODE"
   echo "tandem doctor: $PLAN_FLAGS"
 fi
 set -- $COUNTS

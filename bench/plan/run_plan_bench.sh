@@ -68,9 +68,10 @@ train 2 "$W/cal1.log" --train-iters "$STEPS" --ddp-num-buckets 3
 mapfile -t P < <(predict "$W/p1" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
 mapfile -t C < <(CAL=$W/cal1.log predict "$W/p1" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
 # what tandem doctor measures a collective of about a bucket (5 MB) costs beside compute, with a thread
-"$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor --max-mb 4 --beside-mb 5 >"$W/doctor.txt" 2>&1 || { cat "$W/doctor.txt"; exit 1; }
-DOCF=$(grep -E "^  tandem plan +thread: " "$W/doctor.txt" | sed 's/^[^:]*: //')
-echo "tandem doctor --beside-mb 5: $DOCF"
+"$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor --max-mb 4 --beside-mb 5 --json "$W/doctor.json" >"$W/doctor.txt" 2>&1 \
+  || { cat "$W/doctor.txt"; exit 1; }
+DOCF="--doctor $W/doctor.json"
+echo "tandem doctor --beside-mb 5: $(grep -E "^  tandem plan +thread: " "$W/doctor.txt" | sed 's/^[^:]*: //')"
 mapfile -t D < <(DOC=$DOCF predict "$W/p1" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
 names=("baseline" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
 mapfile -t M < <(interleaved "2|--ddp-num-buckets 3" "2|--ddp-num-buckets 3 --overlap-grad-reduce" \

@@ -34,6 +34,7 @@
 #ifndef TDM_PLAN_PLAN_H
 #define TDM_PLAN_PLAN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -207,6 +208,38 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
  * collectives; keeps l->alpha_us when alpha_given and l->gbps when gbps_given. */
 void tdm_plan_fit_link(const double *steps, const double *wire, const double *own_us, int n, tdm_plan_link *l,
                        int alpha_given, int gbps_given);
+
+/* What analysis.json beside a tandem trace (the trace file or its folder) says of the traced run: -1 / "" for
+ * what it does not say (no file, or a trace written before it said so). */
+typedef struct tdm_plan_run_info {
+    int shared_memory;      /* the ranks' collectives went through shared memory */
+    char transport[160];    /* "shared memory (pml ob1, btl vader)", "MPICH device ch4:ofi" */
+    char comm_progress[16]; /* thread | inline: the run's --comm-progress */
+} tdm_plan_run_info;
+
+void tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri);
+
+/* ---- plan_doctor.c ------------------------------------------------------------------------- */
+
+/* One progress mode's line of tandem doctor's JSON report (tandem doctor --json FILE), as tandem plan takes it
+ * (--doctor FILE): the compute lost per MB moved (0 for a figure below 0, noise) and the collectives' speed
+ * beside compute against alone (clipped to 0.001..1), with what the report says of where it was measured. */
+typedef struct tdm_plan_doctor {
+    char mode[16];        /* thread | inline */
+    double cpu_us_per_mb; /* the model's cpu_us_per_mb */
+    double speed;         /* the model's speed_beside */
+    double mb;            /* each collective's buffer in the probe; NaN when not said */
+    int comm_thread_nice; /* the probe's communication thread's niceness; -1 when not said */
+    int ranks;            /* 0 when not said */
+    int shared_memory;    /* -1 when not said */
+    char transport[160];
+} tdm_plan_doctor;
+
+/* Parses the report's text (`name` starts the sentences) for progress mode `mode` (thread or inline); -1
+ * with one sentence when it is not a doctor's report of this version, or has no usable line for the mode. */
+int tdm_plan_doctor_parse(const char *text, size_t len, const char *name, const char *mode, tdm_plan_doctor *d,
+                          tdm_error *err);
+int tdm_plan_doctor_load(const char *path, const char *mode, tdm_plan_doctor *d, tdm_error *err);
 
 /* ---- plan_torch.c -------------------------------------------------------------------------- */
 

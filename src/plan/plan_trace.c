@@ -31,23 +31,51 @@ void tdm_plan__note(char *notes, int cap, const char *fmt, ...) {
     if ((int)n < cap - 1) notes[n] = '\n', notes[n + 1] = '\0';
 }
 
-/* CPU ms the threads named comm... in analysis.json beside the trace took beside compute (NaN when there is none),
- * and whether the run's collectives went through shared memory (-1: not said). */
-static double comm_thread_cpu_ms(const char *trace_path, int *shared_memory) {
-    *shared_memory = -1;
+/* analysis.json beside a trace (in the folder given, or the one holding the trace file), parsed; NULL when
+ * there is none or it does not parse. */
+static tdm_json_doc *load_analysis(const char *trace_path) {
     char dir[4096], path[4200];
-    tdm_dirname(trace_path, dir, sizeof dir);
+    struct stat st;
+    if (stat(trace_path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(dir, sizeof dir, "%s", trace_path);
+    else tdm_dirname(trace_path, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/analysis.json", dir);
     tdm_error err;
     size_t len;
     char *text = tdm_read_file(path, (size_t)1 << 28, &len, &err);
-    if (!text) return NAN;
+    if (!text) return NULL;
     tdm_json_doc *doc = tdm_json_parse(text, len, path, &err);
     free(text);
+    return doc;
+}
+
+static void run_info_of(const tdm_json *root, tdm_plan_run_info *ri) {
+    memset(ri, 0, sizeof *ri);
+    ri->shared_memory = -1;
+    const tdm_json *shm = tdm_json_get(root, "shared_memory"), *tr = tdm_json_get(root, "transport"),
+                   *pr = tdm_json_get(root, "comm_progress");
+    if (shm && (shm->type == TDM_JSON_TRUE || shm->type == TDM_JSON_FALSE))
+        ri->shared_memory = shm->type == TDM_JSON_TRUE;
+    if (tr && tr->type == TDM_JSON_STRING) snprintf(ri->transport, sizeof ri->transport, "%s", tr->str);
+    if (pr && pr->type == TDM_JSON_STRING && (!strcmp(pr->str, "thread") || !strcmp(pr->str, "inline")))
+        snprintf(ri->comm_progress, sizeof ri->comm_progress, "%s", pr->str);
+}
+
+void tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri) {
+    tdm_json_doc *doc = load_analysis(trace_path);
+    run_info_of(doc ? tdm_json_root(doc) : NULL, ri);
+    tdm_json_free(doc);
+}
+
+/* CPU ms the threads named comm... in analysis.json beside the trace took beside compute (NaN when there is none),
+ * and whether the run's collectives went through shared memory (-1: not said). */
+static double comm_thread_cpu_ms(const char *trace_path, int *shared_memory) {
+    *shared_memory = -1;
+    tdm_json_doc *doc = load_analysis(trace_path);
     if (!doc) return NAN;
+    tdm_plan_run_info ri;
+    run_info_of(tdm_json_root(doc), &ri);
+    *shared_memory = ri.shared_memory;
     const tdm_json *th = tdm_json_get(tdm_json_root(doc), "threads");
-    const tdm_json *shm = tdm_json_get(tdm_json_root(doc), "shared_memory");
-    if (shm && (shm->type == TDM_JSON_TRUE || shm->type == TDM_JSON_FALSE)) *shared_memory = shm->type == TDM_JSON_TRUE;
     double ms = NAN;
     if (th && th->type == TDM_JSON_ARRAY) {
         ms = 0;

@@ -373,6 +373,10 @@ static int write_merged_outputs(const char *all, size_t n_all, const char *cpu_a
         }
         if (S.cfg.shared_memory >= 0)
             tdm_sb_printf(&json, ",\n\"shared_memory\": %s", S.cfg.shared_memory ? "true" : "false");
+        if (S.cfg.comm_progress[0]) {
+            tdm_sb_puts(&json, ",\n\"comm_progress\": ");
+            tdm_sb_json_string(&json, S.cfg.comm_progress, strlen(S.cfg.comm_progress));
+        }
         tdm_sb_puts(&json, ",\n\"threads\":[");
         tdm_sb_append(&json, cpu_all, n_cpu);
         tdm_sb_puts(&json, "]}\n");

@@ -27,7 +27,7 @@
  *   save_path/trace.json           all ranks merged, one process per rank
  *   save_path/analysis.json        per rank and step: compute, comm, hidden, exposed, data wait
  *                                  (see analysis.h), plus per-thread CPU statistics and the config's
- *                                  transport and shared_memory when set
+ *                                  transport, shared_memory and comm_progress when set
  *   save_path/summary.txt          operator summary + per-step analysis, as `tandem trace-summary` prints
  * When no rank recorded (enable false) nothing is written and finish is a cheap collective.
  */
@@ -53,8 +53,9 @@ typedef struct tdm_prof_config {
     char save_path[1024];
     int64_t capacity; /* events per thread buffer */
     /* set by the caller, not the file: the transport, written to analysis.json for tandem plan */
-    char transport[160]; /* "" unknown */
-    int shared_memory;   /* -1 unknown, else whether the ranks' collectives go through shared memory */
+    char transport[160];    /* "" unknown */
+    int shared_memory;      /* -1 unknown, else whether the ranks' collectives go through shared memory */
+    char comm_progress[16]; /* "" unknown, else the run's --comm-progress (thread | inline) */
 } tdm_prof_config;
 
 /* Profiling off; the other fields at MindSpeed-MM's defaults (all ranks, steps 1..1, level 0). */

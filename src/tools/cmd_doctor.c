@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 #include "distributed/agree.h"
@@ -31,6 +32,7 @@ typedef struct doctor_opts {
     int gemm_n;
     double beside_ms, beside_mb;
     int comm_thread_nice;
+    const char *json;
 } doctor_opts;
 
 static const tdm_flag FLAGS[] = {
@@ -85,6 +87,12 @@ static const tdm_flag FLAGS[] = {
      .def = "10",
      .metavar = "N",
      .help = "the communication thread's niceness in the beside-compute probe (as tandem train's flag)"},
+    {.name = "json",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(doctor_opts, json),
+     .metavar = "FILE",
+     .help = "also write every figure to FILE as JSON (written whole or not at all): tandem plan --doctor reads "
+             "its beside-compute figures"},
 };
 
 static const tdm_flags P = {
@@ -109,9 +117,26 @@ static double min_over(double v) {
     return v;
 }
 
+/* "key": v, with null for a figure not measured (NaN) */
+static void json_num(tdm_strbuf *sb, const char *key, double v) {
+    if (isfinite(v)) tdm_sb_printf(sb, "\"%s\": %.6g", key, v);
+    else tdm_sb_printf(sb, "\"%s\": null", key);
+}
+
+static void json_str(tdm_strbuf *sb, const char *key, const char *v) {
+    tdm_sb_printf(sb, "\"%s\": ", key);
+    tdm_sb_json_string(sb, v, strlen(v));
+}
+
+/* The flags tandem plan takes for one progress mode's figures: a loss below 0 (noise) as 0, a speed above 1 as 1. */
+static void plan_flags(const tdm_beside_cost *b, char *out, size_t cap) {
+    snprintf(out, cap, "--comm-cpu-us-per-mb %.0f --comm-speed-beside %.3f",
+             b->lost_us_per_mb > 0 ? b->lost_us_per_mb : 0.0, b->speed < 1 ? b->speed : 1.0);
+}
+
 /* What a collective in flight costs the compute beside it, per progress mode, and the flags that give it to
- * tandem plan. */
-static int beside(const doctor_opts *o, int rank, tdm_error *err) {
+ * tandem plan; the figures into js (rank 0) as the "beside_compute" object. */
+static int beside(const doctor_opts *o, int rank, tdm_strbuf *js, tdm_error *err) {
     static const struct {
         tdm_ddp_progress mode;
         const char *name;
@@ -136,16 +161,27 @@ static int beside(const doctor_opts *o, int rank, tdm_error *err) {
         }
     }
     if (rank == 0) {
+        tdm_sb_puts(js, ",\n\"beside_compute\": {");
+        json_num(js, "mb", b[0].mb), tdm_sb_puts(js, ", ");
+        json_num(js, "compute_ms", b[0].compute_ms), tdm_sb_puts(js, ", ");
+        json_num(js, "piece_ms", b[0].chunk_ms);
+        tdm_sb_printf(js, ", \"comm_thread_nice\": %d", o->comm_thread_nice);
         for (int i = 0; i < 2; i++) {
-            if (!isfinite(b[i].speed)) {
+            char flags[128] = "";
+            if (isfinite(b[i].speed)) plan_flags(&b[i], flags, sizeof flags);
+            if (!isfinite(b[i].speed))
                 printf("  tandem plan      %s: fewer than 3 collectives completed beside the compute; raise "
                        "--beside-ms\n",
                        modes[i].name);
-                continue;
-            }
-            printf("  tandem plan      %s: --comm-cpu-us-per-mb %.0f --comm-speed-beside %.3f\n", modes[i].name,
-                   b[i].lost_us_per_mb > 0 ? b[i].lost_us_per_mb : 0.0, b[i].speed < 1 ? b[i].speed : 1.0);
+            else printf("  tandem plan      %s: %s\n", modes[i].name, flags);
+            tdm_sb_printf(js, ",\n  \"%s\": {", modes[i].name);
+            json_num(js, "compute_lost_us_per_mb", b[i].lost_us_per_mb), tdm_sb_puts(js, ", ");
+            json_num(js, "speed", b[i].speed), tdm_sb_puts(js, ", ");
+            json_num(js, "moved_mb", b[i].moved_mb), tdm_sb_puts(js, ", ");
+            json_str(js, "plan_flags", flags);
+            tdm_sb_putc(js, '}');
         }
+        tdm_sb_puts(js, "}");
         fflush(stdout);
     }
     return 0;
@@ -157,6 +193,7 @@ int cmd_doctor(int argc, char **argv) {
     int rank, world;
     tdm_tool_mpi_init(&argc, &argv, &rank, &world);
     doctor_opts o;
+    memset(&o, 0, sizeof o);
     tdm_flags_defaults(&P, &o);
     tdm_error err = {{0}};
     int ok = tdm_flags_parse(&P, &o, argc - 1, argv + 1, NULL, NULL, &err) == 0;
@@ -174,10 +211,21 @@ int cmd_doctor(int argc, char **argv) {
     tdm_mpi_info_get(MPI_COMM_WORLD, &mi);
     const int threads = openblas_get_num_threads();
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    tdm_strbuf sb;
+    tdm_strbuf sb, js; /* js: the JSON report, built on rank 0 as the figures come */
     tdm_sb_init(&sb);
+    tdm_sb_init(&js);
     tdm_mpi_info_format(&mi, &sb);
     if (rank == 0) {
+        tdm_sb_printf(&js, "{\"tandem_doctor\": 1, \"tandem_version\": ");
+        tdm_sb_json_string(&js, tdm_version(), strlen(tdm_version()));
+        tdm_sb_printf(&js, ", \"ranks\": %d, \"one_host\": %s, \"cores\": %ld, \"blas_threads\": %d,\n", world,
+                      mi.one_host ? "true" : "false", cores, threads);
+        json_str(&js, "processor", hosts.value[TDM_HOSTS_CPU]), tdm_sb_puts(&js, ", ");
+        json_str(&js, "isa", hosts.value[TDM_HOSTS_ISA]), tdm_sb_puts(&js, ", ");
+        json_str(&js, "openblas", hosts.value[TDM_HOSTS_BLAS]), tdm_sb_puts(&js, ",\n");
+        json_str(&js, "mpi", sb.data), tdm_sb_puts(&js, ", ");
+        json_str(&js, "transport", mi.transport);
+        tdm_sb_printf(&js, ", \"shared_memory\": %s", mi.shared_memory ? "true" : "false");
         printf("tandem doctor: %d rank%s%s, %ld cores online on rank 0's host, %d BLAS thread%s per rank\n", world,
                world == 1 ? "" : "s", mi.one_host ? " on one host" : " on several hosts", cores, threads,
                threads == 1 ? "" : "s");
@@ -199,6 +247,13 @@ int cmd_doctor(int argc, char **argv) {
     tdm_probe_page_faults(mb, o.reps, &fresh, &reused);
     fresh = max_over(fresh), reused = max_over(reused);
     if (rank == 0) {
+        tdm_sb_printf(&js, ",\n\"sgemm_n\": %d, ", o.gemm_n);
+        json_num(&js, "sgemm_gflops_fastest", gf_max), tdm_sb_puts(&js, ", ");
+        json_num(&js, "sgemm_gflops_slowest", gf_min), tdm_sb_puts(&js, ",\n");
+        json_num(&js, "memcpy_ms_per_mb", cp), tdm_sb_puts(&js, ", ");
+        json_num(&js, "vector_sum_ms_per_mb", vs), tdm_sb_puts(&js, ", ");
+        json_num(&js, "page_faults_fresh_ms_per_mb", fresh), tdm_sb_puts(&js, ", ");
+        json_num(&js, "page_faults_reused_ms_per_mb", reused);
         printf("  sgemm ceiling    %.1f GFLOP/s per rank (%d^3, every rank at once; slowest rank %.1f)\n", gf_max,
                o.gemm_n, gf_min);
         printf("  memcpy           %.3f ms/MB (%.1f MB)\n", cp, mb);
@@ -214,12 +269,14 @@ int cmd_doctor(int argc, char **argv) {
             printf("  collectives      %d ranks, per MB of the buffer (ms/MB; CPU: the calling thread's)\n"
                    "      size MB   reduce-scatter    CPU   all-gather    CPU   memcpy   CPU/memcpy: RS    AG\n",
                    world);
+        if (rank == 0) tdm_sb_puts(&js, ",\n\"collectives\": [");
         for (int k = 2; k >= 0; k--) {
             tdm_coll_cost c;
             double size = mb / (double)(1 << (2 * k));
             if (tdm_probe_collectives(MPI_COMM_WORLD, size, o.reps, 0, &c, &err) != 0) {
                 if (rank == 0) fprintf(stderr, "tandem doctor: %s\n", err.msg);
                 tdm_sb_free(&sb);
+                tdm_sb_free(&js);
                 MPI_Finalize();
                 return 1;
             }
@@ -229,6 +286,12 @@ int cmd_doctor(int argc, char **argv) {
                 printf("      %7.2f   %14.3f %6.3f   %10.3f %6.3f   %6.3f   %14.2f %5.2f\n", c.mb, c.rs_wall_ms,
                        c.rs_cpu_ms, c.ag_wall_ms, c.ag_cpu_ms, c.memcpy_ms, c.rs_cpu_ms * per, c.ag_cpu_ms * per);
                 fflush(stdout);
+                tdm_sb_puts(&js, k == 2 ? "\n  {" : ",\n  {");
+                json_num(&js, "mb", c.mb), tdm_sb_puts(&js, ", ");
+                json_num(&js, "reduce_scatter_ms_per_mb", c.rs_wall_ms), tdm_sb_puts(&js, ", ");
+                json_num(&js, "reduce_scatter_cpu_ms_per_mb", c.rs_cpu_ms), tdm_sb_puts(&js, ", ");
+                json_num(&js, "all_gather_ms_per_mb", c.ag_wall_ms), tdm_sb_puts(&js, ", ");
+                json_num(&js, "all_gather_cpu_ms_per_mb", c.ag_cpu_ms), tdm_sb_puts(&js, "}");
             }
             big = c;
         }
@@ -240,9 +303,11 @@ int cmd_doctor(int argc, char **argv) {
             fflush(stdout);
         }
         mpi_rs = m;
-        if (o.beside_ms > 0 && beside(&o, rank, &err) != 0) {
+        if (rank == 0) tdm_sb_puts(&js, "]");
+        if (o.beside_ms > 0 && beside(&o, rank, &js, &err) != 0) {
             if (rank == 0) fprintf(stderr, "tandem doctor: %s\n", err.msg);
             tdm_sb_free(&sb);
+            tdm_sb_free(&js);
             MPI_Finalize();
             return 1;
         }
@@ -288,7 +353,18 @@ int cmd_doctor(int argc, char **argv) {
         }
         fflush(stdout);
     }
+    /* the report: rank 0 writes it whole; every rank leaves with its outcome */
+    int rc = 0;
+    if (o.json && rank == 0) {
+        tdm_sb_puts(&js, "}\n");
+        if (tdm_write_file_atomic(o.json, js.data, js.len, &err) != 0) {
+            fprintf(stderr, "tandem doctor: --json: %s\n", err.msg);
+            rc = 1;
+        } else printf("  report           %s\n", o.json);
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     tdm_sb_free(&sb);
+    tdm_sb_free(&js);
     MPI_Finalize();
-    return 0;
+    return rc;
 }

@@ -32,7 +32,8 @@ typedef struct plan_opts {
     const char *candidates[MAX_CANDIDATES];
     int n_candidates;
     double link_gbps, link_latency_us, cpu_us_per_mb, min_gain, speed_beside;
-    const char *out;
+    const char *out, *doctor;
+    char comm_progress[16];
     int suggest, practice;
     double tflops;
     int64_t tokens, patches;
@@ -124,6 +125,21 @@ static const tdm_flag FLAGS[] = {
      .help = "the share of its speed alone a collective moves at while compute runs beside it, as tandem doctor's "
              "\"beside compute\" measures it for a progress mode (default: a communication thread on shared memory "
              "slows by its share of the core at --comm-thread-nice, else nothing slows)"},
+    {.name = "doctor",
+     .kind = TDM_FLAG_PATH,
+     .off = offsetof(plan_opts, doctor),
+     .metavar = "FILE",
+     .help = "tandem doctor's JSON report (tandem doctor --json FILE, run where the traced run ran): its "
+             "beside-compute figures for the traced run's progress mode, as --comm-cpu-us-per-mb and "
+             "--comm-speed-beside (either flag given wins)"},
+    {.name = "comm-progress",
+     .kind = TDM_FLAG_CHOICE,
+     .off = offsetof(plan_opts, comm_progress),
+     .cap = sizeof(((plan_opts *)0)->comm_progress),
+     .choices = "thread|inline",
+     .metavar = "MODE",
+     .help = "with --doctor: the line to take, the traced run's --comm-progress (default: as the trace's "
+             "analysis.json says, else thread)"},
     {.name = "comm-thread-nice",
      .kind = TDM_FLAG_INT,
      .off = offsetof(plan_opts, comm_nice),
@@ -558,6 +574,55 @@ static int logs_mean_step(const char *const *paths, int n, const char *window, d
 
 /* ---- the command ------------------------------------------------------------------------------- */
 
+/* What was taken from tandem doctor's report, and where the report was measured otherwise than the traced run:
+ * appended to the notes. */
+static void doctor_notes(const plan_opts *o, const tdm_plan_doctor *d, const tdm_plan_run_info *run,
+                         const tdm_plan_model *m, char *notes, size_t cap) {
+    tdm_strbuf sb;
+    tdm_sb_init(&sb);
+    tdm_sb_printf(&sb,
+                  "tandem doctor's beside compute (%s), the %s line (%s): --comm-cpu-us-per-mb %.0f%s "
+                  "--comm-speed-beside %.3f%s\n",
+                  o->doctor, d->mode,
+                  o->comm_progress[0]     ? "--comm-progress"
+                  : run->comm_progress[0] ? "the traced run's progress mode"
+                                          : "the trace does not say its progress mode: tandem train's default",
+                  d->cpu_us_per_mb, m->cpu_us_per_mb != d->cpu_us_per_mb ? " (not used: given)" : "", d->speed,
+                  m->speed_beside != d->speed ? " (not used: given)" : "");
+    if (d->ranks > 0 && d->ranks != m->baseline.dp)
+        tdm_sb_printf(&sb, "the doctor ran %d ranks, the traced run dp %d\n", d->ranks, m->baseline.dp);
+    if (d->shared_memory >= 0 && run->shared_memory >= 0 && d->shared_memory != run->shared_memory)
+        tdm_sb_printf(&sb, "the doctor's collectives went through %s, the traced run's through %s\n",
+                      d->transport[0]    ? d->transport
+                      : d->shared_memory ? "shared memory"
+                                         : "a network",
+                      run->transport[0]    ? run->transport
+                      : run->shared_memory ? "shared memory"
+                                           : "a network");
+    if (!strcmp(d->mode, "thread") && d->comm_thread_nice >= 0 && d->comm_thread_nice != o->comm_nice)
+        tdm_sb_printf(&sb,
+                      "the doctor's communication thread ran at nice %d, the traced run's at %d "
+                      "(--comm-thread-nice)\n",
+                      d->comm_thread_nice, o->comm_nice);
+    int64_t *padded = NULL;
+    const int nb = tdm_plan_buckets(m, &m->baseline, &padded, NULL, &(tdm_error){{0}});
+    if (nb > 0 && isfinite(d->mb)) {
+        double sum = 0;
+        for (int b = 0; b < nb; b++) sum += (double)padded[b];
+        const double bucket_mb = sum / nb * 4 / 1e6;
+        if (bucket_mb > 4 * d->mb || bucket_mb < d->mb / 4)
+            tdm_sb_printf(&sb,
+                          "the doctor's collectives moved %.2f MB each, the baseline's buckets %.2f MB on "
+                          "average: a collective's speed beside compute depends on its size (tandem doctor "
+                          "--beside-mb %.2f)\n",
+                          d->mb, bucket_mb, bucket_mb);
+    }
+    free(padded);
+    const size_t n = strlen(notes);
+    snprintf(notes + n, cap - n, "%s", sb.data);
+    tdm_sb_free(&sb);
+}
+
 static int simulate_row(const tdm_plan_model *m, row *r, tdm_error *err) {
     return tdm_plan_simulate(m, &r->c, &r->r, err);
 }
@@ -589,6 +654,18 @@ int cmd_plan(int argc, char **argv) {
     if (o.n_baseline_runs && o.baseline_step_ms > 0) {
         fprintf(stderr, "tandem plan: --baseline-run and --baseline-step-ms both give the measured baseline step: "
                         "expected one of them\n");
+        return 2;
+    }
+    if (o.practice && o.doctor) {
+        fprintf(stderr, "tandem plan: --practice models devices whose collectives take no compute: expected --doctor "
+                        "only with a traced run\n");
+        return 2;
+    }
+    if (o.comm_progress[0] && !o.doctor) {
+        fprintf(stderr,
+                "tandem plan: --comm-progress %s chooses the line of tandem doctor's report: expected it with "
+                "--doctor FILE\n",
+                o.comm_progress);
         return 2;
     }
     if (o.window && !o.n_baseline_runs) {
@@ -636,6 +713,19 @@ int cmd_plan(int argc, char **argv) {
         goto out_practice;
     }
 
+    tdm_plan_doctor doc;
+    tdm_plan_run_info run;
+    tdm_plan_run_info_read(o.trace, &run);
+    if (o.doctor) {
+        const char *mode = o.comm_progress[0] ? o.comm_progress : run.comm_progress[0] ? run.comm_progress : "thread";
+        if (tdm_plan_doctor_load(o.doctor, mode, &doc, &err) != 0) {
+            fprintf(stderr, "tandem plan: --doctor: %s\n", err.msg);
+            rc = 1;
+            goto out_practice;
+        }
+        if (o.cpu_us_per_mb < 0) o.cpu_us_per_mb = doc.cpu_us_per_mb;
+        if (!(o.speed_beside > 0)) o.speed_beside = doc.speed;
+    }
     tdm_plan_trace_in in = {.path = o.trace,
                             .unit_names = (const char *const *)t.unit_names,
                             .n_units = t.n_units,
@@ -656,6 +746,7 @@ int cmd_plan(int argc, char **argv) {
     }
     m.cores = o.cores;
     if (o.speed_beside > 0) m.speed_beside = o.speed_beside; /* a PyTorch trace's model too */
+    if (o.doctor) doctor_notes(&o, &doc, &run, &m, notes, sizeof notes);
     double calib_ms = o.baseline_step_ms, factor = 1;
     char calib_from[4096] = "";
     if (o.n_baseline_runs &&

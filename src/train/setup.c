@@ -570,6 +570,7 @@ int tdm_train__start_profiler(trainer *t, tdm_error *err) {
     if (tdm_train__agree(t, ok, err) != 0) return -1;
     snprintf(pc.transport, sizeof pc.transport, "%s", t->mpi.transport);
     pc.shared_memory = t->mpi.shared_memory;
+    snprintf(pc.comm_progress, sizeof pc.comm_progress, "%s", a->comm_progress);
     ok = tdm_prof_session_start(&pc, t->comm, err) == 0;
     if (tdm_train__agree(t, ok, err) != 0) return -1;
     t->profiling = 1;

@@ -57,6 +57,36 @@ if "0.25 of its speed alone where compute runs (--comm-speed-beside)" not in b["
 for e in errs: print(e)
 sys.exit(1 if errs else 0)
 PYEOF
+# --doctor: tandem doctor's report gives the traced run's progress mode's line (the trace says thread), and
+# --comm-progress the other; a flag given wins. The report is a real doctor's, run here beside the trace.
+grep -q '"comm_progress": "thread"' "$W/prof/analysis.json" && ok "analysis.json says the progress mode" \
+  || bad "analysis.json: no comm_progress"
+if timeout -k 5 120 "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor --max-mb 1 --reps 2 --gemm-size 256 \
+    --beside-ms 100 --json "$W/doctor.json" >"$W/doctor.txt" 2>&1; then ok "doctor --json"
+else bad "doctor --json: $(tail -n 3 "$W/doctor.txt")"; fi
+for run in "thread|" "inline|--comm-progress inline" "given|--comm-cpu-us-per-mb 7 --comm-speed-beside 0.5"; do
+  name=${run%%|*}
+  "$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision --freeze-projector --out "$W/doctor_$name" \
+    --doctor "$W/doctor.json" ${run#*|} >"$W/doctor_$name.txt" 2>&1 || bad "--doctor ($name): $(cat "$W/doctor_$name.txt")"
+done
+$PY - "$W/doctor.json" "$W" <<'PYEOF' && ok "--doctor: the traced run's mode's figures, --comm-progress's, or the flags given" \
+  || bad "--doctor: see above"
+import json, sys
+d = json.load(open(sys.argv[1]))["beside_compute"]
+errs = []
+def want(name, cpu, speed, note):
+    p = json.load(open("%s/doctor_%s/plan.json" % (sys.argv[2], name)))
+    m = p["model"]
+    if abs(m["cpu_us_per_mb"] - cpu) > 1e-6 * (1 + cpu) or abs(m["speed_beside"] - speed) > 1e-6:
+        errs.append("%s: model %s %s, expected %s %s" % (name, m["cpu_us_per_mb"], m["speed_beside"], cpu, speed))
+    if note not in p["notes"]: errs.append("%s: no '%s' in the notes: %s" % (name, note, p["notes"]))
+for mode, why in (("thread", "the traced run's progress mode"), ("inline", "--comm-progress")):
+    f = d[mode]
+    want(mode, max(f["compute_lost_us_per_mb"], 0), min(max(f["speed"], 0.001), 1), "the %s line (%s)" % (mode, why))
+want("given", 7, 0.5, "(not used: given) --comm-speed-beside")
+for e in errs: print(e)
+sys.exit(1 if errs else 0)
+PYEOF
 $PY - "$W/plan" <<'PYEOF' && ok "replay within 15% and the report files" || bad "plan.json: see above"
 import glob, json, sys, os
 d = sys.argv[1]
@@ -196,6 +226,13 @@ expect_fail "two calibrations" "expected one of them" "$TANDEM" plan "$W/prof" -
   --baseline-run "$W/train.log" --baseline-step-ms 80
 expect_fail "calibrating the practice" "no traced baseline to calibrate" "$TANDEM" plan --practice --out "$W/o16" \
   --baseline-step-ms 80
+echo '{"tandem_doctor": 1, "ranks": 1}' >"$W/doctor1.json"
+expect_fail "a one-rank doctor's report" "no beside_compute figures" "$TANDEM" plan "$W/prof" --model "$W/model" \
+  --out "$W/o17" --doctor "$W/doctor1.json"
+expect_fail "not a doctor's report" "expected tandem doctor's JSON report" "$TANDEM" plan "$W/prof" --model \
+  "$W/model" --out "$W/o18" --doctor "$W/notrace.json"
+expect_fail "--comm-progress alone" "expected it with --doctor" "$TANDEM" plan "$W/prof" --model "$W/model" \
+  --out "$W/o19" --comm-progress inline
 expect_fail "--window alone" "expected it with --baseline-run" "$TANDEM" plan "$W/prof" --model "$W/model" \
   --out "$W/o15" --window 3:6
 finish

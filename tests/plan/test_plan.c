@@ -489,6 +489,77 @@ static void test_trace_bucket_count(void) {
     trace_remove(&t);
 }
 
+/* tandem doctor's report: each mode's line as the printed flags take it (a loss below 0 as 0, a speed above
+ * 1 as 1, below 0.001 as 0.001), where it was measured, and one sentence for what is not a usable report. */
+static void test_doctor_report(void) {
+    const char *good = "{\"tandem_doctor\": 1, \"ranks\": 2, \"shared_memory\": false, \"transport\": \"tcp\",\n"
+                       " \"beside_compute\": {\"mb\": 2.5, \"comm_thread_nice\": 10,\n"
+                       "  \"thread\": {\"compute_lost_us_per_mb\": 852.3, \"speed\": 0.875, \"moved_mb\": 68},\n"
+                       "  \"inline\": {\"compute_lost_us_per_mb\": -12, \"speed\": 1.046, \"moved_mb\": 39}}}";
+    tdm_plan_doctor d;
+    tdm_error err;
+    CHECK(tdm_plan_doctor_parse(good, strlen(good), "d.json", "thread", &d, &err) == 0, "%s", err.msg);
+    CHECK(d.cpu_us_per_mb == 852.3 && d.speed == 0.875 && d.mb == 2.5 && d.comm_thread_nice == 10 && d.ranks == 2 &&
+              d.shared_memory == 0 && !strcmp(d.transport, "tcp") && !strcmp(d.mode, "thread"),
+          "%g %g %g %d %d %d %s", d.cpu_us_per_mb, d.speed, d.mb, d.comm_thread_nice, d.ranks, d.shared_memory,
+          d.transport);
+    CHECK(tdm_plan_doctor_parse(good, strlen(good), "d.json", "inline", &d, &err) == 0, "%s", err.msg);
+    CHECK(d.cpu_us_per_mb == 0 && d.speed == 1, "inline %g %g", d.cpu_us_per_mb, d.speed);
+    const char *slow = "{\"tandem_doctor\": 1, \"beside_compute\": {\"thread\": {\"compute_lost_us_per_mb\": 5, "
+                       "\"speed\": 0.0002}}}";
+    CHECK(tdm_plan_doctor_parse(slow, strlen(slow), "s.json", "thread", &d, &err) == 0 && d.speed == 0.001 &&
+              isnan(d.mb) && d.comm_thread_nice == -1 && d.ranks == 0 && d.shared_memory == -1,
+          "%g %g %d", d.speed, d.mb, d.comm_thread_nice);
+    static const struct {
+        const char *text, *mode, *says;
+    } bad[] = {
+        {"{\"ranks\": 2}", "thread", "b.json: no \"tandem_doctor\" version"},
+        {"{\"tandem_doctor\": 2}", "thread", "tandem_doctor 2: expected version 1"},
+        {"{\"tandem_doctor\": 1, \"ranks\": 1}", "thread", "no beside_compute figures"},
+        {"{\"tandem_doctor\": 1, \"beside_compute\": {\"thread\": {}}}", "inline", "has no \"inline\" figures"},
+        {"{\"tandem_doctor\": 1, \"beside_compute\": {\"thread\": {\"speed\": 0.5}}}", "thread",
+         "thread.compute_lost_us_per_mb: expected a number"},
+        {"{\"tandem_doctor\": 1, \"beside_compute\": {\"thread\": {\"compute_lost_us_per_mb\": 1, \"speed\": null}}}",
+         "thread", "not measured (fewer than 3 collectives"},
+        {"{\"tandem_doctor\": 1, \"beside_compute\": {\"thread\": {\"compute_lost_us_per_mb\": 1, \"speed\": -1}}}",
+         "thread", "expected a number above 0"},
+        {"{\"tandem_doctor\": 1,", "thread", "expected tandem doctor's JSON report"},
+        {"{\"tandem_doctor\": 1}", "polling", "progress mode 'polling': expected thread or inline"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = tdm_plan_doctor_parse(bad[i].text, strlen(bad[i].text), "b.json", bad[i].mode, &d, &err);
+        CHECK(rc != 0 && strstr(err.msg, bad[i].says) && !strchr(err.msg, '\n'), "%zu: %s", i, err.msg);
+    }
+}
+
+/* What analysis.json beside a trace says of the run, from the folder or the trace file; -1 and "" without it. */
+static void test_run_info(void) {
+    char dir[] = "/tmp/tdm_test_run_info.XXXXXX", path[4200], trace[4200];
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    tdm_plan_run_info ri;
+    tdm_plan_run_info_read(dir, &ri);
+    CHECK(ri.shared_memory == -1 && !ri.transport[0] && !ri.comm_progress[0], "no file: %d", ri.shared_memory);
+    snprintf(path, sizeof path, "%s/analysis.json", dir);
+    snprintf(trace, sizeof trace, "%s/trace.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "open %s", path);
+    if (!f) return;
+    fputs("{\"transport\": \"shared memory (btl vader)\", \"shared_memory\": true, \"comm_progress\": \"inline\"}", f);
+    fclose(f);
+    tdm_plan_run_info_read(dir, &ri);
+    CHECK(ri.shared_memory == 1 && !strcmp(ri.transport, "shared memory (btl vader)") &&
+              !strcmp(ri.comm_progress, "inline"),
+          "%d %s %s", ri.shared_memory, ri.transport, ri.comm_progress);
+    tdm_plan_run_info_read(trace, &ri); /* the trace file need not exist: its folder's analysis.json */
+    CHECK(!strcmp(ri.comm_progress, "inline"), "from the trace's path: %s", ri.comm_progress);
+    f = fopen(path, "w");
+    if (f) fputs("{\"comm_progress\": \"sometimes\"}", f), fclose(f);
+    tdm_plan_run_info_read(dir, &ri);
+    CHECK(!ri.comm_progress[0] && ri.shared_memory == -1, "an unknown mode: %s", ri.comm_progress);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     RUN(test_ring_formulas);
     RUN(test_buckets_as_layout);
@@ -504,5 +575,7 @@ int main(void) {
     RUN(test_trace_cpu_leaves_out_wait_polls);
     RUN(test_trace_one_rank_per_side);
     RUN(test_trace_bucket_count);
+    RUN(test_doctor_report);
+    RUN(test_run_info);
     return TEST_SUMMARY();
 }

@@ -33,7 +33,7 @@ positive() { # file regex min
 }
 
 # --- 2 ranks -------------------------------------------------------------------------------
-timeout -k 5 120 "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor "${QUICK[@]}" >"$W/two" 2>&1
+timeout -k 5 120 "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor "${QUICK[@]}" --json "$W/doctor.json" >"$W/two" 2>&1
 rc=$?
 [ "$rc" -eq 0 ] && ok "2 ranks: exit 0" || bad "2 ranks: exit $rc: $(head -c 400 "$W/two")"
 for line in "^tandem doctor: 2 ranks on one host, [0-9]+ cores online" "^  processor " "^  OpenBLAS " "^  MPI  " \
@@ -60,6 +60,30 @@ for mode in thread inline; do
     && grep -q "speed_beside\|link bandwidth" "$W/practice_$mode.txt" \
     && ok "2 ranks: tandem plan takes the $mode flags ($flags)" || bad "2 ranks: tandem plan $flags: $(cat "$W/practice_$mode.txt")"
 done
+# --json: the same figures as a report (what tandem plan --doctor reads), its flags the printed ones
+python3 - "$W/doctor.json" "$W/two" <<'PYEOF' && ok "2 ranks: --json writes the report with the printed figures" \
+  || bad "2 ranks: --json: see above"
+import json, math, re, sys
+d, text = json.load(open(sys.argv[1])), open(sys.argv[2]).read()
+errs = []
+if d.get("tandem_doctor") != 1 or d.get("ranks") != 2 or d.get("one_host") is not True: errs.append("header %s" % d)
+if len(d.get("collectives", [])) != 3: errs.append("collectives %s" % d.get("collectives"))
+for c in d.get("collectives", []):
+    for k in ("mb", "reduce_scatter_ms_per_mb", "all_gather_ms_per_mb"):
+        if not (isinstance(c.get(k), (int, float)) and c[k] > 0): errs.append("collectives %s %s" % (k, c))
+for k in ("sgemm_gflops_fastest", "memcpy_ms_per_mb", "vector_sum_ms_per_mb"):
+    if not (isinstance(d.get(k), (int, float)) and d[k] > 0): errs.append("%s %s" % (k, d.get(k)))
+b = d.get("beside_compute", {})
+if b.get("comm_thread_nice") != 10 or abs(b.get("mb", 0) - 0.25) > 0.01: errs.append("beside_compute %s" % b)
+for mode in ("thread", "inline"):
+    line = re.search(r"^  tandem plan +%s: (.*)$" % mode, text, re.M)
+    m = b.get(mode, {})
+    if not line or m.get("plan_flags") != line.group(1): errs.append("%s: %s against %s" % (mode, m, line and line.group(1)))
+    if not math.isfinite(m.get("compute_lost_us_per_mb") or float("nan")) or not m.get("speed", 0) > 0: errs.append("%s %s" % (mode, m))
+if "  report           %s" % sys.argv[1] not in text: errs.append("no report line")
+for e in errs: print(e)
+sys.exit(1 if errs else 0)
+PYEOF
 [ "$(grep -cE "$ROW" "$W/two")" -eq 3 ] \
   && ok "2 ranks: three sizes in the collectives table" || bad "2 ranks: the collectives table: $(sed -n '/collectives/,/settings/p' "$W/two")"
 positive "$W/two" "$ROW" 24 \
@@ -126,6 +150,8 @@ expect "--help" 0 "usage: mpirun -np 2 tandem doctor" "$TANDEM" doctor --help
 expect "--reps 0 refused" 2 "tandem doctor: --reps" "$TANDEM" doctor --reps 0
 expect "--max-mb abc refused" 2 "tandem doctor: --max-mb" "$TANDEM" doctor --max-mb abc
 expect "a misspelt flag gets the closest name" 2 "did you mean '--reps'" "$TANDEM" doctor --resp 3
+expect "--json into a missing folder: exit 1 on every rank" 1 "tandem doctor: --json: $W/no/such/" \
+  "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor "${QUICK[@]}" --beside-ms 0 --json "$W/no/such/d.json"
 expect "a bad flag under 2 ranks" 2 "tandem doctor: --gemm-size" "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor --gemm-size 1
 [ "$(grep -c '^tandem doctor:' "$W/out")" -eq 1 ] && ok "a bad flag under 2 ranks: one sentence" \
   || bad "a bad flag under 2 ranks: $(cat "$W/out")"
