@@ -466,12 +466,16 @@ int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err) 
         } else if (!strcmp(w, "--link-latency-us")) {
             if (num_arg(w, NEXT(), 0, 1e9, &x, err)) return -1;
             c->link.alpha_us = x;
+        } else if (!strcmp(w, "--link-scale")) { /* the link so far (the fitted one) x times as fast */
+            if (num_arg(w, NEXT(), 1e-6, 1e6, &x, err)) return -1;
+            c->link.gbps *= x;
         } else {
-            return tdm_errorf(err,
-                              "candidate flag '%s': expected --overlap-grad-reduce, --overlap-param-gather (or their "
-                              "--no- forms), --ddp-bucket-size N, --ddp-num-buckets N, --dp N, "
-                              "--use-distributed-optimizer, --bf16, --link-gbps X or --link-latency-us X",
-                              w);
+            return tdm_errorf(
+                err,
+                "candidate flag '%s': expected --overlap-grad-reduce, --overlap-param-gather (or their "
+                "--no- forms), --ddp-bucket-size N, --ddp-num-buckets N, --dp N, "
+                "--use-distributed-optimizer, --bf16, --link-gbps X, --link-scale X or --link-latency-us X",
+                w);
         }
 #undef NEXT
     }

@@ -167,7 +167,7 @@ int tdm_plan_calibrate(tdm_plan_model *m, double measured_us, double *factor, td
  * --no-overlap-grad-reduce, --overlap-param-gather, --no-overlap-param-gather,
  * --ddp-bucket-size N, --ddp-num-buckets N, --dp N (or --data-parallel-size N),
  * --use-distributed-optimizer, --no-distributed-optimizer, --bf16, --link-gbps X,
- * --link-latency-us X. */
+ * --link-scale X (the bandwidth so far, fitted or given, times X), --link-latency-us X. */
 int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err);
 /* The same settings as flags for `tandem train` / `tandem ab` (into out[cap]); relative to base. */
 void tdm_plan_config_flags(const tdm_plan_config *c, const tdm_plan_config *base, char *out, int cap);

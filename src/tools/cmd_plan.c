@@ -91,8 +91,8 @@ static const tdm_flag FLAGS[] = {
      .metavar = "\"FLAGS\"",
      .help = "a setting to predict (repeat the flag for more), relative to the baseline: --overlap-grad-reduce, "
              "--overlap-param-gather, "
-             "--ddp-bucket-size N, --ddp-num-buckets N, --dp N, --link-gbps X, --link-latency-us X (default: the "
-             "overlap flags)"},
+             "--ddp-bucket-size N, --ddp-num-buckets N, --dp N, --link-gbps X, --link-scale X (the baseline's link "
+             "X times as fast), --link-latency-us X (default: the overlap flags)"},
     {.name = "link-gbps",
      .kind = TDM_FLAG_DOUBLE,
      .off = offsetof(plan_opts, link_gbps),
@@ -747,6 +747,14 @@ int cmd_plan(int argc, char **argv) {
     m.cores = o.cores;
     if (o.speed_beside > 0) m.speed_beside = o.speed_beside; /* a PyTorch trace's model too */
     if (o.doctor) doctor_notes(&o, &doc, &run, &m, notes, sizeof notes);
+    else if (!torch && !m.baseline.overlap_grad && !m.baseline.overlap_param && o.speed_beside <= 0 &&
+             m.baseline.dp > 1) {
+        const size_t n = strlen(notes);
+        snprintf(notes + n, sizeof notes - n,
+                 "the baseline overlaps no collective with compute, so its trace cannot show what one costs there: "
+                 "mpirun -np %d tandem doctor --json FILE, where the run ran, measures it for --doctor FILE\n",
+                 m.baseline.dp);
+    }
     double calib_ms = o.baseline_step_ms, factor = 1;
     char calib_from[4096] = "";
     if (o.n_baseline_runs &&

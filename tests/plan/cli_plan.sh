@@ -23,6 +23,8 @@ if "$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision --freeze-projecto
 then ok "plan: $(grep '^replay:' "$W/plan.txt")"; else bad "plan: $(cat "$W/plan.txt")"; fi
 grep -q "baseline read from the trace: dp 2, distributed optimizer, 3 bucket(s)" "$W/plan.txt" && ok "baseline read" \
   || bad "baseline not read from the trace: $(cat "$W/plan.txt")"
+grep -q "the baseline overlaps no collective with compute.*mpirun -np 2 tandem doctor --json FILE" "$W/plan.txt" \
+  && ok "a baseline without overlap points at tandem doctor" || bad "no doctor hint: $(cat "$W/plan.txt")"
 # on shared memory the searched settings may all tie with the baseline (the model charges the
 # threads' CPU): either answer is right there, and one of them must be given
 grep -qE "^(confirm with: mpirun -np 2 tandem ab|suggestion: keep the baseline's settings)" "$W/plan.txt" \
@@ -80,6 +82,7 @@ def want(name, cpu, speed, note):
     if abs(m["cpu_us_per_mb"] - cpu) > 1e-6 * (1 + cpu) or abs(m["speed_beside"] - speed) > 1e-6:
         errs.append("%s: model %s %s, expected %s %s" % (name, m["cpu_us_per_mb"], m["speed_beside"], cpu, speed))
     if note not in p["notes"]: errs.append("%s: no '%s' in the notes: %s" % (name, note, p["notes"]))
+    if "overlaps no collective" in p["notes"]: errs.append("%s: the doctor hint with --doctor" % name)
 for mode, why in (("thread", "the traced run's progress mode"), ("inline", "--comm-progress")):
     f = d[mode]
     want(mode, max(f["compute_lost_us_per_mb"], 0), min(max(f["speed"], 0.001), 1), "the %s line (%s)" % (mode, why))

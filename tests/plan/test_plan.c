@@ -255,6 +255,14 @@ static void test_flags_and_bad_input(void) {
     tdm_plan_config b = {.dp = 2, .num_buckets = 3, .link = {1, 1}};
     tdm_plan_config_flags(&c, &b, out, sizeof out);
     CHECK(!strcmp(out, "--overlap-grad-reduce --ddp-bucket-size 2000000 --dp 4 --link-gbps 0.5"), "%s", out);
+    /* --link-scale: the bandwidth so far times X (the fitted link's, or one given before it) */
+    tdm_plan_config k = {.dp = 2, .link = {3, 0.8}};
+    CHECK(tdm_plan_parse_flags("--link-scale 2.5", &k, &err) == 0 && k.link.gbps == 2.0 && k.link.alpha_us == 3,
+          "%g %s", k.link.gbps, err.msg);
+    CHECK(tdm_plan_parse_flags("--link-gbps 4 --link-scale=0.25", &k, &err) == 0 && k.link.gbps == 1.0, "%g",
+          k.link.gbps);
+    CHECK(tdm_plan_parse_flags("--link-scale 0", &k, &err) != 0 && strstr(err.msg, "--link-scale 0: expected"), "%s",
+          err.msg);
     CHECK(tdm_plan_parse_flags("--frobnicate", &c, &err) != 0 && strstr(err.msg, "'--frobnicate'"), "%s", err.msg);
     CHECK(tdm_plan_parse_flags("--ddp-bucket-size abc", &c, &err) != 0 && strstr(err.msg, "expected a number"), "%s",
           err.msg);
