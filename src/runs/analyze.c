@@ -234,6 +234,15 @@ static void analyze_steps(const tdm_runs_trace *t, tdm_runs_rank_stats *r) {
                                                 .last_us = g->last_comm,
                                                 .last_exposed_us = NAN};
         }
+        for (int64_t c = 0; c < t->n_colls; c++) { /* each collective to the given step of its step's number */
+            const int32_t k = t->colls[c].step;
+            if (k < 0 || k >= t->n_steps) continue;
+            for (int64_t i = 0; i < t->n_given; i++)
+                if (t->given[i].number == t->steps[k].number) {
+                    r->steps[i].n_colls++;
+                    break;
+                }
+        }
         return;
     }
     int64_t ns = t->n_steps;
@@ -332,17 +341,15 @@ static void analyze_steps(const tdm_runs_trace *t, tdm_runs_rank_stats *r) {
 
 static void mean_steps(tdm_runs_rank_stats *r) {
     tdm_runs_step_stats m = {.number = -1, .last_coll = -1};
-    double n = 0, nl = 0, last = 0, last_x = 0;
+    double n = 0, nl = 0, last = 0, nx = 0, last_x = 0;
     for (int64_t i = 0; i < r->n_steps; i++) {
         const tdm_runs_step_stats *s = &r->steps[i];
         m.step_us += s->step_us, m.compute_us += s->compute_us, m.comm_us += s->comm_us;
         m.hidden_us += s->hidden_us, m.exposed_us += s->exposed_us, m.idle_us += s->idle_us;
         m.n_colls += s->n_colls;
         n++;
-        if (isfinite(s->last_us)) {
-            last += s->last_us, nl++;
-            last_x += isfinite(s->last_exposed_us) ? s->last_exposed_us : 0;
-        }
+        if (isfinite(s->last_us)) last += s->last_us, nl++;
+        if (isfinite(s->last_us) && isfinite(s->last_exposed_us)) last_x += s->last_exposed_us, nx++;
     }
     m.overlap_pct = m.comm_us > 0 ? 100.0 * m.hidden_us / m.comm_us : NAN;
     if (n > 0) {
@@ -351,7 +358,7 @@ static void mean_steps(tdm_runs_rank_stats *r) {
         m.step_us = m.compute_us = m.comm_us = m.hidden_us = m.exposed_us = m.idle_us = NAN;
     }
     m.last_us = nl > 0 ? last / nl : NAN;
-    m.last_exposed_us = nl > 0 ? last_x / nl : NAN;
+    m.last_exposed_us = nx > 0 ? last_x / nx : NAN; /* NaN: not known (a format's own per-step figures) */
     r->mean = m;
 }
 

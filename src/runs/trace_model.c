@@ -527,7 +527,7 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
                 }
             }
         }
-    } else {
+    } else if (t->format != TDM_RUNS_FMT_TANDEM) { /* tandem's reader made its collectives */
         /* CPU-only: gloo's operators are the transfers; the launches are record_param_comms (or,
          * in older PyTorch, c10d::<op>) on the other threads, matched in order per kind */
         int use_rpc = 0;
@@ -572,7 +572,9 @@ void tdm_runs_trace_finish(tdm_runs_trace *t) {
     for (int64_t i = 0; i < t->n_colls; i++) {
         tdm_runs_coll c = t->colls[i];
         const tdm_runs_span *s = &t->spans[c.span];
-        int exec = t->has_device ? (s->flags & TDM_RUNS_F_DEVICE) != 0 : starts(t->names[s->name], "gloo:");
+        int exec = t->has_device                      ? (s->flags & TDM_RUNS_F_DEVICE) != 0
+                   : t->format == TDM_RUNS_FMT_TANDEM ? 1
+                                                      : starts(t->names[s->name], "gloo:");
         if (!exec || s->coll != i) continue;
         c.step = s->step;
         t->colls[kept++] = c;

@@ -75,6 +75,18 @@ int tdm_runs_read_tandem(tdm_runs_set *s, const char *path, tdm_error *err) {
                            ? TDM_RUNS_OTHER
                        : r->thread_kind == TDM_PROF_THREAD_COMM || r->cat == TDM_PROF_COMM ? TDM_RUNS_COMM
                                                                                            : TDM_RUNS_COMPUTE;
+            if (r->cat == TDM_PROF_COMM) { /* a collective ("grad reduce-scatter", "param all-gather"), posted to
+                                              done; its bytes are not in the trace */
+                const int k = tdm_runs_coll_kind_of(r->name);
+                tdm_runs_coll c = {.span = (int32_t)(sp - t->spans),
+                                   .kind = (uint8_t)(k < 0 ? TDM_RUNS_COLL_OTHER : k),
+                                   .launch_ts = NAN,
+                                   .ts = sp->ts,
+                                   .dur = sp->dur,
+                                   .bytes = -1,
+                                   .group_size = pt.n_ranks};
+                sp->coll = tdm_runs_add_coll(t, &c);
+            }
         }
         t->threads = tdm_xmalloc((size_t)(n_tids + 1) * sizeof *t->threads);
         for (int i = 0; i < n_tids; i++) {

@@ -102,8 +102,9 @@ for r in (0, 1):
         ev.append({"ph": "X", "name": "step", "cat": "phase", "ts": t0, "dur": 9000, "pid": r, "tid": 0, "args": {"arg": s + 1, "level": 0}})
         ev.append({"ph": "X", "name": "forward", "cat": "phase", "ts": t0, "dur": 3000, "pid": r, "tid": 0, "args": {"arg": -1, "level": 0}})
         ev.append({"ph": "X", "name": "backward", "cat": "phase", "ts": t0 + 3000, "dur": 4000, "pid": r, "tid": 0, "args": {"arg": -1, "level": 0}})
-        ev.append({"ph": "X", "name": "grad bucket 1", "cat": "comm", "ts": t0 + 5000, "dur": 1500 + 100 * r, "pid": r, "tid": 1, "args": {"arg": 1, "level": 1}})
-        ev.append({"ph": "X", "name": "grad bucket 0", "cat": "comm", "ts": t0 + 7000, "dur": 1000, "pid": r, "tid": 1, "args": {"arg": 0, "level": 1}})
+        ev.append({"ph": "X", "name": "grad reduce-scatter", "cat": "comm", "ts": t0 + 5000, "dur": 1500 + 100 * r, "pid": r, "tid": 1, "args": {"arg": 1, "level": 1}})
+        ev.append({"ph": "X", "name": "grad reduce-scatter", "cat": "comm", "ts": t0 + 7000, "dur": 1000, "pid": r, "tid": 1, "args": {"arg": 0, "level": 1}})
+        ev.append({"ph": "X", "name": "param all-gather", "cat": "comm", "ts": t0 + 8100, "dur": 800, "pid": r, "tid": 1, "args": {"arg": 0, "level": 1}})
 json.dump({"displayTimeUnit": "ms", "traceEvents": ev}, open(sys.argv[1], "w"))
 PYEOF
 if "$TANDEM" analyze --json --out "$W/tandem-out" "$W/tandem" >"$W/tandem.json" 2>"$W/tandem.err" &&
@@ -122,6 +123,15 @@ for r in an["runs"][0]["ranks"]:
         n += 1
 assert n == 6 and len(rows) == 6, n
 assert an["runs"][0]["ranks"][0]["format"] == "tandem"
+# its collectives by kind, from the records' names (the trace holds no sizes), 3 a step
+for r in an["runs"][0]["ranks"]:
+    k = {c["kind"]: c for c in r["collectives"]}
+    rs, ag = k["reduce_scatter"], k["all_gather"]
+    assert set(k) == {"reduce_scatter", "all_gather"} and rs["count"] == 6 and ag["count"] == 3, k
+    assert abs(rs["total_ms"] - 3 * (2.5 + 0.1 * r["rank"])) < 1e-6 and abs(ag["total_ms"] - 2.4) < 1e-6, k
+    assert rs["group_size"] == 2 and rs["total_bytes"] is None and rs["count_sized"] == 0, rs
+    assert [s["collectives"] for s in r["steps"]] == [3, 3, 3], r["steps"]
+    assert r["mean"]["last_collective_exposed_ms"] is None, r["mean"]  # not known: not 0
 PYEOF
 
 # --- bad input: one sentence, non-zero exit ---------------------------------------------------------
