@@ -15,7 +15,7 @@
 static void plan(const tdm_runs_set *s) {
     tdm_plan_model m;
     tdm_error err;
-    tdm_plan_link none = {-1, -1};
+    tdm_plan_link none = {.alpha_us = -1, .gbps = -1};
     if (tdm_plan_from_runs(s, "fuzz.json", none, -1, &m, NULL, 0, &err) != 0) {
         if (!err.msg[0]) abort(); /* a refusal always says why */
         return;

@@ -1,4 +1,4 @@
-/* plan.c - ring costs, bucketing and the simulated schedule of one step (see plan.h). */
+/* plan.c - collective costs, bucketing and the simulated schedule of one step (see plan.h). */
 #include "plan/plan.h"
 
 #include <errno.h>
@@ -21,15 +21,22 @@ const char *tdm_plan_kind_name(int kind) {
     return kind >= 0 && kind < TDM_PLAN_KINDS ? n[kind] : "other";
 }
 
-void tdm_plan_ring_factors(int kind, double bytes, int p, double *steps, double *wire_bytes) {
+void tdm_plan_coll_factors(int kind, double bytes, int p, const tdm_plan_link *l, double *steps, double *wire_bytes) {
+    *steps = *wire_bytes = 0;
+    if (p <= 1) return;
+    if (kind == TDM_PLAN_ALL_REDUCE && l->tree) {
+        *steps = 2 * ceil(log2((double)p));
+        *wire_bytes = 2 * bytes;
+        return;
+    }
     double k = kind == TDM_PLAN_ALL_REDUCE ? 2.0 : 1.0;
-    *steps = p > 1 ? k * (p - 1) : 0;
-    *wire_bytes = p > 1 ? k * (p - 1) / (double)p * bytes : 0;
+    *steps = k * (p - 1);
+    *wire_bytes = k * (p - 1) / (double)p * bytes;
 }
 
-double tdm_plan_ring_us(int kind, double bytes, int p, const tdm_plan_link *l) {
+double tdm_plan_coll_us(int kind, double bytes, int p, const tdm_plan_link *l) {
     double steps, wire;
-    tdm_plan_ring_factors(kind, bytes, p, &steps, &wire);
+    tdm_plan_coll_factors(kind, bytes, p, l, &steps, &wire);
     if (steps == 0) return 0;
     return steps * l->alpha_us + wire / (l->gbps * 125.0); /* Gbit/s = 125 bytes/µs */
 }
@@ -189,7 +196,7 @@ static double post(sim *s, int kind, int bucket, double bytes, double at) {
         r->colls = tdm_xrealloc(r->colls, (size_t)s->coll_cap * sizeof *r->colls);
     }
     double start = at > s->link_free ? at : s->link_free;
-    double d = tdm_plan_ring_us(kind, bytes, s->c->dp, &s->c->link);
+    double d = tdm_plan_coll_us(kind, bytes, s->c->dp, &s->c->link);
     double end = progress_end(s, start, d, speed_beside_compute(s->m, busy_fraction(s->m, bytes, d)));
     s->link_free = end;
     r->colls[r->n_colls++] = (tdm_plan_coll){kind, bucket, bytes, at, start, end, 0};
@@ -326,7 +333,7 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
             double dur = cl->end_us - cl->start_us;
             if (!(dur > 0)) continue;
             /* CPU µs per µs in flight beside compute: the busy fraction at its speed there */
-            double d = tdm_plan_ring_us(cl->kind, cl->bytes, c->dp, &c->link), rho = busy_fraction(m, cl->bytes, d);
+            double d = tdm_plan_coll_us(cl->kind, cl->bytes, c->dp, &c->link), rho = busy_fraction(m, cl->bytes, d);
             double rate = contended ? rho * speed_beside_compute(m, rho) : m->cpu_us_per_mb * cl->bytes / 1e6 / dur;
             for (int i = 0; i < r->n_segs; i++) {
                 const tdm_plan_seg *g = &r->segs[i];
@@ -466,6 +473,11 @@ int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err) 
         } else if (!strcmp(w, "--link-latency-us")) {
             if (num_arg(w, NEXT(), 0, 1e9, &x, err)) return -1;
             c->link.alpha_us = x;
+        } else if (!strcmp(w, "--link-algo")) {
+            const char *a = NEXT();
+            if (!a || (strcmp(a, "ring") && strcmp(a, "tree")))
+                return tdm_errorf(err, "--link-algo %s: expected ring or tree", a ? a : "(missing)");
+            c->link.tree = !strcmp(a, "tree");
         } else if (!strcmp(w, "--link-scale")) { /* the link so far (the fitted one) x times as fast */
             if (num_arg(w, NEXT(), 1e-6, 1e6, &x, err)) return -1;
             c->link.gbps *= x;
@@ -474,7 +486,8 @@ int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err) 
                 err,
                 "candidate flag '%s': expected --overlap-grad-reduce, --overlap-param-gather (or their "
                 "--no- forms), --ddp-bucket-size N, --ddp-num-buckets N, --dp N, "
-                "--use-distributed-optimizer, --bf16, --link-gbps X, --link-scale X or --link-latency-us X",
+                "--use-distributed-optimizer, --bf16, --link-gbps X, --link-scale X, --link-latency-us X or "
+                "--link-algo ring|tree",
                 w);
         }
 #undef NEXT
@@ -502,5 +515,6 @@ void tdm_plan_config_flags(const tdm_plan_config *c, const tdm_plan_config *b, c
     if (c->dp != b->dp) ADD("%s--dp %d", n ? " " : "", c->dp);
     if (c->link.gbps != b->link.gbps) ADD("%s--link-gbps %g", n ? " " : "", c->link.gbps);
     if (c->link.alpha_us != b->link.alpha_us) ADD("%s--link-latency-us %g", n ? " " : "", c->link.alpha_us);
+    if (c->link.tree != b->link.tree) ADD("%s--link-algo %s", n ? " " : "", c->link.tree ? "tree" : "ring");
 #undef ADD
 }

@@ -42,18 +42,21 @@
 enum { TDM_PLAN_REDUCE_SCATTER = 0, TDM_PLAN_ALL_GATHER, TDM_PLAN_ALL_REDUCE, TDM_PLAN_KINDS };
 
 typedef struct tdm_plan_link {
-    double alpha_us; /* latency of one ring step */
+    double alpha_us; /* latency of one step of the algorithm */
     double gbps;     /* bandwidth, Gbit/s */
+    int tree;        /* 1: all-reduces by NCCL's double binary tree (NCCL_ALGO=Tree); 0: every collective by ring */
 } tdm_plan_link;
 
-/* Ring cost of a collective over `bytes` (the whole buffer: a reduce-scatter's input, an
- * all-gather's output, an all-reduce's buffer) on p ranks:
- *   reduce-scatter, all-gather  (p-1) alpha + (p-1)/p n / beta
- *   all-reduce                  2 (p-1) alpha + 2 (p-1)/p n / beta
- * 0 for p = 1. */
-double tdm_plan_ring_us(int kind, double bytes, int p, const tdm_plan_link *l);
-/* The two factors of the formula: ring steps (multiplies alpha) and bytes on the wire per rank. */
-void tdm_plan_ring_factors(int kind, double bytes, int p, double *steps, double *wire_bytes);
+/* Cost of a collective over `bytes` n (the whole buffer: a reduce-scatter's input, an all-gather's
+ * output, an all-reduce's buffer) on p ranks, alpha the link's latency and beta its bandwidth:
+ *   ring reduce-scatter, all-gather  (p-1) alpha + (p-1)/p n / beta
+ *   ring all-reduce                  2 (p-1) alpha + 2 (p-1)/p n / beta
+ *   tree all-reduce                  2 ceil(log2 p) alpha + 2 n / beta   (reduce up two pipelined binary
+ *                                    trees, each rank interior in one, then broadcast down)
+ * Reduce-scatter and all-gather run as rings under tree too (NCCL has no tree for them). 0 for p = 1. */
+double tdm_plan_coll_us(int kind, double bytes, int p, const tdm_plan_link *l);
+/* The two factors of the formula: steps (multiplies alpha) and bytes on the wire per rank. */
+void tdm_plan_coll_factors(int kind, double bytes, int p, const tdm_plan_link *l, double *steps, double *wire_bytes);
 const char *tdm_plan_kind_name(int kind);
 
 #define TDM_PLAN_NAME_MAX 48
@@ -167,7 +170,8 @@ int tdm_plan_calibrate(tdm_plan_model *m, double measured_us, double *factor, td
  * --no-overlap-grad-reduce, --overlap-param-gather, --no-overlap-param-gather,
  * --ddp-bucket-size N, --ddp-num-buckets N, --dp N (or --data-parallel-size N),
  * --use-distributed-optimizer, --no-distributed-optimizer, --bf16, --link-gbps X,
- * --link-scale X (the bandwidth so far, fitted or given, times X), --link-latency-us X. */
+ * --link-scale X (the bandwidth so far, fitted or given, times X), --link-latency-us X,
+ * --link-algo ring|tree. */
 int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err);
 /* The same settings as flags for `tandem train` / `tandem ab` (into out[cap]); relative to base. */
 void tdm_plan_config_flags(const tdm_plan_config *c, const tdm_plan_config *base, char *out, int cap);
@@ -204,7 +208,7 @@ typedef struct tdm_plan_trace_in {
 
 int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err);
 
-/* Fits own time = alpha * steps + wire / beta (tdm_plan_ring_factors) over n measured
+/* Fits own time = alpha * steps + wire / beta (tdm_plan_coll_factors) over n measured
  * collectives; keeps l->alpha_us when alpha_given and l->gbps when gbps_given. */
 void tdm_plan_fit_link(const double *steps, const double *wire, const double *own_us, int n, tdm_plan_link *l,
                        int alpha_given, int gbps_given);

@@ -322,7 +322,7 @@ int tdm_plan_from_runs(const struct tdm_runs_set *runs, const char *path, tdm_pl
 
     double x[MAX_BUCKETS], w[MAX_BUCKETS];
     for (int b = 0; b < nb; b++)
-        tdm_plan_ring_factors(TDM_PLAN_ALL_REDUCE, (double)m->given_buckets[b] * 4.0, c->dp, &x[b], &w[b]);
+        tdm_plan_coll_factors(TDM_PLAN_ALL_REDUCE, (double)m->given_buckets[b] * 4.0, c->dp, &c->link, &x[b], &w[b]);
     int alpha_given = link.alpha_us >= 0, gbps_given = link.gbps > 0;
     if (!alpha_given) c->link.alpha_us = 0;
     tdm_plan_fit_link(x, w, mean.own, nb, &c->link, alpha_given, gbps_given);
@@ -350,9 +350,9 @@ int tdm_plan_from_runs(const struct tdm_runs_set *runs, const char *path, tdm_pl
         "sizes interpolate the ready time over the measured buckets' cumulative bytes");
     tdm_plan__note(notes, notes_cap, "CPU cost of driving collectives: %.4g us per MB (%s)", m->cpu_us_per_mb,
                    cpu_us_per_mb >= 0 ? "given" : "GPU collectives: none taken from compute");
-    tdm_plan__note(notes, notes_cap,
-                   "link: %.4g Gbit/s (%s), latency %.4g us per ring step (%s), from %d all-reduce(s)", c->link.gbps,
-                   gbps_given ? "given" : "fitted", c->link.alpha_us, alpha_given ? "given" : "fitted", nb);
+    tdm_plan__note(notes, notes_cap, "link: %.4g Gbit/s (%s), latency %.4g us per %s step (%s), from %d all-reduce(s)",
+                   c->link.gbps, gbps_given ? "given" : "fitted", c->link.alpha_us, c->link.tree ? "tree" : "ring",
+                   alpha_given ? "given" : "fitted", nb);
     rc = 0;
 out:
     free(st);

@@ -244,7 +244,7 @@ static void fit_link_solo(const double *x, const double *w, const double *tau, c
         }
     l->alpha_us = 0;
     if (sizes >= 2) {
-        tdm_plan_link s = {0, 0};
+        tdm_plan_link s = {.alpha_us = 0, .gbps = 0};
         tdm_plan_fit_link(xs, ws, ts, ns, &s, 0, 0);
         l->alpha_us = s.alpha_us;
     }
@@ -547,7 +547,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             }
             int kind = side ? TDM_PLAN_ALL_GATHER : c->distributed ? TDM_PLAN_REDUCE_SCATTER : TDM_PLAN_ALL_REDUCE;
             double bytes = (double)padded[b] * (side && c->bf16_params ? 2.0 : 4.0);
-            tdm_plan_ring_factors(kind, bytes, c->dp, &x[n], &w[n]);
+            tdm_plan_coll_factors(kind, bytes, c->dp, &c->link, &x[n], &w[n]);
             tau[n] = o->sum / o->n;
             bytes_of[n] = bytes, beside_of[n] = beside[side * MAXB + b] / o->n;
             solo[n] = solo_n[side * MAXB + b] == (int)o->n; /* alone in every step it was taken from */
@@ -651,9 +651,10 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         free(chg);
         free(cnt);
     }
-    tdm_plan__note(
-        notes, notes_cap, "link: %.4g Gbit/s (%s), latency %.4g us per ring step (%s), from %d measured collective(s)",
-        c->link.gbps, gbps_given ? "given" : "fitted", c->link.alpha_us, alpha_given ? "given" : "fitted", n);
+    tdm_plan__note(notes, notes_cap,
+                   "link: %.4g Gbit/s (%s), latency %.4g us per %s step (%s), from %d measured collective(s)",
+                   c->link.gbps, gbps_given ? "given" : "fitted", c->link.alpha_us,
+                   c->link.tree && !c->distributed ? "tree" : "ring", alpha_given ? "given" : "fitted", n);
 out:
     free(fwd);
     free(bwd);

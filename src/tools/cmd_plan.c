@@ -33,7 +33,7 @@ typedef struct plan_opts {
     int n_candidates;
     double link_gbps, link_latency_us, cpu_us_per_mb, min_gain, speed_beside;
     const char *out, *doctor;
-    char comm_progress[16];
+    char comm_progress[16], link_algo[8];
     int suggest, practice;
     double tflops;
     int64_t tokens, patches;
@@ -92,7 +92,7 @@ static const tdm_flag FLAGS[] = {
      .help = "a setting to predict (repeat the flag for more), relative to the baseline: --overlap-grad-reduce, "
              "--overlap-param-gather, "
              "--ddp-bucket-size N, --ddp-num-buckets N, --dp N, --link-gbps X, --link-scale X (the baseline's link "
-             "X times as fast), --link-latency-us X (default: the overlap flags)"},
+             "X times as fast), --link-latency-us X, --link-algo ring|tree (default: the overlap flags)"},
     {.name = "link-gbps",
      .kind = TDM_FLAG_DOUBLE,
      .off = offsetof(plan_opts, link_gbps),
@@ -106,7 +106,16 @@ static const tdm_flag FLAGS[] = {
      .lo = 0,
      .hi = 1e9,
      .metavar = "X",
-     .help = "latency of one ring step in us (default: fitted; practice: 10)"},
+     .help = "latency of one step of the algorithm (--link-algo) in us (default: fitted; practice: 10)"},
+    {.name = "link-algo",
+     .kind = TDM_FLAG_CHOICE,
+     .off = offsetof(plan_opts, link_algo),
+     .cap = sizeof(((plan_opts *)0)->link_algo),
+     .choices = "ring|tree",
+     .def = "ring",
+     .metavar = "ALGO",
+     .help = "how the baseline's all-reduces ran: ring, or NCCL's double binary tree (NCCL_ALGO=Tree: "
+             "2 ceil(log2 dp) latencies, 2 n / bandwidth); reduce-scatter and all-gather run as rings either way"},
     {.name = "comm-cpu-us-per-mb",
      .kind = TDM_FLAG_DOUBLE,
      .off = offsetof(plan_opts, cpu_us_per_mb),
@@ -335,10 +344,10 @@ static void json_config(tdm_strbuf *sb, const tdm_plan_config *c) {
     tdm_sb_printf(sb,
                   "{\"dp\": %d, \"distributed_optimizer\": %s, \"overlap_grad_reduce\": %s, \"overlap_param_gather\": "
                   "%s, \"bucket_size\": %lld, \"num_buckets\": %d, \"bf16_params\": %s, \"link_gbps\": %.6g, "
-                  "\"link_latency_us\": %.6g}",
+                  "\"link_latency_us\": %.6g, \"link_algo\": \"%s\"}",
                   c->dp, c->distributed ? "true" : "false", c->overlap_grad ? "true" : "false",
                   c->overlap_param ? "true" : "false", (long long)c->bucket_size, c->num_buckets,
-                  c->bf16_params ? "true" : "false", c->link.gbps, c->link.alpha_us);
+                  c->bf16_params ? "true" : "false", c->link.gbps, c->link.alpha_us, c->link.tree ? "tree" : "ring");
 }
 
 static void json_num(tdm_strbuf *sb, double v) {
@@ -661,6 +670,11 @@ int cmd_plan(int argc, char **argv) {
                         "only with a traced run\n");
         return 2;
     }
+    if (o.practice && !strcmp(o.link_algo, "tree")) {
+        fprintf(stderr, "tandem plan: --link-algo tree: the practice's step moves its gradients by reduce-scatter and "
+                        "all-gather, which run as rings; expected --link-algo tree only with a traced run\n");
+        return 2;
+    }
     if (o.comm_progress[0] && !o.doctor) {
         fprintf(stderr,
                 "tandem plan: --comm-progress %s chooses the line of tandem doctor's report: expected it with "
@@ -733,7 +747,7 @@ int cmd_plan(int argc, char **argv) {
                             .n_params = t.n_params,
                             .baseline_flags = o.baseline,
                             .comm_thread_nice = o.comm_nice,
-                            .link = {o.link_latency_us, o.link_gbps},
+                            .link = {o.link_latency_us, o.link_gbps, !strcmp(o.link_algo, "tree")},
                             .cpu_us_per_mb = o.cpu_us_per_mb,
                             .speed_beside = o.speed_beside};
     char notes[4096];

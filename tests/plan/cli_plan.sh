@@ -193,6 +193,27 @@ if rows[1]["step_us"] < rows[0]["step_us"]: errs.append("no overlap faster")
 for e in errs: print(e)
 sys.exit(1 if errs else 0)
 PYEOF
+  # NCCL's tree for the all-reduces: the same replay (the link is fitted to the same times), twice the
+  # bandwidth at dp 2 (2n on the wire against the ring's n), and at dp 64 6 latencies a bucket instead of 63 x 2
+  for a in ring tree; do
+    "$TANDEM" plan "$NCCL" --out "$W/torch_$a" --link-algo $a --candidate "--dp 64" \
+      --candidate "--dp 64 --link-algo ring" >"$W/torch_$a.txt" 2>&1 || bad "--link-algo $a: $(cat "$W/torch_$a.txt")"
+  done
+  $PY - "$W/torch_ring/plan.json" "$W/torch_tree/plan.json" <<'PYEOF' && ok "PyTorch: --link-algo tree" || bad "--link-algo tree: see above"
+import json, sys
+r, t = (json.load(open(f)) for f in sys.argv[1:])
+rb, tb = r["model"]["baseline"], t["model"]["baseline"]
+errs = []
+if tb["link_algo"] != "tree" or rb["link_algo"] != "ring": errs.append("algo %s %s" % (rb["link_algo"], tb["link_algo"]))
+if abs(t["predictions"][0]["step_us"] - r["predictions"][0]["step_us"]) > 1e-3: errs.append("replays differ")
+if abs(tb["link_gbps"] / rb["link_gbps"] - 2) > 1e-3: errs.append("bandwidth %g vs %g" % (tb["link_gbps"], rb["link_gbps"]))
+if abs(tb["link_latency_us"] - rb["link_latency_us"]) > 1e-6: errs.append("latency moved")
+tr, rr = t["predictions"][1], r["predictions"][1]
+if not tr["comm_us"] < rr["comm_us"]: errs.append("dp 64: tree %g not below ring %g" % (tr["comm_us"], rr["comm_us"]))
+if t["predictions"][2]["config"]["link_algo"] != "ring": errs.append("candidate --link-algo ring")
+for e in errs: print(e)
+sys.exit(1 if errs else 0)
+PYEOF
 fi
 
 # --- bad input: one sentence, non-zero exit ---------------------------------------------------
@@ -234,6 +255,9 @@ expect_fail "a one-rank doctor's report" "no beside_compute figures" "$TANDEM" p
   --out "$W/o17" --doctor "$W/doctor1.json"
 expect_fail "not a doctor's report" "expected tandem doctor's JSON report" "$TANDEM" plan "$W/prof" --model \
   "$W/model" --out "$W/o18" --doctor "$W/notrace.json"
+expect_fail "the practice with a tree" "run as rings" "$TANDEM" plan --practice --out "$W/o20" --link-algo tree
+expect_fail "a candidate's unknown algorithm" "expected ring or tree" "$TANDEM" plan "$W/prof" --model "$W/model" \
+  --out "$W/o21" --candidate "--link-algo butterfly"
 expect_fail "--comm-progress alone" "expected it with --doctor" "$TANDEM" plan "$W/prof" --model "$W/model" \
   --out "$W/o19" --comm-progress inline
 expect_fail "--window alone" "expected it with --baseline-run" "$TANDEM" plan "$W/prof" --model "$W/model" \

@@ -11,13 +11,27 @@
 
 static void test_ring_formulas(void) {
     tdm_plan_link l = {.alpha_us = 5, .gbps = 8}; /* 8 Gbit/s = 1000 bytes/us */
-    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_REDUCE_SCATTER, 1e6, 4, &l), 3 * 5 + 0.75 * 1000, 1e-9);
-    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_ALL_GATHER, 1e6, 4, &l), 765, 1e-9);
-    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_ALL_REDUCE, 1e6, 4, &l), 2 * 3 * 5 + 2 * 0.75 * 1000, 1e-9);
-    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_ALL_REDUCE, 1e6, 2, &l), 2 * 5 + 1000, 1e-9);
-    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_REDUCE_SCATTER, 1e6, 1, &l), 0, 0);
+    CHECK_NEAR(tdm_plan_coll_us(TDM_PLAN_REDUCE_SCATTER, 1e6, 4, &l), 3 * 5 + 0.75 * 1000, 1e-9);
+    CHECK_NEAR(tdm_plan_coll_us(TDM_PLAN_ALL_GATHER, 1e6, 4, &l), 765, 1e-9);
+    CHECK_NEAR(tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, 1e6, 4, &l), 2 * 3 * 5 + 2 * 0.75 * 1000, 1e-9);
+    CHECK_NEAR(tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, 1e6, 2, &l), 2 * 5 + 1000, 1e-9);
+    CHECK_NEAR(tdm_plan_coll_us(TDM_PLAN_REDUCE_SCATTER, 1e6, 1, &l), 0, 0);
     tdm_plan_link l2 = {.alpha_us = 0, .gbps = 1}; /* 125 bytes/us */
-    CHECK_NEAR(tdm_plan_ring_us(TDM_PLAN_ALL_GATHER, 8e6, 8, &l2), 7.0 / 8 * 8e6 / 125, 1e-9);
+    CHECK_NEAR(tdm_plan_coll_us(TDM_PLAN_ALL_GATHER, 8e6, 8, &l2), 7.0 / 8 * 8e6 / 125, 1e-9);
+    /* tree all-reduce: 2 ceil(log2 p) latencies and 2 n on the wire; reduce-scatter and all-gather stay rings */
+    tdm_plan_link t = {.alpha_us = 5, .gbps = 8, .tree = 1};
+    CHECK_NEAR(tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, 1e6, 8, &t), 2 * 3 * 5 + 2 * 1000, 1e-9);
+    CHECK_NEAR(tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, 1e6, 5, &t), 2 * 3 * 5 + 2 * 1000, 1e-9);
+    CHECK_NEAR(tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, 1e6, 2, &t), 2 * 1 * 5 + 2 * 1000, 1e-9);
+    CHECK_NEAR(tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, 1e6, 1, &t), 0, 0);
+    CHECK_NEAR(tdm_plan_coll_us(TDM_PLAN_REDUCE_SCATTER, 1e6, 4, &t),
+               tdm_plan_coll_us(TDM_PLAN_REDUCE_SCATTER, 1e6, 4, &l), 0);
+    /* at 1024 ranks the tree's 20 latencies against the ring's 2046: a small all-reduce is latency-bound */
+    tdm_plan_link r1 = {.alpha_us = 10, .gbps = 100}, t1 = {.alpha_us = 10, .gbps = 100, .tree = 1};
+    CHECK(tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, 1e5, 1024, &t1) <
+                  tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, 1e5, 1024, &r1) &&
+              tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, 1e9, 8, &t1) > tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, 1e9, 8, &r1),
+          "tree against ring");
 }
 
 /* units 0..3, one parameter each of 100, 200, 300, 400 elements */
@@ -79,7 +93,7 @@ static void test_fully_hidden_and_exposed(void) {
     c.bucket_size = 0, c.num_buckets = 1;
     CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
     CHECK_NEAR(r.hidden_us, 0, 1e-9);
-    CHECK_NEAR(r.step_us, 2030 + tdm_plan_ring_us(TDM_PLAN_ALL_REDUCE, 250250 * 4.0, 2, &c.link), 1e-6);
+    CHECK_NEAR(r.step_us, 2030 + tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, 250250 * 4.0, 2, &c.link), 1e-6);
     tdm_plan_result_free(&r);
     /* 4 ranks on 2 cores, measured with 2: compute twice as long */
     m.cores = 2, m.baseline.dp = 2, c.dp = 4, c.num_buckets = 0, c.bucket_size = 1000, c.overlap_grad = 0;
@@ -263,6 +277,14 @@ static void test_flags_and_bad_input(void) {
           k.link.gbps);
     CHECK(tdm_plan_parse_flags("--link-scale 0", &k, &err) != 0 && strstr(err.msg, "--link-scale 0: expected"), "%s",
           err.msg);
+    CHECK(tdm_plan_parse_flags("--link-algo tree", &k, &err) == 0 && k.link.tree == 1, "%s", err.msg);
+    tdm_plan_config ring = k;
+    ring.link.tree = 0;
+    tdm_plan_config_flags(&k, &ring, out, sizeof out);
+    CHECK(!strcmp(out, "--link-algo tree"), "%s", out);
+    CHECK(tdm_plan_parse_flags("--link-algo=ring", &k, &err) == 0 && k.link.tree == 0, "%s", err.msg);
+    CHECK(tdm_plan_parse_flags("--link-algo butterfly", &k, &err) != 0 && strstr(err.msg, "expected ring or tree"),
+          "%s", err.msg);
     CHECK(tdm_plan_parse_flags("--frobnicate", &c, &err) != 0 && strstr(err.msg, "'--frobnicate'"), "%s", err.msg);
     CHECK(tdm_plan_parse_flags("--ddp-bucket-size abc", &c, &err) != 0 && strstr(err.msg, "expected a number"), "%s",
           err.msg);

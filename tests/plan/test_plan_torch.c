@@ -39,7 +39,7 @@ static void test_nccl_data(void) {
     tdm_plan_model m;
     tdm_error err;
     char notes[4096];
-    tdm_plan_link none = {-1, -1};
+    tdm_plan_link none = {.alpha_us = -1, .gbps = -1};
     int rc = tdm_plan_from_torch(fixture(NCCL_DATA), none, -1, &m, notes, sizeof notes, &err);
     CHECK(rc == 0, "%s", err.msg);
     if (rc != 0) return;
@@ -77,7 +77,7 @@ static void test_nccl_data(void) {
     CHECK(step_of(&m, flags) <= faster, "latency halved too: slower");
     /* the no-overlap step is the replay's compute plus every all-reduce after the backward */
     double comm = 0;
-    for (int b = 0; b < 5; b++) comm += tdm_plan_ring_us(TDM_PLAN_ALL_REDUCE, BUCKETS[b] * 4.0, 2, &m.baseline.link);
+    for (int b = 0; b < 5; b++) comm += tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, BUCKETS[b] * 4.0, 2, &m.baseline.link);
     double compute = m.head_us + m.units[0].fwd_us + m.sync_us + m.opt_us;
     for (int u = 0; u < m.n_units; u++) compute += m.units[u].bwd_us;
     CHECK_NEAR(no_overlap, compute + comm, 1e-6 * no_overlap);
@@ -99,14 +99,14 @@ static void test_nccl_data(void) {
     CHECK(tdm_plan_parse_flags("--dp 8 --no-overlap-grad-reduce", &c, &err) == 0, "%s", err.msg);
     CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
     double comm8 = 0;
-    for (int b = 0; b < 5; b++) comm8 += tdm_plan_ring_us(TDM_PLAN_ALL_REDUCE, BUCKETS[b] * 4.0, 8, &m.baseline.link);
+    for (int b = 0; b < 5; b++) comm8 += tdm_plan_coll_us(TDM_PLAN_ALL_REDUCE, BUCKETS[b] * 4.0, 8, &m.baseline.link);
     CHECK_NEAR(r.comm_us, comm8, 1e-6 * comm8);
     CHECK_NEAR(r.step_us, compute + comm8, 1e-6 * r.step_us);
     tdm_plan_result_free(&r);
 
     /* a given link replaces the fit */
     tdm_plan_model g;
-    tdm_plan_link given = {5, 100};
+    tdm_plan_link given = {.alpha_us = 5, .gbps = 100};
     CHECK(tdm_plan_from_torch(fixture(NCCL_DATA), given, -1, &g, NULL, 0, &err) == 0, "%s", err.msg);
     CHECK(g.baseline.link.gbps == 100 && g.baseline.link.alpha_us == 5, "link %g %g", g.baseline.link.gbps,
           g.baseline.link.alpha_us);
@@ -124,7 +124,7 @@ static void write_text(const char *path, const char *text) {
 static void expect_refused(const char *path, const char *want) {
     tdm_plan_model m;
     tdm_error err;
-    tdm_plan_link none = {-1, -1};
+    tdm_plan_link none = {.alpha_us = -1, .gbps = -1};
     int rc = tdm_plan_from_torch(path, none, -1, &m, NULL, 0, &err);
     CHECK(rc != 0 && strstr(err.msg, want) && !strchr(err.msg, '\n'), "%s: %s", path, rc ? err.msg : "accepted");
 }
@@ -231,7 +231,7 @@ static void test_known_step(void) {
     fclose(f);
     tdm_plan_model m;
     tdm_error err;
-    tdm_plan_link none = {-1, -1};
+    tdm_plan_link none = {.alpha_us = -1, .gbps = -1};
     char notes[4096];
     int rc = tdm_plan_from_torch(path, none, -1, &m, notes, sizeof notes, &err);
     unlink(path);
