@@ -179,7 +179,12 @@ static void finish_op(tdm_comm *c, tdm_comm_op *op) {
         tdm_widen_bf16(op->buf + (r + 1) * n, op->bits + (r + 1) * n, (c->size - r - 1) * n);
     }
     op->done_ns = tdm_now_ns();
-    if (tdm_prof_on(1)) tdm_prof_complete(TDM_PROF_COMM, 1, op->name, op->start_ns, op->done_ns, op->bucket);
+    if (tdm_prof_on(1)) {
+        /* bytes as NCCL's tests count them: an all-reduce's buffer, the others' whole (all ranks') buffer */
+        const int64_t elems = op->kind == TDM_COMM_ALLREDUCE ? (int64_t)op->count : (int64_t)op->count * c->size;
+        tdm_prof_collective(1, op->name, op->start_ns, op->done_ns, op->bucket,
+                            elems * (op->kind == TDM_COMM_ALLGATHER_BF16 ? 2 : 4));
+    }
 }
 
 static void sleep_ns(long ns) {

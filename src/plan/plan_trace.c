@@ -110,6 +110,7 @@ typedef struct own_t {
     double us;     /* own time */
     int solo;      /* no other collective of the rank was in flight during its flight */
     double beside; /* the fraction of its flight the rank's compute (layers) ran beside it */
+    int64_t bytes; /* as the trace recorded them; -1 when it does not */
 } own_t;
 
 typedef struct own_list {
@@ -167,8 +168,8 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
             if (a1 > a0) lay += a1 - a0;
         }
         double flight = x->t1_us - x->t0_us;
-        own->v[own->n++] =
-            (own_t){k_step, coll_side(x->name) * max_b + (int)x->arg, ri, t, solo, flight > 0 ? lay / flight : 0};
+        own->v[own->n++] = (own_t){
+            k_step, coll_side(x->name) * max_b + (int)x->arg, ri, t, solo, flight > 0 ? lay / flight : 0, x->bytes};
     }
 }
 
@@ -533,6 +534,46 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     if (nb < 0) {
         rc = -1;
         goto out;
+    }
+    /* where the trace recorded its collectives' bytes: the model's buckets must move as many in all, else the
+     * model config, freeze flags or --bf16 are not the run's and every prediction would be of another model;
+     * the same total cut otherwise (the run's --ddp-bucket-size) is said in a note */
+    {
+        int64_t *seen = tdm_xcalloc(2 * (size_t)MAXB, sizeof *seen); /* each bucket's bytes, as first recorded */
+        for (int64_t i = 0; i < own_l.n; i++)
+            if (own_l.v[i].bytes > 0 && !seen[own_l.v[i].key]) seen[own_l.v[i].key] = own_l.v[i].bytes;
+        for (int side = 0; side < 2 && rc == 0; side++) {
+            double traced = 0, cut = 0;
+            int any = 0, differ = -1;
+            for (int b = 0; b < MAXB; b++) {
+                traced += (double)seen[side * MAXB + b], any |= seen[side * MAXB + b] > 0;
+                const double mine = b < nb ? (double)padded[b] * (side && c->bf16_params ? 2 : 4) : 0;
+                cut += mine;
+                if (differ < 0 && seen[side * MAXB + b] > 0 && (double)seen[side * MAXB + b] != mine) differ = b;
+            }
+            if (!any) continue;
+            if (fabs(traced - cut) > 0.01 * cut) {
+                const int bf16_hint = side && fabs(traced * 2 - cut) <= 0.01 * cut,
+                          fp32_hint = side && fabs(traced - 2 * cut) <= 0.02 * cut;
+                rc = tdm_errorf(err,
+                                "%s: the run's %s moved %.0f bytes a step where the buckets cut from the model "
+                                "config make %.0f: expected the run's --model and --freeze-... flags%s",
+                                path, side ? "parameter all-gathers" : "gradient collectives", traced, cut,
+                                bf16_hint   ? " and --baseline \"--bf16\" (its all-gathers moved 2-byte values)"
+                                : fp32_hint ? " (its all-gathers moved 4-byte values: the run had no --bf16)"
+                                            : "");
+            } else if (differ >= 0)
+                tdm_plan__note(notes, notes_cap,
+                               "the run cut its buckets otherwise than these settings do (bucket %d moved %lld "
+                               "bytes, here %.0f): give --baseline with the run's --ddp-bucket-size",
+                               differ, (long long)seen[side * MAXB + differ],
+                               differ < nb ? (double)padded[differ] * (side && c->bf16_params ? 2 : 4) : 0.0);
+        }
+        free(seen);
+        if (rc != 0) {
+            free(padded);
+            goto out;
+        }
     }
     double x[2 * 512], w[2 * 512], tau[2 * 512], bytes_of[2 * 512], beside_of[2 * 512], moved = 0;
     int solo[2 * 512];

@@ -81,6 +81,7 @@ typedef struct tdm_prof_rec {
     const char *name;
     double t0_us, t1_us;
     int64_t arg;
+    int64_t bytes; /* a collective's bytes; -1 when not recorded */
     int32_t rank, tid;
     uint8_t cat;         /* tdm_prof_cat */
     uint8_t thread_kind; /* tdm_prof_thread_kind */

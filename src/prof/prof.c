@@ -107,7 +107,7 @@ static prof_thread *self_for_recording(void) {
 }
 
 static void push_event(prof_thread *t, tdm_prof_cat cat, int level, const char *name, uint64_t t0, uint64_t t1,
-                       int64_t arg, int instant) {
+                       int64_t arg, int64_t bytes, int instant) {
     int64_t n = atomic_load_explicit(&t->n, memory_order_relaxed);
     if (n >= t->cap) {
         t->dropped++;
@@ -118,6 +118,7 @@ static void push_event(prof_thread *t, tdm_prof_cat cat, int level, const char *
     e->t0_ns = t0;
     e->t1_ns = t1;
     e->arg = arg;
+    e->bytes = bytes;
     e->tid = t->index;
     e->cat = (uint8_t)cat;
     e->level = (uint8_t)level;
@@ -168,18 +169,23 @@ void tdm_prof_end(tdm_prof_cat cat, int level) {
     uint64_t now = tdm_now_ns();
     prof_open *o = &t->stack[--t->depth];
     (void)cat; /* mismatched cat means a caller bug; the stack order still decides */
-    push_event(t, (tdm_prof_cat)o->cat, o->level, o->name, o->t0, now, o->arg, 0);
+    push_event(t, (tdm_prof_cat)o->cat, o->level, o->name, o->t0, now, o->arg, -1, 0);
 }
 
 void tdm_prof_complete(tdm_prof_cat cat, int level, const char *name, uint64_t t0_ns, uint64_t t1_ns, int64_t arg) {
     if (!tdm_prof_on(level)) return;
-    push_event(self_for_recording(), cat, level, name, t0_ns, t1_ns, arg, 0);
+    push_event(self_for_recording(), cat, level, name, t0_ns, t1_ns, arg, -1, 0);
+}
+
+void tdm_prof_collective(int level, const char *name, uint64_t t0_ns, uint64_t t1_ns, int64_t arg, int64_t bytes) {
+    if (!tdm_prof_on(level)) return;
+    push_event(self_for_recording(), TDM_PROF_COMM, level, name, t0_ns, t1_ns, arg, bytes, 0);
 }
 
 void tdm_prof_instant(tdm_prof_cat cat, int level, const char *name, int64_t arg) {
     if (!tdm_prof_on(level)) return;
     uint64_t now = tdm_now_ns();
-    push_event(self_for_recording(), cat, level, name, now, now, arg, 1);
+    push_event(self_for_recording(), cat, level, name, now, now, arg, -1, 1);
 }
 
 /* ---- control ---- */

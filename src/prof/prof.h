@@ -49,6 +49,9 @@ void tdm_prof_thread_wait_poll_cpu(uint64_t ns);
 void tdm_prof_begin(tdm_prof_cat cat, int level, const char *name, int64_t arg);
 void tdm_prof_end(tdm_prof_cat cat, int level);
 void tdm_prof_complete(tdm_prof_cat cat, int level, const char *name, uint64_t t0_ns, uint64_t t1_ns, int64_t arg);
+/* A collective, TDM_PROF_COMM: as tdm_prof_complete, with the bytes it covered as NCCL's tests count them (an
+ * all-reduce's buffer, a reduce-scatter's input, an all-gather's output), written to the trace as args.bytes. */
+void tdm_prof_collective(int level, const char *name, uint64_t t0_ns, uint64_t t1_ns, int64_t arg, int64_t bytes);
 void tdm_prof_instant(tdm_prof_cat cat, int level, const char *name, int64_t arg);
 
 #endif

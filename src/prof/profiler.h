@@ -94,6 +94,7 @@ typedef struct tdm_prof_event {
     const char *name;
     uint64_t t0_ns, t1_ns; /* t1 == t0 for an instant */
     int64_t arg;           /* -1 for none */
+    int64_t bytes;         /* a collective's bytes (tdm_prof_collective); -1 for none */
     int32_t tid;           /* index into the collected thread table */
     uint8_t cat;           /* tdm_prof_cat */
     uint8_t level;

@@ -20,6 +20,7 @@ tdm_prof_rec *tdm_prof_recs_from_collection(const tdm_prof_collection *c, int32_
             .t0_us = (double)((int64_t)(e->t0_ns - c->origin_ns)) / 1e3,
             .t1_us = (double)((int64_t)(e->t1_ns - c->origin_ns)) / 1e3,
             .arg = e->arg,
+            .bytes = e->bytes,
             .rank = rank,
             .tid = e->tid,
             .cat = e->cat,
@@ -143,8 +144,10 @@ void tdm_prof_trace_append_rank(tdm_strbuf *sb, int32_t rank, const tdm_prof_thr
         else
             tdm_sb_printf(sb, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f", tdm_prof_cat_name(r->cat),
                           r->t0_us, r->t1_us - r->t0_us);
-        tdm_sb_printf(sb, ",\"pid\":%d,\"tid\":%lld,\"args\":{\"arg\":%lld,\"level\":%d}}", r->rank,
+        tdm_sb_printf(sb, ",\"pid\":%d,\"tid\":%lld,\"args\":{\"arg\":%lld,\"level\":%d", r->rank,
                       (long long)r->tid + (long long)lane[i] * TDM_PROF_TRACE_LANE_TID, (long long)r->arg, r->level);
+        if (r->bytes >= 0) tdm_sb_printf(sb, ",\"bytes\":%lld", (long long)r->bytes);
+        tdm_sb_puts(sb, "}}");
     }
     for (int t = 0; t < n_threads; t++) {
         for (int l = 0; l < tl[t].n; l++) free(tl[t].lane[l].end);
@@ -257,13 +260,17 @@ int tdm_prof_trace_parse(const char *text, size_t len, const char *name, tdm_pro
             goto fail;
         }
         int c = cat && cat->type == TDM_JSON_STRING ? tdm_prof_cat_from_name(cat->str) : -1;
-        double arg = -1, level = 0;
+        double arg = -1, level = 0, bytes = -1;
         const tdm_json *args = tdm_json_get(e, "args");
         get_num(args, "arg", &arg);
         get_num(args, "level", &level);
+        get_num(args, "bytes", &bytes);
         /* converting a double outside the target type's range is undefined behaviour */
-        if (!(arg > -9e18 && arg < 9e18) || !(level >= 0 && level <= 255)) {
-            tdm_errorf(err, "%s: traceEvents[%zu]: args.arg must fit 64 bits and args.level be in [0, 255]", name, i);
+        if (!(arg > -9e18 && arg < 9e18) || !(level >= 0 && level <= 255) || !(bytes >= -1 && bytes < 9e18)) {
+            tdm_errorf(err,
+                       "%s: traceEvents[%zu]: args.arg must fit 64 bits, args.level be in [0, 255] and args.bytes "
+                       "in [0, 9e18)",
+                       name, i);
             goto fail;
         }
         tdm_prof_rec *r = &t->recs[t->n++];
@@ -272,6 +279,7 @@ int tdm_prof_trace_parse(const char *text, size_t len, const char *name, tdm_pro
                             .t0_us = ts,
                             .t1_us = ts + dur,
                             .arg = (int64_t)arg,
+                            .bytes = bytes >= 0 ? (int64_t)bytes : -1,
                             .rank = (int32_t)pid,
                             .tid = (int32_t)tid,
                             .cat = (uint8_t)(c < 0 ? TDM_PROF_MARK : c),

@@ -75,15 +75,15 @@ int tdm_runs_read_tandem(tdm_runs_set *s, const char *path, tdm_error *err) {
                            ? TDM_RUNS_OTHER
                        : r->thread_kind == TDM_PROF_THREAD_COMM || r->cat == TDM_PROF_COMM ? TDM_RUNS_COMM
                                                                                            : TDM_RUNS_COMPUTE;
-            if (r->cat == TDM_PROF_COMM) { /* a collective ("grad reduce-scatter", "param all-gather"), posted to
-                                              done; its bytes are not in the trace */
+            if (r->cat == TDM_PROF_COMM) { /* a collective ("grad reduce-scatter", "param all-gather"), started to
+                                              done, with its bytes where the trace has them */
                 const int k = tdm_runs_coll_kind_of(r->name);
                 tdm_runs_coll c = {.span = (int32_t)(sp - t->spans),
                                    .kind = (uint8_t)(k < 0 ? TDM_RUNS_COLL_OTHER : k),
                                    .launch_ts = NAN,
                                    .ts = sp->ts,
                                    .dur = sp->dur,
-                                   .bytes = -1,
+                                   .bytes = r->bytes,
                                    .group_size = pt.n_ranks};
                 sp->coll = tdm_runs_add_coll(t, &c);
             }

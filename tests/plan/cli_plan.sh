@@ -243,7 +243,7 @@ expect_fail "--baseline with a PyTorch trace" "settings are read from it" "$TAND
 expect_fail "calibration log without steps" "no logged step time in iterations 50:60" "$TANDEM" plan "$W/prof" \
   --model "$W/model" --freeze-vision --freeze-projector --out "$W/o11" --baseline-run "$W/train.log" --window 50:60
 expect_fail "calibration log missing" "--baseline-run $W/none.log" "$TANDEM" plan "$W/prof" --model "$W/model" \
-  --out "$W/o12" --baseline-run "$W/none.log"
+  --freeze-vision --freeze-projector --out "$W/o12" --baseline-run "$W/none.log"
 expect_fail "calibration below the communication" "expected a run of the traced setting" "$TANDEM" plan "$W/prof" \
   --model "$W/model" --freeze-vision --freeze-projector --out "$W/o13" --baseline-step-ms 0.001 --link-gbps 0.01
 expect_fail "two calibrations" "expected one of them" "$TANDEM" plan "$W/prof" --model "$W/model" --out "$W/o14" \
@@ -257,7 +257,12 @@ expect_fail "not a doctor's report" "expected tandem doctor's JSON report" "$TAN
   "$W/model" --out "$W/o18" --doctor "$W/notrace.json"
 expect_fail "the practice with a tree" "run as rings" "$TANDEM" plan --practice --out "$W/o20" --link-algo tree
 expect_fail "a candidate's unknown algorithm" "expected ring or tree" "$TANDEM" plan "$W/prof" --model "$W/model" \
-  --out "$W/o21" --candidate "--link-algo butterfly"
+  --freeze-vision --freeze-projector --out "$W/o21" --candidate "--link-algo butterfly"
+# the trace records each collective's bytes: a model cut that moves other bytes is not the run's
+expect_fail "not the run's freeze flags" "expected the run's --model and --freeze-... flags" "$TANDEM" plan "$W/prof" \
+  --model "$W/model" --out "$W/o22"
+expect_fail "not the run's --bf16" "the run had no --bf16" "$TANDEM" plan "$W/prof" --model "$W/model" \
+  --freeze-vision --freeze-projector --baseline "--bf16" --out "$W/o23"
 expect_fail "--comm-progress alone" "expected it with --doctor" "$TANDEM" plan "$W/prof" --model "$W/model" \
   --out "$W/o19" --comm-progress inline
 expect_fail "--window alone" "expected it with --baseline-run" "$TANDEM" plan "$W/prof" --model "$W/model" \

@@ -281,7 +281,13 @@ static void test_overlapping_events_get_their_own_tracks(void) {
         {.name = "grad reduce-scatter", .t0_us = 30, .t1_us = 60, .tid = 0, .cat = TDM_PROF_COMM}, /* inline */
         {.name = "layer.1", .t0_us = 40, .t1_us = 70, .tid = 0, .cat = TDM_PROF_LAYER},
         {.name = "param all-gather", .t0_us = 70, .t1_us = 90, .tid = 1, .cat = TDM_PROF_COMM, .thread_kind = 1},
-        {.name = "param all-gather", .t0_us = 71, .t1_us = 95, .tid = 1, .cat = TDM_PROF_COMM, .thread_kind = 1},
+        {.name = "param all-gather",
+         .t0_us = 71,
+         .t1_us = 95,
+         .tid = 1,
+         .cat = TDM_PROF_COMM,
+         .thread_kind = 1,
+         .bytes = 3 << 20},
         {.name = "param all-gather", .t0_us = 72, .t1_us = 80, .tid = 1, .cat = TDM_PROF_COMM, .thread_kind = 1},
         {.name = "param all-gather", .t0_us = 73, .t1_us = 99, .tid = 1, .cat = TDM_PROF_COMM, .thread_kind = 1},
         {.name = "param all-gather posted", .t0_us = 70, .t1_us = 70, .tid = 0, .cat = TDM_PROF_MARK, .instant = 1},
@@ -326,6 +332,13 @@ static void test_overlapping_events_get_their_own_tracks(void) {
         CHECK_NEAR(read.hidden_ms, direct.hidden_ms, 1e-12);
         CHECK_NEAR(read.last_comm_ms, direct.last_comm_ms, 1e-12);
         CHECK_NEAR(read.sched_hideable_ms, direct.sched_hideable_ms, 1e-12);
+        int sized = 0; /* a collective's bytes travel as args.bytes (the other records here hold 0) */
+        for (int64_t i = 0; i < t.n; i++) {
+            sized += t.recs[i].bytes == 3 << 20 && t.recs[i].t0_us == 71;
+            CHECK(t.recs[i].bytes == (t.recs[i].t0_us == 71 ? 3 << 20 : 0), "%s at %g: bytes %lld", t.recs[i].name,
+                  t.recs[i].t0_us, (long long)t.recs[i].bytes);
+        }
+        CHECK(sized == 1, "the sized all-gather read back %d time(s)", sized);
         tdm_prof_trace_free(&t);
     }
     tdm_sb_free(&sb);
