@@ -190,11 +190,6 @@ static void csv_side(const tdm_ab_runs_side *s, tdm_strbuf *sb) {
         }
 }
 
-static void json_str(tdm_strbuf *sb, const char *key, const char *v) {
-    tdm_sb_printf(sb, "\"%s\": ", key);
-    tdm_sb_json_string(sb, v, strlen(v));
-}
-
 static void json_count(tdm_strbuf *sb, const char *key, int64_t v) {
     if (v >= 0) tdm_sb_printf(sb, "\"%s\": %lld", key, (long long)v);
     else tdm_sb_printf(sb, "\"%s\": null", key);
@@ -254,13 +249,13 @@ static void json_side(tdm_strbuf *sb, const tdm_ab_runs_side *s) {
     for (int k = 0; k < s->n_runs; k++)
         tdm_sb_printf(sb, "%s%.6g", k ? ", " : "", isfinite(s->run_mean_ms[k]) ? s->run_mean_ms[k] : -1.0);
     tdm_sb_puts(sb, "],\n    ");
-    json_str(sb, "ddp_config", s->runs[0].ddp_config);
+    tdm_sb_json_key_string(sb, "ddp_config", s->runs[0].ddp_config);
     tdm_sb_puts(sb, ",\n    \"runs\": [");
     for (int k = 0; k < s->n_runs; k++) {
         const tdm_run_log *run = &s->runs[k];
         tdm_sb_puts(sb, k ? ",\n      {" : "\n      {");
-        json_str(sb, "path", run->path), tdm_sb_puts(sb, ", ");
-        json_str(sb, "source", run->source), tdm_sb_puts(sb, ", ");
+        tdm_sb_json_key_string(sb, "path", run->path), tdm_sb_puts(sb, ", ");
+        tdm_sb_json_key_string(sb, "source", run->source), tdm_sb_puts(sb, ", ");
         tdm_sb_printf(sb, "\"passes\": %d, \"crashed\": %s, ", run->passes, tf(run->crashed));
         json_strings(sb, "warnings", run->warnings, run->n_warnings);
         tdm_sb_puts(sb, "}");
@@ -280,7 +275,7 @@ static void json_check(tdm_strbuf *sb, const tdm_ab_runs_check *c) {
     tdm_sb_printf(sb, "\"first_diff_step\": %lld, \"max_rel_dev_step\": %lld, ", (long long)c->first_diff,
                   (long long)c->max_dev_at);
     tdm_ab_json_num(sb, "max_rel_dev", c->max_rel_dev), tdm_sb_puts(sb, ", ");
-    json_str(sb, "printed_precision", c->precision);
+    tdm_sb_json_key_string(sb, "printed_precision", c->precision);
     tdm_sb_puts(sb, "}");
 }
 
@@ -311,9 +306,9 @@ static void summary_json(const tdm_ab_runs_options *o, const tdm_ab_runs_result 
         tdm_sb_puts(sb, "\"runs_change_pct\": null,\n  \"runs_ci95_pct\": null,\n  \"runs_inside_noise\": null,\n  "
                         "\"runs_ci_df\": null,\n  ");
     tdm_sb_puts(sb, "\"runs_ci_pairs\": 0,\n  ");
-    json_str(sb, "noise_sentence", r->noise_sentence);
+    tdm_sb_json_key_string(sb, "noise_sentence", r->noise_sentence);
     tdm_sb_printf(sb, ",\n  \"window\": [%lld, %lld],\n  ", (long long)r->window_lo, (long long)r->window_hi);
-    json_str(sb, "window_note", r->window_note);
+    tdm_sb_json_key_string(sb, "window_note", r->window_note);
     int64_t steps = A->held_hi > B->held_hi ? A->held_hi : B->held_hi;
     tdm_sb_printf(sb, ",\n  \"steps\": %lld,\n  \"repeats\": %d,\n  \"runs_per_side\": [%d, %d],\n  ", (long long)steps,
                   A->n_runs < B->n_runs ? A->n_runs : B->n_runs, A->n_runs, B->n_runs);

@@ -1,5 +1,6 @@
 #include "core/strbuf.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,4 +71,14 @@ void tdm_sb_json_string(tdm_strbuf *sb, const char *s, size_t n) {
         }
     }
     tdm_sb_putc(sb, '"');
+}
+
+void tdm_sb_json_key_num(tdm_strbuf *sb, const char *key, double v) {
+    if (isfinite(v)) tdm_sb_printf(sb, "\"%s\": %.6g", key, v);
+    else tdm_sb_printf(sb, "\"%s\": null", key);
+}
+
+void tdm_sb_json_key_string(tdm_strbuf *sb, const char *key, const char *s) {
+    tdm_sb_printf(sb, "\"%s\": ", key);
+    tdm_sb_json_string(sb, s, strlen(s));
 }

@@ -19,5 +19,8 @@ void tdm_sb_putc(tdm_strbuf *sb, char c);
 void tdm_sb_printf(tdm_strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string literal, quotes included, escaping as RFC 8259 requires. */
 void tdm_sb_json_string(tdm_strbuf *sb, const char *s, size_t n);
+/* Appends "key": v (%.6g; null when v is not finite), and "key": "s" (escaped): one member of a JSON object. */
+void tdm_sb_json_key_num(tdm_strbuf *sb, const char *key, double v);
+void tdm_sb_json_key_string(tdm_strbuf *sb, const char *key, const char *s);
 
 #endif

@@ -176,6 +176,10 @@ int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err);
 /* The same settings as flags for `tandem train` / `tandem ab` (into out[cap]); relative to base. */
 void tdm_plan_config_flags(const tdm_plan_config *c, const tdm_plan_config *base, char *out, int cap);
 
+/* Appends one line, printf-formatted, to the NUL-terminated notes of capacity cap (a line that does not fit is
+ * cut; nothing is written once the notes are full). notes may be NULL. */
+void tdm_plan_note(char *notes, int cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* ---- plan_svg.c ---------------------------------------------------------------------------- */
 
 /* An SVG timeline: the measured step (when m has one) above each predicted one (compute and link). */

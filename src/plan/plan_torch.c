@@ -8,7 +8,6 @@
 
 #include "core/alloc.h"
 #include "plan/plan.h"
-#include "plan/plan_internal.h"
 #include "runs/trace.h"
 
 /* pieces a measured bucket is cut into: the grain at which another bucket size can be cut */
@@ -222,7 +221,7 @@ int tdm_plan_from_runs(const struct tdm_runs_set *runs, const char *path, tdm_pl
         goto out;
     }
     if (set.n > 1)
-        tdm_plan__note(notes, notes_cap, "%d traces read: the model is built from the first, %s", set.n, t->label);
+        tdm_plan_note(notes, notes_cap, "%d traces read: the model is built from the first, %s", set.n, t->label);
 
     st = tdm_xcalloc((size_t)t->n_steps, sizeof *st);
     /* each step's compute kernels, in ts order (a counting sort by step) */
@@ -262,9 +261,9 @@ int tdm_plan_from_runs(const struct tdm_runs_set *runs, const char *path, tdm_pl
         goto out;
     }
     if (skipped)
-        tdm_plan__note(notes, notes_cap,
-                       "%d step(s) left out: no backward or all-reduce in them, or buckets other than the first step's",
-                       skipped);
+        tdm_plan_note(notes, notes_cap,
+                      "%d step(s) left out: no backward or all-reduce in them, or buckets other than the first step's",
+                      skipped);
     const tstep *r0 = &st[ref];
     const int nb = r0->nb;
     tstep mean;
@@ -329,30 +328,30 @@ int tdm_plan_from_runs(const struct tdm_runs_set *runs, const char *path, tdm_pl
 
     int64_t total = 0;
     for (int b = 0; b < nb; b++) total += r0->bytes[b];
-    tdm_plan__note(
+    tdm_plan_note(
         notes, notes_cap,
         "PyTorch DDP trace (%s): %d step(s), group size %d, %d gradient all-reduce bucket(s) of %.4g MB in all, "
         "overlap-grad-reduce on (DDP)",
         t->label, n_ok, c->dp, nb, total / 1e6);
-    tdm_plan__note(notes, notes_cap,
-                   "forward %.3f ms, backward %.3f ms, from the backward's end or the last all-reduce to the optimizer "
-                   "%.3f ms, optimizer %.3f ms, outside the device window %.3f ms (means)",
-                   mean.fwd / 1e3, (mean.ready[nb - 1] + mean.tail) / 1e3, mean.sync / 1e3, mean.opt / 1e3,
-                   m->head_us / 1e3);
-    tdm_plan__note(
+    tdm_plan_note(notes, notes_cap,
+                  "forward %.3f ms, backward %.3f ms, from the backward's end or the last all-reduce to the optimizer "
+                  "%.3f ms, optimizer %.3f ms, outside the device window %.3f ms (means)",
+                  mean.fwd / 1e3, (mean.ready[nb - 1] + mean.tail) / 1e3, mean.sync / 1e3, mean.opt / 1e3,
+                  m->head_us / 1e3);
+    tdm_plan_note(
         notes, notes_cap,
         "compute kernels busy %.3f ms of the %.3f ms device window (the rest: the GPU waiting for the CPU or an "
         "all-reduce; the model keeps it as measured)",
         mean.busy / 1e3, mean.window / 1e3);
-    tdm_plan__note(
+    tdm_plan_note(
         notes, notes_cap,
         "a bucket is ready at the end of the last compute kernel launched before its all-reduce; other bucket "
         "sizes interpolate the ready time over the measured buckets' cumulative bytes");
-    tdm_plan__note(notes, notes_cap, "CPU cost of driving collectives: %.4g us per MB (%s)", m->cpu_us_per_mb,
-                   cpu_us_per_mb >= 0 ? "given" : "GPU collectives: none taken from compute");
-    tdm_plan__note(notes, notes_cap, "link: %.4g Gbit/s (%s), latency %.4g us per %s step (%s), from %d all-reduce(s)",
-                   c->link.gbps, gbps_given ? "given" : "fitted", c->link.alpha_us, c->link.tree ? "tree" : "ring",
-                   alpha_given ? "given" : "fitted", nb);
+    tdm_plan_note(notes, notes_cap, "CPU cost of driving collectives: %.4g us per MB (%s)", m->cpu_us_per_mb,
+                  cpu_us_per_mb >= 0 ? "given" : "GPU collectives: none taken from compute");
+    tdm_plan_note(notes, notes_cap, "link: %.4g Gbit/s (%s), latency %.4g us per %s step (%s), from %d all-reduce(s)",
+                  c->link.gbps, gbps_given ? "given" : "fitted", c->link.alpha_us, c->link.tree ? "tree" : "ring",
+                  alpha_given ? "given" : "fitted", nb);
     rc = 0;
 out:
     free(st);

@@ -12,14 +12,13 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "plan/plan.h"
-#include "plan/plan_internal.h"
 #include "prof/prof.h"
 #include "prof/trace.h"
 
 /* tandem writes traces of a few MB; a bound keeps a wrong file from taking the memory */
 #define PLAN_TRACE_MAX ((size_t)2 << 30)
 
-void tdm_plan__note(char *notes, int cap, const char *fmt, ...) {
+void tdm_plan_note(char *notes, int cap, const char *fmt, ...) {
     if (!notes || cap <= 0) return;
     size_t n = strlen(notes);
     if ((int)n >= cap - 1) return;
@@ -259,10 +258,10 @@ static void fit_link_solo(const double *x, const double *w, const double *tau, c
     if (!(g > 0)) g = 1.0 / (10.0 * 125.0); /* nothing to fit: 10 Gbit/s, said in a note by the caller */
     l->gbps = 1.0 / (g * 125.0);
     if (n > 0)
-        tdm_plan__note(notes, notes_cap,
-                       "link latency %s (%d of %d collective(s) flew alone, in %d size(s)); the bandwidth makes the "
-                       "collectives take the measured time in all",
-                       sizes >= 2 ? "fitted to the collectives that flew alone" : "taken as 0", ns, n, sizes);
+        tdm_plan_note(notes, notes_cap,
+                      "link latency %s (%d of %d collective(s) flew alone, in %d size(s)); the bandwidth makes the "
+                      "collectives take the measured time in all",
+                      sizes >= 2 ? "fitted to the collectives that flew alone" : "taken as 0", ns, n, sizes);
 }
 
 int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err) {
@@ -418,9 +417,9 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         goto out;
     }
     if (unknown_layers)
-        tdm_plan__note(notes, notes_cap,
-                       "%d layer events name no unit of the model given: the model may differ from the run's",
-                       unknown_layers);
+        tdm_plan_note(notes, notes_cap,
+                      "%d layer events name no unit of the model given: the model may differ from the run's",
+                      unknown_layers);
     double layers_seen = 0;
     for (int u = 0; u < U; u++) layers_seen += fwd[u].sum + bwd[u].sum;
     if (layers_seen <= 0) {
@@ -471,22 +470,22 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             if (got > traced || got < 0) break;
         }
     }
-    tdm_plan__note(notes, notes_cap,
-                   "baseline read from the trace: dp %d, %s, %d bucket(s) (as --ddp-num-buckets %d cuts them), "
-                   "overlap-grad-reduce %s, overlap-param-gather %s",
-                   c->dp, c->distributed ? "distributed optimizer" : "all-reduce", max_grad_b + 1, c->num_buckets,
-                   c->overlap_grad ? "on" : "off", c->overlap_param ? "on" : "off");
+    tdm_plan_note(notes, notes_cap,
+                  "baseline read from the trace: dp %d, %s, %d bucket(s) (as --ddp-num-buckets %d cuts them), "
+                  "overlap-grad-reduce %s, overlap-param-gather %s",
+                  c->dp, c->distributed ? "distributed optimizer" : "all-reduce", max_grad_b + 1, c->num_buckets,
+                  c->overlap_grad ? "on" : "off", c->overlap_param ? "on" : "off");
     if (in->baseline_flags && in->baseline_flags[0]) {
         tdm_error fe;
         if (tdm_plan_parse_flags(in->baseline_flags, c, &fe) != 0) {
             rc = tdm_errorf(err, "--baseline: %s", fe.msg);
             goto out;
         }
-        tdm_plan__note(notes, notes_cap, "then as --baseline says: %s", in->baseline_flags);
+        tdm_plan_note(notes, notes_cap, "then as --baseline says: %s", in->baseline_flags);
     }
     c->link = in->link;
     if (c->dp != pt.n_ranks)
-        tdm_plan__note(notes, notes_cap, "the trace holds %d rank(s) but the baseline says dp %d", pt.n_ranks, c->dp);
+        tdm_plan_note(notes, notes_cap, "the trace holds %d rank(s) but the baseline says dp %d", pt.n_ranks, c->dp);
 
     /* the link: fitted to the collectives' own times, with the baseline's bucket sizes. Of one
      * step's collectives of one side (gradients, parameters), the rank that took least in all posted
@@ -563,11 +562,11 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                                 : fp32_hint ? " (its all-gathers moved 4-byte values: the run had no --bf16)"
                                             : "");
             } else if (differ >= 0)
-                tdm_plan__note(notes, notes_cap,
-                               "the run cut its buckets otherwise than these settings do (bucket %d moved %lld "
-                               "bytes, here %.0f): give --baseline with the run's --ddp-bucket-size",
-                               differ, (long long)seen[side * MAXB + differ],
-                               differ < nb ? (double)padded[differ] * (side && c->bf16_params ? 2 : 4) : 0.0);
+                tdm_plan_note(notes, notes_cap,
+                              "the run cut its buckets otherwise than these settings do (bucket %d moved %lld "
+                              "bytes, here %.0f): give --baseline with the run's --ddp-bucket-size",
+                              differ, (long long)seen[side * MAXB + differ],
+                              differ < nb ? (double)padded[differ] * (side && c->bf16_params ? 2 : 4) : 0.0);
         }
         free(seen);
         if (rc != 0) {
@@ -606,10 +605,10 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
      * with compute at its niceness; over a network the kernel moves the bytes, the thread only feeds it. */
     if (isfinite(cpu_ms) && cpu_ms > 0 && shared_memory == 1) m->comm_share = tdm_plan_nice_share(in->comm_thread_nice);
     if (isfinite(cpu_ms) && cpu_ms > 0 && shared_memory < 0)
-        tdm_plan__note(notes, notes_cap,
-                       "analysis.json does not say the run's transport: the communication thread is taken to run "
-                       "as soon as it needs to (on shared memory it competes with compute: profile with this "
-                       "tandem)");
+        tdm_plan_note(notes, notes_cap,
+                      "analysis.json does not say the run's transport: the communication thread is taken to run "
+                      "as soon as it needs to (on shared memory it competes with compute: profile with this "
+                      "tandem)");
     if (in->speed_beside > 0) m->speed_beside = in->speed_beside;
     /* a collective that ran beside compute was slowed there: fit the link to its time alone */
     double slowed = 0;
@@ -619,39 +618,39 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         tau[i] = alone;
     }
     if (mismatch)
-        tdm_plan__note(notes, notes_cap,
-                       "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
-                       "left out of the link's fit",
-                       nb);
+        tdm_plan_note(notes, notes_cap,
+                      "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
+                      "left out of the link's fit",
+                      nb);
     int alpha_given = in->link.alpha_us >= 0, gbps_given = in->link.gbps > 0;
     if (!alpha_given) c->link.alpha_us = 0;
     if (n == 0 && !gbps_given)
-        tdm_plan__note(notes, notes_cap,
-                       "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
+        tdm_plan_note(notes, notes_cap,
+                      "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
     if (alpha_given || gbps_given) tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
     else fit_link_solo(x, w, tau, solo, n, &c->link, notes, notes_cap);
     if (m->speed_beside > 0 && slowed > 0)
-        tdm_plan__note(notes, notes_cap,
-                       "a collective moves at %.3g of its speed alone where compute runs (--comm-speed-beside): the "
-                       "collectives that ran beside it took %.4g ms longer than alone, left out of the link's fit",
-                       m->speed_beside, slowed / 1e3);
+        tdm_plan_note(notes, notes_cap,
+                      "a collective moves at %.3g of its speed alone where compute runs (--comm-speed-beside): the "
+                      "collectives that ran beside it took %.4g ms longer than alone, left out of the link's fit",
+                      m->speed_beside, slowed / 1e3);
     else if (m->speed_beside > 0)
-        tdm_plan__note(notes, notes_cap,
-                       "a collective moves at %.3g of its speed alone where compute runs (--comm-speed-beside)",
-                       m->speed_beside);
+        tdm_plan_note(notes, notes_cap,
+                      "a collective moves at %.3g of its speed alone where compute runs (--comm-speed-beside)",
+                      m->speed_beside);
     else if (slowed > 0)
-        tdm_plan__note(notes, notes_cap,
-                       "the communication thread (nice %d) gets %.3g of a core beside compute: the collectives that "
-                       "ran beside it took %.4g ms longer than alone, left out of the link's fit",
-                       in->comm_thread_nice, m->comm_share, slowed / 1e3);
+        tdm_plan_note(notes, notes_cap,
+                      "the communication thread (nice %d) gets %.3g of a core beside compute: the collectives that "
+                      "ran beside it took %.4g ms longer than alone, left out of the link's fit",
+                      in->comm_thread_nice, m->comm_share, slowed / 1e3);
     if (isfinite(m->measured_cpu_us_per_mb))
-        tdm_plan__note(notes, notes_cap, "communication threads: %.4g CPU us per MB moved (analysis.json); %s",
-                       m->measured_cpu_us_per_mb,
-                       in->cpu_us_per_mb >= 0 ? "not used (given)" : "taken from overlapped compute");
+        tdm_plan_note(notes, notes_cap, "communication threads: %.4g CPU us per MB moved (analysis.json); %s",
+                      m->measured_cpu_us_per_mb,
+                      in->cpu_us_per_mb >= 0 ? "not used (given)" : "taken from overlapped compute");
     else if (in->cpu_us_per_mb < 0)
-        tdm_plan__note(notes, notes_cap,
-                       "no analysis.json beside the trace: no CPU cost of driving collectives (give "
-                       "--comm-cpu-us-per-mb)");
+        tdm_plan_note(notes, notes_cap,
+                      "no analysis.json beside the trace: no CPU cost of driving collectives (give "
+                      "--comm-cpu-us-per-mb)");
     /* an overlapped baseline's measured compute already holds that CPU where it was taken: each part
      * (a unit's forward or backward, the head, the loss, sync, optimizer) is the measured time less
      * the CPU the model charges it, found by a few passes (the charge moves as the parts shrink) */
@@ -692,10 +691,10 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         free(chg);
         free(cnt);
     }
-    tdm_plan__note(notes, notes_cap,
-                   "link: %.4g Gbit/s (%s), latency %.4g us per %s step (%s), from %d measured collective(s)",
-                   c->link.gbps, gbps_given ? "given" : "fitted", c->link.alpha_us,
-                   c->link.tree && !c->distributed ? "tree" : "ring", alpha_given ? "given" : "fitted", n);
+    tdm_plan_note(notes, notes_cap,
+                  "link: %.4g Gbit/s (%s), latency %.4g us per %s step (%s), from %d measured collective(s)",
+                  c->link.gbps, gbps_given ? "given" : "fitted", c->link.alpha_us,
+                  c->link.tree && !c->distributed ? "tree" : "ring", alpha_given ? "given" : "fitted", n);
 out:
     free(fwd);
     free(bwd);

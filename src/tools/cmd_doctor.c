@@ -117,17 +117,6 @@ static double min_over(double v) {
     return v;
 }
 
-/* "key": v, with null for a figure not measured (NaN) */
-static void json_num(tdm_strbuf *sb, const char *key, double v) {
-    if (isfinite(v)) tdm_sb_printf(sb, "\"%s\": %.6g", key, v);
-    else tdm_sb_printf(sb, "\"%s\": null", key);
-}
-
-static void json_str(tdm_strbuf *sb, const char *key, const char *v) {
-    tdm_sb_printf(sb, "\"%s\": ", key);
-    tdm_sb_json_string(sb, v, strlen(v));
-}
-
 /* The flags tandem plan takes for one progress mode's figures: a loss below 0 (noise) as 0, a speed above 1 as 1. */
 static void plan_flags(const tdm_beside_cost *b, char *out, size_t cap) {
     snprintf(out, cap, "--comm-cpu-us-per-mb %.0f --comm-speed-beside %.3f",
@@ -162,9 +151,9 @@ static int beside(const doctor_opts *o, int rank, tdm_strbuf *js, tdm_error *err
     }
     if (rank == 0) {
         tdm_sb_puts(js, ",\n\"beside_compute\": {");
-        json_num(js, "mb", b[0].mb), tdm_sb_puts(js, ", ");
-        json_num(js, "compute_ms", b[0].compute_ms), tdm_sb_puts(js, ", ");
-        json_num(js, "piece_ms", b[0].chunk_ms);
+        tdm_sb_json_key_num(js, "mb", b[0].mb), tdm_sb_puts(js, ", ");
+        tdm_sb_json_key_num(js, "compute_ms", b[0].compute_ms), tdm_sb_puts(js, ", ");
+        tdm_sb_json_key_num(js, "piece_ms", b[0].chunk_ms);
         tdm_sb_printf(js, ", \"comm_thread_nice\": %d", o->comm_thread_nice);
         for (int i = 0; i < 2; i++) {
             char flags[128] = "";
@@ -175,10 +164,10 @@ static int beside(const doctor_opts *o, int rank, tdm_strbuf *js, tdm_error *err
                        modes[i].name);
             else printf("  tandem plan      %s: %s\n", modes[i].name, flags);
             tdm_sb_printf(js, ",\n  \"%s\": {", modes[i].name);
-            json_num(js, "compute_lost_us_per_mb", b[i].lost_us_per_mb), tdm_sb_puts(js, ", ");
-            json_num(js, "speed", b[i].speed), tdm_sb_puts(js, ", ");
-            json_num(js, "moved_mb", b[i].moved_mb), tdm_sb_puts(js, ", ");
-            json_str(js, "plan_flags", flags);
+            tdm_sb_json_key_num(js, "compute_lost_us_per_mb", b[i].lost_us_per_mb), tdm_sb_puts(js, ", ");
+            tdm_sb_json_key_num(js, "speed", b[i].speed), tdm_sb_puts(js, ", ");
+            tdm_sb_json_key_num(js, "moved_mb", b[i].moved_mb), tdm_sb_puts(js, ", ");
+            tdm_sb_json_key_string(js, "plan_flags", flags);
             tdm_sb_putc(js, '}');
         }
         tdm_sb_puts(js, "}");
@@ -220,11 +209,11 @@ int cmd_doctor(int argc, char **argv) {
         tdm_sb_json_string(&js, tdm_version(), strlen(tdm_version()));
         tdm_sb_printf(&js, ", \"ranks\": %d, \"one_host\": %s, \"cores\": %ld, \"blas_threads\": %d,\n", world,
                       mi.one_host ? "true" : "false", cores, threads);
-        json_str(&js, "processor", hosts.value[TDM_HOSTS_CPU]), tdm_sb_puts(&js, ", ");
-        json_str(&js, "isa", hosts.value[TDM_HOSTS_ISA]), tdm_sb_puts(&js, ", ");
-        json_str(&js, "openblas", hosts.value[TDM_HOSTS_BLAS]), tdm_sb_puts(&js, ",\n");
-        json_str(&js, "mpi", sb.data), tdm_sb_puts(&js, ", ");
-        json_str(&js, "transport", mi.transport);
+        tdm_sb_json_key_string(&js, "processor", hosts.value[TDM_HOSTS_CPU]), tdm_sb_puts(&js, ", ");
+        tdm_sb_json_key_string(&js, "isa", hosts.value[TDM_HOSTS_ISA]), tdm_sb_puts(&js, ", ");
+        tdm_sb_json_key_string(&js, "openblas", hosts.value[TDM_HOSTS_BLAS]), tdm_sb_puts(&js, ",\n");
+        tdm_sb_json_key_string(&js, "mpi", sb.data), tdm_sb_puts(&js, ", ");
+        tdm_sb_json_key_string(&js, "transport", mi.transport);
         tdm_sb_printf(&js, ", \"shared_memory\": %s", mi.shared_memory ? "true" : "false");
         printf("tandem doctor: %d rank%s%s, %ld cores online on rank 0's host, %d BLAS thread%s per rank\n", world,
                world == 1 ? "" : "s", mi.one_host ? " on one host" : " on several hosts", cores, threads,
@@ -248,12 +237,12 @@ int cmd_doctor(int argc, char **argv) {
     fresh = max_over(fresh), reused = max_over(reused);
     if (rank == 0) {
         tdm_sb_printf(&js, ",\n\"sgemm_n\": %d, ", o.gemm_n);
-        json_num(&js, "sgemm_gflops_fastest", gf_max), tdm_sb_puts(&js, ", ");
-        json_num(&js, "sgemm_gflops_slowest", gf_min), tdm_sb_puts(&js, ",\n");
-        json_num(&js, "memcpy_ms_per_mb", cp), tdm_sb_puts(&js, ", ");
-        json_num(&js, "vector_sum_ms_per_mb", vs), tdm_sb_puts(&js, ", ");
-        json_num(&js, "page_faults_fresh_ms_per_mb", fresh), tdm_sb_puts(&js, ", ");
-        json_num(&js, "page_faults_reused_ms_per_mb", reused);
+        tdm_sb_json_key_num(&js, "sgemm_gflops_fastest", gf_max), tdm_sb_puts(&js, ", ");
+        tdm_sb_json_key_num(&js, "sgemm_gflops_slowest", gf_min), tdm_sb_puts(&js, ",\n");
+        tdm_sb_json_key_num(&js, "memcpy_ms_per_mb", cp), tdm_sb_puts(&js, ", ");
+        tdm_sb_json_key_num(&js, "vector_sum_ms_per_mb", vs), tdm_sb_puts(&js, ", ");
+        tdm_sb_json_key_num(&js, "page_faults_fresh_ms_per_mb", fresh), tdm_sb_puts(&js, ", ");
+        tdm_sb_json_key_num(&js, "page_faults_reused_ms_per_mb", reused);
         printf("  sgemm ceiling    %.1f GFLOP/s per rank (%d^3, every rank at once; slowest rank %.1f)\n", gf_max,
                o.gemm_n, gf_min);
         printf("  memcpy           %.3f ms/MB (%.1f MB)\n", cp, mb);
@@ -287,11 +276,11 @@ int cmd_doctor(int argc, char **argv) {
                        c.rs_cpu_ms, c.ag_wall_ms, c.ag_cpu_ms, c.memcpy_ms, c.rs_cpu_ms * per, c.ag_cpu_ms * per);
                 fflush(stdout);
                 tdm_sb_puts(&js, k == 2 ? "\n  {" : ",\n  {");
-                json_num(&js, "mb", c.mb), tdm_sb_puts(&js, ", ");
-                json_num(&js, "reduce_scatter_ms_per_mb", c.rs_wall_ms), tdm_sb_puts(&js, ", ");
-                json_num(&js, "reduce_scatter_cpu_ms_per_mb", c.rs_cpu_ms), tdm_sb_puts(&js, ", ");
-                json_num(&js, "all_gather_ms_per_mb", c.ag_wall_ms), tdm_sb_puts(&js, ", ");
-                json_num(&js, "all_gather_cpu_ms_per_mb", c.ag_cpu_ms), tdm_sb_puts(&js, "}");
+                tdm_sb_json_key_num(&js, "mb", c.mb), tdm_sb_puts(&js, ", ");
+                tdm_sb_json_key_num(&js, "reduce_scatter_ms_per_mb", c.rs_wall_ms), tdm_sb_puts(&js, ", ");
+                tdm_sb_json_key_num(&js, "reduce_scatter_cpu_ms_per_mb", c.rs_cpu_ms), tdm_sb_puts(&js, ", ");
+                tdm_sb_json_key_num(&js, "all_gather_ms_per_mb", c.ag_wall_ms), tdm_sb_puts(&js, ", ");
+                tdm_sb_json_key_num(&js, "all_gather_cpu_ms_per_mb", c.ag_cpu_ms), tdm_sb_puts(&js, "}");
             }
             big = c;
         }

@@ -586,12 +586,10 @@ static int logs_mean_step(const char *const *paths, int n, const char *window, d
 /* What was taken from tandem doctor's report, and where the report was measured otherwise than the traced run:
  * appended to the notes. */
 static void doctor_notes(const plan_opts *o, const tdm_plan_doctor *d, const tdm_plan_run_info *run,
-                         const tdm_plan_model *m, char *notes, size_t cap) {
-    tdm_strbuf sb;
-    tdm_sb_init(&sb);
-    tdm_sb_printf(&sb,
+                         const tdm_plan_model *m, char *notes, int cap) {
+    tdm_plan_note(notes, cap,
                   "tandem doctor's beside compute (%s), the %s line (%s): --comm-cpu-us-per-mb %.0f%s "
-                  "--comm-speed-beside %.3f%s\n",
+                  "--comm-speed-beside %.3f%s",
                   o->doctor, d->mode,
                   o->comm_progress[0]     ? "--comm-progress"
                   : run->comm_progress[0] ? "the traced run's progress mode"
@@ -599,9 +597,9 @@ static void doctor_notes(const plan_opts *o, const tdm_plan_doctor *d, const tdm
                   d->cpu_us_per_mb, m->cpu_us_per_mb != d->cpu_us_per_mb ? " (not used: given)" : "", d->speed,
                   m->speed_beside != d->speed ? " (not used: given)" : "");
     if (d->ranks > 0 && d->ranks != m->baseline.dp)
-        tdm_sb_printf(&sb, "the doctor ran %d ranks, the traced run dp %d\n", d->ranks, m->baseline.dp);
+        tdm_plan_note(notes, cap, "the doctor ran %d ranks, the traced run dp %d", d->ranks, m->baseline.dp);
     if (d->shared_memory >= 0 && run->shared_memory >= 0 && d->shared_memory != run->shared_memory)
-        tdm_sb_printf(&sb, "the doctor's collectives went through %s, the traced run's through %s\n",
+        tdm_plan_note(notes, cap, "the doctor's collectives went through %s, the traced run's through %s",
                       d->transport[0]    ? d->transport
                       : d->shared_memory ? "shared memory"
                                          : "a network",
@@ -609,9 +607,8 @@ static void doctor_notes(const plan_opts *o, const tdm_plan_doctor *d, const tdm
                       : run->shared_memory ? "shared memory"
                                            : "a network");
     if (!strcmp(d->mode, "thread") && d->comm_thread_nice >= 0 && d->comm_thread_nice != o->comm_nice)
-        tdm_sb_printf(&sb,
-                      "the doctor's communication thread ran at nice %d, the traced run's at %d "
-                      "(--comm-thread-nice)\n",
+        tdm_plan_note(notes, cap,
+                      "the doctor's communication thread ran at nice %d, the traced run's at %d (--comm-thread-nice)",
                       d->comm_thread_nice, o->comm_nice);
     int64_t *padded = NULL;
     const int nb = tdm_plan_buckets(m, &m->baseline, &padded, NULL, &(tdm_error){{0}});
@@ -620,16 +617,12 @@ static void doctor_notes(const plan_opts *o, const tdm_plan_doctor *d, const tdm
         for (int b = 0; b < nb; b++) sum += (double)padded[b];
         const double bucket_mb = sum / nb * 4 / 1e6;
         if (bucket_mb > 4 * d->mb || bucket_mb < d->mb / 4)
-            tdm_sb_printf(&sb,
-                          "the doctor's collectives moved %.2f MB each, the baseline's buckets %.2f MB on "
-                          "average: a collective's speed beside compute depends on its size (tandem doctor "
-                          "--beside-mb %.2f)\n",
+            tdm_plan_note(notes, cap,
+                          "the doctor's collectives moved %.2f MB each, the baseline's buckets %.2f MB on average: a "
+                          "collective's speed beside compute depends on its size (tandem doctor --beside-mb %.2f)",
                           d->mb, bucket_mb, bucket_mb);
     }
     free(padded);
-    const size_t n = strlen(notes);
-    snprintf(notes + n, cap - n, "%s", sb.data);
-    tdm_sb_free(&sb);
 }
 
 static int simulate_row(const tdm_plan_model *m, row *r, tdm_error *err) {
@@ -728,9 +721,9 @@ int cmd_plan(int argc, char **argv) {
     }
 
     tdm_plan_doctor doc;
-    tdm_plan_run_info run;
-    tdm_plan_run_info_read(o.trace, &run);
+    tdm_plan_run_info run; /* what analysis.json says of the run: read for the doctor's line only */
     if (o.doctor) {
+        tdm_plan_run_info_read(o.trace, &run);
         const char *mode = o.comm_progress[0] ? o.comm_progress : run.comm_progress[0] ? run.comm_progress : "thread";
         if (tdm_plan_doctor_load(o.doctor, mode, &doc, &err) != 0) {
             fprintf(stderr, "tandem plan: --doctor: %s\n", err.msg);
@@ -760,15 +753,14 @@ int cmd_plan(int argc, char **argv) {
     }
     m.cores = o.cores;
     if (o.speed_beside > 0) m.speed_beside = o.speed_beside; /* a PyTorch trace's model too */
-    if (o.doctor) doctor_notes(&o, &doc, &run, &m, notes, sizeof notes);
+    if (o.doctor) doctor_notes(&o, &doc, &run, &m, notes, (int)sizeof notes);
     else if (!torch && !m.baseline.overlap_grad && !m.baseline.overlap_param && o.speed_beside <= 0 &&
-             m.baseline.dp > 1) {
-        const size_t n = strlen(notes);
-        snprintf(notes + n, sizeof notes - n,
-                 "the baseline overlaps no collective with compute, so its trace cannot show what one costs there: "
-                 "mpirun -np %d tandem doctor --json FILE, where the run ran, measures it for --doctor FILE\n",
-                 m.baseline.dp);
-    }
+             m.baseline.dp > 1)
+        tdm_plan_note(
+            notes, (int)sizeof notes,
+            "the baseline overlaps no collective with compute, so its trace cannot show what one costs "
+            "there: mpirun -np %d tandem doctor --json FILE, where the run ran, measures it for --doctor FILE",
+            m.baseline.dp);
     double calib_ms = o.baseline_step_ms, factor = 1;
     char calib_from[4096] = "";
     if (o.n_baseline_runs &&
