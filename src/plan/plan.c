@@ -126,6 +126,68 @@ int tdm_plan_buckets(const tdm_plan_model *m, const tdm_plan_config *c, int64_t 
     return nb;
 }
 
+/* Whether c cuts m's trainable parameters into n buckets of elems[] padded elements each (any sizes when
+ * elems is NULL): 1 yes, 0 no, -1 when c cuts none (bad settings). *got: how many c cuts. */
+static int cuts_as(const tdm_plan_model *m, const tdm_plan_config *c, const int64_t *elems, int n, int *got) {
+    int64_t *pad = NULL;
+    tdm_error e;
+    *got = tdm_plan_buckets(m, c, &pad, NULL, &e);
+    if (*got < 0) return -1;
+    int same = *got == n;
+    for (int b = 0; same && elems && b < n; b++) same = pad[b] == elems[b];
+    free(pad);
+    return same;
+}
+
+int tdm_plan_match_cut(const tdm_plan_model *m, tdm_plan_config *c, const int64_t *elems, int n, int64_t range[2]) {
+    if (n < 1) return 0;
+    tdm_plan_config t = *c;
+    t.given_cut = 0, t.bucket_size = 0;
+    int got;
+    for (t.num_buckets = n; t.num_buckets <= 4 * n + 8; t.num_buckets++) {
+        int same = cuts_as(m, &t, elems, n, &got);
+        if (same == 1) {
+            c->num_buckets = t.num_buckets, c->bucket_size = 0, c->given_cut = 0;
+            return 1;
+        }
+        if (same < 0 || got > n) break;
+    }
+    if (!elems) return 0;
+    /* a size closes a bucket at the parameter that brings it there: the sizes that close the first bucket at one
+     * of its parameters run from just above the content before it to the content with it (alignment included) */
+    const int64_t palign = c->distributed ? 64 : 1;
+    int64_t pos = 0, before = 0;
+    t.num_buckets = 0;
+    for (int i = m->n_params - 1; i >= 0; i--) {
+        if (!m->params[i].trainable) continue;
+        before = pos;
+        pos = round_up(pos, palign) + m->params[i].numel;
+        if (pos > elems[0]) break; /* a padded bucket holds at least its content */
+        t.bucket_size = pos;
+        if (cuts_as(m, &t, elems, n, &got) != 1) continue;
+        /* the sizes that cut every bucket alike are one range, (before, pos] at most: its least by bisection */
+        int64_t lo = before + 1, hi = pos;
+        while (lo < hi) {
+            t.bucket_size = lo + (hi - lo) / 2;
+            if (cuts_as(m, &t, elems, n, &got) == 1) hi = t.bucket_size;
+            else lo = t.bucket_size + 1;
+        }
+        if (range) range[0] = lo, range[1] = pos;
+        /* of the range, the roundest size: what a user gives (1000000 rather than 1049216) */
+        int64_t pick = pos;
+        for (int64_t p10 = (int64_t)1000000000000000000; p10 >= 1; p10 /= 10) {
+            const int64_t r = (lo + p10 - 1) / p10 * p10;
+            if (r <= pos) {
+                pick = r;
+                break;
+            }
+        }
+        c->bucket_size = pick, c->num_buckets = 0, c->given_cut = 0;
+        return 2;
+    }
+    return 0;
+}
+
 /* ---- the simulation ---------------------------------------------------------------------- */
 
 typedef struct sim {

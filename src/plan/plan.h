@@ -153,6 +153,12 @@ typedef struct tdm_plan_result {
 int tdm_plan_buckets(const tdm_plan_model *m, const tdm_plan_config *c, int64_t **padded, int **bucket_of,
                      tdm_error *err);
 
+/* Sets c's cut to the run's, n buckets of elems[b] padded elements each (elems NULL: any n buckets): the
+ * least --ddp-num-buckets that cuts them (returns 1), else a --ddp-bucket-size (2): every size from range[0] to
+ * range[1] cuts them (range may be NULL), and c takes the roundest. 0, c unchanged, when neither does
+ * (another model, freeze flags or alignment). */
+int tdm_plan_match_cut(const tdm_plan_model *m, tdm_plan_config *c, const int64_t *elems, int n, int64_t range[2]);
+
 /* Simulates one step of m under c. Fails with one sentence when c is unusable (dp < 1, no
  * trainable parameter, a link without bandwidth). */
 int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_plan_result *r, tdm_error *err);

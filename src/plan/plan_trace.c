@@ -287,6 +287,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     const int MAXB = 4096;
     acc *fwd = tdm_xcalloc((size_t)U + 1, sizeof *fwd), *bwd = tdm_xcalloc((size_t)U + 1, sizeof *bwd);
     own_list own_l = {0};
+    int64_t *seen = NULL;
     acc *own = NULL;
     double *records = NULL, *beside = NULL;
     int *solo_n = NULL;
@@ -453,27 +454,33 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     c->distributed = any_param;
     c->overlap_grad = grad_in_fb;
     c->overlap_param = any_param && param_in_fb;
-    if (max_grad_b >= 0) { /* the least --ddp-num-buckets that cuts as many buckets as the trace holds */
+    /* each bucket's bytes, as first recorded (0: not recorded) */
+    seen = tdm_xcalloc(2 * (size_t)MAXB, sizeof *seen);
+    for (int64_t i = 0; i < own_l.n; i++)
+        if (own_l.v[i].bytes > 0 && !seen[own_l.v[i].key]) seen[own_l.v[i].key] = own_l.v[i].bytes;
+    int cut_by = 0;         /* 1: a bucket count cuts them, 2: a bucket size, as tdm_plan_match_cut */
+    int64_t range[2] = {0}; /* the sizes that do */
+    if (max_grad_b >= 0) {  /* the run's cut: from each gradient bucket's bytes where recorded, else its count */
         const int traced = max_grad_b + 1;
+        int64_t *elems = tdm_xmalloc((size_t)traced * sizeof *elems);
+        int all = 1;
+        for (int b = 0; b < traced; b++) elems[b] = seen[b] / 4, all &= seen[b] > 0 && seen[b] % 4 == 0;
         c->num_buckets = traced;
-        for (int nbk = traced; nbk <= 4 * traced + 8; nbk++) {
-            tdm_plan_config t = *c;
-            t.num_buckets = nbk;
-            int64_t *pad = NULL;
-            tdm_error be;
-            int got = tdm_plan_buckets(m, &t, &pad, NULL, &be);
-            free(pad);
-            if (got == traced) {
-                c->num_buckets = nbk;
-                break;
-            }
-            if (got > traced || got < 0) break;
-        }
+        cut_by = all ? tdm_plan_match_cut(m, c, elems, traced, range) : 0;
+        if (!cut_by) tdm_plan_match_cut(m, c, NULL, traced, NULL);
+        free(elems);
     }
+    char cut[128] = "";
+    if (cut_by == 2 && range[0] < range[1])
+        snprintf(cut, sizeof cut, "as --ddp-bucket-size %lld cuts them, or any from %lld to %lld: from their bytes",
+                 (long long)c->bucket_size, (long long)range[0], (long long)range[1]);
+    else if (cut_by == 2)
+        snprintf(cut, sizeof cut, "as --ddp-bucket-size %lld cuts them, from their bytes", (long long)c->bucket_size);
+    else snprintf(cut, sizeof cut, "as --ddp-num-buckets %d cuts them%s", c->num_buckets, cut_by ? ", bytes too" : "");
     tdm_plan_note(notes, notes_cap,
-                  "baseline read from the trace: dp %d, %s, %d bucket(s) (as --ddp-num-buckets %d cuts them), "
-                  "overlap-grad-reduce %s, overlap-param-gather %s",
-                  c->dp, c->distributed ? "distributed optimizer" : "all-reduce", max_grad_b + 1, c->num_buckets,
+                  "baseline read from the trace: dp %d, %s, %d bucket(s) (%s), overlap-grad-reduce %s, "
+                  "overlap-param-gather %s",
+                  c->dp, c->distributed ? "distributed optimizer" : "all-reduce", max_grad_b + 1, cut,
                   c->overlap_grad ? "on" : "off", c->overlap_param ? "on" : "off");
     if (in->baseline_flags && in->baseline_flags[0]) {
         tdm_error fe;
@@ -538,9 +545,6 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
      * model config, freeze flags or --bf16 are not the run's and every prediction would be of another model;
      * the same total cut otherwise (the run's --ddp-bucket-size) is said in a note */
     {
-        int64_t *seen = tdm_xcalloc(2 * (size_t)MAXB, sizeof *seen); /* each bucket's bytes, as first recorded */
-        for (int64_t i = 0; i < own_l.n; i++)
-            if (own_l.v[i].bytes > 0 && !seen[own_l.v[i].key]) seen[own_l.v[i].key] = own_l.v[i].bytes;
         for (int side = 0; side < 2 && rc == 0; side++) {
             double traced = 0, cut = 0;
             int any = 0, differ = -1;
@@ -562,13 +566,13 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                                 : fp32_hint ? " (its all-gathers moved 4-byte values: the run had no --bf16)"
                                             : "");
             } else if (differ >= 0)
-                tdm_plan_note(notes, notes_cap,
-                              "the run cut its buckets otherwise than these settings do (bucket %d moved %lld "
-                              "bytes, here %.0f): give --baseline with the run's --ddp-bucket-size",
-                              differ, (long long)seen[side * MAXB + differ],
-                              differ < nb ? (double)padded[differ] * (side && c->bf16_params ? 2 : 4) : 0.0);
+                tdm_plan_note(
+                    notes, notes_cap,
+                    "the run cut its buckets otherwise than these settings do (bucket %d moved %lld "
+                    "bytes, here %.0f): the predictions are of these buckets; check --baseline's bucket flags",
+                    differ, (long long)seen[side * MAXB + differ],
+                    differ < nb ? (double)padded[differ] * (side && c->bf16_params ? 2 : 4) : 0.0);
         }
-        free(seen);
         if (rc != 0) {
             free(padded);
             goto out;
@@ -703,6 +707,7 @@ out:
     free(beside);
     free(solo_n);
     free(own_l.v);
+    free(seen);
     free(rlo);
     free(rhi);
     free(crit);

@@ -873,7 +873,21 @@ int cmd_plan(int argc, char **argv) {
         if (m.n_given_buckets > 0) /* a PyTorch trace: DDP's own setting */
             tdm_sb_printf(&text, "in PyTorch: DistributedDataParallel(..., bucket_cap_mb=%.4g)%s\n",
                           largest * 4.0 / 1048576, best.c.overlap_grad ? "" : ", the all-reduces after the backward");
-        else
+        else if (m.baseline.bucket_size > 0 && best.c.num_buckets > 0) {
+            /* the run gave --ddp-bucket-size, which train takes with no --ddp-num-buckets: the count as a size */
+            tdm_plan_config cc = best.c;
+            int64_t trainable = 0;
+            for (int i = 0; i < m.n_params; i++) trainable += m.params[i].trainable ? m.params[i].numel : 0;
+            cc.bucket_size = (trainable + cc.num_buckets - 1) / cc.num_buckets, cc.num_buckets = 0;
+            tdm_plan_config base = m.baseline; /* the candidate names its size even where it is the baseline's */
+            base.bucket_size = -1;
+            char flags[512];
+            tdm_plan_config_flags(&cc, &base, flags, sizeof flags);
+            tdm_sb_printf(&text,
+                          "confirm with: mpirun -np %d tandem ab --baseline \"--ddp-bucket-size %lld\" --candidate "
+                          "\"%s\" <the run's train flags but its --ddp-bucket-size>\n",
+                          m.baseline.dp, (long long)m.baseline.bucket_size, flags);
+        } else
             tdm_sb_printf(&text,
                           "confirm with: mpirun -np %d tandem ab --baseline \"\" --candidate \"%s\" <the run's train "
                           "flags>\n",

@@ -223,6 +223,22 @@ expect_fail() { # what, expected text, command...
   if [ "$(wc -l <"$W/bad.out")" -le 2 ] && grep -q -- "$want" "$W/bad.out"; then ok "$what"
   else bad "$what: $(cat "$W/bad.out")"; fi
 }
+# a run of --ddp-bucket-size: the buckets' bytes in its trace give the size (no bucket count cuts these four buckets
+# alike), the roundest of the sizes that do; --suggest's command trades the size for another, as train takes one
+cat >"$W/tools_size.json" <<JSON
+{"profile": {"enable": true, "ranks": [-1], "start_step": 3, "end_step": 4, "level": 1, "save_path": "$W/prof_size"}}
+JSON
+SIZED=("${TRAIN[@]/--ddp-num-buckets/--ddp-bucket-size}")
+SIZED=("${SIZED[@]/#3/1000000}")
+if "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${SIZED[@]}" --profile-config "$W/tools_size.json" \
+    >"$W/train_size.log" 2>&1 \
+  && "$TANDEM" plan "$W/prof_size" --model "$W/model" --freeze-vision --freeze-projector --out "$W/plan_size" --suggest \
+    --min-gain 0 --link-gbps 1 --link-latency-us 10 --comm-cpu-us-per-mb 0 >"$W/plan_size.txt" 2>&1 \
+  && grep -q "4 bucket(s) (as --ddp-bucket-size 1000000 cuts them, or any from [0-9]* to [0-9]*: from their bytes)" \
+    "$W/plan_size.txt" && ! grep -q "otherwise" "$W/plan_size.txt" \
+  && grep -q "^confirm with: mpirun -np 2 tandem ab --baseline \"--ddp-bucket-size 1000000\" --candidate \".*--ddp-bucket-size [0-9]*\" <the run's train flags but its --ddp-bucket-size>" "$W/plan_size.txt"
+then ok "a run's --ddp-bucket-size read from its buckets' bytes"
+else bad "--ddp-bucket-size run: $(tail -n 3 "$W/train_size.log"; cat "$W/plan_size.txt")"; fi
 echo '{"a": 1}' >"$W/notrace.json"
 echo '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "ts": 3,
   "dur": 20, "pid": 0, "tid": 7, "args": {"stream": 7, "correlation": 5}}]}' >"$W/notrace2.json"

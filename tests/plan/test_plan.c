@@ -66,6 +66,48 @@ static void test_buckets_as_layout(void) {
     CHECK(tdm_plan_buckets(&f, &c, &pad, NULL, &err) < 0 && strstr(err.msg, "no trainable"), "%s", err.msg);
 }
 
+/* The run's cut from each bucket's elements (tdm_plan_match_cut). Parameters of 1000, 10, 10, 10 elements
+ * (bucketed last first): --ddp-bucket-size 15 cuts 10+10, 10+1000; no --ddp-num-buckets up to 4 x 2 + 8 does
+ * (their sizes, 1030 / N, close nothing before the 1000): 20 does (the first bucket's content; any from 11
+ * cuts them alike). With the distributed optimizer at dp 2 (parameters 64-aligned, buckets 128) size 100 cuts
+ * 10, 10, 10 (at 10, 74, 138: 256 padded) and 1000 (1024): --ddp-num-buckets 8 (size 129) does too. */
+static void test_match_cut(void) {
+    tdm_plan_param p[] = {{1000, 0, 1}, {10, 1, 1}, {10, 1, 1}, {10, 1, 1}};
+    tdm_plan_model m = {.units = U4, .n_units = 2, .params = p, .n_params = 4, .n_micro = 1};
+    tdm_plan_config c = {.dp = 2, .num_buckets = 3};
+    const int64_t plain[] = {20, 1010}, dist[] = {256, 1024}, other[] = {25, 1005};
+    int64_t range[2] = {0, 0};
+    CHECK(tdm_plan_match_cut(&m, &c, plain, 2, range) == 2 && c.bucket_size == 20 && c.num_buckets == 0 &&
+              range[0] == 11 && range[1] == 20,
+          "%lld %d %lld..%lld", (long long)c.bucket_size, c.num_buckets, (long long)range[0], (long long)range[1]);
+    /* a run of --ddp-bucket-size 1000 over 50000, 500, 549: any size from 550 to 1049 cuts 1049 + 50000, and 1000 is
+     * the roundest (no count up to 12 closes a bucket before the 50000) */
+    tdm_plan_param q[] = {{50000, 0, 1}, {500, 1, 1}, {549, 1, 1}};
+    tdm_plan_model mq = {.units = U4, .n_units = 2, .params = q, .n_params = 3, .n_micro = 1};
+    const int64_t qb[] = {1049, 50000};
+    c = (tdm_plan_config){.dp = 2};
+    CHECK(tdm_plan_match_cut(&mq, &c, qb, 2, range) == 2 && c.bucket_size == 1000 && range[0] == 550 &&
+              range[1] == 1049,
+          "%lld %lld..%lld", (long long)c.bucket_size, (long long)range[0], (long long)range[1]);
+    c = (tdm_plan_config){.dp = 2, .distributed = 1};
+    CHECK(tdm_plan_match_cut(&m, &c, dist, 2, NULL) == 1 && c.num_buckets == 8 && c.bucket_size == 0, "%d",
+          c.num_buckets);
+    int64_t *pad = NULL;
+    tdm_error err;
+    int nb = tdm_plan_buckets(&m, &c, &pad, NULL, &err);
+    CHECK(nb == 2 && pad[0] == 256 && pad[1] == 1024, "%d", nb);
+    free(pad);
+    /* no size or count cuts 25 + 1005 (a bucket of tens holds 10, 20 or 30) */
+    c = (tdm_plan_config){.dp = 2, .num_buckets = 5};
+    CHECK(tdm_plan_match_cut(&m, &c, other, 2, range) == 0 && c.num_buckets == 5 && c.bucket_size == 0, "unchanged");
+    /* without sizes: the least count that cuts as many (one bucket: 1; two: none up to 4 x 2 + 8, said above) */
+    CHECK(tdm_plan_match_cut(&m, &c, NULL, 1, NULL) == 1 && c.num_buckets == 1, "one bucket: %d", c.num_buckets);
+    CHECK(tdm_plan_match_cut(&m, &c, NULL, 2, NULL) == 0 && c.num_buckets == 1, "two buckets by count");
+    nb = tdm_plan_buckets(&m, &c, &pad, NULL, &err);
+    CHECK(nb == 1, "%d buckets with --ddp-num-buckets %d", nb, c.num_buckets);
+    free(pad);
+}
+
 /* Two units; unit 1 holds a 1 MB parameter (all-reduce of 1000 us on 2 ranks at 8 Gbit/s), unit 0 a
  * tiny one (1 us) and a 2000 us backward to hide behind. */
 static tdm_plan_param P2[] = {{250, 0, 1}, {250000, 1, 1}};
@@ -338,6 +380,14 @@ static void trace_ev(test_trace *t, const char *name, const char *cat, int tid, 
             name, cat, t0, dur, t->rank, tid, arg);
 }
 
+/* A collective's record (on the communication thread) with the bytes it moved, as tandem's trace says them. */
+static void trace_coll(test_trace *t, const char *name, double t0, double dur, int arg, long long bytes) {
+    fprintf(t->f,
+            "{\"name\": \"%s\", \"cat\": \"comm\", \"ph\": \"X\", \"ts\": %g, \"dur\": %g, \"pid\": %d, \"tid\": 0, "
+            "\"args\": {\"arg\": %d, \"level\": 1, \"bytes\": %lld}},\n",
+            name, t0, dur, t->rank, arg, bytes);
+}
+
 static void trace_rank(test_trace *t, int rank, double u0_bwd) {
     t->rank = rank;
     static const char *const threads[2] = {"comm", "compute"};
@@ -519,6 +569,43 @@ static void test_trace_bucket_count(void) {
     trace_remove(&t);
 }
 
+/* A run of --ddp-bucket-size 15 with the parameters of test_match_cut: its trace says each bucket's bytes (80,
+ * 4040), which no bucket count cuts; the baseline takes a size that does, 20 elements (or 11 to 19). Bytes that no
+ * setting cuts leave the count and a note. */
+static void test_trace_bucket_size(void) {
+    for (int k = 0; k < 2; k++) {
+        test_trace t;
+        if (trace_begin(&t) != 0) return;
+        for (int rk = 0; rk < 2; rk++) {
+            trace_rank(&t, rk, 10);
+            trace_ev(&t, "grad sync", "phase", 2, 41, 50, 0);
+            trace_coll(&t, "grad all-reduce", 41, 14, 0, k ? 100 : 80);
+            trace_coll(&t, "grad all-reduce", 55, 22, 1, k ? 4020 : 4040);
+            trace_ev(&t, "optimizer", "phase", 2, 92, 8, 0);
+        }
+        tdm_plan_param p[] = {{1000, 0, 1}, {10, 1, 1}, {10, 1, 1}, {10, 1, 1}};
+        tdm_plan_model m;
+        if (trace_model(&t, p, 4, &m)) {
+            if (k == 0) {
+                CHECK(m.baseline.bucket_size == 20 && m.baseline.num_buckets == 0, "%lld %d",
+                      (long long)m.baseline.bucket_size, m.baseline.num_buckets);
+                CHECK(
+                    strstr(t.notes,
+                           "2 bucket(s) (as --ddp-bucket-size 20 cuts them, or any from 11 to 20: from their bytes)") !=
+                            NULL &&
+                        strstr(t.notes, "otherwise") == NULL,
+                    "%s", t.notes);
+            } else {
+                CHECK(strstr(t.notes, "cut its buckets otherwise than these settings do (bucket 0 moved 100 bytes") !=
+                          NULL,
+                      "%s", t.notes);
+            }
+            tdm_plan_model_free(&m);
+        }
+        trace_remove(&t);
+    }
+}
+
 /* tandem doctor's report: each mode's line as the printed flags take it (a loss below 0 as 0, a speed above
  * 1 as 1, below 0.001 as 0.001), where it was measured, and one sentence for what is not a usable report. */
 static void test_doctor_report(void) {
@@ -593,6 +680,7 @@ static void test_run_info(void) {
 int main(void) {
     RUN(test_ring_formulas);
     RUN(test_buckets_as_layout);
+    RUN(test_match_cut);
     RUN(test_fully_hidden_and_exposed);
     RUN(test_cpu_taken_from_overlapped_compute);
     RUN(test_comm_thread_share);
@@ -605,6 +693,7 @@ int main(void) {
     RUN(test_trace_cpu_leaves_out_wait_polls);
     RUN(test_trace_one_rank_per_side);
     RUN(test_trace_bucket_count);
+    RUN(test_trace_bucket_size);
     RUN(test_doctor_report);
     RUN(test_run_info);
     return TEST_SUMMARY();
