@@ -2,7 +2,8 @@
 # tandem plan against measurement on this machine (shared memory, the tiny configuration):
 #   1. overlap flags: predicted vs measured change of the mean step, from one profiled baseline (also with what
 #      tandem doctor measured a collective costs beside compute)
-#   2. bucket count: a measured sweep (overlap-grad-reduce on) against --suggest's pick
+#   2. bucket count: a measured sweep (overlap-grad-reduce on) against --suggest's pick (with tandem doctor's
+#      figures, measured with the sweep)
 #   3. dp 2, 3, 4 (2 micro-batches a rank, oversubscribed where the cores run out) predicted from dp 2
 # Each timing is plain `tandem train` runs, interleaved across the settings compared; a point is the median
 # step over iterations 11..STEPS of its runs. Each prediction is made twice: from the profile alone, and
@@ -97,6 +98,19 @@ echo "with doctor's figures: $(grep -E "^suggestion" "$W/suggestd.txt")"
 NBS=(1 2 3 4 6 8 12)
 specs=()
 for nb in "${NBS[@]}"; do specs+=("2|--ddp-num-buckets $nb --overlap-grad-reduce"); done
+# the doctor's suggestion, measured with the sweep: the profiled setting's flags as its tandem ab command changes them
+SUGG=$(python3 - "$W/suggestd.txt" <<'PY'
+import re, sys
+flags = ["--ddp-num-buckets", "3", "--overlap-grad-reduce"]
+m = re.search(r'^confirm with: .*--baseline "([^"]*)" --candidate "([^"]*)"', open(sys.argv[1]).read(), re.M)
+if m:
+    drop, add = m.group(1).split(), m.group(2).split()
+    if "--ddp-num-buckets" in add: flags = flags[2:]
+    flags = [f for f in flags if f not in drop] + add
+print(" ".join(flags))
+PY
+)
+specs+=("2|$SUGG")
 mapfile -t M < <(interleaved "${specs[@]}")
 printf '| buckets | predicted ms | calibrated ms | with doctor'"'"'s figures, calibrated ms | measured ms |\n|---|---|---|---|---|\n'
 for i in "${!NBS[@]}"; do
@@ -104,6 +118,13 @@ for i in "${!NBS[@]}"; do
        "$(CAL=$W/cal2.log predict "$W/p2" "--ddp-num-buckets ${NBS[$i]}" | sed -n 2p) |" \
        "$(CAL=$W/cal2.log DOC=$DOCF predict "$W/p2" "--ddp-num-buckets ${NBS[$i]}" | sed -n 2p) | ${M[$i]} |"
 done
+python3 - "$SUGG" "${M[@]}" <<'PY'
+import sys
+sugg, m = sys.argv[1], [float(x) for x in sys.argv[2:]]
+best = min(m[:-1])
+print("the doctor's suggestion (%s) measured %.3f ms: %+.2f%% from the sweep's best, %.3f ms (target within 2%%)"
+      % (sugg, m[-1], (m[-1] / best - 1) * 100, best))
+PY
 
 echo; echo "## 3. dp size (2 micro-batches a rank), predicted from the dp 2 profile of section 1"
 mapfile -t M < <(interleaved "2|--ddp-num-buckets 3" "3|--ddp-num-buckets 3" "4|--ddp-num-buckets 3")

@@ -350,6 +350,30 @@ static double overlap_compute(const tdm_plan_result *r, double a0, double a1) {
     return h;
 }
 
+/* The times some collective of r is in flight (posted and not done): merged [t0, t1) pairs into *fly
+ * (realloc'd), their number returned. */
+static int in_flight(const tdm_plan_result *r, double **fly) {
+    double *f = tdm_xrealloc(*fly, (size_t)(2 * r->n_colls + 2) * sizeof *f);
+    int n = 0;
+    for (int k = 0; k < r->n_colls; k++) f[2 * n] = r->colls[k].post_us, f[2 * n + 1] = r->colls[k].end_us, n++;
+    for (int i = 1; i < n; i++) /* by post: insertion sort, the collectives come nearly in order */
+        for (int j = i; j > 0 && f[2 * j - 2] > f[2 * j]; j--) {
+            double a = f[2 * j], b = f[2 * j + 1];
+            f[2 * j] = f[2 * j - 2], f[2 * j + 1] = f[2 * j - 1];
+            f[2 * j - 2] = a, f[2 * j - 1] = b;
+        }
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m > 0 && f[2 * i] <= f[2 * m - 1]) {
+            if (f[2 * i + 1] > f[2 * m - 1]) f[2 * m - 1] = f[2 * i + 1];
+        } else {
+            f[2 * m] = f[2 * i], f[2 * m + 1] = f[2 * i + 1], m++;
+        }
+    }
+    *fly = f;
+    return m;
+}
+
 int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_plan_result *r, tdm_error *err) {
     memset(r, 0, sizeof *r);
     if (!(c->link.gbps > 0) || !(c->link.alpha_us >= 0))
@@ -384,13 +408,24 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
     tdm_plan_seg *prev = NULL;
     const int given_slow = m->speed_beside > 0 && m->speed_beside < 1; /* tandem doctor's speed beside compute */
     const int contended = (m->comm_share > 0 && m->comm_share < 1) || given_slow;
-    const int charged = m->cpu_us_per_mb > 0 || given_slow;
+    const int charged = m->cpu_us_per_mb > 0 || given_slow || m->lost_share > 0;
+    double *fly = NULL; /* lost_share: the times some collective is in flight, [t0, t1) pairs in order */
     for (int pass = 0; pass < (charged ? (contended ? 16 : 8) : 1); pass++) {
         s.extra = extra;
         run_once(&s, bucket_of, ready_unit);
         if (!charged) break;
         double *next = tdm_xcalloc((size_t)r->n_segs + 1, sizeof *next);
-        for (int k = 0; k < r->n_colls; k++) {
+        if (m->lost_share > 0) {
+            const int nf = in_flight(r, &fly);
+            for (int i = 0; i < r->n_segs; i++)
+                for (int k = 0; k < nf; k++) {
+                    const tdm_plan_seg *g = &r->segs[i];
+                    double lo = g->t0_us > fly[2 * k] ? g->t0_us : fly[2 * k];
+                    double hi = g->t1_us < fly[2 * k + 1] ? g->t1_us : fly[2 * k + 1];
+                    if (hi > lo) next[i] += (hi - lo) * m->lost_share;
+                }
+        }
+        for (int k = 0; k < r->n_colls && !(m->lost_share > 0); k++) {
             const tdm_plan_coll *cl = &r->colls[k];
             double dur = cl->end_us - cl->start_us;
             if (!(dur > 0)) continue;
@@ -413,6 +448,7 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
         }
     }
     free(prev);
+    free(fly);
     r->cpu_taken_us = 0;
     if (extra)
         for (int i = 0; i < r->n_segs; i++) r->cpu_taken_us += extra[i];

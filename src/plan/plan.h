@@ -100,6 +100,8 @@ typedef struct tdm_plan_model {
                           runs that much slower there. 0: the thread runs first (nothing slows) */
     double speed_beside;      /* > 0: given (tandem doctor's "beside compute"): every collective moves at this share of
                                  its speed alone where compute runs, in place of comm_share's */
+    double lost_share;        /* > 0: given (tandem doctor's thread line): compute loses this share of its time while
+                                 any collective is in flight beside it (posted and not done), in place of the CPU per MB */
     int cores;                /* cores the ranks of one host share (0: as many as they need): compute is scaled by
                   max(1, dp / cores) over the baseline's, for dp sizes that oversubscribe one host */
     tdm_plan_config baseline; /* the settings the measurement ran with, link fitted or given */
@@ -214,6 +216,7 @@ typedef struct tdm_plan_trace_in {
     double cpu_us_per_mb; /* < 0: measured, the communication threads' CPU time (analysis.json beside the
                              trace) over the bytes their collectives moved; 0 when not there */
     double speed_beside;  /* > 0: the model's speed_beside (also to fit the link to an overlapped baseline) */
+    double lost_share;    /* > 0: the model's lost_share */
 } tdm_plan_trace_in;
 
 int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err);
@@ -242,12 +245,18 @@ typedef struct tdm_plan_doctor {
     char mode[16];        /* thread | inline */
     double cpu_us_per_mb; /* the model's cpu_us_per_mb */
     double speed;         /* the model's speed_beside */
+    double lost_share;    /* the model's lost_share: the compute lost over the compute's time beside the collectives
+                             (alone plus lost); NaN when the report does not say the compute's time */
     double mb;            /* each collective's buffer in the probe; NaN when not said */
     int comm_thread_nice; /* the probe's communication thread's niceness; -1 when not said */
     int ranks;            /* 0 when not said */
     int shared_memory;    /* -1 when not said */
     char transport[160];
 } tdm_plan_doctor;
+
+/* The share of its time compute loses while collectives are in flight beside it: lost_us_per_mb (0 below 0) times
+ * moved_mb over the compute's time there (compute_ms alone plus what it lost). NaN when a figure is missing. */
+double tdm_plan_lost_share(double lost_us_per_mb, double moved_mb, double compute_ms);
 
 /* Parses the report's text (`name` starts the sentences) for progress mode `mode` (thread or inline); -1
  * with one sentence when it is not a doctor's report of this version, or has no usable line for the mode. */

@@ -18,6 +18,13 @@ static const tdm_json *number(const tdm_json *obj, const char *key) {
     return v && v->type == TDM_JSON_NUMBER && isfinite(v->num) ? v : NULL;
 }
 
+double tdm_plan_lost_share(double lost_us_per_mb, double moved_mb, double compute_ms) {
+    if (!isfinite(lost_us_per_mb) || !(moved_mb >= 0) || !(compute_ms > 0) || !isfinite(moved_mb + compute_ms))
+        return NAN;
+    const double lost_ms = (lost_us_per_mb > 0 ? lost_us_per_mb : 0) * moved_mb / 1e3;
+    return lost_ms / (compute_ms + lost_ms);
+}
+
 int tdm_plan_doctor_parse(const char *text, size_t len, const char *name, const char *mode, tdm_plan_doctor *d,
                           tdm_error *err) {
     memset(d, 0, sizeof *d);
@@ -61,7 +68,9 @@ int tdm_plan_doctor_parse(const char *text, size_t len, const char *name, const 
                         name, mode);
         goto out;
     }
-    const tdm_json *lost = number(line, "compute_lost_us_per_mb"), *speed = number(line, "speed");
+    const tdm_json *lost = number(line, "compute_lost_us_per_mb"), *speed = number(line, "speed"),
+                   *moved = number(line, "moved_mb"), *compute = number(line, "compute_ms");
+    if (!compute) compute = number(bc, "compute_ms"); /* the first mode's, all a report of 8c35bc8 says */
     if (!lost) {
         rc = tdm_errorf(err, "%s: beside_compute.%s.compute_lost_us_per_mb: expected a number", name, mode);
         goto out;
@@ -79,6 +88,7 @@ int tdm_plan_doctor_parse(const char *text, size_t len, const char *name, const 
     d->cpu_us_per_mb = lost->num > 0 ? lost->num : 0;
     d->speed = speed->num > 1 ? 1 : speed->num < 0.001 ? 0.001 : speed->num;
     d->mb = mb && mb->num > 0 ? mb->num : NAN;
+    d->lost_share = tdm_plan_lost_share(lost->num, moved ? moved->num : NAN, compute ? compute->num : NAN);
     d->comm_thread_nice = nice && nice->num >= 0 && nice->num <= 19 ? (int)nice->num : -1;
 out:
     tdm_json_free(doc);

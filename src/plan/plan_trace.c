@@ -614,6 +614,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                       "as soon as it needs to (on shared memory it competes with compute: profile with this "
                       "tandem)");
     if (in->speed_beside > 0) m->speed_beside = in->speed_beside;
+    if (in->lost_share > 0) m->lost_share = in->lost_share;
     /* a collective that ran beside compute was slowed there: fit the link to its time alone */
     double slowed = 0;
     for (int i = 0; i < n; i++) {
@@ -658,7 +659,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     /* an overlapped baseline's measured compute already holds that CPU where it was taken: each part
      * (a unit's forward or backward, the head, the loss, sync, optimizer) is the measured time less
      * the CPU the model charges it, found by a few passes (the charge moves as the parts shrink) */
-    if (m->cpu_us_per_mb > 0 && (c->overlap_grad || c->overlap_param)) {
+    if ((m->cpu_us_per_mb > 0 || m->lost_share > 0) && (c->overlap_grad || c->overlap_param)) {
         const int P = 2 * U + 4; /* fwd[u], bwd[u], head, loss, sync, optimizer */
         double *meas = tdm_xmalloc((size_t)P * sizeof *meas), *chg = tdm_xmalloc((size_t)P * sizeof *chg),
                *cnt = tdm_xmalloc((size_t)P * sizeof *cnt);

@@ -31,7 +31,7 @@ typedef struct plan_opts {
     double baseline_step_ms;
     const char *candidates[MAX_CANDIDATES];
     int n_candidates;
-    double link_gbps, link_latency_us, cpu_us_per_mb, min_gain, speed_beside;
+    double link_gbps, link_latency_us, cpu_us_per_mb, min_gain, speed_beside, lost_share;
     const char *out, *doctor;
     char comm_progress[16], link_algo[8];
     int suggest, practice;
@@ -134,13 +134,22 @@ static const tdm_flag FLAGS[] = {
      .help = "the share of its speed alone a collective moves at while compute runs beside it, as tandem doctor's "
              "\"beside compute\" measures it for a progress mode (default: a communication thread on shared memory "
              "slows by its share of the core at --comm-thread-nice, else nothing slows)"},
+    {.name = "comm-lost-share",
+     .kind = TDM_FLAG_DOUBLE,
+     .off = offsetof(plan_opts, lost_share),
+     .lo = 0,
+     .hi = 0.95,
+     .metavar = "X",
+     .help = "the share of its time compute loses while any collective is in flight beside it, in place of "
+             "--comm-cpu-us-per-mb: a communication thread's cost, as tandem doctor's thread line measures it "
+             "(its polls and wake-ups follow the time in flight more than the bytes)"},
     {.name = "doctor",
      .kind = TDM_FLAG_PATH,
      .off = offsetof(plan_opts, doctor),
      .metavar = "FILE",
      .help = "tandem doctor's JSON report (tandem doctor --json FILE, run where the traced run ran): its "
-             "beside-compute figures for the traced run's progress mode, as --comm-cpu-us-per-mb and "
-             "--comm-speed-beside (either flag given wins)"},
+             "beside-compute figures for the traced run's progress mode, as --comm-lost-share (thread) or "
+             "--comm-cpu-us-per-mb (inline) and --comm-speed-beside (a flag given wins)"},
     {.name = "comm-progress",
      .kind = TDM_FLAG_CHOICE,
      .off = offsetof(plan_opts, comm_progress),
@@ -360,8 +369,9 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
     tdm_sb_puts(sb, "{\"model\": {\"units\": ");
     tdm_sb_printf(sb,
                   "%d, \"micro_batches\": %d, \"head_us\": %.6g, \"fb_other_us\": %.6g, \"sync_us\": %.6g, "
-                  "\"optimizer_us\": %.6g, \"cpu_us_per_mb\": %.6g, \"speed_beside\": ",
-                  m->n_units, m->n_micro, m->head_us, m->fb_other_us, m->sync_us, m->opt_us, m->cpu_us_per_mb);
+                  "\"optimizer_us\": %.6g, \"cpu_us_per_mb\": %.6g, \"lost_share\": %.6g, \"speed_beside\": ",
+                  m->n_units, m->n_micro, m->head_us, m->fb_other_us, m->sync_us, m->opt_us, m->cpu_us_per_mb,
+                  m->lost_share > 0 ? m->lost_share : 0);
     json_num(sb, m->speed_beside > 0 ? m->speed_beside : NAN);
     tdm_sb_puts(sb, ", \"measured_step_us\": ");
     json_num(sb, m->measured_step_us);
@@ -583,19 +593,54 @@ static int logs_mean_step(const char *const *paths, int n, const char *window, d
 
 /* ---- the command ------------------------------------------------------------------------------- */
 
+/* The `tandem ab` command that confirms a suggestion, as train takes flags: a side's flags override the common
+ * ones, but train has no --no- form of a flag, so a flag the suggestion turns off moves from the run's flags to
+ * --baseline; and a run of --ddp-bucket-size (train takes no --ddp-num-buckets beside it) gets the count as a size. */
+static void confirm_line(tdm_strbuf *sb, const tdm_plan_model *m, const tdm_plan_config *best) {
+    tdm_plan_config cand = *best;
+    char base[128] = "";
+    if (m->baseline.overlap_grad && !cand.overlap_grad)
+        snprintf(base, sizeof base, "--overlap-grad-reduce"), cand.overlap_grad = 1;
+    if (m->baseline.overlap_param && !cand.overlap_param) {
+        const size_t n = strlen(base);
+        snprintf(base + n, sizeof base - n, "%s--overlap-param-gather", n ? " " : ""), cand.overlap_param = 1;
+    }
+    if (m->baseline.bucket_size > 0 && cand.num_buckets > 0) {
+        int64_t trainable = 0;
+        for (int i = 0; i < m->n_params; i++) trainable += m->params[i].trainable ? m->params[i].numel : 0;
+        cand.bucket_size = (trainable + cand.num_buckets - 1) / cand.num_buckets, cand.num_buckets = 0;
+    }
+    char flags[512];
+    tdm_plan_config_flags(&cand, &m->baseline, flags, sizeof flags);
+    if (!flags[0] && !base[0]) {
+        tdm_sb_puts(sb, "nothing to confirm: the suggestion is the baseline's settings\n");
+        return;
+    }
+    tdm_sb_printf(
+        sb, "confirm with: mpirun -np %d tandem ab --baseline \"%s\" --candidate \"%s\" <the run's train flags%s%s>\n",
+        m->baseline.dp, base, flags, base[0] ? " without " : "", base);
+}
+
 /* What was taken from tandem doctor's report, and where the report was measured otherwise than the traced run:
  * appended to the notes. */
 static void doctor_notes(const plan_opts *o, const tdm_plan_doctor *d, const tdm_plan_run_info *run,
                          const tdm_plan_model *m, char *notes, int cap) {
-    tdm_plan_note(notes, cap,
-                  "tandem doctor's beside compute (%s), the %s line (%s): --comm-cpu-us-per-mb %.0f%s "
-                  "--comm-speed-beside %.3f%s",
-                  o->doctor, d->mode,
-                  o->comm_progress[0]     ? "--comm-progress"
-                  : run->comm_progress[0] ? "the traced run's progress mode"
-                                          : "the trace does not say its progress mode: tandem train's default",
-                  d->cpu_us_per_mb, m->cpu_us_per_mb != d->cpu_us_per_mb ? " (not used: given)" : "", d->speed,
-                  m->speed_beside != d->speed ? " (not used: given)" : "");
+    const char *why = o->comm_progress[0]     ? "--comm-progress"
+                      : run->comm_progress[0] ? "the traced run's progress mode"
+                                              : "the trace does not say its progress mode: tandem train's default";
+    char cost[96];
+    if (!strcmp(d->mode, "thread") && isfinite(d->lost_share)) /* a thread's cost by its time in flight */
+        snprintf(cost, sizeof cost, "--comm-lost-share %.3f%s", d->lost_share,
+                 m->lost_share != d->lost_share ? " (not used: given)" : "");
+    else
+        snprintf(cost, sizeof cost, "--comm-cpu-us-per-mb %.0f%s", d->cpu_us_per_mb,
+                 m->cpu_us_per_mb != d->cpu_us_per_mb ? " (not used: given)" : "");
+    tdm_plan_note(notes, cap, "tandem doctor's beside compute (%s), the %s line (%s): %s --comm-speed-beside %.3f%s",
+                  o->doctor, d->mode, why, cost, d->speed, m->speed_beside != d->speed ? " (not used: given)" : "");
+    if (!strcmp(d->mode, "thread") && !isfinite(d->lost_share))
+        tdm_plan_note(notes, cap,
+                      "the report does not say the compute's time beside the collectives (an older tandem doctor): "
+                      "the thread's cost is charged per MB moved, not by the time its collectives are in flight");
     if (d->ranks > 0 && d->ranks != m->baseline.dp)
         tdm_plan_note(notes, cap, "the doctor ran %d ranks, the traced run dp %d", d->ranks, m->baseline.dp);
     if (d->shared_memory >= 0 && run->shared_memory >= 0 && d->shared_memory != run->shared_memory)
@@ -634,7 +679,7 @@ int cmd_plan(int argc, char **argv) {
     plan_opts o;
     memset(&o, 0, sizeof o);
     tdm_flags_defaults(&P, &o);
-    o.link_gbps = o.link_latency_us = o.cpu_us_per_mb = -1;
+    o.link_gbps = o.link_latency_us = o.cpu_us_per_mb = o.lost_share = -1;
     int done = tdm_cli_parse(&P, &o, argc, argv, NULL, NULL);
     if (done >= 0) return done;
     const tdm_freeze fz = {o.freeze_vision || o.practice, o.freeze_projector || o.practice, o.freeze_llm,
@@ -730,6 +775,10 @@ int cmd_plan(int argc, char **argv) {
             rc = 1;
             goto out_practice;
         }
+        /* a communication thread's cost follows its collectives' time in flight (its polls and wake-ups), inline
+         * progress's the bytes it moves; a flag given wins */
+        if (!strcmp(doc.mode, "thread") && o.lost_share < 0 && o.cpu_us_per_mb < 0 && isfinite(doc.lost_share))
+            o.lost_share = doc.lost_share;
         if (o.cpu_us_per_mb < 0) o.cpu_us_per_mb = doc.cpu_us_per_mb;
         if (!(o.speed_beside > 0)) o.speed_beside = doc.speed;
     }
@@ -742,7 +791,8 @@ int cmd_plan(int argc, char **argv) {
                             .comm_thread_nice = o.comm_nice,
                             .link = {o.link_latency_us, o.link_gbps, !strcmp(o.link_algo, "tree")},
                             .cpu_us_per_mb = o.cpu_us_per_mb,
-                            .speed_beside = o.speed_beside};
+                            .speed_beside = o.speed_beside,
+                            .lost_share = o.lost_share};
     char notes[4096];
     tdm_plan_model m;
     if (torch ? tdm_plan_from_torch(o.trace, in.link, o.cpu_us_per_mb, &m, notes, sizeof notes, &err)
@@ -753,6 +803,7 @@ int cmd_plan(int argc, char **argv) {
     }
     m.cores = o.cores;
     if (o.speed_beside > 0) m.speed_beside = o.speed_beside; /* a PyTorch trace's model too */
+    if (o.lost_share > 0) m.lost_share = o.lost_share;
     if (o.doctor) doctor_notes(&o, &doc, &run, &m, notes, (int)sizeof notes);
     else if (!torch && !m.baseline.overlap_grad && !m.baseline.overlap_param && o.speed_beside <= 0 &&
              m.baseline.dp > 1)
@@ -873,25 +924,7 @@ int cmd_plan(int argc, char **argv) {
         if (m.n_given_buckets > 0) /* a PyTorch trace: DDP's own setting */
             tdm_sb_printf(&text, "in PyTorch: DistributedDataParallel(..., bucket_cap_mb=%.4g)%s\n",
                           largest * 4.0 / 1048576, best.c.overlap_grad ? "" : ", the all-reduces after the backward");
-        else if (m.baseline.bucket_size > 0 && best.c.num_buckets > 0) {
-            /* the run gave --ddp-bucket-size, which train takes with no --ddp-num-buckets: the count as a size */
-            tdm_plan_config cc = best.c;
-            int64_t trainable = 0;
-            for (int i = 0; i < m.n_params; i++) trainable += m.params[i].trainable ? m.params[i].numel : 0;
-            cc.bucket_size = (trainable + cc.num_buckets - 1) / cc.num_buckets, cc.num_buckets = 0;
-            tdm_plan_config base = m.baseline; /* the candidate names its size even where it is the baseline's */
-            base.bucket_size = -1;
-            char flags[512];
-            tdm_plan_config_flags(&cc, &base, flags, sizeof flags);
-            tdm_sb_printf(&text,
-                          "confirm with: mpirun -np %d tandem ab --baseline \"--ddp-bucket-size %lld\" --candidate "
-                          "\"%s\" <the run's train flags but its --ddp-bucket-size>\n",
-                          m.baseline.dp, (long long)m.baseline.bucket_size, flags);
-        } else
-            tdm_sb_printf(&text,
-                          "confirm with: mpirun -np %d tandem ab --baseline \"\" --candidate \"%s\" <the run's train "
-                          "flags>\n",
-                          m.baseline.dp, best.name[0] == '(' ? "" : best.name);
+        else confirm_line(&text, &m, &best.c);
     }
     tdm_sb_printf(&text, "\nnotes:\n%s", notes);
     fputs(text.data, stdout);

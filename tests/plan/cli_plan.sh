@@ -76,16 +76,23 @@ $PY - "$W/doctor.json" "$W" <<'PYEOF' && ok "--doctor: the traced run's mode's f
 import json, sys
 d = json.load(open(sys.argv[1]))["beside_compute"]
 errs = []
-def want(name, cpu, speed, note):
+def want(name, cpu, speed, note, share=0):
     p = json.load(open("%s/doctor_%s/plan.json" % (sys.argv[2], name)))
     m = p["model"]
     if abs(m["cpu_us_per_mb"] - cpu) > 1e-6 * (1 + cpu) or abs(m["speed_beside"] - speed) > 1e-6:
         errs.append("%s: model %s %s, expected %s %s" % (name, m["cpu_us_per_mb"], m["speed_beside"], cpu, speed))
+    if abs(m["lost_share"] - share) > 1e-5 * (1e-3 + share):
+        errs.append("%s: lost share %s, expected %s" % (name, m["lost_share"], share))
     if note not in p["notes"]: errs.append("%s: no '%s' in the notes: %s" % (name, note, p["notes"]))
     if "overlaps no collective" in p["notes"]: errs.append("%s: the doctor hint with --doctor" % name)
-for mode, why in (("thread", "the traced run's progress mode"), ("inline", "--comm-progress")):
-    f = d[mode]
-    want(mode, max(f["compute_lost_us_per_mb"], 0), min(max(f["speed"], 0.001), 1), "the %s line (%s)" % (mode, why))
+# a thread's cost by the time its collectives are in flight: the compute lost over the compute's time beside them
+f = d["thread"]
+lost_ms = max(f["compute_lost_us_per_mb"], 0) * f["moved_mb"] / 1e3
+want("thread", max(f["compute_lost_us_per_mb"], 0), min(max(f["speed"], 0.001), 1),
+     "the thread line (the traced run's progress mode): --comm-lost-share", lost_ms / (f.get("compute_ms", d["compute_ms"]) + lost_ms))
+f = d["inline"]
+want("inline", max(f["compute_lost_us_per_mb"], 0), min(max(f["speed"], 0.001), 1),
+     "the inline line (--comm-progress): --comm-cpu-us-per-mb")
 want("given", 7, 0.5, "(not used: given) --comm-speed-beside")
 for e in errs: print(e)
 sys.exit(1 if errs else 0)
@@ -224,21 +231,33 @@ expect_fail() { # what, expected text, command...
   else bad "$what: $(cat "$W/bad.out")"; fi
 }
 # a run of --ddp-bucket-size: the buckets' bytes in its trace give the size (no bucket count cuts these four buckets
-# alike), the roundest of the sizes that do; --suggest's command trades the size for another, as train takes one
+# alike), the roundest of the sizes that do; --suggest's command gives its count as a size (train takes no count
+# beside a size)
 cat >"$W/tools_size.json" <<JSON
 {"profile": {"enable": true, "ranks": [-1], "start_step": 3, "end_step": 4, "level": 1, "save_path": "$W/prof_size"}}
 JSON
 SIZED=("${TRAIN[@]/--ddp-num-buckets/--ddp-bucket-size}")
-SIZED=("${SIZED[@]/#3/1000000}")
+SIZED=("${SIZED[@]/#3/1000000}" --overlap-grad-reduce)
 if "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${SIZED[@]}" --profile-config "$W/tools_size.json" \
     >"$W/train_size.log" 2>&1 \
   && "$TANDEM" plan "$W/prof_size" --model "$W/model" --freeze-vision --freeze-projector --out "$W/plan_size" --suggest \
     --min-gain 0 --link-gbps 1 --link-latency-us 10 --comm-cpu-us-per-mb 0 >"$W/plan_size.txt" 2>&1 \
   && grep -q "4 bucket(s) (as --ddp-bucket-size 1000000 cuts them, or any from [0-9]* to [0-9]*: from their bytes)" \
     "$W/plan_size.txt" && ! grep -q "otherwise" "$W/plan_size.txt" \
-  && grep -q "^confirm with: mpirun -np 2 tandem ab --baseline \"--ddp-bucket-size 1000000\" --candidate \".*--ddp-bucket-size [0-9]*\" <the run's train flags but its --ddp-bucket-size>" "$W/plan_size.txt"
-then ok "a run's --ddp-bucket-size read from its buckets' bytes"
+  && grep -qE "^confirm with: mpirun -np 2 tandem ab --baseline \"\" --candidate \"[^\"]*\" <the run's train flags>" "$W/plan_size.txt" \
+  && ! grep -q "^confirm with: .*--ddp-num-buckets" "$W/plan_size.txt"
+then ok "a run's --ddp-bucket-size read from its buckets' bytes: $(grep '^confirm' "$W/plan_size.txt" | cut -c 14-200)"
 else bad "--ddp-bucket-size run: $(tail -n 3 "$W/train_size.log"; cat "$W/plan_size.txt")"; fi
+# a suggestion that turns a flag off: train has no --no- form, so its command moves the flag from the run's flags to
+# --baseline (and the count it suggests as a size). On a fast link, compute that loses half its time beside any
+# collective in flight (--comm-lost-share) is faster with nothing overlapped than with the overlap the run ran
+if "$TANDEM" plan "$W/prof_size" --model "$W/model" --freeze-vision --freeze-projector --out "$W/plan_off" --suggest \
+    --link-gbps 100 --comm-lost-share 0.5 >"$W/plan_off.txt" 2>&1 \
+  && grep -q "^suggestion: --no-overlap-grad-reduce" "$W/plan_off.txt" \
+  && grep -q "^confirm with: mpirun -np 2 tandem ab --baseline \"--overlap-grad-reduce\" --candidate \"[^\"]*\" <the run's train flags without --overlap-grad-reduce>$" "$W/plan_off.txt" \
+  && ! grep -q "^confirm with: .*--no-" "$W/plan_off.txt" && grep -q '"lost_share": 0.5,' "$W/plan_off/plan.json"
+then ok "a flag turned off moves to --baseline in the tandem ab command: $(grep '^confirm' "$W/plan_off.txt" | cut -c 14-200)"
+else bad "turning a flag off: $(cat "$W/plan_off.txt")"; fi
 echo '{"a": 1}' >"$W/notrace.json"
 echo '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "ts": 3,
   "dur": 20, "pid": 0, "tid": 7, "args": {"stream": 7, "correlation": 5}}]}' >"$W/notrace2.json"

@@ -154,10 +154,33 @@ static void test_cpu_taken_from_overlapped_compute(void) {
     CHECK_NEAR(r.step_us, 2031 + 100, 0.01);
     CHECK_NEAR(r.cpu_taken_us, 100, 0.01);
     tdm_plan_result_free(&r);
+    /* by time in flight (lost_share, the CPU per MB then unused): 0.2 of the 1000 us the bucket flies beside unit
+     * 0's backward */
+    m.lost_share = 0.2;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.step_us, 2031 + 200, 0.01);
+    CHECK_NEAR(r.cpu_taken_us, 200, 0.01);
+    tdm_plan_result_free(&r);
     c.overlap_grad = 0; /* nothing overlaps compute: nothing taken */
     CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
     CHECK_NEAR(r.step_us, 3031, 1e-6);
     CHECK_NEAR(r.cpu_taken_us, 0, 1e-9);
+    tdm_plan_result_free(&r);
+}
+
+/* lost_share counts the time any collective is in flight once, from its post (a collective queued behind another
+ * is in flight too): two buckets posted together behind 2000 us of unit 0's backward, the first flying 30..1030, the
+ * second queued until 1030 and flying to 1031, charge 0.1 of 1001 us, not of 2002 (1001 + 1001) or of 1000 + 1. */
+static void test_lost_share_in_flight_once(void) {
+    tdm_plan_param p[] = {{250, 1, 1}, {250000, 1, 1}}; /* both of unit 1: ready together after its backward */
+    tdm_plan_model m = {.units = U2, .n_units = 2, .params = p, .n_params = 2, .n_micro = 1, .lost_share = 0.1};
+    tdm_plan_config c = {.dp = 2, .bucket_size = 1000, .overlap_grad = 1, .link = {0, 8}};
+    tdm_plan_result r;
+    tdm_error err;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK(r.n_colls == 2 && r.colls[1].post_us == 30 && fabs(r.colls[1].start_us - 1030) < 1e-6, "queued");
+    CHECK_NEAR(r.cpu_taken_us, 0.1 * 1001, 1e-6);
+    CHECK_NEAR(r.step_us, 2030 + 100.1, 1e-6); /* the step ends with the backward */
     tdm_plan_result_free(&r);
 }
 
@@ -610,7 +633,7 @@ static void test_trace_bucket_size(void) {
  * 1 as 1, below 0.001 as 0.001), where it was measured, and one sentence for what is not a usable report. */
 static void test_doctor_report(void) {
     const char *good = "{\"tandem_doctor\": 1, \"ranks\": 2, \"shared_memory\": false, \"transport\": \"tcp\",\n"
-                       " \"beside_compute\": {\"mb\": 2.5, \"comm_thread_nice\": 10,\n"
+                       " \"beside_compute\": {\"mb\": 2.5, \"compute_ms\": 300, \"comm_thread_nice\": 10,\n"
                        "  \"thread\": {\"compute_lost_us_per_mb\": 852.3, \"speed\": 0.875, \"moved_mb\": 68},\n"
                        "  \"inline\": {\"compute_lost_us_per_mb\": -12, \"speed\": 1.046, \"moved_mb\": 39}}}";
     tdm_plan_doctor d;
@@ -620,12 +643,15 @@ static void test_doctor_report(void) {
               d.shared_memory == 0 && !strcmp(d.transport, "tcp") && !strcmp(d.mode, "thread"),
           "%g %g %g %d %d %d %s", d.cpu_us_per_mb, d.speed, d.mb, d.comm_thread_nice, d.ranks, d.shared_memory,
           d.transport);
+    /* 852.3 us x 68 MB lost beside 300 ms of compute alone: 57.96 of 357.96 ms */
+    CHECK_NEAR(d.lost_share, 852.3 * 68 / 1e3 / (300 + 852.3 * 68 / 1e3), 1e-12);
     CHECK(tdm_plan_doctor_parse(good, strlen(good), "d.json", "inline", &d, &err) == 0, "%s", err.msg);
-    CHECK(d.cpu_us_per_mb == 0 && d.speed == 1, "inline %g %g", d.cpu_us_per_mb, d.speed);
+    CHECK(d.cpu_us_per_mb == 0 && d.speed == 1 && d.lost_share == 0, "inline %g %g %g", d.cpu_us_per_mb, d.speed,
+          d.lost_share);
     const char *slow = "{\"tandem_doctor\": 1, \"beside_compute\": {\"thread\": {\"compute_lost_us_per_mb\": 5, "
                        "\"speed\": 0.0002}}}";
     CHECK(tdm_plan_doctor_parse(slow, strlen(slow), "s.json", "thread", &d, &err) == 0 && d.speed == 0.001 &&
-              isnan(d.mb) && d.comm_thread_nice == -1 && d.ranks == 0 && d.shared_memory == -1,
+              isnan(d.mb) && isnan(d.lost_share) && d.comm_thread_nice == -1 && d.ranks == 0 && d.shared_memory == -1,
           "%g %g %d", d.speed, d.mb, d.comm_thread_nice);
     static const struct {
         const char *text, *mode, *says;
@@ -683,6 +709,7 @@ int main(void) {
     RUN(test_match_cut);
     RUN(test_fully_hidden_and_exposed);
     RUN(test_cpu_taken_from_overlapped_compute);
+    RUN(test_lost_share_in_flight_once);
     RUN(test_comm_thread_share);
     RUN(test_speed_beside);
     RUN(test_calibrate);

@@ -48,8 +48,8 @@ done
 # what a collective costs the compute beside it, per progress mode, and the flags that give it to tandem plan
 for line in "^  beside compute +a reduce-scatter and an all-gather of 0.25 MB each kept in flight" \
             "^ +[0-9]+ ms \(pieces of [0-9.]+ ms, a progress call after each\); the thread at nice 10$" \
-            "^      thread +-?[0-9.]+ +[0-9.]+ +[0-9.]+$" "^      inline +-?[0-9.]+ +[0-9.]+ +[0-9.]+$" \
-            "^  tandem plan +thread: --comm-cpu-us-per-mb [0-9]+ --comm-speed-beside [0-9.]+$" \
+            "^      thread +-?[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$" "^      inline +-?[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$" \
+            "^  tandem plan +thread: --comm-lost-share 0\.[0-9]+ --comm-speed-beside [0-9.]+$" \
             "^  tandem plan +inline: --comm-cpu-us-per-mb [0-9]+ --comm-speed-beside [0-9.]+$"; do
   grep -qE -- "$line" "$W/two" && ok "2 ranks: /$line/" || bad "2 ranks: no line /$line/: $(sed -n '/beside/,/settings/p' "$W/two")"
 done
@@ -80,6 +80,10 @@ for mode in ("thread", "inline"):
     m = b.get(mode, {})
     if not line or m.get("plan_flags") != line.group(1): errs.append("%s: %s against %s" % (mode, m, line and line.group(1)))
     if not math.isfinite(m.get("compute_lost_us_per_mb") or float("nan")) or not m.get("speed", 0) > 0: errs.append("%s %s" % (mode, m))
+    # the share of the compute's time lost: what it lost per MB times the MB moved, over its time alone plus that
+    lost = max(m.get("compute_lost_us_per_mb", 0), 0) * m.get("moved_mb", 0) / 1e3
+    share = lost / (m.get("compute_ms", 0) + lost) if m.get("compute_ms", 0) > 0 else -1
+    if abs(m.get("compute_lost_share", -1) - share) > 1e-4 * share + 1e-6: errs.append("%s share %s" % (mode, m))  # 6 digits
 if "  report           %s" % sys.argv[1] not in text: errs.append("no report line")
 for e in errs: print(e)
 sys.exit(1 if errs else 0)
