@@ -616,3 +616,20 @@ void tdm_plan_config_flags(const tdm_plan_config *c, const tdm_plan_config *b, c
     if (c->link.tree != b->link.tree) ADD("%s--link-algo %s", n ? " " : "", c->link.tree ? "tree" : "ring");
 #undef ADD
 }
+
+void tdm_plan_confirm_flags(const tdm_plan_model *m, const tdm_plan_config *best, char *base, int base_cap, char *cand,
+                            int cand_cap) {
+    tdm_plan_config c = *best;
+    int n = 0;
+    base[0] = '\0';
+    if (m->baseline.overlap_grad && !c.overlap_grad && n < base_cap)
+        n += snprintf(base + n, (size_t)(base_cap - n), "--overlap-grad-reduce"), c.overlap_grad = 1;
+    if (m->baseline.overlap_param && !c.overlap_param && n < base_cap)
+        n += snprintf(base + n, (size_t)(base_cap - n), "%s--overlap-param-gather", n ? " " : ""), c.overlap_param = 1;
+    if (m->baseline.bucket_size > 0 && c.num_buckets > 0) {
+        int64_t trainable = 0;
+        for (int i = 0; i < m->n_params; i++) trainable += m->params[i].trainable ? m->params[i].numel : 0;
+        c.bucket_size = (trainable + c.num_buckets - 1) / c.num_buckets, c.num_buckets = 0;
+    }
+    tdm_plan_config_flags(&c, &m->baseline, cand, cand_cap);
+}

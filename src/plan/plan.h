@@ -184,6 +184,13 @@ int tdm_plan_parse_flags(const char *flags, tdm_plan_config *c, tdm_error *err);
 /* The same settings as flags for `tandem train` / `tandem ab` (into out[cap]); relative to base. */
 void tdm_plan_config_flags(const tdm_plan_config *c, const tdm_plan_config *base, char *out, int cap);
 
+/* The `tandem ab` sides that confirm the suggested settings best against m's baseline, as train takes flags
+ * (a side's flags override the run's; train has no --no- form of a flag): into base the flags the suggestion
+ * turns off (the run's flags without them are the common ones), into cand the rest (tdm_plan_config_flags); for a
+ * baseline of --ddp-bucket-size a bucket count as that size (train takes no count beside a size). */
+void tdm_plan_confirm_flags(const tdm_plan_model *m, const tdm_plan_config *best, char *base, int base_cap, char *cand,
+                            int cand_cap);
+
 /* Appends one line, printf-formatted, to the NUL-terminated notes of capacity cap (a line that does not fit is
  * cut; nothing is written once the notes are full). notes may be NULL. */
 void tdm_plan_note(char *notes, int cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

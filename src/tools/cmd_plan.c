@@ -593,32 +593,18 @@ static int logs_mean_step(const char *const *paths, int n, const char *window, d
 
 /* ---- the command ------------------------------------------------------------------------------- */
 
-/* The `tandem ab` command that confirms a suggestion, as train takes flags: a side's flags override the common
- * ones, but train has no --no- form of a flag, so a flag the suggestion turns off moves from the run's flags to
- * --baseline; and a run of --ddp-bucket-size (train takes no --ddp-num-buckets beside it) gets the count as a size. */
+/* The `tandem ab` command that confirms a suggestion (tdm_plan_confirm_flags). */
 static void confirm_line(tdm_strbuf *sb, const tdm_plan_model *m, const tdm_plan_config *best) {
-    tdm_plan_config cand = *best;
-    char base[128] = "";
-    if (m->baseline.overlap_grad && !cand.overlap_grad)
-        snprintf(base, sizeof base, "--overlap-grad-reduce"), cand.overlap_grad = 1;
-    if (m->baseline.overlap_param && !cand.overlap_param) {
-        const size_t n = strlen(base);
-        snprintf(base + n, sizeof base - n, "%s--overlap-param-gather", n ? " " : ""), cand.overlap_param = 1;
-    }
-    if (m->baseline.bucket_size > 0 && cand.num_buckets > 0) {
-        int64_t trainable = 0;
-        for (int i = 0; i < m->n_params; i++) trainable += m->params[i].trainable ? m->params[i].numel : 0;
-        cand.bucket_size = (trainable + cand.num_buckets - 1) / cand.num_buckets, cand.num_buckets = 0;
-    }
-    char flags[512];
-    tdm_plan_config_flags(&cand, &m->baseline, flags, sizeof flags);
-    if (!flags[0] && !base[0]) {
+    char base[128], cand[512];
+    tdm_plan_confirm_flags(m, best, base, sizeof base, cand, sizeof cand);
+    if (!base[0] && !cand[0]) {
         tdm_sb_puts(sb, "nothing to confirm: the suggestion is the baseline's settings\n");
         return;
     }
-    tdm_sb_printf(
-        sb, "confirm with: mpirun -np %d tandem ab --baseline \"%s\" --candidate \"%s\" <the run's train flags%s%s>\n",
-        m->baseline.dp, base, flags, base[0] ? " without " : "", base);
+    tdm_sb_printf(sb,
+                  "confirm with: mpirun -np %d tandem ab --baseline \"%s\" --candidate \"%s\" <the run's train "
+                  "flags%s%s>\n",
+                  m->baseline.dp, base, cand, base[0] ? " without " : "", base);
 }
 
 /* What was taken from tandem doctor's report, and where the report was measured otherwise than the traced run:

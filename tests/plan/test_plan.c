@@ -108,6 +108,25 @@ static void test_match_cut(void) {
     free(pad);
 }
 
+/* The tandem ab sides of a suggestion: a flag turned off goes to the baseline's side (train has no --no- form), the
+ * rest to the candidate's; a count for a run of --ddp-bucket-size as a size (P4: 1000 trainable, 3 buckets: 334). */
+static void test_confirm_flags(void) {
+    tdm_plan_model m = {.units = U4, .n_units = 4, .params = P4, .n_params = 4, .n_micro = 1};
+    m.baseline = (tdm_plan_config){.dp = 2, .distributed = 1, .overlap_grad = 1, .overlap_param = 1, .num_buckets = 2};
+    tdm_plan_config best = m.baseline;
+    char base[128], cand[256];
+    best.overlap_grad = best.overlap_param = 0, best.num_buckets = 1;
+    tdm_plan_confirm_flags(&m, &best, base, sizeof base, cand, sizeof cand);
+    CHECK(!strcmp(base, "--overlap-grad-reduce --overlap-param-gather") && !strcmp(cand, "--ddp-num-buckets 1"),
+          "'%s' '%s'", base, cand);
+    m.baseline.bucket_size = 600, m.baseline.num_buckets = 0, m.baseline.overlap_param = 0;
+    best = m.baseline, best.num_buckets = 3, best.bucket_size = 0, best.overlap_param = 1;
+    tdm_plan_confirm_flags(&m, &best, base, sizeof base, cand, sizeof cand);
+    CHECK(!strcmp(base, "") && !strcmp(cand, "--overlap-param-gather --ddp-bucket-size 334"), "'%s' '%s'", base, cand);
+    tdm_plan_confirm_flags(&m, &m.baseline, base, sizeof base, cand, sizeof cand);
+    CHECK(!base[0] && !cand[0], "the baseline's own settings: '%s' '%s'", base, cand);
+}
+
 /* Two units; unit 1 holds a 1 MB parameter (all-reduce of 1000 us on 2 ranks at 8 Gbit/s), unit 0 a
  * tiny one (1 us) and a 2000 us backward to hide behind. */
 static tdm_plan_param P2[] = {{250, 0, 1}, {250000, 1, 1}};
@@ -707,6 +726,7 @@ int main(void) {
     RUN(test_ring_formulas);
     RUN(test_buckets_as_layout);
     RUN(test_match_cut);
+    RUN(test_confirm_flags);
     RUN(test_fully_hidden_and_exposed);
     RUN(test_cpu_taken_from_overlapped_compute);
     RUN(test_lost_share_in_flight_once);
