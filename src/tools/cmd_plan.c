@@ -444,6 +444,7 @@ static void practice_model(const table *t, const plan_opts *o, double tflops, do
     memcpy(m->params, t->params, (size_t)t->n_params * sizeof *m->params);
     m->n_micro = o->micro;
     m->cpu_us_per_mb = o->cpu_us_per_mb;
+    m->lost_share = o->lost_share > 0 ? o->lost_share : 0;
     m->speed_beside = o->speed_beside > 0 ? o->speed_beside : 0;
     m->measured_step_us = NAN;
 }
@@ -453,24 +454,28 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
     tdm_error err;
     typedef struct move {
         const char *what;
-        double tflops, tokens, gbps, alpha, cpu, micro;
+        double tflops, tokens, gbps, alpha, cpu, micro, share;
     } move;
-    move s[13];
+    move s[15];
     int ns = 0;
-    s[ns++] = (move){"as given", 1, 1, 1, 1, 1, 1};
-    s[ns++] = (move){"TFLOP/s x0.5", 0.5, 1, 1, 1, 1, 1};
-    s[ns++] = (move){"TFLOP/s x2", 2, 1, 1, 1, 1, 1};
-    s[ns++] = (move){"tokens x0.5", 1, 0.5, 1, 1, 1, 1};
-    s[ns++] = (move){"tokens x2", 1, 2, 1, 1, 1, 1};
-    s[ns++] = (move){"link bandwidth x0.5", 1, 1, 0.5, 1, 1, 1};
-    s[ns++] = (move){"link bandwidth x2", 1, 1, 2, 1, 1, 1};
-    s[ns++] = (move){"link latency x0.5", 1, 1, 1, 0.5, 1, 1};
-    s[ns++] = (move){"link latency x2", 1, 1, 1, 2, 1, 1};
-    s[ns++] = (move){"micro-batches x2", 1, 1, 1, 1, 1, 2};
-    if (o->micro >= 2) s[ns++] = (move){"micro-batches x0.5", 1, 1, 1, 1, 1, 0.5};
+    s[ns++] = (move){"as given", 1, 1, 1, 1, 1, 1, 1};
+    s[ns++] = (move){"TFLOP/s x0.5", 0.5, 1, 1, 1, 1, 1, 1};
+    s[ns++] = (move){"TFLOP/s x2", 2, 1, 1, 1, 1, 1, 1};
+    s[ns++] = (move){"tokens x0.5", 1, 0.5, 1, 1, 1, 1, 1};
+    s[ns++] = (move){"tokens x2", 1, 2, 1, 1, 1, 1, 1};
+    s[ns++] = (move){"link bandwidth x0.5", 1, 1, 0.5, 1, 1, 1, 1};
+    s[ns++] = (move){"link bandwidth x2", 1, 1, 2, 1, 1, 1, 1};
+    s[ns++] = (move){"link latency x0.5", 1, 1, 1, 0.5, 1, 1, 1};
+    s[ns++] = (move){"link latency x2", 1, 1, 1, 2, 1, 1, 1};
+    s[ns++] = (move){"micro-batches x2", 1, 1, 1, 1, 1, 2, 1};
+    if (o->micro >= 2) s[ns++] = (move){"micro-batches x0.5", 1, 1, 1, 1, 1, 0.5, 1};
     if (o->cpu_us_per_mb > 0) {
-        s[ns++] = (move){"comm CPU per MB x0.5", 1, 1, 1, 1, 0.5, 1};
-        s[ns++] = (move){"comm CPU per MB x2", 1, 1, 1, 1, 2, 1};
+        s[ns++] = (move){"comm CPU per MB x0.5", 1, 1, 1, 1, 0.5, 1, 1};
+        s[ns++] = (move){"comm CPU per MB x2", 1, 1, 1, 1, 2, 1, 1};
+    }
+    if (o->lost_share > 0) { /* x2 at most 0.95 of the compute's time */
+        s[ns++] = (move){"comm lost share x0.5", 1, 1, 1, 1, 1, 1, 0.5};
+        s[ns++] = (move){"comm lost share x2", 1, 1, 1, 1, 1, 1, 2};
     }
     tdm_sb_printf(
         md, "| assumption moved | baseline step ms | with --overlap-grad-reduce ms | change |\n|---|---|---|---|\n");
@@ -479,6 +484,7 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
         tdm_plan_model m;
         practice_model(t, o, o->tflops * s[i].tflops, s[i].tokens, &m);
         m.cpu_us_per_mb = o->cpu_us_per_mb * s[i].cpu;
+        if (m.lost_share > 0) m.lost_share = fmin(0.95, m.lost_share * s[i].share);
         m.n_micro = (int)lround(o->micro * s[i].micro);
         tdm_plan_config a = base, b = base;
         a.link.gbps = b.link.gbps = o->link_gbps * s[i].gbps;
@@ -498,6 +504,17 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
                 if (m.params[k].trainable) tr += m.params[k].numel;
             double comp = 0;
             for (int u = 0; u < m.n_units; u++) comp += m.units[u].fwd_us + m.units[u].bwd_us;
+            char else_[160] = "nothing else costs time";
+            if (m.lost_share > 0)
+                snprintf(else_, sizeof else_, "compute loses %.3g of its time while a collective is in flight",
+                         m.lost_share);
+            else if (m.cpu_us_per_mb > 0)
+                snprintf(else_, sizeof else_, "a collective takes %.4g us of compute per MB it moves beside it",
+                         m.cpu_us_per_mb);
+            if (m.speed_beside > 0 && m.speed_beside < 1) {
+                const size_t n = strlen(else_);
+                snprintf(else_ + n, sizeof else_ - n, "; it moves at %.3g of its speed there", m.speed_beside);
+            }
             tdm_sb_printf(
                 text,
                 "practice: Qwen3-VL-8B, %d ranks, vision and projector frozen, distributed optimizer\n"
@@ -506,9 +523,9 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
                 "on the wire "
                 "(bf16 halves the bytes: as link bandwidth x2), "
                 "%lld trainable parameters in %d buckets (default size),\n  compute = 2 x parameters x tokens "
-                "forward, twice that backward (%.1f ms a micro-batch); nothing else costs time\n\n",
+                "forward, twice that backward (%.1f ms a micro-batch); %s\n\n",
                 o->dp, o->tflops, (long long)o->tokens, (long long)o->patches, o->micro, o->link_gbps,
-                o->link_latency_us, (long long)tr, nb, comp / 1e3);
+                o->link_latency_us, (long long)tr, nb, comp / 1e3, else_);
             tdm_sb_printf(
                 md,
                 "Assumptions: %.4g TFLOP/s, %lld tokens and %lld patches per micro-batch, %d micro-batch(es), "
