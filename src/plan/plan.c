@@ -84,13 +84,24 @@ static int64_t gcd64(int64_t a, int64_t b) {
     return a;
 }
 
+int64_t tdm_plan_trainable(const tdm_plan_model *m) {
+    int64_t n = 0;
+    for (int i = 0; i < m->n_params; i++) n += m->params[i].trainable ? m->params[i].numel : 0;
+    return n;
+}
+
+/* The distributed optimizer's alignment (layout.c): parameters start at 64 elements, buckets end at lcm(dp, 128). */
+static int64_t param_align(const tdm_plan_config *c) { return c->distributed ? 64 : 1; }
+static int64_t bucket_align(const tdm_plan_config *c) {
+    return c->distributed ? (int64_t)c->dp / gcd64(c->dp, 128) * 128 : 1;
+}
+
 int tdm_plan_buckets(const tdm_plan_model *m, const tdm_plan_config *c, int64_t **padded, int **bucket_of,
                      tdm_error *err) {
     if (c->dp < 1) return tdm_errorf(err, "dp size %d: expected at least 1", c->dp);
-    int64_t trainable = 0;
+    const int64_t trainable = tdm_plan_trainable(m);
     int n_tr = 0;
-    for (int i = 0; i < m->n_params; i++)
-        if (m->params[i].trainable) trainable += m->params[i].numel, n_tr++;
+    for (int i = 0; i < m->n_params; i++) n_tr += m->params[i].trainable != 0;
     if (n_tr == 0) return tdm_errorf(err, "the parameter table has no trainable parameter");
     int64_t size;
     const int given = c->given_cut && m->n_given_buckets > 0;
@@ -99,8 +110,7 @@ int tdm_plan_buckets(const tdm_plan_model *m, const tdm_plan_config *c, int64_t 
     else if (c->bucket_size > 0) size = c->bucket_size;
     else size = 1000000 * (int64_t)c->dp > 40000000 ? 1000000 * (int64_t)c->dp : 40000000;
     if (size < 1) size = 1;
-    const int64_t palign = c->distributed ? 64 : 1;
-    const int64_t balign = c->distributed ? (int64_t)c->dp / gcd64(c->dp, 128) * 128 : 1;
+    const int64_t palign = param_align(c), balign = bucket_align(c);
     int64_t *pad = tdm_xmalloc((size_t)n_tr * sizeof *pad);
     int *bo = tdm_xmalloc((size_t)(m->n_params + 1) * sizeof *bo);
     for (int i = 0; i < m->n_params; i++) bo[i] = -1;
@@ -155,7 +165,7 @@ int tdm_plan_match_cut(const tdm_plan_model *m, tdm_plan_config *c, const int64_
     if (!elems) return 0;
     /* a size closes a bucket at the parameter that brings it there: the sizes that close the first bucket at one
      * of its parameters run from just above the content before it to the content with it (alignment included) */
-    const int64_t palign = c->distributed ? 64 : 1;
+    const int64_t palign = param_align(c);
     int64_t pos = 0, before = 0;
     t.num_buckets = 0;
     for (int i = m->n_params - 1; i >= 0; i--) {
@@ -415,27 +425,26 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
         run_once(&s, bucket_of, ready_unit);
         if (!charged) break;
         double *next = tdm_xcalloc((size_t)r->n_segs + 1, sizeof *next);
-        if (m->lost_share > 0) {
-            const int nf = in_flight(r, &fly);
-            for (int i = 0; i < r->n_segs; i++)
-                for (int k = 0; k < nf; k++) {
-                    const tdm_plan_seg *g = &r->segs[i];
-                    double lo = g->t0_us > fly[2 * k] ? g->t0_us : fly[2 * k];
-                    double hi = g->t1_us < fly[2 * k + 1] ? g->t1_us : fly[2 * k + 1];
-                    if (hi > lo) next[i] += (hi - lo) * m->lost_share;
-                }
-        }
-        for (int k = 0; k < r->n_colls && !(m->lost_share > 0); k++) {
-            const tdm_plan_coll *cl = &r->colls[k];
-            double dur = cl->end_us - cl->start_us;
-            if (!(dur > 0)) continue;
-            /* CPU µs per µs in flight beside compute: the busy fraction at its speed there */
-            double d = tdm_plan_coll_us(cl->kind, cl->bytes, c->dp, &c->link), rho = busy_fraction(m, cl->bytes, d);
-            double rate = contended ? rho * speed_beside_compute(m, rho) : m->cpu_us_per_mb * cl->bytes / 1e6 / dur;
+        /* each compute segment is charged rate x its overlap with [t0, t1): a share of the time anything is in flight
+         * (lost_share), else each collective's CPU per µs of its flight */
+        const int nf = m->lost_share > 0 ? in_flight(r, &fly) : r->n_colls;
+        for (int k = 0; k < nf; k++) {
+            double t0, t1, rate;
+            if (m->lost_share > 0) {
+                t0 = fly[2 * k], t1 = fly[2 * k + 1], rate = m->lost_share;
+            } else {
+                const tdm_plan_coll *cl = &r->colls[k];
+                const double dur = cl->end_us - cl->start_us;
+                if (!(dur > 0)) continue;
+                /* CPU µs per µs in flight beside compute: the busy fraction at its speed there */
+                const double d = tdm_plan_coll_us(cl->kind, cl->bytes, c->dp, &c->link),
+                             rho = busy_fraction(m, cl->bytes, d);
+                t0 = cl->start_us, t1 = cl->end_us;
+                rate = contended ? rho * speed_beside_compute(m, rho) : m->cpu_us_per_mb * cl->bytes / 1e6 / dur;
+            }
             for (int i = 0; i < r->n_segs; i++) {
                 const tdm_plan_seg *g = &r->segs[i];
-                double lo = g->t0_us > cl->start_us ? g->t0_us : cl->start_us;
-                double hi = g->t1_us < cl->end_us ? g->t1_us : cl->end_us;
+                const double lo = g->t0_us > t0 ? g->t0_us : t0, hi = g->t1_us < t1 ? g->t1_us : t1;
                 if (hi > lo) next[i] += (hi - lo) * rate;
             }
         }
@@ -626,10 +635,7 @@ void tdm_plan_confirm_flags(const tdm_plan_model *m, const tdm_plan_config *best
         n += snprintf(base + n, (size_t)(base_cap - n), "--overlap-grad-reduce"), c.overlap_grad = 1;
     if (m->baseline.overlap_param && !c.overlap_param && n < base_cap)
         n += snprintf(base + n, (size_t)(base_cap - n), "%s--overlap-param-gather", n ? " " : ""), c.overlap_param = 1;
-    if (m->baseline.bucket_size > 0 && c.num_buckets > 0) {
-        int64_t trainable = 0;
-        for (int i = 0; i < m->n_params; i++) trainable += m->params[i].trainable ? m->params[i].numel : 0;
-        c.bucket_size = (trainable + c.num_buckets - 1) / c.num_buckets, c.num_buckets = 0;
-    }
+    if (m->baseline.bucket_size > 0 && c.num_buckets > 0) /* as tdm_plan_buckets takes a count */
+        c.bucket_size = (tdm_plan_trainable(m) + c.num_buckets - 1) / c.num_buckets, c.num_buckets = 0;
     tdm_plan_config_flags(&c, &m->baseline, cand, cand_cap);
 }

@@ -149,6 +149,9 @@ typedef struct tdm_plan_result {
     int n_segs;
 } tdm_plan_result;
 
+/* The trainable parameters' elements in all. */
+int64_t tdm_plan_trainable(const tdm_plan_model *m);
+
 /* Buckets of the parameters for config c, as layout.c cuts them: padded sizes into *padded
  * (malloc'd, n returned) and each parameter's bucket into *bucket_of ([n_params], -1 frozen;
  * malloc'd; bucket_of may be NULL). -1 with a sentence on bad input. */

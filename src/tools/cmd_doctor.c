@@ -121,10 +121,9 @@ static double min_over(double v) {
 /* The flags tandem plan takes for one progress mode's figures: a loss below 0 (noise) as 0, a speed above 1 as 1;
  * a communication thread's cost as the share of the compute's time it takes (it follows the time its collectives
  * are in flight), inline progress's per MB moved (it follows the bytes). */
-static void plan_flags(const tdm_beside_cost *b, int thread, char *out, size_t cap) {
+static void plan_flags(const tdm_beside_cost *b, double share, int thread, char *out, size_t cap) {
     if (thread)
-        snprintf(out, cap, "--comm-lost-share %.3f --comm-speed-beside %.3f",
-                 tdm_plan_lost_share(b->lost_us_per_mb, b->moved_mb, b->compute_ms), b->speed < 1 ? b->speed : 1.0);
+        snprintf(out, cap, "--comm-lost-share %.3f --comm-speed-beside %.3f", share, b->speed < 1 ? b->speed : 1.0);
     else
         snprintf(out, cap, "--comm-cpu-us-per-mb %.0f --comm-speed-beside %.3f",
                  b->lost_us_per_mb > 0 ? b->lost_us_per_mb : 0.0, b->speed < 1 ? b->speed : 1.0);
@@ -138,11 +137,13 @@ static int beside(const doctor_opts *o, int rank, tdm_strbuf *js, tdm_error *err
         const char *name;
     } modes[] = {{TDM_DDP_PROGRESS_THREAD, "thread"}, {TDM_DDP_PROGRESS_INLINE, "inline"}};
     tdm_beside_cost b[2];
+    double share[2]; /* the share of the compute's time lost (tdm_plan_lost_share) */
     for (int i = 0; i < 2; i++) {
         if (tdm_probe_beside_compute(MPI_COMM_WORLD, modes[i].mode, o->comm_thread_nice,
                                      o->beside_mb > 0 ? o->beside_mb : o->max_mb / 4, o->beside_ms, o->reps, 0, &b[i],
                                      err) != 0)
             return -1;
+        share[i] = tdm_plan_lost_share(b[i].lost_us_per_mb, b[i].moved_mb, b[i].compute_ms);
         if (rank == 0 && i == 0)
             printf("  beside compute   a reduce-scatter and an all-gather of %.2f MB each kept in flight while the "
                    "rank computes\n"
@@ -151,8 +152,8 @@ static int beside(const doctor_opts *o, int rank, tdm_strbuf *js, tdm_error *err
                    "      progress   compute lost us/MB   share of its time   speed vs alone   MB moved\n",
                    b[i].mb, b[i].compute_ms, b[i].chunk_ms, o->comm_thread_nice);
         if (rank == 0) {
-            printf("      %-8s   %18.1f   %17.3f   %14.3f   %8.1f\n", modes[i].name, b[i].lost_us_per_mb,
-                   tdm_plan_lost_share(b[i].lost_us_per_mb, b[i].moved_mb, b[i].compute_ms), b[i].speed, b[i].moved_mb);
+            printf("      %-8s   %18.1f   %17.3f   %14.3f   %8.1f\n", modes[i].name, b[i].lost_us_per_mb, share[i],
+                   b[i].speed, b[i].moved_mb);
             fflush(stdout);
         }
     }
@@ -164,7 +165,8 @@ static int beside(const doctor_opts *o, int rank, tdm_strbuf *js, tdm_error *err
         tdm_sb_printf(js, ", \"comm_thread_nice\": %d", o->comm_thread_nice);
         for (int i = 0; i < 2; i++) {
             char flags[128] = "";
-            if (isfinite(b[i].speed)) plan_flags(&b[i], modes[i].mode == TDM_DDP_PROGRESS_THREAD, flags, sizeof flags);
+            if (isfinite(b[i].speed))
+                plan_flags(&b[i], share[i], modes[i].mode == TDM_DDP_PROGRESS_THREAD, flags, sizeof flags);
             if (!isfinite(b[i].speed))
                 printf("  tandem plan      %s: fewer than 3 collectives completed beside the compute; raise "
                        "--beside-ms\n",
@@ -173,9 +175,7 @@ static int beside(const doctor_opts *o, int rank, tdm_strbuf *js, tdm_error *err
             tdm_sb_printf(js, ",\n  \"%s\": {", modes[i].name);
             tdm_sb_json_key_num(js, "compute_ms", b[i].compute_ms), tdm_sb_puts(js, ", ");
             tdm_sb_json_key_num(js, "compute_lost_us_per_mb", b[i].lost_us_per_mb), tdm_sb_puts(js, ", ");
-            tdm_sb_json_key_num(js, "compute_lost_share",
-                                tdm_plan_lost_share(b[i].lost_us_per_mb, b[i].moved_mb, b[i].compute_ms)),
-                tdm_sb_puts(js, ", ");
+            tdm_sb_json_key_num(js, "compute_lost_share", share[i]), tdm_sb_puts(js, ", ");
             tdm_sb_json_key_num(js, "speed", b[i].speed), tdm_sb_puts(js, ", ");
             tdm_sb_json_key_num(js, "moved_mb", b[i].moved_mb), tdm_sb_puts(js, ", ");
             tdm_sb_json_key_string(js, "plan_flags", flags);

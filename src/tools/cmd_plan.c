@@ -499,21 +499,19 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
         if (i == 0) {
             free(padded);
             int nb = tdm_plan_buckets(&m, &a, &padded, NULL, &err);
-            int64_t tr = 0;
-            for (int k = 0; k < m.n_params; k++)
-                if (m.params[k].trainable) tr += m.params[k].numel;
+            const int64_t tr = tdm_plan_trainable(&m);
             double comp = 0;
             for (int u = 0; u < m.n_units; u++) comp += m.units[u].fwd_us + m.units[u].bwd_us;
-            char else_[160] = "nothing else costs time";
+            char cost[160] = "nothing else costs time"; /* what driving a collective costs, where given */
             if (m.lost_share > 0)
-                snprintf(else_, sizeof else_, "compute loses %.3g of its time while a collective is in flight",
+                snprintf(cost, sizeof cost, "compute loses %.3g of its time while a collective is in flight",
                          m.lost_share);
             else if (m.cpu_us_per_mb > 0)
-                snprintf(else_, sizeof else_, "a collective takes %.4g us of compute per MB it moves beside it",
+                snprintf(cost, sizeof cost, "a collective takes %.4g us of compute per MB it moves beside it",
                          m.cpu_us_per_mb);
             if (m.speed_beside > 0 && m.speed_beside < 1) {
-                const size_t n = strlen(else_);
-                snprintf(else_ + n, sizeof else_ - n, "; it moves at %.3g of its speed there", m.speed_beside);
+                const size_t n = strlen(cost);
+                snprintf(cost + n, sizeof cost - n, "; it moves at %.3g of its speed there", m.speed_beside);
             }
             tdm_sb_printf(
                 text,
@@ -525,7 +523,7 @@ static int run_practice(const plan_opts *o, const table *t, tdm_strbuf *text, td
                 "%lld trainable parameters in %d buckets (default size),\n  compute = 2 x parameters x tokens "
                 "forward, twice that backward (%.1f ms a micro-batch); %s\n\n",
                 o->dp, o->tflops, (long long)o->tokens, (long long)o->patches, o->micro, o->link_gbps,
-                o->link_latency_us, (long long)tr, nb, comp / 1e3, else_);
+                o->link_latency_us, (long long)tr, nb, comp / 1e3, cost);
             tdm_sb_printf(
                 md,
                 "Assumptions: %.4g TFLOP/s, %lld tokens and %lld patches per micro-batch, %d micro-batch(es), "
