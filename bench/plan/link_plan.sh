@@ -51,16 +51,24 @@ q = json.load(open(os.path.join(run, "plan-calibrated", "plan.json")))["predicti
 ma, mb = s["baseline"]["mean_step_ms"], s["candidate"]["mean_step_ms"]
 pa, pb = p[0]["step_us"] / 1e3, p[1]["step_us"] / 1e3
 mc, pc = (mb / ma - 1) * 100, (pb / pa - 1) * 100
+def iv(pred):  # the prediction's 95% interval over resamples of the traced steps, when plan gave one
+    r = pred.get("change_interval_pct")
+    return " (%+.2f .. %+.2f)" % tuple(r) if r else ""
+def miv(s):  # the measured change's interval between whole runs
+    r = s.get("runs_ci95_pct")
+    return " (%+.2f .. %+.2f)" % tuple(r) if r else ""
 qb = q[1]["step_us"] / 1e3
 dp = os.path.join(run, "plan-doctor", "plan.json")
 if os.path.exists(dp):
     d = json.load(open(dp))["predictions"]
     dc = (d[1]["step_us"] / d[0]["step_us"] - 1) * 100
     db = d[1]["step_us"] / 1e3
-    dcell = "%+.2f%% (%s; calibrated %.1f, %+.1f%%) | %.2f" % (dc, doc, db, (db / mb - 1) * 100, abs(dc - mc))
+    dcell = "%+.2f%%%s (%s; calibrated %.1f, %+.1f%%) | %.2f" % (dc, iv(d[1]), doc, db, (db / mb - 1) * 100,
+                                                                   abs(dc - mc))
 else:
     dcell = "no doctor figures | -"
-print("| %s | %s | %s | %.1f | %.1f | %+.2f%% | %+.2f%% | %.2f | %.1f vs %.1f (%+.1f%%) | %.1f (%+.1f%%) | %s |" %
-      (rate, mode, cand, ma, pa, mc, pc, abs(pc - mc), pb, mb, (pb / mb - 1) * 100, qb, (qb / mb - 1) * 100, dcell))
+print("| %s | %s | %s | %.1f | %.1f | %+.2f%%%s | %+.2f%%%s | %.2f | %.1f vs %.1f (%+.1f%%) | %.1f (%+.1f%%) | %s |" %
+      (rate, mode, cand, ma, pa, mc, miv(s), pc, iv(p[1]), abs(pc - mc), pb, mb, (pb / mb - 1) * 100, qb,
+       (qb / mb - 1) * 100, dcell))
 PY
 done; done; done

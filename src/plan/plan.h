@@ -107,6 +107,7 @@ typedef struct tdm_plan_model {
     tdm_plan_config baseline; /* the settings the measurement ran with, link fitted or given */
     double measured_step_us;  /* mean over the traced steps and ranks; NaN when built by hand */
     int n_steps_measured;
+    int n_traced_steps;            /* the steps every rank's trace holds: what tdm_plan_trace_in's step_weight counts */
     struct tdm_plan_seg *measured; /* the first rank's last traced step, from its start (backward 2: a collective) */
     int n_measured;
     double measured_one_us;        /* that step's length */
@@ -214,6 +215,7 @@ void tdm_plan_svg(struct tdm_strbuf *sb, const tdm_plan_model *m, const tdm_plan
  * baseline_flags (tdm_plan_parse_flags) change what the trace cannot show (a --ddp-bucket-size,
  * --bf16). The link is fitted to the measured collectives, keeping link.alpha_us when >= 0 and
  * link.gbps when > 0. */
+struct tdm_prof_trace;
 typedef struct tdm_plan_trace_in {
     const char *path;
     const char *const *unit_names; /* [n_units] */
@@ -227,9 +229,16 @@ typedef struct tdm_plan_trace_in {
                              trace) over the bytes their collectives moved; 0 when not there */
     double speed_beside;  /* > 0: the model's speed_beside (also to fit the link to an overlapped baseline) */
     double lost_share;    /* > 0: the model's lost_share */
+    const struct tdm_prof_trace *trace; /* the trace already read (tdm_plan_trace_read), or NULL: read path */
+    const int *step_weight; /* [n_step_weight]: how many times each of the steps all ranks hold counts (a resample
+                               of them); NULL: each once. The others count 0 */
+    int n_step_weight;
 } tdm_plan_trace_in;
 
 int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err);
+/* Reads tandem's trace (trace.json, or the folder holding it) for tdm_plan_trace_in's trace; free it with
+ * tdm_prof_trace_free. */
+int tdm_plan_trace_read(const char *path, struct tdm_prof_trace *pt, tdm_error *err);
 
 /* Fits own time = alpha * steps + wire / beta (tdm_plan_coll_factors) over n measured
  * collectives; keeps l->alpha_us when alpha_given and l->gbps when gbps_given. */

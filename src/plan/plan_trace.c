@@ -264,24 +264,44 @@ static void fit_link_solo(const double *x, const double *w, const double *tau, c
                       sizes >= 2 ? "fitted to the collectives that flew alone" : "taken as 0", ns, n, sizes);
 }
 
+/* in_path's trace.json (in_path itself, or the file in the folder it names) into path[cap]. */
+static int trace_path(const char *in_path, char *path, size_t cap, tdm_error *err) {
+    struct stat st;
+    if (stat(in_path, &st) != 0)
+        return tdm_errorf(err, "%s: no such file or directory; expected tandem's trace.json or its folder", in_path);
+    if (S_ISDIR(st.st_mode)) snprintf(path, cap, "%s/trace.json", in_path);
+    else snprintf(path, cap, "%s", in_path);
+    if (stat(path, &st) != 0)
+        return tdm_errorf(err, "%s: no trace.json in the folder; expected the save_path of a profiled tandem run",
+                          in_path);
+    return 0;
+}
+
+int tdm_plan_trace_read(const char *in_path, tdm_prof_trace *pt, tdm_error *err) {
+    char path[4096];
+    memset(pt, 0, sizeof *pt);
+    if (trace_path(in_path, path, sizeof path, err) != 0) return -1;
+    tdm_error le;
+    if (tdm_prof_trace_load(path, PLAN_TRACE_MAX, pt, &le) != 0)
+        return strstr(le.msg, "expected") ? tdm_errorf(err, "%s", le.msg)
+                                          : tdm_errorf(err, "%s (expected tandem's trace.json)", le.msg);
+    return 0;
+}
+
+/* How many times traced step k counts (tdm_plan_trace_in's step_weight). */
+static double step_weight(const tdm_plan_trace_in *in, int k) {
+    return !in->step_weight ? 1 : k >= 0 && k < in->n_step_weight ? in->step_weight[k] : 0;
+}
+
 int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *notes, int notes_cap, tdm_error *err) {
     memset(m, 0, sizeof *m);
     if (notes && notes_cap > 0) notes[0] = '\0';
     char path[4096];
-    struct stat st;
-    if (stat(in->path, &st) != 0)
-        return tdm_errorf(err, "%s: no such file or directory; expected tandem's trace.json or its folder", in->path);
-    if (S_ISDIR(st.st_mode)) snprintf(path, sizeof path, "%s/trace.json", in->path);
-    else snprintf(path, sizeof path, "%s", in->path);
-    if (stat(path, &st) != 0)
-        return tdm_errorf(err, "%s: no trace.json in the folder; expected the save_path of a profiled tandem run",
-                          in->path);
+    if (trace_path(in->path, path, sizeof path, err) != 0) return -1;
     tdm_prof_trace pt;
     m->measured_step_us = NAN;
-    tdm_error le;
-    if (tdm_prof_trace_load(path, PLAN_TRACE_MAX, &pt, &le) != 0)
-        return strstr(le.msg, "expected") ? tdm_errorf(err, "%s", le.msg)
-                                          : tdm_errorf(err, "%s (expected tandem's trace.json)", le.msg);
+    if (in->trace) pt = *in->trace; /* the caller's: not freed here */
+    else if (tdm_plan_trace_read(path, &pt, err) != 0) return -1;
 
     const int U = in->n_units;
     const int MAXB = 4096;
@@ -290,7 +310,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     int64_t *seen = NULL;
     acc *own = NULL;
     double *records = NULL, *beside = NULL;
-    int *solo_n = NULL;
+    double *solo_n = NULL;
     acc step = {0, 0}, head = {0, 0}, fb_other = {0, 0}, sync = {0, 0}, opt = {0, 0}, micro = {0, 0};
     int max_grad_b = -1, any_param = 0, grad_in_fb = 0, param_in_fb = 0, unknown_layers = 0;
     /* The step waits for its slowest rank: of each traced step, the compute is taken from the rank
@@ -328,6 +348,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             if (!is_step(env)) continue;
             k_step++;
             const int use = k_step >= n_common || crit[k_step] == ri; /* this rank's compute is the step's */
+            const double wt = step_weight(in, k_step);
             const double s0 = env->t0_us, s1 = env->t1_us;
             double fb_t = 0, sync_t = 0, opt_t = 0, layers = 0, w_fb = 0, w_sync = 0, w_opt = 0;
             int n_fb = 0;
@@ -372,7 +393,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                     }
                     if (!use) continue;
                     acc *a = x->arg ? &bwd[u] : &fwd[u];
-                    a->sum += x->t1_us - x->t0_us;
+                    a->sum += (x->t1_us - x->t0_us) * wt;
                     layers += x->t1_us - x->t0_us;
                 } else if (x->cat == TDM_PROF_WAIT && coll_side(x->name) >= 0) {
                     double d = x->t1_us - x->t0_us;
@@ -384,7 +405,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                 }
             }
             own_times(r, lo, hi, s0, s1, k_step, ri, &own_l, MAXB);
-            step.sum += s1 - s0, step.n++;
+            step.sum += (s1 - s0) * wt, step.n += wt;
             if (ri == 0) { /* the timeline of this rank's last step */
                 m->n_measured = 0;
                 m->measured_one_us = s1 - s0;
@@ -401,16 +422,16 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                 }
             }
             if (!use) continue;
-            for (int u = 0; u < U; u++) fwd[u].n += n_fb, bwd[u].n += n_fb;
-            head.sum += (s1 - s0) - fb_t - sync_t - opt_t, head.n++;
-            fb_other.sum += (fb_t - layers - w_fb) / n_fb, fb_other.n++;
-            sync.sum += sync_t - w_sync, sync.n++;
-            opt.sum += opt_t - w_opt, opt.n++;
-            micro.sum += n_fb, micro.n++;
+            for (int u = 0; u < U; u++) fwd[u].n += n_fb * wt, bwd[u].n += n_fb * wt;
+            head.sum += ((s1 - s0) - fb_t - sync_t - opt_t) * wt, head.n += wt;
+            fb_other.sum += (fb_t - layers - w_fb) / n_fb * wt, fb_other.n += wt;
+            sync.sum += (sync_t - w_sync) * wt, sync.n += wt;
+            opt.sum += (opt_t - w_opt) * wt, opt.n += wt;
+            micro.sum += n_fb * wt, micro.n += wt;
         }
     }
     int rc = 0;
-    if (step.n == 0) {
+    if (!(step.n > 0)) {
         rc = tdm_errorf(err,
                         "%s: no profiled step with a forward-backward phase; expected the trace of `tandem train "
                         "--profile-config` at level 1 or 2",
@@ -447,6 +468,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     if (m->fb_other_us < 0) m->fb_other_us = 0;
     m->measured_step_us = step.sum / step.n;
     m->n_steps_measured = (int)step.n;
+    m->n_traced_steps = n_common;
 
     tdm_plan_config *c = &m->baseline;
     memset(c, 0, sizeof *c);
@@ -527,9 +549,10 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             const own_t *o = &own_l.v[i];
             records[o->key] += 1;
             if (o->rank != least[o->step * 2 + o->key / MAXB]) continue;
-            own[o->key].sum += o->us, own[o->key].n += 1;
-            beside[o->key] += o->beside;
-            solo_n[o->key] += o->solo;
+            const double wt = step_weight(in, o->step);
+            own[o->key].sum += o->us * wt, own[o->key].n += wt;
+            beside[o->key] += o->beside * wt;
+            solo_n[o->key] += o->solo * wt;
         }
         free(total);
         free(count);
@@ -594,7 +617,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             tdm_plan_coll_factors(kind, bytes, c->dp, &c->link, &x[n], &w[n]);
             tau[n] = o->sum / o->n;
             bytes_of[n] = bytes, beside_of[n] = beside[side * MAXB + b] / o->n;
-            solo[n] = solo_n[side * MAXB + b] == (int)o->n; /* alone in every step it was taken from */
+            solo[n] = solo_n[side * MAXB + b] == o->n; /* alone in every step it was taken from */
             moved += records[side * MAXB + b] * bytes;
             n++;
         }
@@ -712,7 +735,7 @@ out:
     free(rlo);
     free(rhi);
     free(crit);
-    tdm_prof_trace_free(&pt);
+    if (!in->trace) tdm_prof_trace_free(&pt);
     if (rc != 0) tdm_plan_model_free(m);
     return rc;
 }

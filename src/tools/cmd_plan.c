@@ -8,18 +8,22 @@
 #include <string.h>
 
 #include "ab/ab.h"
+#include "ab/stats.h"
 #include "core/alloc.h"
 #include "core/fs.h"
+#include "core/rng.h"
 #include "core/strbuf.h"
 #include "model/config.h"
 #include "model/qwen3vl.h"
 #include "plan/plan.h"
+#include "prof/trace.h"
 #include "runs/run.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 
 #define MAX_CANDIDATES    32
 #define MAX_BASELINE_RUNS 16
+#define INTERVAL_SEED     20261205 /* the resamples of the traced steps: the same interval for the same trace */
 
 typedef struct plan_opts {
     const char *trace;
@@ -34,7 +38,7 @@ typedef struct plan_opts {
     double link_gbps, link_latency_us, cpu_us_per_mb, min_gain, speed_beside, lost_share;
     const char *out, *doctor;
     char comm_progress[16], link_algo[8];
-    int suggest, practice;
+    int suggest, practice, resamples;
     double tflops;
     int64_t tokens, patches;
     int micro, dp, cores, comm_nice;
@@ -190,6 +194,15 @@ static const tdm_flag FLAGS[] = {
      .metavar = "PCT",
      .help = "--suggest proposes a change only when it is predicted at least PCT% faster than the baseline (runs of "
              "one setting differ by about that); else it says to keep the baseline"},
+    {.name = "resamples",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(plan_opts, resamples),
+     .lo = 0,
+     .hi = 100000,
+     .def = "200",
+     .metavar = "N",
+     .help = "each change's 95% interval: the model rebuilt from N resamples of the traced steps, drawn with "
+             "replacement (tandem's trace of 3 steps or more; 0: none)"},
     {.name = "practice",
      .kind = TDM_FLAG_BOOL,
      .off = offsetof(plan_opts, practice),
@@ -365,7 +378,8 @@ static void json_num(tdm_strbuf *sb, double v) {
 }
 
 static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows, int n, const char *notes,
-                       const row *best, int keep, double calib_ms, double factor) {
+                       const row *best, int keep, double calib_ms, double factor, const double *lo, const double *hi,
+                       int resamples) {
     tdm_sb_puts(sb, "{\"model\": {\"units\": ");
     tdm_sb_printf(sb,
                   "%d, \"micro_batches\": %d, \"head_us\": %.6g, \"fb_other_us\": %.6g, \"sync_us\": %.6g, "
@@ -377,7 +391,8 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
     json_num(sb, m->measured_step_us);
     tdm_sb_printf(sb, ", \"measured_steps\": %d, \"calibrated_step_us\": ", m->n_steps_measured);
     json_num(sb, calib_ms > 0 ? calib_ms * 1e3 : NAN);
-    tdm_sb_printf(sb, ", \"compute_scale\": %.6g, \"baseline\": ", factor);
+    tdm_sb_printf(sb, ", \"compute_scale\": %.6g, \"traced_steps\": %d, \"resamples\": %d, \"baseline\": ", factor,
+                  m->n_traced_steps, resamples);
     json_config(sb, &m->baseline);
     tdm_sb_puts(sb, "},\n \"notes\": ");
     tdm_sb_json_string(sb, notes, strlen(notes));
@@ -401,7 +416,9 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
                           k ? ", " : "", tdm_plan_kind_name(c->kind), c->bucket, c->bytes, c->post_us, c->start_us,
                           c->end_us, c->hidden_us, c->end_us - c->start_us - c->hidden_us);
         }
-        tdm_sb_puts(sb, "]}");
+        tdm_sb_puts(sb, "], \"change_interval_pct\": ");
+        if (i > 0 && lo && isfinite(lo[i])) tdm_sb_printf(sb, "[%.6g, %.6g]}", lo[i], hi[i]);
+        else tdm_sb_puts(sb, "null}");
     }
     tdm_sb_puts(sb, "]");
     if (best) {
@@ -675,6 +692,102 @@ static int simulate_row(const tdm_plan_model *m, row *r, tdm_error *err) {
     return tdm_plan_simulate(m, &r->c, &r->r, err);
 }
 
+/* What the flags set in a model built from a trace. */
+static void model_flags(tdm_plan_model *m, const plan_opts *o) {
+    m->cores = o->cores;
+    if (o->speed_beside > 0) m->speed_beside = o->speed_beside; /* a PyTorch trace's model too */
+    if (o->lost_share > 0) m->lost_share = o->lost_share;
+}
+
+/* rows[0] the baseline's replay, then each candidate (relative to the baseline; by default the overlap flags, or
+ * a baseline's own overlap turned off), into *n_rows as they are simulated. 0, else the exit code with one
+ * sentence printed unless quiet. */
+static int build_rows(const tdm_plan_model *m, const plan_opts *o, row *rows, int *n_rows, int quiet) {
+    static const char *const defaults[2] = {"--overlap-grad-reduce", "--overlap-grad-reduce --overlap-param-gather"};
+    const int n_cand = o->n_candidates ? o->n_candidates : m->baseline.distributed ? 2 : 1;
+    tdm_error err;
+    *n_rows = 0;
+    snprintf(rows[0].name, sizeof rows[0].name, "baseline (replay)");
+    rows[0].c = m->baseline;
+    if (simulate_row(m, &rows[0], &err) != 0) {
+        if (!quiet) fprintf(stderr, "tandem plan: %s\n", err.msg);
+        return 1;
+    }
+    *n_rows = 1;
+    for (int i = 0; i < n_cand; i++) {
+        const char *f = o->n_candidates ? o->candidates[i] : defaults[i];
+        row *r = &rows[*n_rows];
+        r->c = m->baseline;
+        if (tdm_plan_parse_flags(f, &r->c, &err) != 0) {
+            if (!quiet) fprintf(stderr, "tandem plan: --candidate \"%s\": %s\n", f, err.msg);
+            return 2;
+        }
+        if (o->n_candidates == 0 && i == 0 && m->baseline.overlap_grad) {
+            r->c.overlap_grad = r->c.overlap_param = 0; /* a baseline with the overlap: the candidate without it */
+            snprintf(r->name, sizeof r->name, "%s",
+                     m->baseline.distributed ? "--no-overlap-grad-reduce --no-overlap-param-gather"
+                                             : "--no-overlap-grad-reduce");
+        } else {
+            snprintf(r->name, sizeof r->name, "%s", f);
+        }
+        if (simulate_row(m, r, &err) != 0) {
+            if (!quiet) fprintf(stderr, "tandem plan: --candidate \"%s\": %s\n", f, err.msg);
+            return 2;
+        }
+        (*n_rows)++;
+    }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Each prediction's change (rows 1..n_rows-1) over o->resamples resamples of the traced steps, drawn with
+ * replacement, the model rebuilt from each (calibrated as the baseline was): its 2.5th and 97.5th percentiles
+ * into lo[i], hi[i]. Returns the resamples that gave a model (0: none, lo and hi NaN). */
+static int change_interval(const tdm_plan_trace_in *in0, int steps, const plan_opts *o, double calib_ms, int n_rows,
+                           double *lo, double *hi) {
+    const int B = o->resamples;
+    int *w = tdm_xcalloc((size_t)steps, sizeof *w), good = 0;
+    double *ch = tdm_xcalloc((size_t)n_rows * (size_t)B + 1, sizeof *ch);
+    row *rs = tdm_xcalloc((size_t)n_rows + 1, sizeof *rs);
+    for (int b = 0; b < B; b++) {
+        memset(w, 0, (size_t)steps * sizeof *w);
+        for (int j = 0; j < steps; j++) w[tdm_rng_u64(INTERVAL_SEED, (uint64_t)b, (uint64_t)j) % (uint64_t)steps]++;
+        tdm_plan_trace_in in = *in0;
+        in.step_weight = w, in.n_step_weight = steps;
+        tdm_plan_model mb;
+        tdm_error err;
+        double factor;
+        if (tdm_plan_from_trace(&in, &mb, NULL, 0, &err) != 0) continue;
+        model_flags(&mb, o);
+        int nr = 0;
+        memset(rs, 0, ((size_t)n_rows + 1) * sizeof *rs);
+        if ((calib_ms <= 0 || tdm_plan_calibrate(&mb, calib_ms * 1e3, &factor, &err) == 0) &&
+            build_rows(&mb, o, rs, &nr, 1) == 0 && nr == n_rows) {
+            for (int i = 1; i < n_rows; i++)
+                ch[(size_t)i * (size_t)B + (size_t)good] = (rs[i].r.step_us / rs[0].r.step_us - 1) * 100;
+            good++;
+        }
+        for (int i = 0; i <= nr && i < n_rows; i++) tdm_plan_result_free(&rs[i].r);
+        tdm_plan_model_free(&mb);
+    }
+    for (int i = 0; i < n_rows; i++) {
+        lo[i] = hi[i] = NAN;
+        if (i == 0 || good == 0) continue;
+        double *v = ch + (size_t)i * (size_t)B;
+        qsort(v, (size_t)good, sizeof *v, cmp_double);
+        lo[i] = tdm_stats_quantile_sorted(v, good, 0.025);
+        hi[i] = tdm_stats_quantile_sorted(v, good, 0.975);
+    }
+    free(w);
+    free(ch);
+    free(rs);
+    return good;
+}
+
 /* Longer than most: the inputs' checks, the model, the rows, the suggestion and the files, with one cleanup. */
 int cmd_plan(int argc, char **argv) {
     plan_opts o;
@@ -750,6 +863,8 @@ int cmd_plan(int argc, char **argv) {
     tdm_sb_init(&js);
     tdm_sb_init(&svg);
     int rc = 0;
+    tdm_prof_trace pt; /* tandem's trace, read once for the model and its resamples */
+    memset(&pt, 0, sizeof pt);
     if (o.practice) {
         if (o.cpu_us_per_mb < 0) o.cpu_us_per_mb = 0;
         if (o.link_gbps < 0) o.link_gbps = 800;
@@ -793,18 +908,17 @@ int cmd_plan(int argc, char **argv) {
                             .link = {o.link_latency_us, o.link_gbps, !strcmp(o.link_algo, "tree")},
                             .cpu_us_per_mb = o.cpu_us_per_mb,
                             .speed_beside = o.speed_beside,
-                            .lost_share = o.lost_share};
+                            .lost_share = o.lost_share,
+                            .trace = &pt};
     char notes[4096];
     tdm_plan_model m;
     if (torch ? tdm_plan_from_torch(o.trace, in.link, o.cpu_us_per_mb, &m, notes, sizeof notes, &err)
-              : tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err)) {
+              : tdm_plan_trace_read(o.trace, &pt, &err) || tdm_plan_from_trace(&in, &m, notes, sizeof notes, &err)) {
         fprintf(stderr, "tandem plan: %s\n", err.msg);
         rc = strstr(err.msg, "--model DIR is required") ? 2 : 1;
         goto out_practice;
     }
-    m.cores = o.cores;
-    if (o.speed_beside > 0) m.speed_beside = o.speed_beside; /* a PyTorch trace's model too */
-    if (o.lost_share > 0) m.lost_share = o.lost_share;
+    model_flags(&m, &o);
     if (o.doctor) doctor_notes(&o, &doc, &run, &m, notes, (int)sizeof notes);
     else if (!torch && !m.baseline.overlap_grad && !m.baseline.overlap_param && o.speed_beside <= 0 &&
              m.baseline.dp > 1)
@@ -829,43 +943,17 @@ int cmd_plan(int argc, char **argv) {
         tdm_plan_model_free(&m);
         goto out_practice;
     }
-    const int n_default = m.baseline.distributed ? 2 : 1;
-    const char *defaults[2] = {"--overlap-grad-reduce", "--overlap-grad-reduce --overlap-param-gather"};
-    int n_cand = o.n_candidates ? o.n_candidates : n_default;
+    const int n_cand = o.n_candidates ? o.n_candidates : m.baseline.distributed ? 2 : 1;
     row *rows = tdm_xcalloc((size_t)n_cand + 2, sizeof *rows);
-    int n_rows = 0;
-    snprintf(rows[0].name, sizeof rows[0].name, "baseline (replay)");
-    rows[0].c = m.baseline;
-    if (simulate_row(&m, &rows[0], &err) != 0) {
-        fprintf(stderr, "tandem plan: %s\n", err.msg);
-        rc = 1;
-        goto out_rows;
-    }
-    n_rows = 1;
-    for (int i = 0; i < n_cand; i++) {
-        const char *f = o.n_candidates ? o.candidates[i] : defaults[i];
-        row *r = &rows[n_rows];
-        r->c = m.baseline;
-        if (tdm_plan_parse_flags(f, &r->c, &err) != 0) {
-            fprintf(stderr, "tandem plan: --candidate \"%s\": %s\n", f, err.msg);
-            rc = 2;
-            goto out_rows;
-        }
-        if (o.n_candidates == 0 && i == 0 && m.baseline.overlap_grad) {
-            r->c.overlap_grad = r->c.overlap_param = 0; /* a baseline with the overlap: the candidate without it */
-            snprintf(r->name, sizeof r->name, "%s",
-                     m.baseline.distributed ? "--no-overlap-grad-reduce --no-overlap-param-gather"
-                                            : "--no-overlap-grad-reduce");
-        } else {
-            snprintf(r->name, sizeof r->name, "%s", f);
-        }
-        if (simulate_row(&m, r, &err) != 0) {
-            fprintf(stderr, "tandem plan: --candidate \"%s\": %s\n", f, err.msg);
-            rc = 2;
-            goto out_rows;
-        }
-        n_rows++;
-    }
+    double *lo = tdm_xcalloc((size_t)n_cand + 2, sizeof *lo), *hi = tdm_xcalloc((size_t)n_cand + 2, sizeof *hi);
+    int n_rows = 0, resampled = 0;
+    if ((rc = build_rows(&m, &o, rows, &n_rows, 0)) != 0) goto out_rows;
+    if (!torch && o.resamples > 0 && m.n_traced_steps >= 3)
+        resampled = change_interval(&in, m.n_traced_steps, &o, calib_ms, n_rows, lo, hi);
+    else if (!torch && o.resamples > 0)
+        tdm_plan_note(notes, (int)sizeof notes,
+                      "%d step(s) traced on every rank: no interval of the changes (from 3; tandem ab --profile-steps)",
+                      m.n_traced_steps);
 
     row best;
     memset(&best, 0, sizeof best);
@@ -899,6 +987,13 @@ int cmd_plan(int argc, char **argv) {
     }
 
     table_text(&text, rows, n_rows, m.measured_step_us);
+    if (resampled > 0 && n_rows > 1) {
+        tdm_sb_printf(&text,
+                      "95%% interval of each change: the model rebuilt from %d resamples of the %d traced steps\n",
+                      resampled, m.n_traced_steps);
+        for (int i = 1; i < n_rows; i++)
+            tdm_sb_printf(&text, "  %-42.42s %+.2f%% .. %+.2f%%\n", rows[i].name, lo[i], hi[i]);
+    }
     if (calib_ms > 0)
         tdm_sb_printf(&text,
                       "calibrated: compute x%.4f so that the replay takes the measured baseline's %.3f ms (%s)%s\n",
@@ -933,7 +1028,8 @@ int cmd_plan(int argc, char **argv) {
     tdm_sb_puts(&md, "# tandem plan\n\n```\n");
     tdm_sb_puts(&md, text.data);
     tdm_sb_puts(&md, "```\n\n![timeline](timeline.svg)\n");
-    write_json(&js, &m, rows, n_rows, notes, have_best ? &best : NULL, keep, calib_ms, factor);
+    write_json(&js, &m, rows, n_rows, notes, have_best ? &best : NULL, keep, calib_ms, factor, resampled ? lo : NULL,
+               hi, resampled);
     {
         const char *names[MAX_CANDIDATES + 3];
         tdm_plan_result res[MAX_CANDIDATES + 3];
@@ -953,8 +1049,11 @@ int cmd_plan(int argc, char **argv) {
 out_rows:
     for (int i = 0; i <= n_rows && i < n_cand + 2; i++) tdm_plan_result_free(&rows[i].r);
     free(rows);
+    free(lo);
+    free(hi);
     tdm_plan_model_free(&m);
 out_practice:
+    tdm_prof_trace_free(&pt);
     tdm_sb_free(&text);
     tdm_sb_free(&md);
     tdm_sb_free(&js);

@@ -23,6 +23,32 @@ if "$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision --freeze-projecto
 then ok "plan: $(grep '^replay:' "$W/plan.txt")"; else bad "plan: $(cat "$W/plan.txt")"; fi
 grep -q "baseline read from the trace: dp 2, distributed optimizer, 3 bucket(s)" "$W/plan.txt" && ok "baseline read" \
   || bad "baseline not read from the trace: $(cat "$W/plan.txt")"
+# each change's interval from resamples of the 4 traced steps: in the text and plan.json, the same on a second
+# run (the resamples are seeded), none with --resamples 0
+"$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision --freeze-projector --out "$W/plan_again" \
+  --candidate "--overlap-grad-reduce" --candidate "--ddp-num-buckets 6" >/dev/null 2>&1 || bad "plan again"
+"$TANDEM" plan "$W/prof" --model "$W/model" --freeze-vision --freeze-projector --out "$W/plan_r0" --resamples 0 \
+  --candidate "--overlap-grad-reduce" >"$W/plan_r0.txt" 2>&1 || bad "plan --resamples 0: $(cat "$W/plan_r0.txt")"
+grep -q "^95% interval of each change: the model rebuilt from 200 resamples of the 4 traced steps" "$W/plan.txt" \
+  && ! grep -q "interval" "$W/plan_r0.txt" && ok "the changes' intervals printed (none with --resamples 0)" \
+  || bad "no interval line: $(cat "$W/plan.txt")"
+$PY - "$W/plan/plan.json" "$W/plan_again/plan.json" "$W/plan_r0/plan.json" <<'PYEOF' \
+  && ok "plan.json: each change's interval, seeded" || bad "plan.json intervals: see above"
+import json, sys
+a, b, z = (json.load(open(f)) for f in sys.argv[1:])
+errs = []
+if a["model"]["traced_steps"] != 4 or a["model"]["resamples"] != 200: errs.append("model: %s" % a["model"])
+if a["predictions"][0]["change_interval_pct"] is not None: errs.append("the baseline has an interval")
+for p in a["predictions"][1:]:
+    lo, hi = p["change_interval_pct"]
+    if not lo <= hi: errs.append("%s: %g > %g" % (p["name"], lo, hi))
+for k in (1, 2):
+    if a["predictions"][k]["change_interval_pct"] != b["predictions"][k]["change_interval_pct"]:
+        errs.append("another interval on a second run: %s" % b["predictions"][k])
+if z["model"]["resamples"] != 0 or z["predictions"][1]["change_interval_pct"] is not None: errs.append("--resamples 0: %s" % z["model"])
+for e in errs: print(e)
+sys.exit(1 if errs else 0)
+PYEOF
 grep -q "the baseline overlaps no collective with compute.*mpirun -np 2 tandem doctor --json FILE" "$W/plan.txt" \
   && ok "a baseline without overlap points at tandem doctor" || bad "no doctor hint: $(cat "$W/plan.txt")"
 # on shared memory the searched settings may all tie with the baseline (the model charges the
@@ -254,7 +280,8 @@ if "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${SIZED[@]}" --profile-conf
     "$W/plan_size.txt" && ! grep -q "otherwise" "$W/plan_size.txt" \
   && grep -qE "^confirm with: mpirun -np 2 tandem ab --baseline \"[^\"]*\" --candidate \"[^\"]*\" <the run's train flags" \
     "$W/plan_size.txt" \
-  && ! grep -q "^confirm with: .*--ddp-num-buckets" "$W/plan_size.txt"
+  && ! grep -q "^confirm with: .*--ddp-num-buckets" "$W/plan_size.txt" \
+  && grep -q "2 step(s) traced on every rank: no interval of the changes" "$W/plan_size.txt"
 then ok "a run's --ddp-bucket-size read from its buckets' bytes: $(grep '^confirm' "$W/plan_size.txt" | cut -c 14-200)"
 else bad "--ddp-bucket-size run: $(tail -n 3 "$W/train_size.log"; cat "$W/plan_size.txt")"; fi
 echo '{"a": 1}' >"$W/notrace.json"

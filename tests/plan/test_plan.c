@@ -8,6 +8,7 @@
 
 #include "harness.h"
 #include "plan/plan.h"
+#include "prof/trace.h"
 
 static void test_ring_formulas(void) {
     tdm_plan_link l = {.alpha_us = 5, .gbps = 8}; /* 8 Gbit/s = 1000 bytes/us */
@@ -650,6 +651,76 @@ static void test_trace_bucket_size(void) {
 
 /* tandem doctor's report: each mode's line as the printed flags take it (a loss below 0 as 0, a speed above
  * 1 as 1, below 0.001 as 0.001), where it was measured, and one sentence for what is not a usable report. */
+/* Two traced steps that differ (unit 0's backward 20 and 40 us, the gradient all-reduce after it 39 and 19 us)
+ * on two alike ranks, built at step weights: each once gives their means, {1, 0} the first step's, {0, 2} the
+ * second's, {2, 1} the first counted twice; the trace is read once (tdm_plan_trace_read) for every build. */
+static void test_trace_step_weights(void) {
+    test_trace t;
+    if (trace_begin(&t) != 0) return;
+    for (int rk = 0; rk < 2; rk++) {
+        t.rank = rk;
+        static const char *const threads[2] = {"comm", "compute"};
+        for (int k = 0; k < 2; k++)
+            fprintf(t.f,
+                    "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": "
+                    "\"%s\"}},\n",
+                    rk, 2 * k, threads[k]);
+        for (int k = 0; k < 2; k++) {
+            const double s = 200 * k, b = k ? 40 : 20, fb = 30 + b;
+            trace_ev(&t, "step", "phase", 2, s, 100, 1);
+            trace_ev(&t, "forward-backward", "phase", 2, s, fb, 0);
+            trace_ev(&t, "u0", "layer", 2, s, 10, 0);
+            trace_ev(&t, "u1", "layer", 2, s + 10, 10, 0);
+            trace_ev(&t, "u1", "layer", 2, s + 20, 10, 1);
+            trace_ev(&t, "u0", "layer", 2, s + 30, b, 1);
+            trace_ev(&t, "grad sync", "phase", 2, s + fb + 1, 89 - fb, 0);
+            trace_ev(&t, "grad all-reduce", "wait", 2, s + fb + 1, 89 - fb, 0);
+            trace_ev(&t, "grad all-reduce", "comm", 0, s + fb + 1, 89 - fb, 0);
+            trace_ev(&t, "optimizer", "phase", 2, s + 90, 10, 0);
+        }
+    }
+    trace_end(&t);
+    tdm_prof_trace pt;
+    tdm_error err;
+    if (tdm_plan_trace_read(t.dir, &pt, &err) != 0) {
+        CHECK(0, "%s", err.msg);
+        trace_remove(&t);
+        return;
+    }
+    static const char *names[] = {"u0", "u1"};
+    static const int weights[3][2] = {{1, 0}, {0, 2}, {2, 1}};
+    tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+    for (int c = 0; c < 4; c++) {
+        const double w0 = c < 3 ? weights[c][0] : 1, w1 = c < 3 ? weights[c][1] : 1;
+        tdm_plan_trace_in in = {.path = t.dir,
+                                .unit_names = names,
+                                .n_units = 2,
+                                .params = p,
+                                .n_params = 2,
+                                .link = {-1, -1},
+                                .cpu_us_per_mb = -1,
+                                .trace = &pt,
+                                .step_weight = c < 3 ? weights[c] : NULL,
+                                .n_step_weight = 2};
+        tdm_plan_model m;
+        if (tdm_plan_from_trace(&in, &m, NULL, 0, &err) != 0) {
+            CHECK(0, "weights %g %g: %s", w0, w1, err.msg);
+            continue;
+        }
+        CHECK(m.n_traced_steps == 2, "%d traced steps", m.n_traced_steps);
+        CHECK_NEAR(m.units[0].bwd_us, (20 * w0 + 40 * w1) / (w0 + w1), 1e-9);
+        CHECK_NEAR(m.units[1].bwd_us, 10, 1e-9);
+        CHECK_NEAR(m.measured_step_us, 100, 1e-9);
+        /* one collective of 2000 bytes on the wire, its own time the steps' weighted mean */
+        const double tau = (39 * w0 + 19 * w1) / (w0 + w1);
+        CHECK_NEAR(m.baseline.link.gbps, 2000.0 / tau / 125, 1e-9);
+        tdm_plan_model_free(&m);
+    }
+    CHECK(pt.n > 0, "the caller's trace was freed by a build");
+    tdm_prof_trace_free(&pt);
+    trace_remove(&t);
+}
+
 static void test_doctor_report(void) {
     const char *good = "{\"tandem_doctor\": 1, \"ranks\": 2, \"shared_memory\": false, \"transport\": \"tcp\",\n"
                        " \"beside_compute\": {\"mb\": 2.5, \"compute_ms\": 300, \"comm_thread_nice\": 10,\n"
@@ -741,6 +812,7 @@ int main(void) {
     RUN(test_trace_one_rank_per_side);
     RUN(test_trace_bucket_count);
     RUN(test_trace_bucket_size);
+    RUN(test_trace_step_weights);
     RUN(test_doctor_report);
     RUN(test_run_info);
     return TEST_SUMMARY();
