@@ -74,17 +74,21 @@ mapfile -t C < <(CAL=$W/cal1.log predict "$W/p1" "--overlap-grad-reduce" "--over
 DOCF="--doctor $W/doctor.json"
 echo "tandem doctor --beside-mb 5: $(grep -E "^  tandem plan +thread: " "$W/doctor.txt" | sed 's/^[^:]*: //')"
 mapfile -t D < <(DOC=$DOCF predict "$W/p1" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
+# their changes' 95% intervals over resamples of the traced steps (tandem plan --resamples)
+mapfile -t DI < <(python3 -c 'import json,sys
+for r in json.load(open(sys.argv[1]))["predictions"]:
+    i = r["change_interval_pct"]; print("(%+.2f .. %+.2f)" % tuple(i) if i else "")' "$W/plan/plan.json")
 names=("baseline" "--overlap-grad-reduce" "--overlap-grad-reduce --overlap-param-gather")
 mapfile -t M < <(interleaved "2|--ddp-num-buckets 3" "2|--ddp-num-buckets 3 --overlap-grad-reduce" \
                              "2|--ddp-num-buckets 3 --overlap-grad-reduce --overlap-param-gather")
 printf '| setting | predicted ms | calibrated ms | measured ms | error, calibrated | predicted change | measured change | error (points) | with doctor'"'"'s figures | error (points) |\n|---|---|---|---|---|---|---|---|---|---|\n'
 for i in 0 1 2; do
-  python3 - "${names[$i]}" "${P[$i]}" "${C[$i]}" "${M[$i]}" "${P[0]}" "${M[0]}" "${D[$i]}" "${D[0]}" <<'PY'
+  python3 - "${names[$i]}" "${DI[$i]:-}" "${P[$i]}" "${C[$i]}" "${M[$i]}" "${P[0]}" "${M[0]}" "${D[$i]}" "${D[0]}" <<'PY'
 import sys
-n, p, c, m, p0, m0, d, d0 = sys.argv[1], *map(float, sys.argv[2:])
+n, di, (p, c, m, p0, m0, d, d0) = sys.argv[1], sys.argv[2], map(float, sys.argv[3:])
 pc, mc, dc = (p / p0 - 1) * 100, (m / m0 - 1) * 100, (d / d0 - 1) * 100
-print("| %s | %.2f | %.2f | %.2f | %+.1f%% | %+.2f%% | %+.2f%% | %.2f | %+.2f%% | %.2f |" %
-      (n, p, c, m, (c / m - 1) * 100, pc, mc, abs(pc - mc), dc, abs(dc - mc)))
+print("| %s | %.2f | %.2f | %.2f | %+.1f%% | %+.2f%% | %+.2f%% | %.2f | %+.2f%% %s | %.2f |" %
+      (n, p, c, m, (c / m - 1) * 100, pc, mc, abs(pc - mc), dc, di, abs(dc - mc)))
 PY
 done
 
