@@ -289,7 +289,7 @@ static void wait_until(sim *s, double t) {
 }
 
 /* One pass of the schedule with the CPU taken per segment as given (extra, NULL: none). */
-static void run_once(sim *s, const int *bucket_of, const int *ready_unit) {
+static void run_once(sim *s, const int *bucket_of, const int *ready_unit, const double *ready_frac) {
     const tdm_plan_model *m = s->m;
     const tdm_plan_config *c = s->c;
     const int nb = s->nb, U = m->n_units;
@@ -322,13 +322,15 @@ static void run_once(sim *s, const int *bucket_of, const int *ready_unit) {
         }
         seg(s, m->fb_other_us, -1, 0, "loss");
         for (int u = U - 1; u >= 0; u--) {
-            seg(s, m->units[u].bwd_us, u, 1, "backward");
-            if (!last || !c->overlap_grad) continue;
-            while (next_launch < nb && ready_unit[next_launch] >= u) {
+            double done = 0; /* of the unit's backward: it is cut where a bucket becomes ready */
+            while (last && c->overlap_grad && next_launch < nb && ready_unit[next_launch] >= u) {
+                const double f = ready_unit[next_launch] == u ? ready_frac[next_launch] : 0;
+                if (f > done) seg(s, m->units[u].bwd_us * (f - done), u, 1, "backward"), done = f;
                 if (gathers_overlapped) dispatch_gathers(s, nb);
                 rs_end[next_launch] = post(s, grad_kind, next_launch, (double)s->padded[next_launch] * 4.0, s->t);
                 next_launch++;
             }
+            if (done < 1) seg(s, m->units[u].bwd_us * (1 - done), u, 1, "backward");
         }
     }
     for (; next_launch < nb; next_launch++) {
@@ -404,11 +406,33 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
     int *bucket_of = NULL;
     int nb = tdm_plan_buckets(m, c, &s.padded, &bucket_of, err);
     if (nb < 0) return -1;
-    int *ready_unit = tdm_xmalloc((size_t)nb * sizeof *ready_unit); /* the lowest unit among its parameters */
+    /* A bucket is ready in the backward of the lowest unit among its parameters, at the share of that unit's
+     * backward its parameters there end (ready_frac): a unit's gradients come in reverse registration order,
+     * each after its own kernels (src/model), taken to cost in proportion to the parameter's elements. */
+    int *ready_unit = tdm_xmalloc((size_t)nb * sizeof *ready_unit);
+    double *ready_frac = tdm_xcalloc((size_t)nb + 1, sizeof *ready_frac);
     for (int b = 0; b < nb; b++) ready_unit[b] = m->n_units;
     for (int i = 0; i < m->n_params; i++)
         if (bucket_of[i] >= 0 && m->params[i].unit < ready_unit[bucket_of[i]])
             ready_unit[bucket_of[i]] = m->params[i].unit;
+    {
+        double *total = tdm_xcalloc((size_t)m->n_units + 1, sizeof *total),
+               *done = tdm_xcalloc((size_t)m->n_units + 1, sizeof *done);
+        for (int i = 0; i < m->n_params; i++)
+            if (m->params[i].unit >= 0 && m->params[i].unit < m->n_units)
+                total[m->params[i].unit] += m->params[i].numel;
+        for (int i = m->n_params - 1; i >= 0; i--) {
+            const int u = m->params[i].unit, b = bucket_of[i];
+            if (u < 0 || u >= m->n_units) continue;
+            done[u] += m->params[i].numel;
+            if (b >= 0 && u == ready_unit[b] && total[u] > 0 && done[u] / total[u] > ready_frac[b])
+                ready_frac[b] = done[u] / total[u];
+        }
+        for (int b = 0; b < nb; b++)
+            if (ready_unit[b] < m->n_units && !(ready_frac[b] > 0)) ready_frac[b] = 1;
+        free(total);
+        free(done);
+    }
     s.nb = nb;
     s.ag_end = tdm_xmalloc((size_t)(nb + 1) * sizeof *s.ag_end);
     /* The CPU that driving the collectives takes from the compute they overlap, found by a few
@@ -422,7 +446,7 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
     double *fly = NULL; /* lost_share: the times some collective is in flight, [t0, t1) pairs in order */
     for (int pass = 0; pass < (charged ? (contended ? 16 : 8) : 1); pass++) {
         s.extra = extra;
-        run_once(&s, bucket_of, ready_unit);
+        run_once(&s, bucket_of, ready_unit, ready_frac);
         if (!charged) break;
         double *next = tdm_xcalloc((size_t)r->n_segs + 1, sizeof *next);
         /* each compute segment is charged rate x its overlap with [t0, t1): a share of the time anything is in flight
@@ -474,6 +498,7 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
     r->bucket_padded = s.padded;
     free(s.ag_end);
     free(ready_unit);
+    free(ready_frac);
     free(bucket_of);
     return 0;
 }

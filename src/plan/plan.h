@@ -16,9 +16,11 @@
  *   all-gathers, posted and waited, when not overlapped)
  * - Buckets: the trainable parameters in reverse registration order, cut as
  *   src/distributed/layout.c cuts them (alignment with the distributed optimizer included).
- * - A parameter's gradient is ready when its unit's backward ends in the last micro-batch; a
- *   bucket is ready when all its parameters are; with overlap_grad, ready buckets are launched
- *   in bucket order (a bucket waits for the ones before it), the rest after the backward.
+ * - A unit's gradients are ready in reverse registration order through its backward in the last
+ *   micro-batch, each at the share of the unit's elements up to it (src/model reports each right
+ *   after its own kernels); a bucket is ready when all its parameters are; with overlap_grad,
+ *   ready buckets are launched in bucket order (a bucket waits for the ones before it), the rest
+ *   after the backward.
  * - With overlap_param the all-gathers are posted at the step's start, two ahead, and the first
  *   micro-batch's forward waits per bucket before the first unit that reads it (prefetch as in
  *   param_gather.c); a gradient launch first dispatches every all-gather not yet dispatched.

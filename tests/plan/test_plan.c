@@ -189,18 +189,31 @@ static void test_cpu_taken_from_overlapped_compute(void) {
 }
 
 /* lost_share counts the time any collective is in flight once, from its post (a collective queued behind another
- * is in flight too): two buckets posted together behind 2000 us of unit 0's backward, the first flying 30..1030, the
- * second queued until 1030 and flying to 1031, charge 0.1 of 1001 us, not of 2002 (1001 + 1001) or of 1000 + 1. */
+ * is in flight too). Both parameters are unit 1's: a unit's gradients come in reverse registration order, each
+ * ready at its share of the unit's elements, so the 1 MB one (registered last) is ready at 250000 / 250250 of unit
+ * 1's 10 us backward, r0, and flies 1000 us; the tiny one is posted when that backward ends (at 30, later by a
+ * tenth of the time of its last part, which the first flies beside: (30 - r0) x 0.1 / 0.9), queued until r0 + 1000
+ * and flies 1 us. Charged: 0.1 of 1001 us, not of 2001 (1000 + 1001) or of 1000 + 1. */
 static void test_lost_share_in_flight_once(void) {
-    tdm_plan_param p[] = {{250, 1, 1}, {250000, 1, 1}}; /* both of unit 1: ready together after its backward */
+    tdm_plan_param p[] = {{250, 1, 1}, {250000, 1, 1}}; /* both of unit 1 */
     tdm_plan_model m = {.units = U2, .n_units = 2, .params = p, .n_params = 2, .n_micro = 1, .lost_share = 0.1};
     tdm_plan_config c = {.dp = 2, .bucket_size = 1000, .overlap_grad = 1, .link = {0, 8}};
     tdm_plan_result r;
     tdm_error err;
+    const double r0 = 20 + 10 * 250000.0 / 250250;
     CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
-    CHECK(r.n_colls == 2 && r.colls[1].post_us == 30 && fabs(r.colls[1].start_us - 1030) < 1e-6, "queued");
+    CHECK(r.n_colls == 2 && fabs(r.colls[0].post_us - r0) < 1e-9 &&
+              fabs(r.colls[1].post_us - (30 + (30 - r0) * 0.1 / 0.9)) < 1e-6 &&
+              fabs(r.colls[1].start_us - (r0 + 1000)) < 1e-6,
+          "posted at %g and %g, the second started at %g", r.n_colls ? r.colls[0].post_us : -1,
+          r.n_colls > 1 ? r.colls[1].post_us : -1, r.n_colls > 1 ? r.colls[1].start_us : -1);
     CHECK_NEAR(r.cpu_taken_us, 0.1 * 1001, 1e-6);
     CHECK_NEAR(r.step_us, 2030 + 100.1, 1e-6); /* the step ends with the backward */
+    tdm_plan_result_free(&r);
+    /* without the overlap both wait for the backward's end, and the unit's backward is one segment */
+    c.overlap_grad = 0;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK(r.n_colls == 2 && r.colls[0].post_us == 2030, "posted at %g", r.n_colls ? r.colls[0].post_us : -1);
     tdm_plan_result_free(&r);
 }
 
