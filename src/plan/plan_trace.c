@@ -17,6 +17,8 @@
 
 /* tandem writes traces of a few MB; a bound keeps a wrong file from taking the memory */
 #define PLAN_TRACE_MAX ((size_t)2 << 30)
+/* a collective with compute beside it for less than this share of its flight flew alone of compute */
+#define CLEAR_BESIDE   0.05
 
 void tdm_plan_note(char *notes, int cap, const char *fmt, ...) {
     if (!notes || cap <= 0) return;
@@ -638,13 +640,6 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                       "tandem)");
     if (in->speed_beside > 0) m->speed_beside = in->speed_beside;
     if (in->lost_share > 0) m->lost_share = in->lost_share;
-    /* a collective that ran beside compute was slowed there: fit the link to its time alone */
-    double slowed = 0;
-    for (int i = 0; i < n; i++) {
-        double alone = tdm_plan_alone_us(m, bytes_of[i], tau[i], beside_of[i]);
-        slowed += tau[i] - alone;
-        tau[i] = alone;
-    }
     if (mismatch)
         tdm_plan_note(notes, notes_cap,
                       "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
@@ -655,22 +650,56 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     if (n == 0 && !gbps_given)
         tdm_plan_note(notes, notes_cap,
                       "no collective in the trace to fit the link to: 10 Gbit/s assumed (give --link-gbps)");
-    if (alpha_given || gbps_given) tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
-    else fit_link_solo(x, w, tau, solo, n, &c->link, notes, notes_cap);
-    if (m->speed_beside > 0 && slowed > 0)
+    /* An overlapped baseline whose collectives flew both with no compute beside them and beside it: the first
+     * measure the link, the others how fast a collective moves where compute runs (unless given): alone time
+     * a = wall (1 - beside) + wall beside speed, summed over them. */
+    int n_clear = 0;
+    for (int i = 0; i < n; i++) n_clear += beside_of[i] < CLEAR_BESIDE;
+    if (!(m->speed_beside > 0) && !alpha_given && !gbps_given && n_clear > 0 && n_clear < n) {
+        double xs[2 * 512], ws[2 * 512], ts[2 * 512];
+        int ss[2 * 512], k = 0;
+        for (int i = 0; i < n; i++)
+            if (beside_of[i] < CLEAR_BESIDE) xs[k] = x[i], ws[k] = w[i], ts[k] = tau[i], ss[k] = solo[i], k++;
+        fit_link_solo(xs, ws, ts, ss, k, &c->link, notes, notes_cap);
+        double gained = 0, beside_t = 0;
+        for (int i = 0; i < n; i++) {
+            if (beside_of[i] < CLEAR_BESIDE) continue;
+            const double alone = c->link.alpha_us * x[i] + w[i] / (c->link.gbps * 125.0);
+            gained += alone - tau[i] * (1 - beside_of[i]), beside_t += tau[i] * beside_of[i];
+        }
+        double v = beside_t > 0 ? gained / beside_t : 1;
+        m->speed_beside = v > 1 ? 1 : v < 0.001 ? 0.001 : v;
         tdm_plan_note(notes, notes_cap,
-                      "a collective moves at %.3g of its speed alone where compute runs (--comm-speed-beside): the "
-                      "collectives that ran beside it took %.4g ms longer than alone, left out of the link's fit",
-                      m->speed_beside, slowed / 1e3);
-    else if (m->speed_beside > 0)
-        tdm_plan_note(notes, notes_cap,
-                      "a collective moves at %.3g of its speed alone where compute runs (--comm-speed-beside)",
-                      m->speed_beside);
-    else if (slowed > 0)
-        tdm_plan_note(notes, notes_cap,
-                      "the communication thread (nice %d) gets %.3g of a core beside compute: the collectives that "
-                      "ran beside it took %.4g ms longer than alone, left out of the link's fit",
-                      in->comm_thread_nice, m->comm_share, slowed / 1e3);
+                      "the %d collective(s) that flew with no compute beside them fit the link; the %d beside it "
+                      "moved there at %.3g of their speed alone (as --comm-speed-beside; tandem doctor measures it "
+                      "apart)",
+                      k, n - k, m->speed_beside);
+    } else {
+        /* a collective that ran beside compute was slowed there: fit the link to its time alone */
+        double slowed = 0;
+        for (int i = 0; i < n; i++) {
+            double alone = tdm_plan_alone_us(m, bytes_of[i], tau[i], beside_of[i]);
+            slowed += tau[i] - alone;
+            tau[i] = alone;
+        }
+        if (alpha_given || gbps_given) tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
+        else fit_link_solo(x, w, tau, solo, n, &c->link, notes, notes_cap);
+        if (m->speed_beside > 0 && slowed > 0)
+            tdm_plan_note(notes, notes_cap,
+                          "a collective moves at %.3g of its speed alone where compute runs (--comm-speed-beside): "
+                          "the collectives that ran beside it took %.4g ms longer than alone, left out of the link's "
+                          "fit",
+                          m->speed_beside, slowed / 1e3);
+        else if (m->speed_beside > 0)
+            tdm_plan_note(notes, notes_cap,
+                          "a collective moves at %.3g of its speed alone where compute runs (--comm-speed-beside)",
+                          m->speed_beside);
+        else if (slowed > 0)
+            tdm_plan_note(notes, notes_cap,
+                          "the communication thread (nice %d) gets %.3g of a core beside compute: the collectives "
+                          "that ran beside it took %.4g ms longer than alone, left out of the link's fit",
+                          in->comm_thread_nice, m->comm_share, slowed / 1e3);
+    }
     if (isfinite(m->measured_cpu_us_per_mb))
         tdm_plan_note(notes, notes_cap, "communication threads: %.4g CPU us per MB moved (analysis.json); %s",
                       m->measured_cpu_us_per_mb,

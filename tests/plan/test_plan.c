@@ -734,6 +734,61 @@ static void test_trace_step_weights(void) {
     trace_remove(&t);
 }
 
+/* An overlapped baseline (two alike ranks): bucket 0 (unit 1's gradients) is posted when unit 1's backward ends,
+ * at 30, and flies 30 us beside unit 0's 40 us backward; bucket 1 is posted after the backward, at 71, and flies
+ * 10 us with no compute beside it. The second measures the link (1000 bytes on the wire in 10 us), the first how
+ * fast a collective moves beside compute: its 10 us alone took 30, a third of its speed. Given a speed, the link
+ * is fitted to both as before. */
+static void test_trace_speed_from_overlap(void) {
+    for (int given = 0; given < 2; given++) {
+        test_trace t;
+        if (trace_begin(&t) != 0) return;
+        for (int rk = 0; rk < 2; rk++) {
+            trace_rank(&t, rk, 40);
+            fprintf(t.f,
+                    "{\"name\": \"grad bucket posted\", \"cat\": \"mark\", \"ph\": \"i\", \"s\": \"t\", \"ts\": 30, "
+                    "\"pid\": %d, \"tid\": 2, \"args\": {\"arg\": 0, \"level\": 1}},\n",
+                    rk);
+            trace_ev(&t, "grad all-reduce", "comm", 0, 30, 30, 0);
+            trace_ev(&t, "grad sync", "phase", 2, 71, 11, 0);
+            trace_ev(&t, "grad all-reduce", "wait", 2, 71, 10, 1);
+            trace_ev(&t, "grad all-reduce", "comm", 0, 71, 10, 1);
+            trace_ev(&t, "optimizer", "phase", 2, 90, 10, 0);
+        }
+        static const char *names[] = {"u0", "u1"};
+        trace_end(&t);
+        tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+        tdm_plan_trace_in in = {.path = t.dir,
+                                .unit_names = names,
+                                .n_units = 2,
+                                .params = p,
+                                .n_params = 2,
+                                .link = {-1, -1},
+                                .cpu_us_per_mb = -1,
+                                .speed_beside = given ? 0.5 : 0};
+        tdm_plan_model m;
+        tdm_error err;
+        if (tdm_plan_from_trace(&in, &m, t.notes, sizeof t.notes, &err) != 0) {
+            CHECK(0, "%s", err.msg);
+            trace_remove(&t);
+            continue;
+        }
+        CHECK(m.baseline.overlap_grad == 1 && m.baseline.dp == 2, "overlap %d dp %d", m.baseline.overlap_grad,
+              m.baseline.dp);
+        if (!given) {
+            CHECK_NEAR(m.baseline.link.gbps, 1000.0 / 10 / 125, 1e-9);
+            CHECK_NEAR(m.speed_beside, 10.0 / 30, 1e-9);
+            CHECK(strstr(t.notes, "the 1 collective(s) that flew with no compute beside them fit the link") != NULL,
+                  "%s", t.notes);
+        } else { /* 30 us beside at 0.5 is 15 alone; with 10: 25 us for 2000 bytes */
+            CHECK_NEAR(m.speed_beside, 0.5, 1e-12);
+            CHECK_NEAR(m.baseline.link.gbps, 2000.0 / 25 / 125, 1e-9);
+        }
+        tdm_plan_model_free(&m);
+        trace_remove(&t);
+    }
+}
+
 static void test_doctor_report(void) {
     const char *good = "{\"tandem_doctor\": 1, \"ranks\": 2, \"shared_memory\": false, \"transport\": \"tcp\",\n"
                        " \"beside_compute\": {\"mb\": 2.5, \"compute_ms\": 300, \"comm_thread_nice\": 10,\n"
@@ -826,6 +881,7 @@ int main(void) {
     RUN(test_trace_bucket_count);
     RUN(test_trace_bucket_size);
     RUN(test_trace_step_weights);
+    RUN(test_trace_speed_from_overlap);
     RUN(test_doctor_report);
     RUN(test_run_info);
     return TEST_SUMMARY();
