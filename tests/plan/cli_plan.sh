@@ -284,6 +284,16 @@ if "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" train "${SIZED[@]}" --profile-conf
   && grep -q "2 step(s) traced on every rank: no interval of the changes" "$W/plan_size.txt"
 then ok "a run's --ddp-bucket-size read from its buckets' bytes: $(grep '^confirm' "$W/plan_size.txt" | cut -c 14-200)"
 else bad "--ddp-bucket-size run: $(tail -n 3 "$W/train_size.log"; cat "$W/plan_size.txt")"; fi
+# that run overlapped its gradient collectives: the ones that flew with no compute beside them (the all-gathers after
+# the optimizer) fit the link, the others give the speed beside compute, in plan.json's model
+if "$TANDEM" plan "$W/prof_size" --model "$W/model" --freeze-vision --freeze-projector --out "$W/plan_ov" \
+    >"$W/plan_ov.txt" 2>&1 \
+  && grep -q "collective(s) that flew with no compute beside them fit the link; the [0-9]* beside it moved there at" \
+    "$W/plan_ov.txt" \
+  && $PY -c 'import json, sys; v = json.load(open(sys.argv[1]))["model"]["speed_beside"]; sys.exit(0 if 0.001 <= v <= 1 else 1)' \
+    "$W/plan_ov/plan.json"
+then ok "an overlapped run's speed beside compute from its own collectives: $(grep -o 'moved there at [0-9.e-]*' "$W/plan_ov.txt")"
+else bad "overlapped run's speed beside compute: $(cat "$W/plan_ov.txt")"; fi
 echo '{"a": 1}' >"$W/notrace.json"
 echo '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce_RING_LL_Sum_float", "ts": 3,
   "dur": 20, "pid": 0, "tid": 7, "args": {"stream": 7, "correlation": 5}}]}' >"$W/notrace2.json"
