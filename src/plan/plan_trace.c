@@ -279,15 +279,19 @@ static int trace_path(const char *in_path, char *path, size_t cap, tdm_error *er
     return 0;
 }
 
-int tdm_plan_trace_read(const char *in_path, tdm_prof_trace *pt, tdm_error *err) {
-    char path[4096];
-    memset(pt, 0, sizeof *pt);
-    if (trace_path(in_path, path, sizeof path, err) != 0) return -1;
+/* The trace at path (resolved by trace_path) into *pt. */
+static int load_trace(const char *path, tdm_prof_trace *pt, tdm_error *err) {
     tdm_error le;
     if (tdm_prof_trace_load(path, PLAN_TRACE_MAX, pt, &le) != 0)
         return strstr(le.msg, "expected") ? tdm_errorf(err, "%s", le.msg)
                                           : tdm_errorf(err, "%s (expected tandem's trace.json)", le.msg);
     return 0;
+}
+
+int tdm_plan_trace_read(const char *in_path, tdm_prof_trace *pt, tdm_error *err) {
+    char path[4096];
+    memset(pt, 0, sizeof *pt);
+    return trace_path(in_path, path, sizeof path, err) != 0 ? -1 : load_trace(path, pt, err);
 }
 
 /* How many times traced step k counts (tdm_plan_trace_in's step_weight). */
@@ -303,7 +307,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     tdm_prof_trace pt;
     m->measured_step_us = NAN;
     if (in->trace) pt = *in->trace; /* the caller's: not freed here */
-    else if (tdm_plan_trace_read(path, &pt, err) != 0) return -1;
+    else if (load_trace(path, &pt, err) != 0) return -1;
 
     const int U = in->n_units;
     const int MAXB = 4096;

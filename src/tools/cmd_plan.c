@@ -699,12 +699,17 @@ static void model_flags(tdm_plan_model *m, const plan_opts *o) {
     if (o->lost_share > 0) m->lost_share = o->lost_share;
 }
 
+/* The candidates predicted: those given, else the overlap flags (one of them without the distributed optimizer). */
+static int n_candidates(const tdm_plan_model *m, const plan_opts *o) {
+    return o->n_candidates ? o->n_candidates : m->baseline.distributed ? 2 : 1;
+}
+
 /* rows[0] the baseline's replay, then each candidate (relative to the baseline; by default the overlap flags, or
  * a baseline's own overlap turned off), into *n_rows as they are simulated. 0, else the exit code with one
  * sentence printed unless quiet. */
 static int build_rows(const tdm_plan_model *m, const plan_opts *o, row *rows, int *n_rows, int quiet) {
     static const char *const defaults[2] = {"--overlap-grad-reduce", "--overlap-grad-reduce --overlap-param-gather"};
-    const int n_cand = o->n_candidates ? o->n_candidates : m->baseline.distributed ? 2 : 1;
+    const int n_cand = n_candidates(m, o);
     tdm_error err;
     *n_rows = 0;
     snprintf(rows[0].name, sizeof rows[0].name, "baseline (replay)");
@@ -943,7 +948,7 @@ int cmd_plan(int argc, char **argv) {
         tdm_plan_model_free(&m);
         goto out_practice;
     }
-    const int n_cand = o.n_candidates ? o.n_candidates : m.baseline.distributed ? 2 : 1;
+    const int n_cand = n_candidates(&m, &o);
     row *rows = tdm_xcalloc((size_t)n_cand + 2, sizeof *rows);
     double *lo = tdm_xcalloc((size_t)n_cand + 2, sizeof *lo), *hi = tdm_xcalloc((size_t)n_cand + 2, sizeof *hi);
     int n_rows = 0, resampled = 0;

@@ -444,13 +444,18 @@ static void trace_coll(test_trace *t, const char *name, double t0, double dur, i
             name, t0, dur, t->rank, arg, bytes);
 }
 
-static void trace_rank(test_trace *t, int rank, double u0_bwd) {
+/* Starts rank `rank`'s records: its thread names (tid 0 comm, 2 compute). */
+static void trace_threads(test_trace *t, int rank) {
     t->rank = rank;
     static const char *const threads[2] = {"comm", "compute"};
     for (int k = 0; k < 2; k++)
         fprintf(t->f,
                 "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s\"}},\n",
                 rank, 2 * k, threads[k]);
+}
+
+static void trace_rank(test_trace *t, int rank, double u0_bwd) {
+    trace_threads(t, rank);
     trace_ev(t, "step", "phase", 2, 0, 100, 1);
     trace_ev(t, "forward-backward", "phase", 2, 0, 30 + u0_bwd, 0);
     trace_ev(t, "u0", "layer", 2, 0, 10, 0);
@@ -470,18 +475,23 @@ static void trace_remove(const test_trace *t) {
     rmdir(t->dir);
 }
 
-/* Ends the written trace and builds its model: two units (u0, u1), parameter table p[n], the notes in
- * t->notes. 1 when built (its checks counted). */
-static int trace_model(test_trace *t, const tdm_plan_param *p, int n, tdm_plan_model *m) {
+/* The model's input for the written trace: two units (u0, u1), parameter table p[n], the link fitted. */
+static tdm_plan_trace_in trace_in(const test_trace *t, const tdm_plan_param *p, int n) {
     static const char *names[] = {"u0", "u1"};
+    return (tdm_plan_trace_in){.path = t->dir,
+                               .unit_names = names,
+                               .n_units = 2,
+                               .params = p,
+                               .n_params = n,
+                               .link = {-1, -1},
+                               .cpu_us_per_mb = -1};
+}
+
+/* Ends the written trace and builds its model (trace_in), the notes in t->notes. 1 when built (its checks
+ * counted). */
+static int trace_model(test_trace *t, const tdm_plan_param *p, int n, tdm_plan_model *m) {
     trace_end(t);
-    tdm_plan_trace_in in = {.path = t->dir,
-                            .unit_names = names,
-                            .n_units = 2,
-                            .params = p,
-                            .n_params = n,
-                            .link = {-1, -1},
-                            .cpu_us_per_mb = -1};
+    const tdm_plan_trace_in in = trace_in(t, p, n);
     tdm_error err;
     int rc = tdm_plan_from_trace(&in, m, t->notes, sizeof t->notes, &err);
     CHECK(rc == 0, "%s", err.msg);
@@ -671,13 +681,7 @@ static void test_trace_step_weights(void) {
     test_trace t;
     if (trace_begin(&t) != 0) return;
     for (int rk = 0; rk < 2; rk++) {
-        t.rank = rk;
-        static const char *const threads[2] = {"comm", "compute"};
-        for (int k = 0; k < 2; k++)
-            fprintf(t.f,
-                    "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": "
-                    "\"%s\"}},\n",
-                    rk, 2 * k, threads[k]);
+        trace_threads(&t, rk);
         for (int k = 0; k < 2; k++) {
             const double s = 200 * k, b = k ? 40 : 20, fb = 30 + b;
             trace_ev(&t, "step", "phase", 2, s, 100, 1);
@@ -700,21 +704,12 @@ static void test_trace_step_weights(void) {
         trace_remove(&t);
         return;
     }
-    static const char *names[] = {"u0", "u1"};
     static const int weights[3][2] = {{1, 0}, {0, 2}, {2, 1}};
     tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
     for (int c = 0; c < 4; c++) {
         const double w0 = c < 3 ? weights[c][0] : 1, w1 = c < 3 ? weights[c][1] : 1;
-        tdm_plan_trace_in in = {.path = t.dir,
-                                .unit_names = names,
-                                .n_units = 2,
-                                .params = p,
-                                .n_params = 2,
-                                .link = {-1, -1},
-                                .cpu_us_per_mb = -1,
-                                .trace = &pt,
-                                .step_weight = c < 3 ? weights[c] : NULL,
-                                .n_step_weight = 2};
+        tdm_plan_trace_in in = trace_in(&t, p, 2);
+        in.trace = &pt, in.step_weight = c < 3 ? weights[c] : NULL, in.n_step_weight = 2;
         tdm_plan_model m;
         if (tdm_plan_from_trace(&in, &m, NULL, 0, &err) != 0) {
             CHECK(0, "weights %g %g: %s", w0, w1, err.msg);
@@ -755,17 +750,10 @@ static void test_trace_speed_from_overlap(void) {
             trace_ev(&t, "grad all-reduce", "comm", 0, 71, 10, 1);
             trace_ev(&t, "optimizer", "phase", 2, 90, 10, 0);
         }
-        static const char *names[] = {"u0", "u1"};
         trace_end(&t);
         tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
-        tdm_plan_trace_in in = {.path = t.dir,
-                                .unit_names = names,
-                                .n_units = 2,
-                                .params = p,
-                                .n_params = 2,
-                                .link = {-1, -1},
-                                .cpu_us_per_mb = -1,
-                                .speed_beside = given ? 0.5 : 0};
+        tdm_plan_trace_in in = trace_in(&t, p, 2);
+        in.speed_beside = given ? 0.5 : 0;
         tdm_plan_model m;
         tdm_error err;
         if (tdm_plan_from_trace(&in, &m, t.notes, sizeof t.notes, &err) != 0) {
