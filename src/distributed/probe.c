@@ -346,6 +346,80 @@ int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, uin
     return 0;
 }
 
+/* ------------------------------------------------------------------ posted together */
+
+/* ops[0 .. k) posted and waited for one by one (together 0), or all posted, then waited for in order; this rank
+ * posts after `late_ms` of polling (the ranks of a step end their backward apart): ms from its first post. */
+static double timed_group(tdm_comm *c, tdm_comm_op *ops, int k, int together, double late_ms) {
+    const uint64_t go = tdm_now_ns() + (uint64_t)(late_ms * 1e6);
+    while (tdm_now_ns() < go) tdm_comm_progress(c);
+    const uint64_t t0 = tdm_now_ns();
+    for (int i = 0; i < k; i++) {
+        tdm_comm_post(c, &ops[i]);
+        if (!together) tdm_comm_wait(c, &ops[i]);
+    }
+    for (int i = 0; together && i < k; i++) tdm_comm_wait(c, &ops[i]);
+    return (double)(tdm_now_ns() - t0) / 1e6;
+}
+
+int tdm_probe_posted_together(MPI_Comm comm, double mb, int k, int reps, uint64_t timeout_ns, tdm_together_cost *out,
+                              tdm_error *err) {
+    memset(out, 0, sizeof *out);
+    if (k < 2 || k > 64) return tdm_errorf(err, "posted-together probe: %d collectives: expected 2 to 64", k);
+    reps = clamp_reps(reps);
+    int size, rank;
+    size_t bytes;
+    const int per_rank = floats_per_rank(comm, mb, &size, &bytes);
+    MPI_Comm_rank(comm, &rank);
+    const size_t each = (size_t)per_rank * (size_t)size; /* floats of one collective's buffer */
+    float *buf = malloc(each * (size_t)k * sizeof *buf);
+    tdm_comm_op *ops = calloc((size_t)k, sizeof *ops);
+    int all = buf && ops;
+    tdm_allreduce_bounded(&all, 1, MPI_INT, MPI_MIN, comm, timeout_ns, "collective probe");
+    if (!all) {
+        free(buf), free(ops);
+        return tdm_errorf(err, "posted-together probe: %d buffers of %.1f MB: out of memory on some rank", k, mb);
+    }
+    for (size_t i = 0; i < each * (size_t)k; i++) buf[i] = 1e-3f;
+    MPI_Comm dup;
+    MPI_Comm_dup(comm, &dup);
+    tdm_comm *c = tdm_comm_create(dup, TDM_DDP_PROGRESS_INLINE, k, 0, err);
+    if (!c) {
+        free(buf), free(ops);
+        return -1;
+    }
+    tdm_comm_set_timeout(c, timeout_ns);
+    double t[2][2][MAX_REPS]; /* [kind][together][round], on the last rank */
+    for (int kind = 0; kind < 2; kind++) {
+        for (int i = 0; i < k; i++)
+            ops[i] = (tdm_comm_op){.kind = kind ? TDM_COMM_ALLGATHER : TDM_COMM_REDUCE_SCATTER,
+                                   .buf = buf + (size_t)i * each,
+                                   .count = per_rank,
+                                   .bucket = i,
+                                   .name = kind ? "probe-ag" : "probe-rs"};
+        probe_barrier(comm, timeout_ns);
+        /* untimed: the library sets up; then how long one collective takes, the last rank's lateness */
+        double late = timed_group(c, ops, k, 1, 0);
+        probe_barrier(comm, timeout_ns);
+        late = timed_group(c, ops, k, 0, 0) / k;
+        MPI_Bcast(&late, 1, MPI_DOUBLE, size - 1, comm);
+        for (int r = 0; r < reps; r++)
+            for (int j = 0; j < 2; j++) {
+                const int together = (r + j) % 2;
+                probe_barrier(comm, timeout_ns);
+                t[kind][together][r] = timed_group(c, ops, k, together, rank == size - 1 ? late : 0);
+            }
+    }
+    tdm_comm_free(c);
+    free(buf), free(ops);
+    double v[4] = {median(t[0][0], reps), median(t[0][1], reps), median(t[1][0], reps), median(t[1][1], reps)};
+    MPI_Bcast(v, 4, MPI_DOUBLE, size - 1, comm);
+    out->mb = (double)bytes / MB;
+    out->k = k;
+    out->rs_one_ms = v[0], out->rs_together_ms = v[1], out->ag_one_ms = v[2], out->ag_together_ms = v[3];
+    return 0;
+}
+
 /* ------------------------------------------------------------------ beside compute */
 
 enum { BESIDE_N = 256, BESIDE_D = 384 }; /* one piece: a 256-token linear forward of width 384, about 75 MFLOP */

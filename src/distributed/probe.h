@@ -61,6 +61,26 @@ int tdm_probe_collectives(MPI_Comm comm, double mb, int reps, uint64_t timeout_n
 int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, uint64_t timeout_ns, tdm_coll_cost *out,
                              tdm_error *err);
 
+/* k collectives posted at once, then waited for, against the same k posted one by one (each waited for before
+ * the next is posted): what a step pays when its buckets go out together (no overlap: every bucket after the
+ * backward) rather than as they become ready. The model of tandem plan runs the collectives one after another on
+ * the link; some libraries run collectives in flight together slower than that (docs/plan.md, "Posted
+ * together"). Times are of all k, ms. */
+typedef struct tdm_together_cost {
+    double mb; /* each collective's buffer, MB */
+    int k;
+    double rs_one_ms, rs_together_ms; /* reduce-scatters: one by one, posted together */
+    double ag_one_ms, ag_together_ms; /* all-gathers */
+} tdm_together_cost;
+
+/* Collective over comm (2 ranks or more): `reps` rounds of each kind, one by one and together in turn (which goes
+ * first alternates), through an engine with inline progress on a duplicate of comm. The ranks of a step end their
+ * backward apart: the last rank posts each round one collective's time (one by one) after the others, and the
+ * figures are its own, from its first post (as tandem plan fits the link to the rank that posted last); medians
+ * over rounds. k from 2 to 64; -1 with err as tdm_probe_collectives. */
+int tdm_probe_posted_together(MPI_Comm comm, double mb, int k, int reps, uint64_t timeout_ns, tdm_together_cost *out,
+                              tdm_error *err);
+
 /* A collective in flight while the rank computes: what it costs the compute, and how fast it moves there.
  * What `tandem plan` needs to predict an overlap (--comm-cpu-us-per-mb, --comm-speed-beside): the CPU time a
  * communication thread reports leaves out the kernel's work for a network transport and the caches, and inline

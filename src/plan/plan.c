@@ -210,6 +210,8 @@ typedef struct sim {
     double scale; /* compute time over the measured one (oversubscribed cores) */
     double t;     /* the compute thread's clock */
     double link_free;
+    double grad_at;    /* when the last gradient collective was posted (NaN: none yet) */
+    double grad_first; /* its group's first member's time alone, not yet slowed (grad_together) */
     int nb;
     int64_t *padded;
     double *ag_end; /* [nb] NaN until dispatched */
@@ -261,7 +263,8 @@ static double progress_end(const sim *s, double start, double d, double v) {
     return t + left;
 }
 
-static double post(sim *s, int kind, int bucket, double bytes, double at) {
+/* Posts a collective at `at`; it takes f times its time alone, plus `extra`. */
+static double post_slowed(sim *s, int kind, int bucket, double bytes, double at, double f, double extra) {
     tdm_plan_result *r = s->r;
     if (r->n_colls == s->coll_cap) {
         s->coll_cap = s->coll_cap ? 2 * s->coll_cap : 64;
@@ -269,10 +272,29 @@ static double post(sim *s, int kind, int bucket, double bytes, double at) {
     }
     double start = at > s->link_free ? at : s->link_free;
     double d = tdm_plan_coll_us(kind, bytes, s->c->dp, &s->c->link);
-    double end = progress_end(s, start, d, speed_beside_compute(s->m, busy_fraction(s->m, bytes, d)));
+    double end = progress_end(s, start, d * f + extra, speed_beside_compute(s->m, busy_fraction(s->m, bytes, d)));
     s->link_free = end;
     r->colls[r->n_colls++] = (tdm_plan_coll){kind, bucket, bytes, at, start, end, 0};
     return end;
+}
+
+static double post(sim *s, int kind, int bucket, double bytes, double at) {
+    return post_slowed(s, kind, bucket, bytes, at, 1, 0);
+}
+
+/* A bucket's gradient collective, posted now. Those posted at one instant (no compute between them: the buckets
+ * left after the backward) run grad_together times as long as one by one; the group's first member is posted
+ * before the group is known, so the second carries its share. */
+static double post_grad(sim *s, int kind, int bucket, double bytes) {
+    const double d = tdm_plan_coll_us(kind, bytes, s->c->dp, &s->c->link), f = s->m->grad_together;
+    if (!(f > 1)) return post(s, kind, bucket, bytes, s->t);
+    if (s->grad_at != s->t) { /* a new group, of one so far */
+        s->grad_at = s->t, s->grad_first = d;
+        return post(s, kind, bucket, bytes, s->t);
+    }
+    const double extra = (f - 1) * s->grad_first;
+    s->grad_first = 0;
+    return post_slowed(s, kind, bucket, bytes, s->t, f, extra);
 }
 
 /* all-gathers go out in forward order, bucket nb-1 first, until the first n are out */
@@ -296,6 +318,7 @@ static void run_once(sim *s, const int *bucket_of, const int *ready_unit, const 
     const int grad_kind = c->distributed ? TDM_PLAN_REDUCE_SCATTER : TDM_PLAN_ALL_REDUCE;
     s->t = 0;
     s->link_free = 0;
+    s->grad_at = NAN, s->grad_first = 0;
     s->ag_dispatched = 0;
     s->r->n_segs = s->r->n_colls = 0;
     for (int b = 0; b < nb; b++) s->ag_end[b] = NAN;
@@ -327,7 +350,7 @@ static void run_once(sim *s, const int *bucket_of, const int *ready_unit, const 
                 const double f = ready_unit[next_launch] == u ? ready_frac[next_launch] : 0;
                 if (f > done) seg(s, m->units[u].bwd_us * (f - done), u, 1, "backward"), done = f;
                 if (gathers_overlapped) dispatch_gathers(s, nb);
-                rs_end[next_launch] = post(s, grad_kind, next_launch, (double)s->padded[next_launch] * 4.0, s->t);
+                rs_end[next_launch] = post_grad(s, grad_kind, next_launch, (double)s->padded[next_launch] * 4.0);
                 next_launch++;
             }
             if (done < 1) seg(s, m->units[u].bwd_us * (1 - done), u, 1, "backward");
@@ -335,7 +358,7 @@ static void run_once(sim *s, const int *bucket_of, const int *ready_unit, const 
     }
     for (; next_launch < nb; next_launch++) {
         if (gathers_overlapped) dispatch_gathers(s, nb);
-        rs_end[next_launch] = post(s, grad_kind, next_launch, (double)s->padded[next_launch] * 4.0, s->t);
+        rs_end[next_launch] = post_grad(s, grad_kind, next_launch, (double)s->padded[next_launch] * 4.0);
     }
     for (int b = 0; b < nb; b++) wait_until(s, rs_end[b]);
     if (gathers_overlapped)

@@ -25,7 +25,8 @@
  *   micro-batch's forward waits per bucket before the first unit that reads it (prefetch as in
  *   param_gather.c); a gradient launch first dispatches every all-gather not yet dispatched.
  * - The link carries one collective at a time, in posting order (FIFO); a collective of n bytes
- *   on p ranks costs the ring formulas below.
+ *   on p ranks costs the ring formulas below; gradient collectives posted at one instant take
+ *   grad_together times as long in all.
  * - While a collective is in flight behind compute, its CPU cost (cpu_us_per_mb per MB moved)
  *   is taken from the compute it overlaps (inline progress, or a communication thread that has
  *   no core of its own); 0 when the thread has a core. With comm_share (a thread making the
@@ -97,14 +98,16 @@ typedef struct tdm_plan_model {
     double sync_us;     /* gradient sync's own time after the waits (the ranks' agreement) */
     double opt_us;      /* optimizer, without waits for all-gathers */
     double cpu_us_per_mb;
-    double comm_share;        /* the share of a core a communication thread without a core of its own gets while
+    double comm_share;    /* the share of a core a communication thread without a core of its own gets while
                           compute runs beside it (tdm_plan_nice_share); its collectives' CPU-bound part
                           runs that much slower there. 0: the thread runs first (nothing slows) */
-    double speed_beside;      /* > 0: given (tandem doctor's "beside compute"): every collective moves at this share of
+    double speed_beside;  /* > 0: given (tandem doctor's "beside compute"): every collective moves at this share of
                                  its speed alone where compute runs, in place of comm_share's */
-    double lost_share;        /* > 0: given (tandem doctor's thread line): compute loses this share of its time while
+    double grad_together; /* > 1: gradient collectives posted at one instant (no compute between them, as the buckets
+                                 left after the backward are) take this many times as long as posted one by one */
+    double lost_share;    /* > 0: given (tandem doctor's thread line): compute loses this share of its time while
                                  any collective is in flight beside it (posted and not done), in place of the CPU per MB */
-    int cores;                /* cores the ranks of one host share (0: as many as they need): compute is scaled by
+    int cores;            /* cores the ranks of one host share (0: as many as they need): compute is scaled by
                   max(1, dp / cores) over the baseline's, for dp sizes that oversubscribe one host */
     tdm_plan_config baseline; /* the settings the measurement ran with, link fitted or given */
     double measured_step_us;  /* mean over the traced steps and ranks; NaN when built by hand */

@@ -174,6 +174,31 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
     }
 }
 
+/* Without --overlap-grad-reduce the reduce-scatters are posted at once after the backward, the all-gathers at once
+ * after the optimizer; over a network both move the same bytes on the wire at the link's speed, each rank about
+ * in step with the others after the reduce-scatters. When the reduce-scatters took longer per byte on the wire,
+ * the library ran them slower posted together on the rank that reached them last (measured: MPICH's, not Open
+ * MPI's; a bucket posted alone moves at the all-gathers' speed): that ratio is the model's grad_together, and the
+ * reduce-scatters' own times are taken back to one by one for the link's fit. */
+static void grads_together(const tdm_plan_config *c, int shared_memory, int nb, int n, const double *w, double *tau,
+                           const int *side_of, tdm_plan_model *m, char *notes, int notes_cap) {
+    if (!c->distributed || c->overlap_grad || c->dp < 2 || shared_memory != 0 || nb < 2) return;
+    double t[2] = {0, 0}, wire[2] = {0, 0};
+    int k = 0;
+    for (int i = 0; i < n; i++) t[side_of[i]] += tau[i], wire[side_of[i]] += w[i], k += side_of[i] == 0;
+    if (!(wire[0] > 0 && wire[1] > 0 && t[1] > 0) || k < 2) return;
+    const double r = (t[0] / wire[0]) / (t[1] / wire[1]);
+    if (!(r > 1)) return;
+    m->grad_together = r < 4 ? r : 4;
+    for (int i = 0; i < n; i++)
+        if (side_of[i] == 0) tau[i] /= m->grad_together;
+    tdm_plan_note(notes, notes_cap,
+                  "the %d reduce-scatters, posted together after the backward, took %.3f times the all-gathers' time "
+                  "per byte on the wire: posted at once they ran that much slower than one by one (the model's "
+                  "gradient collectives posted at one instant do; one posted alone moves at the all-gathers' speed)",
+                  k, m->grad_together);
+}
+
 /* A training step's envelope on the compute thread. */
 static int is_step(const tdm_prof_rec *x) {
     return !x->instant && x->cat == TDM_PROF_PHASE && x->thread_kind == TDM_PROF_THREAD_COMPUTE &&
@@ -608,7 +633,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         }
     }
     double x[2 * 512], w[2 * 512], tau[2 * 512], bytes_of[2 * 512], beside_of[2 * 512], moved = 0;
-    int solo[2 * 512];
+    int solo[2 * 512], side_of[2 * 512];
     int n = 0, mismatch = 0;
     for (int side = 0; side < 2; side++)
         for (int b = 0; b < MAXB && n < 1024; b++) {
@@ -622,7 +647,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             double bytes = (double)padded[b] * (side && c->bf16_params ? 2.0 : 4.0);
             tdm_plan_coll_factors(kind, bytes, c->dp, &c->link, &x[n], &w[n]);
             tau[n] = o->sum / o->n;
-            bytes_of[n] = bytes, beside_of[n] = beside[side * MAXB + b] / o->n;
+            bytes_of[n] = bytes, beside_of[n] = beside[side * MAXB + b] / o->n, side_of[n] = side;
             solo[n] = solo_n[side * MAXB + b] == o->n; /* alone in every step it was taken from */
             moved += records[side * MAXB + b] * bytes;
             n++;
@@ -649,6 +674,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                       "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
                       "left out of the link's fit",
                       nb);
+    grads_together(c, shared_memory, nb, n, w, tau, side_of, m, notes, notes_cap);
     int alpha_given = in->link.alpha_us >= 0, gbps_given = in->link.gbps > 0;
     if (!alpha_given) c->link.alpha_us = 0;
     if (n == 0 && !gbps_given)

@@ -32,6 +32,7 @@ typedef struct doctor_opts {
     int reps;
     int gemm_n;
     double beside_ms, beside_mb;
+    int together;
     int comm_thread_nice;
     const char *json;
 } doctor_opts;
@@ -80,6 +81,15 @@ static const tdm_flag FLAGS[] = {
      .metavar = "MB",
      .help = "each collective's buffer in the beside-compute probe: about a gradient bucket of the run to plan "
              "(a collective's speed there depends on its size); 0: a quarter of --max-mb"},
+    {.name = "together",
+     .kind = TDM_FLAG_INT,
+     .off = offsetof(doctor_opts, together),
+     .lo = 0,
+     .hi = 64,
+     .def = "8",
+     .metavar = "K",
+     .help = "K reduce-scatters (and K all-gathers) of --max-mb / K each posted at once against one by one: what "
+             "a step pays when its buckets go out together (tandem plan --doctor reads it); 0 or 1 skips it"},
     {.name = "comm-thread-nice",
      .kind = TDM_FLAG_INT,
      .off = offsetof(doctor_opts, comm_thread_nice),
@@ -184,6 +194,36 @@ static int beside(const doctor_opts *o, int rank, tdm_strbuf *js, tdm_error *err
         tdm_sb_puts(js, "}");
         fflush(stdout);
     }
+    return 0;
+}
+
+/* K collectives posted at once against one by one, per kind; the figures into js (rank 0) as "posted_together". */
+static int together(const doctor_opts *o, int rank, tdm_strbuf *js, tdm_error *err) {
+    tdm_together_cost t;
+    if (tdm_probe_posted_together(MPI_COMM_WORLD, o->max_mb / o->together, o->together, o->reps, 0, &t, err) != 0)
+        return -1;
+    const double rs = t.rs_one_ms > 0 ? t.rs_together_ms / t.rs_one_ms : NAN,
+                 ag = t.ag_one_ms > 0 ? t.ag_together_ms / t.ag_one_ms : NAN;
+    if (rank != 0) return 0;
+    printf("  posted together  %d collectives of %.2f MB posted at once, then waited for, against one by one: ms for "
+           "all\n"
+           "                   on the rank that posts one collective's time after the others\n"
+           "      kind             one by one   together   together / one by one\n"
+           "      reduce-scatter   %10.2f   %8.2f   %21.3f\n"
+           "      all-gather       %10.2f   %8.2f   %21.3f\n",
+           t.k, t.mb, t.rs_one_ms, t.rs_together_ms, rs, t.ag_one_ms, t.ag_together_ms, ag);
+    fflush(stdout);
+    tdm_sb_printf(js, ",\n\"posted_together\": {\"k\": %d, ", t.k);
+    tdm_sb_json_key_num(js, "mb", t.mb);
+    const double f[2][3] = {{t.rs_one_ms, t.rs_together_ms, rs}, {t.ag_one_ms, t.ag_together_ms, ag}};
+    for (int i = 0; i < 2; i++) {
+        tdm_sb_printf(js, ", \"%s\": {", i ? "all_gather" : "reduce_scatter");
+        tdm_sb_json_key_num(js, "one_by_one_ms", f[i][0]), tdm_sb_puts(js, ", ");
+        tdm_sb_json_key_num(js, "together_ms", f[i][1]), tdm_sb_puts(js, ", ");
+        tdm_sb_json_key_num(js, "ratio", f[i][2]);
+        tdm_sb_putc(js, '}');
+    }
+    tdm_sb_putc(js, '}');
     return 0;
 }
 
@@ -304,6 +344,13 @@ int cmd_doctor(int argc, char **argv) {
         }
         mpi_rs = m;
         if (rank == 0) tdm_sb_puts(&js, "]");
+        if (o.together >= 2 && together(&o, rank, &js, &err) != 0) {
+            if (rank == 0) fprintf(stderr, "tandem doctor: %s\n", err.msg);
+            tdm_sb_free(&sb);
+            tdm_sb_free(&js);
+            MPI_Finalize();
+            return 1;
+        }
         if (o.beside_ms > 0 && beside(&o, rank, &js, &err) != 0) {
             if (rank == 0) fprintf(stderr, "tandem doctor: %s\n", err.msg);
             tdm_sb_free(&sb);

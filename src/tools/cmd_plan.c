@@ -387,6 +387,8 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
                   m->n_units, m->n_micro, m->head_us, m->fb_other_us, m->sync_us, m->opt_us, m->cpu_us_per_mb,
                   m->lost_share > 0 ? m->lost_share : 0);
     json_num(sb, m->speed_beside > 0 ? m->speed_beside : NAN);
+    tdm_sb_puts(sb, ", \"grad_together\": ");
+    json_num(sb, m->grad_together > 1 ? m->grad_together : NAN);
     tdm_sb_puts(sb, ", \"measured_step_us\": ");
     json_num(sb, m->measured_step_us);
     tdm_sb_printf(sb, ", \"measured_steps\": %d, \"calibrated_step_us\": ", m->n_steps_measured);

@@ -948,6 +948,24 @@ static void test_comm_test_and_beside_probe(void) {
     }
 }
 
+/* The posted-together probe: k collectives of each kind timed both ways, the last rank's figures on every rank;
+ * a k out of range is refused alike on every rank (before any MPI call). */
+static void test_posted_together_probe(void) {
+    tdm_error err = {{0}};
+    tdm_together_cost t;
+    CHECK(tdm_probe_posted_together(MPI_COMM_WORLD, 0.25, 1, 2, 0, &t, &err) != 0 &&
+              strstr(err.msg, "expected 2 to 64"),
+          "k 1: %s", err.msg);
+    CHECK(tdm_probe_posted_together(MPI_COMM_WORLD, 0.0625, 4, 2, 0, &t, &err) == 0, "%s", err.msg);
+    CHECK(t.k == 4 && t.mb > 0 && t.mb <= 0.0625, "k %d mb %g", t.k, t.mb);
+    const double v[4] = {t.rs_one_ms, t.rs_together_ms, t.ag_one_ms, t.ag_together_ms};
+    double lo[4], hi[4];
+    MPI_Allreduce(v, lo, 4, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(v, hi, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    for (int i = 0; i < 4; i++)
+        CHECK(v[i] > 0 && isfinite(v[i]) && lo[i] == hi[i], "figure %d: %g (ranks %g .. %g)", i, v[i], lo[i], hi[i]);
+}
+
 static void test_create_fails_on_every_rank(void) {
     synth *s = malloc(sizeof *s);
     synth_build(s);
@@ -1084,6 +1102,7 @@ int main(int argc, char **argv) {
     RUN(test_report_comm_thread_cpu);
     RUN(test_wait_poll);
     RUN(test_comm_test_and_beside_probe);
+    RUN(test_posted_together_probe);
     RUN(test_create_fails_on_every_rank);
     RUN(test_create_refuses_different_tables);
     RUN(test_inline_progress_at_each_gradient);

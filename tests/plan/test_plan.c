@@ -164,6 +164,38 @@ static void test_fully_hidden_and_exposed(void) {
     tdm_plan_result_free(&r);
 }
 
+/* Gradient collectives posted at one instant take grad_together times as long in all: without overlap both
+ * reduce-scatters go out at the backward's end (1.5 x their time together, the second carrying the first's share);
+ * with overlap bucket 0 goes out after unit 1's backward, bucket 1 at the end, each alone at its own time. */
+static void test_grads_posted_together(void) {
+    tdm_plan_model m = {.units = U2, .n_units = 2, .params = P2, .n_params = 2, .n_micro = 1};
+    tdm_plan_config c = {.dp = 2, .distributed = 1, .bucket_size = 1000, .link = {0, 8}};
+    tdm_plan_result r[2];
+    tdm_error err;
+    /* padded to 128 elements: 250112 and 256, half of each on the wire at 1000 bytes/us */
+    const double d0 = 250112 * 4.0 / 2 / 1000, d1 = 256 * 4.0 / 2 / 1000;
+    for (int k = 0; k < 2; k++) {
+        m.grad_together = k ? 1.5 : 0;
+        CHECK(tdm_plan_simulate(&m, &c, &r[k], &err) == 0, "%s", err.msg);
+    }
+    CHECK_NEAR(r[0].step_us, 2030 + 2 * (d0 + d1), 1e-6);
+    CHECK_NEAR(r[1].step_us, 2030 + 2.5 * (d0 + d1), 1e-6); /* the all-gathers, after the optimizer, as before */
+    CHECK(r[1].n_colls == 4, "%d collectives", r[1].n_colls);
+    if (r[1].n_colls == 4) {
+        CHECK_NEAR(r[1].colls[0].end_us, 2030 + d0, 1e-6);
+        CHECK_NEAR(r[1].colls[1].end_us, 2030 + 1.5 * (d0 + d1), 1e-6);
+    }
+    for (int k = 0; k < 2; k++) tdm_plan_result_free(&r[k]);
+    c.overlap_grad = 1;
+    for (int k = 0; k < 2; k++) {
+        m.grad_together = k ? 1.5 : 0;
+        CHECK(tdm_plan_simulate(&m, &c, &r[k], &err) == 0, "%s", err.msg);
+    }
+    CHECK_NEAR(r[0].step_us, 2030 + d1 + d0 + d1, 1e-6);
+    CHECK_NEAR(r[1].step_us, r[0].step_us, 1e-9);
+    for (int k = 0; k < 2; k++) tdm_plan_result_free(&r[k]);
+}
+
 static void test_cpu_taken_from_overlapped_compute(void) {
     tdm_plan_model m = {.units = U2, .n_units = 2, .params = P2, .n_params = 2, .n_micro = 1, .cpu_us_per_mb = 100};
     tdm_plan_config c = {.dp = 2, .bucket_size = 1000, .overlap_grad = 1, .link = {0, 8}};
@@ -777,6 +809,58 @@ static void test_trace_speed_from_overlap(void) {
     }
 }
 
+/* A distributed baseline without overlap over a network: two reduce-scatters posted together after the backward
+ * take 25 us, two all-gathers of the same bytes after the optimizer 20: posted together they ran 1.25 times as long,
+ * and the link is the all-gathers' (1024 bytes on the wire in 20 us). On shared memory (where a reduce-scatter also
+ * sums) nothing is read from the difference. */
+static void test_trace_grads_together(void) {
+    for (int shm = 0; shm < 2; shm++) {
+        test_trace t;
+        if (trace_begin(&t) != 0) return;
+        for (int rk = 0; rk < 2; rk++) {
+            trace_rank(&t, rk, 20);
+            trace_ev(&t, "grad sync", "phase", 2, 51, 26, 0);
+            for (int b = 0; b < 2; b++) trace_coll(&t, "grad reduce-scatter", 51, 25, b, 1024);
+            trace_ev(&t, "optimizer", "phase", 2, 77, 2, 0);
+            for (int b = 0; b < 2; b++) trace_coll(&t, "param all-gather", 79, 20, b, 1024);
+        }
+        trace_end(&t);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/analysis.json", t.dir);
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL, "open %s", path);
+        if (f) fprintf(f, "{\"shared_memory\": %s}\n", shm ? "true" : "false"), fclose(f);
+        tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+        tdm_plan_trace_in in = trace_in(&t, p, 2);
+        tdm_plan_model m;
+        tdm_error err;
+        if (tdm_plan_from_trace(&in, &m, t.notes, sizeof t.notes, &err) != 0) {
+            CHECK(0, "%s", err.msg);
+        } else {
+            CHECK(m.baseline.distributed && !m.baseline.overlap_grad, "distributed %d", m.baseline.distributed);
+            if (!shm) {
+                CHECK_NEAR(m.grad_together, 1.25, 1e-9);
+                CHECK_NEAR(m.baseline.link.gbps, 1024.0 / 20 / 125, 1e-9);
+                CHECK(strstr(t.notes, "the 2 reduce-scatters, posted together after the backward, took 1.250 times") !=
+                          NULL,
+                      "%s", t.notes);
+                tdm_plan_result r;
+                CHECK(tdm_plan_simulate(&m, &m.baseline, &r, &err) == 0, "%s", err.msg);
+                CHECK(r.n_colls == 4 && fabs(r.colls[1].end_us - r.colls[0].start_us - 25) < 1e-6,
+                      "the replay's reduce-scatters take %g us",
+                      r.n_colls ? r.colls[1].end_us - r.colls[0].start_us : 0);
+                tdm_plan_result_free(&r);
+            } else {
+                CHECK(m.grad_together == 0, "%g on shared memory", m.grad_together);
+                CHECK_NEAR(m.baseline.link.gbps, 2048.0 / 45 / 125, 1e-9);
+            }
+            tdm_plan_model_free(&m);
+        }
+        unlink(path);
+        trace_remove(&t);
+    }
+}
+
 static void test_doctor_report(void) {
     const char *good = "{\"tandem_doctor\": 1, \"ranks\": 2, \"shared_memory\": false, \"transport\": \"tcp\",\n"
                        " \"beside_compute\": {\"mb\": 2.5, \"compute_ms\": 300, \"comm_thread_nice\": 10,\n"
@@ -855,6 +939,7 @@ int main(void) {
     RUN(test_match_cut);
     RUN(test_confirm_flags);
     RUN(test_fully_hidden_and_exposed);
+    RUN(test_grads_posted_together);
     RUN(test_cpu_taken_from_overlapped_compute);
     RUN(test_lost_share_in_flight_once);
     RUN(test_comm_thread_share);
@@ -870,6 +955,7 @@ int main(void) {
     RUN(test_trace_bucket_size);
     RUN(test_trace_step_weights);
     RUN(test_trace_speed_from_overlap);
+    RUN(test_trace_grads_together);
     RUN(test_doctor_report);
     RUN(test_run_info);
     return TEST_SUMMARY();

@@ -84,6 +84,15 @@ for mode in ("thread", "inline"):
     lost = max(m.get("compute_lost_us_per_mb", 0), 0) * m.get("moved_mb", 0) / 1e3
     share = lost / (m.get("compute_ms", 0) + lost) if m.get("compute_ms", 0) > 0 else -1
     if abs(m.get("compute_lost_share", -1) - share) > 1e-4 * share + 1e-6: errs.append("%s share %s" % (mode, m))  # 6 digits
+# posted together: k collectives of --max-mb / k, both ways timed, the ratio theirs, the printed figures the same
+t = d.get("posted_together", {})
+if t.get("k") != 8 or not t.get("mb", 0) > 0: errs.append("posted_together %s" % t)
+for kind, name in (("reduce_scatter", "reduce-scatter"), ("all_gather", "all-gather")):
+    f = t.get(kind, {})
+    one, tog = f.get("one_by_one_ms", 0), f.get("together_ms", 0)
+    if not (one > 0 and tog > 0) or abs(f.get("ratio", 0) - tog / one) > 1e-4 * tog / one: errs.append("%s %s" % (kind, f))
+    row = re.search(r"^      %s +([0-9.]+) +([0-9.]+) +([0-9.]+)$" % name, text, re.M)
+    if not row or abs(float(row.group(1)) - one) > 0.006 or abs(float(row.group(2)) - tog) > 0.006: errs.append("%s printed %s" % (kind, row and row.group(0)))
 if "  report           %s" % sys.argv[1] not in text: errs.append("no report line")
 for e in errs: print(e)
 sys.exit(1 if errs else 0)
