@@ -25,7 +25,7 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 predict() { # NAME FLAGS...: tandem plan of the run's baseline trace for candidate $c into $run/NAME
   local name=$1; shift
   "$TANDEM" plan "$run/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector --candidate "$c" \
-    "$@" --out "$run/$name" >"$run/$name.txt" 2>&1
+    --comm-progress "$mode" "$@" --out "$run/$name" >"$run/$name.txt" 2>&1
 }
 for rate in $RATES; do for mode in $MODES; do for cand in $CANDS; do
   run="$OUT/ab/${rate}gbit_${mode}_${cand}"
@@ -38,7 +38,7 @@ for rate in $RATES; do for mode in $MODES; do for cand in $CANDS; do
   rm -rf "$run/plan-doctor"
   doc=""
   if [ -f "$OUT/doctor_${AB_MPI}_$rate.json" ]; then
-    predict plan-doctor --doctor "$OUT/doctor_${AB_MPI}_$rate.json" --comm-progress "$mode" --baseline-step-ms "$ma" \
+    predict plan-doctor --doctor "$OUT/doctor_${AB_MPI}_$rate.json" --baseline-step-ms "$ma" \
       && doc=$(sed -n 's/.*the '"$mode"' line ([^)]*): //p' "$run/plan-doctor.txt" | sed 's/ (not used: given)//g') \
       || rm -rf "$run/plan-doctor"
   fi

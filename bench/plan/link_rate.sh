@@ -16,8 +16,8 @@ echo "|---|---|---|---|---|---|---|---|---|"
 for mode in $MODES; do for src in $RATES; do
   from="$OUT/ab/${src}gbit_${mode}_overlap_grad"
   [ -f "$from/summary.json" ] || { echo "| $src | $mode | - | no runs in $from |"; continue; }
-  doc=()
-  [ -f "$OUT/doctor_${AB_MPI}_$src.json" ] && doc=(--doctor "$OUT/doctor_${AB_MPI}_$src.json" --comm-progress "$mode")
+  doc=(--comm-progress "$mode")
+  [ -f "$OUT/doctor_${AB_MPI}_$src.json" ] && doc+=(--doctor "$OUT/doctor_${AB_MPI}_$src.json")
   plan() { # out flags...: the traced rate's baseline, calibrated
     local out=$1; shift
     "$TANDEM" plan "$from/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector "${doc[@]}" \

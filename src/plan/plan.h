@@ -234,6 +234,8 @@ typedef struct tdm_plan_trace_in {
                              trace) over the bytes their collectives moved; 0 when not there */
     double speed_beside;  /* > 0: the model's speed_beside (also to fit the link to an overlapped baseline) */
     double lost_share;    /* > 0: the model's lost_share */
+    const char
+        *comm_progress; /* the run's --comm-progress (thread | inline); NULL or "": analysis.json's, else thread */
     const struct tdm_prof_trace *trace; /* the trace already read (tdm_plan_trace_read), or NULL: read path */
     const int *step_weight; /* [n_step_weight]: how many times each of the steps all ranks hold counts (a resample
                                of them); NULL: each once. The others count 0 */

@@ -68,14 +68,11 @@ void tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri) {
 }
 
 /* CPU ms the threads named comm... in analysis.json beside the trace took beside compute (NaN when there is none),
- * and whether the run's collectives went through shared memory (-1: not said). */
-static double comm_thread_cpu_ms(const char *trace_path, int *shared_memory) {
-    *shared_memory = -1;
+ * and what the file says of the run (tdm_plan_run_info_read). */
+static double comm_thread_cpu_ms(const char *trace_path, tdm_plan_run_info *ri) {
     tdm_json_doc *doc = load_analysis(trace_path);
+    run_info_of(doc ? tdm_json_root(doc) : NULL, ri);
     if (!doc) return NAN;
-    tdm_plan_run_info ri;
-    run_info_of(tdm_json_root(doc), &ri);
-    *shared_memory = ri.shared_memory;
     const tdm_json *th = tdm_json_get(tdm_json_root(doc), "threads");
     double ms = NAN;
     if (th && th->type == TDM_JSON_ARRAY) {
@@ -179,10 +176,14 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
  * in step with the others after the reduce-scatters. When the reduce-scatters took longer per byte on the wire,
  * the library ran them slower posted together on the rank that reached them last (measured: MPICH's, not Open
  * MPI's; a bucket posted alone moves at the all-gathers' speed): that ratio is the model's grad_together, and the
- * reduce-scatters' own times are taken back to one by one for the link's fit. */
-static void grads_together(const tdm_plan_config *c, int shared_memory, int nb, int n, const double *w, double *tau,
-                           const int *side_of, tdm_plan_model *m, char *notes, int notes_cap) {
-    if (!c->distributed || c->overlap_grad || c->dp < 2 || shared_memory != 0 || nb < 2) return;
+ * reduce-scatters' own times are taken back to one by one for the link's fit. Inline progress only: with a
+ * communication thread the buckets posted through the backward ran no faster than the baseline's posted together
+ * (docs/plan.md, limits). */
+static void grads_together(const tdm_plan_config *c, const tdm_plan_run_info *run, int nb, int n, const double *w,
+                           double *tau, const int *side_of, tdm_plan_model *m, char *notes, int notes_cap) {
+    if (!c->distributed || c->overlap_grad || c->dp < 2 || run->shared_memory != 0 ||
+        strcmp(run->comm_progress, "inline") || nb < 2)
+        return;
     double t[2] = {0, 0}, wire[2] = {0, 0};
     int k = 0;
     for (int i = 0; i < n; i++) t[side_of[i]] += tau[i], wire[side_of[i]] += w[i], k += side_of[i] == 0;
@@ -654,8 +655,11 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         }
     free(padded);
     /* the CPU that driving the collectives took: the communication threads' time over the bytes moved */
-    int shared_memory;
-    double cpu_ms = comm_thread_cpu_ms(path, &shared_memory);
+    tdm_plan_run_info run;
+    double cpu_ms = comm_thread_cpu_ms(path, &run);
+    if (in->comm_progress && in->comm_progress[0])
+        snprintf(run.comm_progress, sizeof run.comm_progress, "%s", in->comm_progress);
+    const int shared_memory = run.shared_memory;
     m->measured_cpu_us_per_mb = isfinite(cpu_ms) && moved > 0 ? cpu_ms * 1e3 / (moved / 1e6) : NAN;
     if (in->cpu_us_per_mb >= 0) m->cpu_us_per_mb = in->cpu_us_per_mb;
     else m->cpu_us_per_mb = isfinite(m->measured_cpu_us_per_mb) ? m->measured_cpu_us_per_mb : 0;
@@ -674,7 +678,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                       "the trace has more buckets than the baseline's settings make (%d): the extra ones are "
                       "left out of the link's fit",
                       nb);
-    grads_together(c, shared_memory, nb, n, w, tau, side_of, m, notes, notes_cap);
+    grads_together(c, &run, nb, n, w, tau, side_of, m, notes, notes_cap);
     int alpha_given = in->link.alpha_us >= 0, gbps_given = in->link.gbps > 0;
     if (!alpha_given) c->link.alpha_us = 0;
     if (n == 0 && !gbps_given)

@@ -160,8 +160,9 @@ static const tdm_flag FLAGS[] = {
      .cap = sizeof(((plan_opts *)0)->comm_progress),
      .choices = "thread|inline",
      .metavar = "MODE",
-     .help = "with --doctor: the line to take, the traced run's --comm-progress (default: as the trace's "
-             "analysis.json says, else thread)"},
+     .help = "the traced run's --comm-progress (default: as the trace's analysis.json says, else thread): the line "
+             "of tandem doctor's report --doctor takes, and, inline, a baseline's reduce-scatters posted together "
+             "are read for how much slower they ran"},
     {.name = "comm-thread-nice",
      .kind = TDM_FLAG_INT,
      .off = offsetof(plan_opts, comm_nice),
@@ -834,10 +835,10 @@ int cmd_plan(int argc, char **argv) {
                         "all-gather, which run as rings; expected --link-algo tree only with a traced run\n");
         return 2;
     }
-    if (o.comm_progress[0] && !o.doctor) {
+    if (o.comm_progress[0] && o.practice) {
         fprintf(stderr,
-                "tandem plan: --comm-progress %s chooses the line of tandem doctor's report: expected it with "
-                "--doctor FILE\n",
+                "tandem plan: --comm-progress %s: the traced run's progress mode; --practice models devices whose "
+                "collectives need no progress calls: expected it with a traced run\n",
                 o.comm_progress);
         return 2;
     }
@@ -916,6 +917,7 @@ int cmd_plan(int argc, char **argv) {
                             .cpu_us_per_mb = o.cpu_us_per_mb,
                             .speed_beside = o.speed_beside,
                             .lost_share = o.lost_share,
+                            .comm_progress = o.comm_progress,
                             .trace = &pt};
     char notes[4096];
     tdm_plan_model m;

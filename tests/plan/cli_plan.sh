@@ -334,7 +334,7 @@ expect_fail "not the run's freeze flags" "expected the run's --model and --freez
   --model "$W/model" --out "$W/o22"
 expect_fail "not the run's --bf16" "the run had no --bf16" "$TANDEM" plan "$W/prof" --model "$W/model" \
   --freeze-vision --freeze-projector --baseline "--bf16" --out "$W/o23"
-expect_fail "--comm-progress alone" "expected it with --doctor" "$TANDEM" plan "$W/prof" --model "$W/model" \
+expect_fail "--comm-progress with --practice" "expected it with a traced run" "$TANDEM" plan --practice \
   --out "$W/o19" --comm-progress inline
 expect_fail "--window alone" "expected it with --baseline-run" "$TANDEM" plan "$W/prof" --model "$W/model" \
   --out "$W/o15" --window 3:6

@@ -809,12 +809,16 @@ static void test_trace_speed_from_overlap(void) {
     }
 }
 
-/* A distributed baseline without overlap over a network: two reduce-scatters posted together after the backward
- * take 25 us, two all-gathers of the same bytes after the optimizer 20: posted together they ran 1.25 times as long,
- * and the link is the all-gathers' (1024 bytes on the wire in 20 us). On shared memory (where a reduce-scatter also
- * sums) nothing is read from the difference. */
+/* A distributed baseline without overlap over a network, inline progress: two reduce-scatters posted together after
+ * the backward take 25 us, two all-gathers of the same bytes after the optimizer 20: posted together they ran 1.25
+ * times as long, and the link is the all-gathers' (1024 bytes on the wire in 20 us). On shared memory (where a
+ * reduce-scatter also sums), or with a communication thread, nothing is read from the difference. */
 static void test_trace_grads_together(void) {
-    for (int shm = 0; shm < 2; shm++) {
+    static const char *const info[4] = {"\"shared_memory\": false, \"comm_progress\": \"inline\"",
+                                        "\"shared_memory\": true, \"comm_progress\": \"inline\"",
+                                        "\"shared_memory\": false, \"comm_progress\": \"thread\"",
+                                        "\"shared_memory\": false"}; /* the last: --comm-progress inline */
+    for (int shm = 0; shm < 4; shm++) {
         test_trace t;
         if (trace_begin(&t) != 0) return;
         for (int rk = 0; rk < 2; rk++) {
@@ -829,16 +833,17 @@ static void test_trace_grads_together(void) {
         snprintf(path, sizeof path, "%s/analysis.json", t.dir);
         FILE *f = fopen(path, "w");
         CHECK(f != NULL, "open %s", path);
-        if (f) fprintf(f, "{\"shared_memory\": %s}\n", shm ? "true" : "false"), fclose(f);
+        if (f) fprintf(f, "{%s}\n", info[shm]), fclose(f);
         tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
         tdm_plan_trace_in in = trace_in(&t, p, 2);
+        in.comm_progress = shm == 3 ? "inline" : NULL;
         tdm_plan_model m;
         tdm_error err;
         if (tdm_plan_from_trace(&in, &m, t.notes, sizeof t.notes, &err) != 0) {
             CHECK(0, "%s", err.msg);
         } else {
             CHECK(m.baseline.distributed && !m.baseline.overlap_grad, "distributed %d", m.baseline.distributed);
-            if (!shm) {
+            if (shm == 0 || shm == 3) {
                 CHECK_NEAR(m.grad_together, 1.25, 1e-9);
                 CHECK_NEAR(m.baseline.link.gbps, 1024.0 / 20 / 125, 1e-9);
                 CHECK(strstr(t.notes, "the 2 reduce-scatters, posted together after the backward, took 1.250 times") !=
@@ -851,7 +856,7 @@ static void test_trace_grads_together(void) {
                       r.n_colls ? r.colls[1].end_us - r.colls[0].start_us : 0);
                 tdm_plan_result_free(&r);
             } else {
-                CHECK(m.grad_together == 0, "%g on shared memory", m.grad_together);
+                CHECK(m.grad_together == 0, "%g with %s", m.grad_together, info[shm]);
                 CHECK_NEAR(m.baseline.link.gbps, 2048.0 / 45 / 125, 1e-9);
             }
             tdm_plan_model_free(&m);
