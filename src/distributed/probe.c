@@ -398,10 +398,9 @@ int tdm_probe_posted_together(MPI_Comm comm, double mb, int k, int reps, uint64_
                                    .bucket = i,
                                    .name = kind ? "probe-ag" : "probe-rs"};
         probe_barrier(comm, timeout_ns);
-        /* untimed: the library sets up; then how long one collective takes, the last rank's lateness */
-        double late = timed_group(c, ops, k, 1, 0);
+        timed_group(c, ops, k, 1, 0); /* untimed: the library sets up */
         probe_barrier(comm, timeout_ns);
-        late = timed_group(c, ops, k, 0, 0) / k;
+        double late = timed_group(c, ops, k, 0, 0) / k; /* one collective's time: the last rank's lateness */
         MPI_Bcast(&late, 1, MPI_DOUBLE, size - 1, comm);
         for (int r = 0; r < reps; r++)
             for (int j = 0; j < 2; j++) {

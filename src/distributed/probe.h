@@ -64,8 +64,8 @@ int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, uin
 /* k collectives posted at once, then waited for, against the same k posted one by one (each waited for before
  * the next is posted): what a step pays when its buckets go out together (no overlap: every bucket after the
  * backward) rather than as they become ready. The model of tandem plan runs the collectives one after another on
- * the link; some libraries run collectives in flight together slower than that (docs/plan.md, "Posted
- * together"). Times are of all k, ms. */
+ * the link; some libraries run collectives in flight together slower than that (docs/user-guide.md,
+ * "tandem doctor"). Times are of all k, ms. */
 typedef struct tdm_together_cost {
     double mb; /* each collective's buffer, MB */
     int k;

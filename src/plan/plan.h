@@ -98,17 +98,22 @@ typedef struct tdm_plan_model {
     double sync_us;     /* gradient sync's own time after the waits (the ranks' agreement) */
     double opt_us;      /* optimizer, without waits for all-gathers */
     double cpu_us_per_mb;
-    double comm_share;    /* the share of a core a communication thread without a core of its own gets while
-                          compute runs beside it (tdm_plan_nice_share); its collectives' CPU-bound part
-                          runs that much slower there. 0: the thread runs first (nothing slows) */
-    double speed_beside;  /* > 0: given (tandem doctor's "beside compute"): every collective moves at this share of
-                                 its speed alone where compute runs, in place of comm_share's */
-    double grad_together; /* > 1: gradient collectives posted at one instant (no compute between them, as the buckets
-                                 left after the backward are) take this many times as long as posted one by one */
-    double lost_share;    /* > 0: given (tandem doctor's thread line): compute loses this share of its time while
-                                 any collective is in flight beside it (posted and not done), in place of the CPU per MB */
-    int cores;            /* cores the ranks of one host share (0: as many as they need): compute is scaled by
-                  max(1, dp / cores) over the baseline's, for dp sizes that oversubscribe one host */
+    /* the share of a core a communication thread without a core of its own gets while compute runs beside it
+     * (tdm_plan_nice_share); its collectives' CPU-bound part runs that much slower there. 0: the thread runs first
+     * (nothing slows) */
+    double comm_share;
+    /* > 0: given (tandem doctor's "beside compute"): every collective moves at this share of its speed alone where
+     * compute runs, in place of comm_share's */
+    double speed_beside;
+    /* > 1: gradient collectives posted at one instant (no compute between them, as the buckets left after the
+     * backward are) take this many times as long as posted one by one */
+    double grad_together;
+    /* > 0: given (tandem doctor's thread line): compute loses this share of its time while any collective is in
+     * flight beside it (posted and not done), in place of the CPU per MB */
+    double lost_share;
+    /* cores the ranks of one host share (0: as many as they need): compute is scaled by max(1, dp / cores) over the
+     * baseline's, for dp sizes that oversubscribe one host */
+    int cores;
     tdm_plan_config baseline; /* the settings the measurement ran with, link fitted or given */
     double measured_step_us;  /* mean over the traced steps and ranks; NaN when built by hand */
     int n_steps_measured;
@@ -234,8 +239,8 @@ typedef struct tdm_plan_trace_in {
                              trace) over the bytes their collectives moved; 0 when not there */
     double speed_beside;  /* > 0: the model's speed_beside (also to fit the link to an overlapped baseline) */
     double lost_share;    /* > 0: the model's lost_share */
-    const char
-        *comm_progress; /* the run's --comm-progress (thread | inline); NULL or "": analysis.json's, else thread */
+    /* the run's --comm-progress (thread | inline); NULL or "": analysis.json's, else thread */
+    const char *comm_progress;
     const struct tdm_prof_trace *trace; /* the trace already read (tdm_plan_trace_read), or NULL: read path */
     const int *step_weight; /* [n_step_weight]: how many times each of the steps all ranks hold counts (a resample
                                of them); NULL: each once. The others count 0 */

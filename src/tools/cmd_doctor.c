@@ -89,7 +89,7 @@ static const tdm_flag FLAGS[] = {
      .def = "8",
      .metavar = "K",
      .help = "K reduce-scatters (and K all-gathers) of --max-mb / K each posted at once against one by one: what "
-             "a step pays when its buckets go out together (tandem plan --doctor reads it); 0 or 1 skips it"},
+             "a step pays when its buckets go out together; 0 or 1 skips it"},
     {.name = "comm-thread-nice",
      .kind = TDM_FLAG_INT,
      .off = offsetof(doctor_opts, comm_thread_nice),
@@ -344,14 +344,8 @@ int cmd_doctor(int argc, char **argv) {
         }
         mpi_rs = m;
         if (rank == 0) tdm_sb_puts(&js, "]");
-        if (o.together >= 2 && together(&o, rank, &js, &err) != 0) {
-            if (rank == 0) fprintf(stderr, "tandem doctor: %s\n", err.msg);
-            tdm_sb_free(&sb);
-            tdm_sb_free(&js);
-            MPI_Finalize();
-            return 1;
-        }
-        if (o.beside_ms > 0 && beside(&o, rank, &js, &err) != 0) {
+        if ((o.together >= 2 && together(&o, rank, &js, &err) != 0) ||
+            (o.beside_ms > 0 && beside(&o, rank, &js, &err) != 0)) {
             if (rank == 0) fprintf(stderr, "tandem doctor: %s\n", err.msg);
             tdm_sb_free(&sb);
             tdm_sb_free(&js);
