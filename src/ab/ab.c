@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -227,6 +228,7 @@ void tdm_ab_host_sample_read(const char *loadavg_path, const char *stat_path, td
                        &v[6], &v[7]);
         if (n >= 4) {
             for (int i = 0; i < n; i++) s->total += v[i];
+            s->busy = v[0] + v[1] + v[2];
             s->steal = n == 8 ? v[7] : 0;
             s->have_stat = 1;
         }
@@ -234,19 +236,44 @@ void tdm_ab_host_sample_read(const char *loadavg_path, const char *stat_path, td
     fclose(f);
 }
 
-void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, int cores, int local_ranks,
-                       tdm_ab_load *out) {
+void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, double job_cpu_s,
+                       double ticks_per_s, tdm_ab_load *out) {
     out->load_before = before->load1;
     out->load_after = after->load1;
-    out->steal_pct = NAN;
-    if (before->have_stat && after->have_stat && after->total > before->total && after->steal >= before->steal)
+    out->others_pct = out->steal_pct = NAN;
+    const int have = before->have_stat && after->have_stat && after->total > before->total;
+    if (have && after->steal >= before->steal)
         out->steal_pct = 100.0 * (double)(after->steal - before->steal) / (double)(after->total - before->total);
-    if (cores < 1) cores = 1;
-    out->under_load = 0;
-    const double l[2] = {before->load1, after->load1};
-    for (int i = 0; i < 2; i++)
-        if (isfinite(l[i]) && (l[i] - local_ranks) / cores > TDM_AB_LOAD_PER_CORE) out->under_load = 1;
-    if (isfinite(out->steal_pct) && out->steal_pct > TDM_AB_STEAL_PCT) out->under_load = 1;
+    if (have && after->busy >= before->busy && isfinite(job_cpu_s) && job_cpu_s >= 0 && ticks_per_s > 0) {
+        /* the ticks are sampled: a few either way, so a share below zero is none */
+        const double others = (double)(after->busy - before->busy) - job_cpu_s * ticks_per_s;
+        out->others_pct = fmax(0.0, 100.0 * others / (double)(after->total - before->total));
+    }
+    out->under_load = (isfinite(out->others_pct) && out->others_pct > TDM_AB_OTHERS_PCT) ||
+                      (isfinite(out->steal_pct) && out->steal_pct > TDM_AB_STEAL_PCT);
+}
+
+/* Whether this rank shares rank 0's kernel, whose /proc/stat rank 0 reads: the same boot id (ranks in other
+ * network namespaces or containers on one machine share it, where MPI may count them as other hosts), else,
+ * where it cannot be read, the same processor name. */
+static int on_rank0_kernel(MPI_Comm comm) {
+    char id[MPI_MAX_PROCESSOR_NAME + 8] = {0};
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f || !fgets(id, sizeof id, f) || !id[0]) {
+        int len = 0;
+        memcpy(id, "host:", 5);
+        MPI_Get_processor_name(id + 5, &len);
+    }
+    if (f) fclose(f);
+    char ref[sizeof id];
+    memcpy(ref, id, sizeof id);
+    MPI_Bcast(ref, (int)sizeof ref, MPI_CHAR, 0, comm);
+    return !strcmp(ref, id);
+}
+
+static double process_cpu_s(void) {
+    struct timespec t;
+    return clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) ? NAN : (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 static void finished(tdm_ab_result *r, const char *side, const char *what, int k) {
@@ -495,12 +522,9 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
     }
     r->load = tdm_xcalloc((size_t)(2 * o->repeats), sizeof *r->load);
     clear_profile(A), clear_profile(B); /* a partial report may come before the profiled runs */
-    {
-        MPI_Comm node;
-        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-        MPI_Comm_size(node, &r->local_ranks);
-        MPI_Comm_free(&node);
-    }
+    const int on_kernel = on_rank0_kernel(comm);
+    MPI_Allreduce(&on_kernel, &r->local_ranks, 1, MPI_INT, MPI_SUM, comm);
+    const double ticks_per_s = (double)sysconf(_SC_CLK_TCK);
     /* 2. timing runs, interleaved so drift of the machine hits both sides */
     for (int k = 0; k < o->repeats; k++) {
         for (int s = 0; s < 2; s++) {
@@ -511,6 +535,7 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
             tdm_train_result res;
             tdm_ab_host_sample before, after;
             if (rank == 0) tdm_ab_host_sample_read("/proc/loadavg", "/proc/stat", &before);
+            const double cpu0 = process_cpu_s();
             uint64_t t0 = tdm_now_ns();
             const int once = run_once(side, RUN_TIMING, o->steps, NULL, comm, &res, err);
             if (once != 0) {
@@ -521,9 +546,13 @@ int tdm_ab_run(const tdm_ab_options *o, MPI_Comm comm, tdm_ab_result *r, tdm_str
                 return tdm_error_prefix(err, "%s timing run %d", side->label, k + 1);
             }
             append_records(side, k, &res);
+            /* the job's CPU on rank 0's kernel over the run, every thread of its ranks there (NaN: unknown) */
+            const double mine = on_kernel ? process_cpu_s() - cpu0 : 0.0;
+            double job_cpu_s = 0.0;
+            MPI_Reduce(&mine, &job_cpu_s, 1, MPI_DOUBLE, MPI_SUM, 0, comm);
             if (rank == 0) {
                 tdm_ab_host_sample_read("/proc/loadavg", "/proc/stat", &after);
-                tdm_ab_load_judge(&before, &after, r->cores_online, r->local_ranks, &r->load[r->n_load]);
+                tdm_ab_load_judge(&before, &after, job_cpu_s, ticks_per_s, &r->load[r->n_load]);
             }
             r->n_load++;
             finished(r, side->label, "timing", k + 1);

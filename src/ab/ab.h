@@ -113,29 +113,32 @@ typedef struct tdm_ab_side {
 } tdm_ab_side;
 
 /* The host around one timing run (rank 0's machine): the 1-minute load average before and
- * after it, and the CPU steal over it (docs/ab-protocol.md, "Load"). */
+ * after it, the CPU other processes took and the CPU steal over it (docs/ab-protocol.md, "Load"). */
 typedef struct tdm_ab_load {
     double load_before, load_after; /* /proc/loadavg, first field; NaN when unreadable */
-    double steal_pct;               /* steal delta of /proc/stat's cpu line over the run, % of all CPU time; NaN */
-    int under_load;                 /* flagged: tdm_ab_load_judge */
+    double others_pct; /* CPU time of processes other than this job's ranks on that machine, % of all; NaN */
+    double steal_pct;  /* steal delta of /proc/stat's cpu line over the run, % of all CPU time; NaN */
+    int under_load;    /* flagged: tdm_ab_load_judge */
 } tdm_ab_load;
 
-/* A reading of the host: the load average and the cpu line's steal and total ticks. */
+/* A reading of the host: the load average and the cpu line's busy (user, nice, system), steal and total ticks. */
 typedef struct tdm_ab_host_sample {
     double load1; /* NaN when unreadable */
-    unsigned long long steal, total;
+    unsigned long long busy, steal, total;
     int have_stat;
 } tdm_ab_host_sample;
 
 /* Reads loadavg_path (/proc/loadavg) and stat_path (/proc/stat); what cannot be read stays NaN / 0. */
 void tdm_ab_host_sample_read(const char *loadavg_path, const char *stat_path, tdm_ab_host_sample *s);
 
-/* A run under load: the load average less the job's own ranks on that machine (local_ranks), per core
- * online, above TDM_AB_LOAD_PER_CORE at either reading, or steal above TDM_AB_STEAL_PCT. */
-#define TDM_AB_LOAD_PER_CORE 0.5
-#define TDM_AB_STEAL_PCT     5.0
-void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, int cores, int local_ranks,
-                       tdm_ab_load *out);
+/* A run under load: processes other than this job's ranks on that machine took more than TDM_AB_OTHERS_PCT
+ * of its CPU time over the run (its busy ticks less job_cpu_s, the CPU time of the job's ranks there, at
+ * ticks_per_s), or steal above TDM_AB_STEAL_PCT. The load average is recorded, not judged: it counts the job's
+ * own threads (a communication thread, the library's), which it cannot tell from other work. */
+#define TDM_AB_OTHERS_PCT 10.0
+#define TDM_AB_STEAL_PCT  5.0
+void tdm_ab_load_judge(const tdm_ab_host_sample *before, const tdm_ab_host_sample *after, double job_cpu_s,
+                       double ticks_per_s, tdm_ab_load *out);
 
 typedef struct tdm_ab_result {
     tdm_ab_side side[2]; /* 0 baseline, 1 candidate */
@@ -167,7 +170,7 @@ typedef struct tdm_ab_result {
     double wall_s;
     tdm_ab_load *load;   /* [2 * repeats]: timing run k of side s at 2k + s; NULL when not recorded */
     int n_load;          /* the timing runs that finished (a partial report has fewer) */
-    int local_ranks;     /* ranks of this job on rank 0's machine */
+    int local_ranks;     /* ranks of this job on rank 0's machine (its kernel: same /proc/sys/kernel/random/boot_id) */
     int runs_under_load; /* of the n_load, flagged under_load */
     int partial;         /* stopped by a signal: the report holds only the runs that finished */
     int stop_signal;     /* that signal (SIGINT, SIGTERM), 0 when not stopped */

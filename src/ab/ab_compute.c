@@ -186,9 +186,9 @@ static void verdict(tdm_ab_result *r, int have_steps_ci, int64_t steps_per_repea
             A->repeats == 1 ? "" : "s");
     }
     if (r->runs_under_load)
-        ADD(" Under load: %d of %d timing run%s ran on a busy host (load average beyond this job's ranks above %.1f "
-            "per core, or CPU steal above %.0f%%), so the timings are not trustworthy; measure again on a quiet host.",
-            r->runs_under_load, r->n_load, r->n_load == 1 ? "" : "s", TDM_AB_LOAD_PER_CORE, TDM_AB_STEAL_PCT);
+        ADD(" Under load: %d of %d timing run%s ran on a busy host (other processes took more than %.0f%% of its "
+            "CPU, or CPU steal above %.0f%%), so the timings are not trustworthy; measure again on a quiet host.",
+            r->runs_under_load, r->n_load, r->n_load == 1 ? "" : "s", TDM_AB_OTHERS_PCT, TDM_AB_STEAL_PCT);
 #undef ADD
 }
 

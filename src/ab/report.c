@@ -68,20 +68,22 @@ void tdm_ab_format_table(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
     tdm_ab_row3(sb, "model throughput per rank (GFLOP/s)", A->model_gflops_per_rank, B->model_gflops_per_rank, NULL);
     tdm_sb_printf(sb, "  %s\n", r->noise_sentence);
     if (r->n_load) {
-        double lmax = NAN, smax = NAN;
+        double lmax = NAN, omax = NAN, smax = NAN;
         for (int i = 0; i < r->n_load; i++) {
             const tdm_ab_load *l = &r->load[i];
             const double v = fmax(l->load_before, l->load_after); /* fmax ignores a NaN */
             if (isfinite(v) && !(v <= lmax)) lmax = v;
+            if (isfinite(l->others_pct) && !(l->others_pct <= omax)) omax = l->others_pct;
             if (isfinite(l->steal_pct) && !(l->steal_pct <= smax)) smax = l->steal_pct;
         }
-        char ls[32] = "n/a", ss[32] = "n/a";
+        char ls[32] = "n/a", os[32] = "n/a", ss[32] = "n/a";
         if (isfinite(lmax)) snprintf(ls, sizeof ls, "%.2f", lmax);
+        if (isfinite(omax)) snprintf(os, sizeof os, "%.1f%%", omax);
         if (isfinite(smax)) snprintf(ss, sizeof ss, "%.1f%%", smax);
         tdm_sb_printf(sb,
-                      "  Host (rank 0's machine, %d cores, %d rank%s of this job): load average up to %s, CPU steal up "
-                      "to %s; %d of %d timing run%s under load\n",
-                      r->cores_online, r->local_ranks, r->local_ranks == 1 ? "" : "s", ls, ss, r->runs_under_load,
+                      "  Host (rank 0's machine, %d cores, %d rank%s of this job): other processes' CPU up to %s, "
+                      "CPU steal up to %s, load average up to %s; %d of %d timing run%s under load\n",
+                      r->cores_online, r->local_ranks, r->local_ranks == 1 ? "" : "s", os, ss, ls, r->runs_under_load,
                       r->n_load, r->n_load == 1 ? "" : "s");
     }
 
@@ -233,6 +235,7 @@ static void summary_json(const tdm_ab_options *o, const tdm_ab_result *r, tdm_st
                       i / 2 + 1);
         tdm_ab_json_num(sb, "load_before", l->load_before), tdm_sb_puts(sb, ", ");
         tdm_ab_json_num(sb, "load_after", l->load_after), tdm_sb_puts(sb, ", ");
+        tdm_ab_json_num(sb, "others_pct", l->others_pct), tdm_sb_puts(sb, ", ");
         tdm_ab_json_num(sb, "steal_pct", l->steal_pct);
         tdm_sb_printf(sb, ", \"under_load\": %s}", l->under_load ? "true" : "false");
     }
@@ -507,19 +510,21 @@ report_md:
     if (r->n_load) {
         tdm_sb_printf(&sb,
                       "- The host around each timing run (rank 0's machine, %d cores online, %d rank%s of this job "
-                      "there; a run is under load when the 1-minute load average less those ranks exceeds %.1f "
-                      "per core, or CPU steal exceeds %.0f%% of the run's CPU time):\n\n"
-                      "  | run | load before | load after | steal | under load |\n  |---|---|---|---|---|\n",
-                      r->cores_online, r->local_ranks, r->local_ranks == 1 ? "" : "s", TDM_AB_LOAD_PER_CORE,
+                      "there; a run is under load when other processes took more than %.0f%% of its CPU time over "
+                      "the run, or CPU steal exceeds %.0f%%; the load average counts the job's own threads too):\n\n"
+                      "  | run | load before | load after | other processes' CPU | steal | under load |\n"
+                      "  |---|---|---|---|---|---|\n",
+                      r->cores_online, r->local_ranks, r->local_ranks == 1 ? "" : "s", TDM_AB_OTHERS_PCT,
                       TDM_AB_STEAL_PCT);
         for (int i = 0; i < r->n_load; i++) {
             const tdm_ab_load *l = &r->load[i];
-            char b[32] = "n/a", a[32] = "n/a", st[32] = "n/a";
+            char b[32] = "n/a", a[32] = "n/a", ot[32] = "n/a", st[32] = "n/a";
             if (isfinite(l->load_before)) snprintf(b, sizeof b, "%.2f", l->load_before);
             if (isfinite(l->load_after)) snprintf(a, sizeof a, "%.2f", l->load_after);
+            if (isfinite(l->others_pct)) snprintf(ot, sizeof ot, "%.1f%%", l->others_pct);
             if (isfinite(l->steal_pct)) snprintf(st, sizeof st, "%.1f%%", l->steal_pct);
-            tdm_sb_printf(&sb, "  | %s %d | %s | %s | %s | %s |\n", i % 2 ? "candidate" : "baseline", i / 2 + 1, b, a,
-                          st, l->under_load ? "**yes**" : "no");
+            tdm_sb_printf(&sb, "  | %s %d | %s | %s | %s | %s | %s |\n", i % 2 ? "candidate" : "baseline", i / 2 + 1, b,
+                          a, ot, st, l->under_load ? "**yes**" : "no");
         }
         tdm_sb_putc(&sb, '\n');
     }

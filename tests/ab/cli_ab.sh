@@ -94,6 +94,13 @@ for side in ["baseline", "candidate"]:
 if not isinstance(s["candidate"].get("sched_overlap_efficiency"), (int, float)):
     errs.append("candidate (--overlap-grad-reduce) has no schedule efficiency")
 if s.get("window") != [2, 4] or s.get("repeats") != 2: errs.append("window/repeats not as asked")
+# the host around each timing run: both ranks share this kernel; other processes' CPU a share of it
+if s.get("local_ranks") != 2: errs.append(f"local_ranks = {s.get('local_ranks')!r}")
+ld = s.get("load") or []
+if len(ld) != 4: errs.append(f"load has {len(ld)} entries, expected 4 timing runs")
+for l in ld:
+    o = l.get("others_pct")
+    if not isinstance(o, (int, float)) or not 0 <= o <= 100: errs.append(f"others_pct = {o!r}")
 # two repeats are too few pairs for an interval between whole runs: null, not a made-up one
 if s.get("runs_ci_pairs") != 0 or s.get("runs_ci95_pct", 0) is not None:
     errs.append(f"runs interval with 2 repeats: {s.get('runs_ci_pairs')!r} {s.get('runs_ci95_pct')!r}")

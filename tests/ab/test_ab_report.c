@@ -167,27 +167,35 @@ static void test_host_load(void) {
     fputs("2.50 1.00 0.50 3/400 12345\n", f);
     fclose(f);
     f = fopen(st, "w");
-    fputs("cpu  100 0 100 700 0 0 0 100 0 0\ncpu0 50 0 50 350 0 0 0 50 0 0\n", f);
+    /* user 100, nice 20, system 80: 200 busy ticks; idle 700; steal 100; 1000 in all */
+    fputs("cpu  100 20 80 700 0 0 0 100 0 0\ncpu0 50 10 40 350 0 0 0 50 0 0\n", f);
     fclose(f);
     tdm_ab_host_sample b, a;
     tdm_ab_host_sample_read(la, st, &b);
     CHECK_NEAR(b.load1, 2.5, 1e-12);
-    CHECK(b.have_stat && b.total == 1000 && b.steal == 100, "total %llu steal %llu", b.total, b.steal);
+    CHECK(b.have_stat && b.total == 1000 && b.busy == 200 && b.steal == 100, "total %llu busy %llu steal %llu", b.total,
+          b.busy, b.steal);
     a = b;
-    a.total = 2000, a.steal = 120; /* 20 of 1000 ticks stolen: 2% */
+    a.total = 2000, a.busy = 1100, a.steal = 120; /* over the run: 1000 ticks, 900 busy, 20 stolen (2%) */
     tdm_ab_load l;
-    tdm_ab_load_judge(&b, &a, 2, 2, &l); /* 2.5 - 2 ranks = 0.5 on 2 cores: 0.25 per core */
+    tdm_ab_load_judge(&b, &a, 8.5, 100.0, &l); /* the job's 8.5 s at 100 ticks/s: others 50 of 1000 ticks */
     CHECK_NEAR(l.steal_pct, 2.0, 1e-12);
-    CHECK(!l.under_load, "0.25 per core beyond the job, 2%% steal: not under load");
-    tdm_ab_load_judge(&b, &a, 2, 1, &l); /* 1.5 beyond one rank on 2 cores: 0.75 per core */
-    CHECK(l.under_load, "0.75 per core beyond the job: under load");
+    CHECK_NEAR(l.others_pct, 5.0, 1e-12);
+    CHECK(!l.under_load, "others 5%%, 2%% steal: not under load");
+    CHECK_NEAR(l.load_before, 2.5, 1e-12);
+    tdm_ab_load_judge(&b, &a, 7.5, 100.0, &l); /* others 150 of 1000 ticks */
+    CHECK(l.under_load && fabs(l.others_pct - 15.0) < 1e-9, "others 15%%: under load (%g)", l.others_pct);
+    tdm_ab_load_judge(&b, &a, 9.2, 100.0, &l); /* the job counted a few ticks more than were sampled busy */
+    CHECK(!l.under_load && l.others_pct == 0.0, "a share below zero is none (%g)", l.others_pct);
     a.steal = 200; /* 10% steal */
-    tdm_ab_load_judge(&b, &a, 2, 2, &l);
+    tdm_ab_load_judge(&b, &a, 8.5, 100.0, &l);
     CHECK(l.under_load && fabs(l.steal_pct - 10.0) < 1e-9, "10%% steal: under load");
+    tdm_ab_load_judge(&b, &a, NAN, 100.0, &l);
+    CHECK(isnan(l.others_pct) && l.under_load, "the job's CPU unknown: others unknown, steal still judged");
     tdm_ab_host_sample_read("/nonexistent/loadavg", "/nonexistent/stat", &b);
     CHECK(isnan(b.load1) && !b.have_stat, "unreadable: NaN, no stat");
-    tdm_ab_load_judge(&b, &b, 2, 2, &l);
-    CHECK(!l.under_load && isnan(l.steal_pct), "unknown is not flagged");
+    tdm_ab_load_judge(&b, &b, 1.0, 100.0, &l);
+    CHECK(!l.under_load && isnan(l.steal_pct) && isnan(l.others_pct), "unknown is not flagged");
     unlink(la), unlink(st), rmdir(dir);
 
     /* a flagged run is said in the verdict, and recorded in summary.json and report.md */
@@ -198,8 +206,8 @@ static void test_host_load(void) {
     r.local_ranks = 2;
     r.cores_online = 2;
     r.load = tdm_xcalloc((size_t)r.n_load, sizeof *r.load);
-    for (int i = 0; i < r.n_load; i++) r.load[i] = (tdm_ab_load){1.0, 2.0, 0.5, 0};
-    r.load[1] = (tdm_ab_load){4.5, 5.0, 12.0, 1};
+    for (int i = 0; i < r.n_load; i++) r.load[i] = (tdm_ab_load){1.0, 2.0, 1.5, 0.5, 0};
+    r.load[1] = (tdm_ab_load){4.5, 5.0, 30.0, 12.0, 1};
     tdm_ab_compute(&o, &r);
     CHECK(r.runs_under_load == 1 && strstr(r.noise_sentence, "Under load: 1 of 4 timing runs"), "%s", r.noise_sentence);
     char out[] = "/tmp/tdm_ab_loadrepXXXXXX";
@@ -219,14 +227,14 @@ static void test_host_load(void) {
         CHECK(u && u->type == TDM_JSON_NUMBER && u->num == 1, "runs_under_load 1");
         CHECK(ld && ld->type == TDM_JSON_ARRAY, "load is an array");
         CHECK(text && strstr(text, "\"side\": \"candidate\", \"repeat\": 1, \"load_before\": 4.5") &&
-                  strstr(text, "\"steal_pct\": 12, \"under_load\": true"),
+                  strstr(text, "\"others_pct\": 30, \"steal_pct\": 12, \"under_load\": true"),
               "the flagged run in summary.json");
         tdm_json_free(d);
     }
     free(text);
     snprintf(path, sizeof path, "%s/report.md", out);
     text = tdm_read_file(path, 1 << 20, &len, NULL);
-    CHECK(text && strstr(text, "| candidate 1 | 4.50 | 5.00 | 12.0% | **yes** |") && strstr(text, "Under load"),
+    CHECK(text && strstr(text, "| candidate 1 | 4.50 | 5.00 | 30.0% | 12.0% | **yes** |") && strstr(text, "Under load"),
           "report.md has the load table and the verdict");
     free(text);
     tdm_ab_result_free(&r);
