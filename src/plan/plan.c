@@ -62,6 +62,9 @@ void tdm_plan_model_free(tdm_plan_model *m) {
     free(m->params);
     free(m->measured);
     free(m->given_buckets);
+    free(m->apart_at);
+    free(m->apart_weight);
+    free(m->apart_ref);
     memset(m, 0, sizeof *m);
 }
 
@@ -200,6 +203,25 @@ int tdm_plan_match_cut(const tdm_plan_model *m, tdm_plan_config *c, const int64_
 
 /* ---- the simulation ---------------------------------------------------------------------- */
 
+double tdm_plan_rank_wait_us(const tdm_plan_model *m, int from, int to) {
+    const int U = m->n_units, R = m->apart_ranks;
+    if (m->apart_steps < 1 || R < 2 || to <= from || from < -1 || to > U) return 0;
+    double sum = 0, wsum = 0;
+    for (int k = 0; k < m->apart_steps; k++) {
+        const double w = m->apart_weight[k];
+        if (!(w > 0)) continue;
+        double ref = 0, most = -INFINITY;
+        for (int r = 0; r < R; r++) {
+            const double *at = m->apart_at + ((size_t)k * R + r) * (U + 1);
+            const double d = at[to] - (from >= 0 ? at[from] : 0);
+            if (d > most) most = d;
+            if (r == m->apart_ref[k]) ref = d;
+        }
+        sum += w * (most - ref), wsum += w;
+    }
+    return wsum > 0 ? sum / wsum * (m->apart_scale > 0 ? m->apart_scale : 1) : 0;
+}
+
 typedef struct sim {
     const tdm_plan_model *m;
     const tdm_plan_config *c;
@@ -216,6 +238,7 @@ typedef struct sim {
     int64_t *padded;
     double *ag_end; /* [nb] NaN until dispatched */
     int ag_dispatched;
+    int met; /* the unit where the ranks last met in this step (-1: its start) */
     int seg_cap, coll_cap;
 } sim;
 
@@ -310,6 +333,23 @@ static void wait_until(sim *s, double t) {
     if (t > s->t) s->t = t;
 }
 
+/* Where the ranks may meet, at unit `u` (n_units: the backward's end): when they do (`meets`), the step waits for
+ * the slowest rank's compute since they last met (s->met). The wait is a segment (TDM_PLAN_SEG_RANKS) at every such point,
+ * empty where they do not meet, so that the passes' segments stay in step: the rank waits there while the slowest
+ * computes, so collectives in flight move as beside compute, and nothing is charged to it. */
+static void meet(sim *s, int u, int meets) {
+    tdm_plan_result *r = s->r;
+    const double w = meets && s->c->dp > 1 ? tdm_plan_rank_wait_us(s->m, s->met, u) * s->scale : 0;
+    if (meets) s->met = u;
+    if (r->n_segs == s->seg_cap) {
+        s->seg_cap = s->seg_cap ? 2 * s->seg_cap : 256;
+        r->segs = tdm_xrealloc(r->segs, (size_t)s->seg_cap * sizeof *r->segs);
+    }
+    r->segs[r->n_segs++] = (tdm_plan_seg){s->t, s->t + w, TDM_PLAN_SEG_RANKS, 0, "slowest rank", 0};
+    s->t += w;
+    r->rank_wait_us += w;
+}
+
 /* One pass of the schedule with the CPU taken per segment as given (extra, NULL: none). */
 static void run_once(sim *s, const int *bucket_of, const int *ready_unit, const double *ready_frac) {
     const tdm_plan_model *m = s->m;
@@ -320,6 +360,8 @@ static void run_once(sim *s, const int *bucket_of, const int *ready_unit, const 
     s->link_free = 0;
     s->grad_at = NAN, s->grad_first = 0;
     s->ag_dispatched = 0;
+    s->met = -1;
+    s->r->rank_wait_us = 0;
     s->r->n_segs = s->r->n_colls = 0;
     for (int b = 0; b < nb; b++) s->ag_end[b] = NAN;
     unsigned char *waited = tdm_xcalloc((size_t)nb + 1, 1);
@@ -337,7 +379,10 @@ static void run_once(sim *s, const int *bucket_of, const int *ready_unit, const 
                     int b = bucket_of[i];
                     if (waited[b]) continue;
                     dispatch_gathers(s, nb - b);
+                    /* not done on arrival: it needs every rank, each of which arrives with its own compute */
+                    const int meets = s->ag_end[b] > s->t;
                     wait_until(s, s->ag_end[b]);
+                    meet(s, u, meets);
                     waited[b] = 1;
                     dispatch_gathers(s, nb - b + GATHER_PREFETCH);
                 }
@@ -361,6 +406,7 @@ static void run_once(sim *s, const int *bucket_of, const int *ready_unit, const 
         rs_end[next_launch] = post_grad(s, grad_kind, next_launch, (double)s->padded[next_launch] * 4.0);
     }
     for (int b = 0; b < nb; b++) wait_until(s, rs_end[b]);
+    meet(s, U, 1);
     if (gathers_overlapped)
         for (int b = 0; b < nb; b++) wait_until(s, s->ag_end[b]);
     seg(s, m->sync_us, -1, 0, "sync");
@@ -378,6 +424,7 @@ static void run_once(sim *s, const int *bucket_of, const int *ready_unit, const 
 static double overlap_compute(const tdm_plan_result *r, double a0, double a1) {
     double h = 0;
     for (int i = 0; i < r->n_segs; i++) {
+        if (r->segs[i].unit == TDM_PLAN_SEG_RANKS) continue;
         double lo = r->segs[i].t0_us > a0 ? r->segs[i].t0_us : a0;
         double hi = r->segs[i].t1_us < a1 ? r->segs[i].t1_us : a1;
         if (hi > lo) h += hi - lo;
@@ -492,7 +539,7 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
             for (int i = 0; i < r->n_segs; i++) {
                 const tdm_plan_seg *g = &r->segs[i];
                 const double lo = g->t0_us > t0 ? g->t0_us : t0, hi = g->t1_us < t1 ? g->t1_us : t1;
-                if (hi > lo) next[i] += (hi - lo) * rate;
+                if (hi > lo && g->unit != TDM_PLAN_SEG_RANKS) next[i] += (hi - lo) * rate;
             }
         }
         free(extra);
@@ -509,7 +556,8 @@ int tdm_plan_simulate(const tdm_plan_model *m, const tdm_plan_config *c, tdm_pla
     if (extra)
         for (int i = 0; i < r->n_segs; i++) r->cpu_taken_us += extra[i];
     free(extra);
-    for (int i = 0; i < r->n_segs; i++) r->compute_us += r->segs[i].t1_us - r->segs[i].t0_us;
+    for (int i = 0; i < r->n_segs; i++)
+        if (r->segs[i].unit != TDM_PLAN_SEG_RANKS) r->compute_us += r->segs[i].t1_us - r->segs[i].t0_us;
     for (int k = 0; k < r->n_colls; k++) {
         tdm_plan_coll *cl = &r->colls[k];
         cl->hidden_us = overlap_compute(r, cl->start_us, cl->end_us);
@@ -535,6 +583,7 @@ static void set_compute(tdm_plan_model *m, const tdm_plan_unit *units, const dou
         m->units[u].bwd_us = units[u].bwd_us * f;
     }
     m->head_us = other[0] * f, m->fb_other_us = other[1] * f, m->sync_us = other[2] * f, m->opt_us = other[3] * f;
+    m->apart_scale = f;
 }
 
 static int baseline_step(const tdm_plan_model *m, double *step_us, tdm_error *err) {

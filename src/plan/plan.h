@@ -124,6 +124,17 @@ typedef struct tdm_plan_model {
     double measured_cpu_us_per_mb; /* from analysis.json; NaN when not there */
     int64_t *given_buckets;        /* [n_given_buckets] elements per bucket in bucket order, for given_cut */
     int n_given_buckets;
+    /* The ranks apart, per traced step (tandem's trace; 0 steps elsewhere): where the ranks meet (a collective that
+     * cannot complete without every rank), each waits for the slowest to arrive, so a step with more meeting points
+     * waits for the slowest rank of each stretch between them rather than of the whole step (tdm_plan_rank_wait_us).
+     * apart_at[(k * apart_ranks + r) * (n_units + 1) + u]: rank r's compute in step k, from the step's start (a
+     * meeting point: the previous step's all-gathers, or its reduce-scatters and agreement) to its first forward of
+     * unit u, waits left out; [n_units]: to the backward's end (the reduce-scatters' wait). */
+    int apart_steps, apart_ranks;
+    double *apart_at;
+    double *apart_weight; /* [apart_steps] each step's weight (a resample's count) */
+    int *apart_ref;       /* [apart_steps] the rank whose compute the model's is (the most layer time) */
+    double apart_scale;   /* the compute's factor (tdm_plan_calibrate; 0: 1) */
 } tdm_plan_model;
 
 void tdm_plan_model_free(tdm_plan_model *m);
@@ -144,14 +155,17 @@ typedef struct tdm_plan_coll {
 
 typedef struct tdm_plan_seg {
     double t0_us, t1_us;
-    int unit;     /* -1: not a unit (head, fb_other, sync, optimizer) */
+    int unit; /* -1: not a unit (head, fb_other, sync, optimizer); TDM_PLAN_SEG_RANKS: a wait for the slowest rank */
     int backward; /* 1 backward; 0 forward or other */
     const char *what;
     double cpu_us; /* of its length, the CPU that driving collectives took from it (simulated) */
 } tdm_plan_seg;
 
+#define TDM_PLAN_SEG_RANKS (-2)
+
 typedef struct tdm_plan_result {
     double step_us, compute_us, comm_us, hidden_us, exposed_us, cpu_taken_us;
+    double rank_wait_us; /* of the step, the waits for the slowest rank beyond the model's (tdm_plan_rank_wait_us) */
     int n_buckets;
     int64_t *bucket_padded; /* [n_buckets] elements */
     tdm_plan_coll *colls;
@@ -174,6 +188,12 @@ int tdm_plan_buckets(const tdm_plan_model *m, const tdm_plan_config *c, int64_t 
  * range[1] cuts them (range may be NULL), and c takes the roundest. 0, c unchanged, when neither does
  * (another model, freeze flags or alignment). */
 int tdm_plan_match_cut(const tdm_plan_model *m, tdm_plan_config *c, const int64_t *elems, int n, int64_t range[2]);
+
+/* The time a step waits for the slowest rank, beyond the model's compute (the rank with the most layer time),
+ * over the stretch of compute from unit `from` (-1: the step's start) to unit `to` (n_units: the backward's end)
+ * when the ranks meet at both ends: the mean over the traced steps of the slowest rank's compute over the stretch
+ * less the model's rank's. 0 without the ranks apart (m->apart_steps 0). */
+double tdm_plan_rank_wait_us(const tdm_plan_model *m, int from, int to);
 
 /* Simulates one step of m under c. Fails with one sentence when c is unusable (dp < 1, no
  * trainable parameter, a link without bandwidth). */

@@ -12,7 +12,7 @@ static const char *fill_of(const tdm_plan_seg *g) {
 
 static void row(tdm_strbuf *sb, const tdm_plan_seg *g, int n, int only_comm, double y, double scale, double x0) {
     for (int i = 0; i < n; i++) {
-        if ((g[i].backward == 2) != only_comm) continue;
+        if ((g[i].backward == 2) != only_comm || g[i].unit == TDM_PLAN_SEG_RANKS) continue; /* a wait: a gap */
         double w = (g[i].t1_us - g[i].t0_us) * scale;
         if (w <= 0) continue;
         tdm_sb_printf(sb, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"14\" fill=\"%s\"/>\n",

@@ -200,6 +200,36 @@ static void grads_together(const tdm_plan_config *c, const tdm_plan_run_info *ru
                   k, m->grad_together);
 }
 
+/* The compute thread's time from s0 to t, less its waits [w0[j], w1[j]) (sorted by start, none before s0). */
+static double compute_to(double t, double s0, const double *w0, const double *w1, int nw) {
+    double c = t - s0;
+    for (int j = 0; j < nw && w0[j] < t; j++) c -= (w1[j] < t ? w1[j] : t) - w0[j];
+    return c;
+}
+
+/* A rank's compute in the step [s0, s1) from its start to each unit's first forward into at[u] (left NaN where the
+ * unit did not run), and to the gradient sync's start (sy0: the backward's end) into at[n_units]; the compute
+ * thread's waits left out. */
+static void ranks_apart(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, double s1, double sy0,
+                        const tdm_plan_trace_in *in, double *at) {
+    double w0[256], w1[256];
+    int nw = 0;
+    for (int64_t i = lo; i < hi && r[i].t0_us < s1; i++) /* sorted by start */
+        if (!r[i].instant && r[i].cat == TDM_PROF_WAIT && r[i].thread_kind == TDM_PROF_THREAD_COMPUTE &&
+            r[i].t0_us >= s0 && nw < 256)
+            w0[nw] = r[i].t0_us, w1[nw] = r[i].t1_us, nw++;
+    for (int64_t i = lo; i < hi && r[i].t0_us < s1; i++) {
+        const tdm_prof_rec *x = &r[i];
+        if (x->instant || x->cat != TDM_PROF_LAYER || x->thread_kind != TDM_PROF_THREAD_COMPUTE || x->arg != 0 ||
+            x->t0_us < s0)
+            continue;
+        int u;
+        for (u = 0; u < in->n_units && strcmp(in->unit_names[u], x->name); u++) continue;
+        if (u < in->n_units && !isfinite(at[u])) at[u] = compute_to(x->t0_us, s0, w0, w1, nw);
+    }
+    if (isfinite(sy0)) at[in->n_units] = compute_to(sy0, s0, w0, w1, nw);
+}
+
 /* A training step's envelope on the compute thread. */
 static int is_step(const tdm_prof_rec *x) {
     return !x->instant && x->cat == TDM_PROF_PHASE && x->thread_kind == TDM_PROF_THREAD_COMPUTE &&
@@ -371,6 +401,8 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     }
     free(layer_t);
     free(best_t);
+    double *apart = tdm_xmalloc(((size_t)n_common * pt.n_ranks * (U + 1) + 1) * sizeof *apart);
+    for (size_t i = 0; i < (size_t)n_common * pt.n_ranks * (U + 1); i++) apart[i] = NAN;
     for (int ri = 0; ri < pt.n_ranks; ri++) {
         const int64_t lo = rlo[ri], hi = rhi[ri];
         const tdm_prof_rec *r = pt.recs;
@@ -436,6 +468,8 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                     else if (x->t0_us >= op0 && x->t0_us <= op1) w_opt += d;
                 }
             }
+            if (k_step < n_common)
+                ranks_apart(r, lo, hi, s0, s1, sy0, in, apart + ((size_t)k_step * pt.n_ranks + ri) * (U + 1));
             own_times(r, lo, hi, s0, s1, k_step, ri, &own_l, MAXB);
             step.sum += (s1 - s0) * wt, step.n += wt;
             if (ri == 0) { /* the timeline of this rank's last step */
@@ -501,6 +535,22 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     m->measured_step_us = step.sum / step.n;
     m->n_steps_measured = (int)step.n;
     m->n_traced_steps = n_common;
+    if (pt.n_ranks > 1 && n_common > 0) {
+        m->apart_steps = n_common, m->apart_ranks = pt.n_ranks, m->apart_at = apart, apart = NULL;
+        m->apart_weight = tdm_xmalloc((size_t)n_common * sizeof *m->apart_weight);
+        m->apart_ref = tdm_xmalloc((size_t)n_common * sizeof *m->apart_ref);
+        for (int k = 0; k < n_common; k++) {
+            int whole = 1;
+            for (int ri = 0; ri < pt.n_ranks; ri++) { /* a unit a step did not run (no image): met at the next */
+                double *at = m->apart_at + ((size_t)k * pt.n_ranks + ri) * (U + 1);
+                whole &= isfinite(at[U]);
+                for (int u = U - 1; u >= 0; u--)
+                    if (!isfinite(at[u])) at[u] = at[u + 1];
+            }
+            m->apart_weight[k] = whole ? step_weight(in, k) : 0;
+            m->apart_ref[k] = crit[k];
+        }
+    }
 
     tdm_plan_config *c = &m->baseline;
     memset(c, 0, sizeof *c);
@@ -549,11 +599,13 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         tdm_plan_note(notes, notes_cap, "the trace holds %d rank(s) but the baseline says dp %d", pt.n_ranks, c->dp);
 
     /* the link: fitted to the collectives' own times, with the baseline's bucket sizes. Of one
-     * step's collectives of one side (gradients, parameters), the rank that took least in all posted
-     * last and waited least for the others: its own times are the transfers', the others' add the
-     * wait for the slowest rank (taken as compute). Its times are taken together: collectives in
-     * flight at once share the link differently on each rank, so a least per collective, taken from
-     * several ranks, would add up to less than any rank saw. */
+     * step's collectives of one side (gradients, parameters), the rank whose took least in all with no
+     * compute beside them waited least for the others: it posted last or, of collectives posted by all
+     * at once and waited for later (an overlapped all-gather), reached the wait last; its own times are
+     * the transfers', the others' add the wait for the slowest rank (taken as compute, or as the ranks
+     * apart). Its times are taken together: collectives in flight at once share the link differently on
+     * each rank, so a least per collective, taken from several ranks, would add up to less than any
+     * rank saw. */
     own = tdm_xcalloc(2 * (size_t)MAXB, sizeof *own);
     records = tdm_xcalloc(2 * (size_t)MAXB, sizeof *records); /* every rank's, for the bytes moved */
     beside = tdm_xcalloc(2 * (size_t)MAXB, sizeof *beside);
@@ -566,7 +618,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         for (int64_t i = 0; i < own_l.n; i++) {
             const own_t *o = &own_l.v[i];
             size_t at = ((size_t)o->step * 2 + (size_t)(o->key / MAXB)) * (size_t)pt.n_ranks + (size_t)o->rank;
-            total[at] += o->us, count[at]++;
+            total[at] += o->us * (1 - o->beside), count[at]++;
         }
         for (int k = 0; k <= max_steps; k++)
             for (int side = 0; side < 2; side++) { /* of the ranks that hold every collective, the least */
@@ -798,6 +850,7 @@ out:
     free(rlo);
     free(rhi);
     free(crit);
+    free(apart);
     if (!in->trace) tdm_prof_trace_free(&pt);
     if (rc != 0) tdm_plan_model_free(m);
     return rc;

@@ -408,9 +408,10 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
         json_config(sb, &rows[i].c);
         tdm_sb_printf(sb,
                       ", \"buckets\": %d, \"step_us\": %.6g, \"change_pct\": %.6g, \"compute_us\": %.6g, \"comm_us\": "
-                      "%.6g, \"hidden_us\": %.6g, \"exposed_us\": %.6g, \"cpu_taken_us\": %.6g, \"collectives\": [",
+                      "%.6g, \"hidden_us\": %.6g, \"exposed_us\": %.6g, \"cpu_taken_us\": %.6g, \"rank_wait_us\": "
+                      "%.6g, \"collectives\": [",
                       r->n_buckets, r->step_us, (r->step_us / rows[0].r.step_us - 1) * 100, r->compute_us, r->comm_us,
-                      r->hidden_us, r->exposed_us, r->cpu_taken_us);
+                      r->hidden_us, r->exposed_us, r->cpu_taken_us, r->rank_wait_us);
         for (int k = 0; k < r->n_colls; k++) {
             const tdm_plan_coll *c = &r->colls[k];
             tdm_sb_printf(sb,

@@ -388,6 +388,78 @@ static void test_param_gather_overlap(void) {
     tdm_plan_result_free(&r);
 }
 
+/* The ranks apart: two traced steps of two ranks, each rank's compute from the step's start to unit 0's and unit 1's
+ * first forward and to the backward's end (hand-made). Where the ranks meet, the step waits for the slowest rank of
+ * each stretch between meeting points, beyond the model's rank (apart_ref):
+ *   step 0 (ref rank 0): r0 10, 110, 400; r1 30, 150, 380     step 1 (ref rank 1): r0 0, 100, 300; r1 0, 150, 320
+ *   start..u0: 20 and 0; u0..u1: max(100, 120) - 100 = 20 and max(100, 150) - 150 = 0; u1..end: 0 and
+ *   max(200, 170) - 170 = 30; the whole step: 0 and 0. Means: 10, 10, 15, 0. */
+static void test_ranks_apart_wait(void) {
+    double at[] = {10, 110, 400, 30, 150, 380, 0, 100, 300, 0, 150, 320};
+    double weight[] = {1, 1};
+    int ref[] = {0, 1};
+    tdm_plan_param p[] = {{250000, 0, 1}, {250000, 1, 1}};
+    tdm_plan_unit u[] = {{"u0", 100, 100}, {"u1", 100, 100}};
+    tdm_plan_model m = {.units = u,
+                        .n_units = 2,
+                        .params = p,
+                        .n_params = 2,
+                        .n_micro = 1,
+                        .apart_steps = 2,
+                        .apart_ranks = 2,
+                        .apart_at = at,
+                        .apart_weight = weight,
+                        .apart_ref = ref};
+    CHECK_NEAR(tdm_plan_rank_wait_us(&m, -1, 0), 10, 1e-9);
+    CHECK_NEAR(tdm_plan_rank_wait_us(&m, 0, 1), 10, 1e-9);
+    CHECK_NEAR(tdm_plan_rank_wait_us(&m, 1, 2), 15, 1e-9);
+    CHECK_NEAR(tdm_plan_rank_wait_us(&m, -1, 2), 0, 1e-9);
+    CHECK_NEAR(tdm_plan_rank_wait_us(&m, 1, 1), 0, 1e-9);
+    m.apart_scale = 2; /* calibrated compute: the waits follow it */
+    CHECK_NEAR(tdm_plan_rank_wait_us(&m, 1, 2), 30, 1e-9);
+    m.apart_scale = 0;
+    weight[1] = 0; /* a resample without step 1 */
+    CHECK_NEAR(tdm_plan_rank_wait_us(&m, -1, 0), 20, 1e-9);
+    CHECK_NEAR(tdm_plan_rank_wait_us(&m, 0, 1), 20, 1e-9);
+    CHECK_NEAR(tdm_plan_rank_wait_us(&m, 1, 2), 0, 1e-9);
+    weight[1] = 1;
+
+    /* Both overlap flags, two buckets (unit 1's parameters, then unit 0's), all-gathers that barely move beside
+     * compute: neither is done when the forward reaches its unit, so the ranks meet at unit 0, unit 1 and the
+     * backward's end, and the step waits 10 + 10 + 15 us more than without the ranks apart. */
+    tdm_plan_config c = {
+        .dp = 2, .distributed = 1, .overlap_grad = 1, .overlap_param = 1, .bucket_size = 250000, .link = {0, 8}};
+    m.speed_beside = 0.001;
+    tdm_plan_result r, alone;
+    tdm_error err;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK(r.n_buckets == 2, "%d buckets", r.n_buckets);
+    CHECK_NEAR(r.rank_wait_us, 35, 1e-6);
+    m.apart_steps = 0;
+    CHECK(tdm_plan_simulate(&m, &c, &alone, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(alone.rank_wait_us, 0, 1e-12);
+    CHECK_NEAR(r.step_us - alone.step_us, 35, 0.05);  /* the collectives in flight move at 0.001 during the waits */
+    CHECK_NEAR(r.compute_us, alone.compute_us, 1e-6); /* a wait, not compute */
+    tdm_plan_result_free(&r);
+    tdm_plan_result_free(&alone);
+    m.apart_steps = 2;
+    /* one rank: nobody to wait for */
+    c.dp = 1;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.rank_wait_us, 0, 1e-12);
+    tdm_plan_result_free(&r);
+    /* the all-gathers done before the forward needs them (a head of 5 ms at full speed): the ranks meet only
+     * at the backward's end, as without the overlap */
+    c.dp = 2, m.speed_beside = 0, m.head_us = 5000;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.rank_wait_us, tdm_plan_rank_wait_us(&m, -1, 2), 1e-9);
+    tdm_plan_result_free(&r);
+    c.overlap_param = 0;
+    CHECK(tdm_plan_simulate(&m, &c, &r, &err) == 0, "%s", err.msg);
+    CHECK_NEAR(r.rank_wait_us, 0, 1e-12);
+    tdm_plan_result_free(&r);
+}
+
 static void test_flags_and_bad_input(void) {
     tdm_plan_config c = {.dp = 2, .num_buckets = 3, .link = {1, 1}};
     tdm_error err;
@@ -559,6 +631,50 @@ static void test_trace_slowest_rank(void) {
         CHECK(tdm_plan_simulate(&m, &m.baseline, &r, &err) == 0, "%s", err.msg);
         CHECK_NEAR(r.step_us, 100, 1e-6); /* rank 1's compute, the transfer, the optimizer, 1 us between */
         tdm_plan_result_free(&r);
+        tdm_plan_model_free(&m);
+    }
+    trace_remove(&t);
+}
+
+/* Each rank's compute to the units' first forwards and the backward's end, from a two-rank trace written here: rank 0
+ * starts unit 0 at 5 us, waits 3 us for an all-gather, runs unit 1 from 18 us and reaches the gradient sync at 65 us;
+ * rank 1 starts at 2, 12 and 75 us with no wait. Rank 1 has the most layer time: the model's rank. */
+static void test_trace_ranks_apart(void) {
+    test_trace t;
+    if (trace_begin(&t) != 0) return;
+    for (int rk = 0; rk < 2; rk++) {
+        trace_threads(&t, rk);
+        trace_ev(&t, "step", "phase", 2, 0, 100, 1);
+        if (rk == 0) {
+            trace_ev(&t, "forward-backward", "phase", 2, 5, 58, 0);
+            trace_ev(&t, "u0", "layer", 2, 5, 10, 0);
+            trace_ev(&t, "param all-gather", "wait", 2, 15, 3, 0);
+            trace_ev(&t, "u1", "layer", 2, 18, 15, 0);
+            trace_ev(&t, "u1", "layer", 2, 33, 10, 1);
+            trace_ev(&t, "u0", "layer", 2, 43, 20, 1);
+            trace_ev(&t, "grad sync", "phase", 2, 65, 25, 0);
+        } else {
+            trace_ev(&t, "forward-backward", "phase", 2, 2, 70, 0);
+            trace_ev(&t, "u0", "layer", 2, 2, 10, 0);
+            trace_ev(&t, "u1", "layer", 2, 12, 10, 0);
+            trace_ev(&t, "u1", "layer", 2, 22, 10, 1);
+            trace_ev(&t, "u0", "layer", 2, 32, 40, 1);
+            trace_ev(&t, "grad sync", "phase", 2, 75, 15, 0);
+        }
+        trace_ev(&t, "optimizer", "phase", 2, 90, 10, 0);
+    }
+    tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+    tdm_plan_model m;
+    if (trace_model(&t, p, 2, &m)) {
+        CHECK(m.apart_steps == 1 && m.apart_ranks == 2, "%d steps, %d ranks", m.apart_steps, m.apart_ranks);
+        if (m.apart_steps == 1 && m.apart_ranks == 2) {
+            const double want[6] = {5, 15, 62, 2, 12, 75};
+            for (int i = 0; i < 6; i++) CHECK_NEAR(m.apart_at[i], want[i], 1e-9);
+            CHECK(m.apart_ref[0] == 1, "the model's rank %d", m.apart_ref[0]);
+            CHECK_NEAR(m.apart_weight[0], 1, 1e-12);
+            CHECK_NEAR(tdm_plan_rank_wait_us(&m, -1, 0), 3, 1e-9); /* rank 0 reaches unit 0 3 us after rank 1 */
+            CHECK_NEAR(tdm_plan_rank_wait_us(&m, -1, 2), 0, 1e-9);
+        }
         tdm_plan_model_free(&m);
     }
     trace_remove(&t);
@@ -809,6 +925,41 @@ static void test_trace_speed_from_overlap(void) {
     }
 }
 
+/* An overlapped all-gather, posted by both ranks at 0 and done at 50 us when the later of them reaches its wait:
+ * rank 0 computes 10 us and waits 40, rank 1 computes 45 and waits 5. Rank 1 waited least: its record is the
+ * transfer's (rank 0's adds the wait for rank 1). The reduce-scatter after the backward flew with no compute beside
+ * it: 1024 bytes on the wire in 20 us, the link; the all-gather moves as many, 20 us alone = 5 + 45 x speed: 1/3. */
+static void test_trace_gather_waited_last(void) {
+    test_trace t;
+    if (trace_begin(&t) != 0) return;
+    for (int rk = 0; rk < 2; rk++) {
+        const double fwd0 = rk ? 45 : 10;
+        trace_threads(&t, rk);
+        trace_ev(&t, "step", "phase", 2, 0, 200, 1);
+        trace_ev(&t, "forward-backward", "phase", 2, 0, 150, 0);
+        trace_coll(&t, "param all-gather", 0, 50, 0, 2048);
+        trace_ev(&t, "u0", "layer", 2, 0, fwd0, 0);
+        trace_ev(&t, "param all-gather", "wait", 2, fwd0, 50 - fwd0, 0);
+        trace_ev(&t, "u1", "layer", 2, 50, 10, 0);
+        trace_ev(&t, "u1", "layer", 2, 60, 10, 1);
+        trace_ev(&t, "u0", "layer", 2, 70, 10, 1);
+        trace_ev(&t, "grad sync", "phase", 2, 151, 21, 0);
+        trace_ev(&t, "grad reduce-scatter", "wait", 2, 151, 20, 0);
+        trace_coll(&t, "grad reduce-scatter", 151, 20, 0, 2048);
+        trace_ev(&t, "optimizer", "phase", 2, 175, 15, 0);
+    }
+    tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+    tdm_plan_model m;
+    if (trace_model(&t, p, 2, &m)) {
+        CHECK(m.baseline.distributed && m.baseline.overlap_param, "distributed %d, overlap-param-gather %d",
+              m.baseline.distributed, m.baseline.overlap_param);
+        CHECK_NEAR(m.baseline.link.gbps, 1024.0 / 20 / 125, 1e-9);
+        CHECK_NEAR(m.speed_beside, 1.0 / 3, 1e-9);
+        tdm_plan_model_free(&m);
+    }
+    trace_remove(&t);
+}
+
 /* A distributed baseline without overlap over a network, inline progress: two reduce-scatters posted together after
  * the backward take 25 us, two all-gathers of the same bytes after the optimizer 20: posted together they ran 1.25
  * times as long, and the link is the all-gathers' (1024 bytes on the wire in 20 us). On shared memory (where a
@@ -951,6 +1102,7 @@ int main(void) {
     RUN(test_speed_beside);
     RUN(test_calibrate);
     RUN(test_param_gather_overlap);
+    RUN(test_ranks_apart_wait);
     RUN(test_flags_and_bad_input);
     RUN(test_trace_bad_input);
     RUN(test_trace_slowest_rank);
@@ -961,6 +1113,8 @@ int main(void) {
     RUN(test_trace_step_weights);
     RUN(test_trace_speed_from_overlap);
     RUN(test_trace_grads_together);
+    RUN(test_trace_ranks_apart);
+    RUN(test_trace_gather_waited_last);
     RUN(test_doctor_report);
     RUN(test_run_info);
     return TEST_SUMMARY();
