@@ -642,25 +642,20 @@ static void test_trace_slowest_rank(void) {
 static void test_trace_ranks_apart(void) {
     test_trace t;
     if (trace_begin(&t) != 0) return;
+    /* per rank: forward-backward start and length, unit 0's forward start, unit 1's forward start and length, the
+     * backward's start and unit 0's backward, the gradient sync's start and length */
+    static const double at[2][9] = {{5, 58, 5, 18, 15, 33, 20, 65, 25}, {2, 70, 2, 12, 10, 22, 40, 75, 15}};
     for (int rk = 0; rk < 2; rk++) {
+        const double *a = at[rk];
         trace_threads(&t, rk);
         trace_ev(&t, "step", "phase", 2, 0, 100, 1);
-        if (rk == 0) {
-            trace_ev(&t, "forward-backward", "phase", 2, 5, 58, 0);
-            trace_ev(&t, "u0", "layer", 2, 5, 10, 0);
-            trace_ev(&t, "param all-gather", "wait", 2, 15, 3, 0);
-            trace_ev(&t, "u1", "layer", 2, 18, 15, 0);
-            trace_ev(&t, "u1", "layer", 2, 33, 10, 1);
-            trace_ev(&t, "u0", "layer", 2, 43, 20, 1);
-            trace_ev(&t, "grad sync", "phase", 2, 65, 25, 0);
-        } else {
-            trace_ev(&t, "forward-backward", "phase", 2, 2, 70, 0);
-            trace_ev(&t, "u0", "layer", 2, 2, 10, 0);
-            trace_ev(&t, "u1", "layer", 2, 12, 10, 0);
-            trace_ev(&t, "u1", "layer", 2, 22, 10, 1);
-            trace_ev(&t, "u0", "layer", 2, 32, 40, 1);
-            trace_ev(&t, "grad sync", "phase", 2, 75, 15, 0);
-        }
+        trace_ev(&t, "forward-backward", "phase", 2, a[0], a[1], 0);
+        trace_ev(&t, "u0", "layer", 2, a[2], 10, 0);
+        if (rk == 0) trace_ev(&t, "param all-gather", "wait", 2, 15, 3, 0);
+        trace_ev(&t, "u1", "layer", 2, a[3], a[4], 0);
+        trace_ev(&t, "u1", "layer", 2, a[5], 10, 1);
+        trace_ev(&t, "u0", "layer", 2, a[5] + 10, a[6], 1);
+        trace_ev(&t, "grad sync", "phase", 2, a[7], a[8], 0);
         trace_ev(&t, "optimizer", "phase", 2, 90, 10, 0);
     }
     tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
