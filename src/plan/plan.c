@@ -334,9 +334,9 @@ static void wait_until(sim *s, double t) {
 }
 
 /* Where the ranks may meet, at unit `u` (n_units: the backward's end): when they do (`meets`), the step waits for
- * the slowest rank's compute since they last met (s->met). The wait is a segment (TDM_PLAN_SEG_RANKS) at every such point,
- * empty where they do not meet, so that the passes' segments stay in step: the rank waits there while the slowest
- * computes, so collectives in flight move as beside compute, and nothing is charged to it. */
+ * the slowest rank's compute since they last met (s->met). The wait is a segment (TDM_PLAN_SEG_RANKS) at every
+ * such point, empty where they do not meet, so that the passes' segments stay in step: the rank waits there while
+ * the slowest computes, so collectives in flight move as beside compute, and nothing is charged to it. */
 static void meet(sim *s, int u, int meets) {
     tdm_plan_result *r = s->r;
     const double w = meets && s->c->dp > 1 ? tdm_plan_rank_wait_us(s->m, s->met, u) * s->scale : 0;
