@@ -360,6 +360,8 @@ static void table_text(tdm_strbuf *sb, const row *rows, int n, double measured) 
                 tdm_sb_printf(sb, "  %-42s %7s %10s %8s %9.3f %9.3f %9.3f\n", tdm_plan_kind_name(k), "", "", "",
                               cm / 1e3, hd / 1e3, (cm - hd) / 1e3);
         }
+        if (r->rank_wait_us >= 0.0005) /* of the step, where the ranks meet (tdm_plan_rank_wait_us) */
+            tdm_sb_printf(sb, "  %-42s %7s %10.3f\n", "of it, waits for the slowest rank", "", r->rank_wait_us / 1e3);
     }
 }
 

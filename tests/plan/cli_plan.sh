@@ -46,6 +46,11 @@ for k in (1, 2):
     if a["predictions"][k]["change_interval_pct"] != b["predictions"][k]["change_interval_pct"]:
         errs.append("another interval on a second run: %s" % b["predictions"][k])
 if z["model"]["resamples"] != 0 or z["predictions"][1]["change_interval_pct"] is not None: errs.append("--resamples 0: %s" % z["model"])
+# the waits for the slowest rank where the ranks meet: within the step, the same where the meetings are (the
+# gradient flag alone and another bucket count keep the baseline's one, after the backward)
+w = [p["rank_wait_us"] for p in a["predictions"]]
+if any(not 0 <= x < p["step_us"] for x, p in zip(w, a["predictions"])): errs.append("rank_wait_us: %s" % w)
+if abs(w[1] - w[0]) > 1e-6 * max(1, w[0]) or abs(w[2] - w[0]) > 1e-6 * max(1, w[0]): errs.append("rank_wait_us: %s" % w)
 for e in errs: print(e)
 sys.exit(1 if errs else 0)
 PYEOF
