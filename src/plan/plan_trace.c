@@ -414,6 +414,14 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             const int use = k_step >= n_common || crit[k_step] == ri; /* this rank's compute is the step's */
             const double wt = step_weight(in, k_step);
             const double s0 = env->t0_us, s1 = env->t1_us;
+            /* until the rank's next step: the all-gathers an overlapped optimizer posts may start after the step's
+             * record ends */
+            double s_next = INFINITY;
+            for (int64_t j = e + 1; j < hi; j++)
+                if (is_step(&r[j])) {
+                    s_next = r[j].t0_us;
+                    break;
+                }
             double fb_t = 0, sync_t = 0, opt_t = 0, layers = 0, w_fb = 0, w_sync = 0, w_opt = 0;
             int n_fb = 0;
             /* phases first: the waits and marks are placed by them */
@@ -470,7 +478,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             }
             if (k_step < n_common)
                 ranks_apart(r, lo, hi, s0, s1, sy0, in, apart + ((size_t)k_step * pt.n_ranks + ri) * (U + 1));
-            own_times(r, lo, hi, s0, s1, k_step, ri, &own_l, MAXB);
+            own_times(r, lo, hi, s0, s_next > s1 ? s_next : s1, k_step, ri, &own_l, MAXB);
             step.sum += (s1 - s0) * wt, step.n += wt;
             if (ri == 0) { /* the timeline of this rank's last step */
                 m->n_measured = 0;

@@ -955,6 +955,44 @@ static void test_trace_gather_waited_last(void) {
     trace_remove(&t);
 }
 
+/* Two steps of two buckets with both overlap flags: each step's optimizer posts bucket 1's all-gather inside the step's
+ * record and bucket 0's just after it ends, before the next step begins (as a run's records may fall). Both count
+ * to the step that posted them: their bytes add up to the model's buckets. */
+static void test_trace_gather_between_steps(void) {
+    test_trace t;
+    if (trace_begin(&t) != 0) return;
+    for (int rk = 0; rk < 2; rk++) {
+        trace_threads(&t, rk);
+        for (int k = 0; k < 2; k++) {
+            const double s = 101.0 * k;
+            trace_ev(&t, "step", "phase", 2, s, 100, k + 1);
+            trace_ev(&t, "forward-backward", "phase", 2, s, 60, 0);
+            if (k) trace_ev(&t, "param all-gather", "wait", 2, s, 1, 1);
+            trace_ev(&t, "u0", "layer", 2, s + 1, 9, 0);
+            trace_ev(&t, "u1", "layer", 2, s + 10, 10, 0);
+            trace_ev(&t, "u1", "layer", 2, s + 20, 10, 1);
+            trace_coll(&t, "grad reduce-scatter", s + 30, 10, 0, 1024);
+            trace_ev(&t, "u0", "layer", 2, s + 30, 30, 1);
+            trace_ev(&t, "grad sync", "phase", 2, s + 61, 19, 0);
+            trace_ev(&t, "grad reduce-scatter", "wait", 2, s + 61, 10, 1);
+            trace_coll(&t, "grad reduce-scatter", s + 61, 10, 1, 1024);
+            trace_ev(&t, "optimizer", "phase", 2, s + 80, 20, 0);
+            trace_coll(&t, "param all-gather", s + 99, 2, 1, 1024);
+            trace_coll(&t, "param all-gather", s + 100.5, 10, 0, 1024);
+        }
+    }
+    tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+    tdm_plan_model m;
+    if (trace_model(&t, p, 2, &m)) {
+        CHECK(m.baseline.distributed && m.baseline.overlap_param && m.baseline.num_buckets == 2,
+              "distributed %d, overlap-param-gather %d, %d buckets", m.baseline.distributed, m.baseline.overlap_param,
+              m.baseline.num_buckets);
+        CHECK(strstr(t.notes, "bytes too") != NULL, "the buckets' bytes read: %s", t.notes);
+        tdm_plan_model_free(&m);
+    }
+    trace_remove(&t);
+}
+
 /* A distributed baseline without overlap over a network, inline progress: two reduce-scatters posted together after
  * the backward take 25 us, two all-gathers of the same bytes after the optimizer 20: posted together they ran 1.25
  * times as long, and the link is the all-gathers' (1024 bytes on the wire in 20 us). On shared memory (where a
@@ -1110,6 +1148,7 @@ int main(void) {
     RUN(test_trace_grads_together);
     RUN(test_trace_ranks_apart);
     RUN(test_trace_gather_waited_last);
+    RUN(test_trace_gather_between_steps);
     RUN(test_doctor_report);
     RUN(test_run_info);
     return TEST_SUMMARY();
