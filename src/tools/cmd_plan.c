@@ -368,15 +368,15 @@ static void table_text(tdm_strbuf *sb, const row *rows, int n, double measured) 
 static void json_config(tdm_strbuf *sb, const tdm_plan_config *c) {
     tdm_sb_printf(sb,
                   "{\"dp\": %d, \"distributed_optimizer\": %s, \"overlap_grad_reduce\": %s, \"overlap_param_gather\": "
-                  "%s, \"bucket_size\": %lld, \"num_buckets\": %d, \"bf16_params\": %s, \"link_gbps\": %.6g, "
-                  "\"link_latency_us\": %.6g, \"link_algo\": \"%s\"}",
+                  "%s, \"bucket_size\": %lld, \"num_buckets\": %d, \"bf16_params\": %s, \"link_gbps\": %.9g, "
+                  "\"link_latency_us\": %.9g, \"link_algo\": \"%s\"}",
                   c->dp, c->distributed ? "true" : "false", c->overlap_grad ? "true" : "false",
                   c->overlap_param ? "true" : "false", (long long)c->bucket_size, c->num_buckets,
                   c->bf16_params ? "true" : "false", c->link.gbps, c->link.alpha_us, c->link.tree ? "tree" : "ring");
 }
 
 static void json_num(tdm_strbuf *sb, double v) {
-    if (isfinite(v)) tdm_sb_printf(sb, "%.6g", v);
+    if (isfinite(v)) tdm_sb_printf(sb, "%.9g", v);
     else tdm_sb_puts(sb, "null");
 }
 
@@ -385,8 +385,8 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
                        int resamples) {
     tdm_sb_puts(sb, "{\"model\": {\"units\": ");
     tdm_sb_printf(sb,
-                  "%d, \"micro_batches\": %d, \"head_us\": %.6g, \"fb_other_us\": %.6g, \"sync_us\": %.6g, "
-                  "\"optimizer_us\": %.6g, \"cpu_us_per_mb\": %.6g, \"lost_share\": %.6g, \"speed_beside\": ",
+                  "%d, \"micro_batches\": %d, \"head_us\": %.9g, \"fb_other_us\": %.9g, \"sync_us\": %.9g, "
+                  "\"optimizer_us\": %.9g, \"cpu_us_per_mb\": %.9g, \"lost_share\": %.9g, \"speed_beside\": ",
                   m->n_units, m->n_micro, m->head_us, m->fb_other_us, m->sync_us, m->opt_us, m->cpu_us_per_mb,
                   m->lost_share > 0 ? m->lost_share : 0);
     json_num(sb, m->speed_beside > 0 ? m->speed_beside : NAN);
@@ -396,7 +396,7 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
     json_num(sb, m->measured_step_us);
     tdm_sb_printf(sb, ", \"measured_steps\": %d, \"calibrated_step_us\": ", m->n_steps_measured);
     json_num(sb, calib_ms > 0 ? calib_ms * 1e3 : NAN);
-    tdm_sb_printf(sb, ", \"compute_scale\": %.6g, \"traced_steps\": %d, \"resamples\": %d, \"baseline\": ", factor,
+    tdm_sb_printf(sb, ", \"compute_scale\": %.9g, \"traced_steps\": %d, \"resamples\": %d, \"baseline\": ", factor,
                   m->n_traced_steps, resamples);
     json_config(sb, &m->baseline);
     tdm_sb_puts(sb, "},\n \"notes\": ");
@@ -409,21 +409,21 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
         tdm_sb_puts(sb, ", \"config\": ");
         json_config(sb, &rows[i].c);
         tdm_sb_printf(sb,
-                      ", \"buckets\": %d, \"step_us\": %.6g, \"change_pct\": %.6g, \"compute_us\": %.6g, \"comm_us\": "
-                      "%.6g, \"hidden_us\": %.6g, \"exposed_us\": %.6g, \"cpu_taken_us\": %.6g, \"rank_wait_us\": "
-                      "%.6g, \"collectives\": [",
+                      ", \"buckets\": %d, \"step_us\": %.9g, \"change_pct\": %.9g, \"compute_us\": %.9g, \"comm_us\": "
+                      "%.9g, \"hidden_us\": %.9g, \"exposed_us\": %.9g, \"cpu_taken_us\": %.9g, \"rank_wait_us\": "
+                      "%.9g, \"collectives\": [",
                       r->n_buckets, r->step_us, (r->step_us / rows[0].r.step_us - 1) * 100, r->compute_us, r->comm_us,
                       r->hidden_us, r->exposed_us, r->cpu_taken_us, r->rank_wait_us);
         for (int k = 0; k < r->n_colls; k++) {
             const tdm_plan_coll *c = &r->colls[k];
             tdm_sb_printf(sb,
-                          "%s{\"kind\": \"%s\", \"bucket\": %d, \"bytes\": %.0f, \"post_us\": %.6g, \"start_us\": "
-                          "%.6g, \"end_us\": %.6g, \"hidden_us\": %.6g, \"exposed_us\": %.6g}",
+                          "%s{\"kind\": \"%s\", \"bucket\": %d, \"bytes\": %.0f, \"post_us\": %.9g, \"start_us\": "
+                          "%.9g, \"end_us\": %.9g, \"hidden_us\": %.9g, \"exposed_us\": %.9g}",
                           k ? ", " : "", tdm_plan_kind_name(c->kind), c->bucket, c->bytes, c->post_us, c->start_us,
                           c->end_us, c->hidden_us, c->end_us - c->start_us - c->hidden_us);
         }
         tdm_sb_puts(sb, "], \"change_interval_pct\": ");
-        if (i > 0 && lo && isfinite(lo[i])) tdm_sb_printf(sb, "[%.6g, %.6g]}", lo[i], hi[i]);
+        if (i > 0 && lo && isfinite(lo[i])) tdm_sb_printf(sb, "[%.9g, %.9g]}", lo[i], hi[i]);
         else tdm_sb_puts(sb, "null}");
     }
     tdm_sb_puts(sb, "]");
@@ -431,7 +431,7 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
         tdm_sb_puts(sb, ",\n \"suggestion\": {\"name\": ");
         tdm_sb_json_string(sb, best->name, strlen(best->name));
         tdm_sb_printf(sb,
-                      ", \"step_us\": %.6g, \"gain_pct\": %.6g, \"keep_baseline\": %s, \"config\": ", best->r.step_us,
+                      ", \"step_us\": %.9g, \"gain_pct\": %.9g, \"keep_baseline\": %s, \"config\": ", best->r.step_us,
                       (1 - best->r.step_us / rows[0].r.step_us) * 100, keep ? "true" : "false");
         json_config(sb, &best->c);
         tdm_sb_puts(sb, "}");
