@@ -242,16 +242,21 @@ typedef struct sim {
     int seg_cap, coll_cap;
 } sim;
 
-static void seg(sim *s, double dur, int unit, int backward, const char *what) {
+/* Appends g to the pass's segments and moves the compute thread's clock to its end. */
+static void push_seg(sim *s, tdm_plan_seg g) {
     tdm_plan_result *r = s->r;
-    double extra = s->extra ? s->extra[r->n_segs] : 0;
     if (r->n_segs == s->seg_cap) {
         s->seg_cap = s->seg_cap ? 2 * s->seg_cap : 256;
         r->segs = tdm_xrealloc(r->segs, (size_t)s->seg_cap * sizeof *r->segs);
     }
+    r->segs[r->n_segs++] = g;
+    s->t = g.t1_us;
+}
+
+static void seg(sim *s, double dur, int unit, int backward, const char *what) {
+    const double extra = s->extra ? s->extra[s->r->n_segs] : 0;
     dur *= s->scale;
-    r->segs[r->n_segs++] = (tdm_plan_seg){s->t, s->t + dur + extra, unit, backward, what, extra};
-    s->t += dur + extra;
+    push_seg(s, (tdm_plan_seg){s->t, s->t + dur + extra, unit, backward, what, extra});
 }
 
 /* The share of its CPU-bound part a collective of alone-time d moving `bytes` runs at while compute
@@ -338,16 +343,10 @@ static void wait_until(sim *s, double t) {
  * such point, empty where they do not meet, so that the passes' segments stay in step: the rank waits there while
  * the slowest computes, so collectives in flight move as beside compute, and nothing is charged to it. */
 static void meet(sim *s, int u, int meets) {
-    tdm_plan_result *r = s->r;
     const double w = meets && s->c->dp > 1 ? tdm_plan_rank_wait_us(s->m, s->met, u) * s->scale : 0;
     if (meets) s->met = u;
-    if (r->n_segs == s->seg_cap) {
-        s->seg_cap = s->seg_cap ? 2 * s->seg_cap : 256;
-        r->segs = tdm_xrealloc(r->segs, (size_t)s->seg_cap * sizeof *r->segs);
-    }
-    r->segs[r->n_segs++] = (tdm_plan_seg){s->t, s->t + w, TDM_PLAN_SEG_RANKS, 0, "slowest rank", 0};
-    s->t += w;
-    r->rank_wait_us += w;
+    push_seg(s, (tdm_plan_seg){s->t, s->t + w, TDM_PLAN_SEG_RANKS, 0, "slowest rank", 0});
+    s->r->rank_wait_us += w;
 }
 
 /* One pass of the schedule with the CPU taken per segment as given (extra, NULL: none). */

@@ -200,6 +200,13 @@ static void grads_together(const tdm_plan_config *c, const tdm_plan_run_info *ru
                   k, m->grad_together);
 }
 
+/* The unit a layer record names, n_units when none. */
+static int unit_index(const tdm_plan_trace_in *in, const char *name) {
+    int u = 0;
+    while (u < in->n_units && strcmp(in->unit_names[u], name)) u++;
+    return u;
+}
+
 /* The compute thread's time from s0 to t, less its waits [w0[j], w1[j]) (sorted by start, none before s0). */
 static double compute_to(double t, double s0, const double *w0, const double *w1, int nw) {
     double c = t - s0;
@@ -223,8 +230,7 @@ static void ranks_apart(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0
         if (x->instant || x->cat != TDM_PROF_LAYER || x->thread_kind != TDM_PROF_THREAD_COMPUTE || x->arg != 0 ||
             x->t0_us < s0)
             continue;
-        int u;
-        for (u = 0; u < in->n_units && strcmp(in->unit_names[u], x->name); u++) continue;
+        const int u = unit_index(in, x->name);
         if (u < in->n_units && !isfinite(at[u])) at[u] = compute_to(x->t0_us, s0, w0, w1, nw);
     }
     if (isfinite(sy0)) at[in->n_units] = compute_to(sy0, s0, w0, w1, nw);
@@ -457,8 +463,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                 }
                 if (x->thread_kind != TDM_PROF_THREAD_COMPUTE) continue;
                 if (x->cat == TDM_PROF_LAYER) {
-                    int u;
-                    for (u = 0; u < U && strcmp(in->unit_names[u], x->name); u++) continue;
+                    const int u = unit_index(in, x->name);
                     if (u == U) {
                         unknown_layers += use;
                         continue;
