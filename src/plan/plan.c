@@ -406,6 +406,10 @@ static void run_once(sim *s, const int *bucket_of, const int *ready_unit, const 
     }
     for (int b = 0; b < nb; b++) wait_until(s, rs_end[b]);
     meet(s, U, 1);
+    if (c->dp > 1 && m->agree_us > 0) { /* the rank whose gradient collectives completed last */
+        push_seg(s, (tdm_plan_seg){s->t, s->t + m->agree_us, TDM_PLAN_SEG_RANKS, 0, "last rank's collectives", 0});
+        s->r->rank_wait_us += m->agree_us;
+    }
     if (gathers_overlapped)
         for (int b = 0; b < nb; b++) wait_until(s, s->ag_end[b]);
     seg(s, m->sync_us, -1, 0, "sync");

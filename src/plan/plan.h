@@ -135,6 +135,10 @@ typedef struct tdm_plan_model {
     double *apart_weight; /* [apart_steps] each step's weight (a resample's count) */
     int *apart_ref;       /* [apart_steps] the rank whose compute the model's is (the most layer time) */
     double apart_scale;   /* the compute's factor (tdm_plan_calibrate; 0: 1) */
+    /* After the gradient collectives the ranks agree (src/distributed/grad_sync.c), which waits for the rank whose
+     * collectives completed last: the mean over the traced steps of the longest such wait of any rank (0 from
+     * other traces). Taken as is for every candidate with dp > 1 (docs/plan.md, limits). */
+    double agree_us;
 } tdm_plan_model;
 
 void tdm_plan_model_free(tdm_plan_model *m);

@@ -95,6 +95,10 @@ static double comm_thread_cpu_ms(const char *trace_path, tdm_plan_run_info *ri) 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
 /* 0 grad collective, 1 parameter all-gather, -1 neither */
+/* The gradient sync's wait for the other ranks' agreement (src/distributed/grad_sync.c): it ends when the rank
+ * whose gradient collectives complete last joins. */
+#define AGREE_WAIT "grad sync: ranks agree"
+
 static int coll_side(const char *name) { return starts(name, "grad ") ? 0 : starts(name, "param ") ? 1 : -1; }
 
 typedef struct acc {
@@ -398,7 +402,8 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     }
     int *crit = tdm_xcalloc((size_t)max_steps + 1, sizeof *crit), n_common = max_steps;
     double *layer_t = tdm_xcalloc((size_t)max_steps + 1, sizeof *layer_t),
-           *best_t = tdm_xcalloc((size_t)max_steps + 1, sizeof *best_t);
+           *best_t = tdm_xcalloc((size_t)max_steps + 1, sizeof *best_t),
+           *agree = tdm_xcalloc((size_t)max_steps + 1, sizeof *agree); /* per step, the longest agreement wait */
     for (int ri = 0; ri < pt.n_ranks; ri++) {
         int ns = layer_time_per_step(&pt, rlo[ri], rhi[ri], layer_t, max_steps);
         if (ns < n_common) n_common = ns;
@@ -428,7 +433,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                     s_next = r[j].t0_us;
                     break;
                 }
-            double fb_t = 0, sync_t = 0, opt_t = 0, layers = 0, w_fb = 0, w_sync = 0, w_opt = 0;
+            double fb_t = 0, sync_t = 0, opt_t = 0, layers = 0, w_fb = 0, w_sync = 0, w_opt = 0, agree_t = 0;
             int n_fb = 0;
             /* phases first: the waits and marks are placed by them */
             double fb0[64], fb1[64], sy0 = NAN, sy1 = NAN, op0 = NAN, op1 = NAN;
@@ -477,12 +482,16 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                     if (in_fb) {
                         w_fb += d;
                         if (coll_side(x->name) == 1) param_in_fb = 1;
-                    } else if (x->t0_us >= sy0 && x->t0_us <= sy1) w_sync += d;
-                    else if (x->t0_us >= op0 && x->t0_us <= op1) w_opt += d;
+                    } else if (x->t0_us >= sy0 && x->t0_us <= sy1) {
+                        w_sync += d;
+                        if (!strcmp(x->name, AGREE_WAIT)) agree_t += d;
+                    } else if (x->t0_us >= op0 && x->t0_us <= op1) w_opt += d;
                 }
             }
-            if (k_step < n_common)
+            if (k_step < n_common) {
                 ranks_apart(r, lo, hi, s0, s1, sy0, in, apart + ((size_t)k_step * pt.n_ranks + ri) * (U + 1));
+                if (agree_t > agree[k_step]) agree[k_step] = agree_t;
+            }
             own_times(r, lo, hi, s0, s_next > s1 ? s_next : s1, k_step, ri, &own_l, MAXB);
             step.sum += (s1 - s0) * wt, step.n += wt;
             if (ri == 0) { /* the timeline of this rank's last step */
@@ -548,6 +557,11 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     m->measured_step_us = step.sum / step.n;
     m->n_steps_measured = (int)step.n;
     m->n_traced_steps = n_common;
+    if (pt.n_ranks > 1 && n_common > 0) {
+        double sum = 0, wsum = 0;
+        for (int k = 0; k < n_common; k++) sum += agree[k] * step_weight(in, k), wsum += step_weight(in, k);
+        m->agree_us = wsum > 0 ? sum / wsum : 0;
+    }
     if (pt.n_ranks > 1 && n_common > 0) {
         m->apart_steps = n_common, m->apart_ranks = pt.n_ranks, m->apart_at = apart, apart = NULL;
         m->apart_weight = tdm_xmalloc((size_t)n_common * sizeof *m->apart_weight);
@@ -863,6 +877,7 @@ out:
     free(rlo);
     free(rhi);
     free(crit);
+    free(agree);
     free(apart);
     if (!in->trace) tdm_prof_trace_free(&pt);
     if (rc != 0) tdm_plan_model_free(m);

@@ -384,11 +384,12 @@ static void write_json(tdm_strbuf *sb, const tdm_plan_model *m, const row *rows,
                        const row *best, int keep, double calib_ms, double factor, const double *lo, const double *hi,
                        int resamples) {
     tdm_sb_puts(sb, "{\"model\": {\"units\": ");
-    tdm_sb_printf(sb,
-                  "%d, \"micro_batches\": %d, \"head_us\": %.9g, \"fb_other_us\": %.9g, \"sync_us\": %.9g, "
-                  "\"optimizer_us\": %.9g, \"cpu_us_per_mb\": %.9g, \"lost_share\": %.9g, \"speed_beside\": ",
-                  m->n_units, m->n_micro, m->head_us, m->fb_other_us, m->sync_us, m->opt_us, m->cpu_us_per_mb,
-                  m->lost_share > 0 ? m->lost_share : 0);
+    tdm_sb_printf(
+        sb,
+        "%d, \"micro_batches\": %d, \"head_us\": %.9g, \"fb_other_us\": %.9g, \"sync_us\": %.9g, "
+        "\"agree_us\": %.9g, \"optimizer_us\": %.9g, \"cpu_us_per_mb\": %.9g, \"lost_share\": %.9g, \"speed_beside\": ",
+        m->n_units, m->n_micro, m->head_us, m->fb_other_us, m->sync_us, m->agree_us, m->opt_us, m->cpu_us_per_mb,
+        m->lost_share > 0 ? m->lost_share : 0);
     json_num(sb, m->speed_beside > 0 ? m->speed_beside : NAN);
     tdm_sb_puts(sb, ", \"grad_together\": ");
     json_num(sb, m->grad_together > 1 ? m->grad_together : NAN);

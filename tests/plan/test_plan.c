@@ -675,6 +675,69 @@ static void test_trace_ranks_apart(void) {
     trace_remove(&t);
 }
 
+/* The last rank's gradient collectives: two steps a rank, each rank waiting in the gradient sync's agreement
+ * (3 and 1 us on rank 0, 5 and 0 on rank 1). The model takes the longest wait of each step, 5 and 1, their mean 3
+ * (5 with the first step drawn twice, the second not), and the simulated step waits that long after its gradient
+ * collectives when dp > 1: the step and rank_wait_us 3 us longer than without it, the same with dp 1. */
+static void test_trace_last_rank_agree(void) {
+    test_trace t;
+    if (trace_begin(&t) != 0) return;
+    static const double agree[2][2] = {{3, 1}, {5, 0}};
+    for (int rk = 0; rk < 2; rk++) {
+        trace_threads(&t, rk);
+        for (int k = 0; k < 2; k++) {
+            const double s = 100.0 * k;
+            trace_ev(&t, "step", "phase", 2, s, 100, 1);
+            trace_ev(&t, "forward-backward", "phase", 2, s, 50, 0);
+            trace_ev(&t, "u0", "layer", 2, s, 10, 0);
+            trace_ev(&t, "u1", "layer", 2, s + 10, 10, 0);
+            trace_ev(&t, "u1", "layer", 2, s + 20, 10, 1);
+            trace_ev(&t, "u0", "layer", 2, s + 30, 20, 1);
+            trace_ev(&t, "grad sync", "phase", 2, s + 51, 30, 0);
+            trace_ev(&t, "grad all-reduce", "wait", 2, s + 51, 10, 0);
+            trace_ev(&t, "grad all-reduce", "comm", 0, s + 51, 10, 0);
+            if (agree[rk][k] > 0) trace_ev(&t, "grad sync: ranks agree", "wait", 2, s + 62, agree[rk][k], 0);
+            trace_ev(&t, "optimizer", "phase", 2, s + 90, 10, 0);
+        }
+    }
+    tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+    tdm_plan_model m;
+    if (!trace_model(&t, p, 2, &m)) {
+        trace_remove(&t);
+        return;
+    }
+    CHECK_NEAR(m.agree_us, 3, 1e-9);
+    CHECK_NEAR(m.sync_us, 30 - 10 - (3 + 1) / 2.0, 1e-9); /* the model's rank's (0: as much layer time), waits out */
+    for (int dp = 1; dp <= 2; dp++) {
+        tdm_plan_config c = m.baseline;
+        c.dp = dp;
+        tdm_plan_model none = m;
+        none.agree_us = 0;
+        tdm_plan_result with, without;
+        tdm_error err;
+        if (tdm_plan_simulate(&m, &c, &with, &err) != 0 || tdm_plan_simulate(&none, &c, &without, &err) != 0) {
+            CHECK(0, "%s", err.msg);
+            continue;
+        }
+        CHECK_NEAR(with.step_us - without.step_us, dp > 1 ? 3 : 0, 1e-9);
+        CHECK_NEAR(with.rank_wait_us - without.rank_wait_us, dp > 1 ? 3 : 0, 1e-9);
+        tdm_plan_result_free(&with);
+        tdm_plan_result_free(&without);
+    }
+    tdm_plan_model_free(&m);
+    tdm_plan_trace_in in = trace_in(&t, p, 2);
+    const int weight[2] = {2, 0};
+    in.step_weight = weight, in.n_step_weight = 2;
+    tdm_error err;
+    if (tdm_plan_from_trace(&in, &m, t.notes, sizeof t.notes, &err) == 0) {
+        CHECK_NEAR(m.agree_us, 5, 1e-9);
+        tdm_plan_model_free(&m);
+    } else {
+        CHECK(0, "%s", err.msg);
+    }
+    trace_remove(&t);
+}
+
 /* The communication threads' CPU per MB moved, from analysis.json beside the trace: their polls while compute
  * waited on them (wait_poll_ms) took no core from compute and are left out: (3 + 1 - 2.5) of 3 + 1 ms a rank. */
 static void test_trace_cpu_leaves_out_wait_polls(void) {
@@ -1147,6 +1210,7 @@ int main(void) {
     RUN(test_trace_speed_from_overlap);
     RUN(test_trace_grads_together);
     RUN(test_trace_ranks_apart);
+    RUN(test_trace_last_rank_agree);
     RUN(test_trace_gather_waited_last);
     RUN(test_trace_gather_between_steps);
     RUN(test_doctor_report);
