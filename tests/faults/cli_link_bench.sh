@@ -75,6 +75,10 @@ if pgrep -f "$W/lb3/link_probe" >/dev/null; then
   pgrep -f "$W/lb3/link_probe" >/dev/null && bad "a probe rank outlived Ctrl-C" || ok
   echo "Ctrl-C: the script ended $((SECONDS - t0)) s after it"
 else
-  bad "the probe never started"; tail -n 5 "$W/lb3.log"; wait_job 5
+  # where it stalled: the script's processes (its own process group) as they stand, then its log
+  kill -0 "$JOB" 2>/dev/null && state="was still running" || state="had ended"
+  bad "the probe never started: after $((SECONDS - end + 120)) s the script $state"
+  ps -e -o pgid=,pid=,etimes=,stat=,args= | awk -v g="$JOB" '$1 == g' | cut -c1-160
+  tail -n 5 "$W/lb3.log"; wait_job 5
 fi
 finish
