@@ -16,6 +16,9 @@
 #   bench/link/run_link_bench.sh doctor  tandem doctor at each rate with each of PROBE_MPIS (--max-mb DOCTOR_MB, 16): what a
 #                                        collective of BESIDE_MB (2, about ab's buckets) costs the compute beside it
 #                                        and its speed there (tandem plan's inputs)
+#   bench/link/run_link_bench.sh finish  finish_probe: when each rank completes a stream of exchanges posted
+#                                        apart (FINISH_CASES: ";"-separated argument lists) with each of
+#                                        PROBE_MPIS at each rate, into $OUT/finish_<mpi>_<rate>.csv
 #   bench/link/run_link_bench.sh         probe and ab
 # Environment: RATES ("0.5 1 2", Gbit/s), PROBE_MPIS ("openmpi mpich"), POLL_US (the probe's sleep between
 # MPI_Test calls of a nonblocking collective, 50 as in tandem's communication thread), AB_MPI (openmpi),
@@ -188,6 +191,28 @@ if [ "$WHAT" = doctor ]; then
       mpi_run "$mpi" 600 "$t" doctor --max-mb "${DOCTOR_MB:-16}" --beside-mb "${BESIDE_MB:-2}" --reps "${PROBE_REPEATS:-5}" \
         --json "$dout/doctor_${mpi}_$rate.json" >"$OUT/doctor_${mpi}_$rate.txt" 2>&1 || echo "doctor $mpi at $rate Gbit/s failed"
       sed -n '/beside compute/,$p' "$OUT/doctor_${mpi}_$rate.txt" | grep -E "beside|progress|thread|inline|tandem plan"
+    done
+  done
+fi
+
+# ---------------------------------------------------------------- finish_probe
+# which rank completes a stream of gradient exchanges last when the ranks post them apart, and by how much
+if [ "$WHAT" = finish ]; then
+  IFS=';' read -r -a cases <<<"${FINISH_CASES:-1 7.35 20 5 1;2 3.67 20 5 1;2 3.67 20 5 0;7 1.05 20 2 1;7 1.05 20 2 0}"
+  for mpi in $PROBE_MPIS; do
+    cc=mpicc.$mpi
+    command -v "$cc" >/dev/null || { echo "skipping $mpi: no $cc"; continue; }
+    "$cc" -O2 -Wall -Wextra -pthread -o "$OUT/finish_probe_$mpi" bench/link/finish_probe.c || die "cannot build finish_probe with $cc"
+    for rate in $RATES; do
+      set_rate "$rate"
+      echo "== finish $mpi at $rate Gbit/s"
+      : >"$OUT/finish_${mpi}_$rate.csv"
+      for c in "${cases[@]}"; do
+        # shellcheck disable=SC2086 # each case is an argument list
+        mpi_run "$mpi" 300 "$OUT/finish_probe_$mpi" $c "${PROBE_REPEATS:-5}" >>"$OUT/finish_${mpi}_$rate.csv" \
+          2>>"$OUT/finish_${mpi}_$rate.err" || echo "finish_probe $mpi at $rate Gbit/s ($c) failed"
+      done
+      grep -v '^nb' "$OUT/finish_${mpi}_$rate.csv"
     done
   done
 fi

@@ -1,0 +1,108 @@
+/* finish_probe.c - when each of 2 ranks completes a stream of gradient exchanges posted apart.
+ *
+ * Each rank posts NB exchanges of MB megabytes each (tandem's reduce-scatter between 2 ranks: Irecv of
+ * half the buffer from the peer, Isend of the other half to it), one every SPACING_MS, rank 1 starting
+ * LAG_MS after rank 0 (the later rank of a step), and completes them as tandem's communication thread
+ * does: MPI_Test, and a sleep of 50 us when nothing completed. With THREAD 1 a second thread posts and
+ * completes them while the main thread waits for it polling a flag with sched_yield (tandem's compute
+ * thread in a wait); with 0 the main thread does it all. Prints, per repeat, each rank's time from the
+ * common start to its last exchange's completion, and their difference (rank 0 less rank 1: > 0 when the
+ * rank that posted first completed last).
+ *   mpirun -np 2 finish_probe [NB [MB [LAG_MS [SPACING_MS [THREAD [REPEATS]]]]]]   (2 3.67 20 5 1 5) */
+#include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct probe {
+    int nb, rank, peer, n; /* n: floats each way per exchange */
+    double lag_s, spacing_s, t0, *done;
+    float *send, *recv;
+    volatile int finished;
+} probe;
+
+static double now(void) { return MPI_Wtime(); }
+
+static void sleep_until(double t) {
+    for (double d = t - now(); d > 0; d = t - now()) {
+        struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Posts the exchanges on schedule and completes them; done[k]: exchange k's completion from t0. */
+static void *run(void *arg) {
+    probe *p = arg;
+    MPI_Request *req = malloc((size_t)p->nb * 2 * sizeof *req);
+    int posted = 0, left = p->nb;
+    while (left > 0) {
+        const double start = p->t0 + (p->rank ? p->lag_s : 0);
+        while (posted < p->nb && now() >= start + posted * p->spacing_s) {
+            const size_t at = (size_t)posted * (size_t)p->n;
+            MPI_Irecv(p->recv + at, p->n, MPI_FLOAT, p->peer, posted, MPI_COMM_WORLD, &req[2 * posted]);
+            MPI_Isend(p->send + at, p->n, MPI_FLOAT, p->peer, posted, MPI_COMM_WORLD, &req[2 * posted + 1]);
+            p->done[posted++] = -1;
+        }
+        int any = 0;
+        for (int k = 0; k < posted; k++) {
+            if (p->done[k] >= 0) continue;
+            int f = 0;
+            MPI_Status st[2];
+            MPI_Testall(2, &req[2 * k], &f, st);
+            if (f) p->done[k] = now() - p->t0, left--, any = 1;
+        }
+        if (!any) usleep(50);
+        if (posted < p->nb && left == p->nb - posted) sleep_until(start + posted * p->spacing_s);
+    }
+    free(req);
+    __atomic_store_n(&p->finished, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int provided, rank, size;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int nb = argc > 1 ? atoi(argv[1]) : 2;
+    const double mb = argc > 2 ? atof(argv[2]) : 3.67;
+    const double lag_ms = argc > 3 ? atof(argv[3]) : 20, spacing_ms = argc > 4 ? atof(argv[4]) : 5;
+    const int thread = argc > 5 ? atoi(argv[5]) : 1, repeats = argc > 6 ? atoi(argv[6]) : 5;
+    if (size != 2 || nb < 1 || nb > 64 || !(mb > 0) || repeats < 1 || (thread && provided < MPI_THREAD_MULTIPLE)) {
+        if (rank == 0) fprintf(stderr, "finish_probe: 2 ranks, NB 1-64, MB > 0, REPEATS >= 1 (and threads)\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    probe p = {.nb = nb, .rank = rank, .peer = 1 - rank, .lag_s = lag_ms / 1e3, .spacing_s = spacing_ms / 1e3};
+    p.n = (int)(mb * 1e6 / 4 / 2);
+    p.send = calloc((size_t)nb * (size_t)p.n, sizeof *p.send);
+    p.recv = calloc((size_t)nb * (size_t)p.n, sizeof *p.recv);
+    p.done = calloc((size_t)nb, sizeof *p.done);
+    if (rank == 0) printf("nb,mb,lag_ms,spacing_ms,thread,repeat,rank0_ms,rank1_ms,apart_ms\n");
+    for (int r = 0; r <= repeats; r++) { /* repeat 0: a warm-up, not printed */
+        MPI_Barrier(MPI_COMM_WORLD);
+        p.t0 = now() + 0.01;
+        p.finished = 0;
+        if (thread) {
+            pthread_t th;
+            pthread_create(&th, NULL, run, &p);
+            while (!__atomic_load_n(&p.finished, __ATOMIC_ACQUIRE)) sched_yield();
+            pthread_join(th, NULL);
+        } else {
+            run(&p);
+        }
+        double last = 0, both[2];
+        for (int k = 0; k < nb; k++) last = p.done[k] > last ? p.done[k] : last;
+        MPI_Gather(&last, 1, MPI_DOUBLE, both, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (rank == 0 && r > 0)
+            printf("%d,%.2f,%.1f,%.1f,%d,%d,%.2f,%.2f,%.2f\n", nb, mb, lag_ms, spacing_ms, thread, r, both[0] * 1e3,
+                   both[1] * 1e3, (both[0] - both[1]) * 1e3);
+    }
+    free(p.send);
+    free(p.recv);
+    free(p.done);
+    MPI_Finalize();
+    return 0;
+}
