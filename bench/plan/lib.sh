@@ -1,8 +1,9 @@
 # lib.sh - the set-up of bench/plan's shared-memory scripts (sourced from the repository root): TANDEM
 # (build/tandem), MPIRUN (mpirun.openmpi) and its MPIFLAGS, the environment tandem's runs use, and $W, a
-# temporary folder removed on exit (KEEP=1 keeps it and says where), holding generated data ($W/data), the tiny configuration ($W/model) and
-# a tokenizer trained on the data ($W/tok.json); BASE, the train flags every run shares (vision tower and
-# projector frozen, distributed optimizer, micro-batch 1), FREEZE, and machine_line (the host and its load).
+# temporary folder removed on exit (KEEP=1 keeps it and says where), holding generated data ($W/data), the
+# tiny configuration ($W/model) and a tokenizer trained on the data ($W/tok.json); BASE, the train flags every
+# run shares (vision tower and projector frozen, distributed optimizer, micro-batch 1), FREEZE, and
+# machine_line (the host and its load).
 TANDEM=${TANDEM:-build/tandem}
 MPIRUN=${MPIRUN:-mpirun.openmpi}
 case "$MPIRUN" in *openmpi*) MPIFLAGS=(--allow-run-as-root --oversubscribe --bind-to none) ;; *) MPIFLAGS=() ;; esac

@@ -58,8 +58,9 @@ python3 - "$OUT" "$REF" "$pick" "${RATE}gbit_${MODE}_custom" $counts <<'PY'
 import json, os, sys
 out, ref, pick, run = sys.argv[1:5]
 counts = sorted(set(int(n) for n in sys.argv[5:]) | {int(ref)})
+plans = {n: json.load(open(os.path.join(out, "plan%d" % n, "plan.json")))["predictions"][1] for n in counts}
 def plan(n):
-    return json.load(open(os.path.join(out, "plan%d" % n, "plan.json")))["predictions"][1]
+    return plans[n]
 def pred(n):
     return plan(n)["step_us"] / 1e3
 def cut(n): # the gradient buckets' bytes in bucket order: what a count makes of this model

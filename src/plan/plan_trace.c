@@ -94,11 +94,11 @@ static double comm_thread_cpu_ms(const char *trace_path, tdm_plan_run_info *ri) 
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
-/* 0 grad collective, 1 parameter all-gather, -1 neither */
 /* The gradient sync's wait for the other ranks' agreement (src/distributed/grad_sync.c): it ends when the rank
  * whose gradient collectives complete last joins. */
 #define AGREE_WAIT "grad sync: ranks agree"
 
+/* 0 grad collective, 1 parameter all-gather, -1 neither */
 static int coll_side(const char *name) { return starts(name, "grad ") ? 0 : starts(name, "param ") ? 1 : -1; }
 
 typedef struct acc {
@@ -561,8 +561,6 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         double sum = 0, wsum = 0;
         for (int k = 0; k < n_common; k++) sum += agree[k] * step_weight(in, k), wsum += step_weight(in, k);
         m->agree_us = wsum > 0 ? sum / wsum : 0;
-    }
-    if (pt.n_ranks > 1 && n_common > 0) {
         m->apart_steps = n_common, m->apart_ranks = pt.n_ranks, m->apart_at = apart, apart = NULL;
         m->apart_weight = tdm_xmalloc((size_t)n_common * sizeof *m->apart_weight);
         m->apart_ref = tdm_xmalloc((size_t)n_common * sizeof *m->apart_ref);
