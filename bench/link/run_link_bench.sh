@@ -32,7 +32,8 @@
 # AB_FLAGS (extra train flags), DIST_OPT (1: --use-distributed-optimizer, reduce-scatter + all-gather; 0: the plain
 # optimizer, one all-reduce per bucket),
 # OUT (build/link-bench), LINK_PREFIX (tdmlink: the names of the namespaces and veth ends; a test uses its own),
-# PROBE_REPEATS (5: timed calls per probe point). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
+# PROBE_REPEATS (5: timed calls per probe point), MPIRUN_ARGS (more mpirun flags for Open MPI runs, e.g.
+# "--mca btl_tcp_eager_limit 4194304"). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
 # the tables $OUT/probe.md and $OUT/ab.md, and $OUT/ab.svg (step time against link rate:
 # baseline, candidates and their ideal bound; bench/link/plot_link.py).
 set -uo pipefail
@@ -122,10 +123,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 # killed after SECONDS; in the background, waited for (see on_signal).
 mpi_run() {
   local mpi=$1 limit=$2 rc; shift 2
+  # shellcheck disable=SC2206 # MPIRUN_ARGS is split into words on purpose
+  local extra=(${MPIRUN_ARGS:-})
   if [ "$mpi" = openmpi ]; then
     timeout -k 10 "$limit" ip netns exec "$NS_A" mpirun.openmpi --bind-to none -np 2 --host "$IP_A:1,$IP_B:1" \
       --mca plm_rsh_agent "$AGENT" --mca btl tcp,self --mca btl_tcp_if_include "$SUBNET" \
-      --mca oob_tcp_if_include "$SUBNET" -x OPENBLAS_NUM_THREADS "$@" </dev/null &
+      --mca oob_tcp_if_include "$SUBNET" -x OPENBLAS_NUM_THREADS "${extra[@]}" "$@" </dev/null &
   else
     UCX_TLS=tcp,self UCX_NET_DEVICES=$DEV timeout -k 10 "$limit" ip netns exec "$NS_A" mpiexec.hydra -np 2 -hosts "$IP_A:1,$IP_B:1" \
       -launcher ssh -launcher-exec "$AGENT" -genvall "$@" </dev/null &
