@@ -8,7 +8,10 @@
 # Each timing is plain `tandem train` runs, interleaved across the settings compared; a point is the median
 # step over iterations 11..STEPS of its runs. Each prediction is made twice: from the profile alone, and
 # calibrated (--baseline-step-ms) to the median step of one more plain run of the profiled setting, made before
-# the timings (a median, as the timings are; --baseline-run would take its log's mean).
+# the timings (a median, as the timings are; --baseline-run would take its log's mean). Every run is judged for
+# load as tandem ab judges its runs (bench/plan/judged.py); each table is followed by how many of its timing runs
+# ran under load, and the pass ends with how far two settings measured twice (in sections 1 and 2, 1 and 3)
+# moved: a slower host that the load judge cannot see.
 #   bench/plan/run_plan_bench.sh [STEPS] [REPEATS]     (defaults 40 and 2; env TANDEM, MPIRUN)
 set -u
 cd "$(dirname "$0")/../.."
@@ -16,10 +19,26 @@ STEPS=${1:-40}
 REPS=${2:-2}
 . bench/plan/lib.sh
 
-train() { # np out-log flags...
+train() { # np out-log flags...; judged for load into $LOADREC ($W/load-other: profiles and calibration runs)
   local np=$1 log=$2; shift 2
-  "$MPIRUN" "${MPIFLAGS[@]}" -np "$np" "$TANDEM" train "${BASE[@]}" --global-batch-size $((2 * np)) "$@" >"$log" 2>&1 \
+  python3 bench/plan/judged.py "${LOADREC:-$W/load-other}" -- \
+    "$MPIRUN" "${MPIFLAGS[@]}" -np "$np" "$TANDEM" train "${BASE[@]}" --global-batch-size $((2 * np)) "$@" >"$log" 2>&1 \
     || { echo "train failed: $(tail -n 3 "$log")" >&2; return 1; }
+}
+judge() { # NAME...: how many timing runs of `interleaved` (records $W/load-m<i>, one per NAME) ran under load
+  python3 - "$W" "$@" <<'PY'
+import sys
+w, names, runs = sys.argv[1], sys.argv[2:], []
+for i, n in enumerate(names):
+    runs += [(n, int(u), float(o), float(s)) for u, o, s in (l.split() for l in open(f"{w}/load-m{i}"))]
+bad = [r for r in runs if r[1]]
+counts = {}
+for r in bad: counts[r[0]] = counts.get(r[0], 0) + 1
+print("load judge: %d of %d timing runs under load (other processes > 10%% of the CPUs or steal > 5%%)%s; "
+      "other processes up to %.1f%%, steal up to %.1f%%"
+      % (len(bad), len(runs), "".join(" - %s: %d" % kv for kv in counts.items()),
+         max(r[2] for r in runs), max(r[3] for r in runs)))
+PY
 }
 step_ms() { # logs... -> median elapsed ms over iterations 11.. of every log (a busy machine's spikes aside)
   python3 - "$@" <<'PY'
@@ -37,13 +56,17 @@ PY
 interleaved() {
   local n=$# r i
   local specs=("$@")
+  rm -f "$W"/load-m*
   for r in $(seq "$REPS"); do
     for i in $(seq 0 $((n - 1))); do
-      train "${specs[$i]%%|*}" "$W/m$i-$r.log" --train-iters "$STEPS" ${specs[$i]#*|} || return 1
+      LOADREC=$W/load-m$i train "${specs[$i]%%|*}" "$W/m$i-$r.log" --train-iters "$STEPS" ${specs[$i]#*|} || return 1
     done
   done
   for i in $(seq 0 $((n - 1))); do step_ms "$W"/m$i-*.log; done
   rm -f "$W"/m*-*.log
+  local names=()
+  for i in $(seq 0 $((n - 1))); do names+=("np ${specs[$i]%%|*} ${specs[$i]#*|}"); done
+  judge "${names[@]}" >"$W/judge.txt"
 }
 profile() { # np dir flags...
   local np=$1 dir=$2; shift 2
@@ -91,6 +114,8 @@ print("| %s | %.2f | %.2f | %.2f | %+.1f%% | %+.2f%% | %+.2f%% | %.2f | %+.2f%% 
       (n, p, c, m, (c / m - 1) * 100, pc, mc, abs(pc - mc), dc, di, abs(dc - mc)))
 PY
 done
+cat "$W/judge.txt"
+S1_BASE=${M[0]} S1_GRAD=${M[1]} # measured again in sections 3 and 2: how far the machine drifted
 
 echo; echo "## 2. bucket count, overlap-grad-reduce on, dp 2"
 profile 2 "$W/p2" --ddp-num-buckets 3 --overlap-grad-reduce
@@ -129,6 +154,8 @@ best = min(m[:-1])
 print("the doctor's suggestion (%s) measured %.3f ms: %+.2f%% from the sweep's best, %.3f ms (target within 2%%)"
       % (sugg, m[-1], (m[-1] / best - 1) * 100, best))
 PY
+cat "$W/judge.txt"
+S2_GRAD=${M[2]} # 3 buckets, --overlap-grad-reduce: section 1's second setting
 
 echo; echo "## 3. dp size (2 micro-batches a rank), predicted from the dp 2 profile of section 1"
 mapfile -t M < <(interleaved "2|--ddp-num-buckets 3" "3|--ddp-num-buckets 3" "4|--ddp-num-buckets 3")
@@ -137,4 +164,17 @@ for i in 0 1 2; do
   dp=$((i + 2)); p=$(predict "$W/p1" "--dp $dp" | sed -n 2p); c=$(CAL=$W/cal1.log predict "$W/p1" "--dp $dp" | sed -n 2p)
   python3 -c "import sys; p, m, c = map(float, sys.argv[1:4]); print('| %s | %.2f | %.2f | %+.1f%% | %.2f | %+.1f%% |' % (sys.argv[4], p, m, (p / m - 1) * 100, c, (c / m - 1) * 100))" "$p" "${M[$i]}" "$c" "$dp"
 done
+cat "$W/judge.txt"
+python3 -c 'import sys; r = [l.split() for l in open(sys.argv[1])]
+print("profiled and calibration runs: %d of %d under load" % (sum(int(x[0]) for x in r), len(r)))' "$W/load-other"
+# The load judge sees other processes and steal, not a host that slows down under the VM: the same setting
+# measured in two sections says how far the machine itself moved during the pass.
+python3 - "$S1_BASE" "${M[0]}" "$S1_GRAD" "$S2_GRAD" <<'PY'
+import sys
+b1, b3, g1, g2 = map(float, sys.argv[1:])
+d = max(abs(b3 / b1 - 1), abs(g2 / g1 - 1)) * 100
+print("drift: the baseline %.2f ms in section 1, %.2f in section 3 (%+.1f%%); --overlap-grad-reduce %.2f in "
+      "section 1, %.2f in section 2 (%+.1f%%)%s" % (b1, b3, (b3 / b1 - 1) * 100, g1, g2, (g2 / g1 - 1) * 100,
+      "" if d <= 5 else "; more than 5%: this pass measured the machine's drift as much as tandem plan"))
+PY
 echo; echo "load after:$(uptime | sed 's/.*load average://')"
