@@ -107,12 +107,13 @@ typedef struct acc {
 
 /* One collective of one rank: its own time in the k-th traced step. */
 typedef struct own_t {
-    int step, key; /* key: side * max_b + bucket */
-    int rank;      /* index into the trace's ranks */
-    double us;     /* own time */
-    int solo;      /* no other collective of the rank was in flight during its flight */
-    double beside; /* the fraction of its flight the rank's compute (layers) ran beside it */
-    int64_t bytes; /* as the trace recorded them; -1 when it does not */
+    int step, key;  /* key: side * max_b + bucket */
+    int rank;       /* index into the trace's ranks */
+    double us;      /* own time: each instant shared 1/k among the k of the rank's collectives in flight */
+    double us_fifo; /* own time where the link serves them in the order posted: each instant the earliest's */
+    int solo;       /* no other collective of the rank was in flight during its flight */
+    double beside;  /* the fraction of its flight the rank's compute (layers) ran beside it */
+    int64_t bytes;  /* as the trace recorded them; -1 when it does not */
 } own_t;
 
 typedef struct own_list {
@@ -121,7 +122,9 @@ typedef struct own_list {
 } own_list;
 
 /* Per (side, bucket) of step k: the collective's own time, each instant of its record counted
- * 1/k while k of the rank's collectives are in flight (the link is shared). */
+ * 1/k while k of the rank's collectives are in flight (the link is shared), and counted to the one
+ * posted first of them (us_fifo: over TCP, Open MPI sends one rank's messages to a peer in the order
+ * posted; a bucket posted behind another completes one transfer after it, the first as if alone). */
 static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, double s1, int k_step, int ri,
                       own_list *own, int max_b) {
     int64_t idx[512];
@@ -148,13 +151,19 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
                 cuts[j] = cuts[j - 1];
                 cuts[j - 1] = t;
             }
-        double t = 0;
+        double t = 0, fifo = 0;
         int solo = 1;
         for (int i = 0; i + 1 < nc; i++) {
             double mid = 0.5 * (cuts[i] + cuts[i + 1]);
-            int k = 0;
-            for (int b = 0; b < n; b++) k += r[idx[b]].t0_us <= mid && mid < r[idx[b]].t1_us;
+            int k = 0, first = -1;
+            for (int b = 0; b < n; b++) {
+                const tdm_prof_rec *y = &r[idx[b]];
+                if (!(y->t0_us <= mid && mid < y->t1_us)) continue;
+                k++;
+                if (first < 0 || y->t0_us < r[idx[first]].t0_us) first = b;
+            }
             if (k > 0) t += (cuts[i + 1] - cuts[i]) / k;
+            if (first == a) fifo += cuts[i + 1] - cuts[i];
             if (k > 1) solo = 0;
         }
         if (own->n == own->cap) {
@@ -170,8 +179,9 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
             if (a1 > a0) lay += a1 - a0;
         }
         double flight = x->t1_us - x->t0_us;
-        own->v[own->n++] = (own_t){
-            k_step, coll_side(x->name) * max_b + (int)x->arg, ri, t, solo, flight > 0 ? lay / flight : 0, x->bytes};
+        own->v[own->n++] =
+            (own_t){k_step,  coll_side(x->name) * max_b + (int)x->arg, ri, t, fifo, solo, flight > 0 ? lay / flight : 0,
+                    x->bytes};
     }
 }
 
@@ -380,7 +390,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     acc *fwd = tdm_xcalloc((size_t)U + 1, sizeof *fwd), *bwd = tdm_xcalloc((size_t)U + 1, sizeof *bwd);
     own_list own_l = {0};
     int64_t *seen = NULL;
-    acc *own = NULL;
+    acc *own = NULL, *own_fifo = NULL;
     double *records = NULL, *beside = NULL;
     double *solo_n = NULL;
     acc step = {0, 0}, head = {0, 0}, fb_other = {0, 0}, sync = {0, 0}, opt = {0, 0}, micro = {0, 0};
@@ -632,6 +642,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
      * each rank, so a least per collective, taken from several ranks, would add up to less than any
      * rank saw. */
     own = tdm_xcalloc(2 * (size_t)MAXB, sizeof *own);
+    own_fifo = tdm_xcalloc(2 * (size_t)MAXB, sizeof *own_fifo);
     records = tdm_xcalloc(2 * (size_t)MAXB, sizeof *records); /* every rank's, for the bytes moved */
     beside = tdm_xcalloc(2 * (size_t)MAXB, sizeof *beside);
     solo_n = tdm_xcalloc(2 * (size_t)MAXB, sizeof *solo_n);
@@ -660,6 +671,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             if (o->rank != least[o->step * 2 + o->key / MAXB]) continue;
             const double wt = step_weight(in, o->step);
             own[o->key].sum += o->us * wt, own[o->key].n += wt;
+            own_fifo[o->key].sum += o->us_fifo * wt;
             beside[o->key] += o->beside * wt;
             solo_n[o->key] += o->solo * wt;
         }
@@ -710,6 +722,12 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             goto out;
         }
     }
+    /* the CPU that driving the collectives took: the communication threads' time over the bytes moved */
+    tdm_plan_run_info run;
+    double cpu_ms = comm_thread_cpu_ms(path, &run);
+    if (in->comm_progress && in->comm_progress[0])
+        snprintf(run.comm_progress, sizeof run.comm_progress, "%s", in->comm_progress);
+    const int shared_memory = run.shared_memory;
     double x[2 * 512], w[2 * 512], tau[2 * 512], bytes_of[2 * 512], beside_of[2 * 512], moved = 0;
     int solo[2 * 512], side_of[2 * 512];
     int n = 0, mismatch = 0;
@@ -724,19 +742,14 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             int kind = side ? TDM_PLAN_ALL_GATHER : c->distributed ? TDM_PLAN_REDUCE_SCATTER : TDM_PLAN_ALL_REDUCE;
             double bytes = (double)padded[b] * (side && c->bf16_params ? 2.0 : 4.0);
             tdm_plan_coll_factors(kind, bytes, c->dp, &c->link, &x[n], &w[n]);
-            tau[n] = o->sum / o->n;
+            /* over a network the link serves a rank's collectives in the order posted */
+            tau[n] = (shared_memory == 0 ? own_fifo[side * MAXB + b].sum : o->sum) / o->n;
             bytes_of[n] = bytes, beside_of[n] = beside[side * MAXB + b] / o->n, side_of[n] = side;
             solo[n] = solo_n[side * MAXB + b] == o->n; /* alone in every step it was taken from */
             moved += records[side * MAXB + b] * bytes;
             n++;
         }
     free(padded);
-    /* the CPU that driving the collectives took: the communication threads' time over the bytes moved */
-    tdm_plan_run_info run;
-    double cpu_ms = comm_thread_cpu_ms(path, &run);
-    if (in->comm_progress && in->comm_progress[0])
-        snprintf(run.comm_progress, sizeof run.comm_progress, "%s", in->comm_progress);
-    const int shared_memory = run.shared_memory;
     m->measured_cpu_us_per_mb = isfinite(cpu_ms) && moved > 0 ? cpu_ms * 1e3 / (moved / 1e6) : NAN;
     if (in->cpu_us_per_mb >= 0) m->cpu_us_per_mb = in->cpu_us_per_mb;
     else m->cpu_us_per_mb = isfinite(m->measured_cpu_us_per_mb) ? m->measured_cpu_us_per_mb : 0;
@@ -867,6 +880,7 @@ out:
     free(fwd);
     free(bwd);
     free(own);
+    free(own_fifo);
     free(records);
     free(beside);
     free(solo_n);

@@ -983,6 +983,56 @@ static void test_trace_speed_from_overlap(void) {
     }
 }
 
+/* Two overlapped gradient collectives in flight together: bucket 0's from 30 to 70 us beside the backward (which
+ * ends at 60), bucket 1's posted at 60 and done at 85. Over a network the link serves a rank's collectives in the order
+ * posted: bucket 0 had it alone (40 us), bucket 1 from 70 (15 us), and bucket 1, the one with no compute beside
+ * it, measures the link. On shared memory the 10 us they shared are split: 35 and 20, the link 4/3 slower. */
+static void test_trace_network_in_order(void) {
+    double gbps[2] = {0, 0}, speed[2] = {0, 0};
+    for (int shm = 0; shm < 2; shm++) {
+        test_trace t;
+        if (trace_begin(&t) != 0) return;
+        for (int rk = 0; rk < 2; rk++) {
+            trace_rank(&t, rk, 30);
+            for (int b = 0; b < 2; b++)
+                fprintf(t.f,
+                        "{\"name\": \"grad bucket posted\", \"cat\": \"mark\", \"ph\": \"i\", \"s\": \"t\", "
+                        "\"ts\": %d, \"pid\": %d, \"tid\": 2, \"args\": {\"arg\": %d, \"level\": 1}},\n",
+                        b ? 60 : 30, rk, b);
+            trace_ev(&t, "grad reduce-scatter", "comm", 0, 30, 40, 0);
+            trace_ev(&t, "grad reduce-scatter", "comm", 0, 60, 25, 1);
+            trace_ev(&t, "grad sync", "phase", 2, 60, 26, 0);
+            trace_ev(&t, "grad reduce-scatter", "wait", 2, 60, 25, 1);
+            trace_ev(&t, "optimizer", "phase", 2, 86, 10, 0);
+        }
+        trace_end(&t);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/analysis.json", t.dir);
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL, "open %s", path);
+        if (f) fprintf(f, "{\"shared_memory\": %s}\n", shm ? "true" : "false"), fclose(f);
+        tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+        tdm_plan_trace_in in = trace_in(&t, p, 2);
+        tdm_plan_model m;
+        tdm_error err;
+        if (tdm_plan_from_trace(&in, &m, t.notes, sizeof t.notes, &err) != 0) {
+            CHECK(0, "%s", err.msg);
+        } else {
+            CHECK(m.baseline.overlap_grad, "overlap-grad-reduce %d", m.baseline.overlap_grad);
+            gbps[shm] = m.baseline.link.gbps, speed[shm] = m.speed_beside;
+            tdm_plan_model_free(&m);
+        }
+        unlink(path);
+        trace_remove(&t);
+    }
+    /* bucket 0 alone takes what bucket 1 took (the same size): 15 us over a network, of its 40 the 10 without
+     * compute beside it are at full speed, so the 30 beside did the other 5: 1/6; on shared memory 20 alone, 35
+     * own: (20 - 35 x 0.25) / (35 x 0.75) = 3/7 */
+    CHECK_NEAR(gbps[0] / gbps[1], 20.0 / 15, 1e-9);
+    CHECK_NEAR(speed[0], 1.0 / 6, 1e-9);
+    CHECK_NEAR(speed[1], 3.0 / 7, 1e-9);
+}
+
 /* An overlapped all-gather, posted by both ranks at 0 and done at 50 us when the later of them reaches its wait:
  * rank 0 computes 10 us and waits 40, rank 1 computes 45 and waits 5. Rank 1 waited least: its record is the
  * transfer's (rank 0's adds the wait for rank 1). The reduce-scatter after the backward flew with no compute beside
@@ -1208,6 +1258,7 @@ int main(void) {
     RUN(test_trace_bucket_size);
     RUN(test_trace_step_weights);
     RUN(test_trace_speed_from_overlap);
+    RUN(test_trace_network_in_order);
     RUN(test_trace_grads_together);
     RUN(test_trace_ranks_apart);
     RUN(test_trace_last_rank_agree);
