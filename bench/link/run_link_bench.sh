@@ -32,6 +32,7 @@
 # AB_FLAGS (extra train flags), DIST_OPT (1: --use-distributed-optimizer, reduce-scatter + all-gather; 0: the plain
 # optimizer, one all-reduce per bucket),
 # OUT (build/link-bench), LINK_PREFIX (tdmlink: the names of the namespaces and veth ends; a test uses its own),
+# LINK_SYSCTL (KEY=VALUE ... set in both namespaces, e.g. net.ipv4.tcp_slow_start_after_idle=0),
 # PROBE_REPEATS (5: timed calls per probe point), MPIRUN_ARGS (more mpirun flags for Open MPI runs, e.g.
 # "--mca btl_tcp_eager_limit 4194304"). Results: $OUT/probe_<mpi>_<rate>.csv, $OUT/ab/<run>/summary.json,
 # the tables $OUT/probe.md and $OUT/ab.md, and $OUT/ab.svg (step time against link rate:
@@ -58,6 +59,9 @@ die() { echo "run_link_bench.sh: $*" >&2; exit 1; }
 [[ $PREFIX =~ ^[a-z][a-z0-9]{0,12}$ ]] || die "LINK_PREFIX: expected 1-13 lower-case letters and digits, got '$PREFIX'"
 [[ ${PROBE_REPEATS:-5} =~ ^[1-9][0-9]{0,2}$ ]] || die "PROBE_REPEATS: expected 1-999, got '$PROBE_REPEATS'"
 [[ ${POLL_US:-50} =~ ^[1-9][0-9]{0,5}$ ]] || die "POLL_US: expected microseconds, 1-999999, got '$POLL_US'"
+for kv in ${LINK_SYSCTL:-}; do
+  [[ $kv =~ ^[a-z0-9_.]+=[^=]+$ ]] || die "LINK_SYSCTL: expected KEY=VALUE settings such as net.ipv4.tcp_slow_start_after_idle=0, got '$kv'"
+done
 for pair in ${MBS_BY_RATE:-}; do
   [[ $pair =~ ^[0-9.]+:[1-9][0-9]*$ ]] || die "MBS_BY_RATE: expected RATE:MBS pairs such as 0.5:24, got '$pair'"
 done
@@ -105,6 +109,12 @@ setup_link() {
     tc -n "$ns" class add dev "$DEV" parent 1: classid 1:10 htb rate 1gbit quantum 60000
   done
   ip -n "$NS_A" route get "$IP_B" | grep -q "dev $DEV" || die "$IP_B is not routed over the veth pair"
+  local kv
+  for kv in ${LINK_SYSCTL:-}; do # the namespaces' own TCP settings, e.g. net.ipv4.tcp_slow_start_after_idle=0
+    for ns in "$NS_A" "$NS_B"; do
+      ip netns exec "$ns" sysctl -q -w "$kv" >/dev/null 2>&1 || die "LINK_SYSCTL: cannot set $kv in $ns (no such setting, or not one a network namespace has)"
+    done
+  done
 }
 
 set_rate() { # Gbit/s, on both directions

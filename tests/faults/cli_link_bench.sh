@@ -31,6 +31,12 @@ LB=(env LINK_PREFIX="$PFX" PROBE_MPIS=openmpi) # then RATES, OUT, ... and bench/
 [ "$rc" = 1 ] && grep -q "POLL_US: expected microseconds" "$W/lb0.log" && [ "$(ours_left)" = 0 ] && ok ||
   { bad "POLL_US=abc: exit $rc"; cat "$W/lb0.log"; }
 
+# 0b. A namespace setting the kernel refuses (LINK_SYSCTL), once the link is up: one sentence naming it, nothing left.
+"${LB[@]}" LINK_SYSCTL=net.ipv4.no_such_setting=1 OUT="$W/lb0b" bench/link/run_link_bench.sh probe >"$W/lb0b.log" 2>&1
+rc=$?
+[ "$rc" = 1 ] && grep -q "LINK_SYSCTL: cannot set net.ipv4.no_such_setting=1" "$W/lb0b.log" && [ "$(ours_left)" = 0 ] &&
+  ok || { bad "LINK_SYSCTL=net.ipv4.no_such_setting=1: exit $rc, $(ours_left) left"; cat "$W/lb0b.log"; }
+
 # 1. A probe at 1 Gbit/s: exit 0, a full CSV, the all-gathers shaped, nothing left behind.
 timeout 600 "${LB[@]}" RATES=1 PROBE_REPEATS=1 OUT="$W/lb1" bench/link/run_link_bench.sh probe >"$W/lb1.log" 2>&1; rc=$?
 [ "$rc" = 0 ] && ok || { bad "the probe exited $rc"; tail -n 5 "$W/lb1.log"; }
