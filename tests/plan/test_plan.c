@@ -548,6 +548,14 @@ static void trace_coll(test_trace *t, const char *name, double t0, double dur, i
             name, t0, dur, t->rank, arg, bytes);
 }
 
+/* The compute thread's mark that it posted gradient bucket `bucket` at t0 (an overlapped run's). */
+static void trace_posted(test_trace *t, double t0, int bucket) {
+    fprintf(t->f,
+            "{\"name\": \"grad bucket posted\", \"cat\": \"mark\", \"ph\": \"i\", \"s\": \"t\", \"ts\": %g, "
+            "\"pid\": %d, \"tid\": 2, \"args\": {\"arg\": %d, \"level\": 1}},\n",
+            t0, t->rank, bucket);
+}
+
 /* Starts rank `rank`'s records: its thread names (tid 0 comm, 2 compute). */
 static void trace_threads(test_trace *t, int rank) {
     t->rank = rank;
@@ -946,10 +954,7 @@ static void test_trace_speed_from_overlap(void) {
         if (trace_begin(&t) != 0) return;
         for (int rk = 0; rk < 2; rk++) {
             trace_rank(&t, rk, 40);
-            fprintf(t.f,
-                    "{\"name\": \"grad bucket posted\", \"cat\": \"mark\", \"ph\": \"i\", \"s\": \"t\", \"ts\": 30, "
-                    "\"pid\": %d, \"tid\": 2, \"args\": {\"arg\": 0, \"level\": 1}},\n",
-                    rk);
+            trace_posted(&t, 30, 0);
             trace_ev(&t, "grad all-reduce", "comm", 0, 30, 30, 0);
             trace_ev(&t, "grad sync", "phase", 2, 71, 11, 0);
             trace_ev(&t, "grad all-reduce", "wait", 2, 71, 10, 1);
@@ -994,11 +999,7 @@ static void test_trace_network_in_order(void) {
         if (trace_begin(&t) != 0) return;
         for (int rk = 0; rk < 2; rk++) {
             trace_rank(&t, rk, 30);
-            for (int b = 0; b < 2; b++)
-                fprintf(t.f,
-                        "{\"name\": \"grad bucket posted\", \"cat\": \"mark\", \"ph\": \"i\", \"s\": \"t\", "
-                        "\"ts\": %d, \"pid\": %d, \"tid\": 2, \"args\": {\"arg\": %d, \"level\": 1}},\n",
-                        b ? 60 : 30, rk, b);
+            for (int b = 0; b < 2; b++) trace_posted(&t, b ? 60 : 30, b);
             trace_ev(&t, "grad reduce-scatter", "comm", 0, 30, 40, 0);
             trace_ev(&t, "grad reduce-scatter", "comm", 0, 60, 25, 1);
             trace_ev(&t, "grad sync", "phase", 2, 60, 26, 0);
