@@ -582,7 +582,19 @@ static void trace_end(test_trace *t) {
     fclose(t->f);
 }
 
+/* Writes analysis.json beside the trace: `{` json `}` (what tandem's analysis says of the run). */
+static void trace_analysis(const test_trace *t, const char *json) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/analysis.json", t->dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "open %s", path);
+    if (f) fprintf(f, "{%s}\n", json), fclose(f);
+}
+
 static void trace_remove(const test_trace *t) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/analysis.json", t->dir);
+    unlink(path); /* where trace_analysis wrote one */
     unlink(t->path);
     rmdir(t->dir);
 }
@@ -759,25 +771,21 @@ static void test_trace_cpu_leaves_out_wait_polls(void) {
             trace_ev(&t, "grad all-reduce", "comm", 0, 51, 38, 0);
             trace_ev(&t, "optimizer", "phase", 2, 90, 10, 0);
         }
-        char path[4200];
-        snprintf(path, sizeof path, "%s/analysis.json", t.dir);
-        FILE *f = fopen(path, "w");
-        CHECK(f != NULL, "open %s", path);
-        if (f) {
-            fputs("{\"shared_memory\": true, \"threads\": [", f);
-            for (int rk = 0; rk < 2; rk++)
-                fprintf(f, "{\"rank\": %d, \"name\": \"comm\", \"user_ms\": 3.0, \"system_ms\": 1.0%s}, ", rk,
-                        k ? ", \"wait_poll_ms\": 2.5" : "");
-            fputs("{\"rank\": 0, \"name\": \"compute\", \"user_ms\": 50.0, \"system_ms\": 0.0}]}\n", f);
-            fclose(f);
-        }
+        const char *poll = k ? ", \"wait_poll_ms\": 2.5" : "";
+        char json[512];
+        snprintf(json, sizeof json,
+                 "\"shared_memory\": true, \"threads\": ["
+                 "{\"rank\": 0, \"name\": \"comm\", \"user_ms\": 3.0, \"system_ms\": 1.0%s}, "
+                 "{\"rank\": 1, \"name\": \"comm\", \"user_ms\": 3.0, \"system_ms\": 1.0%s}, "
+                 "{\"rank\": 0, \"name\": \"compute\", \"user_ms\": 50.0, \"system_ms\": 0.0}]",
+                 poll, poll);
+        trace_analysis(&t, json);
         tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
         tdm_plan_model m;
         if (trace_model(&t, p, 2, &m)) {
             per_mb[k] = m.measured_cpu_us_per_mb;
             tdm_plan_model_free(&m);
         }
-        unlink(path);
         trace_remove(&t);
     }
     CHECK(per_mb[0] > 0, "CPU per MB %g", per_mb[0]);
@@ -1006,24 +1014,14 @@ static void test_trace_network_in_order(void) {
             trace_ev(&t, "grad reduce-scatter", "wait", 2, 60, 25, 1);
             trace_ev(&t, "optimizer", "phase", 2, 86, 10, 0);
         }
-        trace_end(&t);
-        char path[4200];
-        snprintf(path, sizeof path, "%s/analysis.json", t.dir);
-        FILE *f = fopen(path, "w");
-        CHECK(f != NULL, "open %s", path);
-        if (f) fprintf(f, "{\"shared_memory\": %s}\n", shm ? "true" : "false"), fclose(f);
+        trace_analysis(&t, shm ? "\"shared_memory\": true" : "\"shared_memory\": false");
         tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
-        tdm_plan_trace_in in = trace_in(&t, p, 2);
         tdm_plan_model m;
-        tdm_error err;
-        if (tdm_plan_from_trace(&in, &m, t.notes, sizeof t.notes, &err) != 0) {
-            CHECK(0, "%s", err.msg);
-        } else {
+        if (trace_model(&t, p, 2, &m)) {
             CHECK(m.baseline.overlap_grad, "overlap-grad-reduce %d", m.baseline.overlap_grad);
             gbps[shm] = m.baseline.link.gbps, speed[shm] = m.speed_beside;
             tdm_plan_model_free(&m);
         }
-        unlink(path);
         trace_remove(&t);
     }
     /* bucket 0 alone takes what bucket 1 took (the same size): 15 us over a network, of its 40 the 10 without
@@ -1127,11 +1125,7 @@ static void test_trace_grads_together(void) {
             for (int b = 0; b < 2; b++) trace_coll(&t, "param all-gather", 79, 20, b, 1024);
         }
         trace_end(&t);
-        char path[4200];
-        snprintf(path, sizeof path, "%s/analysis.json", t.dir);
-        FILE *f = fopen(path, "w");
-        CHECK(f != NULL, "open %s", path);
-        if (f) fprintf(f, "{%s}\n", info[shm]), fclose(f);
+        trace_analysis(&t, info[shm]);
         tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
         tdm_plan_trace_in in = trace_in(&t, p, 2);
         in.comm_progress = shm == 3 ? "inline" : NULL;
@@ -1159,7 +1153,6 @@ static void test_trace_grads_together(void) {
             }
             tdm_plan_model_free(&m);
         }
-        unlink(path);
         trace_remove(&t);
     }
 }
