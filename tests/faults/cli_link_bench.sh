@@ -65,10 +65,12 @@ set -m
 JOB=$!
 set +m
 end=$((SECONDS + 120))
-until pgrep -f "$W/lb3/link_probe" >/dev/null || [ $SECONDS -ge $end ] || ! kill -0 "$JOB" 2>/dev/null; do
+# a probe rank's command line starts with the program's path; the compiler building it (-o that path) and mpirun
+# name it later in theirs, and matching them made the wait end before any rank had started
+until pgrep -f "^$W/lb3/link_probe_openmpi" >/dev/null || [ $SECONDS -ge $end ] || ! kill -0 "$JOB" 2>/dev/null; do
   sleep 0.2
 done
-if pgrep -f "$W/lb3/link_probe" >/dev/null; then
+if pgrep -f "^$W/lb3/link_probe_openmpi" >/dev/null; then
   sleep 1
   kill -INT -- -"$JOB"
   t0=$SECONDS
@@ -78,7 +80,7 @@ if pgrep -f "$W/lb3/link_probe" >/dev/null; then
   grep -q "interrupted; deleting the link" "$W/lb3.log" && ok || bad "Ctrl-C: no message"
   sleep 1
   [ "$(ours_left)" = 0 ] && ok || bad "namespaces or links left after Ctrl-C"
-  pgrep -f "$W/lb3/link_probe" >/dev/null && bad "a probe rank outlived Ctrl-C" || ok
+  pgrep -f "^$W/lb3/link_probe_openmpi" >/dev/null && bad "a probe rank outlived Ctrl-C" || ok
   echo "Ctrl-C: the script ended $((SECONDS - t0)) s after it"
 else
   # where it stalled: the script's processes (its own process group) as they stand, then its log
