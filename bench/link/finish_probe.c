@@ -7,8 +7,11 @@
  * completes them while the main thread waits for it polling a flag with sched_yield (tandem's compute
  * thread in a wait); with 0 the main thread does it all. Prints, per repeat, each rank's time from the
  * common start to its last exchange's completion, and their difference (rank 0 less rank 1: > 0 when the
- * rank that posted first completed last).
- *   mpirun -np 2 finish_probe [NB [MB [LAG_MS [SPACING_MS [THREAD [REPEATS]]]]]]   (2 3.67 20 5 1 5) */
+ * rank that posted first completed last). With LATE_POLLS 1 the later rank drives MPI's progress (MPI_Iprobe)
+ * while it waits to post, as a rank in a barrier or completing other collectives does: the early rank's first
+ * message arrives there before the matching receive is posted. SEND_FIRST 1 posts each Isend before its Irecv.
+ *   mpirun -np 2 finish_probe [NB [MB [LAG_MS [SPACING_MS [THREAD [REPEATS [LATE_POLLS [SEND_FIRST]]]]]]]]
+ *   (defaults 2 3.67 20 5 1 5 0 0) */
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
@@ -19,6 +22,7 @@
 
 typedef struct probe {
     int nb, rank, peer, n; /* n: floats each way per exchange */
+    int late_polls, send_first;
     double lag_s, spacing_s, t0, *done;
     float *send, *recv;
     volatile int finished;
@@ -42,8 +46,11 @@ static void *run(void *arg) {
         const double start = p->t0 + (p->rank ? p->lag_s : 0);
         while (posted < p->nb && now() >= start + posted * p->spacing_s) {
             const size_t at = (size_t)posted * (size_t)p->n;
+            if (p->send_first)
+                MPI_Isend(p->send + at, p->n, MPI_FLOAT, p->peer, posted, MPI_COMM_WORLD, &req[2 * posted + 1]);
             MPI_Irecv(p->recv + at, p->n, MPI_FLOAT, p->peer, posted, MPI_COMM_WORLD, &req[2 * posted]);
-            MPI_Isend(p->send + at, p->n, MPI_FLOAT, p->peer, posted, MPI_COMM_WORLD, &req[2 * posted + 1]);
+            if (!p->send_first)
+                MPI_Isend(p->send + at, p->n, MPI_FLOAT, p->peer, posted, MPI_COMM_WORLD, &req[2 * posted + 1]);
             p->done[posted++] = -1;
         }
         int any = 0;
@@ -55,7 +62,14 @@ static void *run(void *arg) {
             if (f) p->done[k] = now() - p->t0, left--, any = 1;
         }
         if (!any) usleep(50);
-        if (posted < p->nb && left == p->nb - posted) sleep_until(start + posted * p->spacing_s);
+        if (posted < p->nb && left == p->nb - posted) {
+            const double next = start + posted * p->spacing_s;
+            if (p->late_polls && posted == 0) { /* waiting to post the first exchange */
+                int f;
+                while (now() < next) MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &f, MPI_STATUS_IGNORE);
+            }
+            sleep_until(next);
+        }
     }
     free(req);
     __atomic_store_n(&p->finished, 1, __ATOMIC_RELEASE);
@@ -71,16 +85,18 @@ int main(int argc, char **argv) {
     const double mb = argc > 2 ? atof(argv[2]) : 3.67;
     const double lag_ms = argc > 3 ? atof(argv[3]) : 20, spacing_ms = argc > 4 ? atof(argv[4]) : 5;
     const int thread = argc > 5 ? atoi(argv[5]) : 1, repeats = argc > 6 ? atoi(argv[6]) : 5;
+    const int late_polls = argc > 7 ? atoi(argv[7]) : 0, send_first = argc > 8 ? atoi(argv[8]) : 0;
     if (size != 2 || nb < 1 || nb > 64 || !(mb > 0) || repeats < 1 || (thread && provided < MPI_THREAD_MULTIPLE)) {
         if (rank == 0) fprintf(stderr, "finish_probe: 2 ranks, NB 1-64, MB > 0, REPEATS >= 1 (and threads)\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     probe p = {.nb = nb, .rank = rank, .peer = 1 - rank, .lag_s = lag_ms / 1e3, .spacing_s = spacing_ms / 1e3};
+    p.late_polls = late_polls, p.send_first = send_first;
     p.n = (int)(mb * 1e6 / 4 / 2);
     p.send = calloc((size_t)nb * (size_t)p.n, sizeof *p.send);
     p.recv = calloc((size_t)nb * (size_t)p.n, sizeof *p.recv);
     p.done = calloc((size_t)nb, sizeof *p.done);
-    if (rank == 0) printf("nb,mb,lag_ms,spacing_ms,thread,repeat,rank0_ms,rank1_ms,apart_ms\n");
+    if (rank == 0) printf("nb,mb,lag_ms,spacing_ms,thread,late_polls,send_first,repeat,rank0_ms,rank1_ms,apart_ms\n");
     for (int r = 0; r <= repeats; r++) { /* repeat 0: a warm-up, not printed */
         MPI_Barrier(MPI_COMM_WORLD);
         p.t0 = now() + 0.01;
@@ -97,8 +113,8 @@ int main(int argc, char **argv) {
         for (int k = 0; k < nb; k++) last = p.done[k] > last ? p.done[k] : last;
         MPI_Gather(&last, 1, MPI_DOUBLE, both, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
         if (rank == 0 && r > 0)
-            printf("%d,%.2f,%.1f,%.1f,%d,%d,%.2f,%.2f,%.2f\n", nb, mb, lag_ms, spacing_ms, thread, r, both[0] * 1e3,
-                   both[1] * 1e3, (both[0] - both[1]) * 1e3);
+            printf("%d,%.2f,%.1f,%.1f,%d,%d,%d,%d,%.2f,%.2f,%.2f\n", nb, mb, lag_ms, spacing_ms, thread, late_polls,
+                   send_first, r, both[0] * 1e3, both[1] * 1e3, (both[0] - both[1]) * 1e3);
     }
     free(p.send);
     free(p.recv);

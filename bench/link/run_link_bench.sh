@@ -17,7 +17,8 @@
 #                                        collective of BESIDE_MB (2, about ab's buckets) costs the compute beside it
 #                                        and its speed there (tandem plan's inputs)
 #   bench/link/run_link_bench.sh finish  finish_probe: when each rank completes a stream of exchanges posted
-#                                        apart (FINISH_CASES: ";"-separated argument lists) with each of
+#                                        apart (FINISH_CASES: ";"-separated argument lists, finish_probe's
+#                                        arguments less REPEATS, which is PROBE_REPEATS) with each of
 #                                        PROBE_MPIS at each rate, into $OUT/finish_<mpi>_<rate>.csv
 #   bench/link/run_link_bench.sh         probe and ab
 # Environment: RATES ("0.5 1 2", Gbit/s), PROBE_MPIS ("openmpi mpich"), POLL_US (the probe's sleep between
@@ -221,8 +222,9 @@ if [ "$WHAT" = finish ]; then
       echo "== finish $mpi at $rate Gbit/s"
       : >"$OUT/finish_${mpi}_$rate.csv"
       for c in "${cases[@]}"; do
-        # shellcheck disable=SC2086 # each case is an argument list
-        mpi_run "$mpi" 300 "$OUT/finish_probe_$mpi" $c "${PROBE_REPEATS:-5}" >>"$OUT/finish_${mpi}_$rate.csv" \
+        # shellcheck disable=SC2086 # each case is an argument list: NB MB LAG SPACING THREAD [LATE_POLLS SEND_FIRST]
+        set -- $c
+        mpi_run "$mpi" 300 "$OUT/finish_probe_$mpi" "${@:1:5}" "${PROBE_REPEATS:-5}" "${@:6}" >>"$OUT/finish_${mpi}_$rate.csv" \
           2>>"$OUT/finish_${mpi}_$rate.err" || echo "finish_probe $mpi at $rate Gbit/s ($c) failed"
       done
       grep -v '^nb' "$OUT/finish_${mpi}_$rate.csv"
