@@ -89,7 +89,13 @@ static void *own(tdm_comm *c, void *p) {
 /* tandem's reduce-scatter: the other ranks' copies of this rank's block land in op->xbuf (allocated and
  * touched on the op's first use, then reused: no page is faulted again), this rank's copies of theirs go
  * straight from buf; the sum is done on completion (finish_op). Point-to-point on the engine's own
- * communicator: every rank posts the ops in the same order, and MPI keeps messages of one pair in order. */
+ * communicator: every rank posts the ops in the same order, and MPI keeps messages of one pair in order.
+ * Sends are posted before receives. Under a rendezvous protocol a receive that matches the peer's request
+ * at once (it arrived while this rank was progressing something else) answers it before this rank's own
+ * request is out; the peer then starts its data before it has seen that request, and its answer to it
+ * waits behind that data (Open MPI over TCP queues every fragment to a peer behind the one being written):
+ * the two directions run one after the other, and the rank that posted first completes one transfer late.
+ * With the request out first, the peer answers it before any data moves. */
 static void start_exchange(tdm_comm *c, tdm_comm_op *op) {
     const int p = c->size, r = c->rank, n = op->count;
     if (op->xgen != c->gen || op->xcount != n) {
@@ -99,14 +105,14 @@ static void start_exchange(tdm_comm *c, tdm_comm_op *op) {
         op->xgen = c->gen;
     }
     int k = 0;
-    for (int q = 0; q < p; q++)
-        if (q != r)
-            MPI_Irecv(op->xbuf + (size_t)(q < r ? q : q - 1) * (size_t)n, n, MPI_FLOAT, q, XCHG_TAG, c->comm,
-                      &op->xreqs[k++]);
     for (int i = 1; i < p; i++) { /* to the next ranks first, so that pairs do not all queue on rank 0 */
         const int q = (r + i) % p;
         MPI_Isend(op->buf + (size_t)q * (size_t)n, n, MPI_FLOAT, q, XCHG_TAG, c->comm, &op->xreqs[k++]);
     }
+    for (int q = 0; q < p; q++)
+        if (q != r)
+            MPI_Irecv(op->xbuf + (size_t)(q < r ? q : q - 1) * (size_t)n, n, MPI_FLOAT, q, XCHG_TAG, c->comm,
+                      &op->xreqs[k++]);
     op->n_xreqs = k;
 }
 
