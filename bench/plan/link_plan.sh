@@ -20,8 +20,8 @@ if [ "${PLAN_ONLY:-0}" != 1 ]; then
 fi
 TANDEM=${TANDEM:-build/tandem}
 echo "load after:$(uptime | sed 's/.*load average://'); $AB_MPI, $(git describe --always --dirty)"
-echo "| rate Gbit/s | progress | candidate | measured baseline ms | replay ms | measured change | predicted change | error (points) | predicted candidate ms vs measured | calibrated | with doctor's figures | error (points) |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| rate Gbit/s | progress | candidate | measured baseline ms | replay ms | measured change | predicted change | error (points) | predicted candidate ms vs measured | calibrated | with doctor's figures | error (points) | last rank's collectives, ms a step: baseline, candidate |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 predict() { # NAME FLAGS...: tandem plan of the run's baseline trace for candidate $c into $run/NAME
   local name=$1; shift
   "$TANDEM" plan "$run/traces/baseline" --model configs/tiny --freeze-vision --freeze-projector --candidate "$c" \
@@ -42,6 +42,10 @@ for rate in $RATES; do for mode in $MODES; do for cand in $CANDS; do
       && doc=$(sed -n 's/.*the '"$mode"' line ([^)]*): //p' "$run/plan-doctor.txt" | sed 's/ (not used: given)//g') \
       || rm -rf "$run/plan-doctor"
   fi
+  # the candidate's own trace read as a baseline: how much later its last rank completed (model.agree_us)
+  rm -rf "$run/plan-candidate-trace"
+  "$TANDEM" plan "$run/traces/candidate" --model configs/tiny --freeze-vision --freeze-projector \
+    --comm-progress "$mode" --out "$run/plan-candidate-trace" >/dev/null 2>&1 || rm -rf "$run/plan-candidate-trace"
   python3 - "$run" "$rate" "$mode" "$cand" "$doc" <<'PY'
 import json, sys, os
 run, rate, mode, cand, doc = sys.argv[1:]
@@ -67,6 +71,10 @@ if os.path.exists(dp):
                                                                    abs(dc - mc))
 else:
     dcell = "no doctor figures | -"
+def agree(name):  # mean over the traced steps of the longest agreement wait, ms
+    f = os.path.join(run, name, "plan.json")
+    return "%.1f" % (json.load(open(f))["model"]["agree_us"] / 1e3) if os.path.exists(f) else "-"
+dcell += " | %s, %s" % (agree("plan"), agree("plan-candidate-trace"))
 print("| %s | %s | %s | %.1f | %.1f | %+.2f%%%s | %+.2f%%%s | %.2f | %.1f vs %.1f (%+.1f%%) | %.1f (%+.1f%%) | %s |" %
       (rate, mode, cand, ma, pa, mc, miv(s), pc, iv(p[1]), abs(pc - mc), pb, mb, (pb / mb - 1) * 100, qb,
        (qb / mb - 1) * 100, dcell))
