@@ -61,7 +61,7 @@ typedef struct tdm_comm_op {
     const char *name; /* profiler event name, a string literal */
     /* engine-owned: */
     MPI_Request req;
-    MPI_Request *xreqs;  /* tandem's reduce-scatter: [2 (size - 1)] receives, then sends */
+    MPI_Request *xreqs;  /* tandem's reduce-scatter: [2 (size - 1)] sends, then receives */
     float *xbuf;         /* [(size - 1) * count]: the other ranks' copies of this rank's block, touched once */
     int n_xreqs, xcount; /* requests in flight; the count xbuf was sized for */
     uint64_t xgen;       /* the engine that owns xreqs and xbuf (they are freed with it) */
