@@ -116,6 +116,26 @@ static void start_exchange(tdm_comm *c, tdm_comm_op *op) {
     op->n_xreqs = k;
 }
 
+/* tandem's all-gather (with its exchange): this rank's block of base (n elements of `elem` bytes) to every other
+ * rank, theirs straight into their blocks, sends first as the exchange's are. */
+static void start_gather(tdm_comm *c, tdm_comm_op *op, void *base, MPI_Datatype type, size_t elem) {
+    const int p = c->size, r = c->rank, n = op->count;
+    if (op->xgen != c->gen) {
+        op->xreqs = own(c, tdm_xcalloc((size_t)2 * (size_t)(p - 1), sizeof *op->xreqs));
+        op->xbuf = NULL, op->xcount = -1; /* no scratch: a reduce-scatter on this op allocates its own */
+        op->xgen = c->gen;
+    }
+    char *b = base;
+    int k = 0;
+    for (int i = 1; i < p; i++)
+        MPI_Isend(b + (size_t)r * (size_t)n * elem, n, type, (r + i) % p, XCHG_TAG, c->comm, &op->xreqs[k++]);
+    for (int i = 1; i < p; i++) {
+        const int q = (r + p - i) % p;
+        MPI_Irecv(b + (size_t)q * (size_t)n * elem, n, type, q, XCHG_TAG, c->comm, &op->xreqs[k++]);
+    }
+    op->n_xreqs = k;
+}
+
 /* Whether op's transfer is complete (one MPI_Test, or one of each of the exchange's requests: a completed
  * request is MPI_REQUEST_NULL, which tests complete). */
 static int test_op(tdm_comm_op *op) {
@@ -162,10 +182,12 @@ static void start_op(tdm_comm *c, tdm_comm_op *op) {
         else MPI_Ireduce_scatter_block(MPI_IN_PLACE, op->buf, op->count, MPI_FLOAT, MPI_SUM, c->comm, &op->req);
         break;
     case TDM_COMM_ALLGATHER:
-        MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->buf, op->count, MPI_FLOAT, c->comm, &op->req);
+        if (c->own_rs && c->size > 1) start_gather(c, op, op->buf, MPI_FLOAT, sizeof(float));
+        else MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->buf, op->count, MPI_FLOAT, c->comm, &op->req);
         break;
     case TDM_COMM_ALLGATHER_BF16:
-        MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->bits, op->count, MPI_UINT16_T, c->comm, &op->req);
+        if (c->own_rs && c->size > 1) start_gather(c, op, op->bits, MPI_UINT16_T, sizeof(uint16_t));
+        else MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->bits, op->count, MPI_UINT16_T, c->comm, &op->req);
         break;
     }
 }

@@ -35,7 +35,9 @@ typedef enum tdm_comm_kind {
                                 in rank order with the kernels' vector sum; elsewhere
                                 MPI_Ireduce_scatter_block and MPI's op (TANDEM_REDUCE_SCATTER=tandem|mpi
                                 chooses; tdm_comm_default_own_reduce_scatter) */
-    TDM_COMM_ALLGATHER,      /* in place: rank r contributes buf[r*count .. (r+1)*count) */
+    TDM_COMM_ALLGATHER,      /* in place: rank r contributes buf[r*count .. (r+1)*count). With tandem's exchange
+                                (the reduce-scatter's choice) each rank sends its block to every other and
+                                receives theirs in place, sends first; else MPI_Iallgather */
     TDM_COMM_ALLGATHER_BF16, /* in place on bits[0 .. count*size) (bfloat16, rank r contributes
                                 bits[r*count ..)); on completion the other ranks' elements are
                                 widened into buf as fp32 (the caller keeps buf[r*count ..) equal
@@ -61,7 +63,7 @@ typedef struct tdm_comm_op {
     const char *name; /* profiler event name, a string literal */
     /* engine-owned: */
     MPI_Request req;
-    MPI_Request *xreqs;  /* tandem's reduce-scatter: [2 (size - 1)] sends, then receives */
+    MPI_Request *xreqs;  /* tandem's exchange: [2 (size - 1)] sends, then receives */
     float *xbuf;         /* [(size - 1) * count]: the other ranks' copies of this rank's block, touched once */
     int n_xreqs, xcount; /* requests in flight; the count xbuf was sized for */
     uint64_t xgen;       /* the engine that owns xreqs and xbuf (they are freed with it) */

@@ -56,8 +56,8 @@ typedef struct tdm_coll_cost {
  * on buffers touched beforehand. A wait longer than timeout_ns (0: none) ends the job as the engine's do
  * (comm.h). -1 with err when the buffers cannot be had (on every rank alike). */
 int tdm_probe_collectives(MPI_Comm comm, double mb, int reps, uint64_t timeout_ns, tdm_coll_cost *out, tdm_error *err);
-/* The same with the reduce-scatter by MPI_Ireduce_scatter_block and MPI's op (mpi_op 1) instead of tandem's
- * exchange, whatever TANDEM_REDUCE_SCATTER says. */
+/* The same with MPI's collectives (mpi_op 1: MPI_Ireduce_scatter_block and MPI's op, MPI_Iallgather) instead of
+ * tandem's exchange, or tandem's (mpi_op 0), whatever TANDEM_REDUCE_SCATTER says. */
 int tdm_probe_collectives_rs(MPI_Comm comm, double mb, int reps, int mpi_op, uint64_t timeout_ns, tdm_coll_cost *out,
                              tdm_error *err);
 

@@ -948,6 +948,60 @@ static void test_comm_test_and_beside_probe(void) {
     }
 }
 
+/* The all-gathers by tandem's exchange and by MPI_Iallgather, in both progress modes, float and bfloat16 (their
+ * widening included), interleaved with reduce-scatters on the same engine: every rank ends with every rank's block,
+ * the same bits both ways. */
+static void test_allgather_both_ways(void) {
+    int world = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    enum { N = 300 }; /* elements per rank */
+    for (int mode = 0; mode <= 1; mode++)
+        for (int own = 0; own <= 1; own++) {
+            tdm_error err = {{0}};
+            MPI_Comm dup;
+            MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+            tdm_comm *c = tdm_comm_create(dup, (tdm_ddp_progress)mode, 3, 0, &err);
+            CHECK(c != NULL, "%s", err.msg);
+            if (!c) continue;
+            tdm_comm_set_reduce_scatter(c, own);
+            float *f = calloc((size_t)N * world, sizeof *f), *w = calloc((size_t)N * world, sizeof *w),
+                  *rs = calloc((size_t)N * world, sizeof *rs);
+            uint16_t *bits = calloc((size_t)N * world, sizeof *bits);
+            for (int i = 0; i < N; i++) {
+                f[(size_t)g_rank * N + i] = (float)g_rank + (float)i / 512.0f;
+                w[(size_t)g_rank * N + i] = (float)(g_rank + 1) * 0.5f;
+                bits[(size_t)g_rank * N + i] = (uint16_t)(0x3f80 + g_rank * 16 + i % 16); /* 1.0 .. */
+            }
+            for (int i = 0; i < N * world; i++) rs[i] = 1.0f;
+            tdm_comm_op ops[3] = {
+                {.kind = TDM_COMM_ALLGATHER, .buf = f, .count = N, .name = "ag"},
+                {.kind = TDM_COMM_REDUCE_SCATTER, .buf = rs, .count = N, .name = "rs"},
+                {.kind = TDM_COMM_ALLGATHER_BF16, .buf = w, .bits = bits, .count = N, .name = "ag16"},
+            };
+            for (int rep = 0; rep < 2; rep++) { /* the second reuses the ops' requests */
+                for (int k = 0; k < 3; k++) tdm_comm_post(c, &ops[k]);
+                for (int k = 0; k < 3; k++) tdm_comm_wait(c, &ops[k]);
+                if (!rep)
+                    for (int i = 0; i < N * world; i++) rs[i] = 1.0f;
+            }
+            int bad = 0;
+            for (int q = 0; q < world; q++)
+                for (int i = 0; i < N; i++) {
+                    const size_t at = (size_t)q * N + i;
+                    const uint16_t b = (uint16_t)(0x3f80 + q * 16 + i % 16);
+                    uint32_t u = (uint32_t)b << 16;
+                    float wb;
+                    memcpy(&wb, &u, sizeof wb);
+                    bad += f[at] != (float)q + (float)i / 512.0f || bits[at] != b || (q != g_rank && w[at] != wb) ||
+                           (q == g_rank && w[at] != (float)(g_rank + 1) * 0.5f);
+                }
+            for (int i = 0; i < N; i++) bad += rs[(size_t)g_rank * N + i] != (float)world;
+            CHECK(bad == 0, "%s, %s: %d elements wrong", mode ? "inline" : "thread", own ? "tandem's" : "MPI's", bad);
+            free(f), free(w), free(rs), free(bits);
+            tdm_comm_free(c);
+        }
+}
+
 /* The posted-together probe: k collectives of each kind timed both ways, the last rank's figures on every rank;
  * a k out of range is refused alike on every rank (before any MPI call). */
 static void test_posted_together_probe(void) {
@@ -1102,6 +1156,7 @@ int main(int argc, char **argv) {
     RUN(test_report_comm_thread_cpu);
     RUN(test_wait_poll);
     RUN(test_comm_test_and_beside_probe);
+    RUN(test_allgather_both_ways);
     RUN(test_posted_together_probe);
     RUN(test_create_fails_on_every_rank);
     RUN(test_create_refuses_different_tables);
