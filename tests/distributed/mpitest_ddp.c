@@ -907,16 +907,23 @@ static void test_wait_poll(void) {
  * tensors are outside the layout, so the layouts still agree) fails tdm_ddp_create on
  * every rank, naming that rank and its reason (whichever rank's message the caller
  * prints, it says why); the other ranks used to wait in MPI_Comm_dup for good. */
+/* A communication engine on a duplicate of the world (mode 0: a thread, 1: inline), NULL after a failed check. */
+static tdm_comm *test_engine(int mode, int max_ops) {
+    tdm_error err = {{0}};
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    tdm_comm *c = tdm_comm_create(dup, (tdm_ddp_progress)mode, max_ops, 0, &err);
+    CHECK(c != NULL, "%s", err.msg);
+    return c;
+}
+
 /* tdm_comm_test: never blocks, says DONE once the op is (a thread's progress, or inline the progress calls), and
  * a wait after it returns at once; the beside-compute probe that uses it agrees on the ops it posts on every
  * rank (no hang), in both modes, and moves collectives while it computes. */
 static void test_comm_test_and_beside_probe(void) {
     for (int mode = 0; mode <= 1; mode++) {
         tdm_error err = {{0}};
-        MPI_Comm dup;
-        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-        tdm_comm *c = tdm_comm_create(dup, (tdm_ddp_progress)mode, 2, 0, &err);
-        CHECK(c != NULL, "%s", err.msg);
+        tdm_comm *c = test_engine(mode, 2);
         if (!c) continue;
         float buf[2 * 64];
         for (int i = 0; i < 2 * 64; i++) buf[i] = (float)(g_rank + 1);
@@ -957,11 +964,7 @@ static void test_allgather_both_ways(void) {
     enum { N = 300 }; /* elements per rank */
     for (int mode = 0; mode <= 1; mode++)
         for (int own = 0; own <= 1; own++) {
-            tdm_error err = {{0}};
-            MPI_Comm dup;
-            MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-            tdm_comm *c = tdm_comm_create(dup, (tdm_ddp_progress)mode, 3, 0, &err);
-            CHECK(c != NULL, "%s", err.msg);
+            tdm_comm *c = test_engine(mode, 3);
             if (!c) continue;
             tdm_comm_set_reduce_scatter(c, own);
             float *f = calloc((size_t)N * world, sizeof *f), *w = calloc((size_t)N * world, sizeof *w),
