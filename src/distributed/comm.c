@@ -86,6 +86,18 @@ static void *own(tdm_comm *c, void *p) {
     return c->owned[c->n_owned++] = p;
 }
 
+/* Whether reduce-scatters and all-gathers go by tandem's exchange rather than MPI's collectives. */
+static int uses_exchange(const tdm_comm *c) { return c->own_rs && c->size > 1; }
+
+/* The op's requests for tandem's exchange, allocated on its first use by this engine (and freed with it); its
+ * scratch (xbuf) is the reduce-scatter's to size. */
+static void exchange_reqs(tdm_comm *c, tdm_comm_op *op) {
+    if (op->xgen == c->gen) return;
+    op->xreqs = own(c, tdm_xcalloc((size_t)2 * (size_t)(c->size - 1), sizeof *op->xreqs));
+    op->xbuf = NULL, op->xcount = -1;
+    op->xgen = c->gen;
+}
+
 /* tandem's reduce-scatter: the other ranks' copies of this rank's block land in op->xbuf (allocated and
  * touched on the op's first use, then reused: no page is faulted again), this rank's copies of theirs go
  * straight from buf; the sum is done on completion (finish_op). Point-to-point on the engine's own
@@ -98,11 +110,10 @@ static void *own(tdm_comm *c, void *p) {
  * With the request out first, the peer answers it before any data moves. */
 static void start_exchange(tdm_comm *c, tdm_comm_op *op) {
     const int p = c->size, r = c->rank, n = op->count;
-    if (op->xgen != c->gen || op->xcount != n) {
-        op->xreqs = own(c, tdm_xcalloc((size_t)2 * (size_t)(p - 1), sizeof *op->xreqs));
+    exchange_reqs(c, op);
+    if (op->xcount != n) {
         op->xbuf = own(c, tdm_xcalloc((size_t)(p - 1) * (size_t)n, sizeof *op->xbuf));
         op->xcount = n;
-        op->xgen = c->gen;
     }
     int k = 0;
     for (int i = 1; i < p; i++) { /* to the next ranks first, so that pairs do not all queue on rank 0 */
@@ -120,11 +131,7 @@ static void start_exchange(tdm_comm *c, tdm_comm_op *op) {
  * rank, theirs straight into their blocks, sends first as the exchange's are. */
 static void start_gather(tdm_comm *c, tdm_comm_op *op, void *base, MPI_Datatype type, size_t elem) {
     const int p = c->size, r = c->rank, n = op->count;
-    if (op->xgen != c->gen) {
-        op->xreqs = own(c, tdm_xcalloc((size_t)2 * (size_t)(p - 1), sizeof *op->xreqs));
-        op->xbuf = NULL, op->xcount = -1; /* no scratch: a reduce-scatter on this op allocates its own */
-        op->xgen = c->gen;
-    }
+    exchange_reqs(c, op);
     char *b = base;
     int k = 0;
     for (int i = 1; i < p; i++)
@@ -171,6 +178,7 @@ static void sum_exchange(const tdm_comm *c, tdm_comm_op *op) {
 
 /* Issues the MPI call of op. */
 static void start_op(tdm_comm *c, tdm_comm_op *op) {
+    const int exchange = uses_exchange(c);
     op->start_ns = tdm_now_ns();
     op->n_xreqs = 0;
     switch (op->kind) {
@@ -178,15 +186,15 @@ static void start_op(tdm_comm *c, tdm_comm_op *op) {
         MPI_Iallreduce(MPI_IN_PLACE, op->buf, op->count, MPI_FLOAT, MPI_SUM, c->comm, &op->req);
         break;
     case TDM_COMM_REDUCE_SCATTER:
-        if (c->own_rs && c->size > 1) start_exchange(c, op);
+        if (exchange) start_exchange(c, op);
         else MPI_Ireduce_scatter_block(MPI_IN_PLACE, op->buf, op->count, MPI_FLOAT, MPI_SUM, c->comm, &op->req);
         break;
     case TDM_COMM_ALLGATHER:
-        if (c->own_rs && c->size > 1) start_gather(c, op, op->buf, MPI_FLOAT, sizeof(float));
+        if (exchange) start_gather(c, op, op->buf, MPI_FLOAT, sizeof(float));
         else MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->buf, op->count, MPI_FLOAT, c->comm, &op->req);
         break;
     case TDM_COMM_ALLGATHER_BF16:
-        if (c->own_rs && c->size > 1) start_gather(c, op, op->bits, MPI_UINT16_T, sizeof(uint16_t));
+        if (exchange) start_gather(c, op, op->bits, MPI_UINT16_T, sizeof(uint16_t));
         else MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op->bits, op->count, MPI_UINT16_T, c->comm, &op->req);
         break;
     }
@@ -196,7 +204,7 @@ static void start_op(tdm_comm *c, tdm_comm_op *op) {
 static void finish_op(tdm_comm *c, tdm_comm_op *op) {
     /* In-place reduce-scatter leaves rank r's block at the start of the buffer; move it
      * to where the layout says rank r's shard lives. */
-    if (op->kind == TDM_COMM_REDUCE_SCATTER && c->own_rs && c->size > 1) sum_exchange(c, op);
+    if (op->kind == TDM_COMM_REDUCE_SCATTER && uses_exchange(c)) sum_exchange(c, op);
     else if (op->kind == TDM_COMM_REDUCE_SCATTER && c->rank != 0)
         memmove(op->buf + (size_t)c->rank * (size_t)op->count, op->buf, (size_t)op->count * sizeof(float));
     /* bfloat16 parameters: the peers' shards widened into the fp32 values the kernels read. This

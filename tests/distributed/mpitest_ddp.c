@@ -903,10 +903,6 @@ static void test_wait_poll(void) {
     restore_env("MPI_LOCALNRANKS", hydra);
 }
 
-/* An allocation that fails on one rank alone (the last rank's frozen storage: frozen
- * tensors are outside the layout, so the layouts still agree) fails tdm_ddp_create on
- * every rank, naming that rank and its reason (whichever rank's message the caller
- * prints, it says why); the other ranks used to wait in MPI_Comm_dup for good. */
 /* A communication engine on a duplicate of the world (mode 0: a thread, 1: inline), NULL after a failed check. */
 static tdm_comm *test_engine(int mode, int max_ops) {
     tdm_error err = {{0}};
@@ -917,6 +913,10 @@ static tdm_comm *test_engine(int mode, int max_ops) {
     return c;
 }
 
+/* An allocation that fails on one rank alone (the last rank's frozen storage: frozen
+ * tensors are outside the layout, so the layouts still agree) fails tdm_ddp_create on
+ * every rank, naming that rank and its reason (whichever rank's message the caller
+ * prints, it says why); the other ranks used to wait in MPI_Comm_dup for good. */
 /* tdm_comm_test: never blocks, says DONE once the op is (a thread's progress, or inline the progress calls), and
  * a wait after it returns at once; the beside-compute probe that uses it agrees on the ops it posts on every
  * rank (no hang), in both modes, and moves collectives while it computes. */
