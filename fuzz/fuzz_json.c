@@ -29,6 +29,7 @@ static void array_reader_agrees(const char *text, size_t size, const tdm_json_do
     int got;
     char path[64];
     while ((got = tdm_json_array_next(&r, &doc, &err)) == 1) {
+        path[0] = 0; /* tdm_json_first_difference appends to a path the caller starts as "" */
         if (root &&
             (i >= root->len || tdm_json_first_difference(tdm_json_root(doc), root->items[i], path, sizeof path)))
             abort();
