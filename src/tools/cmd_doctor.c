@@ -303,7 +303,7 @@ int cmd_doctor(int argc, char **argv) {
         fflush(stdout);
     }
 
-    tdm_coll_cost big = {0}, mpi_rs = {0};
+    tdm_coll_cost big = {0}, other = {0}; /* other: the engine tandem does not use here */
     if (world > 1) {
         if (rank == 0)
             printf("  collectives      %d ranks, per MB of the buffer (ms/MB; CPU: the calling thread's)\n"
@@ -338,12 +338,25 @@ int cmd_doctor(int argc, char **argv) {
         tdm_coll_cost m;
         const int own = tdm_comm_default_own_reduce_scatter();
         if (tdm_probe_collectives_rs(MPI_COMM_WORLD, mb, o.reps, own, 0, &m, &err) == 0 && rank == 0) {
-            printf("      %7.2f   %14.3f %6.3f   (reduce-scatter by %s)\n", m.mb, m.rs_wall_ms, m.rs_cpu_ms,
-                   own ? "MPI_Ireduce_scatter_block and MPI's op" : "tandem's exchange and vector sum");
+            printf("      %7.2f   %14.3f %6.3f   %10.3f %6.3f   (%s)\n", m.mb, m.rs_wall_ms, m.rs_cpu_ms, m.ag_wall_ms,
+                   m.ag_cpu_ms,
+                   own ? "MPI_Ireduce_scatter_block and MPI's op, MPI_Iallgather"
+                       : "tandem's exchange: vector sum, all-gather in place");
             fflush(stdout);
         }
-        mpi_rs = m;
-        if (rank == 0) tdm_sb_puts(&js, "]");
+        other = m;
+        if (rank == 0) {
+            tdm_sb_puts(&js, "]");
+            if (other.mb > 0) { /* the engine TANDEM_REDUCE_SCATTER would switch to, at the largest size */
+                tdm_sb_puts(&js, ",\n\"other_engine\": {");
+                tdm_sb_json_key_string(&js, "engine", own ? "mpi" : "tandem"), tdm_sb_puts(&js, ", ");
+                tdm_sb_json_key_num(&js, "mb", other.mb), tdm_sb_puts(&js, ", ");
+                tdm_sb_json_key_num(&js, "reduce_scatter_ms_per_mb", other.rs_wall_ms), tdm_sb_puts(&js, ", ");
+                tdm_sb_json_key_num(&js, "reduce_scatter_cpu_ms_per_mb", other.rs_cpu_ms), tdm_sb_puts(&js, ", ");
+                tdm_sb_json_key_num(&js, "all_gather_ms_per_mb", other.ag_wall_ms), tdm_sb_puts(&js, ", ");
+                tdm_sb_json_key_num(&js, "all_gather_cpu_ms_per_mb", other.ag_cpu_ms), tdm_sb_puts(&js, "}");
+            }
+        }
         if ((o.together >= 2 && together(&o, rank, &js, &err) != 0) ||
             (o.beside_ms > 0 && beside(&o, rank, &js, &err) != 0)) {
             if (rank == 0) fprintf(stderr, "tandem doctor: %s\n", err.msg);
@@ -368,14 +381,17 @@ int cmd_doctor(int argc, char **argv) {
                                                                         : "Open MPI's choice (cross-memory "
                                                                           "attach works here)");
         }
-        if (world > 1 && mpi_rs.mb > 0) {
+        if (world > 1 && other.mb > 0) {
             const int own = tdm_comm_default_own_reduce_scatter();
             const char *tandem = "tandem's exchange and vector sum", *mpi = "MPI_Ireduce_scatter_block and MPI's op";
             printf("  reduce-scatter   %s: %.3f ms/MB of CPU here against %.3f with %s (%s)\n", own ? tandem : mpi,
-                   big.rs_cpu_ms, mpi_rs.rs_cpu_ms, own ? mpi : tandem,
+                   big.rs_cpu_ms, other.rs_cpu_ms, own ? mpi : tandem,
                    getenv("TANDEM_REDUCE_SCATTER") ? "TANDEM_REDUCE_SCATTER chose"
                    : own ? "tandem's default under Open MPI; TANDEM_REDUCE_SCATTER=mpi for MPI's"
                          : "the default under this MPI; TANDEM_REDUCE_SCATTER=tandem for tandem's");
+            printf("  all-gather       %s: %.3f ms/MB of CPU here against %.3f with %s (the same choice)\n",
+                   own ? "tandem's exchange" : "MPI_Iallgather", big.ag_cpu_ms, other.ag_cpu_ms,
+                   own ? "MPI_Iallgather" : "tandem's exchange");
         }
         printf("  progress         a communication thread per rank at nice 10 (--comm-progress, "
                "--comm-thread-nice)\n");

@@ -40,7 +40,8 @@ for line in "^tandem doctor: 2 ranks on one host, [0-9]+ cores online" "^  proce
             "^  sgemm ceiling +[0-9.]+ GFLOP/s per rank" "^  memcpy +[0-9.]+ ms/MB" "^  vector sum +[0-9.]+ ms/MB" \
             "^  page faults +[0-9.]+ ms/MB first touch of fresh pages, [0-9.]+ ms/MB reused" \
             "^  collectives +2 ranks, per MB" "^settings tandem uses$" "^  BLAS threads +1 per rank: OPENBLAS_NUM_THREADS" \
-            "^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +\(reduce-scatter by (MPI_Ireduce_scatter_block and MPI's op|tandem's exchange and vector sum)\)$" \
+            "^ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +\((MPI_Ireduce_scatter_block and MPI's op, MPI_Iallgather|tandem's exchange: vector sum, all-gather in place)\)$" \
+            "^  all-gather +(tandem's exchange|MPI_Iallgather): [0-9.]+ ms/MB of CPU here against [0-9.]+ with (MPI_Iallgather|tandem's exchange) \(the same choice\)$" \
             "^  reduce-scatter +(tandem's exchange and vector sum|MPI_Ireduce_scatter_block and MPI's op): [0-9.]+ ms/MB of CPU here against [0-9.]+ with " \
             "^  progress " "^  verdict .* ms per MB of gradients" "pay for themselves when each trains more than about [0-9]+ tokens"; do
   grep -qE -- "$line" "$W/two" && ok "2 ranks: /$line/" || bad "2 ranks: no line /$line/"
@@ -71,6 +72,12 @@ if len(d.get("collectives", [])) != 3: errs.append("collectives %s" % d.get("col
 for c in d.get("collectives", []):
     for k in ("mb", "reduce_scatter_ms_per_mb", "all_gather_ms_per_mb"):
         if not (isinstance(c.get(k), (int, float)) and c[k] > 0): errs.append("collectives %s %s" % (k, c))
+# the engine tandem does not use here: the printed row's four figures, and which engine it is
+o, row = d.get("other_engine", {}), re.search(r"^ +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +\((MPI_I|tandem)", text, re.M)
+if not row or o.get("engine") != ("mpi" if row.group(6) == "MPI_I" else "tandem") or any(
+        abs(o.get(k, -1) - float(row.group(i + 1))) > 0.006 for i, k in enumerate(("mb", "reduce_scatter_ms_per_mb",
+        "reduce_scatter_cpu_ms_per_mb", "all_gather_ms_per_mb", "all_gather_cpu_ms_per_mb"))):
+    errs.append("other_engine %s against %s" % (o, row and row.group(0)))
 for k in ("sgemm_gflops_fastest", "memcpy_ms_per_mb", "vector_sum_ms_per_mb"):
     if not (isinstance(d.get(k), (int, float)) and d[k] > 0): errs.append("%s %s" % (k, d.get(k)))
 b = d.get("beside_compute", {})
