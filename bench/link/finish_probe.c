@@ -9,7 +9,8 @@
  * common start to its last exchange's completion, and their difference (rank 0 less rank 1: > 0 when the
  * rank that posted first completed last). With LATE_POLLS 1 the later rank drives MPI's progress (MPI_Iprobe)
  * while it waits to post, as a rank in a barrier or completing other collectives does: the early rank's first
- * message arrives there before the matching receive is posted. SEND_FIRST 1 posts each Isend before its Irecv.
+ * message arrives there before the matching receive is posted. SEND_FIRST 1 posts each Isend before its Irecv;
+ * 2 posts the Isends of all the exchanges due at once (SPACING_MS 0: all of them) before any of their Irecvs.
  *   mpirun -np 2 finish_probe [NB [MB [LAG_MS [SPACING_MS [THREAD [REPEATS [LATE_POLLS [SEND_FIRST]]]]]]]]
  *   (defaults 2 3.67 20 5 1 5 0 0) */
 #include <mpi.h>
@@ -44,15 +45,19 @@ static void *run(void *arg) {
     int posted = 0, left = p->nb;
     while (left > 0) {
         const double start = p->t0 + (p->rank ? p->lag_s : 0);
-        while (posted < p->nb && now() >= start + posted * p->spacing_s) {
-            const size_t at = (size_t)posted * (size_t)p->n;
-            if (p->send_first)
-                MPI_Isend(p->send + at, p->n, MPI_FLOAT, p->peer, posted, MPI_COMM_WORLD, &req[2 * posted + 1]);
-            MPI_Irecv(p->recv + at, p->n, MPI_FLOAT, p->peer, posted, MPI_COMM_WORLD, &req[2 * posted]);
-            if (!p->send_first)
-                MPI_Isend(p->send + at, p->n, MPI_FLOAT, p->peer, posted, MPI_COMM_WORLD, &req[2 * posted + 1]);
-            p->done[posted++] = -1;
+        int due = posted; /* the exchanges whose time has come: posted together */
+        while (due < p->nb && now() >= start + due * p->spacing_s) due++;
+        for (int k = posted; k < due; k++) {
+            const size_t at = (size_t)k * (size_t)p->n;
+            if (p->send_first) MPI_Isend(p->send + at, p->n, MPI_FLOAT, p->peer, k, MPI_COMM_WORLD, &req[2 * k + 1]);
+            if (p->send_first != 2) MPI_Irecv(p->recv + at, p->n, MPI_FLOAT, p->peer, k, MPI_COMM_WORLD, &req[2 * k]);
+            if (!p->send_first) MPI_Isend(p->send + at, p->n, MPI_FLOAT, p->peer, k, MPI_COMM_WORLD, &req[2 * k + 1]);
+            p->done[k] = -1;
         }
+        if (p->send_first == 2) /* every send of the exchanges posted together before any of their receives */
+            for (int k = posted; k < due; k++)
+                MPI_Irecv(p->recv + (size_t)k * (size_t)p->n, p->n, MPI_FLOAT, p->peer, k, MPI_COMM_WORLD, &req[2 * k]);
+        posted = due;
         int any = 0;
         for (int k = 0; k < posted; k++) {
             if (p->done[k] >= 0) continue;
