@@ -227,6 +227,15 @@ static int together(const doctor_opts *o, int rank, tdm_strbuf *js, tdm_error *e
     return 0;
 }
 
+/* One collectives row of the report: the figures' keys, without the braces around them. */
+static void json_coll_cost(tdm_strbuf *js, const tdm_coll_cost *c) {
+    tdm_sb_json_key_num(js, "mb", c->mb), tdm_sb_puts(js, ", ");
+    tdm_sb_json_key_num(js, "reduce_scatter_ms_per_mb", c->rs_wall_ms), tdm_sb_puts(js, ", ");
+    tdm_sb_json_key_num(js, "reduce_scatter_cpu_ms_per_mb", c->rs_cpu_ms), tdm_sb_puts(js, ", ");
+    tdm_sb_json_key_num(js, "all_gather_ms_per_mb", c->ag_wall_ms), tdm_sb_puts(js, ", ");
+    tdm_sb_json_key_num(js, "all_gather_cpu_ms_per_mb", c->ag_cpu_ms);
+}
+
 int cmd_doctor(int argc, char **argv) {
     int early = tdm_cli_early(&P, argc, argv); /* --help, --version: before MPI */
     if (early >= 0) return early;
@@ -327,11 +336,8 @@ int cmd_doctor(int argc, char **argv) {
                        c.rs_cpu_ms, c.ag_wall_ms, c.ag_cpu_ms, c.memcpy_ms, c.rs_cpu_ms * per, c.ag_cpu_ms * per);
                 fflush(stdout);
                 tdm_sb_puts(&js, k == 2 ? "\n  {" : ",\n  {");
-                tdm_sb_json_key_num(&js, "mb", c.mb), tdm_sb_puts(&js, ", ");
-                tdm_sb_json_key_num(&js, "reduce_scatter_ms_per_mb", c.rs_wall_ms), tdm_sb_puts(&js, ", ");
-                tdm_sb_json_key_num(&js, "reduce_scatter_cpu_ms_per_mb", c.rs_cpu_ms), tdm_sb_puts(&js, ", ");
-                tdm_sb_json_key_num(&js, "all_gather_ms_per_mb", c.ag_wall_ms), tdm_sb_puts(&js, ", ");
-                tdm_sb_json_key_num(&js, "all_gather_cpu_ms_per_mb", c.ag_cpu_ms), tdm_sb_puts(&js, "}");
+                json_coll_cost(&js, &c);
+                tdm_sb_puts(&js, "}");
             }
             big = c;
         }
@@ -350,11 +356,8 @@ int cmd_doctor(int argc, char **argv) {
             if (other.mb > 0) { /* the engine TANDEM_REDUCE_SCATTER would switch to, at the largest size */
                 tdm_sb_puts(&js, ",\n\"other_engine\": {");
                 tdm_sb_json_key_string(&js, "engine", own ? "mpi" : "tandem"), tdm_sb_puts(&js, ", ");
-                tdm_sb_json_key_num(&js, "mb", other.mb), tdm_sb_puts(&js, ", ");
-                tdm_sb_json_key_num(&js, "reduce_scatter_ms_per_mb", other.rs_wall_ms), tdm_sb_puts(&js, ", ");
-                tdm_sb_json_key_num(&js, "reduce_scatter_cpu_ms_per_mb", other.rs_cpu_ms), tdm_sb_puts(&js, ", ");
-                tdm_sb_json_key_num(&js, "all_gather_ms_per_mb", other.ag_wall_ms), tdm_sb_puts(&js, ", ");
-                tdm_sb_json_key_num(&js, "all_gather_cpu_ms_per_mb", other.ag_cpu_ms), tdm_sb_puts(&js, "}");
+                json_coll_cost(&js, &other);
+                tdm_sb_puts(&js, "}");
             }
         }
         if ((o.together >= 2 && together(&o, rank, &js, &err) != 0) ||
