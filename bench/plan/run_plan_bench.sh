@@ -178,8 +178,8 @@ if [ "${AB_REPEATS:-8}" -gt 0 ] && [ "$SUGG" != "--ddp-num-buckets $BEST --overl
 import json, sys
 s = json.load(open(sys.argv[1]))
 lo, hi = s["runs_ci95_pct"]
-print("one A/B, the sweep's best (%s buckets) against the suggestion (%s): %+.2f%% between whole runs (95%% t "
-      "interval %+.2f .. %+.2f), %d of %d runs under load (target within 2%%)"
+print("one A/B, the sweep's best (%s buckets) against the suggestion (%s): the suggestion's step %+.2f%% between "
+      "whole runs (95%% t interval %+.2f .. %+.2f), %d of %d runs under load (target within 2%%)"
       % (sys.argv[2], sys.argv[3], s["runs_change_pct"], lo, hi, s["runs_under_load"], 2 * s["repeats"]))
 PY
 fi
