@@ -20,7 +20,8 @@ for out in sys.argv[1:]:
     if len(mpis) != 1:
         sys.exit("%s: expected the doctor's reports of one MPI (doctor_<mpi>_<rate>.json), found %s"
                  % (out, sorted(mpis) or "none"))
-    mpi = {"openmpi": "Open MPI", "mpich": "MPICH"}.get(mpis.pop(), "?")
+    mpi = mpis.pop()
+    mpi = {"openmpi": "Open MPI", "mpich": "MPICH"}.get(mpi, mpi)
     runs = sorted(glob.glob(os.path.join(out, "ab", "*gbit_*_overlap_grad")))
     if not runs:
         sys.exit("%s: no link_plan.sh A/B (ab/<rate>gbit_<mode>_overlap_grad) in it" % out)
