@@ -174,12 +174,12 @@ if [ "${AB_REPEATS:-8}" -gt 0 ] && [ "$SUGG" != "--ddp-num-buckets $BEST --overl
     --candidate "$SUGG" "${BASE[@]}" --global-batch-size 4 --steps "$STEPS" --window "11:$STEPS" \
     --repeats "${AB_REPEATS:-8}" --audit-steps 0 --profile-steps 0 --out "$W/confirm" >"$W/confirm.log" 2>&1 \
     || { tail -n 5 "$W/confirm.log"; echo "the A/B of $BEST buckets against the suggestion failed"; exit 1; }
-  python3 - "$W/confirm/summary.json" "$BEST" "$SUGG" <<'PY'
+  python3 - "$W/confirm/summary.json" "--ddp-num-buckets $BEST --overlap-grad-reduce" "$SUGG" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 lo, hi = s["runs_ci95_pct"]
-print("one A/B, the sweep's best (%s buckets) against the suggestion (%s): the suggestion's step %+.2f%% between "
-      "whole runs (95%% t interval %+.2f .. %+.2f), %d of %d runs under load (target within 2%%)"
+print("one A/B, the sweep's best (%s) against the suggestion (%s): the suggestion's step "
+      "%+.2f%% between whole runs (95%% t interval %+.2f .. %+.2f), %d of %d runs under load (target within 2%%)"
       % (sys.argv[2], sys.argv[3], s["runs_change_pct"], lo, hi, s["runs_under_load"], 2 * s["repeats"]))
 PY
 fi
