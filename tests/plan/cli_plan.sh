@@ -82,7 +82,9 @@ a, b = (json.load(open(f)) for f in sys.argv[1:])
 errs = []
 if a["model"]["speed_beside"] != 1 or b["model"]["speed_beside"] != 0.25: errs.append("speed_beside %s %s" % (a["model"]["speed_beside"], b["model"]["speed_beside"]))
 fa, fb = a["predictions"][1], b["predictions"][1]
-if a["predictions"][0]["step_us"] != b["predictions"][0]["step_us"]: errs.append("the baseline moved (it overlaps nothing)")
+# the same schedule, run once at full speed and in several passes at a quarter: equal but for rounding (1 ns)
+a0, b0 = a["predictions"][0]["step_us"], b["predictions"][0]["step_us"]
+if abs(a0 - b0) > 1e-3: errs.append("the baseline moved (it overlaps nothing): %r vs %r us" % (a0, b0))
 if not fa["hidden_us"] > 0: errs.append("nothing hidden at full speed")
 if fb["step_us"] < fa["step_us"] - 1e-3: errs.append("a quarter speed predicted faster: %g < %g" % (fb["step_us"], fa["step_us"]))
 if fb["comm_us"] <= fa["comm_us"]: errs.append("the collectives did not take longer: %g vs %g" % (fb["comm_us"], fa["comm_us"]))
