@@ -167,14 +167,14 @@ S2_GRAD=${M[2]} # 3 buckets, --overlap-grad-reduce: section 1's second setting
 # The sweep's points lie a few % apart and the host drifts by as much between rounds, so the judgement closes
 # with one tandem ab of the sweep's best point against the suggestion: AB_REPEATS interleaved runs a side, the
 # change between whole runs with its 95% t interval (AB_REPEATS=0 skips it)
-BEST=$(python3 -c 'import sys; m = [float(x) for x in sys.argv[2:]]; print(sys.argv[1].split()[m.index(min(m))])' \
-  "${NBS[*]}" "${M[@]:0:${#NBS[@]}}")
-if [ "${AB_REPEATS:-8}" -gt 0 ] && [ "$SUGG" != "--ddp-num-buckets $BEST --overlap-grad-reduce" ]; then
-  "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" ab --baseline "--ddp-num-buckets $BEST --overlap-grad-reduce" \
+i=$(python3 -c 'import sys; m = [float(x) for x in sys.argv[1:]]; print(m.index(min(m)))' "${M[@]:0:${#NBS[@]}}")
+BEST=${specs[$i]#*|} # the sweep's best point's flags
+if [ "${AB_REPEATS:-8}" -gt 0 ] && [ "$SUGG" != "$BEST" ]; then
+  "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" ab --baseline "$BEST" \
     --candidate "$SUGG" "${BASE[@]}" --global-batch-size 4 --steps "$STEPS" --window "11:$STEPS" \
     --repeats "${AB_REPEATS:-8}" --audit-steps 0 --profile-steps 0 --out "$W/confirm" >"$W/confirm.log" 2>&1 \
-    || { tail -n 5 "$W/confirm.log"; echo "the A/B of $BEST buckets against the suggestion failed"; exit 1; }
-  python3 - "$W/confirm/summary.json" "--ddp-num-buckets $BEST --overlap-grad-reduce" "$SUGG" <<'PY'
+    || { tail -n 5 "$W/confirm.log"; echo "the A/B of $BEST against the suggestion failed"; exit 1; }
+  python3 - "$W/confirm/summary.json" "$BEST" "$SUGG" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 lo, hi = s["runs_ci95_pct"]
