@@ -24,7 +24,7 @@
 # Environment: RATES ("0.5 1 2", Gbit/s), PROBE_MPIS ("openmpi mpich"), POLL_US (the probe's sleep between
 # MPI_Test calls of a nonblocking collective, 50 as in tandem's communication thread), AB_MPI (openmpi),
 # MODES ("thread inline"), CANDS ("overlap_grad overlap_both"; "custom": BASE_FLAGS against CAND_FLAGS),
-# STEPS (30), WINDOW (11:30), PROFILE_STEPS (3: the profiled run of each A/B side),
+# STEPS (30), WINDOW (11:30), PROFILE_STEPS (15: the profiled run of each A/B side),
 # GBS (global batch, 12: sets the compute per step against the fixed gradient traffic), MBS (micro-batch
 # size, 1; MBS = GBS/2 gives one micro-batch per rank, so the whole backward can hide the reduce-scatter),
 # MBS_BY_RATE ("RATE:MBS ...", e.g. "0.5:24 1:12 2:6": at a listed rate, micro-batch MBS and global batch
@@ -247,7 +247,7 @@ if [ "$WHAT" = ab ] || [ "$WHAT" = all ]; then
   COMMON=(--model "$PWD/configs/tiny" --tokenizer "$D/tok.json" --data "$D/train.json"
           --freeze-vision --freeze-projector --ddp-num-buckets "${BUCKETS:-8}"
           --seq-length 512 --lr 1e-4 --lr-warmup-iters 2 --seed 1234
-          --steps "$STEPS" --window "$WINDOW" --repeats "${REPEATS:-1}" --audit-steps 0 --profile-steps "${PROFILE_STEPS:-3}" ${AB_FLAGS:-})
+          --steps "$STEPS" --window "$WINDOW" --repeats "${REPEATS:-1}" --audit-steps 0 --profile-steps "${PROFILE_STEPS:-15}" ${AB_FLAGS:-})
   case ${DIST_OPT:-1} in
     1) COMMON+=(--use-distributed-optimizer) ;;
     0) ;;

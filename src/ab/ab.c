@@ -31,7 +31,7 @@ void tdm_ab_options_default(tdm_ab_options *o) {
     o->window_hi = 200;
     o->repeats = 1;
     o->audit_steps = -1; /* = steps */
-    o->profile_steps = 3;
+    o->profile_steps = 15;
     o->profile_level = 1;
     o->bootstrap_seed = 20261129;
     o->bootstrap_resamples = 2000;
