@@ -8,7 +8,8 @@
 # mode; run first, into $OUT/doctor_<mpi>_<rate>.json), calibrated as the column before.
 #   bench/plan/link_plan.sh             env as run_link_bench.sh: RATES ("0.5 1 2"), MODES ("thread inline"),
 #                                       CANDS ("overlap_grad"), AB_MPI (openmpi), STEPS, WINDOW, OUT (build/plan-link);
-#                                       PLAN_ONLY=1 predicts again from the runs already in OUT
+#                                       PLAN_ONLY=1 predicts again from the runs already in OUT;
+#                                       then link_phases.py: the phases of each overlap_grad change, measured and modelled
 set -u
 cd "$(dirname "$0")/../.."
 export RATES=${RATES:-0.5 1 2} MODES=${MODES:-thread inline} CANDS=${CANDS:-overlap_grad} OUT=${OUT:-build/plan-link}
@@ -80,3 +81,6 @@ print("| %s | %s | %s | %.1f | %.1f | %+.2f%%%s | %+.2f%%%s | %.2f | %.1f vs %.1
        (qb / mb - 1) * 100, dcell))
 PY
 done; done; done
+echo
+echo "where each change came from, the timing runs' phases against the model's (bench/plan/link_phases.py):"
+python3 bench/plan/link_phases.py "$OUT"
