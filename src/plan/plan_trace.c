@@ -107,13 +107,14 @@ typedef struct acc {
 
 /* One collective of one rank: its own time in the k-th traced step. */
 typedef struct own_t {
-    int step, key;  /* key: side * max_b + bucket */
-    int rank;       /* index into the trace's ranks */
-    double us;      /* own time: each instant shared 1/k among the k of the rank's collectives in flight */
-    double us_fifo; /* own time where the link serves them in the order posted: each instant the earliest's */
-    int solo;       /* no other collective of the rank was in flight during its flight */
-    double beside;  /* the fraction of its flight the rank's compute (layers) ran beside it */
-    int64_t bytes;  /* as the trace recorded them; -1 when it does not */
+    int step, key;         /* key: side * max_b + bucket */
+    int rank;              /* index into the trace's ranks */
+    double us;             /* own time: each instant shared 1/k among the k of the rank's collectives in flight */
+    double us_fifo;        /* own time where the link serves them in the order posted: each instant the earliest's */
+    double fifo_beside_us; /* of us_fifo, the time the rank's compute (layers) ran beside it */
+    int solo;              /* no other collective of the rank was in flight during its flight */
+    double beside;         /* the fraction of its flight the rank's compute (layers) ran beside it */
+    int64_t bytes;         /* as the trace recorded them; -1 when it does not */
 } own_t;
 
 typedef struct own_list {
@@ -151,8 +152,8 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
                 cuts[j] = cuts[j - 1];
                 cuts[j - 1] = t;
             }
-        double t = 0, fifo = 0;
-        int solo = 1;
+        double t = 0, fifo = 0, pieces[2 * 1026];
+        int solo = 1, np = 0;
         for (int i = 0; i + 1 < nc; i++) {
             double mid = 0.5 * (cuts[i] + cuts[i + 1]);
             int k = 0, first = -1;
@@ -163,26 +164,63 @@ static void own_times(const tdm_prof_rec *r, int64_t lo, int64_t hi, double s0, 
                 if (first < 0 || y->t0_us < r[idx[first]].t0_us) first = b;
             }
             if (k > 0) t += (cuts[i + 1] - cuts[i]) / k;
-            if (first == a) fifo += cuts[i + 1] - cuts[i];
+            if (first == a) {
+                fifo += cuts[i + 1] - cuts[i];
+                pieces[2 * np] = cuts[i], pieces[2 * np + 1] = cuts[i + 1], np++;
+            }
             if (k > 1) solo = 0;
         }
         if (own->n == own->cap) {
             own->cap = own->cap ? 2 * own->cap : 256;
             own->v = tdm_xrealloc(own->v, (size_t)own->cap * sizeof *own->v);
         }
-        double lay = 0;
+        double lay = 0, lay_fifo = 0;
         for (int64_t i = lo; i < hi; i++) {
             const tdm_prof_rec *y = &r[i];
             if (y->t0_us >= x->t1_us) break; /* a rank's records are sorted by start */
             if (y->instant || y->cat != TDM_PROF_LAYER || y->thread_kind != TDM_PROF_THREAD_COMPUTE) continue;
             double a0 = y->t0_us > x->t0_us ? y->t0_us : x->t0_us, a1 = y->t1_us < x->t1_us ? y->t1_us : x->t1_us;
             if (a1 > a0) lay += a1 - a0;
+            for (int q = 0; q < np; q++) {
+                double b0 = y->t0_us > pieces[2 * q] ? y->t0_us : pieces[2 * q],
+                       b1 = y->t1_us < pieces[2 * q + 1] ? y->t1_us : pieces[2 * q + 1];
+                if (b1 > b0) lay_fifo += b1 - b0;
+            }
         }
         double flight = x->t1_us - x->t0_us;
-        own->v[own->n++] =
-            (own_t){k_step,  coll_side(x->name) * max_b + (int)x->arg, ri, t, fifo, solo, flight > 0 ? lay / flight : 0,
-                    x->bytes};
+        own->v[own->n++] = (own_t){.step = k_step,
+                                   .key = coll_side(x->name) * max_b + (int)x->arg,
+                                   .rank = ri,
+                                   .us = t,
+                                   .us_fifo = fifo,
+                                   .fifo_beside_us = lay_fifo,
+                                   .solo = solo,
+                                   .beside = flight > 0 ? lay / flight : 0,
+                                   .bytes = x->bytes};
     }
+}
+
+/* An overlapped run over a network: each side's (gradients, parameters) collectives, taken in the order posted
+ * (tau: each instant of flight counted to the earliest in flight), kept the link busy for their time in all, of
+ * which tau_beside ran beside compute, at speed v there: for each side s with wire bytes W_s, latencies X_s,
+ * time T_s and T_s' of it beside compute, W_s u + alpha X_s = (T_s - T_s') + v T_s' (u: microseconds per byte).
+ * Per collective that does not hold: a bucket queued behind another moved part of its bytes before its turn,
+ * so those after the backward look faster than the link and the ones beside compute slower. The two sides'
+ * equations give u and v where they differ in their share beside compute (an all-gather side without
+ * --overlap-param-gather has none: the link is its own); 0 when they do not, or the answer is no speed. */
+static int link_by_sides(int n, const double *x, const double *w, const double *tau, const double *tau_beside,
+                         const int *side_of, double alpha_us, double *u, double *v) {
+    double W[2] = {0, 0}, A[2] = {0, 0}, C[2] = {0, 0};
+    for (int i = 0; i < n; i++) {
+        const int s = side_of[i];
+        W[s] += w[i], C[s] += tau_beside[i], A[s] += tau[i] - tau_beside[i] - alpha_us * x[i];
+    }
+    /* W0 u - C0 v = A0, W1 u - C1 v = A1 */
+    const double det = -W[0] * C[1] + W[1] * C[0], scale = (W[0] + W[1]) * (C[0] + C[1]);
+    if (!(scale > 0) || fabs(det) < 0.05 * scale) return 0;
+    *u = (-A[0] * C[1] + A[1] * C[0]) / det;
+    *v = (W[0] * A[1] - W[1] * A[0]) / det;
+    return *u > 0 && *v > 0;
 }
 
 /* Without --overlap-grad-reduce the reduce-scatters are posted at once after the backward, the all-gathers at once
@@ -392,7 +430,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     int64_t *seen = NULL;
     acc *own = NULL, *own_fifo = NULL;
     double *records = NULL, *beside = NULL;
-    double *solo_n = NULL;
+    double *solo_n = NULL, *fifo_beside = NULL;
     acc step = {0, 0}, head = {0, 0}, fb_other = {0, 0}, sync = {0, 0}, opt = {0, 0}, micro = {0, 0};
     int max_grad_b = -1, any_param = 0, grad_in_fb = 0, param_in_fb = 0, unknown_layers = 0;
     /* The step waits for its slowest rank: of each traced step, the compute is taken from the rank
@@ -646,6 +684,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     records = tdm_xcalloc(2 * (size_t)MAXB, sizeof *records); /* every rank's, for the bytes moved */
     beside = tdm_xcalloc(2 * (size_t)MAXB, sizeof *beside);
     solo_n = tdm_xcalloc(2 * (size_t)MAXB, sizeof *solo_n);
+    fifo_beside = tdm_xcalloc(2 * (size_t)MAXB, sizeof *fifo_beside);
     {
         const size_t cells = ((size_t)max_steps + 1) * 2 * (size_t)pt.n_ranks; /* (step, side, rank) */
         double *total = tdm_xcalloc(cells, sizeof *total);
@@ -674,6 +713,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             own_fifo[o->key].sum += o->us_fifo * wt;
             beside[o->key] += o->beside * wt;
             solo_n[o->key] += o->solo * wt;
+            fifo_beside[o->key] += o->fifo_beside_us * wt;
         }
         free(total);
         free(count);
@@ -728,7 +768,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     if (in->comm_progress && in->comm_progress[0])
         snprintf(run.comm_progress, sizeof run.comm_progress, "%s", in->comm_progress);
     const int shared_memory = run.shared_memory;
-    double x[2 * 512], w[2 * 512], tau[2 * 512], bytes_of[2 * 512], beside_of[2 * 512], moved = 0;
+    double x[2 * 512], w[2 * 512], tau[2 * 512], bytes_of[2 * 512], beside_of[2 * 512], tau_beside[2 * 512], moved = 0;
     int solo[2 * 512], side_of[2 * 512];
     int n = 0, mismatch = 0;
     for (int side = 0; side < 2; side++)
@@ -745,6 +785,7 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             /* over a network the link serves a rank's collectives in the order posted */
             tau[n] = (shared_memory == 0 ? own_fifo[side * MAXB + b].sum : o->sum) / o->n;
             bytes_of[n] = bytes, beside_of[n] = beside[side * MAXB + b] / o->n, side_of[n] = side;
+            tau_beside[n] = fifo_beside[side * MAXB + b] / o->n;
             solo[n] = solo_n[side * MAXB + b] == o->n; /* alone in every step it was taken from */
             moved += records[side * MAXB + b] * bytes;
             n++;
@@ -785,19 +826,32 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         for (int i = 0; i < n; i++)
             if (beside_of[i] < CLEAR_BESIDE) xs[k] = x[i], ws[k] = w[i], ts[k] = tau[i], ss[k] = solo[i], k++;
         fit_link_solo(xs, ws, ts, ss, k, &c->link, notes, notes_cap);
-        double gained = 0, beside_t = 0;
-        for (int i = 0; i < n; i++) {
-            if (beside_of[i] < CLEAR_BESIDE) continue;
-            const double alone = c->link.alpha_us * x[i] + w[i] / (c->link.gbps * 125.0);
-            gained += alone - tau[i] * (1 - beside_of[i]), beside_t += tau[i] * beside_of[i];
+        double u, v;
+        if (shared_memory == 0 && link_by_sides(n, x, w, tau, tau_beside, side_of, c->link.alpha_us, &u, &v)) {
+            c->link.gbps = 1.0 / (u * 125.0);
+            m->speed_beside = v > 1 ? 1 : v < 0.001 ? 0.001 : v;
+            tdm_plan_note(notes, notes_cap,
+                          "over a network the library moves a rank's collectives in flight together, so a bucket "
+                          "queued behind another moved some of its bytes before its turn: the link and the speed "
+                          "beside compute are fitted to each side's (gradients, parameters) time with some "
+                          "collective in flight, with and without compute beside it: the link %.4g Gbit/s, beside "
+                          "compute %.3g of that speed (as --comm-speed-beside; tandem doctor measures it apart)",
+                          c->link.gbps, m->speed_beside);
+        } else {
+            double gained = 0, beside_t = 0;
+            for (int i = 0; i < n; i++) {
+                if (beside_of[i] < CLEAR_BESIDE) continue;
+                const double alone = c->link.alpha_us * x[i] + w[i] / (c->link.gbps * 125.0);
+                gained += alone - tau[i] * (1 - beside_of[i]), beside_t += tau[i] * beside_of[i];
+            }
+            v = beside_t > 0 ? gained / beside_t : 1;
+            m->speed_beside = v > 1 ? 1 : v < 0.001 ? 0.001 : v;
+            tdm_plan_note(notes, notes_cap,
+                          "the %d collective(s) that flew with no compute beside them fit the link; the %d beside "
+                          "it moved there at %.3g of their speed alone (as --comm-speed-beside; tandem doctor "
+                          "measures it apart)",
+                          k, n - k, m->speed_beside);
         }
-        double v = beside_t > 0 ? gained / beside_t : 1;
-        m->speed_beside = v > 1 ? 1 : v < 0.001 ? 0.001 : v;
-        tdm_plan_note(notes, notes_cap,
-                      "the %d collective(s) that flew with no compute beside them fit the link; the %d beside it "
-                      "moved there at %.3g of their speed alone (as --comm-speed-beside; tandem doctor measures it "
-                      "apart)",
-                      k, n - k, m->speed_beside);
     } else {
         /* a collective that ran beside compute was slowed there: fit the link to its time alone */
         double slowed = 0;
@@ -884,6 +938,7 @@ out:
     free(records);
     free(beside);
     free(solo_n);
+    free(fifo_beside);
     free(own_l.v);
     free(seen);
     free(rlo);

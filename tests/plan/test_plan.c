@@ -1032,6 +1032,58 @@ static void test_trace_network_in_order(void) {
     CHECK_NEAR(speed[1], 3.0 / 7, 1e-9);
 }
 
+/* An overlapped run over a network, distributed optimizer: bucket 0's reduce-scatter is posted at 30 beside unit 0's
+ * backward (to 70), bucket 1's at 70; the library moves both as it goes and completes bucket 0 at 75, bucket 1 at
+ * 82. Taken in the order posted, bucket 1 had the link for 7 us, less than its 10 alone: per collective the link
+ * comes out too fast and the speed beside compute too slow. By sides: the all-gathers, posted at once after the
+ * optimizer with no compute beside them, kept the link busy 20 us for their 1024 bytes on the wire; the
+ * reduce-scatters moved as many in 52 us in flight, 40 of them beside compute: 20 = 12 + 40 v, v = 0.2. On shared
+ * memory the per-collective fit stays. */
+static void test_trace_network_sides(void) {
+    for (int shm = 0; shm < 2; shm++) {
+        test_trace t;
+        if (trace_begin(&t) != 0) return;
+        for (int rk = 0; rk < 2; rk++) {
+            trace_threads(&t, rk);
+            trace_ev(&t, "step", "phase", 2, 0, 120, 1);
+            trace_ev(&t, "forward-backward", "phase", 2, 0, 70, 0);
+            trace_ev(&t, "u0", "layer", 2, 0, 10, 0);
+            trace_ev(&t, "u1", "layer", 2, 10, 10, 0);
+            trace_ev(&t, "u1", "layer", 2, 20, 10, 1);
+            trace_ev(&t, "u0", "layer", 2, 30, 40, 1);
+            trace_posted(&t, 30, 0);
+            trace_posted(&t, 70, 1);
+            trace_coll(&t, "grad reduce-scatter", 30, 45, 0, 1024);
+            trace_coll(&t, "grad reduce-scatter", 70, 12, 1, 1024);
+            trace_ev(&t, "grad sync", "phase", 2, 70, 13, 0);
+            trace_ev(&t, "grad reduce-scatter", "wait", 2, 70, 12, 1);
+            trace_ev(&t, "optimizer", "phase", 2, 84, 27, 0);
+            trace_coll(&t, "param all-gather", 90, 10, 0, 1024);
+            trace_coll(&t, "param all-gather", 90, 20, 1, 1024);
+            trace_ev(&t, "param all-gather", "wait", 2, 90, 20, 1);
+        }
+        trace_analysis(&t, shm ? "\"shared_memory\": true" : "\"shared_memory\": false");
+        tdm_plan_param p[] = {{250, 0, 1}, {250, 1, 1}};
+        tdm_plan_model m;
+        if (trace_model(&t, p, 2, &m)) {
+            CHECK(m.baseline.distributed && m.baseline.overlap_grad && !m.baseline.overlap_param,
+                  "distributed %d, overlap-grad-reduce %d, overlap-param-gather %d", m.baseline.distributed,
+                  m.baseline.overlap_grad, m.baseline.overlap_param);
+            const int by_sides = strstr(t.notes, "fitted to each side's") != NULL;
+            if (!shm) {
+                CHECK(by_sides, "%s", t.notes);
+                CHECK_NEAR(m.baseline.link.gbps, 1024.0 / 20 / 125, 1e-9);
+                CHECK_NEAR(m.speed_beside, 0.2, 1e-9);
+            } else {
+                CHECK(!by_sides && strstr(t.notes, "flew with no compute beside them fit the link") != NULL, "%s",
+                      t.notes);
+            }
+            tdm_plan_model_free(&m);
+        }
+        trace_remove(&t);
+    }
+}
+
 /* An overlapped all-gather, posted by both ranks at 0 and done at 50 us when the later of them reaches its wait:
  * rank 0 computes 10 us and waits 40, rank 1 computes 45 and waits 5. Rank 1 waited least: its record is the
  * transfer's (rank 0's adds the wait for rank 1). The reduce-scatter after the backward flew with no compute beside
@@ -1253,6 +1305,7 @@ int main(void) {
     RUN(test_trace_step_weights);
     RUN(test_trace_speed_from_overlap);
     RUN(test_trace_network_in_order);
+    RUN(test_trace_network_sides);
     RUN(test_trace_grads_together);
     RUN(test_trace_ranks_apart);
     RUN(test_trace_last_rank_agree);
