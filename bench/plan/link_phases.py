@@ -10,7 +10,8 @@ backward and the ranks' agreement) and the optimizer (with the parameter all-gat
 (tandem plan with the doctor's figures, calibrated): compute by the CPU it charges the compute, grad sync by the
 rest of its change (it keeps the optimizer). The last column is how much later the last rank completed its
 gradient collectives in each side's profiled steps (plan.json's agree_us), which the model takes from the
-baseline for the candidate.
+baseline for the candidate; the very last, how far the predicted change is from the measured one with the doctor's
+figures and with the doctor's but the speed beside compute that the candidate's own profile gives (plan-own-speed).
 """
 import csv
 import json
@@ -32,13 +33,22 @@ def agree_ms(run, name):
     return json.load(open(p))["model"]["agree_us"] / 1e3 if os.path.exists(p) else float("nan")
 
 
+def change_error(run, name, measured):
+    p = os.path.join(run, name, "plan.json")
+    if not os.path.exists(p):
+        return "-"
+    q = json.load(open(p))["predictions"]
+    return "%.2f" % abs((q[1]["step_us"] / q[0]["step_us"] - 1) * 100 - measured)
+
+
 def main(outs):
     for out in outs:
         if not os.path.isdir(os.path.join(out, "ab")):
             sys.exit("%s: no ab/ folder (expected a link_plan.sh output folder)" % out)
     print("| MPI | rate Gbit/s | progress | step: measured, model (ms) | compute: measured, model | grad sync: "
-          "measured, model | optimizer: measured | last rank's collectives, profiled: baseline, candidate (ms) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "measured, model | optimizer: measured | last rank's collectives, profiled: baseline, candidate (ms) | "
+          "change's error (points): doctor, its own speed beside compute |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for out in outs:
         ab = os.path.join(out, "ab")
         names = sorted(n for n in os.listdir(ab) if n.endswith("_overlap_grad") and
@@ -60,9 +70,11 @@ def main(outs):
             mpi = "MPICH" if os.path.exists(os.path.join(out, "doctor_mpich_%s.json" % rate)) else \
                 "Open MPI" if os.path.exists(os.path.join(out, "doctor_openmpi_%s.json" % rate)) else "?"
             dm = {k: b[k] - a[k] for k in a}
-            print("| %s | %s | %s | %+.1f, %+.1f | %+.1f, %+.1f | %+.1f, %+.1f | %+.1f | %.1f, %.1f |" %
+            mc = (s["candidate"]["mean_step_ms"] / s["baseline"]["mean_step_ms"] - 1) * 100
+            print("| %s | %s | %s | %+.1f, %+.1f | %+.1f, %+.1f | %+.1f, %+.1f | %+.1f | %.1f, %.1f | %s, %s |" %
                   (mpi, rate, mode, dm["step"], d_step, dm["compute"], d_cpu, dm["grad sync"], d_step - d_cpu,
-                   dm["optimizer"], agree_ms(run, "plan"), agree_ms(run, "plan-candidate-trace")))
+                   dm["optimizer"], agree_ms(run, "plan"), agree_ms(run, "plan-candidate-trace"),
+                   change_error(run, "plan-doctor", mc), change_error(run, "plan-own-speed", mc)))
 
 
 if __name__ == "__main__":

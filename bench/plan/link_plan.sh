@@ -47,6 +47,14 @@ for rate in $RATES; do for mode in $MODES; do for cand in $CANDS; do
   rm -rf "$run/plan-candidate-trace"
   "$TANDEM" plan "$run/traces/candidate" --model configs/tiny --freeze-vision --freeze-projector \
     --comm-progress "$mode" --out "$run/plan-candidate-trace" >/dev/null 2>&1 || rm -rf "$run/plan-candidate-trace"
+  # the doctor's figures but the speed beside compute the candidate's own profile gives (link_phases.py's last column)
+  rm -rf "$run/plan-own-speed"
+  v=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["model"]["speed_beside"])' \
+    "$run/plan-candidate-trace/plan.json" 2>/dev/null)
+  if [ -d "$run/plan-doctor" ] && python3 -c 'import sys; sys.exit(not 0 < float(sys.argv[1]) <= 1)' "${v:-0}"; then
+    predict plan-own-speed --doctor "$OUT/doctor_${AB_MPI}_$rate.json" --comm-speed-beside "$v" --baseline-step-ms "$ma" \
+      || rm -rf "$run/plan-own-speed"
+  fi
   python3 - "$run" "$rate" "$mode" "$cand" "$doc" <<'PY'
 import json, sys, os
 run, rate, mode, cand, doc = sys.argv[1:]
