@@ -3,10 +3,10 @@
 # overlap_grad cells, read as the baseline; its link and speed beside compute from its own trace) predicts the
 # overlap turned off, calibrated to the candidate's measured mean, against the A/B's measured baseline.
 #   bench/plan/link_reverse.sh OUT...     OUT: a link_plan.sh output folder; env TANDEM (build/tandem)
+[ $# -gt 0 ] || { echo "link_reverse.sh: expected one or more link_plan.sh output folders" >&2; exit 2; }
 set -u
 cd "$(dirname "$0")/../.."
 TANDEM=${TANDEM:-build/tandem}
-[ $# -gt 0 ] || { echo "link_reverse.sh: expected one or more link_plan.sh output folders" >&2; exit 2; }
 tmp=$(mktemp -d /tmp/tdm_reverse.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 echo "| pass | rate Gbit/s | progress | measured change, overlap off | predicted from the overlapped run | error (points) | predicted step vs measured |"
