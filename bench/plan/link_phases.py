@@ -51,8 +51,8 @@ def main(outs):
     print("|---|---|---|---|---|---|---|---|---|")
     for out in outs:
         ab = os.path.join(out, "ab")
-        names = sorted(n for n in os.listdir(ab) if n.endswith("_overlap_grad") and
-                       os.path.exists(os.path.join(ab, n, "summary.json")))
+        names = [n for n in os.listdir(ab) if n.endswith("_overlap_grad") and
+                 os.path.exists(os.path.join(ab, n, "summary.json"))]
         for name in sorted(names, key=lambda n: (n.split("_")[1], float(n.split("gbit")[0]))):
             run = os.path.join(ab, name)
             rate, mode = name.split("gbit")[0], name.split("_")[1]

@@ -827,16 +827,10 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             if (beside_of[i] < CLEAR_BESIDE) xs[k] = x[i], ws[k] = w[i], ts[k] = tau[i], ss[k] = solo[i], k++;
         fit_link_solo(xs, ws, ts, ss, k, &c->link, notes, notes_cap);
         double u, v;
-        if (shared_memory == 0 && link_by_sides(n, x, w, tau, tau_beside, side_of, c->link.alpha_us, &u, &v)) {
+        const int by_sides =
+            shared_memory == 0 && link_by_sides(n, x, w, tau, tau_beside, side_of, c->link.alpha_us, &u, &v);
+        if (by_sides) {
             c->link.gbps = 1.0 / (u * 125.0);
-            m->speed_beside = v > 1 ? 1 : v < 0.001 ? 0.001 : v;
-            tdm_plan_note(notes, notes_cap,
-                          "over a network the library moves a rank's collectives in flight together, so a bucket "
-                          "queued behind another moved some of its bytes before its turn: the link and the speed "
-                          "beside compute are fitted to each side's (gradients, parameters) time with some "
-                          "collective in flight, with and without compute beside it: the link %.4g Gbit/s, beside "
-                          "compute %.3g of that speed (as --comm-speed-beside; tandem doctor measures it apart)",
-                          c->link.gbps, m->speed_beside);
         } else {
             double gained = 0, beside_t = 0;
             for (int i = 0; i < n; i++) {
@@ -845,13 +839,22 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
                 gained += alone - tau[i] * (1 - beside_of[i]), beside_t += tau[i] * beside_of[i];
             }
             v = beside_t > 0 ? gained / beside_t : 1;
-            m->speed_beside = v > 1 ? 1 : v < 0.001 ? 0.001 : v;
+        }
+        m->speed_beside = v > 1 ? 1 : v < 0.001 ? 0.001 : v;
+        if (by_sides)
+            tdm_plan_note(notes, notes_cap,
+                          "over a network the library moves a rank's collectives in flight together, so a bucket "
+                          "queued behind another moved some of its bytes before its turn: the link and the speed "
+                          "beside compute are fitted to each side's (gradients, parameters) time with some "
+                          "collective in flight, with and without compute beside it: the link %.4g Gbit/s, beside "
+                          "compute %.3g of that speed (as --comm-speed-beside; tandem doctor measures it apart)",
+                          c->link.gbps, m->speed_beside);
+        else
             tdm_plan_note(notes, notes_cap,
                           "the %d collective(s) that flew with no compute beside them fit the link; the %d beside "
                           "it moved there at %.3g of their speed alone (as --comm-speed-beside; tandem doctor "
                           "measures it apart)",
                           k, n - k, m->speed_beside);
-        }
     } else {
         /* a collective that ran beside compute was slowed there: fit the link to its time alone */
         double slowed = 0;
