@@ -348,7 +348,7 @@ void tdm_plan_fit_link(const double *x, const double *w, const double *tau, int 
  * more; else it is 0. The bandwidth then makes the model's collectives take, in all, the time the
  * measured ones took. */
 static void fit_link_solo(const double *x, const double *w, const double *tau, const int *solo, int n, tdm_plan_link *l,
-                          char *notes, int notes_cap) {
+                          int *n_alone, int *n_sizes) {
     double xs[2 * 512], ws[2 * 512], ts[2 * 512];
     int ns = 0, sizes = 0;
     for (int i = 0; i < n && ns < 2 * 512; i++)
@@ -373,11 +373,15 @@ static void fit_link_solo(const double *x, const double *w, const double *tau, c
     }
     if (!(g > 0)) g = 1.0 / (10.0 * 125.0); /* nothing to fit: 10 Gbit/s, said in a note by the caller */
     l->gbps = 1.0 / (g * 125.0);
+    *n_alone = ns, *n_sizes = sizes;
+}
+
+/* fit_link_solo's note; the bandwidth's part only where its bandwidth was kept. */
+static void note_link_solo(char *notes, int notes_cap, int n_alone, int n, int n_sizes, int bandwidth_kept) {
     if (n > 0)
-        tdm_plan_note(notes, notes_cap,
-                      "link latency %s (%d of %d collective(s) flew alone, in %d size(s)); the bandwidth makes the "
-                      "collectives take the measured time in all",
-                      sizes >= 2 ? "fitted to the collectives that flew alone" : "taken as 0", ns, n, sizes);
+        tdm_plan_note(notes, notes_cap, "link latency %s (%d of %d collective(s) flew alone, in %d size(s))%s",
+                      n_sizes >= 2 ? "fitted to the collectives that flew alone" : "taken as 0", n_alone, n, n_sizes,
+                      bandwidth_kept ? "; the bandwidth makes the collectives take the measured time in all" : "");
 }
 
 /* in_path's trace.json (in_path itself, or the file in the folder it names) into path[cap]. */
@@ -825,10 +829,12 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
         int ss[2 * 512], k = 0;
         for (int i = 0; i < n; i++)
             if (beside_of[i] < CLEAR_BESIDE) xs[k] = x[i], ws[k] = w[i], ts[k] = tau[i], ss[k] = solo[i], k++;
-        fit_link_solo(xs, ws, ts, ss, k, &c->link, notes, notes_cap);
+        int n_alone, n_sizes;
+        fit_link_solo(xs, ws, ts, ss, k, &c->link, &n_alone, &n_sizes);
         double u, v;
         const int by_sides =
             shared_memory == 0 && link_by_sides(n, x, w, tau, tau_beside, side_of, c->link.alpha_us, &u, &v);
+        note_link_solo(notes, notes_cap, n_alone, k, n_sizes, !by_sides);
         if (by_sides) {
             c->link.gbps = 1.0 / (u * 125.0);
         } else {
@@ -863,8 +869,13 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
             slowed += tau[i] - alone;
             tau[i] = alone;
         }
-        if (alpha_given || gbps_given) tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
-        else fit_link_solo(x, w, tau, solo, n, &c->link, notes, notes_cap);
+        if (alpha_given || gbps_given) {
+            tdm_plan_fit_link(x, w, tau, n, &c->link, alpha_given, gbps_given);
+        } else {
+            int n_alone, n_sizes;
+            fit_link_solo(x, w, tau, solo, n, &c->link, &n_alone, &n_sizes);
+            note_link_solo(notes, notes_cap, n_alone, n, n_sizes, 1);
+        }
         if (m->speed_beside > 0 && slowed > 0)
             tdm_plan_note(notes, notes_cap,
                           "a collective moves at %.3g of its speed alone where compute runs (--comm-speed-beside): "
