@@ -49,9 +49,9 @@ for rate in $RATES; do for mode in $MODES; do for cand in $CANDS; do
     --comm-progress "$mode" --out "$run/plan-candidate-trace" >/dev/null 2>&1 || rm -rf "$run/plan-candidate-trace"
   # the doctor's figures but the speed beside compute the candidate's own profile gives (link_phases.py's last column)
   rm -rf "$run/plan-own-speed"
-  v=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["model"]["speed_beside"])' \
+  v=$(python3 -c 'import json, sys; v = json.load(open(sys.argv[1]))["model"]["speed_beside"]; print(v if 0 < v <= 1 else "")' \
     "$run/plan-candidate-trace/plan.json" 2>/dev/null)
-  if [ -d "$run/plan-doctor" ] && python3 -c 'import sys; sys.exit(not 0 < float(sys.argv[1]) <= 1)' "${v:-0}"; then
+  if [ -d "$run/plan-doctor" ] && [ -n "$v" ]; then
     predict plan-own-speed --doctor "$OUT/doctor_${AB_MPI}_$rate.json" --comm-speed-beside "$v" --baseline-step-ms "$ma" \
       || rm -rf "$run/plan-own-speed"
   fi
