@@ -287,6 +287,7 @@ typedef struct tdm_plan_run_info {
     int shared_memory;      /* the ranks' collectives went through shared memory */
     char transport[160];    /* "shared memory (pml ob1, btl vader)", "MPICH device ch4:ofi" */
     char comm_progress[16]; /* thread | inline: the run's --comm-progress */
+    int comm_thread_nice;   /* the run's --comm-thread-nice (a run with a communication thread) */
 } tdm_plan_run_info;
 
 void tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri);

@@ -51,14 +51,16 @@ static tdm_json_doc *load_analysis(const char *trace_path) {
 
 static void run_info_of(const tdm_json *root, tdm_plan_run_info *ri) {
     memset(ri, 0, sizeof *ri);
-    ri->shared_memory = -1;
+    ri->shared_memory = ri->comm_thread_nice = -1;
     const tdm_json *shm = tdm_json_get(root, "shared_memory"), *tr = tdm_json_get(root, "transport"),
-                   *pr = tdm_json_get(root, "comm_progress");
+                   *pr = tdm_json_get(root, "comm_progress"), *ni = tdm_json_get(root, "comm_thread_nice");
     if (shm && (shm->type == TDM_JSON_TRUE || shm->type == TDM_JSON_FALSE))
         ri->shared_memory = shm->type == TDM_JSON_TRUE;
     if (tr && tr->type == TDM_JSON_STRING) snprintf(ri->transport, sizeof ri->transport, "%s", tr->str);
     if (pr && pr->type == TDM_JSON_STRING && (!strcmp(pr->str, "thread") || !strcmp(pr->str, "inline")))
         snprintf(ri->comm_progress, sizeof ri->comm_progress, "%s", pr->str);
+    if (ni && ni->type == TDM_JSON_NUMBER && ni->num >= 0 && ni->num <= 19 && ni->num == (int)ni->num)
+        ri->comm_thread_nice = (int)ni->num;
 }
 
 void tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri) {

@@ -25,6 +25,7 @@ void tdm_prof_config_default(tdm_prof_config *cfg) {
     snprintf(cfg->save_path, sizeof cfg->save_path, "./profiling");
     cfg->capacity = 1 << 20;
     cfg->shared_memory = -1;
+    cfg->comm_thread_nice = -1;
 }
 
 /* Keys a profile section may hold. tandem's own layout puts the schedule in the section
@@ -377,6 +378,8 @@ static int write_merged_outputs(const char *all, size_t n_all, const char *cpu_a
             tdm_sb_puts(&json, ",\n\"comm_progress\": ");
             tdm_sb_json_string(&json, S.cfg.comm_progress, strlen(S.cfg.comm_progress));
         }
+        if (!strcmp(S.cfg.comm_progress, "thread") && S.cfg.comm_thread_nice >= 0)
+            tdm_sb_printf(&json, ",\n\"comm_thread_nice\": %d", S.cfg.comm_thread_nice);
         tdm_sb_puts(&json, ",\n\"threads\":[");
         tdm_sb_append(&json, cpu_all, n_cpu);
         tdm_sb_puts(&json, "]}\n");

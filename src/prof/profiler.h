@@ -27,7 +27,7 @@
  *   save_path/trace.json           all ranks merged, one process per rank
  *   save_path/analysis.json        per rank and step: compute, comm, hidden, exposed, data wait
  *                                  (see analysis.h), plus per-thread CPU statistics and the config's
- *                                  transport, shared_memory and comm_progress when set
+ *                                  transport, shared_memory, comm_progress and comm_thread_nice when set
  *   save_path/summary.txt          operator summary + per-step analysis, as `tandem trace-summary` prints
  * When no rank recorded (enable false) nothing is written and finish is a cheap collective.
  */
@@ -56,6 +56,7 @@ typedef struct tdm_prof_config {
     char transport[160];    /* "" unknown */
     int shared_memory;      /* -1 unknown, else whether the ranks' collectives go through shared memory */
     char comm_progress[16]; /* "" unknown, else the run's --comm-progress (thread | inline) */
+    int comm_thread_nice;   /* -1 unknown, else the run's --comm-thread-nice (written with thread progress) */
 } tdm_prof_config;
 
 /* Profiling off; the other fields at MindSpeed-MM's defaults (all ranks, steps 1..1, level 0). */

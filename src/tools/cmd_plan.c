@@ -168,10 +168,11 @@ static const tdm_flag FLAGS[] = {
      .off = offsetof(plan_opts, comm_nice),
      .lo = 0,
      .hi = 19,
-     .def = "10",
+     .def = "-1",
      .metavar = "N",
-     .help = "the traced run's --comm-thread-nice (as train): a communication thread without a core of its own gets "
-             "the scheduler's share of a core at that niceness beside compute, and its collectives slow there"},
+     .help = "the traced run's --comm-thread-nice (as train; default: as the trace's analysis.json says, else 10): "
+             "a communication thread without a core of its own gets the scheduler's share of a core at that "
+             "niceness beside compute, and its collectives slow there"},
     {.name = "cores",
      .kind = TDM_FLAG_INT,
      .off = offsetof(plan_opts, cores),
@@ -894,9 +895,10 @@ int cmd_plan(int argc, char **argv) {
     }
 
     tdm_plan_doctor doc;
-    tdm_plan_run_info run; /* what analysis.json says of the run: read for the doctor's line only */
+    tdm_plan_run_info run; /* what analysis.json says of the run: its thread's niceness, the doctor's line */
+    tdm_plan_run_info_read(o.trace, &run);
+    if (o.comm_nice < 0) o.comm_nice = run.comm_thread_nice >= 0 ? run.comm_thread_nice : 10; /* train's default */
     if (o.doctor) {
-        tdm_plan_run_info_read(o.trace, &run);
         const char *mode = o.comm_progress[0] ? o.comm_progress : run.comm_progress[0] ? run.comm_progress : "thread";
         if (tdm_plan_doctor_load(o.doctor, mode, &doc, &err) != 0) {
             fprintf(stderr, "tandem plan: --doctor: %s\n", err.msg);

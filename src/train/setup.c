@@ -571,6 +571,7 @@ int tdm_train__start_profiler(trainer *t, tdm_error *err) {
     snprintf(pc.transport, sizeof pc.transport, "%s", t->mpi.transport);
     pc.shared_memory = t->mpi.shared_memory;
     snprintf(pc.comm_progress, sizeof pc.comm_progress, "%s", a->comm_progress);
+    pc.comm_thread_nice = a->comm_thread_nice;
     ok = tdm_prof_session_start(&pc, t->comm, err) == 0;
     if (tdm_train__agree(t, ok, err) != 0) return -1;
     t->profiling = 1;

@@ -98,6 +98,8 @@ PYEOF
 # 300 ms of compute beside the collectives: under heavy load fewer than 3 inline ones completed beside 100.
 grep -q '"comm_progress": "thread"' "$W/prof/analysis.json" && ok "analysis.json says the progress mode" \
   || bad "analysis.json: no comm_progress"
+grep -q '"comm_thread_nice": 10' "$W/prof/analysis.json" && ok "analysis.json says the thread's niceness" \
+  || bad "analysis.json: no comm_thread_nice 10"
 if timeout -k 5 120 "$MPIRUN" "${MPIFLAGS[@]}" -np 2 "$TANDEM" doctor --max-mb 1 --reps 2 --gemm-size 256 \
     --beside-ms 300 --json "$W/doctor.json" >"$W/doctor.txt" 2>&1; then ok "doctor --json"
 else bad "doctor --json: $(tail -n 3 "$W/doctor.txt")"; fi
@@ -132,6 +134,20 @@ want("given", 7, 0.5, "(not used: given) --comm-speed-beside")
 for e in errs: print(e)
 sys.exit(1 if errs else 0)
 PYEOF
+# the traced run's niceness is analysis.json's (a doctor's report of another is noted), --comm-thread-nice wins
+cp -r "$W/prof" "$W/prof_nice3"
+sed -i 's/"comm_thread_nice": 10/"comm_thread_nice": 3/' "$W/prof_nice3/analysis.json"
+for run in "10|prof|" "3|prof_nice3|" "given|prof_nice3|--comm-thread-nice 10"; do
+  IFS='|' read -r name dir flags <<<"$run"
+  # shellcheck disable=SC2086 # flags: words on purpose
+  "$TANDEM" plan "$W/$dir" --model "$W/model" --freeze-vision --freeze-projector --out "$W/nice_$name" \
+    --doctor "$W/doctor.json" $flags >"$W/nice_$name.txt" 2>&1 || bad "nice ($name): $(cat "$W/nice_$name.txt")"
+done
+if ! grep -q "communication thread ran at nice" "$W/nice_10.txt" &&
+  grep -q "the doctor's communication thread ran at nice 10, the traced run's at 3 (--comm-thread-nice)" "$W/nice_3.txt" &&
+  ! grep -q "communication thread ran at nice" "$W/nice_given.txt"; then
+  ok "the traced run's niceness from analysis.json, --comm-thread-nice given wins"
+else bad "niceness notes: $(grep -h "ran at nice" "$W"/nice_*.txt)"; fi
 $PY - "$W/plan" <<'PYEOF' && ok "replay within 15% and the report files" || bad "plan.json: see above"
 import glob, json, sys, os
 d = sys.argv[1]

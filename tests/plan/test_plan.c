@@ -1259,7 +1259,8 @@ static void test_run_info(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     tdm_plan_run_info ri;
     tdm_plan_run_info_read(dir, &ri);
-    CHECK(ri.shared_memory == -1 && !ri.transport[0] && !ri.comm_progress[0], "no file: %d", ri.shared_memory);
+    CHECK(ri.shared_memory == -1 && !ri.transport[0] && !ri.comm_progress[0] && ri.comm_thread_nice == -1,
+          "no file: %d", ri.shared_memory);
     snprintf(path, sizeof path, "%s/analysis.json", dir);
     snprintf(trace, sizeof trace, "%s/trace.json", dir);
     FILE *f = fopen(path, "w");
@@ -1276,7 +1277,24 @@ static void test_run_info(void) {
     f = fopen(path, "w");
     if (f) fputs("{\"comm_progress\": \"sometimes\"}", f), fclose(f);
     tdm_plan_run_info_read(dir, &ri);
-    CHECK(!ri.comm_progress[0] && ri.shared_memory == -1, "an unknown mode: %s", ri.comm_progress);
+    CHECK(!ri.comm_progress[0] && ri.shared_memory == -1 && ri.comm_thread_nice == -1, "an unknown mode: %s",
+          ri.comm_progress);
+    /* the communication thread's niceness: 0 to 19, whole */
+    static const struct {
+        const char *json;
+        int nice;
+    } nices[] = {{"{\"comm_progress\": \"thread\", \"comm_thread_nice\": 0}", 0},
+                 {"{\"comm_thread_nice\": 19}", 19},
+                 {"{\"comm_thread_nice\": 20}", -1},
+                 {"{\"comm_thread_nice\": -1}", -1},
+                 {"{\"comm_thread_nice\": 2.5}", -1},
+                 {"{\"comm_thread_nice\": \"10\"}", -1}};
+    for (size_t i = 0; i < sizeof nices / sizeof nices[0]; i++) {
+        f = fopen(path, "w");
+        if (f) fputs(nices[i].json, f), fclose(f);
+        tdm_plan_run_info_read(dir, &ri);
+        CHECK(ri.comm_thread_nice == nices[i].nice, "%s: %d", nices[i].json, ri.comm_thread_nice);
+    }
     unlink(path);
     rmdir(dir);
 }
