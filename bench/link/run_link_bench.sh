@@ -30,7 +30,8 @@
 # MBS_BY_RATE ("RATE:MBS ...", e.g. "0.5:24 1:12 2:6": at a listed rate, micro-batch MBS and global batch
 # 2 x MBS, one micro-batch per rank; chooses the compute per step so that communication is a given
 # share of it at every rate), BUCKETS (gradient buckets, 8), REPEATS (interleaved timing runs per side, 1),
-# AB_FLAGS (extra train flags), DIST_OPT (1: --use-distributed-optimizer, reduce-scatter + all-gather; 0: the plain
+# AB_FLAGS (extra train flags), DOCTOR_FLAGS (extra tandem doctor flags, e.g. --comm-thread-nice 0 beside AB_FLAGS
+# --comm-thread-nice 0), DIST_OPT (1: --use-distributed-optimizer, reduce-scatter + all-gather; 0: the plain
 # optimizer, one all-reduce per bucket),
 # OUT (build/link-bench), LINK_PREFIX (tdmlink: the names of the namespaces and veth ends; a test uses its own),
 # LINK_SYSCTL (KEY=VALUE ... set in both namespaces, e.g. net.ipv4.tcp_slow_start_after_idle=0),
@@ -202,7 +203,8 @@ if [ "$WHAT" = doctor ]; then
     for rate in $RATES; do
       set_rate "$rate"
       echo "== doctor $mpi at $rate Gbit/s"
-      mpi_run "$mpi" 600 "$t" doctor --max-mb "${DOCTOR_MB:-16}" --beside-mb "${BESIDE_MB:-2}" --reps "${PROBE_REPEATS:-5}" \
+      # shellcheck disable=SC2086 # DOCTOR_FLAGS is split into words on purpose
+      mpi_run "$mpi" 600 "$t" doctor --max-mb "${DOCTOR_MB:-16}" --beside-mb "${BESIDE_MB:-2}" --reps "${PROBE_REPEATS:-5}" ${DOCTOR_FLAGS:-} \
         --json "$dout/doctor_${mpi}_$rate.json" >"$OUT/doctor_${mpi}_$rate.txt" 2>&1 || echo "doctor $mpi at $rate Gbit/s failed"
       sed -n '/beside compute/,$p' "$OUT/doctor_${mpi}_$rate.txt" | grep -E "beside|progress|thread|inline|tandem plan"
     done
