@@ -13,6 +13,7 @@
 #include "core/fs.h"
 #include "core/rng.h"
 #include "core/strbuf.h"
+#include "distributed/config.h"
 #include "model/config.h"
 #include "model/qwen3vl.h"
 #include "plan/plan.h"
@@ -897,7 +898,7 @@ int cmd_plan(int argc, char **argv) {
     tdm_plan_doctor doc;
     tdm_plan_run_info run; /* what analysis.json says of the run: its thread's niceness, the doctor's line */
     tdm_plan_run_info_read(o.trace, &run);
-    if (o.comm_nice < 0) o.comm_nice = run.comm_thread_nice >= 0 ? run.comm_thread_nice : 10; /* train's default */
+    if (o.comm_nice < 0) o.comm_nice = run.comm_thread_nice >= 0 ? run.comm_thread_nice : TDM_DDP_COMM_THREAD_NICE;
     if (o.doctor) {
         const char *mode = o.comm_progress[0] ? o.comm_progress : run.comm_progress[0] ? run.comm_progress : "thread";
         if (tdm_plan_doctor_load(o.doctor, mode, &doc, &err) != 0) {
