@@ -59,8 +59,8 @@ static void run_info_of(const tdm_json *root, tdm_plan_run_info *ri) {
     if (tr && tr->type == TDM_JSON_STRING) snprintf(ri->transport, sizeof ri->transport, "%s", tr->str);
     if (pr && pr->type == TDM_JSON_STRING && (!strcmp(pr->str, "thread") || !strcmp(pr->str, "inline")))
         snprintf(ri->comm_progress, sizeof ri->comm_progress, "%s", pr->str);
-    if (ni && ni->type == TDM_JSON_NUMBER && ni->num >= 0 && ni->num <= 19 && ni->num == (int)ni->num)
-        ri->comm_thread_nice = (int)ni->num;
+    if (ni && ni->type == TDM_JSON_NUMBER && ni->is_int && ni->i64 >= 0 && ni->i64 <= 19)
+        ri->comm_thread_nice = (int)ni->i64;
 }
 
 void tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri) {
