@@ -14,9 +14,10 @@
  * With THREAD 1, NICE sets the second thread's niceness (tandem's --comm-thread-nice) and COMPUTE 1 has the main
  * thread compute (a float loop on 256 KB) from the common start to its rank's last post, as a backward that makes
  * gradient buckets ready does, and only then wait, asleep (tandem's compute thread blocks on a condition variable);
- * while it waits the thread polls back to back, yielding, as tandem's does for a waiting compute thread.
- *   mpirun -np 2 finish_probe [NB [MB [LAG_MS [SPACING_MS [THREAD [REPEATS [LATE_POLLS [SEND_FIRST [NICE [COMPUTE]]]]]]]]]]
- *   (defaults 2 3.67 20 5 1 5 0 0 0 0) */
+ * while it waits the thread polls back to back, yielding, as tandem's does for a waiting compute thread, or with
+ * BACKOFF 1 keeps sleeping 50 us when nothing completed (TANDEM_WAIT_POLL=backoff).
+ *   mpirun -np 2 finish_probe [NB [MB [LAG_MS [SPACING_MS [THREAD [REPEATS [LATE_POLLS [SEND_FIRST [NICE [COMPUTE
+ *   [BACKOFF]]]]]]]]]]]   (defaults 2 3.67 20 5 1 5 0 0 0 0 0) */
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
@@ -29,7 +30,7 @@
 
 typedef struct probe {
     int nb, rank, peer, n; /* n: floats each way per exchange */
-    int late_polls, send_first, nice;
+    int late_polls, send_first, nice, backoff;
     double lag_s, spacing_s, t0, *done;
     float *send, *recv;
     volatile int finished;
@@ -75,7 +76,7 @@ static void *run(void *arg) {
             if (f) p->done[k] = now() - p->t0, left--, any = 1;
         }
         if (!any) {
-            if (__atomic_load_n(&p->waiting, __ATOMIC_ACQUIRE)) sched_yield();
+            if (!p->backoff && __atomic_load_n(&p->waiting, __ATOMIC_ACQUIRE)) sched_yield();
             else usleep(50);
         }
         if (posted < p->nb && left == p->nb - posted) {
@@ -114,21 +115,23 @@ int main(int argc, char **argv) {
     const int thread = argc > 5 ? atoi(argv[5]) : 1, repeats = argc > 6 ? atoi(argv[6]) : 5;
     const int late_polls = argc > 7 ? atoi(argv[7]) : 0, send_first = argc > 8 ? atoi(argv[8]) : 0;
     const int nice = argc > 9 ? atoi(argv[9]) : 0, compute = argc > 10 ? atoi(argv[10]) : 0;
+    const int backoff = argc > 11 ? atoi(argv[11]) : 0;
     if (size != 2 || nb < 1 || nb > 64 || !(mb > 0) || repeats < 1 || (thread && provided < MPI_THREAD_MULTIPLE) ||
-        nice < 0 || nice > 19 || (compute && !thread)) {
+        nice < 0 || nice > 19 || (compute && !thread) || (backoff != 0 && backoff != 1)) {
         if (rank == 0)
-            fprintf(stderr, "finish_probe: 2 ranks, NB 1-64, MB > 0, REPEATS >= 1, NICE 0-19 (and threads; COMPUTE "
-                            "needs THREAD 1)\n");
+            fprintf(stderr, "finish_probe: 2 ranks, NB 1-64, MB > 0, REPEATS >= 1, NICE 0-19, BACKOFF 0 or 1 (and "
+                            "threads; COMPUTE needs THREAD 1)\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     probe p = {.nb = nb, .rank = rank, .peer = 1 - rank, .lag_s = lag_ms / 1e3, .spacing_s = spacing_ms / 1e3};
-    p.late_polls = late_polls, p.send_first = send_first, p.nice = nice;
+    p.late_polls = late_polls, p.send_first = send_first, p.nice = nice, p.backoff = backoff;
     p.n = (int)(mb * 1e6 / 4 / 2);
     p.send = calloc((size_t)nb * (size_t)p.n, sizeof *p.send);
     p.recv = calloc((size_t)nb * (size_t)p.n, sizeof *p.recv);
     p.done = calloc((size_t)nb, sizeof *p.done);
     if (rank == 0)
-        printf("nb,mb,lag_ms,spacing_ms,thread,late_polls,send_first,nice,compute,repeat,rank0_ms,rank1_ms,apart_ms\n");
+        printf("nb,mb,lag_ms,spacing_ms,thread,late_polls,send_first,nice,compute,backoff,repeat,rank0_ms,rank1_ms,"
+               "apart_ms\n");
     volatile float sink = 0;             /* keeps the compute */
     for (int r = 0; r <= repeats; r++) { /* repeat 0: a warm-up, not printed */
         MPI_Barrier(MPI_COMM_WORLD);
@@ -154,8 +157,9 @@ int main(int argc, char **argv) {
         for (int k = 0; k < nb; k++) last = p.done[k] > last ? p.done[k] : last;
         MPI_Gather(&last, 1, MPI_DOUBLE, both, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
         if (rank == 0 && r > 0)
-            printf("%d,%.2f,%.1f,%.1f,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f\n", nb, mb, lag_ms, spacing_ms, thread,
-                   late_polls, send_first, nice, compute, r, both[0] * 1e3, both[1] * 1e3, (both[0] - both[1]) * 1e3);
+            printf("%d,%.2f,%.1f,%.1f,%d,%d,%d,%d,%d,%d,%d,%.2f,%.2f,%.2f\n", nb, mb, lag_ms, spacing_ms, thread,
+                   late_polls, send_first, nice, compute, backoff, r, both[0] * 1e3, both[1] * 1e3,
+                   (both[0] - both[1]) * 1e3);
     }
     free(p.send);
     free(p.recv);

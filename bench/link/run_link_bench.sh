@@ -224,7 +224,7 @@ if [ "$WHAT" = finish ]; then
       echo "== finish $mpi at $rate Gbit/s"
       : >"$OUT/finish_${mpi}_$rate.csv"
       for c in "${cases[@]}"; do
-        # shellcheck disable=SC2086 # each case is an argument list: NB MB LAG SPACING THREAD [LATE_POLLS SEND_FIRST [NICE COMPUTE]]
+        # shellcheck disable=SC2086 # each case is an argument list: NB MB LAG SPACING THREAD [LATE_POLLS SEND_FIRST [NICE COMPUTE [BACKOFF]]]
         set -- $c
         mpi_run "$mpi" 300 "$OUT/finish_probe_$mpi" "${@:1:5}" "${PROBE_REPEATS:-5}" "${@:6}" >>"$OUT/finish_${mpi}_$rate.csv" \
           2>>"$OUT/finish_${mpi}_$rate.err" || echo "finish_probe $mpi at $rate Gbit/s ($c) failed"
