@@ -290,7 +290,14 @@ typedef struct tdm_plan_run_info {
     int comm_thread_nice;   /* the run's --comm-thread-nice (a run with a communication thread) */
 } tdm_plan_run_info;
 
-void tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri);
+/* Reads analysis.json beside trace_path (the trace file or its folder) into *ri, and the CPU ms the threads named
+ * comm... took beside compute less their polls while compute waited (NaN when the file has no thread table);
+ * no file gives what it does not say. -1 (err: one sentence naming the file) when it cannot be read, does not
+ * parse, or holds a field of its own of another type or range than the profiler writes. */
+int tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri, double *comm_cpu_ms, tdm_error *err);
+/* The same from the file's text (name: for the messages); exposed for the fuzz target. */
+int tdm_plan_run_info_parse(const char *text, size_t len, const char *name, tdm_plan_run_info *ri, double *comm_cpu_ms,
+                            tdm_error *err);
 
 /* ---- plan_doctor.c ------------------------------------------------------------------------- */
 

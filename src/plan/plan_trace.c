@@ -1,6 +1,7 @@
 /* plan_trace.c - a step model from tandem's own trace (prof/trace.h's reader): per-unit compute,
  * the fixed parts of the step, the baseline's settings and the link fitted to its collectives
  * (see plan.h and docs/plan.md). */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,66 +33,72 @@ void tdm_plan_note(char *notes, int cap, const char *fmt, ...) {
     if ((int)n < cap - 1) notes[n] = '\n', notes[n + 1] = '\0';
 }
 
-/* analysis.json beside a trace (in the folder given, or the one holding the trace file), parsed; NULL when
- * there is none or it does not parse. */
-static tdm_json_doc *load_analysis(const char *trace_path) {
+/* Whether j, when present, is a finite number of 0 or more (a thread's CPU figures). */
+static int cpu_figure_ok(const tdm_json *j) {
+    return !j || (j->type == TDM_JSON_NUMBER && isfinite(j->num) && j->num >= 0);
+}
+
+int tdm_plan_run_info_parse(const char *text, size_t len, const char *name, tdm_plan_run_info *ri, double *comm_cpu_ms,
+                            tdm_error *err) {
+    memset(ri, 0, sizeof *ri);
+    ri->shared_memory = ri->comm_thread_nice = -1;
+    *comm_cpu_ms = NAN;
+    tdm_error je;
+    tdm_json_doc *doc = tdm_json_parse(text, len, name, &je);
+    if (!doc) return tdm_errorf(err, "%s (expected the analysis.json that tandem train's profiler writes)", je.msg);
+    const tdm_json *root = tdm_json_root(doc);
+    const char *bad = NULL; /* what the file holds that the profiler never writes */
+    if (root->type != TDM_JSON_OBJECT) bad = "is not a JSON object";
+    const tdm_json *shm = tdm_json_get(root, "shared_memory"), *tr = tdm_json_get(root, "transport"),
+                   *pr = tdm_json_get(root, "comm_progress"), *ni = tdm_json_get(root, "comm_thread_nice"),
+                   *th = tdm_json_get(root, "threads");
+    if (bad) {
+    } else if (shm && shm->type != TDM_JSON_TRUE && shm->type != TDM_JSON_FALSE)
+        bad = "has a \"shared_memory\" that is not true or false";
+    else if (tr && tr->type != TDM_JSON_STRING) bad = "has a \"transport\" that is not a string";
+    else if (pr && (pr->type != TDM_JSON_STRING || (strcmp(pr->str, "thread") && strcmp(pr->str, "inline"))))
+        bad = "has a \"comm_progress\" other than \"thread\" or \"inline\"";
+    else if (ni && !(ni->type == TDM_JSON_NUMBER && ni->is_int && ni->i64 >= 0 && ni->i64 <= 19))
+        bad = "has a \"comm_thread_nice\" that is not a whole number from 0 to 19";
+    else if (th && th->type != TDM_JSON_ARRAY) bad = "has a \"threads\" that is not an array";
+    double ms = th && !bad ? 0 : NAN;
+    for (size_t i = 0; th && !bad && i < th->len; i++) {
+        const tdm_json *t = th->items[i], *tn = tdm_json_get(t, "name"), *u = tdm_json_get(t, "user_ms"),
+                       *sy = tdm_json_get(t, "system_ms"), *wp = tdm_json_get(t, "wait_poll_ms");
+        if (t->type != TDM_JSON_OBJECT || !tn || tn->type != TDM_JSON_STRING)
+            bad = "has a thread that is not an object with a \"name\"";
+        else if (!cpu_figure_ok(u) || !cpu_figure_ok(sy) || !cpu_figure_ok(wp))
+            bad = "has a thread whose user_ms, system_ms or wait_poll_ms is not a number of 0 or more";
+        else if (!strncmp(tn->str, "comm", 4))
+            ms += (u ? u->num : 0) + (sy ? sy->num : 0) -
+                  (wp ? wp->num : 0); /* polls while compute waited: no core taken */
+    }
+    if (!bad) {
+        if (shm) ri->shared_memory = shm->type == TDM_JSON_TRUE;
+        if (tr) snprintf(ri->transport, sizeof ri->transport, "%s", tr->str);
+        if (pr) snprintf(ri->comm_progress, sizeof ri->comm_progress, "%s", pr->str);
+        if (ni) ri->comm_thread_nice = (int)ni->i64;
+        *comm_cpu_ms = ms < 0 ? 0 : ms; /* user and system time count in 10 ms ticks */
+    }
+    tdm_json_free(doc);
+    if (bad) return tdm_errorf(err, "%s %s; expected the analysis.json that tandem train's profiler writes", name, bad);
+    return 0;
+}
+
+int tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri, double *comm_cpu_ms, tdm_error *err) {
     char dir[4096], path[4200];
     struct stat st;
     if (stat(trace_path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(dir, sizeof dir, "%s", trace_path);
     else tdm_dirname(trace_path, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/analysis.json", dir);
-    tdm_error err;
+    if (stat(path, &st) != 0 && errno == ENOENT) /* a trace written before the profiler wrote it */
+        return tdm_plan_run_info_parse("{}", 2, path, ri, comm_cpu_ms, err);
     size_t len;
-    char *text = tdm_read_file(path, (size_t)1 << 28, &len, &err);
-    if (!text) return NULL;
-    tdm_json_doc *doc = tdm_json_parse(text, len, path, &err);
+    char *text = tdm_read_file(path, (size_t)1 << 28, &len, err);
+    if (!text) return -1;
+    int rc = tdm_plan_run_info_parse(text, len, path, ri, comm_cpu_ms, err);
     free(text);
-    return doc;
-}
-
-static void run_info_of(const tdm_json *root, tdm_plan_run_info *ri) {
-    memset(ri, 0, sizeof *ri);
-    ri->shared_memory = ri->comm_thread_nice = -1;
-    const tdm_json *shm = tdm_json_get(root, "shared_memory"), *tr = tdm_json_get(root, "transport"),
-                   *pr = tdm_json_get(root, "comm_progress"), *ni = tdm_json_get(root, "comm_thread_nice");
-    if (shm && (shm->type == TDM_JSON_TRUE || shm->type == TDM_JSON_FALSE))
-        ri->shared_memory = shm->type == TDM_JSON_TRUE;
-    if (tr && tr->type == TDM_JSON_STRING) snprintf(ri->transport, sizeof ri->transport, "%s", tr->str);
-    if (pr && pr->type == TDM_JSON_STRING && (!strcmp(pr->str, "thread") || !strcmp(pr->str, "inline")))
-        snprintf(ri->comm_progress, sizeof ri->comm_progress, "%s", pr->str);
-    if (ni && ni->type == TDM_JSON_NUMBER && ni->is_int && ni->i64 >= 0 && ni->i64 <= 19)
-        ri->comm_thread_nice = (int)ni->i64;
-}
-
-void tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri) {
-    tdm_json_doc *doc = load_analysis(trace_path);
-    run_info_of(doc ? tdm_json_root(doc) : NULL, ri);
-    tdm_json_free(doc);
-}
-
-/* CPU ms the threads named comm... in analysis.json beside the trace took beside compute (NaN when there is none),
- * and what the file says of the run (tdm_plan_run_info_read). */
-static double comm_thread_cpu_ms(const char *trace_path, tdm_plan_run_info *ri) {
-    tdm_json_doc *doc = load_analysis(trace_path);
-    run_info_of(doc ? tdm_json_root(doc) : NULL, ri);
-    if (!doc) return NAN;
-    const tdm_json *th = tdm_json_get(tdm_json_root(doc), "threads");
-    double ms = NAN;
-    if (th && th->type == TDM_JSON_ARRAY) {
-        ms = 0;
-        for (size_t i = 0; i < th->len; i++) {
-            const tdm_json *name = tdm_json_get(th->items[i], "name"), *u = tdm_json_get(th->items[i], "user_ms"),
-                           *sy = tdm_json_get(th->items[i], "system_ms"),
-                           *wp = tdm_json_get(th->items[i], "wait_poll_ms");
-            if (!name || name->type != TDM_JSON_STRING || strncmp(name->str, "comm", 4)) continue;
-            if (u && u->type == TDM_JSON_NUMBER) ms += u->num;
-            if (sy && sy->type == TDM_JSON_NUMBER) ms += sy->num;
-            if (wp && wp->type == TDM_JSON_NUMBER) ms -= wp->num; /* polls while compute waited: no core taken */
-        }
-        if (ms < 0) ms = 0; /* user and system time count in 10 ms ticks */
-    }
-    tdm_json_free(doc);
-    return ms;
+    return rc;
 }
 
 static int starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
@@ -770,7 +777,12 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     }
     /* the CPU that driving the collectives took: the communication threads' time over the bytes moved */
     tdm_plan_run_info run;
-    double cpu_ms = comm_thread_cpu_ms(path, &run);
+    double cpu_ms;
+    if (tdm_plan_run_info_read(path, &run, &cpu_ms, err) != 0) {
+        free(padded);
+        rc = -1;
+        goto out;
+    }
     if (in->comm_progress && in->comm_progress[0])
         snprintf(run.comm_progress, sizeof run.comm_progress, "%s", in->comm_progress);
     const int shared_memory = run.shared_memory;

@@ -897,7 +897,13 @@ int cmd_plan(int argc, char **argv) {
 
     tdm_plan_doctor doc;
     tdm_plan_run_info run; /* what analysis.json says of the run: its thread's niceness, the doctor's line */
-    tdm_plan_run_info_read(o.trace, &run);
+    double traced_comm_cpu_ms;
+    if (torch ? tdm_plan_run_info_parse("{}", 2, "", &run, &traced_comm_cpu_ms, &err) /* tandem's file only */
+              : tdm_plan_run_info_read(o.trace, &run, &traced_comm_cpu_ms, &err)) {
+        fprintf(stderr, "tandem plan: %s\n", err.msg);
+        rc = 1;
+        goto out_practice;
+    }
     if (o.comm_nice < 0) o.comm_nice = run.comm_thread_nice >= 0 ? run.comm_thread_nice : TDM_DDP_COMM_THREAD_NICE;
     if (o.doctor) {
         const char *mode = o.comm_progress[0] ? o.comm_progress : run.comm_progress[0] ? run.comm_progress : "thread";

@@ -351,6 +351,10 @@ expect_fail "a one-rank doctor's report" "no beside_compute figures" "$TANDEM" p
   --out "$W/o17" --doctor "$W/doctor1.json"
 expect_fail "not a doctor's report" "expected tandem doctor's JSON report" "$TANDEM" plan "$W/prof" --model \
   "$W/model" --out "$W/o18" --doctor "$W/notrace.json"
+# the run's analysis.json beside its trace, cut short: refused, not read as a run that said nothing
+mkdir -p "$W/prof_cut" && cp "$W/prof/trace.json" "$W/prof_cut/" && head -c 40 "$W/prof/analysis.json" >"$W/prof_cut/analysis.json"
+expect_fail "a cut analysis.json" "prof_cut/analysis.json:.*(expected the analysis.json that tandem train's profiler writes)" \
+  "$TANDEM" plan "$W/prof_cut" --model "$W/model" --freeze-vision --freeze-projector --out "$W/o19"
 expect_fail "the practice with a tree" "run as rings" "$TANDEM" plan --practice --out "$W/o20" --link-algo tree
 expect_fail "a candidate's unknown algorithm" "expected ring or tree" "$TANDEM" plan "$W/prof" --model "$W/model" \
   --freeze-vision --freeze-projector --out "$W/o21" --candidate "--link-algo butterfly"

@@ -1253,47 +1253,72 @@ static void test_doctor_report(void) {
     }
 }
 
-/* What analysis.json beside a trace says of the run, from the folder or the trace file; -1 and "" without it. */
+/* What analysis.json beside a trace says of the run, from the folder or the trace file; -1 and "" without it;
+ * a file that does not parse, or holds a field of its own the profiler never writes, refused with one sentence. */
 static void test_run_info(void) {
     char dir[] = "/tmp/tdm_test_run_info.XXXXXX", path[4200], trace[4200];
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     tdm_plan_run_info ri;
-    tdm_plan_run_info_read(dir, &ri);
-    CHECK(ri.shared_memory == -1 && !ri.transport[0] && !ri.comm_progress[0] && ri.comm_thread_nice == -1,
-          "no file: %d", ri.shared_memory);
+    tdm_error err;
+    double cpu_ms = 0;
+    CHECK(tdm_plan_run_info_read(dir, &ri, &cpu_ms, &err) == 0, "no file: %s", err.msg);
+    CHECK(ri.shared_memory == -1 && !ri.transport[0] && !ri.comm_progress[0] && ri.comm_thread_nice == -1 &&
+              isnan(cpu_ms),
+          "no file: %d %g", ri.shared_memory, cpu_ms);
     snprintf(path, sizeof path, "%s/analysis.json", dir);
     snprintf(trace, sizeof trace, "%s/trace.json", dir);
     FILE *f = fopen(path, "w");
     CHECK(f != NULL, "open %s", path);
     if (!f) return;
-    fputs("{\"transport\": \"shared memory (btl vader)\", \"shared_memory\": true, \"comm_progress\": \"inline\"}", f);
+    fputs("{\"transport\": \"shared memory (btl vader)\", \"shared_memory\": true, \"comm_progress\": \"inline\", "
+          "\"threads\": [{\"name\": \"compute\", \"user_ms\": 90}, {\"name\": \"comm0\", \"user_ms\": 20, "
+          "\"system_ms\": 10.5, \"wait_poll_ms\": 4}, {\"name\": \"data\"}]}",
+          f);
     fclose(f);
-    tdm_plan_run_info_read(dir, &ri);
+    CHECK(tdm_plan_run_info_read(dir, &ri, &cpu_ms, &err) == 0, "%s", err.msg);
     CHECK(ri.shared_memory == 1 && !strcmp(ri.transport, "shared memory (btl vader)") &&
               !strcmp(ri.comm_progress, "inline"),
           "%d %s %s", ri.shared_memory, ri.transport, ri.comm_progress);
-    tdm_plan_run_info_read(trace, &ri); /* the trace file need not exist: its folder's analysis.json */
-    CHECK(!strcmp(ri.comm_progress, "inline"), "from the trace's path: %s", ri.comm_progress);
-    f = fopen(path, "w");
-    if (f) fputs("{\"comm_progress\": \"sometimes\"}", f), fclose(f);
-    tdm_plan_run_info_read(dir, &ri);
-    CHECK(!ri.comm_progress[0] && ri.shared_memory == -1 && ri.comm_thread_nice == -1, "an unknown mode: %s",
-          ri.comm_progress);
+    CHECK(fabs(cpu_ms - 26.5) < 1e-9, "the comm threads' CPU less their waiting polls: %g", cpu_ms);
+    /* the trace file need not exist: its folder's analysis.json */
+    CHECK(tdm_plan_run_info_read(trace, &ri, &cpu_ms, &err) == 0 && !strcmp(ri.comm_progress, "inline"),
+          "from the trace's path: %s", ri.comm_progress);
     /* the communication thread's niceness: 0 to 19, whole */
     static const struct {
         const char *json;
         int nice;
-    } nices[] = {{"{\"comm_progress\": \"thread\", \"comm_thread_nice\": 0}", 0},
-                 {"{\"comm_thread_nice\": 19}", 19},
-                 {"{\"comm_thread_nice\": 20}", -1},
-                 {"{\"comm_thread_nice\": -1}", -1},
-                 {"{\"comm_thread_nice\": 2.5}", -1},
-                 {"{\"comm_thread_nice\": \"10\"}", -1}};
+    } nices[] = {{"{\"comm_progress\": \"thread\", \"comm_thread_nice\": 0}", 0}, {"{\"comm_thread_nice\": 19}", 19}};
     for (size_t i = 0; i < sizeof nices / sizeof nices[0]; i++) {
         f = fopen(path, "w");
         if (f) fputs(nices[i].json, f), fclose(f);
-        tdm_plan_run_info_read(dir, &ri);
-        CHECK(ri.comm_thread_nice == nices[i].nice, "%s: %d", nices[i].json, ri.comm_thread_nice);
+        CHECK(tdm_plan_run_info_read(dir, &ri, &cpu_ms, &err) == 0 && ri.comm_thread_nice == nices[i].nice, "%s: %d",
+              nices[i].json, ri.comm_thread_nice);
+    }
+    static const struct {
+        const char *json, *says;
+    } bad[] = {
+        {"{\"comm_progress\": \"thread\",", "expected a string key"},
+        {"[1, 2]", "is not a JSON object"},
+        {"{\"comm_progress\": \"sometimes\"}", "\"comm_progress\" other than"},
+        {"{\"comm_progress\": 5}", "\"comm_progress\" other than"},
+        {"{\"shared_memory\": \"yes\"}", "\"shared_memory\" that is not true or false"},
+        {"{\"transport\": 3}", "\"transport\" that is not a string"},
+        {"{\"comm_thread_nice\": 20}", "\"comm_thread_nice\" that is not a whole number"},
+        {"{\"comm_thread_nice\": -1}", "\"comm_thread_nice\" that is not a whole number"},
+        {"{\"comm_thread_nice\": 2.5}", "\"comm_thread_nice\" that is not a whole number"},
+        {"{\"comm_thread_nice\": \"10\"}", "\"comm_thread_nice\" that is not a whole number"},
+        {"{\"threads\": {}}", "\"threads\" that is not an array"},
+        {"{\"threads\": [3]}", "a thread that is not an object"},
+        {"{\"threads\": [{\"user_ms\": 1}]}", "a thread that is not an object with a \"name\""},
+        {"{\"threads\": [{\"name\": \"comm0\", \"user_ms\": -1}]}", "not a number of 0 or more"},
+        {"{\"threads\": [{\"name\": \"comm0\", \"system_ms\": \"1\"}]}", "not a number of 0 or more"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        f = fopen(path, "w");
+        if (f) fputs(bad[i].json, f), fclose(f);
+        const int rc = tdm_plan_run_info_read(dir, &ri, &cpu_ms, &err);
+        CHECK(rc != 0 && strstr(err.msg, bad[i].says) && strstr(err.msg, "analysis.json") && !strchr(err.msg, '\n'),
+              "%s: %d %s", bad[i].json, rc, rc ? err.msg : "");
     }
     unlink(path);
     rmdir(dir);
