@@ -50,22 +50,31 @@ static const tdm_flags P = {
 };
 
 /* analysis.json's thread table (every rank of the run), the rows of the trace's ranks only: a
- * trace_rank1.json shows rank 1's threads. */
-static void print_threads(const char *dir, const tdm_prof_trace *tr) {
+ * trace_rank1.json shows rank 1's threads. 1 with the error printed when the file is there but unreadable. */
+static int print_threads(const char *dir, const tdm_prof_trace *tr) {
     char path[4200];
     snprintf(path, sizeof path, "%s/analysis.json", dir);
     size_t len;
-    char *text = tdm_read_file(path, 1 << 28, &len, NULL);
-    if (!text) return;
-    tdm_json_doc *d = tdm_json_parse(text, len, path, NULL);
+    struct stat st;
+    if (stat(path, &st) != 0) return 0; /* a trace without it: no thread table */
+    tdm_error err;
+    char *text = tdm_read_file(path, 1 << 28, &len, &err);
+    tdm_json_doc *d = text ? tdm_json_parse(text, len, path, &err) : NULL;
     free(text);
-    if (!d) return;
+    if (!d) { /* the summary stands without it; say why the table is missing */
+        fprintf(stderr,
+                "tandem trace-summary: %s (expected the analysis.json that tandem train's profiler writes); the "
+                "thread table is left out\n",
+                err.msg);
+        return 1;
+    }
     tdm_strbuf sb;
     tdm_sb_init(&sb);
     tdm_prof_format_threads_of(&sb, tdm_json_get(tdm_json_root(d), "threads"), tr->ranks, tr->n_ranks);
     fputs(sb.data ? sb.data : "", stdout);
     tdm_sb_free(&sb);
     tdm_json_free(d);
+    return 0;
 }
 
 /* One trace: its summary (text or JSON) on stdout; 1 with the error printed when it cannot be read. */
@@ -84,9 +93,9 @@ static int summarize(const char *path, const char *dir, int as_json) {
     else fputs(text.data ? text.data : "", stdout);
     tdm_sb_free(&text);
     tdm_sb_free(&json);
-    if (!as_json) print_threads(dir, &t);
+    const int rc = as_json ? 0 : print_threads(dir, &t);
     tdm_prof_trace_free(&t);
-    return 0;
+    return rc;
 }
 
 static int is_file(const char *path) {

@@ -136,6 +136,13 @@ for r in an["runs"][0]["ranks"]:
     assert r["mean"]["last_collective_exposed_ms"] is None, r["mean"]  # not known: not 0
 PYEOF
 
+# an analysis.json beside it cut short: the summary is printed, the thread table left out with a sentence, exit 1
+mkdir -p "$W/tandem-cut" && cp "$W/tandem/trace.json" "$W/tandem-cut/" && printf '{"threads": [' >"$W/tandem-cut/analysis.json"
+"$TANDEM" trace-summary "$W/tandem-cut" >"$W/tandem-cut.out" 2>"$W/tandem-cut.err"; rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l <"$W/tandem-cut.err")" -eq 1 ] && grep -q "analysis.json:1:.*the thread table is left out" \
+    "$W/tandem-cut.err" && [ -s "$W/tandem-cut.out" ]; then ok
+else bad "trace-summary with a cut analysis.json: rc $rc, $(cat "$W/tandem-cut.err")"; fi
+
 # --- bad input: one sentence, non-zero exit ---------------------------------------------------------
 expect_fail() { # name, expected text, command...
   local name=$1 want=$2; shift 2
