@@ -47,13 +47,12 @@ int tdm_plan_run_info_parse(const char *text, size_t len, const char *name, tdm_
     tdm_json_doc *doc = tdm_json_parse(text, len, name, &je);
     if (!doc) return tdm_errorf(err, "%s (expected the analysis.json that tandem train's profiler writes)", je.msg);
     const tdm_json *root = tdm_json_root(doc);
-    const char *bad = NULL; /* what the file holds that the profiler never writes */
-    if (root->type != TDM_JSON_OBJECT) bad = "is not a JSON object";
     const tdm_json *shm = tdm_json_get(root, "shared_memory"), *tr = tdm_json_get(root, "transport"),
                    *pr = tdm_json_get(root, "comm_progress"), *ni = tdm_json_get(root, "comm_thread_nice"),
                    *th = tdm_json_get(root, "threads");
-    if (bad) {
-    } else if (shm && shm->type != TDM_JSON_TRUE && shm->type != TDM_JSON_FALSE)
+    const char *bad = NULL; /* what the file holds that the profiler never writes */
+    if (root->type != TDM_JSON_OBJECT) bad = "is not a JSON object";
+    else if (shm && shm->type != TDM_JSON_TRUE && shm->type != TDM_JSON_FALSE)
         bad = "has a \"shared_memory\" that is not true or false";
     else if (tr && tr->type != TDM_JSON_STRING) bad = "has a \"transport\" that is not a string";
     else if (pr && (pr->type != TDM_JSON_STRING || (strcmp(pr->str, "thread") && strcmp(pr->str, "inline"))))
@@ -69,9 +68,8 @@ int tdm_plan_run_info_parse(const char *text, size_t len, const char *name, tdm_
             bad = "has a thread that is not an object with a \"name\"";
         else if (!cpu_figure_ok(u) || !cpu_figure_ok(sy) || !cpu_figure_ok(wp))
             bad = "has a thread whose user_ms, system_ms or wait_poll_ms is not a number of 0 or more";
-        else if (!strncmp(tn->str, "comm", 4))
-            ms += (u ? u->num : 0) + (sy ? sy->num : 0) -
-                  (wp ? wp->num : 0); /* polls while compute waited: no core taken */
+        else if (!strncmp(tn->str, "comm", 4)) /* less its polls while compute waited: no core taken */
+            ms += (u ? u->num : 0) + (sy ? sy->num : 0) - (wp ? wp->num : 0);
     }
     if (!bad) {
         if (shm) ri->shared_memory = shm->type == TDM_JSON_TRUE;
