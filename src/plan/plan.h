@@ -266,6 +266,9 @@ typedef struct tdm_plan_trace_in {
     /* the run's --comm-progress (thread | inline); NULL or "": analysis.json's, else thread */
     const char *comm_progress;
     const struct tdm_prof_trace *trace; /* the trace already read (tdm_plan_trace_read), or NULL: read path */
+    /* what analysis.json beside it says, already read (tdm_plan_run_info_read), or NULL: read it */
+    const struct tdm_plan_run_info *run;
+    double run_comm_cpu_ms; /* with run: the communication threads' CPU ms it gave */
     const int *step_weight; /* [n_step_weight]: how many times each of the steps all ranks hold counts (a resample
                                of them); NULL: each once. The others count 0 */
     int n_step_weight;
@@ -294,6 +297,8 @@ typedef struct tdm_plan_run_info {
  * comm... took beside compute less their polls while compute waited (NaN when the file has no thread table);
  * no file gives what it does not say. -1 (err: one sentence naming the file) when it cannot be read, does not
  * parse, or holds a field of its own of another type or range than the profiler writes. */
+/* What a trace without analysis.json says: nothing (-1, ""). */
+void tdm_plan_run_info_init(tdm_plan_run_info *ri);
 int tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri, double *comm_cpu_ms, tdm_error *err);
 /* The same from the file's text (name: for the messages); exposed for the fuzz target. */
 int tdm_plan_run_info_parse(const char *text, size_t len, const char *name, tdm_plan_run_info *ri, double *comm_cpu_ms,

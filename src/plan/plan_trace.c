@@ -38,10 +38,14 @@ static int cpu_figure_ok(const tdm_json *j) {
     return !j || (j->type == TDM_JSON_NUMBER && isfinite(j->num) && j->num >= 0);
 }
 
-int tdm_plan_run_info_parse(const char *text, size_t len, const char *name, tdm_plan_run_info *ri, double *comm_cpu_ms,
-                            tdm_error *err) {
+void tdm_plan_run_info_init(tdm_plan_run_info *ri) {
     memset(ri, 0, sizeof *ri);
     ri->shared_memory = ri->comm_thread_nice = -1;
+}
+
+int tdm_plan_run_info_parse(const char *text, size_t len, const char *name, tdm_plan_run_info *ri, double *comm_cpu_ms,
+                            tdm_error *err) {
+    tdm_plan_run_info_init(ri);
     *comm_cpu_ms = NAN;
     tdm_error je;
     tdm_json_doc *doc = tdm_json_parse(text, len, name, &je);
@@ -89,8 +93,11 @@ int tdm_plan_run_info_read(const char *trace_path, tdm_plan_run_info *ri, double
     if (stat(trace_path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(dir, sizeof dir, "%s", trace_path);
     else tdm_dirname(trace_path, dir, sizeof dir);
     snprintf(path, sizeof path, "%s/analysis.json", dir);
-    if (stat(path, &st) != 0 && errno == ENOENT) /* a trace written before the profiler wrote it */
-        return tdm_plan_run_info_parse("{}", 2, path, ri, comm_cpu_ms, err);
+    if (stat(path, &st) != 0 && errno == ENOENT) { /* a trace written before the profiler wrote it */
+        tdm_plan_run_info_init(ri);
+        *comm_cpu_ms = NAN;
+        return 0;
+    }
     size_t len;
     char *text = tdm_read_file(path, (size_t)1 << 28, &len, err);
     if (!text) return -1;
@@ -775,8 +782,9 @@ int tdm_plan_from_trace(const tdm_plan_trace_in *in, tdm_plan_model *m, char *no
     }
     /* the CPU that driving the collectives took: the communication threads' time over the bytes moved */
     tdm_plan_run_info run;
-    double cpu_ms;
-    if (tdm_plan_run_info_read(path, &run, &cpu_ms, err) != 0) {
+    double cpu_ms = in->run_comm_cpu_ms;
+    if (in->run) run = *in->run; /* the caller's, read once for every resample */
+    else if (tdm_plan_run_info_read(path, &run, &cpu_ms, err) != 0) {
         free(padded);
         rc = -1;
         goto out;

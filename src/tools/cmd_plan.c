@@ -897,9 +897,9 @@ int cmd_plan(int argc, char **argv) {
 
     tdm_plan_doctor doc;
     tdm_plan_run_info run; /* what analysis.json says of the run: its thread's niceness, the doctor's line */
-    double traced_comm_cpu_ms;
-    if (torch ? tdm_plan_run_info_parse("{}", 2, "", &run, &traced_comm_cpu_ms, &err) /* tandem's file only */
-              : tdm_plan_run_info_read(o.trace, &run, &traced_comm_cpu_ms, &err)) {
+    double traced_comm_cpu_ms = NAN;
+    tdm_plan_run_info_init(&run); /* a PyTorch trace has no analysis.json of tandem's */
+    if (!torch && tdm_plan_run_info_read(o.trace, &run, &traced_comm_cpu_ms, &err) != 0) {
         fprintf(stderr, "tandem plan: %s\n", err.msg);
         rc = 1;
         goto out_practice;
@@ -931,7 +931,9 @@ int cmd_plan(int argc, char **argv) {
                             .speed_beside = o.speed_beside,
                             .lost_share = o.lost_share,
                             .comm_progress = o.comm_progress,
-                            .trace = &pt};
+                            .trace = &pt,
+                            .run = torch ? NULL : &run,
+                            .run_comm_cpu_ms = traced_comm_cpu_ms};
     char notes[4096];
     tdm_plan_model m;
     if (torch ? tdm_plan_from_torch(o.trace, in.link, o.cpu_us_per_mb, &m, notes, sizeof notes, &err)
